@@ -1,0 +1,58 @@
+#include "apps/bench/report.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "decomp/error.hpp"
+
+namespace tessera::bench {
+
+json goal(const std::string& name, double value, const std::string& op, double target) {
+  const bool met = op == ">=" ? value >= target : op == "<=" ? value <= target : value == target;
+  return {{"name", name}, {"value", value}, {"op", op}, {"target", target}, {"met", met}};
+}
+
+namespace {
+std::string cell(const json& v) {
+  if (v.is_null()) return "";
+  if (v.is_number_float()) {
+    std::ostringstream os;
+    const double x = v.get<double>();
+    os << std::setprecision(x != 0 && (x < 0.01 || x >= 1e6) ? 3 : 4) << x;
+    return os.str();
+  }
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+}  // namespace
+
+void print_table(const json& rows, const std::vector<std::string>& cols) {
+  std::vector<std::size_t> w(cols.size());
+  for (std::size_t c = 0; c < cols.size(); ++c) {
+    w[c] = cols[c].size();
+    for (const auto& r : rows) w[c] = std::max(w[c], cell(r.value(cols[c], json())).size());
+  }
+  auto line = [&](auto get) {
+    for (std::size_t c = 0; c < cols.size(); ++c)
+      std::cout << (c ? "  " : "") << std::setw(static_cast<int>(w[c])) << get(c);
+    std::cout << '\n';
+  };
+  line([&](std::size_t c) { return cols[c]; });
+  for (const auto& r : rows) line([&](std::size_t c) { return cell(r.value(cols[c], json())); });
+}
+
+json merge_parts(const std::string& case_name, const std::vector<std::string>& files) {
+  json out = {{"case", case_name}, {"rows", json::array()}, {"goals", json::array()}};
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    if (!in) throw Error("bench merge: cannot read " + f);
+    json part = json::parse(in);
+    for (auto& r : part.at("rows")) out["rows"].push_back(r);
+  }
+  return out;
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,23 @@
+#include "apps/bench/timing.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace tessera::bench {
+
+Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    MPI_Barrier(comm);
+    const double t0 = MPI_Wtime();
+    fn();
+    double dt = MPI_Wtime() - t0, worst = 0;
+    MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
+    t.push_back(worst);
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front()};
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,26 @@
+# Required: MPI and a *parallel* HDF5 (C API). Optional later: oneDNN, FFTW.
+find_package(MPI REQUIRED COMPONENTS C CXX)
+
+set(HDF5_PREFER_PARALLEL ON)
+find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT HDF5_IS_PARALLEL)
+  message(FATAL_ERROR
+    "Tessera needs a parallel (MPI) build of HDF5, but found a serial one at "
+    "'${HDF5_INCLUDE_DIRS}'. On Debian: apt-get install libhdf5-openmpi-dev "
+    "(scripts/setup.sh does this), or point HDF5_ROOT / HDF5_C_COMPILER_EXECUTABLE=h5pcc "
+    "at a parallel build.")
+endif()
+if(NOT TARGET hdf5::hdf5)
+  message(FATAL_ERROR "FindHDF5 did not define hdf5::hdf5; CMake >= 3.19 is needed")
+endif()
+
+# Which MPI is it? The Open MPI launch flags are added only for Open MPI.
+execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version
+  OUTPUT_VARIABLE _tessera_mpiexec_version ERROR_QUIET)
+if(_tessera_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  set(TESSERA_MPI_IS_OPENMPI ON)
+else()
+  set(TESSERA_MPI_IS_OPENMPI OFF)
+endif()
+message(STATUS "Tessera: MPI launcher ${MPIEXEC_EXECUTABLE} (Open MPI: ${TESSERA_MPI_IS_OPENMPI}), "
+  "HDF5 ${HDF5_VERSION} parallel")

@@ -1,0 +1,38 @@
+# tessera_add_mpi_test(NAME SOURCES ... RANKS 1 2 3 4 8 [TIMEOUT s] [LABELS ...])
+# Builds one test executable on the MPI Catch2 main and registers it with ctest once
+# per rank count, each run with a TIMEOUT so a hang fails instead of blocking CI.
+set(TESSERA_MPIEXEC_FLAGS "")
+set(TESSERA_MPI_TEST_ENV "OMP_NUM_THREADS=1")
+if(TESSERA_MPI_IS_OPENMPI)
+  # Root in containers, more ranks than cores, and yielding so polling ranks share cores.
+  list(APPEND TESSERA_MPIEXEC_FLAGS --oversubscribe --bind-to none)
+  list(APPEND TESSERA_MPI_TEST_ENV
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+    OMPI_MCA_rmaps_base_oversubscribe=1)
+endif()
+
+function(tessera_mpi_command out nranks)
+  set(${out} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${nranks} ${TESSERA_MPIEXEC_FLAGS}
+    ${MPIEXEC_PREFLAGS} PARENT_SCOPE)
+endfunction()
+
+function(tessera_add_mpi_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;RANKS;LABELS;ARGS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  if(NOT T_RANKS)
+    set(T_RANKS 1 2 3 4 8)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE tessera_mpi_test_main)
+  foreach(n IN LISTS T_RANKS)
+    tessera_mpi_command(cmd ${n})
+    add_test(NAME ${name}.np${n}
+      COMMAND ${cmd} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+    set_tests_properties(${name}.np${n} PROPERTIES
+      TIMEOUT ${T_TIMEOUT} PROCESSORS ${n} LABELS "mpi;${T_LABELS}"
+      ENVIRONMENT "${TESSERA_MPI_TEST_ENV}")
+  endforeach()
+endfunction()

@@ -1,0 +1,71 @@
+#include "io/hdf5_handle.hpp"
+
+#include <string>
+
+#include "decomp/error.hpp"
+
+namespace tessera::h5 {
+namespace {
+// The innermost message of HDF5's error stack: the reason, not the call chain.
+herr_t take_message(unsigned, const H5E_error2_t* e, void* out) {
+  auto* s = static_cast<std::string*>(out);
+  if (e && e->desc) *s = e->desc;
+  return 0;
+}
+std::string last_error() {
+  std::string msg;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, take_message, &msg);
+  H5Eclear2(H5E_DEFAULT);
+  return msg.empty() ? "unknown HDF5 error" : msg;
+}
+}  // namespace
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    o.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+void Handle::reset() noexcept {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: H5Idec_ref(id_); break;
+  }
+  id_ = H5I_INVALID_HID;
+}
+
+hid_t check(hid_t id, const std::string& what) {
+  if (id < 0) throw Error(what + ": " + last_error());
+  return id;
+}
+
+herr_t check(herr_t rc, const std::string& what, int) {
+  if (rc < 0) throw Error(what + ": " + last_error());
+  return rc;
+}
+
+Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not stderr noise
+  Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate(file access)"));
+  check(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", 0);
+  check(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops", 0);
+  check(H5Pset_coll_metadata_write(fapl.get(), true), "H5Pset_coll_metadata_write", 0);
+  hid_t f = H5I_INVALID_HID;
+  if (mode == Mode::Create)
+    f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  else
+    f = H5Fopen(path.c_str(), mode == Mode::Read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.get());
+  return Handle(check(f, "cannot open HDF5 file '" + path + "'"));
+}
+
+}  // namespace tessera::h5

@@ -1,0 +1,38 @@
+#pragma once
+// RAII over HDF5 C API identifiers, and parallel file access (MPI-IO driver with
+// collective metadata). Every failing HDF5 call becomes a tessera::Error naming the
+// call and the file.
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <string>
+
+namespace tessera::h5 {
+
+// Owns one hid_t and closes it with the matching H5*close.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(hid_t id) : id_(id) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& o) noexcept : id_(o.id_) { o.id_ = H5I_INVALID_HID; }
+  Handle& operator=(Handle&& o) noexcept;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void reset() noexcept;
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+// Throws tessera::Error("<what>: <HDF5's error stack>") when id < 0; returns id.
+hid_t check(hid_t id, const std::string& what);
+herr_t check(herr_t rc, const std::string& what, int);
+
+enum class Mode { Read, ReadWrite, Create };
+// Collective over comm: all ranks open the same file with the MPI-IO driver.
+Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode);
+
+}  // namespace tessera::h5

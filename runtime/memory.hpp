@@ -1,0 +1,24 @@
+#pragma once
+// Memory accounting: every tensor allocation goes through here, so benchmarks and
+// the training log can report current and peak bytes per rank and memory space.
+#include <cstddef>
+
+namespace tessera {
+
+enum class MemSpace { Host, Cuda };
+
+const char* name_of(MemSpace s);
+
+struct MemoryStats {
+  std::size_t current = 0;
+  std::size_t peak = 0;
+};
+
+MemoryStats memory_stats(MemSpace s);
+void reset_peak_memory(MemSpace s);  // peak := current
+
+// Raw allocation in a memory space, 64-byte aligned on the host. Tracked.
+void* mem_alloc(MemSpace s, std::size_t bytes);
+void mem_free(MemSpace s, void* p, std::size_t bytes) noexcept;
+
+}  // namespace tessera
