@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -24,7 +26,63 @@ Counter& counter(MemSpace s) {
   static Counter host, cuda;
   return s == MemSpace::Host ? host : cuda;
 }
+
+// Caching host allocator: large blocks freed by tensors are kept and handed out again
+// for the same size, so a loop that allocates the same shapes every step does not pay
+// mmap, munmap and a page fault per 4 KiB each time (as PyTorch's caching allocator).
+class HostCache {
+ public:
+  static constexpr std::size_t kMinBytes = 1 << 20;
+  void* take(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(bytes);
+    if (it == free_.end()) return nullptr;
+    void* p = it->second;
+    free_.erase(it);
+    cached_ -= bytes;
+    return p;
+  }
+  bool give(void* p, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes < kMinBytes || cached_ + bytes > limit()) return false;
+    free_.emplace(bytes, p);
+    cached_ += bytes;
+    return true;
+  }
+  std::size_t release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::size_t n = cached_;
+    for (auto& [b, p] : free_) std::free(p);
+    free_.clear();
+    cached_ = 0;
+    return n;
+  }
+  std::size_t cached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cached_;
+  }
+  ~HostCache() { release(); }
+
+ private:
+  static std::size_t limit() {
+    static const std::size_t l = [] {
+      const char* v = std::getenv("TESSERA_HOST_CACHE_MB");
+      return static_cast<std::size_t>(v ? std::atol(v) : 4096) << 20;
+    }();
+    return l;
+  }
+  std::mutex mu_;
+  std::multimap<std::size_t, void*> free_;
+  std::size_t cached_ = 0;
+};
+HostCache& host_cache() {
+  static HostCache c;
+  return c;
+}
 }  // namespace
+
+std::size_t cached_host_bytes() { return host_cache().cached(); }
+std::size_t release_cached_host_memory() { return host_cache().release(); }
 
 const char* name_of(MemSpace s) { return s == MemSpace::Host ? "host" : "cuda"; }
 
@@ -39,7 +97,8 @@ void* mem_alloc(MemSpace s, std::size_t bytes) {
   void* p = nullptr;
   if (s == MemSpace::Host) {
     const std::size_t rounded = (bytes + 63) / 64 * 64;
-    p = std::aligned_alloc(64, rounded);
+    p = host_cache().take(rounded);
+    if (!p) p = std::aligned_alloc(64, rounded);
     if (!p) throw Error("host allocation of " + std::to_string(bytes) + " bytes failed");
   } else {
     p = device::alloc(bytes);
@@ -50,10 +109,11 @@ void* mem_alloc(MemSpace s, std::size_t bytes) {
 
 void mem_free(MemSpace s, void* p, std::size_t bytes) noexcept {
   if (!p) return;
-  if (s == MemSpace::Host)
-    std::free(p);
-  else
+  if (s == MemSpace::Host) {
+    if (!host_cache().give(p, (bytes + 63) / 64 * 64)) std::free(p);
+  } else {
     device::free(p);
+  }
   counter(s).sub(bytes);
 }
 

@@ -1,3 +1,5 @@
+#include <sstream>
+
 #include "runtime/shard_tensor.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
@@ -28,9 +30,14 @@ std::vector<std::vector<Placement>> all_placements(const Mesh& mesh) {
 }
 
 std::string str(const std::vector<Placement>& p) {
-  std::string s;
-  for (auto x : p) s += x.sharded() ? "S" + std::to_string(x.axis) + " " : "R ";
-  return s;
+  std::ostringstream os;
+  for (auto x : p) {
+    if (x.sharded())
+      os << 'S' << x.axis << ' ';
+    else
+      os << "R ";
+  }
+  return os.str();
 }
 }  // namespace
 

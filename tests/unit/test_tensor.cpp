@@ -84,3 +84,18 @@ TEST_CASE("CUDA tensors without a device fail clearly", "[tensor]") {
   }
   CHECK_THROWS_AS(Tensor::empty({4}, DType::f32, MemSpace::Cuda), Error);
 }
+
+TEST_CASE("Large host blocks are cached and reused, not counted as live", "[tensor]") {
+  release_cached_host_memory();
+  void* first = nullptr;
+  {
+    Tensor t = Tensor::empty({1 << 20}, DType::f32);  // 4 MiB
+    first = t.raw();
+  }
+  CHECK(cached_host_bytes() == 4u << 20);
+  const auto live = memory_stats(MemSpace::Host).current;
+  Tensor again = Tensor::empty({1 << 20}, DType::f32);
+  CHECK(again.raw() == first);
+  CHECK(cached_host_bytes() == 0);
+  CHECK(memory_stats(MemSpace::Host).current == live + (4u << 20));
+}

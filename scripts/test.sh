@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test command: sets up (packages, build), then runs every test with ctest. MPI
+# tests run at 1, 2, 3, 4 and 8 ranks, each under a timeout. Extra args go to ctest
+# (e.g. -L unit, -R redistribute). TESSERA_SANITIZE=1 also builds and runs the
+# sanitizer preset's tests (CPU build with ASan + UBSan) in build-asan/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+source scripts/mpi-env.sh
+jobs=$(nproc)
+ctest --test-dir build --output-on-failure -j "$jobs" "$@"
+if [ "${TESSERA_SANITIZE:-0}" = 1 ]; then
+  cmake --preset asan >/dev/null
+  cmake --build build-asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j "$jobs" -E downstream "$@"
+fi
