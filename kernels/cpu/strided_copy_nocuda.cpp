@@ -12,3 +12,11 @@ void strided_zero_cuda(void*, const StridedCopy&, std::size_t) {
 }
 
 }  // namespace tessera::kernels
+
+#include "kernels/region_pack.hpp"
+
+namespace tessera::kernels {
+void region_pack_cuda(void*, void*, const std::vector<PackRegion>&, Index, std::size_t, PackOp, int) {
+  throw Error("region_pack_cuda: Tessera was built without CUDA (TESSERA_CUDA=OFF)");
+}
+}  // namespace tessera::kernels
