@@ -1,0 +1,268 @@
+#include "runtime/halo_exchange.hpp"
+
+#include <algorithm>
+
+#include "decomp/halo_geometry.hpp"
+#include "kernels/region_pack.hpp"
+#include "runtime/context.hpp"
+#include "runtime/mpi_datatype.hpp"
+
+namespace tessera {
+namespace {
+
+// Messages to or from one peer: its regions, packed back to back in one buffer span.
+struct PeerMessage {
+  int peer = 0;     // rank in the exchange communicator (== block id)
+  Index offset = 0; // first element in the message buffer
+  Index count = 0;
+  std::vector<Box> boxes;  // global boxes in this rank's padded frame, in plan order
+};
+
+int add_type_of(DType t) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::f64: return 1;
+    case DType::i64: return 2;
+    default: throw Error("halo adjoint: cannot add " + name_of(t) + " values; use float32/64");
+  }
+}
+
+// Groups plan entries by peer (the plan is sorted by peer, then box) into messages.
+template <class Entry, class BoxOf>
+std::vector<PeerMessage> group(const std::vector<Entry>& entries, BoxOf box_of) {
+  std::vector<PeerMessage> out;
+  Index off = 0;
+  for (const Entry& e : entries) {
+    const Box b = box_of(e);
+    if (b.empty()) continue;
+    if (out.empty() || out.back().peer != e.peer) {
+      out.push_back({e.peer, off, 0, {}});
+    }
+    out.back().boxes.push_back(b);
+    out.back().count += b.volume();
+    off += b.volume();
+  }
+  return out;
+}
+
+Index total(const std::vector<PeerMessage>& m) {
+  return m.empty() ? 0 : m.back().offset + m.back().count;
+}
+
+// Pack regions of messages [first, last) of `msgs`, as laid out in the padded tensor.
+std::vector<kernels::PackRegion> regions_of(const std::vector<PeerMessage>& msgs, std::size_t first,
+                                            std::size_t last, const HaloTensor& t) {
+  std::vector<kernels::PackRegion> r;
+  const Tensor& p = t.padded();
+  const Box& pb = t.padded_box();
+  for (std::size_t m = first; m < last; ++m) {
+    Index off = msgs[m].offset;
+    for (const Box& b : msgs[m].boxes) {
+      kernels::PackRegion g;
+      g.buffer_offset = off;
+      g.box.ndim = b.ndim;
+      for (int d = 0; d < b.ndim; ++d) {
+        g.tensor_offset += (b.lo[d] - pb.lo[d]) * p.strides()[d];
+        g.box.shape[d] = b.extent(d);
+        g.box.src_stride[d] = p.strides()[d];
+      }
+      r.push_back(g);
+      off += b.volume();
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+struct HaloExchange::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;  // ranks sharing a block grid; rank == block id
+  int me = 0;
+  std::vector<Index> left, right;
+  std::vector<int> mesh_dims;
+  ShardSpec spec;
+  HaloOptions opts;
+  std::vector<PeerMessage> sends, recvs;  // forward direction; the adjoint swaps them
+  std::vector<Box> open;
+  MpiType elem;
+  // In-flight state.
+  enum class Phase { Idle, Forward, Adjoint } phase = Phase::Idle;
+  const HaloTensor* target = nullptr;
+  Tensor out_buf, in_buf;            // in the tensor's memory space
+  Tensor out_wire, in_wire;          // what MPI sees (host staging when needed)
+  std::vector<MPI_Request> reqs;
+  std::size_t elem_size = 0;
+
+  void check_tensor(const HaloTensor& t) const {
+    TESSERA_CHECK(phase == Phase::Idle, "HaloExchange: begin() while an exchange is in flight");
+    TESSERA_CHECK(t.spec() == spec, "HaloExchange: tensor spec " << t.spec().str()
+                                                                 << " differs from the plan's "
+                                                                 << spec.str());
+    TESSERA_CHECK(t.left() == left && t.right() == right,
+                  "HaloExchange: tensor ghost widths differ from the plan's");
+  }
+
+  bool mpi_on_device() const {
+    try {
+      return Context::current().cuda_aware();
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
+  void pack(const HaloTensor& t, const std::vector<PeerMessage>& msgs, Tensor& buf,
+            kernels::PackOp op, std::size_t first, std::size_t last) {
+    const auto regs = regions_of(msgs, first, last, t);
+    if (regs.empty()) return;
+    const Index end = last < msgs.size() ? msgs[last].offset : total(msgs);
+    const Tensor& p = t.padded();
+    const int add = op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : 0;
+    if (p.space() == MemSpace::Host)
+      kernels::region_pack_host(p.raw(), buf.raw(), regs, end, elem_size, op, add);
+    else
+      kernels::region_pack_cuda(p.raw(), buf.raw(), regs, end, elem_size, op, add);
+  }
+
+  // Packs `out` messages from t, posts receives for `in` and sends for `out`.
+  void start(const HaloTensor& t, const std::vector<PeerMessage>& out,
+             const std::vector<PeerMessage>& in, int tag) {
+    const Tensor& p = t.padded();
+    elem_size = p.elem_size();
+    out_buf = Tensor::empty({total(out)}, p.dtype(), p.space());
+    in_buf = Tensor::empty({total(in)}, p.dtype(), p.space());
+    pack(t, out, out_buf, kernels::PackOp::Pack, 0, out.size());
+    const bool direct = p.space() == MemSpace::Host || mpi_on_device();
+    out_wire = direct ? out_buf : out_buf.to(MemSpace::Host);
+    in_wire = direct ? in_buf : Tensor::empty({total(in)}, p.dtype(), MemSpace::Host);
+    reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
+    auto* ib = static_cast<unsigned char*>(in_wire.raw());
+    auto* ob = static_cast<unsigned char*>(out_wire.raw());
+    for (std::size_t i = 0; i < in.size(); ++i)
+      TESSERA_MPI(MPI_Irecv(ib + in[i].offset * elem_size, checked_count(in[i].count, "halo message"),
+                            elem.get(), in[i].peer, tag, comm, &reqs[i]));
+    for (std::size_t i = 0; i < out.size(); ++i)
+      TESSERA_MPI(MPI_Isend(ob + out[i].offset * elem_size, checked_count(out[i].count, "halo message"),
+                            elem.get(), out[i].peer, tag, comm, &reqs[in.size() + i]));
+    target = &t;
+  }
+};
+
+HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const std::vector<Index>& left,
+                           const std::vector<Index>& right, const HaloOptions& opts)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  TESSERA_CHECK(static_cast<int>(left.size()) == spec.ndim() &&
+                    static_cast<int>(right.size()) == spec.ndim(),
+                "HaloExchange: ghost widths for " << left.size() << "/" << right.size()
+                                                  << " dims, tensor has " << spec.ndim());
+  TESSERA_CHECK(!spec.has_partial(), "HaloExchange: resolve Partial axes first");
+  m.left = left;
+  m.right = right;
+  m.spec = spec;
+  m.opts = opts;
+  std::vector<bool> periodic = opts.periodic.empty() ? std::vector<bool>(spec.ndim(), false) : opts.periodic;
+  TESSERA_CHECK(static_cast<int>(periodic.size()) == spec.ndim(),
+                "HaloExchange: periodic flags for " << periodic.size() << " dims, tensor has "
+                                                    << spec.ndim());
+  // Ranks with equal coordinates on the axes that shard nothing hold one block grid.
+  const auto& c = mesh.coords();
+  int color = 0, block = 0;
+  for (int a = 0; a < mesh.ndim(); ++a)
+    if (spec.dim_on_axis(a) < 0) color = color * mesh.dim(a) + c[a];
+  std::vector<int> bc(spec.ndim(), 0);
+  for (int d = 0; d < spec.ndim(); ++d)
+    if (spec.placement(d).sharded()) bc[d] = c[spec.placement(d).axis];
+  block = spec.partition().id_of(bc);
+  TESSERA_MPI(MPI_Comm_split(mesh.comm(), color, block, &m.comm));
+  TESSERA_MPI(MPI_Comm_rank(m.comm, &m.me));
+  TESSERA_CHECK(m.me == block, "HaloExchange: internal error, block " << block << " got rank " << m.me);
+  m.elem = element_type(1);
+
+  const HaloGeometry& geo = cached_halo_geometry(spec.partition(), HaloWidths(left, right), periodic);
+  const HaloPlan& plan = geo.plan(block);
+  m.sends = group(plan.sends, [](const auto& s) { return s.src; });
+  m.recvs = group(plan.recvs, [](const auto& r) { return r.dst; });
+  m.open = plan.open;
+}
+
+HaloExchange::~HaloExchange() {
+  if (!impl_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (impl_->phase != Impl::Phase::Idle)
+    MPI_Waitall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), MPI_STATUSES_IGNORE);
+  if (impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
+}
+
+void HaloExchange::begin(const HaloTensor& t) {
+  Impl& m = *impl_;
+  m.check_tensor(t);
+  m.elem = element_type(t.padded().elem_size());
+  m.start(t, m.sends, m.recvs, 11);
+  m.phase = Impl::Phase::Forward;
+}
+
+void HaloExchange::finish() {
+  Impl& m = *impl_;
+  TESSERA_CHECK(m.phase == Impl::Phase::Forward, "HaloExchange::finish without begin");
+  TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE));
+  if (m.in_wire.raw() != m.in_buf.raw()) m.in_buf.copy_from(m.in_wire);
+  m.pack(*m.target, m.recvs, m.in_buf, kernels::PackOp::Unpack, 0, m.recvs.size());
+  if (m.opts.open_fill == HaloOptions::OpenFill::Zero)
+    for (const Box& b : m.open) m.target->view_global(b).zero();
+  m.phase = Impl::Phase::Idle;
+  m.target = nullptr;
+}
+
+void HaloExchange::begin_adjoint(const HaloTensor& t) {
+  Impl& m = *impl_;
+  m.check_tensor(t);
+  add_type_of(t.padded().dtype());
+  m.elem = element_type(t.padded().elem_size());
+  m.start(t, m.recvs, m.sends, 12);  // ghosts travel back to their owners
+  m.phase = Impl::Phase::Adjoint;
+}
+
+void HaloExchange::finish_adjoint() {
+  Impl& m = *impl_;
+  TESSERA_CHECK(m.phase == Impl::Phase::Adjoint, "HaloExchange::finish_adjoint without begin_adjoint");
+  const std::size_t nin = m.sends.size();  // adjoint receives arrive where forward sends left
+  const bool staged = m.in_wire.raw() != m.in_buf.raw();
+  if (m.opts.deterministic || staged) {
+    TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE));
+    if (staged) m.in_buf.copy_from(m.in_wire);
+    // Peer order, then plan order: the same sequence of additions on every run.
+    for (std::size_t i = 0; i < nin; ++i)
+      m.pack(*m.target, m.sends, m.in_buf, kernels::PackOp::UnpackAdd, i, i + 1);
+  } else {
+    // Add each message as it arrives.
+    for (std::size_t left = nin; left > 0; --left) {
+      int idx = MPI_UNDEFINED;
+      TESSERA_MPI(MPI_Waitany(static_cast<int>(nin), m.reqs.data(), &idx, MPI_STATUS_IGNORE));
+      if (idx == MPI_UNDEFINED) break;
+      m.pack(*m.target, m.sends, m.in_buf, kernels::PackOp::UnpackAdd, static_cast<std::size_t>(idx),
+             static_cast<std::size_t>(idx) + 1);
+    }
+    TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size() - nin), m.reqs.data() + nin,
+                            MPI_STATUSES_IGNORE));
+  }
+  // The adjoint of copying into a ghost is moving out of it: ghosts end at zero.
+  for (const PeerMessage& r : m.recvs)
+    for (const Box& b : r.boxes) m.target->view_global(b).zero();
+  for (const Box& b : m.open) m.target->view_global(b).zero();
+  m.phase = Impl::Phase::Idle;
+  m.target = nullptr;
+}
+
+Index HaloExchange::cells_received() const { return total(impl_->recvs); }
+Index HaloExchange::cells_sent() const { return total(impl_->sends); }
+
+std::size_t HaloExchange::bytes_to_other_ranks(std::size_t es) const {
+  Index n = 0;
+  for (const auto& s : impl_->sends)
+    if (s.peer != impl_->me) n += s.count;
+  return static_cast<std::size_t>(n) * es;
+}
+
+}  // namespace tessera

@@ -1,0 +1,60 @@
+#pragma once
+// HaloExchange: fills the ghost cells of a HaloTensor from their owners (forward,
+// insert), or sends ghost values back and adds them into their owners (adjoint, as
+// PETSc's local-to-global ADD). One plan, built from box intersections once, runs both
+// ways. Split phase: begin() packs and posts, finish() waits and unpacks, so interior
+// work can overlap the transfer. Corners and edges come in the same round; periodic
+// dims wrap; ghosts wider than a neighbour's shard reach further ranks.
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+#include "runtime/halo_tensor.hpp"
+
+namespace tessera {
+
+struct HaloOptions {
+  std::vector<bool> periodic;  // per tensor dim; empty: none
+  // Ghost cells at open (non-periodic) domain boundaries: zero them, or leave as they are.
+  enum class OpenFill { Zero, Keep } open_fill = OpenFill::Zero;
+  // Adjoint additions in a fixed order (bitwise reproducible), not in arrival order.
+  bool deterministic = false;
+};
+
+class HaloExchange {
+ public:
+  // Collective over the mesh. Widths are those of the HaloTensors it will run on.
+  HaloExchange(const Mesh& mesh, const ShardSpec& spec, const std::vector<Index>& left,
+               const std::vector<Index>& right, const HaloOptions& opts = {});
+  ~HaloExchange();
+  HaloExchange(const HaloExchange&) = delete;
+  HaloExchange& operator=(const HaloExchange&) = delete;
+
+  // Forward: ghosts := owners' values.
+  void begin(const HaloTensor& t);
+  void finish();
+  void exchange(const HaloTensor& t) {
+    begin(t);
+    finish();
+  }
+  // Adjoint: owners += ghost values; ghosts are then zero (the adjoint of a copy).
+  void begin_adjoint(const HaloTensor& t);
+  void finish_adjoint();
+  void exchange_adjoint(const HaloTensor& t) {
+    begin_adjoint(t);
+    finish_adjoint();
+  }
+
+  // Cells this rank receives per forward exchange (from other ranks and itself), and
+  // the bytes that travel between different ranks.
+  Index cells_received() const;
+  Index cells_sent() const;
+  std::size_t bytes_to_other_ranks(std::size_t elem_size) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,219 @@
+#include <random>
+
+#include "decomp/halo_geometry.hpp"
+#include "runtime/halo_exchange.hpp"
+#include "tests/harness/mpi_test.hpp"
+#include "tests/mpi/helpers.hpp"
+
+using namespace tessera;
+
+namespace {
+struct Config {
+  std::vector<Index> shape, left, right;
+  std::vector<bool> periodic;
+  std::vector<Placement> dims;
+  std::vector<std::vector<Index>> sizes;
+};
+
+// Random 3-D configs on `mesh`: dim d sharded over axis d, uneven or empty shards,
+// asymmetric widths up to 3 (wider than thin shards), random periodicity.
+Config random_config(std::mt19937& rng, const Mesh& mesh) {
+  Config c;
+  c.dims.assign(3, Replicate());
+  c.sizes.resize(3);
+  for (int d = 0; d < 3; ++d) {
+    c.shape.push_back(1 + static_cast<Index>(rng() % 7));
+    c.left.push_back(static_cast<Index>(rng() % 4));
+    c.right.push_back(static_cast<Index>(rng() % 4));
+    c.periodic.push_back(rng() % 2 == 0);
+  }
+  for (int a = 0; a < mesh.ndim() && a < 3; ++a) {
+    if (mesh.names()[a] == "data") continue;
+    c.dims[a] = Shard(a);
+    if (rng() % 2) c.sizes[a] = test::random_sizes(rng, c.shape[a], mesh.dim(a));
+  }
+  return c;
+}
+
+// The value the padded cell at global point g must hold: its wrapped global linear
+// index, or `open` where an open boundary leaves it without an owner.
+std::int64_t expected(const Config& c, const std::vector<Index>& g, std::int64_t open) {
+  Index lin = 0;
+  for (int d = 0; d < 3; ++d) {
+    Index x = g[d];
+    const Index L = c.shape[d];
+    if (x < 0 || x >= L) {
+      if (!c.periodic[d]) return open;
+      x = ((x % L) + L) % L;
+    }
+    lin = lin * L + x;
+  }
+  return lin * 3;  // test::reference(i64, seed 0) holds 3 * linear index
+}
+
+double dot_local(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  double s = 0;
+  for (Index i = 0; i < x.numel(); ++i) s += x.data<double>()[i] * y.data<double>()[i];
+  return s;
+}
+}  // namespace
+
+TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
+  std::mt19937 rng(17);
+  int checked = 0;
+  for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
+    for (int trial = 0; trial < 10; ++trial) {
+      const Config c = random_config(rng, mesh);
+      const ShardSpec spec(c.shape, c.dims, mesh, {}, c.sizes);
+      const Tensor ref = test::reference(c.shape, DType::i64);
+      const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+      for (auto fill : {HaloOptions::OpenFill::Zero, HaloOptions::OpenFill::Keep}) {
+        HaloTensor h = HaloTensor::from_shard(st, c.left, c.right);
+        // Ghosts start at a marker, so an unfilled cell shows.
+        Tensor p = h.padded();
+        for (Index i = 0; i < p.numel(); ++i) p.data<std::int64_t>()[i] = -7;
+        h.interior().copy_from(st.local());
+        HaloOptions o;
+        o.periodic = c.periodic;
+        o.open_fill = fill;
+        HaloExchange ex(mesh, spec, c.left, c.right, o);
+        ex.exchange(h);
+        const Box pb = h.padded_box();
+        bool ok = true;
+        std::vector<Index> g(3);
+        for (Index i = 0; i < pb.volume(); ++i) {
+          delinearize(pb, i, g.data());
+          const std::int64_t want = expected(c, g, fill == HaloOptions::OpenFill::Zero ? 0 : -7);
+          ok = ok && p.data<std::int64_t>()[i] == want;
+        }
+        INFO("mesh " << mesh.str() << " spec " << spec.str() << " left " << shape_str(c.left)
+                     << " right " << shape_str(c.right) << " periodic " << c.periodic[0]
+                     << c.periodic[1] << c.periodic[2]);
+        MPI_REQUIRE(ok);
+        ++checked;
+      }
+    }
+  }
+  MPI_REQUIRE(checked > 0);
+}
+
+TEST_CASE("Adjoint: <H x, y> == <x, H* y> in float64", "[halo]") {
+  std::mt19937 rng(23);
+  std::mt19937 local_rng(1000 + test::world_rank());  // differs per rank: real data
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
+    for (int trial = 0; trial < 8; ++trial) {
+      const Config c = random_config(rng, mesh);
+      const ShardSpec spec(c.shape, c.dims, mesh, {}, c.sizes);
+      HaloOptions o;
+      o.periodic = c.periodic;
+      o.deterministic = trial % 2 == 0;
+      HaloExchange ex(mesh, spec, c.left, c.right, o);
+      HaloTensor x(mesh, spec, c.left, c.right, DType::f64), y(mesh, spec, c.left, c.right, DType::f64);
+      Tensor xi = x.interior();
+      Tensor xv = Tensor::empty(xi.shape(), DType::f64);
+      for (Index i = 0; i < xv.numel(); ++i) xv.data<double>()[i] = u(local_rng);
+      xi.copy_from(xv);
+      for (Index i = 0; i < y.padded().numel(); ++i) y.padded().data<double>()[i] = u(local_rng);
+      const double lhs_local = [&] { ex.exchange(x); return dot_local(x.padded(), y.padded()); }();
+      ex.exchange_adjoint(y);
+      const double rhs_local = dot_local(xv, y.interior());
+      double both[2] = {lhs_local, rhs_local}, sum[2];
+      MPI_Allreduce(both, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      INFO("mesh " << mesh.str() << " spec " << spec.str() << " <Hx,y>=" << sum[0] << " <x,H*y>=" << sum[1]);
+      MPI_REQUIRE(std::abs(sum[0] - sum[1]) <= 1e-12 * std::max(1.0, std::abs(sum[0])));
+      // After the adjoint every ghost is zero.
+      const Box pb = y.padded_box(), ib = y.interior_box();
+      bool zero = true;
+      std::vector<Index> g(3);
+      for (Index i = 0; i < pb.volume(); ++i) {
+        delinearize(pb, i, g.data());
+        if (!ib.contains(g.data())) zero = zero && y.padded().data<double>()[i] == 0.0;
+      }
+      MPI_REQUIRE(zero);
+    }
+  }
+}
+
+TEST_CASE("Deterministic adjoint is bitwise reproducible", "[halo]") {
+  Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  // Wide periodic halos on a thin domain: many contributions land on the same cells.
+  const std::vector<Index> shape = {5, 4, 3}, left = {3, 1, 2}, right = {2, 2, 1};
+  const ShardSpec spec(shape, {Shard(0), Replicate(), Replicate()}, mesh);
+  HaloOptions o;
+  o.periodic = {true, true, false};
+  o.deterministic = true;
+  HaloExchange ex(mesh, spec, left, right, o);
+  std::mt19937 rng(5 + test::world_rank());
+  std::uniform_real_distribution<double> u(-1, 1);
+  Tensor y0 = Tensor::empty(HaloTensor(mesh, spec, left, right, DType::f64).padded().shape(), DType::f64);
+  for (Index i = 0; i < y0.numel(); ++i) y0.data<double>()[i] = u(rng) * 1e3;
+  Tensor first;
+  bool same = true;
+  for (int run = 0; run < 4; ++run) {
+    HaloTensor y(mesh, spec, left, right, DType::f64);
+    y.padded().copy_from(y0);
+    ex.exchange_adjoint(y);
+    if (run == 0) first = y.padded().clone();
+    else same = same && test::same(first, y.padded());
+  }
+  MPI_REQUIRE(same);
+}
+
+TEST_CASE("Work between begin() and finish() leaves the exchange exact", "[halo]") {
+  Mesh mesh = Mesh::for_grid(MPI_COMM_WORLD, {12, 10});
+  const std::vector<Index> shape = {12, 10, 2}, w = {2, 1, 0};
+  const ShardSpec spec(shape, {Shard(0), Shard(1), Replicate()}, mesh);
+  const Tensor ref = test::reference(shape, DType::i64);
+  const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+  HaloTensor h = HaloTensor::from_shard(st, w, w);
+  HaloOptions o;
+  o.periodic = {true, false, false};
+  HaloExchange ex(mesh, spec, w, w, o);
+  ex.begin(h);
+  // Interior work while messages are in flight: reads only owned cells.
+  std::int64_t interior_sum = 0;
+  const Tensor in = h.interior().contiguous();
+  for (Index i = 0; i < in.numel(); ++i) interior_sum += in.data<std::int64_t>()[i];
+  ex.finish();
+  std::int64_t expect = 0;
+  for (Index i = 0; i < st.local().numel(); ++i) expect += st.local().data<std::int64_t>()[i];
+  MPI_REQUIRE(interior_sum == expect);
+  const Box pb = h.padded_box();
+  Config c{shape, w, w, o.periodic, {}, {}};
+  bool ok = true;
+  std::vector<Index> g(3);
+  for (Index i = 0; i < pb.volume(); ++i) {
+    delinearize(pb, i, g.data());
+    ok = ok && h.padded().data<std::int64_t>()[i] == expected(c, g, 0);
+  }
+  MPI_REQUIRE(ok);
+  // Cells received plus open cells are exactly the ghost volume.
+  const HaloPlan& plan = cached_halo_geometry(spec.partition(), HaloWidths(w, w), o.periodic)
+                             .plan(spec.partition().id_of({mesh.coords()[0], mesh.coords()[1], 0}));
+  const Index ghost = pb.volume() - h.interior_box().volume();
+  MPI_REQUIRE(ex.cells_received() + plan.open_cells == ghost);
+}
+
+TEST_CASE("Halo exchange errors are clear", "[halo]") {
+  Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const ShardSpec spec({6, 3}, {Shard(0), Replicate()}, mesh);
+  HaloExchange ex(mesh, spec, {1, 0}, {1, 0});
+  HaloTensor other(mesh, spec, {2, 0}, {1, 0}, DType::f32);
+  std::string msg;
+  try {
+    ex.exchange(other);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  MPI_REQUIRE(msg.find("ghost widths differ") != std::string::npos);
+  HaloTensor b(mesh, spec, {1, 0}, {1, 0}, DType::bf16);
+  msg.clear();
+  try {
+    ex.exchange_adjoint(b);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  MPI_REQUIRE(msg.find("cannot add bfloat16") != std::string::npos);
+}
