@@ -128,8 +128,13 @@ struct HaloExchange::Impl {
              const std::vector<PeerMessage>& in, int tag) {
     const Tensor& p = t.padded();
     elem_size = p.elem_size();
-    out_buf = Tensor::empty({total(out)}, p.dtype(), p.space());
-    in_buf = Tensor::empty({total(in)}, p.dtype(), p.space());
+    // Message buffers persist across exchanges of the same dtype and memory space.
+    auto reuse = [&](Tensor& b, Index n) {
+      if (!b.defined() || b.numel() != n || b.dtype() != p.dtype() || b.space() != p.space())
+        b = Tensor::empty({n}, p.dtype(), p.space());
+    };
+    reuse(out_buf, total(out));
+    reuse(in_buf, total(in));
     pack(t, out, out_buf, kernels::PackOp::Pack, 0, out.size());
     const bool direct = p.space() == MemSpace::Host || mpi_on_device();
     out_wire = direct ? out_buf : out_buf.to(MemSpace::Host);
@@ -264,5 +269,21 @@ std::size_t HaloExchange::bytes_to_other_ranks(std::size_t es) const {
     if (s.peer != impl_->me) n += s.count;
   return static_cast<std::size_t>(n) * es;
 }
+
+}  // namespace tessera
+
+namespace tessera {
+
+std::vector<std::pair<int, Index>> HaloExchange::send_counts() const {
+  std::vector<std::pair<int, Index>> v;
+  for (const auto& m : impl_->sends) v.emplace_back(m.peer, m.count);
+  return v;
+}
+std::vector<std::pair<int, Index>> HaloExchange::recv_counts() const {
+  std::vector<std::pair<int, Index>> v;
+  for (const auto& m : impl_->recvs) v.emplace_back(m.peer, m.count);
+  return v;
+}
+MPI_Comm HaloExchange::comm() const { return impl_->comm; }
 
 }  // namespace tessera

@@ -51,6 +51,11 @@ class HaloExchange {
   Index cells_received() const;
   Index cells_sent() const;
   std::size_t bytes_to_other_ranks(std::size_t elem_size) const;
+  // (peer, elements) of each forward message, and the communicator they travel on
+  // (rank == block id): for benchmarks that compare against raw point-to-point.
+  std::vector<std::pair<int, Index>> send_counts() const;
+  std::vector<std::pair<int, Index>> recv_counts() const;
+  MPI_Comm comm() const;
 
  private:
   struct Impl;

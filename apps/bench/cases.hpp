@@ -28,5 +28,6 @@ struct Case {
 
 std::vector<Case> all_cases();
 Case redistribute_case();
+Case halo_case();
 
 }  // namespace tessera::bench

@@ -3,6 +3,7 @@
 
 #include "decomp/error.hpp"
 #include "kernels/region_pack.hpp"
+#include "kernels/strided_copy.hpp"
 
 namespace tessera::kernels {
 namespace {
@@ -31,6 +32,21 @@ void region_pack_host(void* tensor, void* buffer, const std::vector<PackRegion>&
     const PackRegion& g = regions[r];
     const Index end = r + 1 < n ? regions[r + 1].buffer_offset : total;
     if (end <= g.buffer_offset) continue;
+    if (op != PackOp::UnpackAdd) {
+      // Copies: the strided copy merges dims and moves whole contiguous runs.
+      StridedCopy c = g.box;
+      Index bs = 1;
+      for (int d = c.ndim - 1; d >= 0; --d) c.dst_stride[d] = bs, bs *= c.shape[d];
+      unsigned char* tp = t + g.tensor_offset * es;
+      unsigned char* bp = b + g.buffer_offset * es;
+      if (op == PackOp::Pack) {
+        strided_copy_host(bp, tp, c, es);
+      } else {
+        for (int d = 0; d < c.ndim; ++d) std::swap(c.src_stride[d], c.dst_stride[d]);
+        strided_copy_host(tp, bp, c, es);
+      }
+      continue;
+    }
     const int in = g.box.ndim - 1;
     const Index run = g.box.shape[in];
     const bool unit = g.box.src_stride[in] == 1;

@@ -1,0 +1,94 @@
+// Case "halo": ghost exchange of a 3-D float32 field (--n=256 per side) with 1- and
+// 4-cell ghosts, against raw MPI_Isend/Irecv of the same messages between the same
+// ranks in the same run. Bytes moved must equal the theoretical ghost volume.
+#include <algorithm>
+
+#include "apps/bench/cases.hpp"
+#include "apps/bench/timing.hpp"
+#include "runtime/halo_exchange.hpp"
+
+namespace tessera::bench {
+namespace {
+
+json run(Context& ctx, const Options& opt) {
+  const Index n = static_cast<Index>(opt.num("n", 256));
+  const int reps = static_cast<int>(opt.num("reps", 7));
+  const std::vector<Index> shape = {n, n, n};
+  Mesh mesh = Mesh::for_grid(ctx.world(), shape);
+  const ShardSpec spec(shape, {Shard(0), Shard(1), Shard(2)}, mesh);
+  const Box domain = Box::from_shape(shape);
+  json rows = json::array();
+  for (Index w : {Index(1), Index(4)}) {
+    const std::vector<Index> ws(3, w);
+    HaloTensor h(mesh, spec, ws, ws, DType::f32);
+    HaloExchange ex(mesh, spec, ws, ws);
+    const Timing t = time_collective(mesh.comm(), reps, 1, [&] { ex.exchange(h); });
+    // Theoretical ghost volume: padded cells inside the domain that this rank does not own.
+    const Index ghost = intersect(h.padded_box(), domain).volume() - h.interior_box().volume();
+    double mine[2] = {static_cast<double>(ex.bytes_to_other_ranks(4)), static_cast<double>(ghost * 4)};
+    double tot[2];
+    MPI_Allreduce(mine, tot, 2, MPI_DOUBLE, MPI_SUM, mesh.comm());
+    // Raw point-to-point: the same messages between the same ranks, contiguous buffers.
+    const auto sc = ex.send_counts(), rc = ex.recv_counts();
+    Index sn = 0, rn = 0;
+    for (auto& [p, c] : sc) sn += c;
+    for (auto& [p, c] : rc) rn += c;
+    std::vector<float> sbuf(static_cast<std::size_t>(sn), 1.f), rbuf(static_cast<std::size_t>(rn));
+    std::vector<MPI_Request> req(sc.size() + rc.size());
+    const Timing raw = time_collective(mesh.comm(), reps, 1, [&] {
+      Index off = 0;
+      for (std::size_t i = 0; i < rc.size(); ++i, off += rc[i - 1].second)
+        MPI_Irecv(rbuf.data() + off, static_cast<int>(rc[i].second), MPI_FLOAT, rc[i].first, 5, ex.comm(), &req[i]);
+      off = 0;
+      for (std::size_t i = 0; i < sc.size(); ++i, off += sc[i - 1].second)
+        MPI_Isend(sbuf.data() + off, static_cast<int>(sc[i].second), MPI_FLOAT, sc[i].first, 5, ex.comm(),
+                  &req[rc.size() + i]);
+      MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE);
+    });
+    const int P = mesh.size();
+    rows.push_back({{"ranks", P},
+                    {"grid", std::to_string(mesh.dim(0)) + "x" + std::to_string(mesh.dim(1)) + "x" +
+                                 std::to_string(mesh.dim(2))},
+                    {"field", shape_str(shape)},
+                    {"ghost", w},
+                    {"MiB_moved", tot[0] / (1 << 20)},
+                    {"MiB_theory", tot[1] / (1 << 20)},
+                    {"t_halo_ms", t.median_s * 1e3},
+                    {"t_p2p_ms", raw.median_s * 1e3},
+                    {"GBps_halo", tot[0] / t.median_s / 1e9},
+                    {"GBps_p2p", tot[0] / raw.median_s / 1e9},
+                    {"ratio", raw.median_s / t.median_s},
+                    {"bytes_equal", tot[0] == tot[1]}});
+  }
+  return rows;
+}
+
+json goals(const json& rows) {
+  json g = json::array();
+  bool equal = true;
+  int maxp = 0;
+  for (const auto& r : rows) {
+    equal = equal && r["bytes_equal"].get<bool>();
+    maxp = std::max(maxp, r["ranks"].get<int>());
+  }
+  g.push_back(goal("bytes moved == theoretical ghost volume, all rows", equal ? 1 : 0, "==", 1));
+  for (const auto& r : rows)
+    if (r["ranks"].get<int>() == maxp && r["ghost"].get<int>() == 4)
+      g.push_back(goal("halo vs MPI point-to-point, " + std::to_string(maxp) + " ranks, 4-cell ghosts",
+                       r["ratio"].get<double>(), ">=", 0.8));
+  return g;
+}
+
+}  // namespace
+
+Case halo_case() {
+  return {"halo",
+          "ghost exchange of a 3-D float32 field (--n=256) with 1- and 4-cell ghosts vs raw p2p",
+          {2, 4, 8},
+          {"ranks", "grid", "field", "ghost", "MiB_moved", "MiB_theory", "t_halo_ms", "t_p2p_ms",
+           "GBps_halo", "GBps_p2p", "ratio", "bytes_equal"},
+          run,
+          goals};
+}
+
+}  // namespace tessera::bench
