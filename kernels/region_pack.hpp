@@ -5,7 +5,6 @@
 // element i of the buffer maps to a strided position in the tensor through the shared
 // host/device arithmetic below.
 #include <cstddef>
-#include <vector>
 
 #include "kernels/strided_index.hpp"
 
@@ -14,7 +13,7 @@ namespace tessera::kernels {
 struct PackRegion {
   Index buffer_offset = 0;  // first buffer element of this region
   Index tensor_offset = 0;  // tensor element (in elements from the base) of the box origin
-  StridedCopy box;          // shape and tensor strides of the box (dst_stride unused)
+  StridedCopy box;          // shape and tensor strides (src_stride) of the box
 };
 
 // Region containing buffer element i: binary search over buffer offsets.
@@ -27,24 +26,23 @@ TESSERA_HD inline int region_of(const PackRegion* r, int n, Index i) {
   }
   return lo;
 }
-// Tensor element offset of buffer element i.
+// Tensor element offset of buffer element i (the StridedCopy walk of its region).
 TESSERA_HD inline Index tensor_offset_of(const PackRegion* r, int n, Index i) {
   const PackRegion& g = r[region_of(r, n, i)];
-  Index k = i - g.buffer_offset, off = g.tensor_offset;
-  for (int d = g.box.ndim - 1; d >= 0; --d) {
-    off += (k % g.box.shape[d]) * g.box.src_stride[d];
-    k /= g.box.shape[d];
-  }
-  return off;
+  Index src = 0, unused = 0;
+  g.box.offsets(i - g.buffer_offset, src, unused);
+  return g.tensor_offset + src;
 }
 
 enum class PackOp { Pack, Unpack, UnpackAdd };
+// Element type of UnpackAdd (the kernels layer knows no runtime dtypes).
+enum class AddType { F32, F64, I64 };
 
-// buffer[0, total) <-> tensor regions. UnpackAdd adds into the tensor (dtype: f32/f64/i64
-// by `add_type`, 0 = f32, 1 = f64, 2 = i64). Regions must be sorted by buffer_offset.
-void region_pack_host(void* tensor, void* buffer, const std::vector<PackRegion>& regions,
-                      Index total, std::size_t elem_size, PackOp op, int add_type);
-void region_pack_cuda(void* tensor, void* buffer, const std::vector<PackRegion>& regions,
-                      Index total, std::size_t elem_size, PackOp op, int add_type);
+// buffer[regions[0].buffer_offset, end) <-> the tensor boxes of `n` regions sorted by
+// buffer offset. UnpackAdd adds buffer values into the tensor as `add`.
+void region_pack_host(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
+                      std::size_t elem_size, PackOp op, AddType add = AddType::F32);
+void region_pack_cuda(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
+                      std::size_t elem_size, PackOp op, AddType add = AddType::F32);
 
 }  // namespace tessera::kernels

@@ -43,6 +43,10 @@ bool mpi_is_cuda_aware() {
 #endif
 }
 
+bool mpi_accepts(MemSpace s) {
+  return s == MemSpace::Host || (g_current != nullptr && g_current->cuda_aware());
+}
+
 Context::Context(int& argc, char**& argv, const ContextOptions& opts) {
   TESSERA_CHECK(g_current == nullptr, "a tessera::Context already exists in this process");
   int initialized = 0;

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "runtime/memory.hpp"
+
 namespace tessera {
 
 struct ContextOptions {
@@ -47,5 +49,8 @@ class Context {
 
 // Whether the MPI library supports CUDA device pointers (MPIX_Query_cuda_support).
 bool mpi_is_cuda_aware();
+// Whether MPI calls may be handed pointers into memory space `s` (device memory only
+// with a live Context that found, or was told of, CUDA-aware MPI).
+bool mpi_accepts(MemSpace s);
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 #include "kernels/region_pack.hpp"
 #include "runtime/context.hpp"
 #include "runtime/mpi_datatype.hpp"
+#include "runtime/tensor.hpp"
 
 namespace tessera {
 namespace {
@@ -16,13 +17,14 @@ struct PeerMessage {
   Index offset = 0; // first element in the message buffer
   Index count = 0;
   std::vector<Box> boxes;  // global boxes in this rank's padded frame, in plan order
+  int first_region = 0;    // this message's regions in the direction's region table
 };
 
-int add_type_of(DType t) {
+kernels::AddType add_type_of(DType t) {
   switch (t) {
-    case DType::f32: return 0;
-    case DType::f64: return 1;
-    case DType::i64: return 2;
+    case DType::f32: return kernels::AddType::F32;
+    case DType::f64: return kernels::AddType::F64;
+    case DType::i64: return kernels::AddType::I64;
     default: throw Error("halo adjoint: cannot add " + name_of(t) + " values; use float32/64");
   }
 }
@@ -36,7 +38,8 @@ std::vector<PeerMessage> group(const std::vector<Entry>& entries, BoxOf box_of) 
     const Box b = box_of(e);
     if (b.empty()) continue;
     if (out.empty() || out.back().peer != e.peer) {
-      out.push_back({e.peer, off, 0, {}});
+      const int first = out.empty() ? 0 : out.back().first_region + static_cast<int>(out.back().boxes.size());
+      out.push_back({e.peer, off, 0, {}, first});
     }
     out.back().boxes.push_back(b);
     out.back().count += b.volume();
@@ -49,22 +52,21 @@ Index total(const std::vector<PeerMessage>& m) {
   return m.empty() ? 0 : m.back().offset + m.back().count;
 }
 
-// Pack regions of messages [first, last) of `msgs`, as laid out in the padded tensor.
-std::vector<kernels::PackRegion> regions_of(const std::vector<PeerMessage>& msgs, std::size_t first,
-                                            std::size_t last, const HaloTensor& t) {
+// The pack regions of all messages, in order, for a padded buffer of box `pb` with
+// row-major `strides`: fixed by the plan, so built once.
+std::vector<kernels::PackRegion> regions_of(const std::vector<PeerMessage>& msgs, const Box& pb,
+                                            const std::vector<Index>& strides) {
   std::vector<kernels::PackRegion> r;
-  const Tensor& p = t.padded();
-  const Box& pb = t.padded_box();
-  for (std::size_t m = first; m < last; ++m) {
-    Index off = msgs[m].offset;
-    for (const Box& b : msgs[m].boxes) {
+  for (const PeerMessage& m : msgs) {
+    Index off = m.offset;
+    for (const Box& b : m.boxes) {
       kernels::PackRegion g;
       g.buffer_offset = off;
       g.box.ndim = b.ndim;
       for (int d = 0; d < b.ndim; ++d) {
-        g.tensor_offset += (b.lo[d] - pb.lo[d]) * p.strides()[d];
+        g.tensor_offset += (b.lo[d] - pb.lo[d]) * strides[d];
         g.box.shape[d] = b.extent(d);
-        g.box.src_stride[d] = p.strides()[d];
+        g.box.src_stride[d] = strides[d];
       }
       r.push_back(g);
       off += b.volume();
@@ -79,19 +81,19 @@ struct HaloExchange::Impl {
   MPI_Comm comm = MPI_COMM_NULL;  // ranks sharing a block grid; rank == block id
   int me = 0;
   std::vector<Index> left, right;
-  std::vector<int> mesh_dims;
   ShardSpec spec;
   HaloOptions opts;
   std::vector<PeerMessage> sends, recvs;  // forward direction; the adjoint swaps them
+  std::vector<kernels::PackRegion> send_regions, recv_regions;  // one table per side
   std::vector<Box> open;
-  MpiType elem;
+  MpiType elem;  // one element of elem_size bytes
+  std::size_t elem_size = 0;
   // In-flight state.
   enum class Phase { Idle, Forward, Adjoint } phase = Phase::Idle;
   const HaloTensor* target = nullptr;
   Tensor out_buf, in_buf;            // in the tensor's memory space
   Tensor out_wire, in_wire;          // what MPI sees (host staging when needed)
   std::vector<MPI_Request> reqs;
-  std::size_t elem_size = 0;
 
   void check_tensor(const HaloTensor& t) const {
     TESSERA_CHECK(phase == Phase::Idle, "HaloExchange: begin() while an exchange is in flight");
@@ -102,32 +104,38 @@ struct HaloExchange::Impl {
                   "HaloExchange: tensor ghost widths differ from the plan's");
   }
 
-  bool mpi_on_device() const {
-    try {
-      return Context::current().cuda_aware();
-    } catch (const Error&) {
-      return false;
-    }
+  const std::vector<kernels::PackRegion>& regions(const std::vector<PeerMessage>& msgs) const {
+    return &msgs == &sends ? send_regions : recv_regions;
   }
 
+  // Packs or unpacks messages [first, last) of `msgs` between t and buf.
   void pack(const HaloTensor& t, const std::vector<PeerMessage>& msgs, Tensor& buf,
             kernels::PackOp op, std::size_t first, std::size_t last) {
-    const auto regs = regions_of(msgs, first, last, t);
-    if (regs.empty()) return;
+    if (first >= last) return;
+    const auto& table = regions(msgs);
+    const int r0 = msgs[first].first_region;
+    const int r1 = last < msgs.size() ? msgs[last].first_region : static_cast<int>(table.size());
     const Index end = last < msgs.size() ? msgs[last].offset : total(msgs);
     const Tensor& p = t.padded();
-    const int add = op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : 0;
+    const auto add = op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : kernels::AddType::F32;
     if (p.space() == MemSpace::Host)
-      kernels::region_pack_host(p.raw(), buf.raw(), regs, end, elem_size, op, add);
+      kernels::region_pack_host(p.raw(), buf.raw(), table.data() + r0, r1 - r0, end, elem_size, op, add);
     else
-      kernels::region_pack_cuda(p.raw(), buf.raw(), regs, end, elem_size, op, add);
+      kernels::region_pack_cuda(p.raw(), buf.raw(), table.data() + r0, r1 - r0, end, elem_size, op, add);
+  }
+
+  // The MPI element type follows the tensor's element size; built only when it changes.
+  void use_element_size(std::size_t es) {
+    if (es == elem_size) return;
+    elem = element_type(es);
+    elem_size = es;
   }
 
   // Packs `out` messages from t, posts receives for `in` and sends for `out`.
   void start(const HaloTensor& t, const std::vector<PeerMessage>& out,
              const std::vector<PeerMessage>& in, int tag) {
     const Tensor& p = t.padded();
-    elem_size = p.elem_size();
+    use_element_size(p.elem_size());
     // Message buffers persist across exchanges of the same dtype and memory space.
     auto reuse = [&](Tensor& b, Index n) {
       if (!b.defined() || b.numel() != n || b.dtype() != p.dtype() || b.space() != p.space())
@@ -136,7 +144,7 @@ struct HaloExchange::Impl {
     reuse(out_buf, total(out));
     reuse(in_buf, total(in));
     pack(t, out, out_buf, kernels::PackOp::Pack, 0, out.size());
-    const bool direct = p.space() == MemSpace::Host || mpi_on_device();
+    const bool direct = mpi_accepts(p.space());
     out_wire = direct ? out_buf : out_buf.to(MemSpace::Host);
     in_wire = direct ? in_buf : Tensor::empty({total(in)}, p.dtype(), MemSpace::Host);
     reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
@@ -156,38 +164,37 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const std::v
                            const std::vector<Index>& right, const HaloOptions& opts)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  TESSERA_CHECK(static_cast<int>(left.size()) == spec.ndim() &&
-                    static_cast<int>(right.size()) == spec.ndim(),
-                "HaloExchange: ghost widths for " << left.size() << "/" << right.size()
-                                                  << " dims, tensor has " << spec.ndim());
   TESSERA_CHECK(!spec.has_partial(), "HaloExchange: resolve Partial axes first");
   m.left = left;
   m.right = right;
   m.spec = spec;
   m.opts = opts;
-  std::vector<bool> periodic = opts.periodic.empty() ? std::vector<bool>(spec.ndim(), false) : opts.periodic;
-  TESSERA_CHECK(static_cast<int>(periodic.size()) == spec.ndim(),
-                "HaloExchange: periodic flags for " << periodic.size() << " dims, tensor has "
-                                                    << spec.ndim());
-  // Ranks with equal coordinates on the axes that shard nothing hold one block grid.
+  const std::vector<bool> periodic =
+      opts.periodic.empty() ? std::vector<bool>(spec.ndim(), false) : opts.periodic;
+  // Block of this rank: its coordinates on the axes that shard the tensor's dims.
   const auto& c = mesh.coords();
-  int color = 0, block = 0;
-  for (int a = 0; a < mesh.ndim(); ++a)
-    if (spec.dim_on_axis(a) < 0) color = color * mesh.dim(a) + c[a];
   std::vector<int> bc(spec.ndim(), 0);
   for (int d = 0; d < spec.ndim(); ++d)
     if (spec.placement(d).sharded()) bc[d] = c[spec.placement(d).axis];
-  block = spec.partition().id_of(bc);
-  TESSERA_MPI(MPI_Comm_split(mesh.comm(), color, block, &m.comm));
-  TESSERA_MPI(MPI_Comm_rank(m.comm, &m.me));
-  TESSERA_CHECK(m.me == block, "HaloExchange: internal error, block " << block << " got rank " << m.me);
-  m.elem = element_type(1);
-
+  const int block = spec.partition().id_of(bc);
+  // The geometry validates widths and periodic flags, before any communicator exists.
   const HaloGeometry& geo = cached_halo_geometry(spec.partition(), HaloWidths(left, right), periodic);
   const HaloPlan& plan = geo.plan(block);
   m.sends = group(plan.sends, [](const auto& s) { return s.src; });
   m.recvs = group(plan.recvs, [](const auto& r) { return r.dst; });
   m.open = plan.open;
+  const Box pb = geo.padded_box(block);
+  const std::vector<Index> strides = row_major_strides(pb.shape());
+  m.send_regions = regions_of(m.sends, pb, strides);
+  m.recv_regions = regions_of(m.recvs, pb, strides);
+
+  // Ranks with equal coordinates on the axes that shard nothing hold one block grid.
+  int color = 0;
+  for (int a = 0; a < mesh.ndim(); ++a)
+    if (spec.dim_on_axis(a) < 0) color = color * mesh.dim(a) + c[a];
+  TESSERA_MPI(MPI_Comm_split(mesh.comm(), color, block, &m.comm));
+  TESSERA_MPI(MPI_Comm_rank(m.comm, &m.me));
+  TESSERA_CHECK(m.me == block, "HaloExchange: internal error, block " << block << " got rank " << m.me);
 }
 
 HaloExchange::~HaloExchange() {
@@ -203,7 +210,6 @@ HaloExchange::~HaloExchange() {
 void HaloExchange::begin(const HaloTensor& t) {
   Impl& m = *impl_;
   m.check_tensor(t);
-  m.elem = element_type(t.padded().elem_size());
   m.start(t, m.sends, m.recvs, 11);
   m.phase = Impl::Phase::Forward;
 }
@@ -223,8 +229,7 @@ void HaloExchange::finish() {
 void HaloExchange::begin_adjoint(const HaloTensor& t) {
   Impl& m = *impl_;
   m.check_tensor(t);
-  add_type_of(t.padded().dtype());
-  m.elem = element_type(t.padded().elem_size());
+  add_type_of(t.padded().dtype());  // refuse non-addable dtypes before anything is posted
   m.start(t, m.recvs, m.sends, 12);  // ghosts travel back to their owners
   m.phase = Impl::Phase::Adjoint;
 }
@@ -269,10 +274,6 @@ std::size_t HaloExchange::bytes_to_other_ranks(std::size_t es) const {
     if (s.peer != impl_->me) n += s.count;
   return static_cast<std::size_t>(n) * es;
 }
-
-}  // namespace tessera
-
-namespace tessera {
 
 std::vector<std::pair<int, Index>> HaloExchange::send_counts() const {
   std::vector<std::pair<int, Index>> v;

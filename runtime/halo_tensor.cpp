@@ -1,16 +1,13 @@
 #include "runtime/halo_tensor.hpp"
 
+#include "decomp/halo_geometry.hpp"
+
 namespace tessera {
 
 HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const std::vector<Index>& left,
                        const std::vector<Index>& right, DType dtype, MemSpace space)
     : mesh_(mesh), spec_(spec), left_(left), right_(right) {
-  TESSERA_CHECK(static_cast<int>(left.size()) == spec.ndim() &&
-                    static_cast<int>(right.size()) == spec.ndim(),
-                "HaloTensor: ghost widths for " << left.size() << "/" << right.size()
-                                                << " dims, tensor has " << spec.ndim());
-  for (int d = 0; d < spec.ndim(); ++d)
-    TESSERA_CHECK(left[d] >= 0 && right[d] >= 0, "HaloTensor: negative ghost width in dim " << d);
+  HaloWidths(left, right).validate(spec.ndim(), 1);  // the geometry's own width checks
   TESSERA_CHECK(!spec.has_partial(), "HaloTensor: resolve Partial axes before a halo exchange");
   interior_ = spec.local_box(mesh.coords());
   // As in the halo geometry, an empty shard still has ghosts around its position.

@@ -30,16 +30,6 @@ bool use_derived_types(const Tensor& t, RedistMethod m) {
   return m == RedistMethod::Auto && t.space() == MemSpace::Host;
 }
 
-// Whether MPI may be given pointers into memory space s.
-bool mpi_takes(MemSpace s) {
-  if (s == MemSpace::Host) return true;
-  try {
-    return Context::current().cuda_aware();
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 // Moves boxes between the ranks of `comm`: this rank holds `src` (covering global box
 // `src_box`) and sends send[q] to peer q; it receives recv[p] from peer p into a new
 // tensor covering `dst_box`. Boxes are global; empty boxes move nothing.
@@ -88,7 +78,7 @@ Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
     const Box lb = to_local(send[q], src_box);
     sbuf.view(Box({sd[q]}, {sd[q] + sc[q]})).reshape(lb.shape()).copy_from(src.view(lb));
   }
-  const MemSpace wire = mpi_takes(src.space()) ? src.space() : MemSpace::Host;
+  const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
   Tensor ws = in_space(sbuf, wire), wr = wire == rbuf.space() ? rbuf : Tensor::empty({rtot}, src.dtype(), wire);
   MpiType et = element_type(es);
   TESSERA_MPI(MPI_Alltoallv(ws.raw(), sc.data(), sd.data(), et.get(), wr.raw(), rc.data(), rd.data(),
@@ -162,7 +152,7 @@ ShardTensor axis_allgather(const ShardTensor& t, int axis, int d, const ShardSpe
   // Blocks are contiguous in the output when no dim before d has extent > 1.
   bool direct = true;
   for (int e = 0; e < d; ++e) direct = direct && want.extent(e) <= 1;
-  const MemSpace wire = mpi_takes(src.space()) ? src.space() : MemSpace::Host;
+  const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
   Tensor recvbuf = direct && wire == src.space() ? out.reshape({out.numel()})
                                                  : Tensor::empty({tot}, src.dtype(), wire);
   const Tensor sendbuf = in_space(src, wire);
@@ -189,7 +179,7 @@ ShardTensor local_slice(const ShardTensor& t, const ShardSpec& target) {
 
 // Allreduce in chunks that fit MPI's int counts.
 void allreduce_sum(Tensor& t, MPI_Comm comm) {
-  const MemSpace wire = mpi_takes(t.space()) ? t.space() : MemSpace::Host;
+  const MemSpace wire = mpi_accepts(t.space()) ? t.space() : MemSpace::Host;
   Tensor buf = in_space(t, wire);
   const MPI_Datatype mt = mpi_reducible_type_of(t.dtype());
   const Index chunk = 1 << 30;
@@ -231,7 +221,7 @@ ShardTensor partial_to_shard(const ShardTensor& t, int axis, int d, const std::v
       packed.view(Box({off}, {off + b.volume()})).reshape(lb.shape()).copy_from(src.view(lb));
     off += b.volume();
   }
-  const MemSpace wire = mpi_takes(src.space()) ? src.space() : MemSpace::Host;
+  const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
   const Tensor ws = in_space(packed, wire);
   const Box want = target.local_box(mesh.coords());
   Tensor out = Tensor::empty(want.shape(), src.dtype(), wire);
@@ -273,8 +263,8 @@ ShardTensor ShardTensor::redistribute(const ShardSpec& target, RedistMethod m) c
   // 2. New pending sums (only over axes that shard nothing).
   for (int a : target.partial_axes()) {
     if (cur.spec().is_partial(a)) continue;
-    if (cur.spec().dim_on_axis(a) >= 0) cur = axis_allgather(cur, a, cur.spec().dim_on_axis(a),
-                                                             cur.spec().with_placement(cur.spec().dim_on_axis(a), Replicate()));
+    const int d = cur.spec().dim_on_axis(a);  // a sharded dim is gathered first
+    if (d >= 0) cur = axis_allgather(cur, a, d, cur.spec().with_placement(d, Replicate()));
     cur = replicate_to_partial(cur, a);
   }
   if (cur.spec() == target) return cur;

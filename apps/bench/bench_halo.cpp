@@ -29,20 +29,28 @@ json run(Context& ctx, const Options& opt) {
     double tot[2];
     MPI_Allreduce(mine, tot, 2, MPI_DOUBLE, MPI_SUM, mesh.comm());
     // Raw point-to-point: the same messages between the same ranks, contiguous buffers.
-    const auto sc = ex.send_counts(), rc = ex.recv_counts();
+    // Each message gets its own span of one contiguous buffer per direction.
+    struct Msg {
+      int peer;
+      int count;
+      Index offset;
+    };
+    auto lay_out = [](const std::vector<std::pair<int, Index>>& counts, Index& total) {
+      std::vector<Msg> v;
+      total = 0;
+      for (const auto& [peer, c] : counts) v.push_back({peer, static_cast<int>(c), total}), total += c;
+      return v;
+    };
     Index sn = 0, rn = 0;
-    for (auto& [p, c] : sc) sn += c;
-    for (auto& [p, c] : rc) rn += c;
+    const std::vector<Msg> sends = lay_out(ex.send_counts(), sn), recvs = lay_out(ex.recv_counts(), rn);
     std::vector<float> sbuf(static_cast<std::size_t>(sn), 1.f), rbuf(static_cast<std::size_t>(rn));
-    std::vector<MPI_Request> req(sc.size() + rc.size());
+    std::vector<MPI_Request> req(sends.size() + recvs.size());
     const Timing raw = time_collective(mesh.comm(), reps, 1, [&] {
-      Index off = 0;
-      for (std::size_t i = 0; i < rc.size(); ++i, off += rc[i - 1].second)
-        MPI_Irecv(rbuf.data() + off, static_cast<int>(rc[i].second), MPI_FLOAT, rc[i].first, 5, ex.comm(), &req[i]);
-      off = 0;
-      for (std::size_t i = 0; i < sc.size(); ++i, off += sc[i - 1].second)
-        MPI_Isend(sbuf.data() + off, static_cast<int>(sc[i].second), MPI_FLOAT, sc[i].first, 5, ex.comm(),
-                  &req[rc.size() + i]);
+      MPI_Request* r = req.data();
+      for (const Msg& m : recvs)
+        MPI_Irecv(rbuf.data() + m.offset, m.count, MPI_FLOAT, m.peer, 5, ex.comm(), r++);
+      for (const Msg& m : sends)
+        MPI_Isend(sbuf.data() + m.offset, m.count, MPI_FLOAT, m.peer, 5, ex.comm(), r++);
       MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE);
     });
     const int P = mesh.size();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "decomp/error.hpp"
 #include "kernels/region_pack.hpp"
@@ -41,20 +42,23 @@ void launch(void* tensor, void* buffer, const PackRegion* d_regions, int n, Inde
 
 }  // namespace
 
-void region_pack_cuda(void* tensor, void* buffer, const std::vector<PackRegion>& regions,
-                      Index total, std::size_t es, PackOp op, int add_type) {
-  if (total == 0 || regions.empty()) return;
+void region_pack_cuda(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
+                      std::size_t es, PackOp op, AddType add) {
+  if (n == 0 || end <= regions[0].buffer_offset) return;
+  // Threads index the buffer from 0: rebase the table on the first region.
+  const Index base = regions[0].buffer_offset, total = end - base;
+  std::vector<PackRegion> table(regions, regions + n);
+  for (auto& r : table) r.buffer_offset -= base;
+  buffer = static_cast<unsigned char*>(buffer) + base * es;
   PackRegion* d = nullptr;
-  const std::size_t bytes = regions.size() * sizeof(PackRegion);
+  const std::size_t bytes = table.size() * sizeof(PackRegion);
   check(cudaMalloc(&d, bytes), "cudaMalloc(region table)");
-  check(cudaMemcpy(d, regions.data(), bytes, cudaMemcpyHostToDevice), "region table upload");
-  const int n = static_cast<int>(regions.size());
+  check(cudaMemcpy(d, table.data(), bytes, cudaMemcpyHostToDevice), "region table upload");
   try {
     if (op == PackOp::UnpackAdd) {
-      if (add_type == 0) launch<float>(tensor, buffer, d, n, total, op);
-      else if (add_type == 1) launch<double>(tensor, buffer, d, n, total, op);
-      else if (add_type == 2) launch<long long>(tensor, buffer, d, n, total, op);
-      else throw Error("region pack: unsupported add type");
+      if (add == AddType::F32) launch<float>(tensor, buffer, d, n, total, op);
+      else if (add == AddType::F64) launch<double>(tensor, buffer, d, n, total, op);
+      else launch<long long>(tensor, buffer, d, n, total, op);
     } else if (es == 2) {
       launch<std::uint16_t>(tensor, buffer, d, n, total, op);
     } else if (es == 4) {
