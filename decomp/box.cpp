@@ -8,13 +8,12 @@ namespace tessera {
 namespace {
 void check_rank(std::size_t n) {
   if (n > static_cast<std::size_t>(kMaxDims))
-    throw Error("Box: rank " + std::to_string(n) + " exceeds kMaxDims " +
-                                std::to_string(kMaxDims));
+    throw Error("Box: rank " + std::to_string(n) + " exceeds kMaxDims " + std::to_string(kMaxDims));
 }
 void check_same_rank(const Box& a, const Box& b, const char* what) {
   if (a.ndim != b.ndim)
-    throw Error(std::string(what) + ": boxes of rank " + std::to_string(a.ndim) +
-                                " and " + std::to_string(b.ndim));
+    throw Error(std::string(what) + ": boxes of rank " + std::to_string(a.ndim) + " and " +
+                std::to_string(b.ndim));
 }
 }  // namespace
 
@@ -22,8 +21,7 @@ Box::Box(std::initializer_list<Index> lo_, std::initializer_list<Index> hi_)
     : Box(std::vector<Index>(lo_), std::vector<Index>(hi_)) {}
 
 Box::Box(const std::vector<Index>& lo_, const std::vector<Index>& hi_) {
-  if (lo_.size() != hi_.size())
-    throw Error("Box: lo and hi of different rank");
+  if (lo_.size() != hi_.size()) throw Error("Box: lo and hi of different rank");
   check_rank(lo_.size());
   ndim = static_cast<int>(lo_.size());
   for (int d = 0; d < ndim; ++d) {
@@ -101,6 +99,8 @@ Box grow(const Box& b, Index w) {
   return grow(b, std::vector<Index>(b.ndim, w), std::vector<Index>(b.ndim, w));
 }
 
-Box clip(const Box& b, const Box& to) { return intersect(b, to); }
+Box clip(const Box& b, const Box& to) {
+  return intersect(b, to);
+}
 
 }  // namespace tessera

@@ -51,7 +51,9 @@ struct Box {
 };
 
 bool operator==(const Box& a, const Box& b);  // empty boxes of equal rank compare equal
-inline bool operator!=(const Box& a, const Box& b) { return !(a == b); }
+inline bool operator!=(const Box& a, const Box& b) {
+  return !(a == b);
+}
 
 Box intersect(const Box& a, const Box& b);
 Box shift(const Box& b, const std::vector<Index>& by);

@@ -18,8 +18,8 @@ std::vector<Index> balanced_sizes(Index n, int p) {
 namespace {
 std::vector<std::vector<Index>> balanced_all(const Box& domain, const std::vector<int>& grid) {
   if (static_cast<int>(grid.size()) != domain.ndim)
-    throw Error("BlockPartition: grid has " + std::to_string(grid.size()) +
-                " dims, domain " + std::to_string(domain.ndim));
+    throw Error("BlockPartition: grid has " + std::to_string(grid.size()) + " dims, domain " +
+                std::to_string(domain.ndim));
   std::vector<std::vector<Index>> sizes;
   for (int d = 0; d < domain.ndim; ++d) sizes.push_back(balanced_sizes(domain.extent(d), grid[d]));
   return sizes;
@@ -62,7 +62,8 @@ std::vector<Index> BlockPartition::sizes(int d) const {
 }
 
 Box BlockPartition::block(const std::vector<int>& coords) const {
-  if (static_cast<int>(coords.size()) != ndim()) throw Error("BlockPartition::block: rank mismatch");
+  if (static_cast<int>(coords.size()) != ndim())
+    throw Error("BlockPartition::block: rank mismatch");
   Box b;
   b.ndim = ndim();
   for (int d = 0; d < ndim(); ++d) {

@@ -21,8 +21,10 @@ TESSERA_HD inline int region_of(const PackRegion* r, int n, Index i) {
   int lo = 0, hi = n - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (r[mid].buffer_offset <= i) lo = mid;
-    else hi = mid - 1;
+    if (r[mid].buffer_offset <= i)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }

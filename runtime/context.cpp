@@ -16,10 +16,14 @@ Context* g_current = nullptr;
 
 const char* level_name(int l) {
   switch (l) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
   }
   return "unknown";
 }
@@ -29,8 +33,8 @@ std::optional<int> env_int(const char* name) {
   if (!v || !*v) return std::nullopt;
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
-  TESSERA_CHECK(end && *end == '\0', "environment variable " << name << "='" << v
-                                                              << "' is not an integer");
+  TESSERA_CHECK(end && *end == '\0',
+                "environment variable " << name << "='" << v << "' is not an integer");
   return static_cast<int>(x);
 }
 }  // namespace
@@ -105,9 +109,10 @@ Context& Context::current() {
 
 std::string Context::describe() const {
   std::ostringstream os;
-  os << "ranks=" << size_ << " local_ranks=" << local_size_ << " thread_level="
-     << level_name(provided_) << " cuda=" << (device::built_with_cuda() ? "built" : "off")
-     << " device=" << device_ << " cuda_aware_mpi=" << (cuda_aware_ ? "yes" : "no");
+  os << "ranks=" << size_ << " local_ranks=" << local_size_
+     << " thread_level=" << level_name(provided_)
+     << " cuda=" << (device::built_with_cuda() ? "built" : "off") << " device=" << device_
+     << " cuda_aware_mpi=" << (cuda_aware_ ? "yes" : "no");
   return os.str();
 }
 

@@ -14,7 +14,9 @@ void check(cudaError_t e, const char* what) {
 }
 }  // namespace
 
-bool built_with_cuda() { return true; }
+bool built_with_cuda() {
+  return true;
+}
 
 int count() {
   int n = 0;
@@ -25,7 +27,9 @@ int count() {
   return n;
 }
 
-void select(int dev) { check(cudaSetDevice(dev), "cudaSetDevice"); }
+void select(int dev) {
+  check(cudaSetDevice(dev), "cudaSetDevice");
+}
 
 int current() {
   int d = -1;
@@ -64,7 +68,9 @@ void memset_zero(void* p, std::size_t bytes) {
   if (bytes) check(cudaMemset(p, 0, bytes), "cudaMemset");
 }
 
-void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+void synchronize() {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
 
 bool is_device_pointer(const void* p) {
   cudaPointerAttributes a{};

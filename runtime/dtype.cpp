@@ -6,20 +6,28 @@ namespace tessera {
 
 std::size_t size_of(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::i64: return 8;
-    case DType::bf16: return 2;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::i64:
+      return 8;
+    case DType::bf16:
+      return 2;
   }
   throw Error("size_of: unknown dtype");
 }
 
 std::string name_of(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i64: return "int64";
-    case DType::bf16: return "bfloat16";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::i64:
+      return "int64";
+    case DType::bf16:
+      return "bfloat16";
   }
   throw Error("name_of: unknown dtype");
 }

@@ -15,18 +15,18 @@ namespace tessera {
 
 }  // namespace tessera
 
-#define TESSERA_CHECK(cond, msg)                                                          \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::ostringstream tessera_os_;                                                     \
-      tessera_os_ << msg;                                                                 \
-      throw ::tessera::Error(tessera_os_.str());                                          \
-    }                                                                                     \
+#define TESSERA_CHECK(cond, msg)                 \
+  do {                                           \
+    if (!(cond)) {                               \
+      std::ostringstream tessera_os_;            \
+      tessera_os_ << msg;                        \
+      throw ::tessera::Error(tessera_os_.str()); \
+    }                                            \
   } while (0)
 
-#define TESSERA_MPI(call)                                                        \
-  do {                                                                           \
-    const int tessera_rc_ = (call);                                              \
-    if (tessera_rc_ != MPI_SUCCESS)                                              \
-      ::tessera::throw_mpi_error(tessera_rc_, #call, __FILE__, __LINE__);        \
+#define TESSERA_MPI(call)                                                 \
+  do {                                                                    \
+    const int tessera_rc_ = (call);                                       \
+    if (tessera_rc_ != MPI_SUCCESS)                                       \
+      ::tessera::throw_mpi_error(tessera_rc_, #call, __FILE__, __LINE__); \
   } while (0)

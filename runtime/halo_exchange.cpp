@@ -13,8 +13,8 @@ namespace {
 
 // Messages to or from one peer: its regions, packed back to back in one buffer span.
 struct PeerMessage {
-  int peer = 0;     // rank in the exchange communicator (== block id)
-  Index offset = 0; // first element in the message buffer
+  int peer = 0;      // rank in the exchange communicator (== block id)
+  Index offset = 0;  // first element in the message buffer
   Index count = 0;
   std::vector<Box> boxes;  // global boxes in this rank's padded frame, in plan order
   int first_region = 0;    // this message's regions in the direction's region table
@@ -22,10 +22,14 @@ struct PeerMessage {
 
 kernels::AddType add_type_of(DType t) {
   switch (t) {
-    case DType::f32: return kernels::AddType::F32;
-    case DType::f64: return kernels::AddType::F64;
-    case DType::i64: return kernels::AddType::I64;
-    default: throw Error("halo adjoint: cannot add " + name_of(t) + " values; use float32/64");
+    case DType::f32:
+      return kernels::AddType::F32;
+    case DType::f64:
+      return kernels::AddType::F64;
+    case DType::i64:
+      return kernels::AddType::I64;
+    default:
+      throw Error("halo adjoint: cannot add " + name_of(t) + " values; use float32/64");
   }
 }
 
@@ -38,7 +42,8 @@ std::vector<PeerMessage> group(const std::vector<Entry>& entries, BoxOf box_of) 
     const Box b = box_of(e);
     if (b.empty()) continue;
     if (out.empty() || out.back().peer != e.peer) {
-      const int first = out.empty() ? 0 : out.back().first_region + static_cast<int>(out.back().boxes.size());
+      const int first =
+          out.empty() ? 0 : out.back().first_region + static_cast<int>(out.back().boxes.size());
       out.push_back({e.peer, off, 0, {}, first});
     }
     out.back().boxes.push_back(b);
@@ -91,8 +96,8 @@ struct HaloExchange::Impl {
   // In-flight state.
   enum class Phase { Idle, Forward, Adjoint } phase = Phase::Idle;
   const HaloTensor* target = nullptr;
-  Tensor out_buf, in_buf;            // in the tensor's memory space
-  Tensor out_wire, in_wire;          // what MPI sees (host staging when needed)
+  Tensor out_buf, in_buf;    // in the tensor's memory space
+  Tensor out_wire, in_wire;  // what MPI sees (host staging when needed)
   std::vector<MPI_Request> reqs;
 
   void check_tensor(const HaloTensor& t) const {
@@ -117,11 +122,14 @@ struct HaloExchange::Impl {
     const int r1 = last < msgs.size() ? msgs[last].first_region : static_cast<int>(table.size());
     const Index end = last < msgs.size() ? msgs[last].offset : total(msgs);
     const Tensor& p = t.padded();
-    const auto add = op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : kernels::AddType::F32;
+    const auto add =
+        op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : kernels::AddType::F32;
     if (p.space() == MemSpace::Host)
-      kernels::region_pack_host(p.raw(), buf.raw(), table.data() + r0, r1 - r0, end, elem_size, op, add);
+      kernels::region_pack_host(p.raw(), buf.raw(), table.data() + r0, r1 - r0, end, elem_size, op,
+                                add);
     else
-      kernels::region_pack_cuda(p.raw(), buf.raw(), table.data() + r0, r1 - r0, end, elem_size, op, add);
+      kernels::region_pack_cuda(p.raw(), buf.raw(), table.data() + r0, r1 - r0, end, elem_size, op,
+                                add);
   }
 
   // The MPI element type follows the tensor's element size; built only when it changes.
@@ -151,11 +159,13 @@ struct HaloExchange::Impl {
     auto* ib = static_cast<unsigned char*>(in_wire.raw());
     auto* ob = static_cast<unsigned char*>(out_wire.raw());
     for (std::size_t i = 0; i < in.size(); ++i)
-      TESSERA_MPI(MPI_Irecv(ib + in[i].offset * elem_size, checked_count(in[i].count, "halo message"),
-                            elem.get(), in[i].peer, tag, comm, &reqs[i]));
+      TESSERA_MPI(MPI_Irecv(ib + in[i].offset * elem_size,
+                            checked_count(in[i].count, "halo message"), elem.get(), in[i].peer, tag,
+                            comm, &reqs[i]));
     for (std::size_t i = 0; i < out.size(); ++i)
-      TESSERA_MPI(MPI_Isend(ob + out[i].offset * elem_size, checked_count(out[i].count, "halo message"),
-                            elem.get(), out[i].peer, tag, comm, &reqs[in.size() + i]));
+      TESSERA_MPI(MPI_Isend(ob + out[i].offset * elem_size,
+                            checked_count(out[i].count, "halo message"), elem.get(), out[i].peer,
+                            tag, comm, &reqs[in.size() + i]));
     target = &t;
   }
 };
@@ -178,7 +188,8 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const std::v
     if (spec.placement(d).sharded()) bc[d] = c[spec.placement(d).axis];
   const int block = spec.partition().id_of(bc);
   // The geometry validates widths and periodic flags, before any communicator exists.
-  const HaloGeometry& geo = cached_halo_geometry(spec.partition(), HaloWidths(left, right), periodic);
+  const HaloGeometry& geo =
+      cached_halo_geometry(spec.partition(), HaloWidths(left, right), periodic);
   const HaloPlan& plan = geo.plan(block);
   m.sends = group(plan.sends, [](const auto& s) { return s.src; });
   m.recvs = group(plan.recvs, [](const auto& r) { return r.dst; });
@@ -194,7 +205,8 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const std::v
     if (spec.dim_on_axis(a) < 0) color = color * mesh.dim(a) + c[a];
   TESSERA_MPI(MPI_Comm_split(mesh.comm(), color, block, &m.comm));
   TESSERA_MPI(MPI_Comm_rank(m.comm, &m.me));
-  TESSERA_CHECK(m.me == block, "HaloExchange: internal error, block " << block << " got rank " << m.me);
+  TESSERA_CHECK(m.me == block,
+                "HaloExchange: internal error, block " << block << " got rank " << m.me);
 }
 
 HaloExchange::~HaloExchange() {
@@ -229,14 +241,15 @@ void HaloExchange::finish() {
 void HaloExchange::begin_adjoint(const HaloTensor& t) {
   Impl& m = *impl_;
   m.check_tensor(t);
-  add_type_of(t.padded().dtype());  // refuse non-addable dtypes before anything is posted
+  add_type_of(t.padded().dtype());   // refuse non-addable dtypes before anything is posted
   m.start(t, m.recvs, m.sends, 12);  // ghosts travel back to their owners
   m.phase = Impl::Phase::Adjoint;
 }
 
 void HaloExchange::finish_adjoint() {
   Impl& m = *impl_;
-  TESSERA_CHECK(m.phase == Impl::Phase::Adjoint, "HaloExchange::finish_adjoint without begin_adjoint");
+  TESSERA_CHECK(m.phase == Impl::Phase::Adjoint,
+                "HaloExchange::finish_adjoint without begin_adjoint");
   const std::size_t nin = m.sends.size();  // adjoint receives arrive where forward sends left
   const bool staged = m.in_wire.raw() != m.in_buf.raw();
   if (m.opts.deterministic || staged) {
@@ -251,8 +264,8 @@ void HaloExchange::finish_adjoint() {
       int idx = MPI_UNDEFINED;
       TESSERA_MPI(MPI_Waitany(static_cast<int>(nin), m.reqs.data(), &idx, MPI_STATUS_IGNORE));
       if (idx == MPI_UNDEFINED) break;
-      m.pack(*m.target, m.sends, m.in_buf, kernels::PackOp::UnpackAdd, static_cast<std::size_t>(idx),
-             static_cast<std::size_t>(idx) + 1);
+      m.pack(*m.target, m.sends, m.in_buf, kernels::PackOp::UnpackAdd,
+             static_cast<std::size_t>(idx), static_cast<std::size_t>(idx) + 1);
     }
     TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size() - nin), m.reqs.data() + nin,
                             MPI_STATUSES_IGNORE));
@@ -265,8 +278,12 @@ void HaloExchange::finish_adjoint() {
   m.target = nullptr;
 }
 
-Index HaloExchange::cells_received() const { return total(impl_->recvs); }
-Index HaloExchange::cells_sent() const { return total(impl_->sends); }
+Index HaloExchange::cells_received() const {
+  return total(impl_->recvs);
+}
+Index HaloExchange::cells_sent() const {
+  return total(impl_->sends);
+}
 
 std::size_t HaloExchange::bytes_to_other_ranks(std::size_t es) const {
   Index n = 0;
@@ -285,6 +302,8 @@ std::vector<std::pair<int, Index>> HaloExchange::recv_counts() const {
   for (const auto& m : impl_->recvs) v.emplace_back(m.peer, m.count);
   return v;
 }
-MPI_Comm HaloExchange::comm() const { return impl_->comm; }
+MPI_Comm HaloExchange::comm() const {
+  return impl_->comm;
+}
 
 }  // namespace tessera

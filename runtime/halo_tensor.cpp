@@ -28,7 +28,9 @@ Tensor HaloTensor::view_global(const Box& g) const {
   return padded_.view(shift(g, neg));
 }
 
-Tensor HaloTensor::interior() const { return view_global(interior_); }
+Tensor HaloTensor::interior() const {
+  return view_global(interior_);
+}
 
 ShardTensor HaloTensor::to_shard() const {
   return ShardTensor::unchecked(mesh_, spec_, interior().clone());

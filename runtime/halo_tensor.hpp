@@ -19,10 +19,10 @@ class HaloTensor {
                                const std::vector<Index>& right);
 
   const Tensor& padded() const { return padded_; }
-  Tensor interior() const;  // a view of the owned cells
+  Tensor interior() const;       // a view of the owned cells
   ShardTensor to_shard() const;  // a copy of the owned cells as a ShardTensor
   const Box& interior_box() const { return interior_; }  // global coordinates
-  const Box& padded_box() const { return padded_box_; }   // global coordinates
+  const Box& padded_box() const { return padded_box_; }  // global coordinates
   const std::vector<Index>& left() const { return left_; }
   const std::vector<Index>& right() const { return right_; }
   const Mesh& mesh() const { return mesh_; }

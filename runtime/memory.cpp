@@ -81,16 +81,24 @@ HostCache& host_cache() {
 }
 }  // namespace
 
-std::size_t cached_host_bytes() { return host_cache().cached(); }
-std::size_t release_cached_host_memory() { return host_cache().release(); }
+std::size_t cached_host_bytes() {
+  return host_cache().cached();
+}
+std::size_t release_cached_host_memory() {
+  return host_cache().release();
+}
 
-const char* name_of(MemSpace s) { return s == MemSpace::Host ? "host" : "cuda"; }
+const char* name_of(MemSpace s) {
+  return s == MemSpace::Host ? "host" : "cuda";
+}
 
 MemoryStats memory_stats(MemSpace s) {
   return {counter(s).current.load(), counter(s).peak.load()};
 }
 
-void reset_peak_memory(MemSpace s) { counter(s).peak.store(counter(s).current.load()); }
+void reset_peak_memory(MemSpace s) {
+  counter(s).peak.store(counter(s).current.load());
+}
 
 void* mem_alloc(MemSpace s, std::size_t bytes) {
   if (bytes == 0) return nullptr;

@@ -42,8 +42,8 @@ Mesh::Mesh(MPI_Comm comm, const std::vector<int>& dims, const std::vector<std::s
     why = os.str();
   }
   if (why.empty() && !names.empty() && names.size() != dims.size())
-    why = "mesh has " + std::to_string(dims.size()) + " axes but " +
-          std::to_string(names.size()) + " names";
+    why = "mesh has " + std::to_string(dims.size()) + " axes but " + std::to_string(names.size()) +
+          " names";
   for (std::size_t i = 0; why.empty() && i < names.size(); ++i)
     for (std::size_t j = i + 1; j < names.size(); ++j)
       if (names[i] == names[j]) why = "mesh axis name '" + names[i] + "' used twice";
@@ -131,13 +131,27 @@ Mesh Mesh::parse(MPI_Comm comm, const std::string& spec) {
   return Mesh(comm, dims, names);
 }
 
-int Mesh::ndim() const { return static_cast<int>(impl_->dims.size()); }
-const std::vector<int>& Mesh::dims() const { return impl_->dims; }
-const std::vector<std::string>& Mesh::names() const { return impl_->names; }
-int Mesh::size() const { return impl_->size; }
-int Mesh::rank() const { return impl_->rank; }
-const std::vector<int>& Mesh::coords() const { return impl_->coords; }
-MPI_Comm Mesh::comm() const { return impl_->cart; }
+int Mesh::ndim() const {
+  return static_cast<int>(impl_->dims.size());
+}
+const std::vector<int>& Mesh::dims() const {
+  return impl_->dims;
+}
+const std::vector<std::string>& Mesh::names() const {
+  return impl_->names;
+}
+int Mesh::size() const {
+  return impl_->size;
+}
+int Mesh::rank() const {
+  return impl_->rank;
+}
+const std::vector<int>& Mesh::coords() const {
+  return impl_->coords;
+}
+MPI_Comm Mesh::comm() const {
+  return impl_->cart;
+}
 
 int Mesh::axis(const std::string& name) const {
   for (int a = 0; a < ndim(); ++a)
@@ -173,7 +187,8 @@ int Mesh::rank_of(const std::vector<int>& c) const {
 std::string Mesh::str() const {
   if (!impl_) return "(no mesh)";
   std::ostringstream os;
-  for (int a = 0; a < ndim(); ++a) os << (a ? " x " : "") << impl_->names[a] << '=' << impl_->dims[a];
+  for (int a = 0; a < ndim(); ++a)
+    os << (a ? " x " : "") << impl_->names[a] << '=' << impl_->dims[a];
   return os.str();
 }
 

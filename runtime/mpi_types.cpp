@@ -6,10 +6,14 @@ namespace tessera {
 
 MPI_Datatype mpi_type_of(DType t) {
   switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::i64: return MPI_INT64_T;
-    case DType::bf16: return MPI_UINT16_T;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::bf16:
+      return MPI_UINT16_T;
   }
   throw Error("mpi_type_of: unknown dtype");
 }

@@ -12,7 +12,9 @@
 namespace tessera {
 namespace {
 
-Tensor in_space(const Tensor& t, MemSpace s) { return t.space() == s ? t : t.to(s); }
+Tensor in_space(const Tensor& t, MemSpace s) {
+  return t.space() == s ? t : t.to(s);
+}
 
 // Local index space of `box` (given in global coordinates) inside `owner` (a local box).
 Box to_local(const Box& box, const Box& owner) {
@@ -79,10 +81,11 @@ Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
     sbuf.view(Box({sd[q]}, {sd[q] + sc[q]})).reshape(lb.shape()).copy_from(src.view(lb));
   }
   const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
-  Tensor ws = in_space(sbuf, wire), wr = wire == rbuf.space() ? rbuf : Tensor::empty({rtot}, src.dtype(), wire);
+  Tensor ws = in_space(sbuf, wire),
+         wr = wire == rbuf.space() ? rbuf : Tensor::empty({rtot}, src.dtype(), wire);
   MpiType et = element_type(es);
-  TESSERA_MPI(MPI_Alltoallv(ws.raw(), sc.data(), sd.data(), et.get(), wr.raw(), rc.data(), rd.data(),
-                            et.get(), comm));
+  TESSERA_MPI(MPI_Alltoallv(ws.raw(), sc.data(), sd.data(), et.get(), wr.raw(), rc.data(),
+                            rd.data(), et.get(), comm));
   if (wr.raw() != rbuf.raw()) rbuf.copy_from(wr);
   for (int p = 0; p < P; ++p) {
     if (recv[p].empty()) continue;
@@ -108,8 +111,12 @@ ShardTensor general(const ShardTensor& t, const ShardSpec& target, RedistMethod 
   std::vector<Box> send(mesh.size()), recv(mesh.size());
   for (int q = 0; q < mesh.size(); ++q) {
     const auto qc = mesh.coords_of(q);
-    send[q] = pairs(src, me, qc) ? intersect(mine, target.local_box(qc)) : Box::from_shape(std::vector<Index>(static_cast<std::size_t>(mine.ndim), 0));
-    recv[q] = pairs(src, qc, me) ? intersect(src.local_box(qc), want) : Box::from_shape(std::vector<Index>(static_cast<std::size_t>(mine.ndim), 0));
+    send[q] = pairs(src, me, qc)
+                  ? intersect(mine, target.local_box(qc))
+                  : Box::from_shape(std::vector<Index>(static_cast<std::size_t>(mine.ndim), 0));
+    recv[q] = pairs(src, qc, me)
+                  ? intersect(src.local_box(qc), want)
+                  : Box::from_shape(std::vector<Index>(static_cast<std::size_t>(mine.ndim), 0));
   }
   Tensor out = exchange_boxes(mesh.comm(), t.local(), mine, send, recv, want, m);
   return ShardTensor::unchecked(mesh, target, out);
@@ -157,8 +164,8 @@ ShardTensor axis_allgather(const ShardTensor& t, int axis, int d, const ShardSpe
                                                  : Tensor::empty({tot}, src.dtype(), wire);
   const Tensor sendbuf = in_space(src, wire);
   MpiType et = element_type(src.elem_size());
-  TESSERA_MPI(MPI_Allgatherv(sendbuf.raw(), checked_count(src.numel(), "allgatherv count"), et.get(),
-                             recvbuf.raw(), counts.data(), displs.data(), et.get(),
+  TESSERA_MPI(MPI_Allgatherv(sendbuf.raw(), checked_count(src.numel(), "allgatherv count"),
+                             et.get(), recvbuf.raw(), counts.data(), displs.data(), et.get(),
                              mesh.axis_comm(axis)));
   if (recvbuf.raw() != out.raw()) {
     for (int k = 0; k < n; ++k) {
@@ -199,11 +206,13 @@ ShardTensor partial_to_replicate(const ShardTensor& t, int axis) {
     for (int a : t.spec().partial_axes())
       if (a != axis) p.push_back(a);
     return p;
-  }()), out);
+  }()),
+                                out);
 }
 
 // Partial over `axis` -> Shard(axis) of dim d with `sizes`, by reduce-scatter.
-ShardTensor partial_to_shard(const ShardTensor& t, int axis, int d, const std::vector<Index>& sizes) {
+ShardTensor partial_to_shard(const ShardTensor& t, int axis, int d,
+                             const std::vector<Index>& sizes) {
   const Mesh& mesh = t.mesh();
   const ShardSpec target = t.spec().with_placement(d, Shard(axis), sizes);
   const int n = mesh.dim(axis);
@@ -226,7 +235,8 @@ ShardTensor partial_to_shard(const ShardTensor& t, int axis, int d, const std::v
   const Box want = target.local_box(mesh.coords());
   Tensor out = Tensor::empty(want.shape(), src.dtype(), wire);
   TESSERA_MPI(MPI_Reduce_scatter(ws.raw(), out.raw(), counts.data(),
-                                 mpi_reducible_type_of(src.dtype()), MPI_SUM, mesh.axis_comm(axis)));
+                                 mpi_reducible_type_of(src.dtype()), MPI_SUM,
+                                 mesh.axis_comm(axis)));
   return ShardTensor::unchecked(mesh, target, in_space(out, src.space()));
 }
 
@@ -246,10 +256,12 @@ bool same_dim(const ShardSpec& a, const ShardSpec& b, int d) {
 }  // namespace
 
 ShardTensor ShardTensor::redistribute(const ShardSpec& target, RedistMethod m) const {
-  TESSERA_CHECK(target.global_shape() == global_shape(),
-                "redistribute: target global shape " << shape_str(target.global_shape())
-                                                     << " differs from " << shape_str(global_shape()));
-  TESSERA_CHECK(target.mesh_dims() == mesh_.dims(), "redistribute: target spec is for another mesh");
+  TESSERA_CHECK(target.global_shape() == global_shape(), "redistribute: target global shape "
+                                                             << shape_str(target.global_shape())
+                                                             << " differs from "
+                                                             << shape_str(global_shape()));
+  TESSERA_CHECK(target.mesh_dims() == mesh_.dims(),
+                "redistribute: target spec is for another mesh");
   ShardTensor cur = *this;
   // 1. Pending sums the target does not keep.
   for (int a : spec_.partial_axes()) {

@@ -44,8 +44,8 @@ ShardSpec::ShardSpec(const std::vector<Index>& shape, const std::vector<Placemen
       TESSERA_CHECK(a >= 0 || sizes[d].size() == 1,
                     "ShardSpec: explicit sizes for replicated dim " << d);
       TESSERA_CHECK(static_cast<int>(sizes[d].size()) == parts,
-                    "ShardSpec: dim " << d << " has " << sizes[d].size() << " sizes for "
-                                      << parts << " shards");
+                    "ShardSpec: dim " << d << " has " << sizes[d].size() << " sizes for " << parts
+                                      << " shards");
       part_sizes[d] = sizes[d];
     } else {
       part_sizes[d] = balanced_sizes(shape[d], parts);

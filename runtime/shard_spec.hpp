@@ -18,8 +18,12 @@ struct Placement {
   bool sharded() const { return axis >= 0; }
   bool operator==(const Placement& o) const { return axis == o.axis; }
 };
-inline Placement Shard(int mesh_axis) { return Placement{mesh_axis}; }
-inline Placement Replicate() { return Placement{-1}; }
+inline Placement Shard(int mesh_axis) {
+  return Placement{mesh_axis};
+}
+inline Placement Replicate() {
+  return Placement{-1};
+}
 
 class ShardSpec {
  public:

@@ -17,7 +17,8 @@ ShardTensor ShardTensor::unchecked(const Mesh& mesh, const ShardSpec& spec, cons
 
 ShardTensor::ShardTensor(const Mesh& mesh, const ShardSpec& spec, const Tensor& local) {
   std::string why;
-  if (spec.mesh_dims() != mesh.dims()) why = "spec is for another mesh shape than " + mesh.str();
+  if (spec.mesh_dims() != mesh.dims())
+    why = "spec is for another mesh shape than " + mesh.str();
   else if (local.shape() != spec.local_shape(mesh.coords()))
     why = "local tensor " + shape_str(local.shape()) + " but spec " + spec.str() + " gives " +
           shape_str(spec.local_shape(mesh.coords()));
@@ -54,22 +55,22 @@ ShardTensor ShardTensor::from_local(const Mesh& mesh, const Tensor& local,
   mine[0] = local.ndim();
   mine[1] = static_cast<Index>(local.dtype());
   for (int d = 0; d < local.ndim(); ++d) mine[2 + d] = local.shape()[d];
-  TESSERA_MPI(MPI_Allgather(mine.data(), kRec, MPI_INT64_T, all.data(), kRec, MPI_INT64_T,
-                            mesh.comm()));
+  TESSERA_MPI(
+      MPI_Allgather(mine.data(), kRec, MPI_INT64_T, all.data(), kRec, MPI_INT64_T, mesh.comm()));
   auto rec = [&](int r) { return all.data() + static_cast<std::size_t>(r) * kRec; };
   const int nd = static_cast<int>(rec(0)[0]);
   for (int r = 0; r < mesh.size(); ++r) {
     TESSERA_CHECK(rec(r)[0] == nd, "ShardTensor::from_local: rank " << r << " has a tensor of rank "
                                                                     << rec(r)[0] << ", rank 0 of "
                                                                     << nd);
-    TESSERA_CHECK(rec(r)[1] == rec(0)[1], "ShardTensor::from_local: rank "
-                                              << r << " has dtype "
-                                              << name_of(static_cast<DType>(rec(r)[1]))
-                                              << ", rank 0 " << name_of(static_cast<DType>(rec(0)[1])));
+    TESSERA_CHECK(rec(r)[1] == rec(0)[1],
+                  "ShardTensor::from_local: rank "
+                      << r << " has dtype " << name_of(static_cast<DType>(rec(r)[1])) << ", rank 0 "
+                      << name_of(static_cast<DType>(rec(0)[1])));
   }
-  TESSERA_CHECK(static_cast<int>(dims.size()) == nd,
-                "ShardTensor::from_local: " << dims.size() << " placements for rank-" << nd
-                                            << " tensors");
+  TESSERA_CHECK(
+      static_cast<int>(dims.size()) == nd,
+      "ShardTensor::from_local: " << dims.size() << " placements for rank-" << nd << " tensors");
   std::vector<std::vector<Index>> inferred(nd);
   std::vector<Index> global(nd);
   for (int d = 0; d < nd; ++d) {
@@ -107,11 +108,13 @@ bool is_canonical_holder(const ShardSpec& spec, const std::vector<int>& coords) 
   return true;
 }
 
-Tensor host_copy(const Tensor& t) { return t.space() == MemSpace::Host ? t.contiguous() : t.to(MemSpace::Host); }
+Tensor host_copy(const Tensor& t) {
+  return t.space() == MemSpace::Host ? t.contiguous() : t.to(MemSpace::Host);
+}
 }  // namespace
 
-ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full, const std::vector<Placement>& dims,
-                                 int root) {
+ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full,
+                                 const std::vector<Placement>& dims, int root) {
   // Non-roots learn the global shape from root first.
   constexpr int kRec = 2 + kMaxDims;
   std::vector<Index> hdr(kRec, 0);
@@ -141,7 +144,8 @@ ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full, const Sha
   std::string why;
   if (me == root) {
     hdr[0] = static_cast<std::int64_t>(full.dtype());
-    if (!full.defined()) why = "root passed an undefined tensor";
+    if (!full.defined())
+      why = "root passed an undefined tensor";
     else if (full.shape() != spec.global_shape())
       why = "root's tensor " + shape_str(full.shape()) + " does not match spec " + spec.str();
   }
@@ -182,7 +186,8 @@ Tensor ShardTensor::gather(int root) const {
   TESSERA_CHECK(root >= 0 && root < P, "ShardTensor::gather: root " << root << " not in mesh");
   const std::size_t es = local_.elem_size();
   const Tensor src = host_copy(local_);
-  Tensor full = me == root ? Tensor::empty(spec_.global_shape(), dtype(), MemSpace::Host) : Tensor();
+  Tensor full =
+      me == root ? Tensor::empty(spec_.global_shape(), dtype(), MemSpace::Host) : Tensor();
   std::vector<MpiType> types;
   std::vector<MPI_Datatype> st(P, MPI_BYTE), rt(P, MPI_BYTE);
   std::vector<int> sc(P, 0), rc(P, 0), zd(P, 0);

@@ -10,7 +10,9 @@ namespace tessera {
 Storage::Storage(MemSpace space, std::size_t bytes)
     : space_(space), bytes_(bytes), ptr_(mem_alloc(space, bytes)) {}
 
-Storage::~Storage() { mem_free(space_, ptr_, bytes_); }
+Storage::~Storage() {
+  mem_free(space_, ptr_, bytes_);
+}
 
 std::vector<Index> row_major_strides(const std::vector<Index>& shape) {
   std::vector<Index> s(shape.size(), 1);
@@ -36,7 +38,8 @@ std::string shape_str(const std::vector<Index>& shape) {
 Tensor Tensor::empty(const std::vector<Index>& shape, DType dtype, MemSpace space) {
   TESSERA_CHECK(static_cast<int>(shape.size()) <= kMaxDims,
                 "Tensor: rank " << shape.size() << " exceeds " << kMaxDims);
-  for (Index e : shape) TESSERA_CHECK(e >= 0, "Tensor: negative extent in shape " << shape_str(shape));
+  for (Index e : shape)
+    TESSERA_CHECK(e >= 0, "Tensor: negative extent in shape " << shape_str(shape));
   Tensor t;
   t.shape_ = shape;
   t.strides_ = row_major_strides(shape);
@@ -74,16 +77,17 @@ Index Tensor::offset_of(const std::vector<Index>& idx) const {
   TESSERA_CHECK(space_ == MemSpace::Host, "Tensor element access on CUDA memory; copy to host");
   Index off = 0;
   for (int d = 0; d < ndim(); ++d) {
-    TESSERA_CHECK(idx[d] >= 0 && idx[d] < shape_[d],
-                  "Tensor index " << idx[d] << " out of range in dim " << d << " of shape "
-                                  << shape_str(shape_));
+    TESSERA_CHECK(idx[d] >= 0 && idx[d] < shape_[d], "Tensor index "
+                                                         << idx[d] << " out of range in dim " << d
+                                                         << " of shape " << shape_str(shape_));
     off += idx[d] * strides_[d];
   }
   return off;
 }
 
 Tensor Tensor::view(const Box& b) const {
-  TESSERA_CHECK(b.ndim == ndim(), "Tensor::view: box " << b.str() << " for tensor of rank " << ndim());
+  TESSERA_CHECK(b.ndim == ndim(),
+                "Tensor::view: box " << b.str() << " for tensor of rank " << ndim());
   TESSERA_CHECK(Box::from_shape(shape_).contains(b) || b.empty(),
                 "Tensor::view: box " << b.str() << " outside shape " << shape_str(shape_));
   Tensor v = *this;
@@ -99,15 +103,17 @@ Tensor Tensor::view(const Box& b) const {
 
 Tensor Tensor::reshape(const std::vector<Index>& shape) const {
   TESSERA_CHECK(is_contiguous(), "Tensor::reshape needs a contiguous tensor");
-  TESSERA_CHECK(numel_of(shape) == numel_, "Tensor::reshape: " << shape_str(shape_) << " to "
-                                                               << shape_str(shape));
+  TESSERA_CHECK(numel_of(shape) == numel_,
+                "Tensor::reshape: " << shape_str(shape_) << " to " << shape_str(shape));
   Tensor v = *this;
   v.shape_ = shape;
   v.strides_ = row_major_strides(shape);
   return v;
 }
 
-Tensor Tensor::clone() const { return to(space_); }
+Tensor Tensor::clone() const {
+  return to(space_);
+}
 
 Tensor Tensor::to(MemSpace space) const {
   Tensor t = empty(shape_, dtype_, space);
@@ -131,8 +137,8 @@ kernels::StridedCopy copy_desc(const Tensor& dst, const Tensor& src) {
 void Tensor::copy_from(const Tensor& src) const {
   TESSERA_CHECK(src.shape_ == shape_, "Tensor::copy_from: shape " << shape_str(src.shape_)
                                                                   << " into " << shape_str(shape_));
-  TESSERA_CHECK(src.dtype_ == dtype_, "Tensor::copy_from: dtype " << name_of(src.dtype_) << " into "
-                                                                  << name_of(dtype_));
+  TESSERA_CHECK(src.dtype_ == dtype_,
+                "Tensor::copy_from: dtype " << name_of(src.dtype_) << " into " << name_of(dtype_));
   if (numel_ == 0) return;
   const bool both_contig = is_contiguous() && src.is_contiguous();
   if (space_ == MemSpace::Host && src.space_ == MemSpace::Host) {
@@ -143,14 +149,16 @@ void Tensor::copy_from(const Tensor& src) const {
     else
       kernels::strided_copy_cuda(raw(), src.raw(), copy_desc(*this, src), elem_size());
   } else if (both_contig) {
-    device::copy(raw(), src.raw(), nbytes(),
-                 space_ == MemSpace::Cuda ? device::Copy::HostToDevice : device::Copy::DeviceToHost);
+    device::copy(
+        raw(), src.raw(), nbytes(),
+        space_ == MemSpace::Cuda ? device::Copy::HostToDevice : device::Copy::DeviceToHost);
   } else {
     // Across spaces with strides: make both sides contiguous, then one bulk transfer.
     const Tensor s = src.contiguous();
     const Tensor d = is_contiguous() ? *this : empty(shape_, dtype_, space_);
-    device::copy(d.raw(), s.raw(), nbytes(),
-                 space_ == MemSpace::Cuda ? device::Copy::HostToDevice : device::Copy::DeviceToHost);
+    device::copy(
+        d.raw(), s.raw(), nbytes(),
+        space_ == MemSpace::Cuda ? device::Copy::HostToDevice : device::Copy::DeviceToHost);
     if (d.raw() != raw()) copy_from(d);
   }
 }

@@ -58,8 +58,8 @@ class Tensor {
   template <class T>
   T* data() const {
     TESSERA_CHECK(dtype_of_v<T> == dtype_, "Tensor::data: tensor is " << name_of(dtype_)
-                                                                       << ", asked for "
-                                                                       << name_of(dtype_of_v<T>));
+                                                                      << ", asked for "
+                                                                      << name_of(dtype_of_v<T>));
     return static_cast<T*>(raw());
   }
   // Host element access by multi-index (bounds checked).

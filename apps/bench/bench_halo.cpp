@@ -25,7 +25,8 @@ json run(Context& ctx, const Options& opt) {
     const Timing t = time_collective(mesh.comm(), reps, 1, [&] { ex.exchange(h); });
     // Theoretical ghost volume: padded cells inside the domain that this rank does not own.
     const Index ghost = intersect(h.padded_box(), domain).volume() - h.interior_box().volume();
-    double mine[2] = {static_cast<double>(ex.bytes_to_other_ranks(4)), static_cast<double>(ghost * 4)};
+    double mine[2] = {static_cast<double>(ex.bytes_to_other_ranks(4)),
+                      static_cast<double>(ghost * 4)};
     double tot[2];
     MPI_Allreduce(mine, tot, 2, MPI_DOUBLE, MPI_SUM, mesh.comm());
     // Raw point-to-point: the same messages between the same ranks, contiguous buffers.
@@ -38,11 +39,13 @@ json run(Context& ctx, const Options& opt) {
     auto lay_out = [](const std::vector<std::pair<int, Index>>& counts, Index& total) {
       std::vector<Msg> v;
       total = 0;
-      for (const auto& [peer, c] : counts) v.push_back({peer, static_cast<int>(c), total}), total += c;
+      for (const auto& [peer, c] : counts)
+        v.push_back({peer, static_cast<int>(c), total}), total += c;
       return v;
     };
     Index sn = 0, rn = 0;
-    const std::vector<Msg> sends = lay_out(ex.send_counts(), sn), recvs = lay_out(ex.recv_counts(), rn);
+    const std::vector<Msg> sends = lay_out(ex.send_counts(), sn),
+                           recvs = lay_out(ex.recv_counts(), rn);
     std::vector<float> sbuf(static_cast<std::size_t>(sn), 1.f), rbuf(static_cast<std::size_t>(rn));
     std::vector<MPI_Request> req(sends.size() + recvs.size());
     const Timing raw = time_collective(mesh.comm(), reps, 1, [&] {
@@ -82,8 +85,9 @@ json goals(const json& rows) {
   g.push_back(goal("bytes moved == theoretical ghost volume, all rows", equal ? 1 : 0, "==", 1));
   for (const auto& r : rows)
     if (r["ranks"].get<int>() == maxp && r["ghost"].get<int>() == 4)
-      g.push_back(goal("halo vs MPI point-to-point, " + std::to_string(maxp) + " ranks, 4-cell ghosts",
-                       r["ratio"].get<double>(), ">=", 0.8));
+      g.push_back(
+          goal("halo vs MPI point-to-point, " + std::to_string(maxp) + " ranks, 4-cell ghosts",
+               r["ratio"].get<double>(), ">=", 0.8));
   return g;
 }
 

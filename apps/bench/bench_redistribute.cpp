@@ -26,17 +26,19 @@ json run(Context& ctx, const Options& opt) {
   Tensor local = Tensor::empty(a.local_shape(mesh.coords()), DType::f32);
   // Each cell holds its global linear index mod 1000 (exact in float32).
   const Index base = a.local_box(mesh.coords()).lo[0] * n * w;
-  for (Index i = 0; i < local.numel(); ++i) local.data<float>()[i] = static_cast<float>((base + i) % 1000);
+  for (Index i = 0; i < local.numel(); ++i)
+    local.data<float>()[i] = static_cast<float>((base + i) % 1000);
   const ShardTensor x = ShardTensor::unchecked(mesh, a, local);
   const double bytes = static_cast<double>(numel_of(shape)) * 4;
 
   // Raw alltoall of the same per-rank bytes: local / P to every peer.
   const Index per_peer = local.numel() / P;
-  Tensor sbuf = Tensor::empty({per_peer * P}, DType::f32), rbuf = Tensor::empty({per_peer * P}, DType::f32);
+  Tensor sbuf = Tensor::empty({per_peer * P}, DType::f32),
+         rbuf = Tensor::empty({per_peer * P}, DType::f32);
   sbuf.copy_from(local.reshape({local.numel()}).view(Box({0}, {per_peer * P})));
   const Timing raw = time_collective(mesh.comm(), reps, 1, [&] {
-    MPI_Alltoall(sbuf.raw(), static_cast<int>(per_peer), MPI_FLOAT, rbuf.raw(), static_cast<int>(per_peer),
-                 MPI_FLOAT, mesh.comm());
+    MPI_Alltoall(sbuf.raw(), static_cast<int>(per_peer), MPI_FLOAT, rbuf.raw(),
+                 static_cast<int>(per_peer), MPI_FLOAT, mesh.comm());
   });
   json rows = json::array();
   for (auto [m, name] : {std::pair{RedistMethod::DerivedTypes, "derived-types"},
@@ -74,8 +76,9 @@ json goals(const json& rows) {
   json g = json::array();
   for (const auto& r : rows) {
     if (r["method"] != "derived-types" || r["ranks"].get<int>() < 2) continue;
-    g.push_back(goal("Shard(0)->Shard(1) vs MPI_Alltoall, " + std::to_string(r["ranks"].get<int>()) +
-                         " ranks, " + r["shape"].get<std::string>() + " f32",
+    g.push_back(goal("Shard(0)->Shard(1) vs MPI_Alltoall, " +
+                         std::to_string(r["ranks"].get<int>()) + " ranks, " +
+                         r["shape"].get<std::string>() + " f32",
                      r["correct"].get<bool>() ? r["ratio"].get<double>() : 0.0, ">=", 0.85));
   }
   return g;

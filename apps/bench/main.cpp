@@ -55,7 +55,9 @@ std::string Options::str(const std::string& k, const std::string& d) const {
   return it == kv.end() ? d : it->second;
 }
 
-std::vector<Case> tessera::bench::all_cases() { return {redistribute_case(), halo_case()}; }
+std::vector<Case> tessera::bench::all_cases() {
+  return {redistribute_case(), halo_case()};
+}
 
 int main(int argc, char** argv) {
   try {

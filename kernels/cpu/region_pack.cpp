@@ -45,7 +45,8 @@ void region_pack_host(void* tensor, void* buffer, const PackRegion* regions, int
     } else if (add == AddType::F64) {
       add_strided(reinterpret_cast<double*>(tp), reinterpret_cast<const double*>(bp), c);
     } else {
-      add_strided(reinterpret_cast<std::int64_t*>(tp), reinterpret_cast<const std::int64_t*>(bp), c);
+      add_strided(reinterpret_cast<std::int64_t*>(tp), reinterpret_cast<const std::int64_t*>(bp),
+                  c);
     }
   }
 }

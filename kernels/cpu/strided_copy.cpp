@@ -69,7 +69,8 @@ void strided_copy_host(void* dst, const void* src, const StridedCopy& c0, std::s
     if (ss == 1 && ds == 1) {
       std::memcpy(d + dof * es, s + so * es, static_cast<std::size_t>(n) * es);
     } else {
-      for (Index k = 0; k < n; ++k) std::memcpy(d + (dof + k * ds) * es, s + (so + k * ss) * es, es);
+      for (Index k = 0; k < n; ++k)
+        std::memcpy(d + (dof + k * ds) * es, s + (so + k * ss) * es, es);
     }
   });
 }

@@ -22,21 +22,28 @@ __global__ void pack_kernel(T* tensor, T* buffer, const PackRegion* regions, int
   for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<Index>(gridDim.x) * blockDim.x) {
     const Index off = tensor_offset_of(regions, n, i);
-    if (Op == 0) buffer[i] = tensor[off];
-    else if (Op == 1) tensor[off] = buffer[i];
-    else tensor[off] += buffer[i];
+    if (Op == 0)
+      buffer[i] = tensor[off];
+    else if (Op == 1)
+      tensor[off] = buffer[i];
+    else
+      tensor[off] += buffer[i];
   }
 }
 
 template <class T>
-void launch(void* tensor, void* buffer, const PackRegion* d_regions, int n, Index total, PackOp op) {
+void launch(void* tensor, void* buffer, const PackRegion* d_regions, int n, Index total,
+            PackOp op) {
   const Index b = (total + 255) / 256;
   const unsigned blocks = static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
   T* t = static_cast<T*>(tensor);
   T* buf = static_cast<T*>(buffer);
-  if (op == PackOp::Pack) pack_kernel<T, 0><<<blocks, 256>>>(t, buf, d_regions, n, total);
-  else if (op == PackOp::Unpack) pack_kernel<T, 1><<<blocks, 256>>>(t, buf, d_regions, n, total);
-  else pack_kernel<T, 2><<<blocks, 256>>>(t, buf, d_regions, n, total);
+  if (op == PackOp::Pack)
+    pack_kernel<T, 0><<<blocks, 256>>>(t, buf, d_regions, n, total);
+  else if (op == PackOp::Unpack)
+    pack_kernel<T, 1><<<blocks, 256>>>(t, buf, d_regions, n, total);
+  else
+    pack_kernel<T, 2><<<blocks, 256>>>(t, buf, d_regions, n, total);
   check(cudaGetLastError(), "region pack kernel launch");
 }
 
@@ -56,9 +63,12 @@ void region_pack_cuda(void* tensor, void* buffer, const PackRegion* regions, int
   check(cudaMemcpy(d, table.data(), bytes, cudaMemcpyHostToDevice), "region table upload");
   try {
     if (op == PackOp::UnpackAdd) {
-      if (add == AddType::F32) launch<float>(tensor, buffer, d, n, total, op);
-      else if (add == AddType::F64) launch<double>(tensor, buffer, d, n, total, op);
-      else launch<long long>(tensor, buffer, d, n, total, op);
+      if (add == AddType::F32)
+        launch<float>(tensor, buffer, d, n, total, op);
+      else if (add == AddType::F64)
+        launch<double>(tensor, buffer, d, n, total, op);
+      else
+        launch<long long>(tensor, buffer, d, n, total, op);
     } else if (es == 2) {
       launch<std::uint16_t>(tensor, buffer, d, n, total, op);
     } else if (es == 4) {

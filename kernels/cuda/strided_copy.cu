@@ -64,10 +64,14 @@ void launch_zero(void* dst, const StridedCopy& c) {
 void strided_copy_cuda(void* dst, const void* src, const StridedCopy& c0, std::size_t es) {
   const StridedCopy c = simplify(c0);
   switch (es) {
-    case 1: return launch_copy<std::uint8_t>(dst, src, c);
-    case 2: return launch_copy<std::uint16_t>(dst, src, c);
-    case 4: return launch_copy<std::uint32_t>(dst, src, c);
-    case 8: return launch_copy<std::uint64_t>(dst, src, c);
+    case 1:
+      return launch_copy<std::uint8_t>(dst, src, c);
+    case 2:
+      return launch_copy<std::uint16_t>(dst, src, c);
+    case 4:
+      return launch_copy<std::uint32_t>(dst, src, c);
+    case 8:
+      return launch_copy<std::uint64_t>(dst, src, c);
   }
   throw Error("strided_copy_cuda: unsupported element size " + std::to_string(es));
 }
@@ -77,10 +81,14 @@ void strided_zero_cuda(void* dst, const StridedCopy& c0, std::size_t es) {
   for (int d = 0; d < c1.ndim; ++d) c1.src_stride[d] = c1.dst_stride[d];
   const StridedCopy c = simplify(c1);
   switch (es) {
-    case 1: return launch_zero<std::uint8_t>(dst, c);
-    case 2: return launch_zero<std::uint16_t>(dst, c);
-    case 4: return launch_zero<std::uint32_t>(dst, c);
-    case 8: return launch_zero<std::uint64_t>(dst, c);
+    case 1:
+      return launch_zero<std::uint8_t>(dst, c);
+    case 2:
+      return launch_zero<std::uint16_t>(dst, c);
+    case 4:
+      return launch_zero<std::uint32_t>(dst, c);
+    case 8:
+      return launch_zero<std::uint64_t>(dst, c);
   }
   throw Error("strided_zero_cuda: unsupported element size " + std::to_string(es));
 }

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
       bad += y.local().at<std::int64_t>({i - b.lo[0], j - b.lo[1]}) != i * 6 + j;
   int all = 0;
   MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_SUM, ctx.world());
-  if (ctx.rank() == 0) std::printf("downstream: %s (%s)\n", all ? "WRONG" : "ok", ctx.describe().c_str());
+  if (ctx.rank() == 0)
+    std::printf("downstream: %s (%s)\n", all ? "WRONG" : "ok", ctx.describe().c_str());
   return all ? 1 : 0;
 }

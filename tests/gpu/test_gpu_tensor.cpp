@@ -40,7 +40,8 @@ TEST_CASE("Device redistribute equals host redistribute", "[gpu]") {
   if (!have_device()) return;
   Mesh mesh = Mesh::line(MPI_COMM_WORLD);
   const Tensor ref = test::reference({9, 7, 3}, DType::f32);
-  const ShardTensor h = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), {Shard(0), Replicate(), Replicate()});
+  const ShardTensor h = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(),
+                                             {Shard(0), Replicate(), Replicate()});
   const ShardTensor d = ShardTensor::unchecked(mesh, h.spec(), h.local().to(MemSpace::Cuda));
   for (const auto& target : {std::vector<Placement>{Replicate(), Shard(0), Replicate()},
                              std::vector<Placement>{Replicate(), Replicate(), Replicate()}}) {

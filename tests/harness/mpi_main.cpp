@@ -56,7 +56,9 @@ struct MpiSyncListener : Catch::TestEventListenerBase {
 CATCH_REGISTER_LISTENER(MpiSyncListener)
 }  // namespace
 
-MPI_Comm harness_comm() { return g_comm; }
+MPI_Comm harness_comm() {
+  return g_comm;
+}
 int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);

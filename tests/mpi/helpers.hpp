@@ -16,9 +16,12 @@ inline Tensor reference(const std::vector<Index>& shape, DType dt, int seed = 0)
   Tensor t = Tensor::empty(shape, dt);
   for (Index i = 0; i < t.numel(); ++i) {
     const Index v = i * 3 + seed;
-    if (dt == DType::f64) t.data<double>()[i] = static_cast<double>(v) * 0.5;
-    else if (dt == DType::f32) t.data<float>()[i] = static_cast<float>(v % 100000) * 0.25f;
-    else t.data<std::int64_t>()[i] = v;
+    if (dt == DType::f64)
+      t.data<double>()[i] = static_cast<double>(v) * 0.5;
+    else if (dt == DType::f32)
+      t.data<float>()[i] = static_cast<float>(v % 100000) * 0.25f;
+    else
+      t.data<std::int64_t>()[i] = v;
   }
   return t;
 }

@@ -37,7 +37,8 @@ TEST_CASE("Several failing ranks are all named", "[errors]") {
   }
   bool ok = true;
   for (int r = 0; r < test::world_size(); r += 2)
-    ok = ok && msg.find("rank " + std::to_string(r) + ": even rank " + std::to_string(r)) != std::string::npos;
+    ok = ok && msg.find("rank " + std::to_string(r) + ": even rank " + std::to_string(r)) !=
+                   std::string::npos;
   MPI_REQUIRE(ok);
 }
 

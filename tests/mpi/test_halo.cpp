@@ -110,18 +110,23 @@ TEST_CASE("Adjoint: <H x, y> == <x, H* y> in float64", "[halo]") {
       o.periodic = c.periodic;
       o.deterministic = trial % 2 == 0;
       HaloExchange ex(mesh, spec, c.left, c.right, o);
-      HaloTensor x(mesh, spec, c.left, c.right, DType::f64), y(mesh, spec, c.left, c.right, DType::f64);
+      HaloTensor x(mesh, spec, c.left, c.right, DType::f64),
+          y(mesh, spec, c.left, c.right, DType::f64);
       Tensor xi = x.interior();
       Tensor xv = Tensor::empty(xi.shape(), DType::f64);
       for (Index i = 0; i < xv.numel(); ++i) xv.data<double>()[i] = u(local_rng);
       xi.copy_from(xv);
       for (Index i = 0; i < y.padded().numel(); ++i) y.padded().data<double>()[i] = u(local_rng);
-      const double lhs_local = [&] { ex.exchange(x); return dot_local(x.padded(), y.padded()); }();
+      const double lhs_local = [&] {
+        ex.exchange(x);
+        return dot_local(x.padded(), y.padded());
+      }();
       ex.exchange_adjoint(y);
       const double rhs_local = dot_local(xv, y.interior());
       double both[2] = {lhs_local, rhs_local}, sum[2];
       MPI_Allreduce(both, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      INFO("mesh " << mesh.str() << " spec " << spec.str() << " <Hx,y>=" << sum[0] << " <x,H*y>=" << sum[1]);
+      INFO("mesh " << mesh.str() << " spec " << spec.str() << " <Hx,y>=" << sum[0]
+                   << " <x,H*y>=" << sum[1]);
       MPI_REQUIRE(std::abs(sum[0] - sum[1]) <= 1e-12 * std::max(1.0, std::abs(sum[0])));
       // After the adjoint every ghost is zero.
       const Box pb = y.padded_box(), ib = y.interior_box();
@@ -147,7 +152,8 @@ TEST_CASE("Deterministic adjoint is bitwise reproducible", "[halo]") {
   HaloExchange ex(mesh, spec, left, right, o);
   std::mt19937 rng(5 + test::world_rank());
   std::uniform_real_distribution<double> u(-1, 1);
-  Tensor y0 = Tensor::empty(HaloTensor(mesh, spec, left, right, DType::f64).padded().shape(), DType::f64);
+  Tensor y0 =
+      Tensor::empty(HaloTensor(mesh, spec, left, right, DType::f64).padded().shape(), DType::f64);
   for (Index i = 0; i < y0.numel(); ++i) y0.data<double>()[i] = u(rng) * 1e3;
   Tensor first;
   bool same = true;
@@ -155,8 +161,10 @@ TEST_CASE("Deterministic adjoint is bitwise reproducible", "[halo]") {
     HaloTensor y(mesh, spec, left, right, DType::f64);
     y.padded().copy_from(y0);
     ex.exchange_adjoint(y);
-    if (run == 0) first = y.padded().clone();
-    else same = same && test::same(first, y.padded());
+    if (run == 0)
+      first = y.padded().clone();
+    else
+      same = same && test::same(first, y.padded());
   }
   MPI_REQUIRE(same);
 }

@@ -6,7 +6,8 @@ using namespace tessera;
 
 TEST_CASE("Mesh coordinates and axis communicators", "[mesh]") {
   const int P = test::world_size();
-  for (const auto& dims : {std::vector<int>{P}, std::vector<int>{1, P}, std::vector<int>{P, 1, 1}}) {
+  for (const auto& dims :
+       {std::vector<int>{P}, std::vector<int>{1, P}, std::vector<int>{P, 1, 1}}) {
     Mesh m(MPI_COMM_WORLD, dims);
     MPI_REQUIRE(m.size() == P);
     MPI_REQUIRE(m.rank_of(m.coords()) == m.rank());
@@ -19,7 +20,8 @@ TEST_CASE("Mesh coordinates and axis communicators", "[mesh]") {
       ok = ok && r == m.coords()[a] && s == m.dim(a);
       // Members of an axis communicator agree on every other coordinate.
       std::vector<int> all(static_cast<std::size_t>(s) * m.ndim());
-      MPI_Allgather(m.coords().data(), m.ndim(), MPI_INT, all.data(), m.ndim(), MPI_INT, m.axis_comm(a));
+      MPI_Allgather(m.coords().data(), m.ndim(), MPI_INT, all.data(), m.ndim(), MPI_INT,
+                    m.axis_comm(a));
       for (int k = 0; k < s; ++k)
         for (int b = 0; b < m.ndim(); ++b)
           ok = ok && (b == a ? all[k * m.ndim() + b] == k : all[k * m.ndim() + b] == m.coords()[b]);

@@ -41,14 +41,16 @@ std::string str(const std::vector<Placement>& p) {
 }
 }  // namespace
 
-TEST_CASE("Every redistribute pair equals its serial definition and round-trips", "[redistribute]") {
+TEST_CASE("Every redistribute pair equals its serial definition and round-trips",
+          "[redistribute]") {
   std::mt19937 rng(3);
   int pairs = 0;
   std::vector<Mesh> meshes = test::test_meshes(MPI_COMM_WORLD);
   meshes.resize(std::min<std::size_t>(meshes.size(), 2));  // 1-D and 2-D: every pair
   if (test::world_size() % 2 == 0) meshes.push_back(test::test_meshes(MPI_COMM_WORLD).back());
   for (const Mesh& mesh : meshes) {
-    const std::vector<Index> shape = {static_cast<Index>(3 + rng() % 6), static_cast<Index>(1 + rng() % 7),
+    const std::vector<Index> shape = {static_cast<Index>(3 + rng() % 6),
+                                      static_cast<Index>(1 + rng() % 7),
                                       static_cast<Index>(rng() % 5)};
     const Tensor ref = test::reference(shape, DType::i64, 5);
     const auto specs = all_placements(mesh);
@@ -76,7 +78,8 @@ TEST_CASE("Redistribute between uneven explicit sizes and float64", "[redistribu
   Mesh mesh = Mesh::line(MPI_COMM_WORLD);
   const int P = mesh.size();
   for (int trial = 0; trial < 10; ++trial) {
-    const std::vector<Index> shape = {static_cast<Index>(rng() % 13), static_cast<Index>(rng() % 9), 2};
+    const std::vector<Index> shape = {static_cast<Index>(rng() % 13), static_cast<Index>(rng() % 9),
+                                      2};
     const Tensor ref = test::reference(shape, DType::f64, trial);
     const ShardSpec a(shape, {Shard(0), Replicate(), Replicate()}, mesh, {},
                       {test::random_sizes(rng, shape[0], P), {}, {}});
@@ -94,7 +97,8 @@ TEST_CASE("Redistribute between uneven explicit sizes and float64", "[redistribu
   }
 }
 
-TEST_CASE("Partial -> Replicate is the sum; Partial -> Shard is the sum's shard", "[redistribute]") {
+TEST_CASE("Partial -> Replicate is the sum; Partial -> Shard is the sum's shard",
+          "[redistribute]") {
   for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
     const int pa = mesh.ndim() - 1;  // the partial axis
     const int n = mesh.dim(pa);
@@ -106,7 +110,8 @@ TEST_CASE("Partial -> Replicate is the sum; Partial -> Shard is the sum's shard"
     const ShardSpec spec(shape, dims, mesh, {pa});
     const Box mine = spec.local_box(mesh.coords());
     Tensor addend = ref.view(mine).clone();
-    for (Index i = 0; i < addend.numel(); ++i) addend.data<std::int64_t>()[i] *= mesh.coords()[pa] + 1;
+    for (Index i = 0; i < addend.numel(); ++i)
+      addend.data<std::int64_t>()[i] *= mesh.coords()[pa] + 1;
     const ShardTensor p(mesh, spec, addend);
     Tensor expect = ref.clone();
     for (Index i = 0; i < expect.numel(); ++i) expect.data<std::int64_t>()[i] *= n * (n + 1) / 2;

@@ -32,12 +32,14 @@ TEST_CASE("scatter then gather is exact for random shapes, specs and uneven size
       std::vector<std::vector<Index>> sizes(nd);
       if (trial % 2)
         for (int d = 0; d < nd; ++d)
-          if (dims[d].sharded()) sizes[d] = test::random_sizes(rng, shape[d], mesh.dim(dims[d].axis));
+          if (dims[d].sharded())
+            sizes[d] = test::random_sizes(rng, shape[d], mesh.dim(dims[d].axis));
       const ShardSpec spec(shape, dims, mesh, {}, sizes);
       for (DType dt : {DType::f64, DType::i64}) {
         const Tensor ref = test::reference(shape, dt, trial);
         const int root = trial % mesh.size();
-        ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == root ? ref : Tensor(), spec, root);
+        ShardTensor st =
+            ShardTensor::scatter(mesh, mesh.rank() == root ? ref : Tensor(), spec, root);
         INFO("mesh " << mesh.str() << " spec " << spec.str() << " root " << root);
         MPI_REQUIRE(st.local().shape() == spec.local_shape(mesh.coords()));
         MPI_REQUIRE(test::same(st.local(), ref.view(st.local_box())));
@@ -56,7 +58,8 @@ TEST_CASE("scatter then gather is exact for random shapes, specs and uneven size
 TEST_CASE("scatter by placements broadcasts root's shape and dtype", "[shard]") {
   Mesh mesh = Mesh::line(MPI_COMM_WORLD);
   const Tensor ref = test::reference({7, 5}, DType::i64, 3);
-  ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), {Shard(0), Replicate()});
+  ShardTensor st =
+      ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), {Shard(0), Replicate()});
   MPI_REQUIRE(st.dtype() == DType::i64);
   MPI_REQUIRE(st.global_shape() == (std::vector<Index>{7, 5}));
   MPI_REQUIRE(test::same(st.local(), ref.view(st.local_box())));
@@ -65,7 +68,8 @@ TEST_CASE("scatter by placements broadcasts root's shape and dtype", "[shard]") 
 TEST_CASE("from_local infers uneven sizes with one collective, or takes them", "[shard]") {
   std::mt19937 rng(7);
   for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
-    const std::vector<Index> shape = {static_cast<Index>(rng() % 11), 3, static_cast<Index>(rng() % 6)};
+    const std::vector<Index> shape = {static_cast<Index>(rng() % 11), 3,
+                                      static_cast<Index>(rng() % 6)};
     std::vector<Placement> dims = {Shard(0), Replicate(), mesh.ndim() > 1 ? Shard(1) : Replicate()};
     std::vector<std::vector<Index>> sizes(3);
     sizes[0] = test::random_sizes(rng, shape[0], mesh.dim(0));
@@ -105,7 +109,8 @@ TEST_CASE("Inconsistent local pieces fail on every rank", "[shard]") {
   // Root's tensor does not match the spec.
   msg.clear();
   try {
-    ShardTensor::scatter(mesh, mesh.rank() == 0 ? Tensor::zeros({9, 2}, DType::f32) : Tensor(), spec);
+    ShardTensor::scatter(mesh, mesh.rank() == 0 ? Tensor::zeros({9, 2}, DType::f32) : Tensor(),
+                         spec);
   } catch (const Error& e) {
     msg = e.what();
   }

@@ -72,15 +72,29 @@ TEST_CASE("Box shift, grow, clip (property)", "[box]") {
     const Box s = shift(a, by);
     REQUIRE(s.volume() == a.volume());
     for (int d = 0; d < ndim; ++d) REQUIRE(s.lo[d] == a.lo[d] + by[d]);
-    REQUIRE(shift(s, [&] { auto n = by; for (auto& x : n) x = -x; return n; }()) == a);
+    REQUIRE(shift(s, [&] {
+              auto n = by;
+              for (auto& x : n) x = -x;
+              return n;
+            }()) == a);
     const Box g = grow(a, lw, hw);
     if (!a.empty()) {
       REQUIRE(g.contains(a));
       Index v = 1;
       for (int d = 0; d < ndim; ++d) v *= a.extent(d) + lw[d] + hw[d];
       REQUIRE(g.volume() == v);
-      REQUIRE(grow(g, [&] { auto n = lw; for (auto& x : n) x = -x; return n; }(),
-                   [&] { auto n = hw; for (auto& x : n) x = -x; return n; }()) == a);
+      REQUIRE(grow(
+                  g,
+                  [&] {
+                    auto n = lw;
+                    for (auto& x : n) x = -x;
+                    return n;
+                  }(),
+                  [&] {
+                    auto n = hw;
+                    for (auto& x : n) x = -x;
+                    return n;
+                  }()) == a);
     }
     const Box dom = test::random_box(rng, ndim);
     const Box c = clip(g, dom);

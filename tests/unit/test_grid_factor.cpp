@@ -28,8 +28,8 @@ double best_surface(int n, const std::vector<Index>& shape) {
 }  // namespace
 
 TEST_CASE("min_surface_grid factors the rank count and minimizes surface", "[grid]") {
-  const std::vector<std::vector<Index>> shapes = {
-      {64, 64}, {256, 32}, {128, 128, 128}, {512, 64, 64}, {30, 20, 10}, {1000}};
+  const std::vector<std::vector<Index>> shapes = {{64, 64},      {256, 32},    {128, 128, 128},
+                                                  {512, 64, 64}, {30, 20, 10}, {1000}};
   for (const auto& s : shapes) {
     for (int n : {1, 2, 3, 4, 6, 7, 8, 12, 16}) {
       const auto g = min_surface_grid(n, s);

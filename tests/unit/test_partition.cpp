@@ -33,7 +33,11 @@ TEST_CASE("A partition covers its domain exactly once (property)", "[partition]"
       }
       part = BlockPartition(dom, sizes);
     }
-    REQUIRE(part.num_blocks() == [&] { int n = 1; for (int x : grid) n *= x; return n; }());
+    REQUIRE(part.num_blocks() == [&] {
+      int n = 1;
+      for (int x : grid) n *= x;
+      return n;
+    }());
     // Every domain cell is in exactly one block, and owner() names that block.
     std::vector<int> hits(static_cast<std::size_t>(dom.volume()), 0);
     bool owner_ok = true;
@@ -69,11 +73,13 @@ TEST_CASE("blocks_overlapping finds exactly the intersecting blocks", "[partitio
     const Index n = rng() % 20;
     for (Index c = 0; c < n; ++c) ++sizes[0][rng() % sizes[0].size()];
     BlockPartition part(Box({0}, {n}), sizes);
-    const Index lo = static_cast<Index>(rng() % (n + 1)), hi = lo + static_cast<Index>(rng() % 5) + 1;
+    const Index lo = static_cast<Index>(rng() % (n + 1)),
+                hi = lo + static_cast<Index>(rng() % 5) + 1;
     int first = 0, last = 0;
     part.blocks_overlapping(0, lo, std::min(hi, n), first, last);
     for (int i = 0; i < part.grid()[0]; ++i) {
-      const bool hit = !intersect(part.block(std::vector<int>{i}), Box({lo}, {std::min(hi, n)})).empty();
+      const bool hit =
+          !intersect(part.block(std::vector<int>{i}), Box({lo}, {std::min(hi, n)})).empty();
       if (hit) REQUIRE((i >= first && i <= last));
     }
   }

@@ -47,8 +47,8 @@ TEST_CASE("strided_copy_host equals the element-by-element definition", "[kernel
       ss *= c.shape[d] + 2;
       ds *= c.shape[d] + static_cast<Index>(rng() % 3);
     }
-    std::vector<double> src(static_cast<std::size_t>(ss * 2 + 8)), dst(static_cast<std::size_t>(ds * 2 + 8), -1),
-        ref = dst;
+    std::vector<double> src(static_cast<std::size_t>(ss * 2 + 8)),
+        dst(static_cast<std::size_t>(ds * 2 + 8), -1), ref = dst;
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<double>(i);
     for (Index i = 0; i < c.count(); ++i) {
       Index a, b;

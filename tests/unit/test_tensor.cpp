@@ -35,7 +35,8 @@ TEST_CASE("Tensor views of a box share storage and read the right cells", "[tens
   bool ok = true;
   for (Index i = 0; i < 2; ++i)
     for (Index j = 0; j < 3; ++j)
-      for (Index k = 0; k < 4; ++k) ok = ok && v.at<std::int64_t>({i, j, k}) == (i + 1) * 30 + (j + 2) * 6 + k;
+      for (Index k = 0; k < 4; ++k)
+        ok = ok && v.at<std::int64_t>({i, j, k}) == (i + 1) * 30 + (j + 2) * 6 + k;
   REQUIRE(ok);
   v.at<std::int64_t>({0, 0, 0}) = -1;  // writes through to the parent
   CHECK(t.at<std::int64_t>({1, 2, 0}) == -1);
