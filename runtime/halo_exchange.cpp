@@ -93,6 +93,10 @@ struct HaloExchange::Impl {
   std::vector<Box> open;
   MpiType elem;  // one element of elem_size bytes
   std::size_t elem_size = 0;
+  Box padded_box;                               // of this rank's block, global
+  std::vector<Index> negated_lo;                // global -> padded-buffer index shift
+  std::vector<MpiType> send_types, recv_types;  // forward messages, in place (host memory)
+  bool in_place = false;
   // In-flight state.
   enum class Phase { Idle, Forward, Adjoint } phase = Phase::Idle;
   const HaloTensor* target = nullptr;
@@ -132,11 +136,50 @@ struct HaloExchange::Impl {
                                 add);
   }
 
-  // The MPI element type follows the tensor's element size; built only when it changes.
+  // The MPI element type (and the per-message derived types over the padded buffer)
+  // follow the tensor's element size; built only when it changes.
   void use_element_size(std::size_t es) {
     if (es == elem_size) return;
     elem = element_type(es);
     elem_size = es;
+    send_types = message_types(sends);
+    recv_types = message_types(recvs);
+  }
+
+  // One MPI type per message: its boxes as subarrays of the padded buffer, in plan order,
+  // so MPI reads interior cells and writes ghost cells in place (no pack buffer).
+  std::vector<MpiType> message_types(const std::vector<PeerMessage>& msgs) const {
+    std::vector<MpiType> out;
+    for (const PeerMessage& m : msgs) {
+      std::vector<MpiType> parts;
+      std::vector<MPI_Datatype> types;
+      for (const Box& b : m.boxes) {
+        parts.push_back(subarray_type(padded_box.shape(), shift(b, negated_lo), elem_size));
+        types.push_back(parts.back().get());
+      }
+      const std::vector<int> ones(types.size(), 1);
+      const std::vector<MPI_Aint> zeros(types.size(), 0);
+      MPI_Datatype t;
+      TESSERA_MPI(MPI_Type_create_struct(static_cast<int>(types.size()), ones.data(), zeros.data(),
+                                         types.data(), &t));
+      TESSERA_MPI(MPI_Type_commit(&t));
+      out.emplace_back(t);
+    }
+    return out;
+  }
+
+  // Forward exchange on host memory straight from and into the padded buffer.
+  void start_in_place(const HaloTensor& t, int tag) {
+    use_element_size(t.padded().elem_size());
+    void* base = t.padded().raw();
+    reqs.assign(recvs.size() + sends.size(), MPI_REQUEST_NULL);
+    for (std::size_t i = 0; i < recvs.size(); ++i)
+      TESSERA_MPI(MPI_Irecv(base, 1, recv_types[i].get(), recvs[i].peer, tag, comm, &reqs[i]));
+    for (std::size_t i = 0; i < sends.size(); ++i)
+      TESSERA_MPI(MPI_Isend(base, 1, send_types[i].get(), sends[i].peer, tag, comm,
+                            &reqs[recvs.size() + i]));
+    in_place = true;
+    target = &t;
   }
 
   // Packs `out` messages from t, posts receives for `in` and sends for `out`.
@@ -156,6 +199,7 @@ struct HaloExchange::Impl {
     out_wire = direct ? out_buf : out_buf.to(MemSpace::Host);
     in_wire = direct ? in_buf : Tensor::empty({total(in)}, p.dtype(), MemSpace::Host);
     reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
+    in_place = false;
     auto* ib = static_cast<unsigned char*>(in_wire.raw());
     auto* ob = static_cast<unsigned char*>(out_wire.raw());
     for (std::size_t i = 0; i < in.size(); ++i)
@@ -197,6 +241,9 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const std::v
   const Box pb = geo.padded_box(block);
   const std::vector<Index> strides = row_major_strides(pb.shape());
   m.send_regions = regions_of(m.sends, pb, strides);
+  m.padded_box = pb;
+  m.negated_lo.resize(static_cast<std::size_t>(pb.ndim));
+  for (int d = 0; d < pb.ndim; ++d) m.negated_lo[d] = -pb.lo[d];
   m.recv_regions = regions_of(m.recvs, pb, strides);
 
   // Ranks with equal coordinates on the axes that shard nothing hold one block grid.
@@ -222,7 +269,10 @@ HaloExchange::~HaloExchange() {
 void HaloExchange::begin(const HaloTensor& t) {
   Impl& m = *impl_;
   m.check_tensor(t);
-  m.start(t, m.sends, m.recvs, 11);
+  if (t.padded().space() == MemSpace::Host && m.opts.in_place)
+    m.start_in_place(t, 11);
+  else
+    m.start(t, m.sends, m.recvs, 11);
   m.phase = Impl::Phase::Forward;
 }
 
@@ -230,8 +280,10 @@ void HaloExchange::finish() {
   Impl& m = *impl_;
   TESSERA_CHECK(m.phase == Impl::Phase::Forward, "HaloExchange::finish without begin");
   TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE));
-  if (m.in_wire.raw() != m.in_buf.raw()) m.in_buf.copy_from(m.in_wire);
-  m.pack(*m.target, m.recvs, m.in_buf, kernels::PackOp::Unpack, 0, m.recvs.size());
+  if (!m.in_place) {
+    if (m.in_wire.raw() != m.in_buf.raw()) m.in_buf.copy_from(m.in_wire);
+    m.pack(*m.target, m.recvs, m.in_buf, kernels::PackOp::Unpack, 0, m.recvs.size());
+  }
   if (m.opts.open_fill == HaloOptions::OpenFill::Zero)
     for (const Box& b : m.open) m.target->view_global(b).zero();
   m.phase = Impl::Phase::Idle;

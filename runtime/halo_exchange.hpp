@@ -20,6 +20,9 @@ struct HaloOptions {
   enum class OpenFill { Zero, Keep } open_fill = OpenFill::Zero;
   // Adjoint additions in a fixed order (bitwise reproducible), not in arrival order.
   bool deterministic = false;
+  // Forward exchanges on host memory: MPI reads and writes the padded buffer through
+  // derived datatypes (no pack buffer). false: pack, send, unpack as on device memory.
+  bool in_place = true;
 };
 
 class HaloExchange {

@@ -21,7 +21,11 @@ json run(Context& ctx, const Options& opt) {
   for (Index w : {Index(1), Index(4)}) {
     const std::vector<Index> ws(3, w);
     HaloTensor h(mesh, spec, ws, ws, DType::f32);
-    HaloExchange ex(mesh, spec, ws, ws);
+    HaloOptions o;
+    o.open_fill = opt.str("open", "zero") == "keep" ? HaloOptions::OpenFill::Keep
+                                                    : HaloOptions::OpenFill::Zero;
+    o.in_place = opt.str("method", "in-place") == "in-place";
+    HaloExchange ex(mesh, spec, ws, ws, o);
     const Timing t = time_collective(mesh.comm(), reps, 1, [&] { ex.exchange(h); });
     // Theoretical ghost volume: padded cells inside the domain that this rank does not own.
     const Index ghost = intersect(h.padded_box(), domain).volume() - h.interior_box().volume();

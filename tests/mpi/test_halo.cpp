@@ -68,7 +68,10 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
       const ShardSpec spec(c.shape, c.dims, mesh, {}, c.sizes);
       const Tensor ref = test::reference(c.shape, DType::i64);
       const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
-      for (auto fill : {HaloOptions::OpenFill::Zero, HaloOptions::OpenFill::Keep}) {
+      for (auto [fill, in_place] : {std::pair{HaloOptions::OpenFill::Zero, true},
+                                    std::pair{HaloOptions::OpenFill::Keep, true},
+                                    std::pair{HaloOptions::OpenFill::Zero, false},
+                                    std::pair{HaloOptions::OpenFill::Keep, false}}) {
         HaloTensor h = HaloTensor::from_shard(st, c.left, c.right);
         // Ghosts start at a marker, so an unfilled cell shows.
         Tensor p = h.padded();
@@ -77,6 +80,7 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
         HaloOptions o;
         o.periodic = c.periodic;
         o.open_fill = fill;
+        o.in_place = in_place;
         HaloExchange ex(mesh, spec, c.left, c.right, o);
         ex.exchange(h);
         const Box pb = h.padded_box();
