@@ -1,4 +1,4 @@
-# Required: MPI and a *parallel* HDF5 (C API). Optional later: oneDNN, FFTW.
+# Required: MPI, a *parallel* HDF5 (C API), oneDNN (CPU conv), OpenMP (CPU kernels).
 find_package(MPI REQUIRED COMPONENTS C CXX)
 
 set(HDF5_PREFER_PARALLEL ON)
@@ -24,3 +24,17 @@ else()
 endif()
 message(STATUS "Tessera: MPI launcher ${MPIEXEC_EXECUTABLE} (Open MPI: ${TESSERA_MPI_IS_OPENMPI}), "
   "HDF5 ${HDF5_VERSION} parallel")
+
+# oneDNN: the CPU convolution primitives. Found by header and library rather than its
+# CMake config, which on Debian demands OpenCL development files for its GPU runtime that
+# Tessera does not use (it runs oneDNN on the CPU engine only).
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+find_library(DNNL_LIBRARY dnnl)
+if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY)
+  message(FATAL_ERROR "Tessera needs oneDNN: apt-get install libdnnl-dev (scripts/setup.sh does this)")
+endif()
+add_library(tessera_dnnl INTERFACE)
+target_include_directories(tessera_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+target_link_libraries(tessera_dnnl INTERFACE ${DNNL_LIBRARY})
+# OpenMP: CPU kernels that no library provides.
+find_package(OpenMP REQUIRED COMPONENTS CXX)
