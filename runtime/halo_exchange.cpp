@@ -85,7 +85,7 @@ std::vector<kernels::PackRegion> regions_of(const std::vector<PeerMessage>& msgs
 struct HaloExchange::Impl {
   MPI_Comm comm = MPI_COMM_NULL;  // ranks sharing a block grid; rank == block id
   int me = 0;
-  std::vector<Index> left, right;
+  HaloWidths widths;
   ShardSpec spec;
   HaloOptions opts;
   std::vector<PeerMessage> sends, recvs;  // forward direction; the adjoint swaps them
@@ -109,7 +109,8 @@ struct HaloExchange::Impl {
     TESSERA_CHECK(t.spec() == spec, "HaloExchange: tensor spec " << t.spec().str()
                                                                  << " differs from the plan's "
                                                                  << spec.str());
-    TESSERA_CHECK(t.left() == left && t.right() == right,
+    TESSERA_CHECK(t.widths() == widths || (t.left() == widths.left(me) &&
+                                           t.right() == widths.right(me)),
                   "HaloExchange: tensor ghost widths differ from the plan's");
   }
 
@@ -216,24 +217,23 @@ struct HaloExchange::Impl {
 
 HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const std::vector<Index>& left,
                            const std::vector<Index>& right, const HaloOptions& opts)
+    : HaloExchange(mesh, spec, HaloWidths(left, right), opts) {}
+
+HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
+                           const HaloOptions& opts)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   TESSERA_CHECK(!spec.has_partial(), "HaloExchange: resolve Partial axes first");
-  m.left = left;
-  m.right = right;
+  m.widths = widths;
   m.spec = spec;
   m.opts = opts;
   const std::vector<bool> periodic =
       opts.periodic.empty() ? std::vector<bool>(spec.ndim(), false) : opts.periodic;
   // Block of this rank: its coordinates on the axes that shard the tensor's dims.
   const auto& c = mesh.coords();
-  std::vector<int> bc(spec.ndim(), 0);
-  for (int d = 0; d < spec.ndim(); ++d)
-    if (spec.placement(d).sharded()) bc[d] = c[spec.placement(d).axis];
-  const int block = spec.partition().id_of(bc);
+  const int block = block_of(mesh, spec);
   // The geometry validates widths and periodic flags, before any communicator exists.
-  const HaloGeometry& geo =
-      cached_halo_geometry(spec.partition(), HaloWidths(left, right), periodic);
+  const HaloGeometry& geo = cached_halo_geometry(spec.partition(), widths, periodic);
   const HaloPlan& plan = geo.plan(block);
   m.sends = group(plan.sends, [](const auto& s) { return s.src; });
   m.recvs = group(plan.recvs, [](const auto& r) { return r.dst; });

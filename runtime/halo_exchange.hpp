@@ -30,6 +30,9 @@ class HaloExchange {
   // Collective over the mesh. Widths are those of the HaloTensors it will run on.
   HaloExchange(const Mesh& mesh, const ShardSpec& spec, const std::vector<Index>& left,
                const std::vector<Index>& right, const HaloOptions& opts = {});
+  // Widths per block (or uniform): layers whose halo differs from rank to rank.
+  HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
+               const HaloOptions& opts = {});
   ~HaloExchange();
   HaloExchange(const HaloExchange&) = delete;
   HaloExchange& operator=(const HaloExchange&) = delete;

@@ -35,6 +35,22 @@ Config random_config(std::mt19937& rng, const Mesh& mesh) {
   return c;
 }
 
+// Uniform widths (c.left, c.right) on even trials; on odd ones every block draws its own
+// widths up to 3, as layers whose halo differs per rank use them.
+HaloWidths widths_for(std::mt19937& rng, const Config& c, const ShardSpec& spec, int trial) {
+  if (trial % 2 == 0) return HaloWidths(c.left, c.right);
+  std::vector<std::vector<Index>> l, r;
+  for (int b = 0; b < spec.partition().num_blocks(); ++b) {
+    l.emplace_back();
+    r.emplace_back();
+    for (int d = 0; d < 3; ++d) {
+      l.back().push_back(static_cast<Index>(rng() % 4));
+      r.back().push_back(static_cast<Index>(rng() % 4));
+    }
+  }
+  return HaloWidths::per_block(l, r);
+}
+
 // The value the padded cell at global point g must hold: its wrapped global linear
 // index, or `open` where an open boundary leaves it without an owner.
 std::int64_t expected(const Config& c, const std::vector<Index>& g, std::int64_t open) {
@@ -68,11 +84,12 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
       const ShardSpec spec(c.shape, c.dims, mesh, {}, c.sizes);
       const Tensor ref = test::reference(c.shape, DType::i64);
       const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+      const HaloWidths widths = widths_for(rng, c, spec, trial);
       for (auto [fill, in_place] : {std::pair{HaloOptions::OpenFill::Zero, true},
                                     std::pair{HaloOptions::OpenFill::Keep, true},
                                     std::pair{HaloOptions::OpenFill::Zero, false},
                                     std::pair{HaloOptions::OpenFill::Keep, false}}) {
-        HaloTensor h = HaloTensor::from_shard(st, c.left, c.right);
+        HaloTensor h = HaloTensor::from_shard(st, widths);
         // Ghosts start at a marker, so an unfilled cell shows.
         Tensor p = h.padded();
         for (Index i = 0; i < p.numel(); ++i) p.data<std::int64_t>()[i] = -7;
@@ -81,7 +98,7 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
         o.periodic = c.periodic;
         o.open_fill = fill;
         o.in_place = in_place;
-        HaloExchange ex(mesh, spec, c.left, c.right, o);
+        HaloExchange ex(mesh, spec, widths, o);
         ex.exchange(h);
         const Box pb = h.padded_box();
         bool ok = true;
@@ -91,8 +108,9 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
           const std::int64_t want = expected(c, g, fill == HaloOptions::OpenFill::Zero ? 0 : -7);
           ok = ok && p.data<std::int64_t>()[i] == want;
         }
-        INFO("mesh " << mesh.str() << " spec " << spec.str() << " left " << shape_str(c.left)
-                     << " right " << shape_str(c.right) << " periodic " << c.periodic[0]
+        INFO("mesh " << mesh.str() << " spec " << spec.str() << " left " << shape_str(h.left())
+                     << " right " << shape_str(h.right()) << " per-block " << !widths.uniform()
+                     << " periodic " << c.periodic[0]
                      << c.periodic[1] << c.periodic[2]);
         MPI_REQUIRE(ok);
         ++checked;
@@ -112,10 +130,10 @@ TEST_CASE("Adjoint: <H x, y> == <x, H* y> in float64", "[halo]") {
       const ShardSpec spec(c.shape, c.dims, mesh, {}, c.sizes);
       HaloOptions o;
       o.periodic = c.periodic;
-      o.deterministic = trial % 2 == 0;
-      HaloExchange ex(mesh, spec, c.left, c.right, o);
-      HaloTensor x(mesh, spec, c.left, c.right, DType::f64),
-          y(mesh, spec, c.left, c.right, DType::f64);
+      o.deterministic = trial % 4 < 2;
+      const HaloWidths widths = widths_for(rng, c, spec, trial);
+      HaloExchange ex(mesh, spec, widths, o);
+      HaloTensor x(mesh, spec, widths, DType::f64), y(mesh, spec, widths, DType::f64);
       Tensor xi = x.interior();
       Tensor xv = Tensor::empty(xi.shape(), DType::f64);
       for (Index i = 0; i < xv.numel(); ++i) xv.data<double>()[i] = u(local_rng);
