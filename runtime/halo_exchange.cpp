@@ -183,7 +183,10 @@ struct HaloExchange::Impl {
     target = &t;
   }
 
-  // Packs `out` messages from t, posts receives for `in` and sends for `out`.
+  // Posts receives for `in`, then packs and sends `out`. On host memory each message is
+  // sent as soon as it is packed, so the first bytes travel while the rest is packed; on
+  // device memory one kernel packs all messages (then host staging if MPI cannot take
+  // device pointers).
   void start(const HaloTensor& t, const std::vector<PeerMessage>& out,
              const std::vector<PeerMessage>& in, int tag) {
     const Tensor& p = t.padded();
@@ -195,10 +198,19 @@ struct HaloExchange::Impl {
     };
     reuse(out_buf, total(out));
     reuse(in_buf, total(in));
-    pack(t, out, out_buf, kernels::PackOp::Pack, 0, out.size());
+    const bool host = p.space() == MemSpace::Host;
     const bool direct = mpi_accepts(p.space());
-    out_wire = direct ? out_buf : out_buf.to(MemSpace::Host);
-    in_wire = direct ? in_buf : Tensor::empty({total(in)}, p.dtype(), MemSpace::Host);
+    if (direct) {
+      out_wire = out_buf;
+      in_wire = in_buf;
+    } else {
+      auto staging = [&](Tensor& w, Index n) {
+        if (!w.defined() || w.numel() != n || w.dtype() != p.dtype() || w.space() != MemSpace::Host)
+          w = Tensor::empty({n}, p.dtype(), MemSpace::Host);
+      };
+      staging(out_wire, total(out));
+      staging(in_wire, total(in));
+    }
     reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
     in_place = false;
     auto* ib = static_cast<unsigned char*>(in_wire.raw());
@@ -207,11 +219,49 @@ struct HaloExchange::Impl {
       TESSERA_MPI(MPI_Irecv(ib + in[i].offset * elem_size,
                             checked_count(in[i].count, "halo message"), elem.get(), in[i].peer, tag,
                             comm, &reqs[i]));
-    for (std::size_t i = 0; i < out.size(); ++i)
+    auto send = [&](std::size_t i) {
       TESSERA_MPI(MPI_Isend(ob + out[i].offset * elem_size,
                             checked_count(out[i].count, "halo message"), elem.get(), out[i].peer,
                             tag, comm, &reqs[in.size() + i]));
+    };
+    if (host) {
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        pack(t, out, out_buf, kernels::PackOp::Pack, i, i + 1);
+        send(i);
+      }
+    } else {
+      pack(t, out, out_buf, kernels::PackOp::Pack, 0, out.size());
+      if (!direct) out_wire.copy_from(out_buf);
+      for (std::size_t i = 0; i < out.size(); ++i) send(i);
+    }
     target = &t;
+  }
+
+  // Waits for the receives of `in` and applies each with `op` as it arrives (or, when
+  // staged through host memory or `ordered`, all at once in plan order), then waits
+  // for the sends.
+  void complete(const std::vector<PeerMessage>& in, kernels::PackOp op, bool ordered) {
+    const std::size_t nin = in.size();
+    const bool staged = in_wire.raw() != in_buf.raw();
+    if (ordered || staged) {
+      TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
+      if (staged) in_buf.copy_from(in_wire);
+      // Peer order, then plan order: the same sequence of operations on every run.
+      if (op == kernels::PackOp::UnpackAdd)
+        for (std::size_t i = 0; i < nin; ++i) pack(*target, in, in_buf, op, i, i + 1);
+      else
+        pack(*target, in, in_buf, op, 0, nin);
+    } else {
+      for (std::size_t left = nin; left > 0; --left) {
+        int idx = MPI_UNDEFINED;
+        TESSERA_MPI(MPI_Waitany(static_cast<int>(nin), reqs.data(), &idx, MPI_STATUS_IGNORE));
+        if (idx == MPI_UNDEFINED) break;
+        pack(*target, in, in_buf, op, static_cast<std::size_t>(idx),
+             static_cast<std::size_t>(idx) + 1);
+      }
+    }
+    TESSERA_MPI(MPI_Waitall(static_cast<int>(reqs.size() - nin), reqs.data() + nin,
+                            MPI_STATUSES_IGNORE));
   }
 };
 
@@ -279,11 +329,10 @@ void HaloExchange::begin(const HaloTensor& t) {
 void HaloExchange::finish() {
   Impl& m = *impl_;
   TESSERA_CHECK(m.phase == Impl::Phase::Forward, "HaloExchange::finish without begin");
-  TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE));
-  if (!m.in_place) {
-    if (m.in_wire.raw() != m.in_buf.raw()) m.in_buf.copy_from(m.in_wire);
-    m.pack(*m.target, m.recvs, m.in_buf, kernels::PackOp::Unpack, 0, m.recvs.size());
-  }
+  if (m.in_place)
+    TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE));
+  else
+    m.complete(m.recvs, kernels::PackOp::Unpack, false);
   if (m.opts.open_fill == HaloOptions::OpenFill::Zero)
     for (const Box& b : m.open) m.target->view_global(b).zero();
   m.phase = Impl::Phase::Idle;
@@ -302,26 +351,8 @@ void HaloExchange::finish_adjoint() {
   Impl& m = *impl_;
   TESSERA_CHECK(m.phase == Impl::Phase::Adjoint,
                 "HaloExchange::finish_adjoint without begin_adjoint");
-  const std::size_t nin = m.sends.size();  // adjoint receives arrive where forward sends left
-  const bool staged = m.in_wire.raw() != m.in_buf.raw();
-  if (m.opts.deterministic || staged) {
-    TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE));
-    if (staged) m.in_buf.copy_from(m.in_wire);
-    // Peer order, then plan order: the same sequence of additions on every run.
-    for (std::size_t i = 0; i < nin; ++i)
-      m.pack(*m.target, m.sends, m.in_buf, kernels::PackOp::UnpackAdd, i, i + 1);
-  } else {
-    // Add each message as it arrives.
-    for (std::size_t left = nin; left > 0; --left) {
-      int idx = MPI_UNDEFINED;
-      TESSERA_MPI(MPI_Waitany(static_cast<int>(nin), m.reqs.data(), &idx, MPI_STATUS_IGNORE));
-      if (idx == MPI_UNDEFINED) break;
-      m.pack(*m.target, m.sends, m.in_buf, kernels::PackOp::UnpackAdd,
-             static_cast<std::size_t>(idx), static_cast<std::size_t>(idx) + 1);
-    }
-    TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size() - nin), m.reqs.data() + nin,
-                            MPI_STATUSES_IGNORE));
-  }
+  // Adjoint receives arrive where forward sends left; add them into the owned cells.
+  m.complete(m.sends, kernels::PackOp::UnpackAdd, m.opts.deterministic);
   // The adjoint of copying into a ghost is moving out of it: ghosts end at zero.
   for (const PeerMessage& r : m.recvs)
     for (const Box& b : r.boxes) m.target->view_global(b).zero();

@@ -1,6 +1,7 @@
 #include <cstdint>
 
 #include "decomp/error.hpp"
+#include "kernels/cpu/row_walk.hpp"
 #include "kernels/region_pack.hpp"
 #include "kernels/strided_copy.hpp"
 
@@ -12,12 +13,10 @@ template <class T>
 void add_strided(T* tensor, const T* buffer, const StridedCopy& c0) {
   const StridedCopy c = simplify(c0);
   const int in = c.ndim - 1;
-  const Index run = c.shape[in], stride = c.src_stride[in], rows = c.count() / run;
-  for (Index r = 0; r < rows; ++r) {
-    Index t = 0, b = 0;
-    c.offsets(r * run, t, b);
+  const Index run = c.shape[in], stride = c.src_stride[in];
+  for_each_row(c, [&](Index t, Index b) {
     for (Index k = 0; k < run; ++k) tensor[t + k * stride] += buffer[b + k];
-  }
+  });
 }
 
 }  // namespace

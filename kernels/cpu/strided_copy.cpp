@@ -1,6 +1,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/cpu/row_walk.hpp"
 #include "kernels/strided_copy.hpp"
 
 namespace tessera::kernels {
@@ -39,22 +40,10 @@ StridedCopy simplify(const StridedCopy& c) {
 }
 
 namespace {
-// Walks all but the innermost dim; fn(src_off, dst_off) handles one innermost run.
-template <class Fn>
-void for_each_row(const StridedCopy& c, Fn&& fn) {
-  const int outer = c.ndim - 1;
-  Index rows = 1;
-  for (int d = 0; d < outer; ++d) rows *= c.shape[d];
-  for (Index r = 0; r < rows; ++r) {
-    Index rem = r, so = 0, dof = 0;
-    for (int d = outer - 1; d >= 0; --d) {
-      const Index k = rem % c.shape[d];
-      rem /= c.shape[d];
-      so += k * c.src_stride[d];
-      dof += k * c.dst_stride[d];
-    }
-    fn(so, dof);
-  }
+// Copies every row of `bytes` bytes with a copy the compiler sees the size of.
+template <std::size_t Bytes>
+void copy_rows(unsigned char* d, const unsigned char* s, const StridedCopy& c, std::size_t es) {
+  for_each_row(c, [&](Index so, Index dof) { std::memcpy(d + dof * es, s + so * es, Bytes); });
 }
 }  // namespace
 
@@ -65,13 +54,27 @@ void strided_copy_host(void* dst, const void* src, const StridedCopy& c0, std::s
   const auto* s = static_cast<const unsigned char*>(src);
   const int in = c.ndim - 1;
   const Index n = c.shape[in], ss = c.src_stride[in], ds = c.dst_stride[in];
-  for_each_row(c, [&](Index so, Index dof) {
-    if (ss == 1 && ds == 1) {
-      std::memcpy(d + dof * es, s + so * es, static_cast<std::size_t>(n) * es);
-    } else {
-      for (Index k = 0; k < n; ++k)
-        std::memcpy(d + (dof + k * ds) * es, s + (so + k * ss) * es, es);
+  if (ss == 1 && ds == 1) {
+    const std::size_t bytes = static_cast<std::size_t>(n) * es;
+    switch (bytes) {  // short contiguous rows: fixed-size copies
+      case 4:
+        return copy_rows<4>(d, s, c, es);
+      case 8:
+        return copy_rows<8>(d, s, c, es);
+      case 12:
+        return copy_rows<12>(d, s, c, es);
+      case 16:
+        return copy_rows<16>(d, s, c, es);
+      case 32:
+        return copy_rows<32>(d, s, c, es);
+      default:
+        for_each_row(c, [&](Index so, Index dof) { std::memcpy(d + dof * es, s + so * es, bytes); });
+        return;
     }
+  }
+  for_each_row(c, [&](Index so, Index dof) {
+    for (Index k = 0; k < n; ++k)
+      std::memcpy(d + (dof + k * ds) * es, s + (so + k * ss) * es, es);
   });
 }
 
