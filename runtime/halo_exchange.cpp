@@ -80,6 +80,24 @@ std::vector<kernels::PackRegion> regions_of(const std::vector<PeerMessage>& msgs
   return r;
 }
 
+// Shortest contiguous run (in elements) of any box of each message in a padded buffer of
+// shape `ps`: MPI's datatype engine pays per run, so short runs are cheaper to pack here.
+std::vector<Index> shortest_runs(const std::vector<PeerMessage>& msgs,
+                                 const std::vector<Index>& ps) {
+  std::vector<Index> out;
+  for (const PeerMessage& m : msgs) {
+    Index shortest = -1;
+    for (const Box& b : m.boxes) {
+      int d = b.ndim - 1;
+      Index run = b.extent(d);
+      while (d > 0 && b.extent(d) == ps[static_cast<std::size_t>(d)]) run *= b.extent(--d);
+      shortest = shortest < 0 ? run : std::min(shortest, run);
+    }
+    out.push_back(shortest);
+  }
+  return out;
+}
+
 }  // namespace
 
 struct HaloExchange::Impl {
@@ -96,7 +114,10 @@ struct HaloExchange::Impl {
   Box padded_box;                               // of this rank's block, global
   std::vector<Index> negated_lo;                // global -> padded-buffer index shift
   std::vector<MpiType> send_types, recv_types;  // forward messages, in place (host memory)
-  bool in_place = false;
+  std::vector<Index> send_run, recv_run;        // shortest contiguous run of each message
+  // Per message of the exchange in flight: MPI walks the padded buffer through its derived
+  // type (in place) instead of our pack and unpack.
+  std::vector<char> out_direct, in_direct;
   // In-flight state.
   enum class Phase { Idle, Forward, Adjoint } phase = Phase::Idle;
   const HaloTensor* target = nullptr;
@@ -169,28 +190,23 @@ struct HaloExchange::Impl {
     return out;
   }
 
-  // Forward exchange on host memory straight from and into the padded buffer.
-  void start_in_place(const HaloTensor& t, int tag) {
-    use_element_size(t.padded().elem_size());
-    void* base = t.padded().raw();
-    reqs.assign(recvs.size() + sends.size(), MPI_REQUEST_NULL);
-    for (std::size_t i = 0; i < recvs.size(); ++i)
-      TESSERA_MPI(MPI_Irecv(base, 1, recv_types[i].get(), recvs[i].peer, tag, comm, &reqs[i]));
-    for (std::size_t i = 0; i < sends.size(); ++i)
-      TESSERA_MPI(MPI_Isend(base, 1, send_types[i].get(), sends[i].peer, tag, comm,
-                            &reqs[recvs.size() + i]));
-    in_place = true;
-    target = &t;
-  }
-
-  // Posts receives for `in`, then packs and sends `out`. On host memory each message is
-  // sent as soon as it is packed, so the first bytes travel while the rest is packed; on
-  // device memory one kernel packs all messages (then host staging if MPI cannot take
-  // device pointers).
+  // Posts receives for `in`, then packs and sends `out`. Messages whose runs are long
+  // enough travel in place when `in_place_ok` (forward on host memory): MPI reads and writes
+  // the padded buffer through derived datatypes, no pack buffer. The others are packed; on
+  // host memory each is sent as soon as it is packed, so the first bytes travel while the
+  // rest is packed; on device memory one kernel packs all messages (then host staging if
+  // MPI cannot take device pointers).
   void start(const HaloTensor& t, const std::vector<PeerMessage>& out,
-             const std::vector<PeerMessage>& in, int tag) {
+             const std::vector<PeerMessage>& in, int tag, bool in_place_ok) {
     const Tensor& p = t.padded();
     use_element_size(p.elem_size());
+    const Index min_run = static_cast<Index>(opts.in_place_min_run_bytes / elem_size);
+    out_direct.assign(out.size(), 0);
+    in_direct.assign(in.size(), 0);
+    if (in_place_ok) {  // forward: out == sends, in == recvs
+      for (std::size_t i = 0; i < out.size(); ++i) out_direct[i] = send_run[i] >= min_run;
+      for (std::size_t i = 0; i < in.size(); ++i) in_direct[i] = recv_run[i] >= min_run;
+    }
     // Message buffers persist across exchanges of the same dtype and memory space.
     auto reuse = [&](Tensor& b, Index n) {
       if (!b.defined() || b.numel() != n || b.dtype() != p.dtype() || b.space() != p.space())
@@ -212,21 +228,29 @@ struct HaloExchange::Impl {
       staging(in_wire, total(in));
     }
     reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
-    in_place = false;
+    void* base = p.raw();
     auto* ib = static_cast<unsigned char*>(in_wire.raw());
     auto* ob = static_cast<unsigned char*>(out_wire.raw());
-    for (std::size_t i = 0; i < in.size(); ++i)
-      TESSERA_MPI(MPI_Irecv(ib + in[i].offset * elem_size,
-                            checked_count(in[i].count, "halo message"), elem.get(), in[i].peer, tag,
-                            comm, &reqs[i]));
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      if (in_direct[i])
+        TESSERA_MPI(MPI_Irecv(base, 1, recv_types[i].get(), in[i].peer, tag, comm, &reqs[i]));
+      else
+        TESSERA_MPI(MPI_Irecv(ib + in[i].offset * elem_size,
+                              checked_count(in[i].count, "halo message"), elem.get(), in[i].peer,
+                              tag, comm, &reqs[i]));
+    }
     auto send = [&](std::size_t i) {
-      TESSERA_MPI(MPI_Isend(ob + out[i].offset * elem_size,
-                            checked_count(out[i].count, "halo message"), elem.get(), out[i].peer,
-                            tag, comm, &reqs[in.size() + i]));
+      MPI_Request* r = &reqs[in.size() + i];
+      if (out_direct[i])
+        TESSERA_MPI(MPI_Isend(base, 1, send_types[i].get(), out[i].peer, tag, comm, r));
+      else
+        TESSERA_MPI(MPI_Isend(ob + out[i].offset * elem_size,
+                              checked_count(out[i].count, "halo message"), elem.get(), out[i].peer,
+                              tag, comm, r));
     };
     if (host) {
       for (std::size_t i = 0; i < out.size(); ++i) {
-        pack(t, out, out_buf, kernels::PackOp::Pack, i, i + 1);
+        if (!out_direct[i]) pack(t, out, out_buf, kernels::PackOp::Pack, i, i + 1);
         send(i);
       }
     } else {
@@ -250,12 +274,13 @@ struct HaloExchange::Impl {
       if (op == kernels::PackOp::UnpackAdd)
         for (std::size_t i = 0; i < nin; ++i) pack(*target, in, in_buf, op, i, i + 1);
       else
-        pack(*target, in, in_buf, op, 0, nin);
+        pack(*target, in, in_buf, op, 0, nin);  // staged: device memory, never in place
     } else {
       for (std::size_t left = nin; left > 0; --left) {
         int idx = MPI_UNDEFINED;
         TESSERA_MPI(MPI_Waitany(static_cast<int>(nin), reqs.data(), &idx, MPI_STATUS_IGNORE));
         if (idx == MPI_UNDEFINED) break;
+        if (in_direct[static_cast<std::size_t>(idx)]) continue;  // MPI wrote it in place
         pack(*target, in, in_buf, op, static_cast<std::size_t>(idx),
              static_cast<std::size_t>(idx) + 1);
       }
@@ -295,6 +320,8 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   m.negated_lo.resize(static_cast<std::size_t>(pb.ndim));
   for (int d = 0; d < pb.ndim; ++d) m.negated_lo[d] = -pb.lo[d];
   m.recv_regions = regions_of(m.recvs, pb, strides);
+  m.send_run = shortest_runs(m.sends, pb.shape());
+  m.recv_run = shortest_runs(m.recvs, pb.shape());
 
   // Ranks with equal coordinates on the axes that shard nothing hold one block grid.
   int color = 0;
@@ -319,20 +346,14 @@ HaloExchange::~HaloExchange() {
 void HaloExchange::begin(const HaloTensor& t) {
   Impl& m = *impl_;
   m.check_tensor(t);
-  if (t.padded().space() == MemSpace::Host && m.opts.in_place)
-    m.start_in_place(t, 11);
-  else
-    m.start(t, m.sends, m.recvs, 11);
+  m.start(t, m.sends, m.recvs, 11, t.padded().space() == MemSpace::Host && m.opts.in_place);
   m.phase = Impl::Phase::Forward;
 }
 
 void HaloExchange::finish() {
   Impl& m = *impl_;
   TESSERA_CHECK(m.phase == Impl::Phase::Forward, "HaloExchange::finish without begin");
-  if (m.in_place)
-    TESSERA_MPI(MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE));
-  else
-    m.complete(m.recvs, kernels::PackOp::Unpack, false);
+  m.complete(m.recvs, kernels::PackOp::Unpack, false);
   if (m.opts.open_fill == HaloOptions::OpenFill::Zero)
     for (const Box& b : m.open) m.target->view_global(b).zero();
   m.phase = Impl::Phase::Idle;
@@ -343,7 +364,7 @@ void HaloExchange::begin_adjoint(const HaloTensor& t) {
   Impl& m = *impl_;
   m.check_tensor(t);
   add_type_of(t.padded().dtype());   // refuse non-addable dtypes before anything is posted
-  m.start(t, m.recvs, m.sends, 12);  // ghosts travel back to their owners
+  m.start(t, m.recvs, m.sends, 12, false);  // ghosts travel back to their owners
   m.phase = Impl::Phase::Adjoint;
 }
 

@@ -21,8 +21,12 @@ struct HaloOptions {
   // Adjoint additions in a fixed order (bitwise reproducible), not in arrival order.
   bool deterministic = false;
   // Forward exchanges on host memory: MPI reads and writes the padded buffer through
-  // derived datatypes (no pack buffer). false: pack, send, unpack as on device memory.
+  // derived datatypes (no pack buffer) for messages whose contiguous runs are at least
+  // in_place_min_run_bytes long; shorter-run messages (W-faces of a few cells) are packed
+  // by our own loop, which is cheaper per run than MPI's datatype engine. false: pack,
+  // send, unpack every message, as on device memory.
   bool in_place = true;
+  std::size_t in_place_min_run_bytes = 64;
 };
 
 class HaloExchange {

@@ -1,4 +1,5 @@
 #include <random>
+#include <tuple>
 
 #include "decomp/halo_geometry.hpp"
 #include "runtime/halo_exchange.hpp"
@@ -85,10 +86,14 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
       const Tensor ref = test::reference(c.shape, DType::i64);
       const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
       const HaloWidths widths = widths_for(rng, c, spec, trial);
-      for (auto [fill, in_place] : {std::pair{HaloOptions::OpenFill::Zero, true},
-                                    std::pair{HaloOptions::OpenFill::Keep, true},
-                                    std::pair{HaloOptions::OpenFill::Zero, false},
-                                    std::pair{HaloOptions::OpenFill::Keep, false}}) {
+      // Every message in place (derived datatypes), hybrid (runs of 3+ cells in place, the
+      // rest packed), every message packed; open ghosts zeroed or kept.
+      for (auto [fill, in_place, min_run] : {std::tuple{HaloOptions::OpenFill::Zero, true, 0},
+                                             std::tuple{HaloOptions::OpenFill::Keep, true, 0},
+                                             std::tuple{HaloOptions::OpenFill::Zero, true, 24},
+                                             std::tuple{HaloOptions::OpenFill::Keep, true, 24},
+                                             std::tuple{HaloOptions::OpenFill::Zero, false, 0},
+                                             std::tuple{HaloOptions::OpenFill::Keep, false, 0}}) {
         HaloTensor h = HaloTensor::from_shard(st, widths);
         // Ghosts start at a marker, so an unfilled cell shows.
         Tensor p = h.padded();
@@ -98,6 +103,7 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
         o.periodic = c.periodic;
         o.open_fill = fill;
         o.in_place = in_place;
+        o.in_place_min_run_bytes = static_cast<std::size_t>(min_run);
         HaloExchange ex(mesh, spec, widths, o);
         ex.exchange(h);
         const Box pb = h.padded_box();
