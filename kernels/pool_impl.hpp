@@ -128,8 +128,7 @@ struct PoolBackward {
     for (o[0] = olo[0]; o[0] < ohi[0]; ++o[0])
       for (o[1] = olo[1]; o[1] < ohi[1]; ++o[1])
         for (o[2] = olo[2]; o[2] < ohi[2]; ++o[2]) {
-          const double v =
-              static_cast<double>(dync[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]]);
+          const double v = static_cast<double>(dync[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]]);
           if (g.max) {
             Index b[3] = {0, 0, 0};
             pool_argmax(g, xnc, o, b);

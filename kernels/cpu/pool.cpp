@@ -9,8 +9,7 @@ void pool_forward_cpu(const PoolDesc& d, const void* x, void* y) {
   const PoolGeom g = pool_geometry(d, "pool_forward_cpu");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    host_for_each(g.out_count(),
-                  PoolForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)});
+    host_for_each(g.out_count(), PoolForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)});
   });
 }
 

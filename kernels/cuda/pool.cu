@@ -9,8 +9,7 @@ void pool_forward_cuda(const PoolDesc& d, const void* x, void* y) {
   const PoolGeom g = pool_geometry(d, "pool_forward_cuda");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(g.out_count(),
-                  PoolForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)},
+    cuda_for_each(g.out_count(), PoolForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)},
                   "pool_forward_cuda");
   });
 }

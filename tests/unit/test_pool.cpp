@@ -141,10 +141,10 @@ void check_against_reference(PoolDesc d, std::mt19937& rng, bool strided, bool t
   std::vector<T> y(ny);
   pool_forward_cpu(d, xb.data() + w.origin, y.data());
   const RefPool r = ref_forward(d, x);
-  INFO("nd " << d.nd << " max " << (d.kind == PoolKind::Max) << " in " << d.in[0] << ","
-             << d.in[1] << "," << d.in[2] << " k " << d.kernel[0] << "," << d.kernel[1] << ","
-             << d.kernel[2] << " s " << d.stride[0] << "," << d.stride[1] << "," << d.stride[2]
-             << " strided " << strided << " ties " << ties);
+  INFO("nd " << d.nd << " max " << (d.kind == PoolKind::Max) << " in " << d.in[0] << "," << d.in[1]
+             << "," << d.in[2] << " k " << d.kernel[0] << "," << d.kernel[1] << "," << d.kernel[2]
+             << " s " << d.stride[0] << "," << d.stride[1] << "," << d.stride[2] << " strided "
+             << strided << " ties " << ties);
   REQUIRE(max_abs_diff(to_double(y), r.y) <= tol * (1 + max_abs(r.y)));
 
   // dx over the window only, overwritten (garbage inside beforehand), margins untouched.
@@ -158,7 +158,8 @@ void check_against_reference(PoolDesc d, std::mt19937& rng, bool strided, bool t
 
 }  // namespace
 
-TEST_CASE("pooling equals the float64 reference (1-3 d, any kernel/stride/padding)", "[kernels][pool]") {
+TEST_CASE("pooling equals the float64 reference (1-3 d, any kernel/stride/padding)",
+          "[kernels][pool]") {
   std::mt19937 rng(11);
   int overlapping = 0, kernel_ne_stride = 0, asymmetric = 0;
   for (int trial = 0; trial < 240; ++trial) {
