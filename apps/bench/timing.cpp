@@ -5,6 +5,33 @@
 
 namespace tessera::bench {
 
+namespace {
+double time_once(MPI_Comm comm, const std::function<void()>& fn) {
+  MPI_Barrier(comm);
+  const double t0 = MPI_Wtime();
+  fn();
+  double dt = MPI_Wtime() - t0, worst = 0;
+  MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return worst;
+}
+Timing summary(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front()};
+}
+}  // namespace
+
+std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
+                                           const std::function<void()>& a,
+                                           const std::function<void()>& b) {
+  for (int i = 0; i < warmup; ++i) a(), b();
+  std::vector<double> ta, tb;
+  for (int i = 0; i < reps; ++i) {
+    ta.push_back(time_once(comm, a));
+    tb.push_back(time_once(comm, b));
+  }
+  return {summary(ta), summary(tb)};
+}
+
 Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> t;

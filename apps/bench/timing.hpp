@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <utility>
 
 namespace tessera::bench {
 
@@ -13,5 +14,11 @@ struct Timing {
 
 // Runs fn `warmup` times untimed, then `reps` times timed.
 Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<void()>& fn);
+
+// Times a and b alternately, rep by rep, so a measurement and its baseline see the same
+// load on a shared machine (a ratio of two back-to-back series drifts with it).
+std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
+                                           const std::function<void()>& a,
+                                           const std::function<void()>& b);
 
 }  // namespace tessera::bench

@@ -71,9 +71,11 @@ struct Case {
 };
 
 std::string vec_str(const std::vector<Index>& v) {
-  std::ostringstream os;
+  std::ostringstream os;  // built in one stream: GCC 12 misreads "(" + str (-Wrestrict)
+  os << '(';
   for (std::size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  return "(" + os.str() + ")";
+  os << ')';
+  return os.str();
 }
 
 // Random domain, grid, uneven sizes (empty blocks included), asymmetric per-block or uniform
