@@ -42,7 +42,8 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
       os << "GradSync: parameter " << i << " is null";
     else if (!p->grad.defined() || p->grad.shape() != p->value.shape() ||
              p->grad.dtype() != p->value.dtype())
-      os << "GradSync: parameter '" << p->name << "' has no gradient of its value's shape and dtype";
+      os << "GradSync: parameter '" << p->name
+         << "' has no gradient of its value's shape and dtype";
     else if (p->grad.dtype() != DType::f32 && p->grad.dtype() != DType::f64)
       os << "GradSync: parameter '" << p->name << "' is " << name_of(p->grad.dtype())
          << "; gradients must be float32 or float64";
@@ -79,15 +80,20 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
       bytes = 0;
     }
     Bucket& b = buckets_.back();
-    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[static_cast<std::size_t>(b.params.back())]->grad.numel());
+    b.offsets.push_back(b.params.empty()
+                            ? 0
+                            : b.offsets.back() +
+                                  params_[static_cast<std::size_t>(b.params.back())]->grad.numel());
     b.params.push_back(static_cast<int>(k));
     bucket_of_[k] = static_cast<int>(buckets_.size()) - 1;
     bytes += g.nbytes();
   }
   for (Bucket& b : buckets_) {
     const Tensor& g0 = params_[static_cast<std::size_t>(b.params.front())]->grad;
-    const Index n = b.offsets.back() + params_[static_cast<std::size_t>(b.params.back())]->grad.numel();
-    TESSERA_CHECK(n <= INT_MAX, "GradSync: a bucket of " << n << " elements exceeds MPI's int count");
+    const Index n =
+        b.offsets.back() + params_[static_cast<std::size_t>(b.params.back())]->grad.numel();
+    TESSERA_CHECK(n <= INT_MAX,
+                  "GradSync: a bucket of " << n << " elements exceeds MPI's int count");
     b.buffer = Tensor::empty({n}, g0.dtype(), g0.space());
     if (!mpi_accepts(g0.space())) b.host = Tensor::empty({n}, g0.dtype(), MemSpace::Host);
   }
@@ -141,11 +147,11 @@ void GradSync::start_ready_in_order() {
 
 void GradSync::mark_ready(const Parameter* p) {
   const auto it = std::find(params_.begin(), params_.end(), p);
-  TESSERA_CHECK(it != params_.end(), "GradSync::mark_ready: parameter '"
-                                         << (p ? p->name : "(null)") << "' is not registered");
+  TESSERA_CHECK(it != params_.end(), "GradSync::mark_ready: parameter '" << (p ? p->name : "(null)")
+                                                                         << "' is not registered");
   const auto k = static_cast<std::size_t>(it - params_.begin());
-  TESSERA_CHECK(!marked_[k], "GradSync::mark_ready: parameter '"
-                                 << p->name << "' marked twice in one step");
+  TESSERA_CHECK(!marked_[k],
+                "GradSync::mark_ready: parameter '" << p->name << "' marked twice in one step");
   marked_[k] = true;
   --buckets_[static_cast<std::size_t>(bucket_of_[k])].pending;
   start_ready_in_order();

@@ -44,8 +44,8 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr)
                                            << "; needs float32 or float64");
     TESSERA_CHECK(p.grad.defined() && p.grad.shape() == p.value.shape() &&
                       p.grad.dtype() == p.value.dtype() && p.grad.space() == p.value.space(),
-                  "optimizer: parameter '" << np.name
-                                           << "' has no gradient like its value (shape, dtype, memory)");
+                  "optimizer: parameter '"
+                      << np.name << "' has no gradient like its value (shape, dtype, memory)");
     TESSERA_CHECK(p.value.is_contiguous() && p.grad.is_contiguous(),
                   "optimizer: parameter '" << np.name << "' is not contiguous");
   }
@@ -139,9 +139,11 @@ void Sgd::update(std::size_t k, std::int64_t t) {
   a.first_step = t == 1;
   void* buf = o_.momentum != 0 ? buffer(k, 0).raw() : nullptr;
   if (p.value.space() == MemSpace::Host)
-    kernels::sgd_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf, a);
+    kernels::sgd_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf,
+                             a);
   else
-    kernels::sgd_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf, a);
+    kernels::sgd_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf,
+                             a);
 }
 
 Adam::Adam(std::vector<NamedParameter> params, const AdamOptions& o, bool decoupled)
@@ -170,9 +172,11 @@ void Adam::update(std::size_t k, std::int64_t t) {
   void* m = buffer(k, 0).raw();
   void* v = buffer(k, 1).raw();
   if (p.value.space() == MemSpace::Host)
-    kernels::adam_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m, v, a);
+    kernels::adam_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m,
+                              v, a);
   else
-    kernels::adam_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m, v, a);
+    kernels::adam_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m,
+                              v, a);
 }
 
 double LrSchedule::lr(std::int64_t s) const {
@@ -181,9 +185,11 @@ double LrSchedule::lr(std::int64_t s) const {
   if (warm) return base_lr * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
   switch (kind) {
     case Kind::Constant:
-    case Kind::Warmup: return base_lr;
+    case Kind::Warmup:
+      return base_lr;
     case Kind::Cosine: {
-      const double span = static_cast<double>(std::max<std::int64_t>(1, total_steps - warmup_steps));
+      const double span =
+          static_cast<double>(std::max<std::int64_t>(1, total_steps - warmup_steps));
       const double p = std::min(1.0, static_cast<double>(s - warmup_steps) / span);
       return min_lr + (base_lr - min_lr) * 0.5 * (1 + std::cos(std::numbers::pi * p));
     }

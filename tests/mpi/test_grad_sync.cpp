@@ -29,7 +29,9 @@ std::vector<Mesh> sync_meshes(MPI_Comm comm) {
 // The gradient value rank `rank` contributes for element i of parameter k at step s:
 // small integers, so sums are exact in float32 and float64 in any order.
 double contribution(int rank, std::size_t k, Index i, int s) {
-  return static_cast<double>((rank * 7 + static_cast<int>(k) * 3 + static_cast<int>(i % 13) + s) % 11) - 5;
+  return static_cast<double>((rank * 7 + static_cast<int>(k) * 3 + static_cast<int>(i % 13) + s) %
+                             11) -
+         5;
 }
 
 struct Params {
@@ -44,7 +46,8 @@ Params make_params(std::mt19937& rng) {
     auto q = std::make_unique<Parameter>();
     q->name = "p" + std::to_string(k);
     const DType dt = rng() % 3 == 0 ? DType::f32 : DType::f64;
-    std::vector<Index> shape = {1 + static_cast<Index>(rng() % 5), 1 + static_cast<Index>(rng() % 7)};
+    std::vector<Index> shape = {1 + static_cast<Index>(rng() % 5),
+                                1 + static_cast<Index>(rng() % 7)};
     q->value = Tensor::zeros(shape, dt);
     q->grad = Tensor::zeros(shape, dt);
     p.ptrs.push_back(q.get());
@@ -130,7 +133,8 @@ TEST_CASE("grad sync equals the exact sum over domain and mean over data", "[gra
         std::iota(reversed.rbegin(), reversed.rend(), 0);
         MPI_CHECK(seen == reversed);
 
-        std::mt19937 local_rng(static_cast<unsigned>(mesh.rank() * 1000 + cases));  // differs per rank
+        std::mt19937 local_rng(
+            static_cast<unsigned>(mesh.rank() * 1000 + cases));  // differs per rank
         for (int step = 0; step < 3; ++step) {
           fill(p, mesh.rank(), step);
           std::vector<Parameter*> order = p.ptrs;
@@ -159,7 +163,8 @@ TEST_CASE("grad sync reports bad use on every rank", "[grad_sync]") {
   Parameter ints{"ints", Tensor::zeros({3}, DType::i64), Tensor::zeros({3}, DType::i64)};
   MPI_CHECK_ERROR(GradSync(mesh, {&a, &wrong}, {}), "'wrong' has no gradient");
   MPI_CHECK_ERROR(GradSync(mesh, {&ints}, {}), "float32 or float64");
-  MPI_CHECK_ERROR(GradSync(mesh, {&a}, GradSyncOptions{{0}, {0}, 1024}), "both summed and averaged");
+  MPI_CHECK_ERROR(GradSync(mesh, {&a}, GradSyncOptions{{0}, {0}, 1024}),
+                  "both summed and averaged");
   MPI_CHECK_ERROR(GradSync(mesh, {&a}, GradSyncOptions{{3}, {}, 1024}), "out of range");
   // Rank 0 registers one parameter more than the others.
   if (mesh.size() > 1) {
