@@ -122,6 +122,7 @@ std::vector<std::vector<int>> GradSync::bucket_layout() const {
 
 void GradSync::start(Bucket& b) {
   if (comm_.size() == 1) return;  // nothing to reduce; finish() only scales
+  const double t0 = MPI_Wtime();
   for (std::size_t i = 0; i < b.params.size(); ++i) {
     const Tensor& g = params_[static_cast<std::size_t>(b.params[i])]->grad;
     flat_window(b.buffer, b.offsets[i], g.shape()).copy_from(g);
@@ -130,6 +131,9 @@ void GradSync::start(Bucket& b) {
   if (b.host.defined()) b.host.copy_from(b.buffer);
   TESSERA_MPI(MPI_Iallreduce(MPI_IN_PLACE, wire.raw(), static_cast<int>(wire.numel()),
                              mpi_type_of(wire.dtype()), MPI_SUM, comm_.comm(), &b.req));
+  stats_.bytes += static_cast<std::int64_t>(wire.nbytes());
+  ++stats_.allreduces;
+  stats_.seconds += MPI_Wtime() - t0;
 }
 
 void GradSync::start_ready_in_order() {
@@ -137,12 +141,14 @@ void GradSync::start_ready_in_order() {
          buckets_[static_cast<std::size_t>(next_to_start_)].pending == 0)
     start(buckets_[static_cast<std::size_t>(next_to_start_++)]);
   // Open MPI progresses non-blocking collectives inside MPI calls: poke the ones in flight.
+  const double t0 = MPI_Wtime();
   for (int i = 0; i < next_to_start_; ++i) {
     Bucket& b = buckets_[static_cast<std::size_t>(i)];
     if (b.req == MPI_REQUEST_NULL) continue;
     int done = 0;
     TESSERA_MPI(MPI_Test(&b.req, &done, MPI_STATUS_IGNORE));
   }
+  stats_.seconds += MPI_Wtime() - t0;
 }
 
 void GradSync::mark_ready(const Parameter* p) {
@@ -163,14 +169,18 @@ void GradSync::mark_ready(const std::vector<Parameter*>& ps) {
 
 void GradSync::finish() {
   while (next_to_start_ < num_buckets())
-    start(buckets_[static_cast<std::size_t>(next_to_start_++)]);
+    start(buckets_[static_cast<std::size_t>(next_to_start_++)]);  // timed in start()
+  const double t0 = MPI_Wtime();
+  double waited = 0;
   for (Bucket& b : buckets_) {
     if (comm_.size() == 1) {
       if (scale_ != 1.0)
         for (int k : b.params) scale_inplace(params_[static_cast<std::size_t>(k)]->grad, scale_);
       continue;
     }
+    const double w0 = MPI_Wtime();
     TESSERA_MPI(MPI_Wait(&b.req, MPI_STATUS_IGNORE));
+    waited += MPI_Wtime() - w0;
     if (b.host.defined()) b.buffer.copy_from(b.host);
     if (scale_ != 1.0) scale_inplace(b.buffer, scale_);
     for (std::size_t i = 0; i < b.params.size(); ++i) {
@@ -179,6 +189,8 @@ void GradSync::finish() {
     }
   }
   reset_step();
+  stats_.wait_seconds += waited;
+  stats_.seconds += MPI_Wtime() - t0;
 }
 
 void GradSync::sync() {
