@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "apps/train/builders.hpp"
 #include "apps/train/config.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/expect_error.hpp"
@@ -230,4 +231,53 @@ TEST_CASE("config: mesh.shape against the rank count", "[config]") {
   MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "has size 'two', not an integer");
   c.mesh.shape = "data=1,data=1,domain=auto";
   MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "more than one 'data' axis");
+}
+
+TEST_CASE("config builds the optimizer, schedule, loss and dtype it names", "[config]") {
+  auto one_step = [](const TrainConfig& c) {
+    Parameter p{"w", Tensor::empty({3}, DType::f64), Tensor::empty({3}, DType::f64)};
+    for (Index i = 0; i < 3; ++i)
+      p.value.data<double>()[i] = 1.0 + i, p.grad.data<double>()[i] = 0.5 - i;
+    auto opt = make_optimizer(c.optim, {{"w", &p}});
+    opt->step();
+    opt->step();
+    return std::make_pair(opt->name(), p.value.clone());
+  };
+  auto direct = [](Optimizer&& opt, Parameter& p) {
+    opt.step();
+    opt.step();
+    return p.value.clone();
+  };
+  for (const char* name : {"sgd", "adam", "adamw"}) {
+    const TrainConfig c =
+        parse(kFull, {std::string("optim.name=") + name, "optim.weight_decay=0.03",
+                      "optim.beta2=0.95", "optim.momentum=0.7"});
+    const auto [got_name, got] = one_step(c);
+    MPI_CHECK(got_name == name);
+    Parameter p{"w", Tensor::empty({3}, DType::f64), Tensor::empty({3}, DType::f64)};
+    for (Index i = 0; i < 3; ++i)
+      p.value.data<double>()[i] = 1.0 + i, p.grad.data<double>()[i] = 0.5 - i;
+    const std::vector<NamedParameter> np = {{"w", &p}};
+    const AdamOptions ao{1e-2, 0.9, 0.95, 1e-8, 0.03};
+    const Tensor want = std::string(name) == "sgd"
+                            ? direct(Sgd(np, SgdOptions{1e-2, 0.7, 0, 0.03, true}), p)
+                        : std::string(name) == "adam" ? direct(Adam(np, ao), p)
+                                                      : direct(AdamW(np, ao), p);
+    bool same = true;
+    for (Index i = 0; i < 3; ++i) same = same && got.data<double>()[i] == want.data<double>()[i];
+    MPI_CHECK(same);
+  }
+  const TrainConfig c = parse(kFull, {"schedule.min_lr=0.001"});  // cosine, warm-up 10, lr 1e-2
+  const LrSchedule s = make_schedule(c, 200);
+  MPI_CHECK(s.kind == LrSchedule::Kind::Cosine);
+  MPI_CHECK(s.lr(0) == 1e-3);  // warm-up: lr * 1 / 10
+  MPI_CHECK(std::abs(s.lr(200) - 0.001) < 1e-15);
+  MPI_CHECK_ERROR(make_schedule(parse(kFull, {"schedule.min_lr=0.5"}), 200), "exceeds optim.lr");
+  MPI_CHECK(make_schedule(
+                parse("", {"schedule.type=step", "schedule.step_size=5", "schedule.gamma=0.5"}), 0)
+                .lr(5) == 0.5 * TrainConfig{}.optim.lr);
+  MPI_CHECK(loss_kind(parse(kFull).train) == LossKind::Mse);
+  MPI_CHECK(loss_kind(parse("").train) == LossKind::RelativeL2);
+  MPI_CHECK(model_dtype(parse("").model) == DType::f32);
+  MPI_CHECK(model_dtype(parse("", {"model.dtype=float64"}).model) == DType::f64);
 }
