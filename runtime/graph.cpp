@@ -140,9 +140,16 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
       case Kind::Input:
         out = values_[id];
         break;
-      case Kind::Layer:
+      case Kind::Layer: {
         out = nd.layer->forward(values_[static_cast<std::size_t>(nd.inputs[0])]);
+        // Every rank sees the same specs, so this check is consistent across ranks.
+        const ShardSpec want = nd.layer->output_spec(nd.input_specs[0]);
+        TESSERA_CHECK(out.spec() == want, "layer node '" << nd.name << "' (" << nd.layer->name()
+                                                         << ") returned " << out.spec().str()
+                                                         << " but its output_spec says "
+                                                         << want.str());
         break;
+      }
       case Kind::Concat: {
         const ShardTensor& a = values_[static_cast<std::size_t>(nd.inputs[0])];
         const ShardTensor& b = values_[static_cast<std::size_t>(nd.inputs[1])];

@@ -2,6 +2,7 @@
 // concatenation, values fanning out to two consumers) on sharded tensors, against a
 // direct float64 evaluation of the same function and central finite differences, on
 // 1-D, 2-D, 3-D and domain x data meshes; a hand-computed case; gradient sync hooks.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -176,11 +177,15 @@ TEST_CASE("graph forward/backward equal the direct function and finite differenc
       std::vector<Parameter*> params;
       for (const auto& np : g.parameters()) params.push_back(np.param);
       std::unique_ptr<GradSync> sync;
+      std::vector<int> started;  // buckets started after each layer's backward
       if (use_sync) {
         g.set_reduce_grads(false);
         std::vector<int> axes = test::sharding_axes(xs.spec());
         sync = std::make_unique<GradSync>(mesh, params, GradSyncOptions{axes, {}, 64});
-        g.on_grads_ready([&](const std::vector<Parameter*>& ps) { sync->mark_ready(ps); });
+        g.on_grads_ready([&](const std::vector<Parameter*>& ps) {
+          sync->mark_ready(ps);
+          started.push_back(sync->buckets_started());
+        });
       }
       MPI_REQUIRE(g.output_specs({xs.spec()}).front().global_shape() ==
                   (std::vector<Index>{3, 2, 5, 6}));
@@ -192,7 +197,13 @@ TEST_CASE("graph forward/backward equal the direct function and finite differenc
       g.zero_grad();
       const ShardTensor dx = g.backward(rs);
       if (sync) {
-        MPI_CHECK(sync->buckets_started() == sync->num_buckets());  // all started during backward
+        // Overlap: the first layer done (the last in the graph) already started its
+        // buckets while the other layers' backward was still to run; all started by the end.
+        MPI_CHECK(started.size() == 4);
+        MPI_CHECK(started.front() >= 1);
+        MPI_CHECK(started.front() < sync->num_buckets());
+        MPI_CHECK(std::is_sorted(started.begin(), started.end()));
+        MPI_CHECK(started.back() == sync->num_buckets());
         sync->finish();
       }
       MPI_REQUIRE(dx.spec() == xs.spec());
@@ -300,6 +311,17 @@ TEST_CASE("graph: parameter registry names, kept values, and clear errors", "[gr
   const ShardSpec three(std::vector<Index>{2, 3, 4, 3},
                         {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
   MPI_CHECK_ERROR(g.output_specs({three}), "enc1.mix");
+
+  // A layer whose result disagrees with its own output_spec is caught at its node.
+  struct Liar : ChannelScale {
+    Liar() : ChannelScale({1.0, 1.0}) {}
+    ShardSpec output_spec(const ShardSpec& in) const override {
+      return in.with_placement(2, Replicate());
+    }
+  };
+  Graph liar;
+  liar.output(liar.layer("fibber", std::make_shared<Liar>(), liar.input("x")));
+  MPI_CHECK_ERROR(liar.forward(xs), "layer node 'fibber' (ChannelScale) returned");
 
   // Concat refuses a sharded channel dim and mismatched spatial sizes.
   const ShardSpec a({2, 4, 6}, {Replicate(), Shard(0), Replicate()}, mesh);
