@@ -14,24 +14,6 @@ kernels::Scalar scalar_of(const Tensor& t) {
   return t.dtype() == DType::f64 ? kernels::Scalar::F64 : kernels::Scalar::F32;
 }
 
-// A host copy of `src` in dtype `dt` (float32 <-> float64 conversion).
-Tensor host_as(const Tensor& src, DType dt) {
-  const Tensor h = src.to(MemSpace::Host).contiguous();
-  if (h.dtype() == dt) return h;
-  TESSERA_CHECK((h.dtype() == DType::f32 || h.dtype() == DType::f64) &&
-                    (dt == DType::f32 || dt == DType::f64),
-                "optimizer state: cannot convert " << name_of(h.dtype()) << " to " << name_of(dt));
-  Tensor out = Tensor::empty(h.shape(), dt);
-  for (Index i = 0; i < h.numel(); ++i) {
-    const double v = h.dtype() == DType::f64 ? h.data<double>()[i] : h.data<float>()[i];
-    if (dt == DType::f64)
-      out.data<double>()[i] = v;
-    else
-      out.data<float>()[i] = static_cast<float>(v);
-  }
-  return out;
-}
-
 }  // namespace
 
 Optimizer::Optimizer(std::vector<NamedParameter> params, double lr)
@@ -108,7 +90,7 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
                                                     << shape_str(t->shape()) << ", the parameter "
                                                     << shape_str(v.shape()));
       Tensor dst = Tensor::empty(v.shape(), v.dtype(), v.space());
-      dst.copy_from(host_as(*t, v.dtype()).to(v.space()));
+      dst.copy_from(host_converted(*t, v.dtype()).to(v.space()));
       loaded[k].push_back(dst);
     }
   state_ = std::move(loaded);

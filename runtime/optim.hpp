@@ -15,13 +15,9 @@
 #include <vector>
 
 #include "runtime/graph.hpp"
+#include "runtime/state_dict.hpp"
 
 namespace tessera {
-
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;
-};
 
 class Optimizer {
  public:
