@@ -396,3 +396,30 @@ TEST_CASE("graph concat and add in float32 on 2-D meshes are exact", "[graph]") 
     MPI_CHECK(da.dtype() == DType::f32);
   }
 }
+
+TEST_CASE("graph forward frees an intermediate once its consumers ran", "[graph]") {
+  Params p;
+  p.W1.assign(6, 0.5), p.b1.assign(3, 0.1), p.s1.assign(3, 2.0);
+  p.W2.assign(9, 0.25), p.b2.assign(3, 0.0), p.W3.assign(12, -0.5), p.b3.assign(2, 1.0);
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const ShardTensor xs = ShardTensor::scatter(mesh, test::reference({2, 2, 8, 6}, DType::f64),
+                                              {Replicate(), Replicate(), Shard(0), Replicate()});
+  auto live_after_forward = [&](bool keep) {
+    auto net = build(p);
+    net->g.keep_values(keep);
+    const std::size_t before = memory_stats(MemSpace::Host).current;
+    net->g.forward(xs);
+    const std::size_t after = memory_stats(MemSpace::Host).current;
+    return std::make_pair(after - before, net->g.value(net->out).local().nbytes());
+  };
+  // Two values are held by no layer once their consumers ran: the output of "mid.mix"
+  // (its consumer, the add, keeps nothing) and the residual sum (concat copies it).
+  // Layers keep their inputs, so everything else stays alive either way.
+  const auto [freed, out_bytes] = live_after_forward(false);
+  const auto [kept, unused] = live_after_forward(true);
+  (void)out_bytes, (void)unused;
+  const std::size_t residual =
+      static_cast<std::size_t>(xs.local().numel() / 2 * 3) * sizeof(double);
+  INFO("kept " << kept << " freed " << freed << " one 3-channel value " << residual);
+  MPI_CHECK(kept - freed == 2 * residual);
+}
