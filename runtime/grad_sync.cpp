@@ -49,6 +49,8 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
          << "; gradients must be float32 or float64";
     else if (!p->grad.is_contiguous())
       os << "GradSync: gradient of '" << p->name << "' is not contiguous";
+    else if (!index_of_.emplace(p, i).second)
+      os << "GradSync: parameter '" << p->name << "' is registered twice";
     why = os.str();
   }
   // Every rank must bucket the same parameters, or the all-reduces would not match.
@@ -152,10 +154,10 @@ void GradSync::start_ready_in_order() {
 }
 
 void GradSync::mark_ready(const Parameter* p) {
-  const auto it = std::find(params_.begin(), params_.end(), p);
-  TESSERA_CHECK(it != params_.end(), "GradSync::mark_ready: parameter '" << (p ? p->name : "(null)")
-                                                                         << "' is not registered");
-  const auto k = static_cast<std::size_t>(it - params_.begin());
+  const auto it = index_of_.find(p);
+  TESSERA_CHECK(it != index_of_.end(), "GradSync::mark_ready: parameter '"
+                                           << (p ? p->name : "(null)") << "' is not registered");
+  const std::size_t k = it->second;
   TESSERA_CHECK(!marked_[k],
                 "GradSync::mark_ready: parameter '" << p->name << "' marked twice in one step");
   marked_[k] = true;

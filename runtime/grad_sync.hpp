@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/axes_comm.hpp"
@@ -90,6 +91,7 @@ class GradSync {
 
   AxesComm comm_;
   std::vector<Parameter*> params_;
+  std::unordered_map<const Parameter*, std::size_t> index_of_;
   std::vector<int> bucket_of_;  // per parameter
   std::vector<bool> marked_;
   std::vector<Bucket> buckets_;

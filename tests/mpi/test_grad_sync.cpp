@@ -183,6 +183,7 @@ TEST_CASE("grad sync reports bad use on every rank", "[grad_sync]") {
   Parameter ints{"ints", Tensor::zeros({3}, DType::i64), Tensor::zeros({3}, DType::i64)};
   MPI_CHECK_ERROR(GradSync(mesh, {&a, &wrong}, {}), "'wrong' has no gradient");
   MPI_CHECK_ERROR(GradSync(mesh, {&ints}, {}), "float32 or float64");
+  MPI_CHECK_ERROR(GradSync(mesh, {&a, &a}, {}), "'a' is registered twice");
   MPI_CHECK_ERROR(GradSync(mesh, {&a}, GradSyncOptions{{0}, {0}, 1024}),
                   "both summed and averaged");
   MPI_CHECK_ERROR(GradSync(mesh, {&a}, GradSyncOptions{{3}, {}, 1024}), "out of range");
