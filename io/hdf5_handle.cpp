@@ -1,6 +1,8 @@
 #include "io/hdf5_handle.hpp"
 
+#include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <string>
 
 #include "decomp/error.hpp"
@@ -96,10 +98,34 @@ std::string why_unreadable(const std::string& path) {
 }
 }  // namespace
 
+namespace {
+// Open MPI 4.1's OMPIO with fcoll "vulcan" (its defaults) intermittently loses cells
+// of collective writes to chunked datasets; say so once, on rank 0, unless the
+// environment picks ROMIO or another fcoll component.
+void warn_if_ompio_vulcan(int rank) {
+#ifdef OPEN_MPI
+  static bool warned = false;
+  if (warned || rank != 0) return;
+  warned = true;
+  const char* io = std::getenv("OMPI_MCA_io");
+  const char* fcoll = std::getenv("OMPI_MCA_fcoll");
+  const bool ompio = !io || std::string(io).find("ompio") != std::string::npos;
+  const bool vulcan = !fcoll || std::string(fcoll) == "vulcan";
+  if (ompio && vulcan)
+    std::cerr << "tessera io: warning: MPI-IO may run through OMPIO with fcoll=vulcan, whose "
+                 "collective writes have lost data in Tessera's tests; set OMPI_MCA_io=romio321 "
+                 "(scripts/mpi-env.sh does)" << std::endl;
+#else
+  (void)rank;
+#endif
+}
+}  // namespace
+
 Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode) {
   silence_errors();
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
+  warn_if_ompio_vulcan(rank);
   if (mode != Mode::Create) {
     std::string why = rank == 0 ? why_unreadable(path) : std::string();
     int len = static_cast<int>(why.size());
