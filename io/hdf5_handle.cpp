@@ -13,7 +13,7 @@ namespace {
 // The innermost message of HDF5's error stack: the reason, not the call chain.
 herr_t take_message(unsigned, const H5E_error2_t* e, void* out) {
   auto* s = static_cast<std::string*>(out);
-  if (e && e->desc) *s = e->desc;
+  if (s->empty() && e && e->desc) *s = e->desc;  // upward walks start at the innermost
   return 0;
 }
 std::string last_error() {

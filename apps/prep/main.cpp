@@ -2,7 +2,10 @@
 //   tessera-prep generate darcy|heat|points [options]
 //   tessera-prep convert|inspect|validate|stats FILE [options]
 // Every subcommand takes --help. Errors print on every rank and exit non-zero.
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <thread>
 
@@ -82,8 +85,11 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::cerr << "tessera-prep: rank " << ctx.rank() << " of " << ctx.size() << ": error: "
-              << e.what() << std::endl;
+    // One write per line, so lines of different ranks do not interleave.
+    const std::string line = "tessera-prep: rank " + std::to_string(ctx.rank()) + " of " +
+                             std::to_string(ctx.size()) + ": error: " + e.what() + "\n";
+    std::fflush(stderr);
+    [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
     rc = 1;
     settle_or_abort(settle);
   }
