@@ -38,14 +38,21 @@ HaloTensor read_halo(const File& f, const std::string& dset, const Mesh& mesh,
                      const std::vector<Index>& right, DType dtype, const IoOptions& opts,
                      TransferReport* report) {
   check_no_partial(spec, "reading " + f.where(dset));
-  f.open_dataset(dset, dtype, spec.global_shape());
   HaloTensor h(mesh, spec, left, right, dtype);  // zeroed: ghosts outside stay zero
+  const TransferReport r = read_halo_into(f, dset, h, opts);
+  if (report) *report = r;
+  return h;
+}
+
+TransferReport read_halo_into(const File& f, const std::string& dset, const HaloTensor& h,
+                              const IoOptions& opts) {
+  const ShardSpec& spec = h.spec();
+  check_no_partial(spec, "reading " + f.where(dset));
+  f.open_dataset(dset, h.padded().dtype(), spec.global_shape());
   const Box want = intersect(h.padded_box(), Box::from_shape(spec.global_shape()));
   std::vector<Index> neg(static_cast<std::size_t>(want.ndim));
   for (int d = 0; d < want.ndim; ++d) neg[static_cast<std::size_t>(d)] = -h.padded_box().lo[d];
-  const TransferReport r = read_box(f, dset, want, h.padded(), shift(want, neg), opts);
-  if (report) *report = r;
-  return h;
+  return read_box(f, dset, want, h.padded(), shift(want, neg), opts);
 }
 
 std::vector<Index> decomposition_chunk(const ShardSpec& spec, std::size_t elem_size,
