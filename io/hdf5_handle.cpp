@@ -114,7 +114,8 @@ void warn_if_ompio_vulcan(int rank) {
   if (ompio && vulcan)
     std::cerr << "tessera io: warning: MPI-IO may run through OMPIO with fcoll=vulcan, whose "
                  "collective writes have lost data in Tessera's tests; set OMPI_MCA_io=romio321 "
-                 "(scripts/mpi-env.sh does)" << std::endl;
+                 "(scripts/mpi-env.sh does)"
+              << std::endl;
 #else
   (void)rank;
 #endif

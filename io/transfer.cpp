@@ -93,16 +93,15 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
     bad = "box " + fbox.str() + " has rank " + std::to_string(fbox.ndim) + ", " + what + " " +
           std::to_string(nd);
   else if (!nothing(fbox) && !domain.contains(fbox))
-    bad = "box " + fbox.str() + " lies outside " + what + " of shape " +
-          shape_str(domain.shape());
+    bad = "box " + fbox.str() + " lies outside " + what + " of shape " + shape_str(domain.shape());
   collective_check(f.comm(), bad.empty(), bad);
 
   // The plan: pieces of (file box, contiguous buffer, window in it), each one collective
   // transfer. Every rank makes as many calls as the rank with the most pieces.
   struct Piece {
     Box fbox;
-    Tensor buf;  // contiguous
-    Box mbox;    // in buf's index space
+    Tensor buf;     // contiguous
+    Box mbox;       // in buf's index space
     Tensor window;  // staged pieces: the part of `mem` that buf stands for
   };
   std::vector<Piece> pieces;
@@ -137,8 +136,9 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
   MPI_Allreduce(&mine, &calls, 1, MPI_INT, MPI_MAX, f.comm());
 
   Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(transfer)"));
-  check(H5Pset_dxpl_mpio(dxpl.get(), opts.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
-        "H5Pset_dxpl_mpio", 0);
+  check(
+      H5Pset_dxpl_mpio(dxpl.get(), opts.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+      "H5Pset_dxpl_mpio", 0);
   const hid_t mt = h5::native_type(mem.dtype());
   TransferReport rep;
   rep.collective = opts.collective;
@@ -160,7 +160,8 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
     std::string msg;
     if (rc < 0) {
       try {
-        check(rc, std::string(is_write ? "writing " : "reading ") + pc.fbox.str() + " of " + what, 0);
+        check(rc, std::string(is_write ? "writing " : "reading ") + pc.fbox.str() + " of " + what,
+              0);
       } catch (const Error& e) {
         msg = e.what();
       }

@@ -23,7 +23,8 @@ float cell_value(Index i) {
   return static_cast<float>(i % 1000003);
 }
 
-bool check_box(const Tensor& t, const Box& padded, const Box& want, const std::vector<Index>& shape) {
+bool check_box(const Tensor& t, const Box& padded, const Box& want,
+               const std::vector<Index>& shape) {
   const Box dom = Box::from_shape(shape);
   const float* x = t.data<float>();
   std::vector<Index> p(static_cast<std::size_t>(padded.ndim));
@@ -83,7 +84,8 @@ json run(Context& ctx, const Options& opt) {
     // The dataset's byte offset in the file, for the POSIX reads of the same bytes.
     h5::Handle d = f.open_dataset("/fields/u", DType::f32);
     const haddr_t offset = H5Dget_offset(d.get());
-    collective_check(ctx.world(), offset != HADDR_UNDEF, "no file offset for the contiguous dataset");
+    collective_check(ctx.world(), offset != HADDR_UNDEF,
+                     "no file offset for the contiguous dataset");
     const int fd = ::open(path.c_str(), O_RDONLY);
     collective_check(ctx.world(), fd >= 0, "cannot open " + path + " for pread");
 
@@ -115,8 +117,9 @@ json run(Context& ctx, const Options& opt) {
         char* b = buf.data();
         while (left > 0) {
           const Index n = std::min(left, file_cells - at);
-          pread_ok = pread_ok && pread_all(fd, b, static_cast<std::size_t>(n) * 4,
-                                           static_cast<off_t>(offset + static_cast<haddr_t>(at) * 4));
+          pread_ok =
+              pread_ok && pread_all(fd, b, static_cast<std::size_t>(n) * 4,
+                                    static_cast<off_t>(offset + static_cast<haddr_t>(at) * 4));
           b += n * 4, left -= n, at = 0;
         }
       });

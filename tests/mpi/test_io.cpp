@@ -28,7 +28,8 @@ ShardSpec random_spec(std::mt19937& rng, const Mesh& mesh, const std::vector<Ind
   for (int a = 0; a < mesh.ndim() && a < static_cast<int>(shape.size()); ++a) {
     if (mesh.names()[static_cast<std::size_t>(a)] == "data") continue;
     dims[static_cast<std::size_t>(a)] = Shard(a);
-    if (rng() % 2) sizes[static_cast<std::size_t>(a)] = test::random_sizes(rng, shape[a], mesh.dim(a));
+    if (rng() % 2)
+      sizes[static_cast<std::size_t>(a)] = test::random_sizes(rng, shape[a], mesh.dim(a));
   }
   return ShardSpec(shape, dims, mesh, {}, sizes);
 }
@@ -73,7 +74,8 @@ TEST_CASE("A tensor written at N ranks reads back exactly at M ranks", "[io]") {
           std::mt19937 r(seed_w);
           const Mesh mesh = test::test_meshes(wc)[r() % 3];
           const ShardSpec spec = random_spec(r, mesh, shape);
-          const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+          const ShardTensor st =
+              ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
           io::File f = io::File::create(path, wc);
           io::WriteOptions wo;
           if (contiguous) wo.chunk = {0};
@@ -150,7 +152,8 @@ TEST_CASE("A halo read equals what the halo exchange gives", "[io]") {
       // Each memory path: straight into the padded window (MPI derived types), staged
       // through contiguous pieces (tiny pieces here, so ranks make different numbers of
       // calls), and the default.
-      for (io::MemoryPath mp : {io::MemoryPath::Direct, io::MemoryPath::Staged, io::MemoryPath::Auto}) {
+      for (io::MemoryPath mp :
+           {io::MemoryPath::Direct, io::MemoryPath::Staged, io::MemoryPath::Auto}) {
         io::IoOptions o;
         o.memory = mp;
         o.staging_bytes = 64;
@@ -244,8 +247,8 @@ TEST_CASE("h5dump reads a file we wrote and sees the same values", "[io]") {
   std::string why;
   if (test::world_rank() == 0) {
     const std::string out = path + ".txt";
-    const std::string cmd = std::string(TESSERA_H5DUMP) + " -d /fields/u -y -w 0 -o " + out +
-                            " " + path + " > /dev/null";
+    const std::string cmd = std::string(TESSERA_H5DUMP) + " -d /fields/u -y -w 0 -o " + out + " " +
+                            path + " > /dev/null";
     ok = std::system(cmd.c_str()) == 0;
     std::ifstream in(out);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -324,7 +327,8 @@ TEST_CASE("Bad inputs fail on every rank, naming the file and the dataset", "[io
   SECTION("wrong dtype") {
     const std::string e = read(good, "/fields/u", spec, DType::f32);
     INFO(e);
-    MPI_REQUIRE(contains(e, "dataset '/fields/u' in '" + good + "' holds float64, expected float32"));
+    MPI_REQUIRE(
+        contains(e, "dataset '/fields/u' in '" + good + "' holds float64, expected float32"));
   }
   SECTION("wrong rank") {
     const ShardSpec s3({2, 8, 6}, {Replicate(), Shard(0), Shard(1)}, mesh);
@@ -337,12 +341,14 @@ TEST_CASE("Bad inputs fail on every rank, naming the file and the dataset", "[io
     const ShardSpec s({2, 1, 8, 7}, {Replicate(), Replicate(), Shard(0), Shard(1)}, mesh);
     const std::string e = read(good, "/fields/u", s, DType::f64);
     INFO(e);
-    MPI_REQUIRE(contains(e, "'/fields/u' in '" + good + "' has shape (2, 1, 8, 6), expected (2, 1, 8, 7)"));
+    MPI_REQUIRE(
+        contains(e, "'/fields/u' in '" + good + "' has shape (2, 1, 8, 6), expected (2, 1, 8, 7)"));
   }
   SECTION("a box outside the dataset") {
     const std::string e = error_of([&] {
       io::File f = io::File::open(good, MPI_COMM_WORLD);
-      io::read_slab(f, "/fields/u", rank == 0 ? Box({0, 0, 0, 0}, {3, 1, 1, 1}) : Box(), DType::f64);
+      io::read_slab(f, "/fields/u", rank == 0 ? Box({0, 0, 0, 0}, {3, 1, 1, 1}) : Box(),
+                    DType::f64);
     });
     INFO(e);
     MPI_REQUIRE(contains(e, "lies outside dataset '/fields/u'"));
@@ -395,7 +401,8 @@ TEST_CASE("Statistics and the first non-finite value, at any rank count", "[io][
   const auto problems = io::schema::validate(f);
   bool named = false;
   for (const auto& p : problems)
-    named = named || contains(p, "dataset '/fields/u' in '" + path + "': non-finite value nan at index (1, 1, 3, 2)");
+    named = named || contains(p, "dataset '/fields/u' in '" + path +
+                                     "': non-finite value nan at index (1, 1, 3, 2)");
   INFO((problems.empty() ? std::string("no problems") : problems[0]));
   MPI_REQUIRE(named);
   f.close();
