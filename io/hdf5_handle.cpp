@@ -1,8 +1,12 @@
 #include "io/hdf5_handle.hpp"
 
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
 #include <string>
 
 #include "decomp/error.hpp"
+#include "runtime/collective_error.hpp"
 
 namespace tessera::h5 {
 namespace {
@@ -70,8 +74,66 @@ herr_t check(herr_t rc, const std::string& what, int) {
   return rc;
 }
 
+void silence_errors() {
+  static const bool done = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+namespace {
+// Why `path` cannot be opened for reading, or "" if it can (serial, on one rank).
+std::string why_unreadable(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "no such file";
+  if (std::filesystem::is_directory(path, ec)) return "is a directory";
+  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  if (is_h5 < 0) return "cannot read it: " + last_error();
+  if (is_h5 == 0) return "not an HDF5 file (no HDF5 signature)";
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return "damaged or truncated HDF5 file: " + last_error();
+  H5Fclose(f);
+  return "";
+}
+}  // namespace
+
+namespace {
+// Open MPI 4.1's OMPIO with fcoll "vulcan" (its defaults) intermittently loses cells
+// of collective writes to chunked datasets; say so once, on rank 0, unless the
+// environment picks ROMIO or another fcoll component.
+void warn_if_ompio_vulcan(int rank) {
+#ifdef OPEN_MPI
+  static bool warned = false;
+  if (warned || rank != 0) return;
+  warned = true;
+  const char* io = std::getenv("OMPI_MCA_io");
+  const char* fcoll = std::getenv("OMPI_MCA_fcoll");
+  const bool ompio = !io || std::string(io).find("ompio") != std::string::npos;
+  const bool vulcan = !fcoll || std::string(fcoll) == "vulcan";
+  if (ompio && vulcan)
+    std::cerr << "tessera io: warning: MPI-IO may run through OMPIO with fcoll=vulcan, whose "
+                 "collective writes have lost data in Tessera's tests; set OMPI_MCA_io=romio321 "
+                 "(scripts/mpi-env.sh does)" << std::endl;
+#else
+  (void)rank;
+#endif
+}
+}  // namespace
+
 Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not stderr noise
+  silence_errors();
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  warn_if_ompio_vulcan(rank);
+  if (mode != Mode::Create) {
+    std::string why = rank == 0 ? why_unreadable(path) : std::string();
+    int len = static_cast<int>(why.size());
+    MPI_Bcast(&len, 1, MPI_INT, 0, comm);
+    why.resize(static_cast<std::size_t>(len));
+    MPI_Bcast(why.data(), len, MPI_CHAR, 0, comm);
+    if (!why.empty()) throw Error("cannot open HDF5 file '" + path + "': " + why);
+  }
   Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate(file access)"));
   check(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", 0);
   check(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops", 0);
@@ -81,7 +143,13 @@ Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode) {
     f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   else
     f = H5Fopen(path.c_str(), mode == Mode::Read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.get());
-  return Handle(check(f, "cannot open HDF5 file '" + path + "'"));
+  std::string msg;
+  if (f < 0)
+    msg = std::string(mode == Mode::Create ? "cannot create" : "cannot open") + " HDF5 file '" +
+          path + "': " + last_error();
+  Handle h(f < 0 ? H5I_INVALID_HID : f);
+  collective_check(comm, f >= 0, msg);
+  return h;
 }
 
 }  // namespace tessera::h5

@@ -31,8 +31,15 @@ class Handle {
 hid_t check(hid_t id, const std::string& what);
 herr_t check(herr_t rc, const std::string& what, int);
 
+// Turns HDF5's automatic error-stack printing off (once per process): failures become
+// tessera::Error messages instead of pages of stderr on every rank.
+void silence_errors();
+
 enum class Mode { Read, ReadWrite, Create };
-// Collective over comm: all ranks open the same file with the MPI-IO driver.
+// Collective over comm: all ranks open the same file with the MPI-IO driver. For Read
+// and ReadWrite, rank 0 first checks that the file exists, is HDF5 and opens serially
+// (a truncated file fails there), and every rank throws the same error if not, so a
+// bad file never leaves ranks waiting inside a collective open.
 Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode);
 
 }  // namespace tessera::h5

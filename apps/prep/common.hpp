@@ -1,0 +1,42 @@
+#pragma once
+// What the tessera-prep subcommands share: the command table, the options every
+// generator takes, and writing one sample of a sharded grid field into the schema.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "apps/prep/args.hpp"
+#include "io/schema.hpp"
+#include "runtime/context.hpp"
+#include "runtime/shard_tensor.hpp"
+
+namespace tessera::prep {
+
+struct Command {
+  std::string name;  // "generate darcy", "inspect", ...
+  std::string usage, description;
+  std::vector<OptionSpec> options;
+  std::function<int(Context&, const Args&)> run;
+};
+
+Command generate_darcy_command();
+Command generate_heat_command();
+Command generate_points_command();
+Command convert_command();
+Command inspect_command();
+Command validate_command();
+Command stats_command();
+
+// Mesh over comm for a spatial grid: "auto" (minimum halo surface) or Mesh::parse text.
+Mesh grid_mesh(MPI_Comm comm, const std::vector<Index>& shape, const std::string& mesh);
+// Spatial dim d sharded over mesh axis d.
+ShardSpec grid_spec(const Mesh& mesh, const std::vector<Index>& shape);
+// Collective: a /fields dataset (N, 1, shape...) float32, chunked one chunk per shard and
+// sample, with the schema's grid attributes for a grid of interior nodes on [0, 1]^d.
+void create_grid_field(io::File& f, const std::string& name, Index samples, const ShardSpec& spec,
+                       const std::string& variable);
+// Collective: this rank's float64 shard of sample n, stored as float32.
+void write_grid_sample(io::File& f, const std::string& name, Index n, const ShardSpec& spec,
+                       const Mesh& mesh, const Tensor& local);
+
+}  // namespace tessera::prep

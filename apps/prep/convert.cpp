@@ -1,0 +1,192 @@
+// tessera-prep convert: NumPy .npy files and raw binary arrays into the schema.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "apps/prep/common.hpp"
+#include "apps/prep/npy.hpp"
+#include "apps/prep/progress.hpp"
+#include "io/sharded.hpp"
+#include "runtime/collective_error.hpp"
+
+namespace tessera::prep {
+namespace {
+
+struct Input {
+  std::vector<Index> shape;
+  std::size_t offset = 0, elem = 4;
+  bool is_double = false;
+};
+
+Input describe_input(const std::string& path, const Args& a) {
+  Input in;
+  if (path.size() >= 4 && path.substr(path.size() - 4) == ".npy") {
+    const NpyHeader h = read_npy_header(path);
+    if (h.fortran_order)
+      throw Error("'" + path + "': Fortran-order arrays are not supported (save C order)");
+    if (!h.little_endian || h.kind != 'f' || (h.elem_size != 4 && h.elem_size != 8))
+      throw Error("'" + path + "': dtype '" + h.descr +
+                  "' not supported (little-endian float32 or float64)");
+    in.shape = h.shape;
+    in.offset = h.data_offset;
+    in.elem = h.elem_size;
+  } else {
+    if (!a.has("shape") || !a.has("dtype"))
+      throw Error("'" + path + "' is raw binary: give --shape and --dtype (or use a .npy file)");
+    in.shape = a.shape("shape");
+    const DType dt = dtype_from_name(a.str("dtype"));
+    if (dt != DType::f32 && dt != DType::f64)
+      throw Error("--dtype " + a.str("dtype") + ": raw input must be float32 or float64");
+    in.elem = size_of(dt);
+  }
+  in.is_double = in.elem == 8;
+  Index n = 1;
+  for (Index s : in.shape) n *= s;
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw Error("cannot read '" + path + "': " + ec.message());
+  const std::size_t need = in.offset + static_cast<std::size_t>(n) * in.elem;
+  if (size != need)
+    throw Error("'" + path + "' has " + std::to_string(size) + " bytes, shape " +
+                shape_str(in.shape) + " of " + std::to_string(in.elem) + "-byte values needs " +
+                std::to_string(need));
+  return in;
+}
+
+int run(Context& ctx, const Args& a) {
+  if (a.positional().size() != 1) throw Error("convert needs one input file (see --help)");
+  const std::string src = a.positional()[0], kind = a.str("kind");
+  Input in;
+  collective_run(ctx.world(), [&] { in = describe_input(src, a); });  // every rank checks
+  const std::size_t nd = in.shape.size();
+  std::string dset;
+  if (kind == "field") {
+    TESSERA_CHECK(nd >= 3, "'" << src << "' has shape " << shape_str(in.shape)
+                               << ": a field needs (N, C, spatial...)");
+    dset = std::string(io::schema::kFields) + "/" + a.str("name");
+  } else if (kind == "coords" || kind == "features") {
+    TESSERA_CHECK(nd == 3 && (kind == "features" || in.shape[2] == 3),
+                  "'" << src << "' has shape " << shape_str(in.shape) << ": " << kind << " need (N, P, "
+                      << (kind == "coords" ? "3" : "C") << ")");
+    dset = kind == "coords" ? io::schema::kCoords : io::schema::kFeatures;
+  } else {
+    throw Error("--kind " + kind + ": field, coords or features");
+  }
+  const std::string out = a.str("out");
+  const bool append = a.flag("append");
+  io::File f = append ? io::File::open(out, ctx.world(), io::Mode::ReadWrite)
+                      : io::File::create(out, ctx.world());
+  if (!append) io::schema::write_root(f, "tessera-prep convert");
+  // Each sample is split over the ranks along its largest dim after N.
+  int split = 1;
+  for (std::size_t d = 2; d < nd; ++d)
+    if (in.shape[d] > in.shape[static_cast<std::size_t>(split)]) split = static_cast<int>(d);
+  std::vector<Index> chunk = in.shape;
+  chunk[0] = 1;
+  chunk[static_cast<std::size_t>(split)] =
+      std::max<Index>(1, io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), 0).second);
+  collective_check(ctx.world(), !f.exists(dset), f.where(dset) + " exists already");
+  f.create_dataset(dset, in.shape, DType::f32, chunk);
+  const Index C = in.shape[kind == "field" ? 1 : 2];
+  std::vector<std::string> vars;
+  if (a.has("variables")) {
+    vars = a.list("variables");
+  } else {
+    for (Index c = 0; c < C; ++c) vars.push_back(std::string("c").append(std::to_string(c)));
+  }
+  TESSERA_CHECK(static_cast<Index>(vars.size()) == C,
+                "--variables names " << vars.size() << " channels, the data has " << C);
+  if (kind != "coords") f.set_attr(dset, "variables", vars);
+  if (kind == "field") {
+    io::schema::GridMeta m;
+    m.variables = vars;
+    for (std::size_t d = 2; d < nd; ++d) {
+      m.extent.push_back(1.0);
+      m.spacing.push_back(1.0 / static_cast<double>(in.shape[d]));
+    }
+    if (a.has("spacing")) m.spacing = a.numbers("spacing");
+    if (a.has("extent")) m.extent = a.numbers("extent");
+    TESSERA_CHECK(m.spacing.size() == nd - 2 && m.extent.size() == nd - 2,
+                  "--spacing and --extent need " << nd - 2 << " numbers");
+    io::schema::write_grid_meta(f, dset, m);
+  }
+  // Read this rank's box of each sample with pread, one call per contiguous run.
+  const int fd = ::open(src.c_str(), O_RDONLY);
+  collective_check(ctx.world(), fd >= 0, "cannot open '" + src + "'");
+  const auto [b, e] = io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), ctx.rank());
+  Index inner = 1, outer = 1;  // elements after the split dim; index count between N and it
+  for (std::size_t d = static_cast<std::size_t>(split) + 1; d < nd; ++d) inner *= in.shape[d];
+  for (int d = 1; d < split; ++d) outer *= in.shape[static_cast<std::size_t>(d)];
+  std::vector<Index> local = in.shape;
+  local[0] = 1;
+  local[static_cast<std::size_t>(split)] = e - b;
+  Tensor buf = Tensor::empty(local, DType::f32);
+  std::vector<char> raw(static_cast<std::size_t>((e - b) * inner) * in.elem);
+  Index sample_elems = 1;
+  for (std::size_t d = 1; d < nd; ++d) sample_elems *= in.shape[d];
+  Progress progress(ctx.world(), "convert", in.shape[0], static_cast<double>(sample_elems * static_cast<Index>(in.elem)),
+                    a.flag("quiet"));
+  for (Index n = 0; n < in.shape[0]; ++n) {
+    std::string err;
+    for (Index o = 0; o < outer && err.empty() && e > b; ++o) {
+      const Index first = (n * outer + o) * in.shape[static_cast<std::size_t>(split)] * inner + b * inner;
+      const std::size_t bytes = raw.size();
+      const ssize_t got = ::pread(fd, raw.data(), bytes, static_cast<off_t>(in.offset + static_cast<std::size_t>(first) * in.elem));
+      if (got != static_cast<ssize_t>(bytes)) {
+        err = "short read from '" + src + "'";
+        break;
+      }
+      float* dst = buf.data<float>() + o * (e - b) * inner;
+      const Index cnt = (e - b) * inner;
+      if (in.is_double)
+        for (Index i = 0; i < cnt; ++i) {
+          double v;
+          std::memcpy(&v, raw.data() + 8 * i, 8);
+          dst[i] = static_cast<float>(v);
+        }
+      else
+        std::memcpy(dst, raw.data(), static_cast<std::size_t>(cnt) * 4);
+    }
+    collective_check(ctx.world(), err.empty(), err);
+    Box box = Box::from_shape(in.shape);
+    box.lo[0] = n;
+    box.hi[0] = n + 1;
+    box.lo[split] = b;
+    box.hi[split] = e;
+    io::write_box(f, dset, box, buf, Box::from_shape(local));
+    progress.update(n + 1);
+  }
+  if (fd >= 0) ::close(fd);
+  if (ctx.rank() == 0 && !a.flag("quiet"))
+    std::cerr << "[convert] " << src << " -> " << out << ":" << dset << " " << shape_str(in.shape)
+              << " float32" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+Command convert_command() {
+  return {"convert",
+          "tessera-prep convert IN.npy|IN.raw --out F.h5 --name NAME [--kind field] [--shape S --dtype T]",
+          "Converts a NumPy .npy file (C order, little-endian float32/float64) or a raw binary\n"
+          "array (give --shape and --dtype) into the schema, stored as float32. --kind field\n"
+          "writes /fields/NAME of shape (N, C, spatial...); coords and features write\n"
+          "/points/coords (N, P, 3) and /points/features (N, P, C). Each rank reads and writes\n"
+          "its own part of every sample.",
+          {{"out", "FILE", "output HDF5 file", ""},
+           {"name", "NAME", "field name (for --kind field)", "u"},
+           {"kind", "KIND", "field, coords or features", "field"},
+           {"shape", "S", "shape of raw input, e.g. 4,1,64,64", ""},
+           {"dtype", "T", "element type of raw input: float32 or float64", ""},
+           {"variables", "A,B", "channel names", ""},
+           {"spacing", "X,Y", "grid spacing per spatial dim", ""},
+           {"extent", "X,Y", "domain extent per spatial dim", ""},
+           {"append", "", "add to an existing file instead of creating it", ""},
+           {"quiet", "", "no progress output", ""}},
+          run};
+}
+
+}  // namespace tessera::prep

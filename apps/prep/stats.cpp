@@ -1,0 +1,53 @@
+// tessera-prep stats: normalization statistics computed in parallel, stored as attributes.
+#include <iostream>
+
+#include "apps/prep/common.hpp"
+#include "apps/prep/progress.hpp"
+
+namespace tessera::prep {
+namespace {
+
+int run(Context& ctx, const Args& a) {
+  if (a.positional().size() != 1) throw Error("stats needs one HDF5 file (see --help)");
+  io::File f = io::File::open(a.positional()[0], ctx.world(), io::Mode::ReadWrite);
+  std::vector<std::string> dsets;
+  if (a.has("dataset")) {
+    dsets.push_back(a.str("dataset"));
+  } else {
+    for (const std::string& d : f.datasets())
+      if (d.rfind(std::string(io::schema::kFields) + "/", 0) == 0 || d == io::schema::kFeatures ||
+          d == io::schema::kCoords)
+        dsets.push_back(d);
+  }
+  if (dsets.empty()) throw Error("'" + f.path() + "' holds no schema datasets to compute statistics of");
+  for (const std::string& d : dsets) {
+    Progress progress(ctx.world(), "stats " + d, 0, 0, a.flag("quiet"));
+    const io::schema::ChannelStats s = io::schema::scan(
+        f, d, io::schema::channel_dim_of(d),
+        [&](Index done, Index total, double bytes) { progress.update_bytes(done, total, bytes); });
+    if (!s.first_bad.empty())
+      throw Error(f.where(d) + ": non-finite value " + std::to_string(s.first_bad_value) +
+                  " at index " + shape_str(s.first_bad) + "; statistics would be meaningless");
+    io::schema::write_stats(f, d, s);
+    if (ctx.rank() == 0) {
+      std::cout << d << " (" << s.count << " values per channel)\n";
+      for (std::size_t c = 0; c < s.mean.size(); ++c)
+        std::cout << "  channel " << c << ": mean " << s.mean[c] << ", std " << s.std[c] << ", min "
+                  << s.min[c] << ", max " << s.max[c] << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command stats_command() {
+  return {"stats", "tessera-prep stats F.h5 [--dataset D]",
+          "Computes per-channel mean, std, min and max of every field, the point features and\n"
+          "the coordinates, reading each dataset once in parallel, and stores them as the\n"
+          "attributes mean, std, min, max and stats_count (what training normalizes with).",
+          {{"dataset", "D", "only this dataset", ""}, {"quiet", "", "no progress output", ""}},
+          run};
+}
+
+}  // namespace tessera::prep

@@ -1,0 +1,55 @@
+// tessera-prep validate: shapes, dtypes, required attributes and NaN/Inf.
+#include <iostream>
+
+#include "apps/prep/common.hpp"
+#include "apps/prep/progress.hpp"
+
+namespace tessera::prep {
+namespace {
+
+int run(Context& ctx, const Args& a) {
+  if (a.positional().size() != 1) throw Error("validate needs one HDF5 file (see --help)");
+  const io::File f = io::File::open(a.positional()[0], ctx.world());
+  std::vector<io::schema::Expectation> expect;
+  if (a.has("dataset")) {
+    io::schema::Expectation e;
+    e.dataset = a.str("dataset");
+    if (a.has("dtype")) e.dtype = a.str("dtype");
+    if (a.has("shape")) e.shape = a.shape("shape");
+    expect.push_back(e);
+  } else if (a.has("shape") || a.has("dtype")) {
+    throw Error("--shape and --dtype need --dataset");
+  }
+  Progress progress(ctx.world(), "validate", 0, 0, a.flag("quiet"));
+  const auto problems = io::schema::validate(f, expect, !a.flag("no-values"),
+                                             [&](Index done, Index total, double bytes) {
+                                               progress.update_bytes(done, total, bytes);
+                                             });
+  if (problems.empty()) {
+    if (ctx.rank() == 0) std::cout << f.path() << ": valid (schema version " << io::schema::kVersion << ")\n";
+    return 0;
+  }
+  if (ctx.rank() == 0)
+    for (const auto& p : problems) std::cout << "invalid: " << p << "\n";
+  throw Error(problems.front() +
+              (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : ""));
+}
+
+}  // namespace
+
+Command validate_command() {
+  return {"validate", "tessera-prep validate F.h5 [--dataset D --shape S --dtype T]",
+          "Checks the file against the schema: version attribute, dataset shapes and element\n"
+          "types, required attributes, matching sample counts, and that every value is finite\n"
+          "(read in parallel). Exits 0 if the file is good, else 1 with a message naming the\n"
+          "dataset and, for NaN/Inf, the first bad index. --dataset with --shape/--dtype also\n"
+          "demands that dataset exist with that shape (-1 matches any extent) and type.",
+          {{"dataset", "D", "a dataset that must exist, e.g. /fields/u", ""},
+           {"shape", "S", "its required shape, e.g. 4,1,64,64", ""},
+           {"dtype", "T", "its required element type", "float32"},
+           {"no-values", "", "skip the NaN/Inf scan", ""},
+           {"quiet", "", "no progress output", ""}},
+          run};
+}
+
+}  // namespace tessera::prep

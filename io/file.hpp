@@ -1,0 +1,82 @@
+#pragma once
+// io::File: one HDF5 file opened by every rank of a communicator (MPI-IO driver,
+// collective metadata), with datasets checked on open and attributes read and written.
+// Every failure is a tessera::Error naming the file and the dataset, thrown on every
+// rank of the communicator (checks run on data all ranks see alike, and the parallel
+// open is guarded by a serial pre-check on rank 0).
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "decomp/box.hpp"
+#include "io/hdf5_handle.hpp"
+#include "runtime/dtype.hpp"
+
+namespace tessera::io {
+
+using h5::Mode;
+
+struct DatasetInfo {
+  std::string name;
+  std::vector<Index> shape;
+  std::optional<DType> dtype;      // nullopt: a type Tessera does not read
+  std::string type_name;           // "float32", "int32", ...
+  std::vector<Index> chunk;        // empty: contiguous layout
+  std::vector<std::string> filters;  // "deflate", "shuffle", ...
+};
+
+class File {
+ public:
+  File() = default;
+  // Collective over comm.
+  static File open(const std::string& path, MPI_Comm comm, Mode mode = Mode::Read);
+  static File create(const std::string& path, MPI_Comm comm);  // truncates
+
+  bool valid() const { return h_.valid(); }
+  const std::string& path() const { return path_; }
+  MPI_Comm comm() const { return comm_; }
+  hid_t id() const { return h_.get(); }
+  void close() { h_.reset(); }  // collective
+  // "dataset '/fields/u' in 'F.h5'": the where of every message.
+  std::string where(const std::string& dset) const;
+
+  // An object (group or dataset) at this absolute path exists.
+  bool exists(const std::string& path) const;
+  // Every dataset under `group`, recursively, as absolute paths in name order.
+  std::vector<std::string> datasets(const std::string& group = "/") const;
+  DatasetInfo info(const std::string& dset) const;
+  // Opens a dataset and checks what the caller expects of it: its element type, and
+  // its shape (rank first, then extents; -1 in `shape` accepts any extent).
+  h5::Handle open_dataset(const std::string& dset, std::optional<DType> dtype = {},
+                          const std::vector<Index>& shape = {}) const;
+  // Collective: a new dataset (parent groups created as needed), no fill values
+  // written. chunk empty: contiguous layout.
+  void create_dataset(const std::string& dset, const std::vector<Index>& shape, DType dtype,
+                      const std::vector<Index>& chunk = {});
+
+  // Attributes of the object at `obj` ("/" is the file's root group). Writes are
+  // collective and every rank must pass the same values; an existing one is replaced.
+  void set_attr(const std::string& obj, const std::string& name, const std::vector<double>& v);
+  void set_attr(const std::string& obj, const std::string& name, std::int64_t v);
+  void set_attr(const std::string& obj, const std::string& name, const std::string& v);
+  void set_attr(const std::string& obj, const std::string& name,
+                const std::vector<std::string>& v);
+  bool has_attr(const std::string& obj, const std::string& name) const;
+  std::vector<std::string> attr_names(const std::string& obj) const;
+  // Numeric attributes converted to double; strings as strings. Throw if missing.
+  std::vector<double> attr_doubles(const std::string& obj, const std::string& name) const;
+  std::vector<std::string> attr_strings(const std::string& obj, const std::string& name) const;
+  // Whether the attribute holds strings (else numbers).
+  bool attr_is_string(const std::string& obj, const std::string& name) const;
+
+ private:
+  h5::Handle open_object(const std::string& obj) const;
+  h5::Handle h_;
+  std::string path_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+}  // namespace tessera::io

@@ -1,0 +1,309 @@
+#include "io/schema.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "decomp/error.hpp"
+#include "io/sharded.hpp"
+#include "runtime/collective_error.hpp"
+#include "runtime/tensor.hpp"
+
+namespace tessera::io::schema {
+
+void write_root(File& f, const std::string& generator) {
+  f.set_attr("/", kVersionAttr, kVersion);
+  f.set_attr("/", "generator", generator);
+}
+
+void write_grid_meta(File& f, const std::string& dset, const GridMeta& m) {
+  f.set_attr(dset, "variables", m.variables);
+  f.set_attr(dset, "spacing", m.spacing);
+  f.set_attr(dset, "extent", m.extent);
+  if (!m.origin.empty()) f.set_attr(dset, "origin", m.origin);
+}
+
+int channel_dim_of(const std::string& dset) {
+  const std::string fields = std::string(kFields) + "/";
+  return dset.rfind(fields, 0) == 0 ? 1 : 2;
+}
+
+namespace {
+
+// Count, mean and sum of squared deviations of one channel; combined exactly as in
+// Chan et al.'s parallel variance, so partial results merge in any grouping.
+struct Moments {
+  double n = 0, mean = 0, m2 = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  void merge(const Moments& o) {
+    if (o.n == 0) return;
+    const double n2 = n + o.n, delta = o.mean - mean;
+    mean += delta * o.n / n2;
+    m2 += o.m2 + delta * delta * n * o.n / n2;
+    n = n2;
+    min = std::min(min, o.min);
+    max = std::max(max, o.max);
+  }
+};
+
+template <class T>
+void accumulate(const Tensor& slab, const Box& box, const std::vector<Index>& shape, int cdim,
+                std::vector<Moments>& acc, double& first_bad, double& bad_value) {
+  const T* x = slab.data<T>();
+  const Index n = slab.numel();
+  const std::size_t C = acc.size();
+  Index inner = 1;  // stride of the channel dim inside the slab
+  for (int d = cdim + 1; d < box.ndim; ++d) inner *= box.extent(d);
+  const Index cext = box.extent(cdim);
+  std::vector<double> sum(C, 0.0), cnt(C, 0.0), m2(C, 0.0), mn(C, acc[0].min), mx(C, acc[0].max);
+  std::fill(mn.begin(), mn.end(), std::numeric_limits<double>::infinity());
+  std::fill(mx.begin(), mx.end(), -std::numeric_limits<double>::infinity());
+  Index bad = -1;
+  for (Index i = 0; i < n; ++i) {
+    const double v = static_cast<double>(x[i]);
+    const std::size_t c = static_cast<std::size_t>(box.lo[cdim] + (i / inner) % cext);
+    if (!std::isfinite(v)) {
+      if (bad < 0) bad = i;
+      continue;
+    }
+    sum[c] += v;
+    cnt[c] += 1;
+    mn[c] = std::min(mn[c], v);
+    mx[c] = std::max(mx[c], v);
+  }
+  std::vector<double> mean(C, 0.0);
+  for (std::size_t c = 0; c < C; ++c) mean[c] = cnt[c] > 0 ? sum[c] / cnt[c] : 0.0;
+  for (Index i = 0; i < n; ++i) {
+    const double v = static_cast<double>(x[i]);
+    if (!std::isfinite(v)) continue;
+    const std::size_t c = static_cast<std::size_t>(box.lo[cdim] + (i / inner) % cext);
+    m2[c] += (v - mean[c]) * (v - mean[c]);
+  }
+  for (std::size_t c = 0; c < C; ++c) {
+    Moments m;
+    m.n = cnt[c];
+    m.mean = mean[c];
+    m.m2 = m2[c];
+    m.min = mn[c];
+    m.max = mx[c];
+    acc[c].merge(m);
+  }
+  if (bad >= 0) {
+    std::vector<Index> p(static_cast<std::size_t>(box.ndim));
+    delinearize(box, bad, p.data());
+    const Index g = linear_index(Box::from_shape(shape), p.data());
+    if (first_bad < 0 || static_cast<double>(g) < first_bad) {
+      first_bad = static_cast<double>(g);
+      bad_value = static_cast<double>(x[bad]);
+    }
+  }
+}
+
+}  // namespace
+
+ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progress& progress) {
+  const DatasetInfo in = f.info(dset);
+  const std::vector<Index>& shape = in.shape;
+  const int nd = static_cast<int>(shape.size());
+  collective_check(f.comm(), in.dtype == DType::f32 || in.dtype == DType::f64,
+                   f.where(dset) + " holds " + in.type_name + "; statistics need float32/64");
+  collective_check(f.comm(), nd >= 2 && cdim > 0 && cdim < nd,
+                   f.where(dset) + " of shape " + shape_str(shape) + " has no channel dim " +
+                       std::to_string(cdim));
+  int rank = 0, P = 1;
+  MPI_Comm_rank(f.comm(), &rank);
+  MPI_Comm_size(f.comm(), &P);
+  // Each sample is split over the ranks along its largest non-channel dim.
+  int split = -1;
+  for (int d = 1; d < nd; ++d)
+    if (d != cdim && (split < 0 || shape[static_cast<std::size_t>(d)] >
+                                       shape[static_cast<std::size_t>(split)]))
+      split = d;
+  const std::size_t C = static_cast<std::size_t>(shape[static_cast<std::size_t>(cdim)]);
+  std::vector<Moments> acc(std::max<std::size_t>(C, 1));
+  double first_bad = -1, bad_value = 0;
+  const DType dt = *in.dtype;
+  Index sample_bytes = static_cast<Index>(size_of(dt));
+  for (int d = 1; d < nd; ++d) sample_bytes *= shape[static_cast<std::size_t>(d)];
+  for (Index n = 0; n < shape[0]; ++n) {
+    Box box = Box::from_shape(shape);
+    box.lo[0] = n;
+    box.hi[0] = n + 1;
+    if (split >= 0) {
+      const auto [b, e] = balanced_range(shape[static_cast<std::size_t>(split)], P, rank);
+      box.lo[split] = b;
+      box.hi[split] = e;
+    } else if (rank != 0) {
+      box.hi[0] = box.lo[0];
+    }
+    const Tensor slab = read_slab(f, dset, box, dt);
+    if (C > 0 && slab.numel() > 0) {
+      if (dt == DType::f32)
+        accumulate<float>(slab, box, shape, cdim, acc, first_bad, bad_value);
+      else
+        accumulate<double>(slab, box, shape, cdim, acc, first_bad, bad_value);
+    }
+    if (progress && rank == 0) progress(n + 1, shape[0], static_cast<double>((n + 1) * sample_bytes));
+  }
+  // Every rank's partial results, merged in rank order: the same bits on every rank.
+  const std::size_t per = 5 * C + 2;
+  std::vector<double> mine(per), all(per * static_cast<std::size_t>(P));
+  for (std::size_t c = 0; c < C; ++c) {
+    mine[5 * c] = acc[c].n;
+    mine[5 * c + 1] = acc[c].mean;
+    mine[5 * c + 2] = acc[c].m2;
+    mine[5 * c + 3] = acc[c].min;
+    mine[5 * c + 4] = acc[c].max;
+  }
+  mine[5 * C] = first_bad;
+  mine[5 * C + 1] = bad_value;
+  MPI_Allgather(mine.data(), static_cast<int>(per), MPI_DOUBLE, all.data(), static_cast<int>(per),
+                MPI_DOUBLE, f.comm());
+  std::vector<Moments> tot(C);
+  ChannelStats s;
+  double best = -1;
+  for (int r = 0; r < P; ++r) {
+    const double* p = all.data() + per * static_cast<std::size_t>(r);
+    for (std::size_t c = 0; c < C; ++c) {
+      Moments m;
+      m.n = p[5 * c];
+      m.mean = p[5 * c + 1];
+      m.m2 = p[5 * c + 2];
+      m.min = p[5 * c + 3];
+      m.max = p[5 * c + 4];
+      tot[c].merge(m);
+    }
+    if (p[5 * C] >= 0 && (best < 0 || p[5 * C] < best)) {
+      best = p[5 * C];
+      s.first_bad_value = p[5 * C + 1];
+    }
+  }
+  for (std::size_t c = 0; c < C; ++c) {
+    s.mean.push_back(tot[c].mean);
+    s.std.push_back(tot[c].n > 0 ? std::sqrt(tot[c].m2 / tot[c].n) : 0.0);
+    s.min.push_back(tot[c].n > 0 ? tot[c].min : 0.0);
+    s.max.push_back(tot[c].n > 0 ? tot[c].max : 0.0);
+  }
+  s.count = C > 0 ? static_cast<Index>(tot[0].n) : 0;
+  if (best >= 0) {
+    s.first_bad.resize(static_cast<std::size_t>(nd));
+    delinearize(Box::from_shape(shape), static_cast<Index>(best), s.first_bad.data());
+  }
+  return s;
+}
+
+void write_stats(File& f, const std::string& dset, const ChannelStats& s) {
+  f.set_attr(dset, "mean", s.mean);
+  f.set_attr(dset, "std", s.std);
+  f.set_attr(dset, "min", s.min);
+  f.set_attr(dset, "max", s.max);
+  f.set_attr(dset, "stats_count", static_cast<std::int64_t>(s.count));
+}
+
+namespace {
+
+void check_attr_len(const File& f, const std::string& dset, const std::string& name,
+                    std::size_t want, bool required, bool strings,
+                    std::vector<std::string>& problems) {
+  if (!f.has_attr(dset, name)) {
+    if (required) problems.push_back(f.where(dset) + ": missing attribute '" + name + "'");
+    return;
+  }
+  if (f.attr_is_string(dset, name) != strings) {
+    problems.push_back(f.where(dset) + ": attribute '" + name + "' must be " +
+                       (strings ? "strings" : "numbers"));
+    return;
+  }
+  const std::size_t n =
+      strings ? f.attr_strings(dset, name).size() : f.attr_doubles(dset, name).size();
+  if (n != want)
+    problems.push_back(f.where(dset) + ": attribute '" + name + "' has " + std::to_string(n) +
+                       " entries, expected " + std::to_string(want));
+}
+
+}  // namespace
+
+std::vector<std::string> validate(const File& f, const std::vector<Expectation>& expect,
+                                  bool check_values, const Progress& progress) {
+  std::vector<std::string> problems;
+  if (!f.has_attr("/", kVersionAttr)) {
+    problems.push_back("'" + f.path() + "': missing root attribute '" + kVersionAttr +
+                       "' (not written by a Tessera tool, or older than the schema)");
+  } else {
+    const auto v = f.attr_doubles("/", kVersionAttr);
+    if (v.size() != 1 || v[0] < 1 || v[0] > static_cast<double>(kVersion))
+      problems.push_back("'" + f.path() + "': schema version " +
+                         (v.empty() ? std::string("?") : std::to_string(v[0])) +
+                         " is not one this build reads (1.." + std::to_string(kVersion) + ")");
+  }
+  for (const Expectation& e : expect) {
+    if (!f.exists(e.dataset)) {
+      problems.push_back("missing " + f.where(e.dataset));
+      continue;
+    }
+    try {
+      f.open_dataset(e.dataset, dtype_from_name(e.dtype.empty() ? "float32" : e.dtype), e.shape);
+    } catch (const Error& err) {
+      problems.push_back(err.what());
+    }
+  }
+  const std::vector<std::string> all = f.datasets();
+  if (all.empty()) problems.push_back("'" + f.path() + "' holds no datasets");
+  std::set<Index> samples;
+  for (const std::string& d : all) {
+    const DatasetInfo in = f.info(d);
+    const bool field = d.rfind(std::string(kFields) + "/", 0) == 0;
+    const bool coords = d == kCoords, feats = d == kFeatures;
+    if (!field && !coords && !feats) {
+      problems.push_back(f.where(d) + ": not part of the schema (expected /fields/NAME, " +
+                         kCoords + " or " + kFeatures + ")");
+      continue;
+    }
+    if (in.dtype != DType::f32) problems.push_back(f.where(d) + " holds " + in.type_name +
+                                                   ", the schema wants float32");
+    const std::size_t nd = in.shape.size();
+    if (field && nd < 3) {
+      problems.push_back(f.where(d) + " has shape " + shape_str(in.shape) +
+                         ", a field needs (N, C, spatial...)");
+      continue;
+    }
+    if ((coords || feats) && nd != 3) {
+      problems.push_back(f.where(d) + " has shape " + shape_str(in.shape) +
+                         ", points need (N, P, " + (coords ? "3" : "C") + ")");
+      continue;
+    }
+    if (coords && in.shape[2] != 3)
+      problems.push_back(f.where(d) + " has shape " + shape_str(in.shape) + ", expected (N, P, 3)");
+    samples.insert(in.shape[0]);
+    const std::size_t C = static_cast<std::size_t>(in.shape[field ? 1 : 2]);
+    if (field) {
+      check_attr_len(f, d, "variables", C, true, true, problems);
+      check_attr_len(f, d, "spacing", nd - 2, true, false, problems);
+      check_attr_len(f, d, "extent", nd - 2, true, false, problems);
+      check_attr_len(f, d, "origin", nd - 2, false, false, problems);
+    }
+    if (feats) check_attr_len(f, d, "variables", C, true, true, problems);
+    if (field || feats)
+      for (const char* s : {"mean", "std", "min", "max"})
+        check_attr_len(f, d, s, C, false, false, problems);
+    if (coords && f.exists(kFeatures)) {
+      const DatasetInfo fe = f.info(kFeatures);
+      if (fe.shape.size() == 3 && (fe.shape[0] != in.shape[0] || fe.shape[1] != in.shape[1]))
+        problems.push_back(f.where(kFeatures) + " has shape " + shape_str(fe.shape) +
+                           ", its (N, P) must match " + kCoords + " " + shape_str(in.shape));
+    }
+    if (check_values && (in.dtype == DType::f32 || in.dtype == DType::f64) && C > 0) {
+      const ChannelStats s = scan(f, d, field ? 1 : 2, progress);
+      if (!s.first_bad.empty())
+        problems.push_back(f.where(d) + ": non-finite value " + std::to_string(s.first_bad_value) +
+                           " at index " + shape_str(s.first_bad) + " (the first in row-major order)");
+    }
+  }
+  if (samples.size() > 1)
+    problems.push_back("'" + f.path() + "': datasets disagree on the sample count N");
+  return problems;
+}
+
+}  // namespace tessera::io::schema

@@ -1,0 +1,66 @@
+#pragma once
+// The Tessera dataset schema (version 1):
+//   /                       attr tessera_schema_version (int64) = 1, attr generator (string)
+//   /fields/NAME            float32 (N, C, spatial...), one dataset per field
+//       attrs: variables (C strings), spacing and extent (one double per spatial dim),
+//              origin (optional, per spatial dim), mean/std/min/max (C doubles each,
+//              written by `tessera-prep stats`)
+//   /points/coords          float32 (N, P, 3)
+//   /points/features        float32 (N, P, C), attr variables (C strings), stats as above
+// All datasets of a file share N (sample i of every dataset belongs together).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "io/file.hpp"
+
+namespace tessera::io::schema {
+
+inline constexpr std::int64_t kVersion = 1;
+inline constexpr const char* kVersionAttr = "tessera_schema_version";
+inline constexpr const char* kFields = "/fields";
+inline constexpr const char* kCoords = "/points/coords";
+inline constexpr const char* kFeatures = "/points/features";
+
+// Stamps the root group with the schema version and the program that wrote the file.
+void write_root(File& f, const std::string& generator);
+
+struct GridMeta {
+  std::vector<std::string> variables;  // one per channel
+  std::vector<double> spacing, extent, origin;  // one per spatial dim
+};
+// Collective: the attributes of a grid field dataset.
+void write_grid_meta(File& f, const std::string& dset, const GridMeta& m);
+
+// Per-channel statistics over every sample and every cell or point.
+struct ChannelStats {
+  std::vector<double> mean, std, min, max;
+  Index count = 0;  // values per channel
+  // The first value that is NaN or +-Inf, in row-major order: its multi-index, else empty.
+  std::vector<Index> first_bad;
+  double first_bad_value = 0;
+};
+// Progress of a long scan: slabs done of total, bytes read so far.
+using Progress = std::function<void(Index done, Index total, double bytes)>;
+// Collective: reads the dataset once in parallel (each rank its share of each sample)
+// and computes per-channel statistics along `channel_dim` (1 for fields, 2 for points).
+// Deterministic: ranks' partial results are combined in rank order.
+ChannelStats scan(const File& f, const std::string& dset, int channel_dim,
+                  const Progress& progress = {});
+// Collective: writes mean, std, min, max and stats_count attributes.
+void write_stats(File& f, const std::string& dset, const ChannelStats& s);
+// The channel dim of a dataset by where it sits in the schema (1 under /fields, else 2).
+int channel_dim_of(const std::string& dset);
+
+struct Expectation {  // what a caller demands of one dataset on top of the schema
+  std::string dataset;
+  std::string dtype;           // "" : schema's float32
+  std::vector<Index> shape;    // empty: any; -1 entries: any extent
+};
+// Collective: every violation of the schema, each naming the dataset (and for
+// non-finite values the first bad index); empty when the file is good.
+std::vector<std::string> validate(const File& f, const std::vector<Expectation>& expect = {},
+                                  bool check_values = true, const Progress& progress = {});
+
+}  // namespace tessera::io::schema

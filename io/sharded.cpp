@@ -1,0 +1,117 @@
+#include "io/sharded.hpp"
+
+#include "decomp/error.hpp"
+#include "runtime/collective_error.hpp"
+
+namespace tessera::io {
+namespace {
+
+// Whether this rank is the one that writes its shard: coordinate 0 on every mesh axis
+// that shards no dim (the others hold copies of the same cells).
+bool writes_its_shard(const Mesh& mesh, const ShardSpec& spec) {
+  for (int a = 0; a < mesh.ndim(); ++a)
+    if (spec.dim_on_axis(a) < 0 && mesh.coords()[static_cast<std::size_t>(a)] != 0) return false;
+  return true;
+}
+
+void check_no_partial(const ShardSpec& spec, const std::string& what) {
+  TESSERA_CHECK(!spec.has_partial(),
+                what << ": the spec has Partial axes; redistribute to Replicate or Shard first");
+}
+
+}  // namespace
+
+ShardTensor read_sharded(const File& f, const std::string& dset, const Mesh& mesh,
+                         const ShardSpec& spec, DType dtype, const IoOptions& opts,
+                         TransferReport* report) {
+  check_no_partial(spec, "reading " + f.where(dset));
+  f.open_dataset(dset, dtype, spec.global_shape());  // the checks, with clear messages
+  const Box box = spec.local_box(mesh.coords());
+  Tensor local = Tensor::empty(box.shape(), dtype);
+  const TransferReport r = read_box(f, dset, box, local, Box::from_shape(box.shape()), opts);
+  if (report) *report = r;
+  return ShardTensor::unchecked(mesh, spec, local);
+}
+
+HaloTensor read_halo(const File& f, const std::string& dset, const Mesh& mesh,
+                     const ShardSpec& spec, const std::vector<Index>& left,
+                     const std::vector<Index>& right, DType dtype, const IoOptions& opts,
+                     TransferReport* report) {
+  check_no_partial(spec, "reading " + f.where(dset));
+  f.open_dataset(dset, dtype, spec.global_shape());
+  HaloTensor h(mesh, spec, left, right, dtype);  // zeroed: ghosts outside stay zero
+  const Box want = intersect(h.padded_box(), Box::from_shape(spec.global_shape()));
+  std::vector<Index> neg(static_cast<std::size_t>(want.ndim));
+  for (int d = 0; d < want.ndim; ++d) neg[static_cast<std::size_t>(d)] = -h.padded_box().lo[d];
+  const TransferReport r = read_box(f, dset, want, h.padded(), shift(want, neg), opts);
+  if (report) *report = r;
+  return h;
+}
+
+std::vector<Index> decomposition_chunk(const ShardSpec& spec, std::size_t elem_size,
+                                       std::size_t max_chunk_bytes) {
+  std::vector<Index> chunk;
+  for (int d = 0; d < spec.ndim(); ++d) {
+    Index m = 0;
+    for (Index s : spec.sizes(d)) m = std::max(m, s);
+    chunk.push_back(std::max<Index>(m, 1));
+  }
+  auto bytes = [&] {
+    std::size_t b = elem_size;
+    for (Index c : chunk) b *= static_cast<std::size_t>(c);
+    return b;
+  };
+  for (std::size_t d = 0; d < chunk.size() && bytes() > max_chunk_bytes;) {
+    if (chunk[d] > 1)
+      chunk[d] = (chunk[d] + 1) / 2;
+    else
+      ++d;
+  }
+  return chunk;
+}
+
+TransferReport write_sharded(File& f, const std::string& dset, const ShardTensor& t,
+                             const WriteOptions& opts) {
+  check_no_partial(t.spec(), "writing " + f.where(dset));
+  collective_check(f.comm(), !f.exists(dset), f.where(dset) + " exists already");
+  std::vector<Index> chunk = opts.chunk;
+  const bool any_empty = Box::from_shape(t.global_shape()).empty();
+  if (chunk == std::vector<Index>{0} || any_empty)
+    chunk.clear();
+  else if (chunk.empty())
+    chunk = decomposition_chunk(t.spec(), size_of(t.dtype()), opts.max_chunk_bytes);
+  f.create_dataset(dset, t.global_shape(), t.dtype(), chunk);
+  const Tensor local = t.local().space() == MemSpace::Host ? t.local().contiguous()
+                                                           : t.local().to(MemSpace::Host);
+  const Box box = writes_its_shard(t.mesh(), t.spec()) ? t.local_box() : Box();
+  return write_box(f, dset, box, local, box.ndim ? Box::from_shape(box.shape()) : Box(), opts.io);
+}
+
+Tensor read_slab(const File& f, const std::string& dset, const Box& box, DType dtype,
+                 const IoOptions& opts, TransferReport* report) {
+  std::vector<Index> shape = box.shape();
+  for (Index& s : shape) s = std::max<Index>(s, 0);
+  Tensor t = Tensor::empty(shape, dtype);
+  const TransferReport r = read_box(f, dset, box, t, Box::from_shape(shape), opts);
+  if (report) *report = r;
+  return t;
+}
+
+Tensor read_points(const File& f, const std::string& dset, Index sample, Index begin, Index end,
+                   DType dtype, const IoOptions& opts) {
+  const DatasetInfo in = f.info(dset);
+  collective_check(f.comm(), in.shape.size() == 3,
+                   f.where(dset) + " is not a point-cloud dataset (N, P, C): shape " +
+                       shape_str(in.shape));
+  const Index C = in.shape[2];
+  Tensor t = read_slab(f, dset, Box({sample, begin, 0}, {sample + 1, end, C}), dtype, opts);
+  return t.reshape({std::max<Index>(end - begin, 0), C});
+}
+
+std::pair<Index, Index> balanced_range(Index count, int nranks, int rank) {
+  const Index base = count / nranks, extra = count % nranks;
+  const Index b = rank * base + std::min<Index>(rank, extra);
+  return {b, b + base + (rank < extra ? 1 : 0)};
+}
+
+}  // namespace tessera::io

@@ -1,0 +1,37 @@
+#pragma once
+// Collective hyperslab transfers: every rank of the file's communicator moves its own
+// box of a dataset to or from a window of its own host buffer in one collective
+// H5Dread / H5Dwrite; a rank with an empty box takes part with an empty selection.
+// After each transfer HDF5 is asked whether it stayed collective.
+#include <string>
+
+#include "io/file.hpp"
+#include "runtime/tensor.hpp"
+
+namespace tessera::io {
+
+struct IoOptions {
+  bool collective = true;  // false: independent MPI-IO (for comparison)
+  // Rank 0 prints, for each transfer, whether it stayed collective and, if not, why
+  // (H5Pget_mpio_no_collective_cause). Also on with env TESSERA_IO_VERBOSE=1.
+  bool verbose = false;
+};
+
+struct TransferReport {
+  bool collective = false;  // the transfer ran collectively on every rank
+  std::string mode;         // "contiguous collective", "chunk collective", "independent", ...
+  std::string cause;        // why not collective (all ranks' causes), "" when it was
+};
+
+// Collective over the file's communicator. `mem` is a contiguous host tensor of the
+// dataset's dtype and rank; `mem_box` (in mem's index space) has the shape of
+// `file_box` (in the dataset's). Either box may be empty on any rank.
+TransferReport read_box(const File& f, const std::string& dset, const Box& file_box,
+                        const Tensor& mem, const Box& mem_box, const IoOptions& opts = {});
+TransferReport write_box(const File& f, const std::string& dset, const Box& file_box,
+                         const Tensor& mem, const Box& mem_box, const IoOptions& opts = {});
+
+// The "why not collective" bits of H5Pget_mpio_no_collective_cause, in words.
+std::string no_collective_cause_str(unsigned cause);
+
+}  // namespace tessera::io
