@@ -1,0 +1,39 @@
+#pragma once
+// Upsample: sharded nearest or (bi/tri)linear upsampling by an integer factor per spatial
+// dim of an (N, C, spatial...) ShardTensor (PyTorch semantics, align_corners=false). The
+// output is split over the same process grid in balanced parts; each rank fills a halo
+// sized to the input cells its output block reads (kernels::upsample_input_range), and
+// the kernel evaluates the output block in global coordinates, so shard edges and the
+// global edge (where linear clamps) are exact. Backward: the kernel's adjoint into a
+// zeroed padded buffer, then the adjoint halo exchange.
+#include <memory>
+#include <vector>
+
+#include "runtime/layer.hpp"
+
+namespace tessera {
+
+struct UpsampleOptions {
+  enum class Mode { Nearest, Linear } mode = Mode::Nearest;
+  std::vector<Index> scale;  // one integer factor >= 1 per spatial dim (1 to 3)
+};
+
+class Upsample : public Layer {
+ public:
+  explicit Upsample(UpsampleOptions opts);
+  ~Upsample() override;
+
+  ShardSpec output_spec(const ShardSpec& in) const override;
+  ShardTensor forward(const ShardTensor& x) override;
+  ShardTensor backward(const ShardTensor& dy) override;
+  std::string name() const override;
+
+  const UpsampleOptions& options() const { return opts_; }
+
+ private:
+  struct Saved;
+  UpsampleOptions opts_;
+  std::unique_ptr<Saved> saved_;
+};
+
+}  // namespace tessera
