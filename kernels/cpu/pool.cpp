@@ -1,0 +1,26 @@
+// Pooling on the host: OpenMP loops over the element functions of kernels/pool_impl.hpp.
+#include "kernels/cpu/host_loops.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/pool_impl.hpp"
+
+namespace tessera::kernels {
+
+void pool_forward_cpu(const PoolDesc& d, const void* x, void* y) {
+  const PoolGeom g = pool_geometry(d, "pool_forward_cpu");
+  dispatch(d.type, [&](auto t) {
+    using T = decltype(t);
+    host_for_each(g.out_count(),
+                  PoolForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)});
+  });
+}
+
+void pool_backward_cpu(const PoolDesc& d, const void* x, const void* dy, void* dx) {
+  const PoolGeom g = pool_geometry(d, "pool_backward_cpu");
+  dispatch(d.type, [&](auto t) {
+    using T = decltype(t);
+    host_for_each(g.in_count(), PoolBackward<T>{g, static_cast<const T*>(x),
+                                                static_cast<const T*>(dy), static_cast<T*>(dx)});
+  });
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,30 @@
+// Activations on CUDA: one launch over kernels/activation_impl.hpp.
+#include "kernels/activation_impl.hpp"
+#include "kernels/check.hpp"
+#include "kernels/cuda/device_loops.cuh"
+#include "kernels/dispatch.hpp"
+
+namespace tessera::kernels {
+
+void activation_forward_cuda(Activation a, Scalar type, Index n, const void* x, void* y) {
+  TESSERA_CHECK(n >= 0, "activation_forward_cuda: negative count " << n);
+  dispatch(type, [&](auto t) {
+    using T = decltype(t);
+    cuda_for_each(n, ActivationForward<T>{a, static_cast<const T*>(x), static_cast<T*>(y)},
+                  "activation_forward_cuda");
+  });
+}
+
+void activation_backward_cuda(Activation a, Scalar type, Index n, const void* x, const void* dy,
+                              void* dx) {
+  TESSERA_CHECK(n >= 0, "activation_backward_cuda: negative count " << n);
+  dispatch(type, [&](auto t) {
+    using T = decltype(t);
+    cuda_for_each(n,
+                  ActivationBackward<T>{a, static_cast<const T*>(x), static_cast<const T*>(dy),
+                                        static_cast<T*>(dx)},
+                  "activation_backward_cuda");
+  });
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,91 @@
+#pragma once
+// Normalization element functions shared by the OpenMP loops and the CUDA kernels;
+// arithmetic in double, results stored in the element type.
+#include "kernels/stat_layout.hpp"
+
+namespace tessera::kernels {
+
+template <class T>
+struct NormParams {
+  StatLayout l;
+  const double* mean;
+  const double* rstd;
+  const T* gamma;  // may be null
+  TESSERA_HD double gamma_of(Index ch) const {
+    return gamma ? static_cast<double>(gamma[ch]) : 1.0;
+  }
+  TESSERA_HD double xhat(const T* x, Index e, Index g) const {
+    return (static_cast<double>(x[e]) - mean[g]) * rstd[g];
+  }
+};
+
+template <class T>
+struct NormForward {
+  NormParams<T> p;
+  const T* beta;
+  const T* x;
+  T* y;
+  TESSERA_HD void operator()(Index e) const {
+    const Index ch = p.l.channel_of(e), g = p.l.group_of(e);
+    const double b = beta ? static_cast<double>(beta[ch]) : 0.0;
+    y[e] = static_cast<T>(p.xhat(x, e, g) * p.gamma_of(ch) + b);
+  }
+};
+
+template <class T>
+struct NormBackwardSums {
+  NormParams<T> p;
+  const T* x;
+  const T* dy;
+  double* s1;
+  double* s2;
+  TESSERA_HD void add(Index g, Index j, double& a, double& b) const {
+    const Index e = p.l.element(g, j);
+    const double dyg = static_cast<double>(dy[e]) * p.gamma_of(p.l.channel_of(e));
+    a += dyg;
+    b += dyg * p.xhat(x, e, g);
+  }
+  TESSERA_HD void store(Index g, double a, double b) const {
+    s1[g] = a;
+    s2[g] = b;
+  }
+};
+
+template <class T>
+struct NormBackwardDx {
+  NormParams<T> p;
+  const T* x;
+  const T* dy;
+  const double* S1;
+  const double* S2;
+  double inv_m;
+  T* dx;
+  TESSERA_HD void operator()(Index e) const {
+    const Index ch = p.l.channel_of(e), g = p.l.group_of(e);
+    const double dyg = static_cast<double>(dy[e]) * p.gamma_of(ch);
+    dx[e] = static_cast<T>(p.rstd[g] * (dyg - (S1[g] + p.xhat(x, e, g) * S2[g]) * inv_m));
+  }
+};
+
+// Reduced per channel (the groups of `by_channel`); statistics looked up through p.l.
+template <class T>
+struct NormParamGrads {
+  NormParams<T> p;
+  StatLayout by_channel;
+  const T* x;
+  const T* dy;
+  double* dgamma;
+  double* dbeta;
+  TESSERA_HD void add(Index ch, Index j, double& a, double& b) const {
+    const Index e = by_channel.element(ch, j);
+    const double d = static_cast<double>(dy[e]);
+    a += d * p.xhat(x, e, p.l.group_of(e));
+    b += d;
+  }
+  TESSERA_HD void store(Index ch, double a, double b) const {
+    if (dgamma) dgamma[ch] = a;
+    if (dbeta) dbeta[ch] = b;
+  }
+};
+
+}  // namespace tessera::kernels

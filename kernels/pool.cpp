@@ -1,0 +1,51 @@
+// Validation and normalization of pooling descriptors (host side of every backend).
+#include "kernels/check.hpp"
+#include "kernels/pool_impl.hpp"
+
+namespace tessera::kernels {
+
+PoolGeom pool_geometry(const PoolDesc& d, const char* where) {
+  TESSERA_CHECK(d.nd >= 1 && d.nd <= 3, where << ": pooling needs 1 to 3 spatial dims, got " << d.nd);
+  TESSERA_CHECK(d.n >= 0 && d.c >= 0, where << ": negative batch or channel count");
+  PoolGeom g;
+  g.n = d.n;
+  g.c = d.c;
+  g.max = d.kind == PoolKind::Max;
+  g.include_pad = d.count_include_pad;
+  const int off = 3 - d.nd;  // user dim k is normalized dim off + k
+  for (int k = 0; k < d.nd; ++k) {
+    TESSERA_CHECK(d.in[k] >= 1 && d.kernel[k] >= 1 && d.stride[k] >= 1 && d.pad_lo[k] >= 0 &&
+                      d.pad_hi[k] >= 0,
+                  where << ": dim " << k << " needs extent, kernel, stride >= 1 and padding >= 0 (in "
+                        << d.in[k] << ", kernel " << d.kernel[k] << ", stride " << d.stride[k]
+                        << ", pad " << d.pad_lo[k] << "/" << d.pad_hi[k] << ")");
+    TESSERA_CHECK(d.in[k] + d.pad_lo[k] + d.pad_hi[k] >= d.kernel[k],
+                  where << ": dim " << k << ": kernel " << d.kernel[k]
+                        << " larger than the padded extent " << d.in[k] + d.pad_lo[k] + d.pad_hi[k]);
+    const Index out = d.out(k);
+    // Every window must hold a real cell (max: padding is -inf; avg: a count of zero).
+    TESSERA_CHECK(d.pad_lo[k] < d.kernel[k] && (out - 1) * d.stride[k] - d.pad_lo[k] < d.in[k],
+                  where << ": dim " << k << ": a pooling window lies entirely in the padding (pad "
+                        << d.pad_lo[k] << "/" << d.pad_hi[k] << ", kernel " << d.kernel[k] << ")");
+    const int n = off + k;
+    g.in[n] = d.in[k];
+    g.k[n] = d.kernel[k];
+    g.s[n] = d.stride[k];
+    g.plo[n] = d.pad_lo[k];
+    g.out[n] = out;
+  }
+  bool contiguous = true;
+  for (int k = 0; k < 2 + d.nd; ++k) contiguous = contiguous && d.x_strides[k] == 0;
+  if (contiguous) {
+    g.xs[4] = 1;
+    for (int n = 3; n >= 0; --n) g.xs[n] = g.xs[n + 1] * (n >= 1 ? g.in[n - 1] : g.c);
+    for (int n = 2; n < 2 + off; ++n) g.xs[n] = 0;
+  } else {
+    g.xs[0] = d.x_strides[0];
+    g.xs[1] = d.x_strides[1];
+    for (int k = 0; k < d.nd; ++k) g.xs[2 + off + k] = d.x_strides[2 + k];
+  }
+  return g;
+}
+
+}  // namespace tessera::kernels

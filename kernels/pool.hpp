@@ -1,0 +1,48 @@
+#pragma once
+// Max and average pooling over 1-3 spatial dims of an (N, C, spatial...) tensor, forward
+// and backward, on a window of a possibly halo-padded buffer: x is read through element
+// strides and the padding is explicit per side (a sharded layer passes zero padding on
+// the sides where its halo holds real neighbour cells). Any kernel, stride and padding.
+//
+// Max pooling treats padding as -inf (it never wins: every window must hold a real cell);
+// ties go to the first cell of the window in row-major order, and the backward recomputes
+// that argmax from x, so no index tensor is kept. Average pooling divides by the kernel
+// volume (count_include_pad) or by the number of real cells in the window.
+#include "decomp/box.hpp"
+#include "decomp/hd.hpp"
+#include "kernels/scalar.hpp"
+
+namespace tessera::kernels {
+
+enum class PoolKind { Max, Avg };
+
+struct PoolDesc {
+  int nd = 1;  // spatial dims, 1..3
+  Scalar type = Scalar::F32;
+  Index n = 1, c = 1;
+  Index in[3] = {1, 1, 1};  // spatial extent of the x window
+  Index kernel[3] = {1, 1, 1};
+  Index stride[3] = {1, 1, 1};
+  Index pad_lo[3] = {0, 0, 0}, pad_hi[3] = {0, 0, 0};
+  // Element strides of x (and dx) over (n, c, spatial...); all zero = contiguous.
+  Index x_strides[5] = {0, 0, 0, 0, 0};
+  PoolKind kind = PoolKind::Max;
+  bool count_include_pad = true;
+
+  // Output extent of spatial dim d (floor mode).
+  TESSERA_HD Index out(int d) const {
+    return (in[d] + pad_lo[d] + pad_hi[d] - kernel[d]) / stride[d] + 1;
+  }
+};
+
+// y (contiguous, (n, c, out...)) = pool(x).
+void pool_forward_cpu(const PoolDesc& d, const void* x, void* y);
+// dx (x's layout and strides; the window is overwritten) = adjoint of pooling applied to
+// dy (contiguous). x is read only for max pooling (nullptr allowed for average pooling).
+void pool_backward_cpu(const PoolDesc& d, const void* x, const void* dy, void* dx);
+
+// CUDA versions: device pointers, one kernel launch, synchronous on the default stream.
+void pool_forward_cuda(const PoolDesc& d, const void* x, void* y);
+void pool_backward_cuda(const PoolDesc& d, const void* x, const void* dy, void* dx);
+
+}  // namespace tessera::kernels

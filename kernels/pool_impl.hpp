@@ -1,0 +1,146 @@
+#pragma once
+// Pooling index arithmetic and element functions shared by the OpenMP loops and the CUDA
+// kernels. Geometry is normalized to 3 spatial dims (unused leading dims have extent 1)
+// with resolved strides. The forward computes one output cell per call; the backward
+// gathers one dx cell per call from the outputs whose window covers it, so it needs no
+// atomics and overwrites dx.
+#include "decomp/box.hpp"
+#include "decomp/hd.hpp"
+#include "kernels/hd_math.hpp"
+#include "kernels/pool.hpp"
+
+namespace tessera::kernels {
+
+struct PoolGeom {
+  Index n = 1, c = 1;
+  Index in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, plo[3] = {0, 0, 0};
+  Index out[3] = {1, 1, 1};
+  Index xs[5] = {0, 0, 0, 0, 0};  // strides of (n, c, d0, d1, d2)
+  bool max = true;
+  bool include_pad = true;
+
+  TESSERA_HD Index out_count() const { return n * c * out[0] * out[1] * out[2]; }
+  TESSERA_HD Index in_count() const { return n * c * in[0] * in[1] * in[2]; }
+  // Real-cell range [lo, hi) of the window of output o in dim d.
+  TESSERA_HD void window(int d, Index o, Index& lo, Index& hi) const {
+    const Index start = o * s[d] - plo[d];
+    lo = max_i(start, 0);
+    hi = min_i(start + k[d], in[d]);
+  }
+};
+
+// Validates d (throws tessera::Error naming `where`) and normalizes it.
+PoolGeom pool_geometry(const PoolDesc& d, const char* where);
+
+// Spatial cell (within the window) of the first maximum of output window o.
+template <class T>
+TESSERA_HD inline void pool_argmax(const PoolGeom& g, const T* xnc, const Index o[3],
+                                   Index best[3]) {
+  Index lo[3], hi[3];
+  for (int d = 0; d < 3; ++d) {
+    g.window(d, o[d], lo[d], hi[d]);
+    best[d] = lo[d];
+  }
+  bool first = true;
+  T bv = T(0);
+  for (Index a = lo[0]; a < hi[0]; ++a)
+    for (Index b = lo[1]; b < hi[1]; ++b)
+      for (Index e = lo[2]; e < hi[2]; ++e) {
+        const T v = xnc[a * g.xs[2] + b * g.xs[3] + e * g.xs[4]];
+        // The first NaN wins and stays, as in PyTorch (NaN propagates).
+        if (first || v > bv || (v != v && bv == bv)) {
+          first = false;
+          bv = v;
+          best[0] = a;
+          best[1] = b;
+          best[2] = e;
+        }
+      }
+}
+
+TESSERA_HD inline double pool_divisor(const PoolGeom& g, const Index o[3]) {
+  Index v = 1;
+  for (int d = 0; d < 3; ++d) {
+    if (g.include_pad) {
+      v *= g.k[d];
+    } else {
+      Index lo, hi;
+      g.window(d, o[d], lo, hi);
+      v *= hi - lo;
+    }
+  }
+  return static_cast<double>(v);
+}
+
+template <class T>
+struct PoolForward {
+  PoolGeom g;
+  const T* x;
+  T* y;
+  TESSERA_HD void operator()(Index i) const {
+    Index o[3], r = i;
+    for (int d = 2; d >= 0; --d) {
+      o[d] = r % g.out[d];
+      r /= g.out[d];
+    }
+    const Index cc = r % g.c, nn = r / g.c;
+    const T* xnc = x + nn * g.xs[0] + cc * g.xs[1];
+    if (g.max) {
+      Index b[3] = {0, 0, 0};
+      pool_argmax(g, xnc, o, b);
+      y[i] = xnc[b[0] * g.xs[2] + b[1] * g.xs[3] + b[2] * g.xs[4]];
+      return;
+    }
+    Index lo[3], hi[3];
+    for (int d = 0; d < 3; ++d) g.window(d, o[d], lo[d], hi[d]);
+    double acc = 0;
+    for (Index a = lo[0]; a < hi[0]; ++a)
+      for (Index b = lo[1]; b < hi[1]; ++b)
+        for (Index e = lo[2]; e < hi[2]; ++e)
+          acc += static_cast<double>(xnc[a * g.xs[2] + b * g.xs[3] + e * g.xs[4]]);
+    y[i] = static_cast<T>(acc / pool_divisor(g, o));
+  }
+};
+
+template <class T>
+struct PoolBackward {
+  PoolGeom g;
+  const T* x;  // max pooling only
+  const T* dy;
+  T* dx;
+  TESSERA_HD void operator()(Index i) const {
+    Index p[3], r = i;
+    for (int d = 2; d >= 0; --d) {
+      p[d] = r % g.in[d];
+      r /= g.in[d];
+    }
+    const Index cc = r % g.c, nn = r / g.c;
+    // Outputs whose window covers p: o*s - plo <= p < o*s - plo + k.
+    Index olo[3], ohi[3];
+    for (int d = 0; d < 3; ++d) {
+      olo[d] = max_i(floor_div(p[d] + g.plo[d] - g.k[d], g.s[d]) + 1, 0);
+      ohi[d] = min_i(floor_div(p[d] + g.plo[d], g.s[d]) + 1, g.out[d]);
+    }
+    const T* xnc = g.max ? x + nn * g.xs[0] + cc * g.xs[1] : nullptr;
+    const T* dync = dy + (nn * g.c + cc) * g.out[0] * g.out[1] * g.out[2];
+    double acc = 0;
+    Index o[3];
+    for (o[0] = olo[0]; o[0] < ohi[0]; ++o[0])
+      for (o[1] = olo[1]; o[1] < ohi[1]; ++o[1])
+        for (o[2] = olo[2]; o[2] < ohi[2]; ++o[2]) {
+          const double v =
+              static_cast<double>(dync[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]]);
+          if (g.max) {
+            Index b[3] = {0, 0, 0};
+            pool_argmax(g, xnc, o, b);
+            if (b[0] == p[0] && b[1] == p[1] && b[2] == p[2]) acc += v;
+          } else {
+            acc += v / pool_divisor(g, o);
+          }
+        }
+    dx[nn * g.xs[0] + cc * g.xs[1] + p[0] * g.xs[2] + p[1] * g.xs[3] + p[2] * g.xs[4]] =
+        static_cast<T>(acc);
+  }
+};
+
+}  // namespace tessera::kernels

@@ -1,0 +1,24 @@
+#pragma once
+// Reduction element functions shared by the OpenMP loops and the CUDA kernels.
+#include "kernels/stat_layout.hpp"
+
+namespace tessera::kernels {
+
+template <class T>
+struct StatSums {
+  StatLayout l;
+  const T* x;
+  double* sum;
+  double* sumsq;  // may be null
+  TESSERA_HD void add(Index g, Index j, double& a, double& b) const {
+    const double v = static_cast<double>(x[l.element(g, j)]);
+    a += v;
+    b += v * v;
+  }
+  TESSERA_HD void store(Index g, double a, double b) const {
+    sum[g] = a;
+    if (sumsq) sumsq[g] = b;
+  }
+};
+
+}  // namespace tessera::kernels

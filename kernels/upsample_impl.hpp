@@ -1,0 +1,109 @@
+#pragma once
+// Upsampling element functions shared by the OpenMP loops and the CUDA kernels, on
+// geometry normalized to 3 spatial dims (unused leading dims have extent and scale 1).
+// The backward gathers each dx cell from the dy cells that read it (candidates
+// [(i-1)*scale, (i+2)*scale) per dim cover both taps and the edge clamps), so it
+// needs no atomics.
+#include "decomp/box.hpp"
+#include "decomp/hd.hpp"
+#include "kernels/hd_math.hpp"
+#include "kernels/upsample.hpp"
+
+namespace tessera::kernels {
+
+struct UpsampleGeom {
+  Index n = 1, c = 1;
+  UpsampleMode mode = UpsampleMode::Nearest;
+  Index s[3] = {1, 1, 1}, g[3] = {1, 1, 1};
+  Index ilo[3] = {0, 0, 0}, in[3] = {1, 1, 1};
+  Index olo[3] = {0, 0, 0}, on[3] = {1, 1, 1};
+  Index xs[5] = {0, 0, 0, 0, 0};
+
+  TESSERA_HD Index out_count() const { return n * c * on[0] * on[1] * on[2]; }
+  TESSERA_HD Index in_count() const { return n * c * in[0] * in[1] * in[2]; }
+  // Weight with which output o (global) reads input i (global) in dim d.
+  TESSERA_HD double weight(int d, Index o, Index i) const {
+    const UpsampleTap t = upsample_tap(mode, s[d], g[d], o);
+    return (t.i0 == i ? 1.0 - t.w1 : 0.0) + (t.i1 == i ? t.w1 : 0.0);
+  }
+};
+
+// Validates d (throws tessera::Error naming `where`) and normalizes it.
+UpsampleGeom upsample_geometry(const UpsampleDesc& d, const char* where);
+
+template <class T>
+struct UpsampleForward {
+  UpsampleGeom g;
+  const T* x;
+  T* y;
+  TESSERA_HD void operator()(Index i) const {
+    Index o[3], r = i;
+    for (int d = 2; d >= 0; --d) {
+      o[d] = r % g.on[d] + g.olo[d];
+      r /= g.on[d];
+    }
+    const Index cc = r % g.c, nn = r / g.c;
+    const T* xnc = x + nn * g.xs[0] + cc * g.xs[1];
+    UpsampleTap t[3];
+    for (int d = 0; d < 3; ++d) t[d] = upsample_tap(g.mode, g.s[d], g.g[d], o[d]);
+    double acc = 0;
+    for (int a = 0; a < 2; ++a) {
+      const double wa = a ? t[0].w1 : 1.0 - t[0].w1;
+      if (wa == 0.0) continue;
+      const Index pa = (a ? t[0].i1 : t[0].i0) - g.ilo[0];
+      for (int b = 0; b < 2; ++b) {
+        const double wb = b ? t[1].w1 : 1.0 - t[1].w1;
+        if (wb == 0.0) continue;
+        const Index pb = (b ? t[1].i1 : t[1].i0) - g.ilo[1];
+        for (int e = 0; e < 2; ++e) {
+          const double we = e ? t[2].w1 : 1.0 - t[2].w1;
+          if (we == 0.0) continue;
+          const Index pe = (e ? t[2].i1 : t[2].i0) - g.ilo[2];
+          acc += wa * wb * we * static_cast<double>(xnc[pa * g.xs[2] + pb * g.xs[3] + pe * g.xs[4]]);
+        }
+      }
+    }
+    y[i] = static_cast<T>(acc);
+  }
+};
+
+template <class T>
+struct UpsampleBackward {
+  UpsampleGeom g;
+  const T* dy;
+  T* dx;
+  TESSERA_HD void operator()(Index i) const {
+    Index p[3], r = i;
+    for (int d = 2; d >= 0; --d) {
+      p[d] = r % g.in[d] + g.ilo[d];
+      r /= g.in[d];
+    }
+    const Index cc = r % g.c, nn = r / g.c;
+    Index lo[3], hi[3];
+    for (int d = 0; d < 3; ++d) {
+      lo[d] = max_i((p[d] - 1) * g.s[d], g.olo[d]);
+      hi[d] = min_i((p[d] + 2) * g.s[d], g.olo[d] + g.on[d]);
+    }
+    const T* dync = dy + (nn * g.c + cc) * g.on[0] * g.on[1] * g.on[2];
+    double acc = 0;
+    for (Index a = lo[0]; a < hi[0]; ++a) {
+      const double wa = g.weight(0, a, p[0]);
+      if (wa == 0.0) continue;
+      for (Index b = lo[1]; b < hi[1]; ++b) {
+        const double wb = g.weight(1, b, p[1]);
+        if (wb == 0.0) continue;
+        for (Index e = lo[2]; e < hi[2]; ++e) {
+          const double we = g.weight(2, e, p[2]);
+          if (we == 0.0) continue;
+          const Index off =
+              ((a - g.olo[0]) * g.on[1] + (b - g.olo[1])) * g.on[2] + (e - g.olo[2]);
+          acc += wa * wb * we * static_cast<double>(dync[off]);
+        }
+      }
+    }
+    dx[nn * g.xs[0] + cc * g.xs[1] + (p[0] - g.ilo[0]) * g.xs[2] + (p[1] - g.ilo[1]) * g.xs[3] +
+       (p[2] - g.ilo[2]) * g.xs[4]] = static_cast<T>(acc);
+  }
+};
+
+}  // namespace tessera::kernels
