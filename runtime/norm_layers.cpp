@@ -7,6 +7,7 @@
 #include "kernels/reduce.hpp"
 #include "runtime/error.hpp"
 #include "runtime/ops_support.hpp"
+#include "runtime/window_layout.hpp"
 
 namespace tessera {
 
@@ -165,18 +166,18 @@ ShardTensor NormLayer::forward(const ShardTensor& x) {
     case Kind::Group:
       s->layout = StatLayout::per_group(n, c, inner, c / (channels_ / groups_));
       s->M = static_cast<double>((channels_ / groups_) * vol);
-      s->stat_axes = sharding_axes(spec, spatial);
+      s->stat_axes = axes_sharding_dims(spec, spatial);
       break;
     case Kind::Batch:
       s->layout = StatLayout::per_channel(n, c, inner);
       s->M = static_cast<double>(spec.global_shape()[0] * vol);
       spatial.push_back(0);
-      s->stat_axes = sharding_axes(spec, spatial);
+      s->stat_axes = axes_sharding_dims(spec, spatial);
       break;
     case Kind::ChannelLayer:
       s->layout = StatLayout::per_position(n, c, inner);
       s->M = static_cast<double>(channels_);
-      s->stat_axes = sharding_axes(spec, {1});
+      s->stat_axes = axes_sharding_dims(spec, {1});
       break;
   }
   if (kind_ == Kind::Group && c == 0) s->layout.groups = 1;  // no channels: no groups
@@ -216,7 +217,7 @@ ShardTensor NormLayer::forward(const ShardTensor& x) {
         full[s->c0 + i] = mean[i];
         full[channels_ + s->c0 + i] = var[i];
       }
-      allreduce_sum(x.mesh(), sharding_axes(spec, {1}), full.data(), 2 * channels_);
+      allreduce_sum(x.mesh(), axes_sharding_dims(spec, {1}), full.data(), 2 * channels_);
       const double m = opts_.momentum;
       const double unbias = s->M > 1 ? s->M / (s->M - 1) : 1.0;
       for (Index ch = 0; ch < channels_; ++ch) {

@@ -12,10 +12,10 @@ kernels::Scalar kernel_scalar(DType dt, const char* where) {
   return dt == DType::f64 ? kernels::Scalar::F64 : kernels::Scalar::F32;
 }
 
-std::vector<int> sharding_axes(const ShardSpec& spec, const std::vector<int>& dims) {
+std::vector<int> axes_sharding_dims(const ShardSpec& spec, const std::vector<int>& dims) {
   std::vector<int> axes;
   for (int d = 0; d < spec.ndim(); ++d) {
-    if (!dims.empty() && std::find(dims.begin(), dims.end(), d) == dims.end()) continue;
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) continue;
     if (spec.placement(d).sharded()) axes.push_back(spec.placement(d).axis);
   }
   std::sort(axes.begin(), axes.end());

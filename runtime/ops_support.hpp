@@ -13,8 +13,9 @@ namespace tessera {
 // float32 / float64 as the kernels' Scalar; anything else throws naming `where`.
 kernels::Scalar kernel_scalar(DType dt, const char* where);
 
-// Mesh axes that shard at least one of `dims` (all dims when empty), ascending.
-std::vector<int> sharding_axes(const ShardSpec& spec, const std::vector<int>& dims = {});
+// Mesh axes that shard at least one of `dims`, ascending (sharding_axes(spec) in
+// runtime/window_layout.hpp gives those of every dim).
+std::vector<int> axes_sharding_dims(const ShardSpec& spec, const std::vector<int>& dims);
 
 // In-place sum of n doubles over every rank that differs only in `axes` (one all-reduce
 // per axis, so the result is the same on every rank of the group).

@@ -3,6 +3,7 @@
 #include "kernels/bias.hpp"
 #include "runtime/error.hpp"
 #include "runtime/ops_support.hpp"
+#include "runtime/window_layout.hpp"
 
 namespace tessera {
 

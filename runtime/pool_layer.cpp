@@ -5,15 +5,15 @@
 #include "kernels/pool.hpp"
 #include "runtime/error.hpp"
 #include "runtime/ops_support.hpp"
+#include "runtime/window_layout.hpp"
 
 namespace tessera {
 
 struct Pool::Saved {
-  ShardSpec in_spec, out_spec;
-  std::unique_ptr<HaloExchange> exchange;  // reused while the input spec stays the same
-  WindowPlan plan;
-  HaloTensor x;  // padded input (max pooling's backward recomputes the argmax from it)
+  std::unique_ptr<WindowPlan> plan;  // reused while the input layout stays the same
+  HaloFrame x;  // input with ghosts (max pooling's backward recomputes the argmax from it)
   kernels::PoolDesc desc;
+  bool have_x = false;
 };
 
 namespace {
@@ -76,7 +76,10 @@ ShardSpec Pool::output_spec(const ShardSpec& in) const {
                   name() << ": spatial dim " << k << ": the last window lies in the padding");
     shape[2 + k] = out;
   }
-  return balanced_output_spec(in, shape);
+  std::vector<std::function<Index(Index)>> first(in.ndim());
+  for (int k = 0; k < nd; ++k)
+    first[2 + k] = [w = window(k)](Index c) { return conv_first_output_at(w, c); };
+  return window_output_spec(in, shape, opts_.split, first);
 }
 
 namespace {
@@ -99,24 +102,22 @@ ShardTensor Pool::forward(const ShardTensor& x) {
   const int nd = static_cast<int>(opts_.kernel.size());
   check_layer_input(x, nd + 2, nd + 2, name());
   const ShardSpec out_spec = output_spec(x.spec());
-  if (!saved_ || saved_->in_spec != x.spec()) {
+  if (!saved_ || !saved_->plan->matches(x.mesh(), x.spec())) {
+    std::vector<HaloReach> reach(nd + 2, no_reach());
+    for (int k = 0; k < nd; ++k) reach[2 + k] = window_reach(window(k), false);
     auto s = std::make_unique<Saved>();
-    s->in_spec = x.spec();
-    s->out_spec = out_spec;
-    s->plan = make_window_plan(x.mesh(), x.spec(), out_spec, [&](int d, Index lo, Index hi) {
-      return d < 2 ? std::pair<Index, Index>{lo, hi} : window(d - 2).input_range(lo, hi);
-    });
-    s->exchange = std::make_unique<HaloExchange>(x.mesh(), x.spec(), s->plan.widths);
+    s->plan = std::make_unique<WindowPlan>(x.mesh(), x.spec(), out_spec, reach);
     saved_ = std::move(s);
   }
   Saved& s = *saved_;
-  s.x = HaloTensor::from_shard(x, s.plan.widths);
-  s.exchange->exchange(s.x);
+  s.x = fill_halo(*s.plan, x);
+  s.have_x = true;
 
+  const BlockWindow& bw = s.plan->mine();
   const Box out_box = out_spec.local_box(x.mesh().coords());
   Tensor y = Tensor::empty(out_box.shape(), x.dtype(), x.local().space());
-  if (s.plan.active) {
-    const Tensor xw = s.x.view_global(s.plan.window);
+  if (!bw.idle) {
+    const Tensor xw = s.x.window(bw.window);
     kernels::PoolDesc& d = s.desc;
     d = kernels::PoolDesc{};
     d.nd = nd;
@@ -127,8 +128,8 @@ ShardTensor Pool::forward(const ShardTensor& x) {
       d.in[k] = xw.shape(2 + k);
       d.kernel[k] = opts_.kernel[k];
       d.stride[k] = opts_.stride[k];
-      d.pad_lo[k] = s.plan.pad_lo[2 + k];
-      d.pad_hi[k] = s.plan.pad_hi[2 + k];
+      d.pad_lo[k] = bw.clip_lo[2 + k];  // the domain's padding this rank's windows reach
+      d.pad_hi[k] = bw.clip_hi[2 + k];
     }
     for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
     d.kind = opts_.kind == PoolOptions::Kind::Max ? kernels::PoolKind::Max : kernels::PoolKind::Avg;
@@ -143,21 +144,21 @@ ShardTensor Pool::forward(const ShardTensor& x) {
 }
 
 ShardTensor Pool::backward(const ShardTensor& dy) {
-  TESSERA_CHECK(saved_ && saved_->x.padded().defined(), name() << ": backward before forward");
+  TESSERA_CHECK(saved_ && saved_->have_x, name() << ": backward before forward");
   Saved& s = *saved_;
-  TESSERA_CHECK(dy.spec() == s.out_spec, name()
-                                             << ": output gradient laid out as " << dy.spec().str()
-                                             << ", forward produced " << s.out_spec.str());
-  TESSERA_CHECK(dy.dtype() == s.x.padded().dtype(), name() << ": output gradient is "
-                                                           << name_of(dy.dtype()) << ", input was "
-                                                           << name_of(s.x.padded().dtype()));
-  HaloTensor dx(dy.mesh(), s.in_spec, s.plan.widths, dy.dtype(), s.x.padded().space());
-  if (s.plan.active) {
-    pool_backward(s.desc, s.x.view_global(s.plan.window), dy.local().contiguous(),
-                  dx.view_global(s.plan.window));
-  }
-  s.exchange->exchange_adjoint(dx);
-  return dx.to_shard();
+  TESSERA_CHECK(dy.spec() == s.plan->driver_spec, name() << ": output gradient laid out as "
+                                                         << dy.spec().str() << ", forward produced "
+                                                         << s.plan->driver_spec.str());
+  TESSERA_CHECK(dy.dtype() == s.x.buffer.dtype() && dy.local().space() == s.x.buffer.space(),
+                name() << ": output gradient is " << name_of(dy.dtype()) << " in "
+                       << name_of(dy.local().space()) << " memory, the input was "
+                       << name_of(s.x.buffer.dtype()) << " in " << name_of(s.x.buffer.space()));
+  const HaloFrame dx = zero_frame(*s.plan, dy.dtype(), dy.local().space());
+  const BlockWindow& bw = s.plan->mine();
+  if (!bw.idle)
+    pool_backward(s.desc, s.x.window(bw.window), dy.local().contiguous(), dx.window(bw.window));
+  add_ghosts_to_owners(*s.plan, dx);
+  return owned_shard(*s.plan, dx);
 }
 
 }  // namespace tessera

@@ -1,19 +1,18 @@
 #pragma once
 // Pool: sharded max or average pooling over the 1-3 spatial dims of an (N, C, spatial...)
 // ShardTensor. Any kernel, stride and padding (left and right may differ), overlapping
-// windows included. The output is split over the same process grid in balanced parts;
-// each rank fills a halo sized to the input range its outputs read (widths differ per
-// rank) and pools a window of the padded buffer, applying the domain padding itself
-// (max pooling treats it as -inf), so the result equals single-device pooling. Backward:
-// local pooling adjoint into a zeroed padded buffer, then the adjoint halo exchange adds
-// ghost gradients into their owners.
+// windows included. The output is split over the same process grid (balanced, or aligned
+// with the input's cuts); each rank fills a halo sized to the input range its outputs read (widths
+// differ per rank) and pools a window of the padded buffer, applying the domain padding itself (max
+// pooling treats it as -inf), so the result equals single-device pooling. Backward: local pooling
+// adjoint into a zeroed padded buffer, then the adjoint halo exchange adds ghost gradients into
+// their owners.
 #include <memory>
 #include <vector>
 
 #include "decomp/conv_window.hpp"
-#include "runtime/halo_exchange.hpp"
+#include "decomp/window_halo.hpp"
 #include "runtime/layer.hpp"
-#include "runtime/window_plan.hpp"
 
 namespace tessera {
 
@@ -24,6 +23,9 @@ struct PoolOptions {
   std::vector<Index> pad_lo;      // empty: zero
   std::vector<Index> pad_hi;      // empty: pad_lo
   bool count_include_pad = true;  // average pooling: divide by the kernel volume
+  // Output partition: balanced over the input's grid, or aligned with the input's cuts
+  // (the block owning a window's centre computes it), as the conv layers offer.
+  OutputSplit split = OutputSplit::Balanced;
 };
 
 class Pool : public Layer {

@@ -4,18 +4,16 @@
 
 #include "kernels/upsample.hpp"
 #include "runtime/error.hpp"
-#include "runtime/halo_exchange.hpp"
 #include "runtime/ops_support.hpp"
-#include "runtime/window_plan.hpp"
+#include "runtime/window_layout.hpp"
 
 namespace tessera {
 
 struct Upsample::Saved {
-  ShardSpec in_spec, out_spec;
-  std::unique_ptr<HaloExchange> exchange;  // reused while the input spec stays the same
-  WindowPlan plan;
+  std::unique_ptr<WindowPlan> plan;  // reused while the input layout stays the same
   kernels::UpsampleDesc desc;
   MemSpace space = MemSpace::Host;
+  DType dtype = DType::f32;
   bool have_forward = false;
 };
 
@@ -46,7 +44,10 @@ ShardSpec Upsample::output_spec(const ShardSpec& in) const {
     TESSERA_CHECK(shape[2 + k] >= 1, name() << ": spatial dim " << k << " is empty");
     shape[2 + k] *= opts_.scale[k];
   }
-  return balanced_output_spec(in, shape);
+  // Aligned: input cell c anchors outputs [c * scale, (c + 1) * scale).
+  std::vector<std::function<Index(Index)>> first(in.ndim());
+  for (int k = 0; k < nd; ++k) first[2 + k] = [s = opts_.scale[k]](Index c) { return c * s; };
+  return window_output_spec(in, shape, opts_.split, first);
 }
 
 namespace {
@@ -61,30 +62,29 @@ ShardTensor Upsample::forward(const ShardTensor& x) {
   check_layer_input(x, nd + 2, nd + 2, name());
   const ShardSpec out_spec = output_spec(x.spec());
   const kernels::UpsampleMode mode = kernel_mode(opts_.mode);
-  if (!saved_ || saved_->in_spec != x.spec()) {
+  if (!saved_ || !saved_->plan->matches(x.mesh(), x.spec())) {
+    std::vector<HaloReach> reach(nd + 2, no_reach());
+    for (int k = 0; k < nd; ++k) {
+      const Index scale = opts_.scale[k], L = x.global_shape()[2 + k];
+      reach[2 + k].range = [mode, scale, L](Index lo, Index hi) {
+        Index a = 0, b = 0;
+        kernels::upsample_input_range(mode, scale, L, lo, hi - lo, &a, &b);
+        return std::pair<Index, Index>{a, b};
+      };
+    }
     auto s = std::make_unique<Saved>();
-    s->in_spec = x.spec();
-    s->out_spec = out_spec;
-    const std::vector<Index> in_shape = x.global_shape();
-    s->plan = make_window_plan(x.mesh(), x.spec(), out_spec, [&](int d, Index lo, Index hi) {
-      if (d < 2) return std::pair<Index, Index>{lo, hi};
-      Index a = 0, b = 0;
-      kernels::upsample_input_range(mode, opts_.scale[d - 2], in_shape[d], lo, hi - lo, &a, &b);
-      return std::pair<Index, Index>{a, b};
-    });
-    s->exchange = std::make_unique<HaloExchange>(x.mesh(), x.spec(), s->plan.widths);
+    s->plan = std::make_unique<WindowPlan>(x.mesh(), x.spec(), out_spec, reach);
     saved_ = std::move(s);
   }
   Saved& s = *saved_;
-  HaloTensor xh = HaloTensor::from_shard(x, s.plan.widths);
-  s.exchange->exchange(xh);
-
+  const HaloFrame xh = fill_halo(*s.plan, x);
+  const BlockWindow& bw = s.plan->mine();
   const Box out_box = out_spec.local_box(x.mesh().coords());
   Tensor y = Tensor::empty(out_box.shape(), x.dtype(), x.local().space());
   kernels::UpsampleDesc& d = s.desc;
   d = kernels::UpsampleDesc{};
-  if (s.plan.active) {
-    const Tensor xw = xh.view_global(s.plan.window);
+  if (!bw.idle) {
+    const Tensor xw = xh.window(bw.window);
     d.nd = nd;
     d.type = kernel_scalar(x.dtype(), "Upsample");
     d.n = xw.shape(0);
@@ -93,8 +93,8 @@ ShardTensor Upsample::forward(const ShardTensor& x) {
     for (int k = 0; k < nd; ++k) {
       d.scale[k] = opts_.scale[k];
       d.in_global[k] = x.global_shape()[2 + k];
-      d.in_lo[k] = s.plan.window.lo[2 + k];
-      d.in_n[k] = s.plan.window.extent(2 + k);
+      d.in_lo[k] = bw.window.lo[2 + k];
+      d.in_n[k] = bw.window.extent(2 + k);
       d.out_lo[k] = out_box.lo[2 + k];
       d.out_n[k] = out_box.extent(2 + k);
     }
@@ -105,6 +105,7 @@ ShardTensor Upsample::forward(const ShardTensor& x) {
       kernels::upsample_forward_cuda(d, xw.raw(), y.raw());
   }
   s.space = x.local().space();
+  s.dtype = x.dtype();
   s.have_forward = true;
   return ShardTensor::unchecked(x.mesh(), out_spec, y);
 }
@@ -112,24 +113,25 @@ ShardTensor Upsample::forward(const ShardTensor& x) {
 ShardTensor Upsample::backward(const ShardTensor& dy) {
   TESSERA_CHECK(saved_ && saved_->have_forward, name() << ": backward before forward");
   Saved& s = *saved_;
-  TESSERA_CHECK(dy.spec() == s.out_spec, name()
-                                             << ": output gradient laid out as " << dy.spec().str()
-                                             << ", forward produced " << s.out_spec.str());
-  kernel_scalar(dy.dtype(), "Upsample");
-  HaloTensor dx(dy.mesh(), s.in_spec, s.plan.widths, dy.dtype(), s.space);
-  if (s.plan.active) {
-    TESSERA_CHECK(kernel_scalar(dy.dtype(), "Upsample") == s.desc.type,
-                  name() << ": output gradient is " << name_of(dy.dtype())
-                         << ", forward ran on another element type");
-    const Tensor dxw = dx.view_global(s.plan.window);
+  TESSERA_CHECK(dy.spec() == s.plan->driver_spec, name() << ": output gradient laid out as "
+                                                         << dy.spec().str() << ", forward produced "
+                                                         << s.plan->driver_spec.str());
+  TESSERA_CHECK(dy.dtype() == s.dtype && dy.local().space() == s.space,
+                name() << ": output gradient is " << name_of(dy.dtype()) << " in "
+                       << name_of(dy.local().space()) << " memory, the input was "
+                       << name_of(s.dtype) << " in " << name_of(s.space));
+  const HaloFrame dx = zero_frame(*s.plan, dy.dtype(), s.space);
+  const BlockWindow& bw = s.plan->mine();
+  if (!bw.idle) {
+    const Tensor dxw = dx.window(bw.window);
     const Tensor g = dy.local().contiguous();
     if (s.space == MemSpace::Host)
       kernels::upsample_backward_cpu(s.desc, g.raw(), dxw.raw());
     else
       kernels::upsample_backward_cuda(s.desc, g.raw(), dxw.raw());
   }
-  s.exchange->exchange_adjoint(dx);
-  return dx.to_shard();
+  add_ghosts_to_owners(*s.plan, dx);
+  return owned_shard(*s.plan, dx);
 }
 
 }  // namespace tessera

@@ -1,7 +1,8 @@
 #pragma once
 // Upsample: sharded nearest or (bi/tri)linear upsampling by an integer factor per spatial
 // dim of an (N, C, spatial...) ShardTensor (PyTorch semantics, align_corners=false). The
-// output is split over the same process grid in balanced parts; each rank fills a halo
+// output is split over the same process grid (balanced, or aligned with the input's
+// cuts); each rank fills a halo
 // sized to the input cells its output block reads (kernels::upsample_input_range), and
 // the kernel evaluates the output block in global coordinates, so shard edges and the
 // global edge (where linear clamps) are exact. Backward: the kernel's adjoint into a
@@ -9,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "decomp/window_halo.hpp"
 #include "runtime/layer.hpp"
 
 namespace tessera {
@@ -16,6 +18,9 @@ namespace tessera {
 struct UpsampleOptions {
   enum class Mode { Nearest, Linear } mode = Mode::Nearest;
   std::vector<Index> scale;  // one integer factor >= 1 per spatial dim (1 to 3)
+  // Output partition: balanced over the input's grid, or aligned (output block = scale
+  // times the input block: nearest needs no halo, linear one cell per side).
+  OutputSplit split = OutputSplit::Balanced;
 };
 
 class Upsample : public Layer {

@@ -8,9 +8,10 @@
 #include "runtime/norm_layers.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
-#include "tests/mpi/layer_check.hpp"
+#include "tests/mpi/ops_layer_check.hpp"
 
 using namespace tessera;
+namespace ops = tessera::test::ops;
 
 namespace {
 enum class Which { Group, Batch, BatchEval, Layer };
@@ -69,7 +70,7 @@ std::unique_ptr<Layer> make_norm(const Case& c, DType dt) {
 // Sharded placements for a norm case; a GroupNorm's channel shards hold whole groups.
 std::vector<std::vector<Index>> norm_sizes(std::mt19937& rng, const Mesh& mesh, const Case& c,
                                            const std::vector<Placement>& dims, bool uneven) {
-  auto sizes = test::layer_sizes(rng, mesh, c.shape, dims, uneven);
+  auto sizes = ops::layer_sizes(rng, mesh, c.shape, dims, uneven);
   if (c.which == Which::Group && dims[1].sharded()) {
     const Index per = c.shape[1] / c.groups;
     std::vector<Index> s(mesh.dim(dims[1].axis), 0);
@@ -110,7 +111,7 @@ TEST_CASE("Sharded norms equal single-rank norms, forward and every gradient", "
       for (int layout = 0; layout < (many ? 2 : 3); ++layout) {
         for (DType dt : {DType::f64, DType::f32}) {
           if (many && dt == DType::f32) continue;
-          auto dims = test::layer_dims(mesh, ns);
+          auto dims = ops::layer_dims(mesh, ns);
           // On 1-D meshes, shard C instead of space on the third layout (LayerNorm reduces
           // over it, GroupNorm and BatchNorm keep whole channels per rank).
           if (layout == 2 && mesh.ndim() == 1) {
@@ -118,8 +119,8 @@ TEST_CASE("Sharded norms equal single-rank norms, forward and every gradient", "
             dims[1] = Shard(0);
           }
           const auto sizes = norm_sizes(rng, mesh, c, dims, layout > 0);
-          const Tensor x = test::random_tensor(c.shape, dt, 31 + runs, -1.0, 2.0);
-          const auto e = test::compare_with_single_rank(
+          const Tensor x = ops::random_tensor(c.shape, dt, 31 + runs, -1.0, 2.0);
+          const auto e = ops::compare_with_single_rank(
               mesh, [&] { return make_norm(c, dt); }, x, dims, sizes, 7, 2);
           INFO(c.what << " on " << mesh.str() << " layout " << layout << " " << name_of(dt)
                       << ": y " << e.y << " dx " << e.dx << " dgamma "
@@ -127,7 +128,7 @@ TEST_CASE("Sharded norms equal single-rank norms, forward and every gradient", "
                       << (e.grads.size() > 1 ? e.grads[1] : -1));
           MPI_CHECK(e.spec_ok);
           MPI_CHECK(e.grads.size() == 2);
-          MPI_CHECK(e.worst() <= test::tolerance(dt));
+          MPI_CHECK(e.worst() <= ops::tolerance(dt));
           ++runs;
         }
       }
@@ -144,10 +145,10 @@ TEST_CASE("BatchNorm running statistics agree across layouts and drive eval mode
     o.momentum = 0.3;
     BatchNorm ref(3, o), sh(3, o);
     const Mesh self = Mesh::line(MPI_COMM_SELF);
-    const auto dims = test::layer_dims(mesh, 2);
+    const auto dims = ops::layer_dims(mesh, 2);
     std::vector<Tensor> xs;
     for (int step = 0; step < 3; ++step) {
-      const Tensor x = test::random_tensor(shape, DType::f64, 40 + step, -1.0 + step, 3.0);
+      const Tensor x = ops::random_tensor(shape, DType::f64, 40 + step, -1.0 + step, 3.0);
       ref.forward(ShardTensor::scatter(self, x, ShardSpec::replicated(shape, self)));
       sh.forward(ShardTensor::scatter(mesh, x, dims));
       xs.push_back(x);
@@ -196,14 +197,14 @@ TEST_CASE("GroupNorm matches a long-double reference, also with a large offset",
   for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
     for (double offset : {0.0, 1e4}) {
       const std::vector<Index> shape{2, 4, 9, 8};
-      const Tensor x = test::random_tensor(shape, DType::f64, 50, offset - 1, offset + 1);
+      const Tensor x = ops::random_tensor(shape, DType::f64, 50, offset - 1, offset + 1);
       NormOptions o;
       o.dtype = DType::f64;
       o.affine = false;
       GroupNorm gn(2, 4, o);
       const Tensor y =
-          gn.forward(ShardTensor::scatter(mesh, x, test::layer_dims(mesh, 2))).gather_all();
-      const double err = test::rel_error(y, naive_group_norm(x, 2, o.eps));
+          gn.forward(ShardTensor::scatter(mesh, x, ops::layer_dims(mesh, 2))).gather_all();
+      const double err = ops::rel_error(y, naive_group_norm(x, 2, o.eps));
       INFO(mesh.str() << " offset " << offset << ": " << err);
       MPI_CHECK(err <= (offset == 0 ? 1e-14 : 1e-11));
       MPI_CHECK(gn.parameters().empty());
@@ -213,16 +214,16 @@ TEST_CASE("GroupNorm matches a long-double reference, also with a large offset",
 
 TEST_CASE("Norm gradients match finite differences (float64, one rank)", "[norm]") {
   for (const Case& c : cases()) {
-    const Tensor x = test::random_tensor(c.shape, DType::f64, 60, -1.0, 2.0);
+    const Tensor x = ops::random_tensor(c.shape, DType::f64, 60, -1.0, 2.0);
     const double err =
-        test::finite_difference_error([&] { return make_norm(c, DType::f64); }, x, 16, 1e-5);
+        ops::finite_difference_error([&] { return make_norm(c, DType::f64); }, x, 16, 1e-5);
     INFO(c.what << ": " << err);
     MPI_CHECK(err <= 1e-7);
   }
 }
 
 TEST_CASE("Norms reject bad parameters and inputs with clear errors", "[norm]") {
-  using test::throws_error;
+  using ops::throws_error;
   NormOptions o;
   MPI_CHECK(throws_error([&] { GroupNorm g(3, 4, o); }));  // 3 groups, 4 channels
   MPI_CHECK(throws_error([&] { GroupNorm g(0, 4, o); }));
@@ -255,7 +256,7 @@ TEST_CASE("Norms reject bad parameters and inputs with clear errors", "[norm]") 
           ShardSpec({1, 4, 8}, {Replicate(), Shard(0), Replicate()}, mesh, {}, {{}, cs, {}}));
     }));
   }
-  const Tensor x64 = test::random_tensor({1, 4, 8}, DType::f64, 1);  // layer is float32
+  const Tensor x64 = ops::random_tensor({1, 4, 8}, DType::f64, 1);  // layer is float32
   MPI_CHECK(throws_error([&] {
     g.forward(ShardTensor::scatter(mesh, x64, {Replicate(), Replicate(), Shard(0)}));
   }));

@@ -6,9 +6,10 @@
 #include "runtime/pointwise_layers.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
-#include "tests/mpi/layer_check.hpp"
+#include "tests/mpi/ops_layer_check.hpp"
 
 using namespace tessera;
+namespace ops = tessera::test::ops;
 
 namespace {
 const Activation kAll[] = {Activation::ReLU, Activation::GELU, Activation::SiLU, Activation::Tanh};
@@ -41,25 +42,25 @@ TEST_CASE("Sharded activations and channel bias equal one rank, forward and back
       for (int layout = 0; layout < 2; ++layout) {
         for (DType dt : {DType::f64, DType::f32}) {
           if (many && dt == DType::f32) continue;
-          const auto dims = test::layer_dims(mesh, ns);
-          const auto sizes = test::layer_sizes(rng, mesh, shape, dims, layout > 0);
-          const Tensor x = test::random_tensor(shape, dt, 70 + runs, -3.0, 3.0);
+          const auto dims = ops::layer_dims(mesh, ns);
+          const auto sizes = ops::layer_sizes(rng, mesh, shape, dims, layout > 0);
+          const Tensor x = ops::random_tensor(shape, dt, 70 + runs, -3.0, 3.0);
           for (Activation a : kAll) {
-            const auto e = test::compare_with_single_rank(
+            const auto e = ops::compare_with_single_rank(
                 mesh, [&] { return std::make_unique<ActivationLayer>(a); }, x, dims, sizes);
             INFO(kernels::name_of(a)
                  << " on " << mesh.str() << " " << name_of(dt) << ": y " << e.y << " dx " << e.dx);
             MPI_CHECK(e.spec_ok);
-            MPI_CHECK(e.worst() <= test::tolerance(dt));
+            MPI_CHECK(e.worst() <= ops::tolerance(dt));
           }
           const Index C = shape[1];
-          const auto e = test::compare_with_single_rank(
+          const auto e = ops::compare_with_single_rank(
               mesh, [&] { return std::make_unique<ChannelBias>(C, dt); }, x, dims, sizes, 7, 2);
           INFO("ChannelBias on " << mesh.str() << " " << name_of(dt) << ": y " << e.y << " dx "
                                  << e.dx << " db " << (e.grads.empty() ? -1 : e.grads[0]));
           MPI_CHECK(e.spec_ok);
           MPI_CHECK(e.grads.size() == 1);
-          MPI_CHECK(e.worst() <= test::tolerance(dt));
+          MPI_CHECK(e.worst() <= ops::tolerance(dt));
           ++runs;
         }
       }
@@ -71,11 +72,11 @@ TEST_CASE("Sharded activations and channel bias equal one rank, forward and back
 TEST_CASE("Activations match naive float64 formulas", "[pointwise]") {
   const Mesh mesh = Mesh::line(test::harness_comm());
   const std::vector<Index> shape{2, 3, 50};
-  const Tensor x = test::random_tensor(shape, DType::f64, 5, -6.0, 6.0);
+  const Tensor x = ops::random_tensor(shape, DType::f64, 5, -6.0, 6.0);
   for (Activation a : kAll) {
     ActivationLayer l(a);
     const Tensor y =
-        l.forward(ShardTensor::scatter(mesh, x, test::layer_dims(mesh, 1))).gather_all();
+        l.forward(ShardTensor::scatter(mesh, x, ops::layer_dims(mesh, 1))).gather_all();
     double err = 0;
     for (Index i = 0; i < x.numel(); ++i)
       err = std::max(err, std::abs(y.data<double>()[i] - naive(a, x.data<double>()[i])));
@@ -90,8 +91,8 @@ TEST_CASE("ChannelBias adds per channel and sums its gradient over every sharded
     const std::vector<Index> shape{2, 3, 6, 5};
     ChannelBias b(3, DType::f64);
     for (Index c = 0; c < 3; ++c) b.bias().value.at<double>({c}) = 10.0 * (c + 1);
-    const Tensor x = test::random_tensor(shape, DType::f64, 2);
-    const auto dims = test::layer_dims(mesh, 2);
+    const Tensor x = ops::random_tensor(shape, DType::f64, 2);
+    const auto dims = ops::layer_dims(mesh, 2);
     const Tensor y = b.forward(ShardTensor::scatter(mesh, x, dims)).gather_all();
     double err = 0;
     for (Index i = 0; i < x.numel(); ++i)
@@ -126,29 +127,29 @@ TEST_CASE("ChannelBias adds per channel and sums its gradient over every sharded
 }
 
 TEST_CASE("Pointwise gradients match finite differences (float64, one rank)", "[pointwise]") {
-  const Tensor x = test::random_tensor({2, 3, 5, 4}, DType::f64, 80, -3.0, 3.0);
+  const Tensor x = ops::random_tensor({2, 3, 5, 4}, DType::f64, 80, -3.0, 3.0);
   for (Activation a : kAll) {
     const double err =
-        test::finite_difference_error([&] { return std::make_unique<ActivationLayer>(a); }, x);
+        ops::finite_difference_error([&] { return std::make_unique<ActivationLayer>(a); }, x);
     INFO(kernels::name_of(a) << ": " << err);
     MPI_CHECK(err <= 1e-7);
   }
-  const double err = test::finite_difference_error(
-      [&] { return std::make_unique<ChannelBias>(3, DType::f64); }, x);
+  const double err =
+      ops::finite_difference_error([&] { return std::make_unique<ChannelBias>(3, DType::f64); }, x);
   MPI_CHECK(err <= 1e-7);
 }
 
 TEST_CASE("Pointwise layers reject bad parameters and inputs with clear errors", "[pointwise]") {
-  using test::throws_error;
+  using ops::throws_error;
   MPI_CHECK(throws_error([] { ChannelBias b(0); }));
   MPI_CHECK(throws_error([] { ChannelBias b(3, DType::i64); }));
   const Mesh mesh = Mesh::line(test::harness_comm());
   ChannelBias b(3, DType::f64);
-  const Tensor x4 = test::random_tensor({1, 4, 6}, DType::f64, 1);
+  const Tensor x4 = ops::random_tensor({1, 4, 6}, DType::f64, 1);
   MPI_CHECK(throws_error([&] {
     b.forward(ShardTensor::scatter(mesh, x4, {Replicate(), Replicate(), Shard(0)}));
   }));
-  const Tensor x32 = test::random_tensor({1, 3, 6}, DType::f32, 1);
+  const Tensor x32 = ops::random_tensor({1, 3, 6}, DType::f32, 1);
   MPI_CHECK(throws_error([&] {
     b.forward(ShardTensor::scatter(mesh, x32, {Replicate(), Replicate(), Shard(0)}));
   }));

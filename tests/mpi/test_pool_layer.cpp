@@ -8,9 +8,10 @@
 #include "runtime/pool_layer.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
-#include "tests/mpi/layer_check.hpp"
+#include "tests/mpi/ops_layer_check.hpp"
 
 using namespace tessera;
+namespace ops = tessera::test::ops;
 using Kind = PoolOptions::Kind;
 
 namespace {
@@ -91,16 +92,17 @@ TEST_CASE("Sharded pooling equals single-rank pooling, forward and backward", "[
       for (int layout = 0; layout < (many ? 2 : 3); ++layout) {
         for (DType dt : {DType::f64, DType::f32}) {
           if (many && dt == DType::f32) continue;
-          const auto dims = test::layer_dims(mesh, ns);
-          const auto sizes = test::layer_sizes(rng, mesh, c.shape, dims, layout > 0);
-          const Tensor x = test::random_tensor(c.shape, dt, 11 + runs);
-          const PoolOptions o = c.opts;
-          const auto e = test::compare_with_single_rank(
+          const auto dims = ops::layer_dims(mesh, ns);
+          const auto sizes = ops::layer_sizes(rng, mesh, c.shape, dims, layout > 0);
+          const Tensor x = ops::random_tensor(c.shape, dt, 11 + runs);
+          PoolOptions o = c.opts;
+          o.split = layout == 1 ? OutputSplit::Aligned : OutputSplit::Balanced;
+          const auto e = ops::compare_with_single_rank(
               mesh, [&] { return std::make_unique<Pool>(o); }, x, dims, sizes);
           INFO(c.what << " on " << mesh.str() << " layout " << layout << " " << name_of(dt)
                       << ": y " << e.y << " dx " << e.dx);
           MPI_CHECK(e.spec_ok);
-          MPI_CHECK(e.worst() <= test::tolerance(dt));
+          MPI_CHECK(e.worst() <= ops::tolerance(dt));
           worst = std::max(worst, e.worst());
           ++runs;
         }
@@ -111,17 +113,51 @@ TEST_CASE("Sharded pooling equals single-rank pooling, forward and backward", "[
   MPI_CHECK(runs > 0);
 }
 
+TEST_CASE("Pooling on shards thinner than the halo, empty shards included", "[pool]") {
+  const std::vector<PoolOptions> opts{pool(Kind::Max, {5, 5}, {1, 1}, {2, 2}),
+                                      pool(Kind::Avg, {3, 3}, {2, 2}, {1, 1}),
+                                      pool(Kind::Max, {4, 3}, {3, 1}, {2, 1}, {1, 0}),
+                                      pool(Kind::Avg, {2, 2}, {2, 2}, {0, 0}, {0, 0}, false)};
+  int runs = 0;
+  for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
+    if (mesh.ndim() > 2) continue;
+    const auto dims = ops::layer_dims(mesh, 2);
+    std::vector<std::vector<Index>> sizes(4);
+    std::vector<Index> shape{1, 2, 5, 4};
+    for (int d = 2; d < 4; ++d) {
+      if (!dims[d].sharded()) continue;
+      sizes[d] = ops::thin_sizes(mesh.dim(dims[d].axis), 4);
+      shape[d] = ops::total(sizes[d]);
+    }
+    if (dims[0].sharded()) sizes[0] = std::vector<Index>(mesh.dim(dims[0].axis), 0);
+    if (dims[0].sharded()) sizes[0][0] = 1;  // one sample: the other data ranks hold none
+    const Tensor x = ops::random_tensor(shape, DType::f64, 77);
+    for (PoolOptions o : opts) {
+      for (OutputSplit split : {OutputSplit::Balanced, OutputSplit::Aligned}) {
+        o.split = split;
+        const auto e = ops::compare_with_single_rank(
+            mesh, [&] { return std::make_unique<Pool>(o); }, x, dims, sizes);
+        INFO(mesh.str() << " shape " << shape_str(shape) << " kernel " << o.kernel[0] << "x"
+                        << o.kernel[1] << ": y " << e.y << " dx " << e.dx);
+        MPI_CHECK(e.worst() <= 1e-11);
+        ++runs;
+      }
+    }
+  }
+  MPI_CHECK(runs > 0);
+}
+
 TEST_CASE("Pooling matches naive float64 loops", "[pool]") {
   const Mesh self = Mesh::line(MPI_COMM_SELF);
   for (const Case& c : cases()) {
     if (c.opts.kernel.size() != 2) continue;
     Pool p(c.opts);
     const PoolOptions& o = p.options();  // defaults resolved
-    const Tensor x = test::random_tensor(c.shape, DType::f64, 3);
+    const Tensor x = ops::random_tensor(c.shape, DType::f64, 3);
     const Tensor y =
         p.forward(ShardTensor::scatter(self, x, ShardSpec::replicated(x.shape(), self))).local();
     INFO(c.what);
-    MPI_CHECK(test::rel_error(y, naive_pool2d(o, x)) <= 1e-15);
+    MPI_CHECK(ops::rel_error(y, naive_pool2d(o, x)) <= 1e-15);
   }
 }
 
@@ -131,10 +167,10 @@ TEST_CASE("Pooling: the adjoint identity <pool(x), w> = <x, pool^T(w)> for avera
   for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
     Pool p(pool(Kind::Avg, {3, 2}, {2, 1}, {1, 0}, {1, 1}));
     const std::vector<Index> shape{1, 2, 9, 7};
-    const auto dims = test::layer_dims(mesh, 2);
-    const Tensor x = test::random_tensor(shape, DType::f64, 1);
+    const auto dims = ops::layer_dims(mesh, 2);
+    const Tensor x = ops::random_tensor(shape, DType::f64, 1);
     const ShardTensor y = p.forward(ShardTensor::scatter(mesh, x, dims));
-    const Tensor w = test::random_tensor(y.global_shape(), DType::f64, 2);
+    const Tensor w = ops::random_tensor(y.global_shape(), DType::f64, 2);
     const Tensor xt = p.backward(ShardTensor::scatter(mesh, w, y.spec())).gather_all();
     const Tensor yf = y.gather_all();
     double a = 0, b = 0;
@@ -148,15 +184,15 @@ TEST_CASE("Pooling: the adjoint identity <pool(x), w> = <x, pool^T(w)> for avera
 TEST_CASE("Pooling gradients match finite differences (float64, one rank)", "[pool]") {
   for (const Case& c : cases()) {
     const PoolOptions o = c.opts;
-    const Tensor x = test::random_tensor(c.shape, DType::f64, 9);
-    const double err = test::finite_difference_error([&] { return std::make_unique<Pool>(o); }, x);
+    const Tensor x = ops::random_tensor(c.shape, DType::f64, 9);
+    const double err = ops::finite_difference_error([&] { return std::make_unique<Pool>(o); }, x);
     INFO(c.what << ": " << err);
     MPI_CHECK(err <= 1e-7);
   }
 }
 
 TEST_CASE("Pooling rejects bad parameters and inputs with clear errors", "[pool]") {
-  using test::throws_error;
+  using ops::throws_error;
   MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {}, {}, {})); }));
   MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3, 3, 3, 3}, {}, {})); }));
   MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3}, {0}, {})); }));

@@ -6,12 +6,21 @@
 #include "runtime/upsample_layer.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
-#include "tests/mpi/layer_check.hpp"
+#include "tests/mpi/ops_layer_check.hpp"
 
 using namespace tessera;
+namespace ops = tessera::test::ops;
 using Mode = UpsampleOptions::Mode;
 
 namespace {
+UpsampleOptions up(Mode m, std::vector<Index> scale, OutputSplit split = OutputSplit::Balanced) {
+  UpsampleOptions o;
+  o.mode = m;
+  o.scale = std::move(scale);
+  o.split = split;
+  return o;
+}
+
 struct Case {
   std::string what;
   UpsampleOptions opts;
@@ -24,11 +33,11 @@ std::vector<Case> cases() {
     const std::string mn = m == Mode::Nearest ? "nearest" : "linear";
     for (Index s : {2, 3}) {
       const std::string sn = " x" + std::to_string(s);
-      v.push_back({mn + " 1d" + sn, {m, {s}}, {2, 2, 7}});
-      v.push_back({mn + " 2d" + sn, {m, {s, s}}, {1, 2, 5, 4}});
-      v.push_back({mn + " 3d" + sn, {m, {s, s, s}}, {1, 2, 3, 4, 3}});
+      v.push_back({mn + " 1d" + sn, up(m, {s}), {2, 2, 7}});
+      v.push_back({mn + " 2d" + sn, up(m, {s, s}), {1, 2, 5, 4}});
+      v.push_back({mn + " 3d" + sn, up(m, {s, s, s}), {1, 2, 3, 4, 3}});
     }
-    v.push_back({mn + " 2d x(3,1)", {m, {3, 1}}, {2, 1, 4, 5}});
+    v.push_back({mn + " 2d x(3,1)", up(m, {3, 1}), {2, 1, 4, 5}});
   }
   return v;
 }
@@ -77,16 +86,17 @@ TEST_CASE("Sharded upsampling equals single-rank upsampling, forward and backwar
       for (int layout = 0; layout < (many ? 2 : 3); ++layout) {
         for (DType dt : {DType::f64, DType::f32}) {
           if (many && dt == DType::f32) continue;
-          const auto dims = test::layer_dims(mesh, ns);
-          const auto sizes = test::layer_sizes(rng, mesh, c.shape, dims, layout > 0);
-          const Tensor x = test::random_tensor(c.shape, dt, 21 + runs);
-          const UpsampleOptions o = c.opts;
-          const auto e = test::compare_with_single_rank(
+          const auto dims = ops::layer_dims(mesh, ns);
+          const auto sizes = ops::layer_sizes(rng, mesh, c.shape, dims, layout > 0);
+          const Tensor x = ops::random_tensor(c.shape, dt, 21 + runs);
+          UpsampleOptions o = c.opts;
+          o.split = layout == 1 ? OutputSplit::Aligned : OutputSplit::Balanced;
+          const auto e = ops::compare_with_single_rank(
               mesh, [&] { return std::make_unique<Upsample>(o); }, x, dims, sizes);
           INFO(c.what << " on " << mesh.str() << " layout " << layout << " " << name_of(dt)
                       << ": y " << e.y << " dx " << e.dx);
           MPI_CHECK(e.spec_ok);
-          MPI_CHECK(e.worst() <= test::tolerance(dt));
+          MPI_CHECK(e.worst() <= ops::tolerance(dt));
           ++runs;
         }
       }
@@ -95,18 +105,46 @@ TEST_CASE("Sharded upsampling equals single-rank upsampling, forward and backwar
   MPI_CHECK(runs > 0);
 }
 
+TEST_CASE("Upsampling on thin and empty shards", "[upsample]") {
+  int runs = 0;
+  for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
+    if (mesh.ndim() > 2) continue;
+    const auto dims = ops::layer_dims(mesh, 2);
+    std::vector<std::vector<Index>> sizes(4);
+    std::vector<Index> shape{2, 1, 3, 2};
+    for (int d = 2; d < 4; ++d) {
+      if (!dims[d].sharded()) continue;
+      sizes[d] = ops::thin_sizes(mesh.dim(dims[d].axis), 2);
+      shape[d] = ops::total(sizes[d]);
+    }
+    const Tensor x = ops::random_tensor(shape, DType::f64, 78);
+    for (Mode m : {Mode::Nearest, Mode::Linear})
+      for (Index s : {2, 3})
+        for (OutputSplit split : {OutputSplit::Balanced, OutputSplit::Aligned}) {
+          const UpsampleOptions o = up(m, {s, s}, split);
+          const auto e = ops::compare_with_single_rank(
+              mesh, [&] { return std::make_unique<Upsample>(o); }, x, dims, sizes);
+          INFO(mesh.str() << " shape " << shape_str(shape) << " scale " << s << ": y " << e.y
+                          << " dx " << e.dx);
+          MPI_CHECK(e.worst() <= 1e-11);
+          ++runs;
+        }
+  }
+  MPI_CHECK(runs > 0);
+}
+
 TEST_CASE("Upsampling matches naive float64 loops and is adjoint to its backward", "[upsample]") {
   for (const Case& c : cases()) {
-    const Tensor x = test::random_tensor(c.shape, DType::f64, 4);
+    const Tensor x = ops::random_tensor(c.shape, DType::f64, 4);
     for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
       Upsample u(c.opts);
-      const auto dims = test::layer_dims(mesh, static_cast<int>(c.opts.scale.size()));
+      const auto dims = ops::layer_dims(mesh, static_cast<int>(c.opts.scale.size()));
       const ShardTensor y = u.forward(ShardTensor::scatter(mesh, x, dims));
       const Tensor yf = y.gather_all();
       INFO(c.what << " on " << mesh.str());
-      MPI_CHECK(test::rel_error(yf, naive_upsample(c.opts, x)) <= 1e-15);
+      MPI_CHECK(ops::rel_error(yf, naive_upsample(c.opts, x)) <= 1e-15);
       // Upsampling is linear: <U x, w> == <x, U^T w>.
-      const Tensor w = test::random_tensor(y.global_shape(), DType::f64, 5);
+      const Tensor w = ops::random_tensor(y.global_shape(), DType::f64, 5);
       const Tensor xt = u.backward(ShardTensor::scatter(mesh, w, y.spec())).gather_all();
       double a = 0, b = 0;
       for (Index i = 0; i < yf.numel(); ++i) a += yf.data<double>()[i] * w.data<double>()[i];
@@ -119,28 +157,28 @@ TEST_CASE("Upsampling matches naive float64 loops and is adjoint to its backward
 TEST_CASE("Upsampling gradients match finite differences (float64, one rank)", "[upsample]") {
   for (const Case& c : cases()) {
     const UpsampleOptions o = c.opts;
-    const Tensor x = test::random_tensor(c.shape, DType::f64, 8);
+    const Tensor x = ops::random_tensor(c.shape, DType::f64, 8);
     const double err =
-        test::finite_difference_error([&] { return std::make_unique<Upsample>(o); }, x);
+        ops::finite_difference_error([&] { return std::make_unique<Upsample>(o); }, x);
     INFO(c.what << ": " << err);
     MPI_CHECK(err <= 1e-7);
   }
 }
 
 TEST_CASE("Upsampling rejects bad parameters and inputs with clear errors", "[upsample]") {
-  using test::throws_error;
-  MPI_CHECK(throws_error([] { Upsample u({Mode::Nearest, {}}); }));
-  MPI_CHECK(throws_error([] { Upsample u({Mode::Nearest, {2, 2, 2, 2}}); }));
-  MPI_CHECK(throws_error([] { Upsample u({Mode::Linear, {2, 0}}); }));
+  using ops::throws_error;
+  MPI_CHECK(throws_error([] { Upsample u(up(Mode::Nearest, {})); }));
+  MPI_CHECK(throws_error([] { Upsample u(up(Mode::Nearest, {2, 2, 2, 2})); }));
+  MPI_CHECK(throws_error([] { Upsample u(up(Mode::Linear, {2, 0})); }));
   const Mesh mesh = Mesh::line(test::harness_comm());
-  Upsample u({Mode::Linear, {2, 2}});
+  Upsample u(up(Mode::Linear, {2, 2}));
   MPI_CHECK(throws_error([&] {
     u.output_spec(ShardSpec({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, mesh));
   }));
   MPI_CHECK(throws_error([&] { u.backward(ShardTensor()); }));
-  const Tensor x = test::random_tensor({1, 1, 4, 4}, DType::f64, 1);
-  const ShardTensor y = u.forward(ShardTensor::scatter(mesh, x, test::layer_dims(mesh, 2)));
-  const Tensor wrong = test::random_tensor({1, 1, 8, 8}, DType::f64, 2);
+  const Tensor x = ops::random_tensor({1, 1, 4, 4}, DType::f64, 1);
+  const ShardTensor y = u.forward(ShardTensor::scatter(mesh, x, ops::layer_dims(mesh, 2)));
+  const Tensor wrong = ops::random_tensor({1, 1, 8, 8}, DType::f64, 2);
   MPI_CHECK(throws_error([&] {  // a gradient laid out unlike the output
     u.backward(
         ShardTensor::scatter(mesh, wrong, {Replicate(), Replicate(), Replicate(), Replicate()}));

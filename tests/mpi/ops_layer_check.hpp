@@ -12,7 +12,7 @@
 
 #include "runtime/layer.hpp"
 
-namespace tessera::test {
+namespace tessera::test::ops {
 
 using LayerFactory = std::function<std::unique_ptr<Layer>()>;
 
@@ -191,6 +191,21 @@ inline std::vector<std::vector<Index>> layer_sizes(std::mt19937& rng, const Mesh
   return sizes;
 }
 
+// Sizes of `parts` shards cycling through 1, 0, 2 cells (thinner than most halos, empty
+// ones included), the last shard taking the rest; and the extent they add up to.
+inline std::vector<Index> thin_sizes(int parts, Index rest) {
+  std::vector<Index> s(parts);
+  const Index cycle[3] = {1, 0, 2};
+  for (int i = 0; i < parts; ++i) s[i] = cycle[i % 3];
+  s[parts - 1] += rest;
+  return s;
+}
+inline Index total(const std::vector<Index>& s) {
+  Index t = 0;
+  for (Index v : s) t += v;
+  return t;
+}
+
 // True when fn throws tessera::Error (on this rank).
 template <class Fn>
 bool throws_error(Fn&& fn) {
@@ -202,4 +217,4 @@ bool throws_error(Fn&& fn) {
   return false;
 }
 
-}  // namespace tessera::test
+}  // namespace tessera::test::ops
