@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/comm_timers.hpp"
 #include "runtime/error.hpp"
 
 namespace tessera {
@@ -23,6 +24,7 @@ std::vector<int> axes_sharding_dims(const ShardSpec& spec, const std::vector<int
 }
 
 void allreduce_sum(const Mesh& mesh, const std::vector<int>& axes, double* buf, Index n) {
+  const ScopedCommTimer timer(comm_times().allreduce_s);
   for (int a : axes) {
     if (mesh.dim(a) == 1) continue;
     TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(n), MPI_DOUBLE, MPI_SUM,

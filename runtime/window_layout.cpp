@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include "runtime/comm_timers.hpp"
 #include "runtime/error.hpp"
 #include "runtime/mesh.hpp"
 
@@ -42,6 +43,7 @@ void sum_over_axes(const Mesh& mesh, const std::vector<int>& axes, const Tensor&
   TESSERA_CHECK(t.is_contiguous(), "sum_over_axes: needs a contiguous tensor");
   TESSERA_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64,
                 "sum_over_axes: float32 or float64 only, got " << name_of(t.dtype()));
+  const ScopedCommTimer timer(comm_times().allreduce_s);
   const MPI_Datatype type = t.dtype() == DType::f64 ? MPI_DOUBLE : MPI_FLOAT;
   const Tensor host = t.space() == MemSpace::Host ? t : t.to(MemSpace::Host);
   // A sum over several axes is the sum over each in turn.
