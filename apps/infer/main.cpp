@@ -5,6 +5,7 @@
 // (N, C, spatial...)). When IN.h5 also holds the target fields, prints the relative L2
 // error of the prediction per sample and on average.
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -218,7 +219,11 @@ int main(int argc, char** argv) {
   try {
     return run(ctx, argc, argv);
   } catch (const std::exception& e) {
-    std::cerr << "tessera-infer: error (rank " << ctx.rank() << "): " << e.what() << std::endl;
+    // One write per rank, so the lines of different ranks do not interleave.
+    const std::string line =
+        "tessera-infer: error (rank " + std::to_string(ctx.rank()) + "): " + e.what() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
     return 1;
   }
 }

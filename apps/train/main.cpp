@@ -158,7 +158,11 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // The checks that can differ between ranks are collective: every rank has the same
     // error and leaves with it; none is left waiting in a collective.
-    std::cerr << "tessera-train: error (rank " << ctx.rank() << "): " << e.what() << std::endl;
+    // One write per rank, so the lines of different ranks do not interleave.
+    const std::string line =
+        "tessera-train: error (rank " + std::to_string(ctx.rank()) + "): " + e.what() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
     return 1;
   }
 }
