@@ -98,6 +98,11 @@ int run(Context& ctx, int argc, char** argv) {
     peak_mib_max(ctx.world());
 
   const std::int64_t total = tr.total_steps();
+  if (tr.steps_done() == 0 && total > 0) {  // where training starts from
+    const EvalResult ev = tr.validate();
+    if (root) std::cout << "step 0/" << total << " | val " << fmt(ev.loss) << " rel_l2 " << fmt(ev.rel_l2) << std::endl;
+    if (csv.is_open()) csv << "0,0," << cfg.optim.lr << ",," << ev.loss << ',' << ev.rel_l2 << ",,,,,,,\n";
+  }
   const std::int64_t log_every = std::max<std::int64_t>(1, cfg.train.log_interval);
   const double t_train = MPI_Wtime();
   std::int64_t steps_run = 0;

@@ -24,7 +24,7 @@
 
 namespace tessera::app {
 
-// Seconds, the slowest rank's.
+// Seconds, of the rank whose step took longest.
 struct StepTimes {
   double total = 0, halo = 0, allreduce = 0;
   double compute() const { return total - halo - allreduce; }
