@@ -292,8 +292,17 @@ struct DeviceState {
     auto it = plans.find(c);
     if (it != plans.end()) return *it->second;
     const bool asym = lift(c).asymmetric;
-    auto p = std::make_unique<Plan>(handle, c, asym);
-    if (!p->ok && !asym) p = std::make_unique<Plan>(handle, c, true);  // strided x: stage
+    std::unique_ptr<Plan> p;
+    if (!asym) {
+      // The caller's x as it is; a strided x that cuDNN rejects or has no algorithm for
+      // falls through to the staged plan below.
+      try {
+        p = std::make_unique<Plan>(handle, c, false);
+      } catch (const Error&) {
+        if (c.x_dense()) throw;
+      }
+    }
+    if (!p || !p->ok) p = std::make_unique<Plan>(handle, c, true);
     if (!p->ok)
       throw Error("conv (cuDNN): no algorithm for every pass of " + c.str() +
                   " within the workspace cap");
