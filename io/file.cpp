@@ -119,8 +119,8 @@ DatasetInfo File::info(const std::string& dset) const {
     unsigned flags = 0;
     size_t nelem = 0;
     char name[64] = {};
-    H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelem, nullptr, sizeof name,
-                   name, nullptr);
+    H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelem, nullptr, sizeof name, name,
+                   nullptr);
     in.filters.push_back(name);
   }
   return in;
@@ -141,7 +141,8 @@ Handle File::open_dataset(const std::string& dset, std::optional<DType> dtype,
         throw Error(where(dset) + " has shape " + shape_str(in.shape) + ", expected " +
                     shape_str(shape) + " (dim " + std::to_string(d) + " differs)");
   }
-  return Handle(check(H5Dopen2(id(), absolute(dset).c_str(), H5P_DEFAULT), "opening " + where(dset)));
+  return Handle(
+      check(H5Dopen2(id(), absolute(dset).c_str(), H5P_DEFAULT), "opening " + where(dset)));
 }
 
 void File::create_dataset(const std::string& dset, const std::vector<Index>& shape, DType dtype,
@@ -156,8 +157,8 @@ void File::create_dataset(const std::string& dset, const std::vector<Index>& sha
   check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time", 0);
   if (!chunk.empty()) {
     TESSERA_CHECK(chunk.size() == shape.size(), "chunk " << shape_str(chunk) << " for "
-                                                        << where(dset) << " of rank "
-                                                        << shape.size());
+                                                         << where(dset) << " of rank "
+                                                         << shape.size());
     std::vector<hsize_t> c(chunk.begin(), chunk.end());
     check(H5Pset_chunk(dcpl.get(), static_cast<int>(c.size()), c.data()),
           "chunking " + where(dset) + " by " + shape_str(chunk), 0);
@@ -188,9 +189,9 @@ void File::set_attr(const std::string& obj, const std::string& name, const std::
   replace_attr(o.get(), name);
   const hsize_t n = v.size();
   Handle space(check(H5Screate_simple(1, &n, nullptr), "attribute dataspace"));
-  Handle a(check(H5Acreate2(o.get(), name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT,
-                            H5P_DEFAULT),
-                 "creating attribute '" + name + "' of " + where(obj)));
+  Handle a(check(
+      H5Acreate2(o.get(), name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+      "creating attribute '" + name + "' of " + where(obj)));
   check(H5Awrite(a.get(), H5T_NATIVE_DOUBLE, v.data()), "writing attribute " + name, 0);
 }
 
@@ -198,9 +199,9 @@ void File::set_attr(const std::string& obj, const std::string& name, std::int64_
   Handle o = open_object(obj);
   replace_attr(o.get(), name);
   Handle space(check(H5Screate(H5S_SCALAR), "attribute dataspace"));
-  Handle a(check(H5Acreate2(o.get(), name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT,
-                            H5P_DEFAULT),
-                 "creating attribute '" + name + "' of " + where(obj)));
+  Handle a(
+      check(H5Acreate2(o.get(), name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+            "creating attribute '" + name + "' of " + where(obj)));
   check(H5Awrite(a.get(), H5T_NATIVE_INT64, &v), "writing attribute " + name, 0);
 }
 
@@ -209,9 +210,9 @@ void File::set_attr(const std::string& obj, const std::string& name, const std::
   replace_attr(o.get(), name);
   Handle type = vlen_string_type();
   Handle space(check(H5Screate(H5S_SCALAR), "attribute dataspace"));
-  Handle a(check(H5Acreate2(o.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT,
-                            H5P_DEFAULT),
-                 "creating attribute '" + name + "' of " + where(obj)));
+  Handle a(
+      check(H5Acreate2(o.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+            "creating attribute '" + name + "' of " + where(obj)));
   const char* p = v.c_str();
   check(H5Awrite(a.get(), type.get(), &p), "writing attribute " + name, 0);
 }
@@ -223,9 +224,9 @@ void File::set_attr(const std::string& obj, const std::string& name,
   Handle type = vlen_string_type();
   const hsize_t n = v.size();
   Handle space(check(H5Screate_simple(1, &n, nullptr), "attribute dataspace"));
-  Handle a(check(H5Acreate2(o.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT,
-                            H5P_DEFAULT),
-                 "creating attribute '" + name + "' of " + where(obj)));
+  Handle a(
+      check(H5Acreate2(o.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+            "creating attribute '" + name + "' of " + where(obj)));
   std::vector<const char*> ptrs;
   for (const auto& s : v) ptrs.push_back(s.c_str());
   check(H5Awrite(a.get(), type.get(), ptrs.data()), "writing attribute " + name, 0);
@@ -275,15 +276,15 @@ std::vector<double> File::attr_doubles(const std::string& obj, const std::string
   return v;
 }
 
-std::vector<std::string> File::attr_strings(const std::string& obj,
-                                            const std::string& name) const {
+std::vector<std::string> File::attr_strings(const std::string& obj, const std::string& name) const {
   Handle o = open_object(obj);
   Handle a = open_attr(*this, o.get(), obj, name);
   Handle t(check(H5Aget_type(a.get()), "attribute type"));
   if (H5Tget_class(t.get()) != H5T_STRING)
     throw Error("attribute '" + name + "' on '" + obj + "' in '" + path_ + "' is not a string");
   Handle space(check(H5Aget_space(a.get()), "attribute dataspace"));
-  const auto n = static_cast<std::size_t>(std::max<hssize_t>(H5Sget_simple_extent_npoints(space.get()), 0));
+  const auto n =
+      static_cast<std::size_t>(std::max<hssize_t>(H5Sget_simple_extent_npoints(space.get()), 0));
   std::vector<std::string> out;
   if (H5Tis_variable_str(t.get()) > 0) {
     Handle mt = vlen_string_type();

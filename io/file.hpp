@@ -22,9 +22,9 @@ using h5::Mode;
 struct DatasetInfo {
   std::string name;
   std::vector<Index> shape;
-  std::optional<DType> dtype;      // nullopt: a type Tessera does not read
-  std::string type_name;           // "float32", "int32", ...
-  std::vector<Index> chunk;        // empty: contiguous layout
+  std::optional<DType> dtype;        // nullopt: a type Tessera does not read
+  std::string type_name;             // "float32", "int32", ...
+  std::vector<Index> chunk;          // empty: contiguous layout
   std::vector<std::string> filters;  // "deflate", "shuffle", ...
 };
 
@@ -62,8 +62,7 @@ class File {
   void set_attr(const std::string& obj, const std::string& name, const std::vector<double>& v);
   void set_attr(const std::string& obj, const std::string& name, std::int64_t v);
   void set_attr(const std::string& obj, const std::string& name, const std::string& v);
-  void set_attr(const std::string& obj, const std::string& name,
-                const std::vector<std::string>& v);
+  void set_attr(const std::string& obj, const std::string& name, const std::vector<std::string>& v);
   bool has_attr(const std::string& obj, const std::string& name) const;
   std::vector<std::string> attr_names(const std::string& obj) const;
   // Numeric attributes converted to double; strings as strings. Throw if missing.

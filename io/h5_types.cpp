@@ -40,8 +40,8 @@ std::string file_type_name(hid_t ft) {
     case H5T_FLOAT:
       return "float" + std::to_string(bits) + order;
     case H5T_INTEGER:
-      return std::string(H5Tget_sign(ft) == H5T_SGN_NONE ? "uint" : "int") +
-             std::to_string(bits) + order;
+      return std::string(H5Tget_sign(ft) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits) +
+             order;
     case H5T_STRING:
       return "string";
     case H5T_COMPOUND:

@@ -35,6 +35,12 @@ herr_t check(herr_t rc, const std::string& what, int);
 // tessera::Error messages instead of pages of stderr on every rank.
 void silence_errors();
 
+// The MPI-IO hints files are opened with (the caller frees them): romio_cb_read=disable
+// (each rank reads large boxes of its own), then any key=value,key=value pairs of env
+// TESSERA_MPIIO_HINTS (e.g. romio_cb_read=automatic on a parallel file system where
+// collective buffering pays).
+MPI_Info mpiio_hints();
+
 enum class Mode { Read, ReadWrite, Create };
 // Collective over comm: all ranks open the same file with the MPI-IO driver. For Read
 // and ReadWrite, rank 0 first checks that the file exists, is HDF5 and opens serially

@@ -118,8 +118,8 @@ ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progre
   // Each sample is split over the ranks along its largest non-channel dim.
   int split = -1;
   for (int d = 1; d < nd; ++d)
-    if (d != cdim && (split < 0 || shape[static_cast<std::size_t>(d)] >
-                                       shape[static_cast<std::size_t>(split)]))
+    if (d != cdim &&
+        (split < 0 || shape[static_cast<std::size_t>(d)] > shape[static_cast<std::size_t>(split)]))
       split = d;
   const std::size_t C = static_cast<std::size_t>(shape[static_cast<std::size_t>(cdim)]);
   std::vector<Moments> acc(std::max<std::size_t>(C, 1));
@@ -145,7 +145,8 @@ ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progre
       else
         accumulate<double>(slab, box, shape, cdim, acc, first_bad, bad_value);
     }
-    if (progress && rank == 0) progress(n + 1, shape[0], static_cast<double>((n + 1) * sample_bytes));
+    if (progress && rank == 0)
+      progress(n + 1, shape[0], static_cast<double>((n + 1) * sample_bytes));
   }
   // Every rank's partial results, merged in rank order: the same bits on every rank.
   const std::size_t per = 5 * C + 2;
@@ -261,8 +262,8 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
                          kCoords + " or " + kFeatures + ")");
       continue;
     }
-    if (in.dtype != DType::f32) problems.push_back(f.where(d) + " holds " + in.type_name +
-                                                   ", the schema wants float32");
+    if (in.dtype != DType::f32)
+      problems.push_back(f.where(d) + " holds " + in.type_name + ", the schema wants float32");
     const std::size_t nd = in.shape.size();
     if (field && nd < 3) {
       problems.push_back(f.where(d) + " has shape " + shape_str(in.shape) +
@@ -298,7 +299,8 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
       const ChannelStats s = scan(f, d, field ? 1 : 2, progress);
       if (!s.first_bad.empty())
         problems.push_back(f.where(d) + ": non-finite value " + std::to_string(s.first_bad_value) +
-                           " at index " + shape_str(s.first_bad) + " (the first in row-major order)");
+                           " at index " + shape_str(s.first_bad) +
+                           " (the first in row-major order)");
     }
   }
   if (samples.size() > 1)

@@ -27,7 +27,7 @@ inline constexpr const char* kFeatures = "/points/features";
 void write_root(File& f, const std::string& generator);
 
 struct GridMeta {
-  std::vector<std::string> variables;  // one per channel
+  std::vector<std::string> variables;           // one per channel
   std::vector<double> spacing, extent, origin;  // one per spatial dim
 };
 // Collective: the attributes of a grid field dataset.
@@ -55,8 +55,8 @@ int channel_dim_of(const std::string& dset);
 
 struct Expectation {  // what a caller demands of one dataset on top of the schema
   std::string dataset;
-  std::string dtype;           // "" : schema's float32
-  std::vector<Index> shape;    // empty: any; -1 entries: any extent
+  std::string dtype;         // "" : schema's float32
+  std::vector<Index> shape;  // empty: any; -1 entries: any extent
 };
 // Collective: every violation of the schema, each naming the dataset (and for
 // non-finite values the first bad index); empty when the file is good.

@@ -38,14 +38,21 @@ HaloTensor read_halo(const File& f, const std::string& dset, const Mesh& mesh,
                      const std::vector<Index>& right, DType dtype, const IoOptions& opts,
                      TransferReport* report) {
   check_no_partial(spec, "reading " + f.where(dset));
-  f.open_dataset(dset, dtype, spec.global_shape());
   HaloTensor h(mesh, spec, left, right, dtype);  // zeroed: ghosts outside stay zero
+  const TransferReport r = read_halo_into(f, dset, h, opts);
+  if (report) *report = r;
+  return h;
+}
+
+TransferReport read_halo_into(const File& f, const std::string& dset, const HaloTensor& h,
+                              const IoOptions& opts) {
+  const ShardSpec& spec = h.spec();
+  check_no_partial(spec, "reading " + f.where(dset));
+  f.open_dataset(dset, h.padded().dtype(), spec.global_shape());
   const Box want = intersect(h.padded_box(), Box::from_shape(spec.global_shape()));
   std::vector<Index> neg(static_cast<std::size_t>(want.ndim));
   for (int d = 0; d < want.ndim; ++d) neg[static_cast<std::size_t>(d)] = -h.padded_box().lo[d];
-  const TransferReport r = read_box(f, dset, want, h.padded(), shift(want, neg), opts);
-  if (report) *report = r;
-  return h;
+  return read_box(f, dset, want, h.padded(), shift(want, neg), opts);
 }
 
 std::vector<Index> decomposition_chunk(const ShardSpec& spec, std::size_t elem_size,
@@ -81,8 +88,8 @@ TransferReport write_sharded(File& f, const std::string& dset, const ShardTensor
   else if (chunk.empty())
     chunk = decomposition_chunk(t.spec(), size_of(t.dtype()), opts.max_chunk_bytes);
   f.create_dataset(dset, t.global_shape(), t.dtype(), chunk);
-  const Tensor local = t.local().space() == MemSpace::Host ? t.local().contiguous()
-                                                           : t.local().to(MemSpace::Host);
+  const Tensor local =
+      t.local().space() == MemSpace::Host ? t.local().contiguous() : t.local().to(MemSpace::Host);
   const Box box = writes_its_shard(t.mesh(), t.spec()) ? t.local_box() : Box();
   return write_box(f, dset, box, local, box.ndim ? Box::from_shape(box.shape()) : Box(), opts.io);
 }
@@ -100,9 +107,9 @@ Tensor read_slab(const File& f, const std::string& dset, const Box& box, DType d
 Tensor read_points(const File& f, const std::string& dset, Index sample, Index begin, Index end,
                    DType dtype, const IoOptions& opts) {
   const DatasetInfo in = f.info(dset);
-  collective_check(f.comm(), in.shape.size() == 3,
-                   f.where(dset) + " is not a point-cloud dataset (N, P, C): shape " +
-                       shape_str(in.shape));
+  collective_check(
+      f.comm(), in.shape.size() == 3,
+      f.where(dset) + " is not a point-cloud dataset (N, P, C): shape " + shape_str(in.shape));
   const Index C = in.shape[2];
   Tensor t = read_slab(f, dset, Box({sample, begin, 0}, {sample + 1, end, C}), dtype, opts);
   return t.reshape({std::max<Index>(end - begin, 0), C});

@@ -22,6 +22,11 @@ HaloTensor read_halo(const File& f, const std::string& dset, const Mesh& mesh,
                      const std::vector<Index>& right, DType dtype = DType::f32,
                      const IoOptions& opts = {}, TransferReport* report = nullptr);
 
+// Into an existing HaloTensor (reused across steps): its padded box clipped to the
+// dataset; ghosts outside the dataset keep their values (zero in a new HaloTensor).
+TransferReport read_halo_into(const File& f, const std::string& dset, const HaloTensor& h,
+                              const IoOptions& opts = {});
+
 struct WriteOptions {
   // Chunk shape of a new dataset. Empty: one chunk per shard (the largest shard shape,
   // halved along its outer dims while over max_chunk_bytes); {0}: contiguous layout.

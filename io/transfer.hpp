@@ -10,8 +10,17 @@
 
 namespace tessera::io {
 
+// How a window of a larger buffer (a halo-padded shard) meets MPI-IO.
+enum class MemoryPath {
+  Auto,    // whole buffers and contiguous windows directly; strided windows staged
+  Direct,  // always one transfer with a strided memory selection (MPI derived types)
+  Staged,  // strided windows through contiguous staging buffers, then copied
+};
+
 struct IoOptions {
   bool collective = true;  // false: independent MPI-IO (for comparison)
+  MemoryPath memory = MemoryPath::Auto;
+  std::size_t staging_bytes = std::size_t(256) << 20;  // per staged piece
   // Rank 0 prints, for each transfer, whether it stayed collective and, if not, why
   // (H5Pget_mpio_no_collective_cause). Also on with env TESSERA_IO_VERBOSE=1.
   bool verbose = false;
@@ -21,11 +30,13 @@ struct TransferReport {
   bool collective = false;  // the transfer ran collectively on every rank
   std::string mode;         // "contiguous collective", "chunk collective", "independent", ...
   std::string cause;        // why not collective (all ranks' causes), "" when it was
+  int calls = 1;            // collective H5Dread/H5Dwrite calls it took (staged pieces)
 };
 
 // Collective over the file's communicator. `mem` is a contiguous host tensor of the
 // dataset's dtype and rank; `mem_box` (in mem's index space) has the shape of
-// `file_box` (in the dataset's). Either box may be empty on any rank.
+// `file_box` (in the dataset's). Either box may be empty on any rank. Every rank makes
+// the same number of collective calls (one, or as many as the most staged pieces).
 TransferReport read_box(const File& f, const std::string& dset, const Box& file_box,
                         const Tensor& mem, const Box& mem_box, const IoOptions& opts = {});
 TransferReport write_box(const File& f, const std::string& dset, const Box& file_box,

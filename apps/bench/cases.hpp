@@ -31,5 +31,6 @@ Case redistribute_case();
 Case halo_case();
 Case conv_kernel_case();
 Case train_case();
+Case io_case();
 
 }  // namespace tessera::bench

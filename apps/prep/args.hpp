@@ -10,8 +10,8 @@
 namespace tessera::prep {
 
 struct OptionSpec {
-  std::string name;      // without "--"
-  std::string value;     // placeholder ("N", "FILE"); empty: a flag
+  std::string name;   // without "--"
+  std::string value;  // placeholder ("N", "FILE"); empty: a flag
   std::string help;
   std::string fallback;  // default shown in --help ("" : none)
 };
@@ -30,7 +30,7 @@ class Args {
   Index integer(const std::string& name) const;
   // "256x256" or "4,1,64,64" -> {256, 256} / {4, 1, 64, 64}
   std::vector<Index> shape(const std::string& name) const;
-  std::vector<double> numbers(const std::string& name) const;  // "0.1,0.2"
+  std::vector<double> numbers(const std::string& name) const;    // "0.1,0.2"
   std::vector<std::string> list(const std::string& name) const;  // "a,b,c"
 
  private:

@@ -69,8 +69,8 @@ int run(Context& ctx, const Args& a) {
     dset = std::string(io::schema::kFields) + "/" + a.str("name");
   } else if (kind == "coords" || kind == "features") {
     TESSERA_CHECK(nd == 3 && (kind == "features" || in.shape[2] == 3),
-                  "'" << src << "' has shape " << shape_str(in.shape) << ": " << kind << " need (N, P, "
-                      << (kind == "coords" ? "3" : "C") << ")");
+                  "'" << src << "' has shape " << shape_str(in.shape) << ": " << kind
+                      << " need (N, P, " << (kind == "coords" ? "3" : "C") << ")");
     dset = kind == "coords" ? io::schema::kCoords : io::schema::kFeatures;
   } else {
     throw Error("--kind " + kind + ": field, coords or features");
@@ -86,8 +86,8 @@ int run(Context& ctx, const Args& a) {
     if (in.shape[d] > in.shape[static_cast<std::size_t>(split)]) split = static_cast<int>(d);
   std::vector<Index> chunk = in.shape;
   chunk[0] = 1;
-  chunk[static_cast<std::size_t>(split)] =
-      std::max<Index>(1, io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), 0).second);
+  chunk[static_cast<std::size_t>(split)] = std::max<Index>(
+      1, io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), 0).second);
   collective_check(ctx.world(), !f.exists(dset), f.where(dset) + " exists already");
   f.create_dataset(dset, in.shape, DType::f32, chunk);
   const Index C = in.shape[kind == "field" ? 1 : 2];
@@ -116,7 +116,8 @@ int run(Context& ctx, const Args& a) {
   // Read this rank's box of each sample with pread, one call per contiguous run.
   const int fd = ::open(src.c_str(), O_RDONLY);
   collective_check(ctx.world(), fd >= 0, "cannot open '" + src + "'");
-  const auto [b, e] = io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), ctx.rank());
+  const auto [b, e] =
+      io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), ctx.rank());
   Index inner = 1, outer = 1;  // elements after the split dim; index count between N and it
   for (std::size_t d = static_cast<std::size_t>(split) + 1; d < nd; ++d) inner *= in.shape[d];
   for (int d = 1; d < split; ++d) outer *= in.shape[static_cast<std::size_t>(d)];
@@ -127,14 +128,18 @@ int run(Context& ctx, const Args& a) {
   std::vector<char> raw(static_cast<std::size_t>((e - b) * inner) * in.elem);
   Index sample_elems = 1;
   for (std::size_t d = 1; d < nd; ++d) sample_elems *= in.shape[d];
-  Progress progress(ctx.world(), "convert", in.shape[0], static_cast<double>(sample_elems * static_cast<Index>(in.elem)),
+  Progress progress(ctx.world(), "convert", in.shape[0],
+                    static_cast<double>(sample_elems * static_cast<Index>(in.elem)),
                     a.flag("quiet"));
   for (Index n = 0; n < in.shape[0]; ++n) {
     std::string err;
     for (Index o = 0; o < outer && err.empty() && e > b; ++o) {
-      const Index first = (n * outer + o) * in.shape[static_cast<std::size_t>(split)] * inner + b * inner;
+      const Index first =
+          (n * outer + o) * in.shape[static_cast<std::size_t>(split)] * inner + b * inner;
       const std::size_t bytes = raw.size();
-      const ssize_t got = ::pread(fd, raw.data(), bytes, static_cast<off_t>(in.offset + static_cast<std::size_t>(first) * in.elem));
+      const ssize_t got =
+          ::pread(fd, raw.data(), bytes,
+                  static_cast<off_t>(in.offset + static_cast<std::size_t>(first) * in.elem));
       if (got != static_cast<ssize_t>(bytes)) {
         err = "short read from '" + src + "'";
         break;
@@ -170,7 +175,8 @@ int run(Context& ctx, const Args& a) {
 
 Command convert_command() {
   return {"convert",
-          "tessera-prep convert IN.npy|IN.raw --out F.h5 --name NAME [--kind field] [--shape S --dtype T]",
+          "tessera-prep convert IN.npy|IN.raw --out F.h5 --name NAME [--kind field] [--shape S "
+          "--dtype T]",
           "Converts a NumPy .npy file (C order, little-endian float32/float64) or a raw binary\n"
           "array (give --shape and --dtype) into the schema, stored as float32. --kind field\n"
           "writes /fields/NAME of shape (N, C, spatial...); coords and features write\n"

@@ -14,7 +14,7 @@ double harmonic(double a, double b) {
 // Strides of the padded buffer, and the owned nodes walked as padded offsets.
 struct Layout {
   int nd = 0;
-  Index ext[3] = {1, 1, 1};    // owned extents
+  Index ext[3] = {1, 1, 1};     // owned extents
   Index stride[3] = {0, 0, 0};  // padded strides
   Index base = 0;               // padded offset of the first owned node
   double inv_h2[3] = {0, 0, 0};
@@ -90,7 +90,8 @@ DarcySample solve_darcy(const Mesh& mesh, const ShardSpec& spec, const DarcyPara
   for_owned(L, [&](Index c, Index o) {
     double s = 0;
     for (int d = 0; d < L.nd; ++d)
-      s += L.inv_h2[d] * (harmonic(kk[o], kk[o + L.stride[d]]) + harmonic(kk[o], kk[o - L.stride[d]]));
+      s += L.inv_h2[d] *
+           (harmonic(kk[o], kk[o + L.stride[d]]) + harmonic(kk[o], kk[o - L.stride[d]]));
     inv_diag.data<double>()[c] = 1.0 / s;
     r.data<double>()[c] = prm.source;  // r = f - A 0
   });

@@ -15,15 +15,15 @@ namespace tessera::prep {
 
 struct DarcyParams {
   FieldParams field;
-  double sigma = 1.0;    // log-permeability standard deviation
-  double source = 1.0;   // f
-  double tol = 1e-8;     // relative residual ||f - A p|| / ||f||
+  double sigma = 1.0;   // log-permeability standard deviation
+  double source = 1.0;  // f
+  double tol = 1e-8;    // relative residual ||f - A p|| / ||f||
   int max_iter = 20000;
 };
 
 struct DarcySample {
-  HaloTensor k;   // float64 permeability on the padded box (ghosts: neighbours' or boundary k)
-  Tensor p;       // float64 pressure on the owned nodes
+  HaloTensor k;  // float64 permeability on the padded box (ghosts: neighbours' or boundary k)
+  Tensor p;      // float64 pressure on the owned nodes
   int iterations = 0;
   double residual = 0;  // relative, as the solver computed it
 };

@@ -26,8 +26,9 @@ int run(Context& ctx, const Args& a) {
   const ShardSpec spec = grid_spec(mesh, grid);
   io::File f = io::File::create(a.str("out"), ctx.world());
   io::schema::write_root(f, "tessera-prep generate darcy");
-  f.set_attr("/", "problem", std::string("-div(k grad p) = f on [0,1]^d, p = 0 on the boundary, "
-                                         "k = exp(sigma g), g a unit-variance Gaussian random field"));
+  f.set_attr("/", "problem",
+             std::string("-div(k grad p) = f on [0,1]^d, p = 0 on the boundary, "
+                         "k = exp(sigma g), g a unit-variance Gaussian random field"));
   f.set_attr("/", "seed", static_cast<std::int64_t>(p.field.seed));
   f.set_attr("/", "sigma", std::vector<double>{p.sigma});
   f.set_attr("/", "source", std::vector<double>{p.source});
@@ -36,7 +37,8 @@ int run(Context& ctx, const Args& a) {
   create_grid_field(f, "pressure", samples, spec, "p");
   Index cells = 1;
   for (Index n : grid) cells *= n;
-  Progress progress(ctx.world(), "darcy", samples, 8.0 * static_cast<double>(cells), a.flag("quiet"));
+  Progress progress(ctx.world(), "darcy", samples, 8.0 * static_cast<double>(cells),
+                    a.flag("quiet"));
   int max_it = 0;
   double max_res = 0;
   for (Index n = 0; n < samples; ++n) {
@@ -52,8 +54,8 @@ int run(Context& ctx, const Args& a) {
   }
   if (ctx.rank() == 0 && !a.flag("quiet"))
     std::cerr << "[darcy] wrote " << a.str("out") << ": " << samples << " samples on mesh "
-              << mesh.str() << ", CG at most " << max_it << " iterations, relative residual <= "
-              << max_res << std::endl;
+              << mesh.str() << ", CG at most " << max_it
+              << " iterations, relative residual <= " << max_res << std::endl;
   return 0;
 }
 

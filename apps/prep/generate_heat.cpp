@@ -25,8 +25,9 @@ int run(Context& ctx, const Args& a) {
   const ShardSpec spec = grid_spec(mesh, grid);
   io::File f = io::File::create(a.str("out"), ctx.world());
   io::schema::write_root(f, "tessera-prep generate heat");
-  f.set_attr("/", "problem", std::string("u_t = alpha laplace(u) on [0,1]^d, u = 0 on the "
-                                         "boundary, explicit Euler steps; u0 a Gaussian random field"));
+  f.set_attr("/", "problem",
+             std::string("u_t = alpha laplace(u) on [0,1]^d, u = 0 on the "
+                         "boundary, explicit Euler steps; u0 a Gaussian random field"));
   const double dt = heat_dt(grid, p);
   f.set_attr("/", "seed", static_cast<std::int64_t>(p.field.seed));
   f.set_attr("/", "alpha", std::vector<double>{p.alpha});
@@ -37,7 +38,8 @@ int run(Context& ctx, const Args& a) {
   create_grid_field(f, "u", samples, spec, "u");
   Index cells = 1;
   for (Index n : grid) cells *= n;
-  Progress progress(ctx.world(), "heat", samples, 8.0 * static_cast<double>(cells), a.flag("quiet"));
+  Progress progress(ctx.world(), "heat", samples, 8.0 * static_cast<double>(cells),
+                    a.flag("quiet"));
   for (Index n = 0; n < samples; ++n) {
     const HeatSample s = solve_heat(mesh, spec, p, static_cast<std::uint64_t>(n));
     write_grid_sample(f, "u0", n, spec, mesh, s.u0);
@@ -53,23 +55,24 @@ int run(Context& ctx, const Args& a) {
 }  // namespace
 
 Command generate_heat_command() {
-  return {"generate heat",
-          "tessera-prep generate heat --grid 64x64x64 --samples 4 --steps 100 --out F.h5",
-          "Heat equation u_t = alpha laplace(u) on the unit square or cube, u = 0 on the boundary,\n"
-          "by explicit Euler steps of the 5-/7-point Laplacian with one halo exchange per step.\n"
-          "u0 is a Gaussian random field (identical at any rank count). Writes /fields/u0 and\n"
-          "/fields/u (after the steps), each (N, 1, grid...).",
-          {{"grid", "NxN[xN]", "grid of interior nodes", ""},
-           {"samples", "N", "number of samples", "1"},
-           {"steps", "N", "explicit time steps", "100"},
-           {"seed", "S", "random seed", "1"},
-           {"out", "FILE", "output HDF5 file", ""},
-           {"alpha", "X", "diffusivity", "1"},
-           {"cfl", "X", "dt as a fraction of the stability limit", "0.9"},
-           {"modes", "K", "Fourier modes of u0, -K..K per dim", "6"},
-           {"mesh", "SPEC", "rank mesh, e.g. x=2,y=2", "auto"},
-           {"quiet", "", "no progress output", ""}},
-          run};
+  return {
+      "generate heat",
+      "tessera-prep generate heat --grid 64x64x64 --samples 4 --steps 100 --out F.h5",
+      "Heat equation u_t = alpha laplace(u) on the unit square or cube, u = 0 on the boundary,\n"
+      "by explicit Euler steps of the 5-/7-point Laplacian with one halo exchange per step.\n"
+      "u0 is a Gaussian random field (identical at any rank count). Writes /fields/u0 and\n"
+      "/fields/u (after the steps), each (N, 1, grid...).",
+      {{"grid", "NxN[xN]", "grid of interior nodes", ""},
+       {"samples", "N", "number of samples", "1"},
+       {"steps", "N", "explicit time steps", "100"},
+       {"seed", "S", "random seed", "1"},
+       {"out", "FILE", "output HDF5 file", ""},
+       {"alpha", "X", "diffusivity", "1"},
+       {"cfl", "X", "dt as a fraction of the stability limit", "0.9"},
+       {"modes", "K", "Fourier modes of u0, -K..K per dim", "6"},
+       {"mesh", "SPEC", "rank mesh, e.g. x=2,y=2", "auto"},
+       {"quiet", "", "no progress output", ""}},
+      run};
 }
 
 }  // namespace tessera::prep

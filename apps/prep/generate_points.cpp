@@ -30,7 +30,8 @@ int run(Context& ctx, const Args& a) {
   f.create_dataset(io::schema::kFeatures, {samples, P, 1}, DType::f32, {1, chunk, 1});
   f.set_attr(io::schema::kFeatures, "variables", std::vector<std::string>{"f"});
   Progress progress(ctx.world(), "points", samples, 16.0 * static_cast<double>(P), a.flag("quiet"));
-  Tensor xyz = Tensor::empty({1, e - b, 3}, DType::f32), val = Tensor::empty({1, e - b, 1}, DType::f32);
+  Tensor xyz = Tensor::empty({1, e - b, 3}, DType::f32),
+         val = Tensor::empty({1, e - b, 1}, DType::f32);
   for (Index n = 0; n < samples; ++n) {
     make_points(p, static_cast<std::uint64_t>(n), b, e, xyz.data<float>(), val.data<float>());
     io::write_box(f, io::schema::kCoords, Box({n, b, 0}, {n + 1, e, 3}), xyz,
@@ -48,7 +49,8 @@ int run(Context& ctx, const Args& a) {
 }  // namespace
 
 Command generate_points_command() {
-  return {"generate points", "tessera-prep generate points --points 100000 --samples 4 --out F.h5",
+  return {"generate points",
+          "tessera-prep generate points --points 100000 --samples 4 --out F.h5",
           "Point clouds on a torus or sphere with normal noise, and a smooth field value on each\n"
           "point (point j of sample n depends only on seed, n and j). Writes /points/coords\n"
           "(N, P, 3) and /points/features (N, P, 1); each rank writes its share of the points.",

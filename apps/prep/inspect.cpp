@@ -34,7 +34,8 @@ int run(Context& ctx, const Args& a) {
   const bool root = ctx.rank() == 0;
   std::ostringstream os;
   os << f.path() << "\n";
-  for (const std::string& n : f.attr_names("/")) os << "  @" << n << " = " << attr_text(f, "/", n) << "\n";
+  for (const std::string& n : f.attr_names("/"))
+    os << "  @" << n << " = " << attr_text(f, "/", n) << "\n";
   if (!f.has_attr("/", io::schema::kVersionAttr))
     os << "  (no " << io::schema::kVersionAttr << ": not a Tessera schema file)\n";
   for (const std::string& d : f.datasets()) {
@@ -43,7 +44,8 @@ int run(Context& ctx, const Args& a) {
        << (in.chunk.empty() ? "contiguous" : "chunks " + shape_str(in.chunk));
     for (const std::string& flt : in.filters) os << ", filter " << flt;
     os << "\n";
-    for (const std::string& n : f.attr_names(d)) os << "  @" << n << " = " << attr_text(f, d, n) << "\n";
+    for (const std::string& n : f.attr_names(d))
+      os << "  @" << n << " = " << attr_text(f, d, n) << "\n";
     if (!a.flag("no-stats") && (in.dtype == DType::f32 || in.dtype == DType::f64) &&
         in.shape.size() >= 2) {
       const int cdim = io::schema::channel_dim_of(d);
@@ -58,7 +60,8 @@ int run(Context& ctx, const Args& a) {
           os << "    channel " << c << ": mean " << s.mean[c] << ", std " << s.std[c] << ", min "
              << s.min[c] << ", max " << s.max[c] << "\n";
         if (!s.first_bad.empty())
-          os << "    first non-finite value " << s.first_bad_value << " at " << shape_str(s.first_bad) << "\n";
+          os << "    first non-finite value " << s.first_bad_value << " at "
+             << shape_str(s.first_bad) << "\n";
       }
     }
   }
@@ -69,7 +72,8 @@ int run(Context& ctx, const Args& a) {
 }  // namespace
 
 Command inspect_command() {
-  return {"inspect", "tessera-prep inspect F.h5",
+  return {"inspect",
+          "tessera-prep inspect F.h5",
           "Prints the file's schema attributes, and for each dataset its shape, element type,\n"
           "chunking, filters, attributes and per-channel statistics (computed in parallel).",
           {{"no-stats", "", "skip the statistics (no data read)", ""},

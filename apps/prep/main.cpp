@@ -2,7 +2,10 @@
 //   tessera-prep generate darcy|heat|points [options]
 //   tessera-prep convert|inspect|validate|stats FILE [options]
 // Every subcommand takes --help. Errors print on every rank and exit non-zero.
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <thread>
 
@@ -74,7 +77,8 @@ int main(int argc, char** argv) {
       for (const Command& c : all)
         if (c.name == name) cmd = &c;
       if (!cmd) throw Error("unknown command '" + name + "' (tessera-prep --help lists them)");
-      const Args a(std::vector<std::string>(args.begin() + static_cast<long>(used), args.end()), cmd->options);
+      const Args a(std::vector<std::string>(args.begin() + static_cast<long>(used), args.end()),
+                   cmd->options);
       if (a.help()) {
         if (ctx.rank() == 0) std::cout << help_text(cmd->usage, cmd->description, cmd->options);
       } else {
@@ -82,8 +86,11 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::cerr << "tessera-prep: rank " << ctx.rank() << " of " << ctx.size() << ": error: "
-              << e.what() << std::endl;
+    // One write per line, so lines of different ranks do not interleave.
+    const std::string line = "tessera-prep: rank " + std::to_string(ctx.rank()) + " of " +
+                             std::to_string(ctx.size()) + ": error: " + e.what() + "\n";
+    std::fflush(stderr);
+    [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
     rc = 1;
     settle_or_abort(settle);
   }

@@ -31,16 +31,18 @@ struct Draw {
 };
 inline Draw uniform2(std::uint64_t seed, std::uint64_t sample, std::uint64_t item,
                      std::uint32_t stream) {
-  const Philox4 r = philox4x32({static_cast<std::uint32_t>(item), static_cast<std::uint32_t>(item >> 32),
-                                static_cast<std::uint32_t>(sample), stream ^ static_cast<std::uint32_t>(sample >> 32) * 0x9E3779B9u},
-                               seed);
+  const Philox4 r =
+      philox4x32({static_cast<std::uint32_t>(item), static_cast<std::uint32_t>(item >> 32),
+                  static_cast<std::uint32_t>(sample),
+                  stream ^ static_cast<std::uint32_t>(sample >> 32) * 0x9E3779B9u},
+                 seed);
   const std::uint64_t a = (std::uint64_t(r[0]) << 32 | r[1]) >> 11;
   const std::uint64_t b = (std::uint64_t(r[2]) << 32 | r[3]) >> 11;
   const double s = 1.0 / 9007199254740992.0;  // 2^-53
   return {{(static_cast<double>(a) + 0.5) * s, (static_cast<double>(b) + 0.5) * s}};
 }
-inline std::array<double, 2> gaussian2(std::uint64_t seed, std::uint64_t sample,
-                                       std::uint64_t item, std::uint32_t stream) {
+inline std::array<double, 2> gaussian2(std::uint64_t seed, std::uint64_t sample, std::uint64_t item,
+                                       std::uint32_t stream) {
   const Draw d = uniform2(seed, sample, item, stream);
   const double r = std::sqrt(-2.0 * std::log(d.u[0])), t = 6.283185307179586 * d.u[1];
   return {r * std::cos(t), r * std::sin(t)};

@@ -7,8 +7,8 @@
 
 namespace tessera::prep {
 
-void make_points(const PointsParams& p, std::uint64_t sample, Index begin, Index end,
-                 float* coords, float* value) {
+void make_points(const PointsParams& p, std::uint64_t sample, Index begin, Index end, float* coords,
+                 float* value) {
   const double two_pi = 6.283185307179586;
   // Per-sample shape and field parameters (item ~0: not a point index).
   const Draw s = uniform2(p.seed, sample, ~std::uint64_t(0), 7);

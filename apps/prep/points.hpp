@@ -16,7 +16,7 @@ struct PointsParams {
 };
 
 // Points [begin, end) of sample n: xyz into coords (3 per point), the field into value.
-void make_points(const PointsParams& p, std::uint64_t sample, Index begin, Index end,
-                 float* coords, float* value);
+void make_points(const PointsParams& p, std::uint64_t sample, Index begin, Index end, float* coords,
+                 float* value);
 
 }  // namespace tessera::prep

@@ -22,7 +22,8 @@ void Progress::update_bytes(Index done, Index total, double bytes) {
   if (done < total && std::chrono::duration<double>(now - last_).count() < 1.0) return;
   last_ = now;
   const double t = std::chrono::duration<double>(now - t0_).count();
-  const double left = done > 0 ? t * static_cast<double>(total - done) / static_cast<double>(done) : 0;
+  const double left =
+      done > 0 ? t * static_cast<double>(total - done) / static_cast<double>(done) : 0;
   std::fprintf(stderr, "[%s] %lld/%lld, %.1f MB/s, %.1f s elapsed, %.1f s left\n", what_.c_str(),
                static_cast<long long>(done), static_cast<long long>(total),
                t > 0 ? bytes / t / 1e6 : 0.0, t, left);

@@ -59,11 +59,13 @@ Tensor gaussian_field(const FieldParams& p, std::uint64_t sample, const std::vec
     double g = 0;
     for (Index m = 0; m < nmodes; ++m) {
       // Plain complex products (std::complex's operator* takes a slow NaN-checking path).
-      double re = coef[static_cast<std::size_t>(m)].real(), im = coef[static_cast<std::size_t>(m)].imag();
+      double re = coef[static_cast<std::size_t>(m)].real(),
+             im = coef[static_cast<std::size_t>(m)].imag();
       Index q = m;
       for (int d = 0; d < nd; ++d, q /= W) {
-        const cplx& f = phase[static_cast<std::size_t>(d)]
-                             [static_cast<std::size_t>(idx[static_cast<std::size_t>(d)] * W + q % W)];
+        const cplx& f =
+            phase[static_cast<std::size_t>(d)]
+                 [static_cast<std::size_t>(idx[static_cast<std::size_t>(d)] * W + q % W)];
         const double nre = re * f.real() - im * f.imag();
         im = re * f.imag() + im * f.real();
         re = nre;

@@ -19,7 +19,8 @@ int run(Context& ctx, const Args& a) {
           d == io::schema::kCoords)
         dsets.push_back(d);
   }
-  if (dsets.empty()) throw Error("'" + f.path() + "' holds no schema datasets to compute statistics of");
+  if (dsets.empty())
+    throw Error("'" + f.path() + "' holds no schema datasets to compute statistics of");
   for (const std::string& d : dsets) {
     Progress progress(ctx.world(), "stats " + d, 0, 0, a.flag("quiet"));
     const io::schema::ChannelStats s = io::schema::scan(
@@ -42,7 +43,8 @@ int run(Context& ctx, const Args& a) {
 }  // namespace
 
 Command stats_command() {
-  return {"stats", "tessera-prep stats F.h5 [--dataset D]",
+  return {"stats",
+          "tessera-prep stats F.h5 [--dataset D]",
           "Computes per-channel mean, std, min and max of every field, the point features and\n"
           "the coordinates, reading each dataset once in parallel, and stores them as the\n"
           "attributes mean, std, min, max and stats_count (what training normalizes with).",

@@ -21,24 +21,26 @@ int run(Context& ctx, const Args& a) {
     throw Error("--shape and --dtype need --dataset");
   }
   Progress progress(ctx.world(), "validate", 0, 0, a.flag("quiet"));
-  const auto problems = io::schema::validate(f, expect, !a.flag("no-values"),
-                                             [&](Index done, Index total, double bytes) {
-                                               progress.update_bytes(done, total, bytes);
-                                             });
+  const auto problems = io::schema::validate(
+      f, expect, !a.flag("no-values"),
+      [&](Index done, Index total, double bytes) { progress.update_bytes(done, total, bytes); });
   if (problems.empty()) {
-    if (ctx.rank() == 0) std::cout << f.path() << ": valid (schema version " << io::schema::kVersion << ")\n";
+    if (ctx.rank() == 0)
+      std::cout << f.path() << ": valid (schema version " << io::schema::kVersion << ")\n";
     return 0;
   }
   if (ctx.rank() == 0)
     for (const auto& p : problems) std::cout << "invalid: " << p << "\n";
-  throw Error(problems.front() +
-              (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : ""));
+  throw Error(problems.front() + (problems.size() > 1
+                                      ? " (and " + std::to_string(problems.size() - 1) + " more)"
+                                      : ""));
 }
 
 }  // namespace
 
 Command validate_command() {
-  return {"validate", "tessera-prep validate F.h5 [--dataset D --shape S --dtype T]",
+  return {"validate",
+          "tessera-prep validate F.h5 [--dataset D --shape S --dtype T]",
           "Checks the file against the schema: version attribute, dataset shapes and element\n"
           "types, required attributes, matching sample counts, and that every value is finite\n"
           "(read in parallel). Exits 0 if the file is good, else 1 with a message naming the\n"

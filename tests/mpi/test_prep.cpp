@@ -54,7 +54,9 @@ double darcy_residual(const std::vector<Index>& shape, const Tensor& p, const Da
   };
   auto P = [&](const std::vector<Index>& i) {
     for (int d = 0; d < nd; ++d)
-      if (i[static_cast<std::size_t>(d)] < 0 || i[static_cast<std::size_t>(d)] >= shape[static_cast<std::size_t>(d)]) return 0.0;
+      if (i[static_cast<std::size_t>(d)] < 0 ||
+          i[static_cast<std::size_t>(d)] >= shape[static_cast<std::size_t>(d)])
+        return 0.0;
     return p.at<double>(i);
   };
   double r2 = 0, f2 = 0;
@@ -141,7 +143,8 @@ TEST_CASE("A different seed or sample gives a different field; statistics are sa
   // Unit variance in expectation: the sample variance over 3 fields lies near 1.
   double s = 0, s2 = 0;
   for (const Tensor* t : {&g0, &g1, &g2})
-    for (Index i = 0; i < t->numel(); ++i) s += t->data<double>()[i], s2 += t->data<double>()[i] * t->data<double>()[i];
+    for (Index i = 0; i < t->numel(); ++i)
+      s += t->data<double>()[i], s2 += t->data<double>()[i] * t->data<double>()[i];
   const double n = 3.0 * static_cast<double>(g0.numel()), var = s2 / n - (s / n) * (s / n);
   INFO("variance " << var);
   MPI_REQUIRE(var > 0.2);
@@ -150,7 +153,8 @@ TEST_CASE("A different seed or sample gives a different field; statistics are sa
 
 TEST_CASE("Heat: explicit steps equal a serial reference, bitwise across rank counts",
           "[prep][heat]") {
-  for (const std::vector<Index>& shape : {std::vector<Index>{20, 17}, std::vector<Index>{8, 9, 10}}) {
+  for (const std::vector<Index>& shape :
+       {std::vector<Index>{20, 17}, std::vector<Index>{8, 9, 10}}) {
     HeatParams prm;
     prm.steps = 25;
     prm.field.modes = 3;
@@ -189,11 +193,11 @@ TEST_CASE("Heat: explicit steps equal a serial reference, bitwise across rank co
     const Tensor u0 = gather(mesh, spec, s.u0);
     double n0 = 0, n1 = 0;
     for (Index c = 0; c < u.numel(); ++c)
-      n0 += u0.data<double>()[c] * u0.data<double>()[c], n1 += u.data<double>()[c] * u.data<double>()[c];
+      n0 += u0.data<double>()[c] * u0.data<double>()[c],
+          n1 += u.data<double>()[c] * u.data<double>()[c];
     MPI_REQUIRE(n1 < n0);
-    const Tensor u1 = on_one_rank(shape, [&](const Mesh& m1, const ShardSpec& s1) {
-      return solve_heat(m1, s1, prm, 1).u;
-    });
+    const Tensor u1 = on_one_rank(
+        shape, [&](const Mesh& m1, const ShardSpec& s1) { return solve_heat(m1, s1, prm, 1).u; });
     MPI_REQUIRE(test::same(u, u1));
   }
 }
@@ -236,7 +240,8 @@ TEST_CASE("Point clouds do not depend on how points are split over ranks", "[pre
 }
 
 TEST_CASE("A .npy header round trip", "[prep][npy]") {
-  const std::string path = test::temp_file(MPI_COMM_WORLD, "npy") + std::to_string(test::world_rank()) + ".npy";
+  const std::string path =
+      test::temp_file(MPI_COMM_WORLD, "npy") + std::to_string(test::world_rank()) + ".npy";
   {
     std::ofstream out(path, std::ios::binary);
     out << npy_header_bytes("<f8", {2, 3, 4});

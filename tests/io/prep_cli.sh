@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# tessera-prep from the command line. Usage: prep_cli.sh CASE WORKDIR PREP H5DUMP LAUNCH...
+# where LAUNCH is the mpirun command without -np. Bad-input cases must fail on every rank
+# (each rank prints its error), exit non-zero, not hang, and print no HDF5 error stack.
+set -u
+case_name=$1 work=$2 prep=$3 h5dump=$4
+shift 4
+launch=("$@")
+mkdir -p "$work"
+dir=$(mktemp -d "$work/$case_name.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+
+fail() { echo "prep_cli $case_name: $*"; exit 1; }
+run() {  # run NRANKS ARGS...: output in $out, status in $rc
+  local n=$1
+  shift
+  out=$(timeout 120 "${launch[@]}" -np "$n" "$prep" "$@" 2>&1)
+  rc=$?
+}
+expect_ok() {
+  run "$@"
+  [ "$rc" -eq 0 ] || { echo "$out"; fail "tessera-prep $* exited $rc"; }
+}
+# expect_error PATTERN ARGS...: at 3 ranks, every rank reports an error matching PATTERN.
+expect_error() {
+  local pattern=$1
+  shift
+  run 3 "$@"
+  echo "$out"
+  [ "$rc" -eq 124 ] && fail "hung (timeout)"
+  [ "$rc" -eq 0 ] && fail "exited 0 on bad input"
+  for r in 0 1 2; do
+    echo "$out" | grep -q "rank $r of 3: error: .*$pattern" ||
+      fail "rank $r did not report an error matching '$pattern'"
+  done
+  echo "$out" | grep -q "HDF5-DIAG" && fail "an HDF5 error stack leaked to the output"
+  echo "$out" | grep -qiE "segmentation|signal [0-9]|core dumped|MPI_ABORT" && fail "crashed or aborted"
+  echo "prep_cli $case_name: failed on every rank as it must (exit $rc)"
+  exit 0
+}
+# float32 little-endian bytes of a small non-negative integer, as printf escapes.
+f32() {
+  local i=$1 bits=0
+  if [ "$i" -gt 0 ]; then
+    local e=0
+    while [ $((1 << (e + 1))) -le "$i" ]; do e=$((e + 1)); done
+    bits=$(((127 + e) << 23 | ((i - (1 << e)) << (23 - e))))
+  fi
+  printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((bits & 255)) $((bits >> 8 & 255)) $((bits >> 16 & 255)) $((bits >> 24 & 255))
+}
+# raw float32 file of the values 0..n-1
+ramp() {
+  local n=$1 file=$2 s=""
+  for ((i = 0; i < n; i++)); do s+=$(f32 "$i"); done
+  printf "$s" >"$file"
+}
+# .npy (version 1.0) holding the bytes of a raw file with the given descr and shape text
+npy() {
+  local raw=$1 descr=$2 shape=$3 file=$4
+  local dict="{'descr': '$descr', 'fortran_order': False, 'shape': ($shape), }"
+  local total=$((10 + ${#dict} + 1))
+  local pad=$(((64 - total % 64) % 64))
+  dict+=$(printf '%*s' "$pad" '')
+  local len=$((${#dict} + 1))
+  { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $((len & 255)))\\x$(printf %02x $((len >> 8)))";
+    printf '%s\n' "$dict"; cat "$raw"; } >"$file"
+}
+small_darcy() { expect_ok 2 generate darcy --grid 16x12 --samples 2 --seed 3 --out d.h5 --quiet; }
+
+case $case_name in
+  help)
+    for c in "generate darcy" "generate heat" "generate points" convert inspect validate stats; do
+      # shellcheck disable=SC2086
+      expect_ok 1 $c --help
+      echo "$out" | grep -q "^usage: tessera-prep" || fail "$c --help printed no usage"
+    done
+    expect_ok 1 --help
+    echo "prep_cli help: every subcommand answers --help"
+    ;;
+  generate)
+    expect_ok 3 generate darcy --grid 20x18 --samples 3 --seed 5 --out d3.h5 --quiet
+    expect_ok 2 generate darcy --grid 20x18 --samples 3 --seed 5 --out d2.h5 --quiet
+    expect_ok 1 generate heat --grid 10x9x8 --samples 2 --steps 20 --out h.h5 --quiet
+    expect_ok 4 generate points --points 1001 --samples 2 --out p.h5 --quiet
+    for f in d3.h5 d2.h5 h.h5 p.h5; do
+      expect_ok 3 validate "$f" --quiet
+      echo "$out" | grep -q "valid (schema version 1)" || fail "$f not reported valid"
+    done
+    # Same seed at 2 and 3 ranks: the permeability is bitwise identical.
+    "$h5dump" -d /fields/permeability -b LE -o k3.bin d3.h5 >/dev/null
+    "$h5dump" -d /fields/permeability -b LE -o k2.bin d2.h5 >/dev/null
+    cmp k3.bin k2.bin || fail "permeability differs between 2 and 3 ranks"
+    [ -s k3.bin ] || fail "h5dump wrote no permeability"
+    expect_ok 3 stats d3.h5 --quiet
+    "$h5dump" -a /fields/pressure/mean d3.h5 | grep -q "(0):" || fail "stats wrote no mean attribute"
+    expect_ok 2 inspect p.h5 --quiet
+    echo "$out" | grep -q "/points/coords  (2, 1001, 3) float32" || { echo "$out"; fail "inspect misreports points"; }
+    echo "prep_cli generate: darcy, heat and points valid; k identical at 2 and 3 ranks; stats stored"
+    ;;
+  convert)
+    ramp 48 a.raw
+    expect_ok 3 convert a.raw --shape 2,1,4,6 --dtype float32 --out r.h5 --name u --quiet
+    npy a.raw '<f4' '2, 1, 4, 6' a.npy
+    expect_ok 2 convert a.npy --out n.h5 --name u --variables temp --quiet
+    for f in r.h5 n.h5; do
+      "$h5dump" -d /fields/u -y -w 0 -o "$f.txt" "$f" >/dev/null || fail "h5dump failed on $f"
+      vals=$(tr ',' ' ' <"$f.txt")
+      want=$(seq -s ' ' 0 47)
+      [ "$(echo $vals)" = "$want" ] || fail "h5dump of $f gave '$vals'"
+    done
+    "$h5dump" -a /fields/u/variables n.h5 | grep -q '"temp"' || fail "variables attribute missing"
+    expect_ok 3 validate n.h5 --dataset /fields/u --shape 2,1,4,6 --quiet
+    echo "prep_cli convert: raw and .npy inputs read back by h5dump as written"
+    ;;
+  missing_file) expect_error "cannot open HDF5 file 'nope.h5': no such file" inspect nope.h5 ;;
+  not_hdf5)
+    echo "just text" >t.h5
+    expect_error "'t.h5': not an HDF5 file" validate t.h5
+    ;;
+  truncated)
+    small_darcy
+    truncate -s $(($(stat -c %s d.h5) / 2)) d.h5
+    expect_error "'d.h5': damaged or truncated HDF5 file: truncated file" inspect d.h5
+    ;;
+  missing_dataset)
+    small_darcy
+    expect_error "missing dataset '/fields/velocity' in 'd.h5'" validate d.h5 --dataset /fields/velocity
+    ;;
+  wrong_dtype)
+    small_darcy
+    expect_error "dataset '/fields/pressure' in 'd.h5' holds float32, expected float64" \
+      validate d.h5 --dataset /fields/pressure --dtype float64 --no-values
+    ;;
+  wrong_rank)
+    small_darcy
+    expect_error "'/fields/pressure' in 'd.h5' has rank 4 (2, 1, 16, 12), expected rank 3" \
+      validate d.h5 --dataset /fields/pressure --shape 2,16,12
+    ;;
+  wrong_shape)
+    small_darcy
+    expect_error "has shape (2, 1, 16, 12), expected (2, 1, 16, 13)" \
+      validate d.h5 --dataset /fields/pressure --shape 2,1,16,13
+    ;;
+  nan)
+    ramp 48 a.raw
+    # value index 29 = (1, 0, 0, 5) in shape (2, 1, 4, 6) becomes NaN
+    printf '\x00\x00\xc0\x7f' | dd of=a.raw bs=4 seek=29 conv=notrunc status=none
+    expect_ok 2 convert a.raw --shape 2,1,4,6 --dtype float32 --out x.h5 --name u --quiet
+    expect_error "dataset '/fields/u' in 'x.h5': non-finite value nan at index (1, 0, 0, 5)" validate x.h5
+    ;;
+  *) fail "unknown case" ;;
+esac
