@@ -29,5 +29,6 @@ struct Case {
 std::vector<Case> all_cases();
 Case redistribute_case();
 Case halo_case();
+Case conv_case();
 
 }  // namespace tessera::bench
