@@ -7,7 +7,8 @@
 //      cores per node / ranks per node);
 //  (c) peak memory per rank against (one-rank peak / N + this rank's ghost bytes), measured
 //      in a pass where the caller keeps neither x nor y, as a network does.
-// Options: --n2d --c2d --n3d --c3d (sizes), --which=2d,3d, --reps, --warmup, --threads.
+// Options: --n2d --c2d --n3d --c3d (sizes), --which=2d,3d, --reps, --warmup, --threads,
+// --overlap=0|1 (ConvOptions::overlap).
 #include <omp.h>
 
 #include <algorithm>
@@ -130,6 +131,7 @@ json run_one(Context& ctx, const Options& opt, int nd, Index n, Index c, int thr
   o.in_channels = o.out_channels = c;
   o.kernel = {3};
   o.padding = {1};
+  o.overlap = opt.num("overlap", 0) != 0;
   ConvNd layer(o);
   const ShardSpec out_spec = layer.output_spec(spec);
   const auto coords = mesh.coords();
@@ -176,6 +178,7 @@ json run_one(Context& ctx, const Options& opt, int nd, Index n, Index c, int thr
               {"ranks", mesh.size()},
               {"mesh", mesh.str()},
               {"threads", threads},
+              {"overlap", o.overlap ? 1 : 0},
               {"t_layer_s", t.median_s},
               {"t_layer_min_s", t.min_s},
               {"peak_mib", max_over(mesh.comm(), peak) / (1 << 20)},
@@ -251,7 +254,7 @@ Case conv_case() {
   c.name = "conv";
   c.help = "sharded Conv2d/Conv3d forward+backward vs bare oneDNN, rank scaling, peak memory";
   c.rank_counts = {1, 2, 4};
-  c.columns = {"conv",     "ranks",    "mesh",     "threads",   "t_layer_s",
+  c.columns = {"conv",     "ranks",    "mesh",     "threads",   "overlap",   "t_layer_s",
                "t_bare_s", "overhead", "peak_mib", "ghost_mib", "y_rel_diff"};
   c.run = run;
   c.goals = goals;
