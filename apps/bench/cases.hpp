@@ -30,5 +30,6 @@ std::vector<Case> all_cases();
 Case redistribute_case();
 Case halo_case();
 Case conv_case();
+Case conv_kernel_case();
 
 }  // namespace tessera::bench

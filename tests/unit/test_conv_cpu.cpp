@@ -10,6 +10,7 @@
 
 #include "decomp/error.hpp"
 #include "kernels/cpu/conv_direct.hpp"
+#include "runtime/device.hpp"
 #include "tests/unit/conv_reference.hpp"
 
 using namespace tessera;
@@ -283,4 +284,17 @@ TEST_CASE("Conv without bias, cached primitives and concurrent callers agree", "
     for (auto& th : threads) th.join();
     for (int i = 0; i < 6; ++i) CHECK(res[sz(i)] == (i % 2 ? rb : ra));
   }
+}
+
+TEST_CASE("Conv CUDA entry points throw tessera::Error where no device can run them", "[conv]") {
+  if (device::count() > 0) return;  // tests/gpu/test_gpu_conv.cpp covers devices
+  const ConvDesc c = desc2d(4, 4, 8, 3, 1);
+  std::vector<float> buf(4096);
+  float* p = buf.data();
+  CHECK_THROWS_AS(kernels::conv_forward_cuda(c, p, p, nullptr, p), Error);
+  CHECK_THROWS_AS(kernels::conv_backward_data_cuda(c, p, p, p), Error);
+  CHECK_THROWS_AS(kernels::conv_backward_weights_cuda(c, p, p, p, nullptr), Error);
+  if (!device::built_with_cuda())
+    CHECK_THROWS_WITH(kernels::conv_forward_cuda(c, p, p, nullptr, p),
+                      Catch::Contains("built without CUDA"));
 }
