@@ -294,7 +294,7 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
   }
   saved_x_ = HaloFrame();  // free the saved input before the gradient buffer exists
   have_saved_ = false;
-  HaloFrame g = zero_frame(p, opts_.dtype, opts_.space);
+  HaloFrame g = zero_frame(p, opts_.dtype, opts_.space, bw.idle ? nullptr : &bw.window);
   if (!bw.idle) {
     const Tensor gw = g.window(bw.window);
     cs::set_x_window(d, gw);
