@@ -7,18 +7,34 @@
 
 namespace tessera::kernels {
 
-TESSERA_HD inline float hd_erf(float x) { return erff(x); }
-TESSERA_HD inline double hd_erf(double x) { return erf(x); }
-TESSERA_HD inline float hd_exp(float x) { return expf(x); }
-TESSERA_HD inline double hd_exp(double x) { return exp(x); }
-TESSERA_HD inline float hd_tanh(float x) { return tanhf(x); }
-TESSERA_HD inline double hd_tanh(double x) { return tanh(x); }
+TESSERA_HD inline float hd_erf(float x) {
+  return erff(x);
+}
+TESSERA_HD inline double hd_erf(double x) {
+  return erf(x);
+}
+TESSERA_HD inline float hd_exp(float x) {
+  return expf(x);
+}
+TESSERA_HD inline double hd_exp(double x) {
+  return exp(x);
+}
+TESSERA_HD inline float hd_tanh(float x) {
+  return tanhf(x);
+}
+TESSERA_HD inline double hd_tanh(double x) {
+  return tanh(x);
+}
 
 // floor(a / b) for b > 0 and any sign of a.
 TESSERA_HD inline long long floor_div(long long a, long long b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
-TESSERA_HD inline long long min_i(long long a, long long b) { return a < b ? a : b; }
-TESSERA_HD inline long long max_i(long long a, long long b) { return a > b ? a : b; }
+TESSERA_HD inline long long min_i(long long a, long long b) {
+  return a < b ? a : b;
+}
+TESSERA_HD inline long long max_i(long long a, long long b) {
+  return a > b ? a : b;
+}
 
 }  // namespace tessera::kernels

@@ -5,7 +5,8 @@
 namespace tessera::kernels {
 
 PoolGeom pool_geometry(const PoolDesc& d, const char* where) {
-  TESSERA_CHECK(d.nd >= 1 && d.nd <= 3, where << ": pooling needs 1 to 3 spatial dims, got " << d.nd);
+  TESSERA_CHECK(d.nd >= 1 && d.nd <= 3,
+                where << ": pooling needs 1 to 3 spatial dims, got " << d.nd);
   TESSERA_CHECK(d.n >= 0 && d.c >= 0, where << ": negative batch or channel count");
   PoolGeom g;
   g.n = d.n;
@@ -16,12 +17,14 @@ PoolGeom pool_geometry(const PoolDesc& d, const char* where) {
   for (int k = 0; k < d.nd; ++k) {
     TESSERA_CHECK(d.in[k] >= 1 && d.kernel[k] >= 1 && d.stride[k] >= 1 && d.pad_lo[k] >= 0 &&
                       d.pad_hi[k] >= 0,
-                  where << ": dim " << k << " needs extent, kernel, stride >= 1 and padding >= 0 (in "
-                        << d.in[k] << ", kernel " << d.kernel[k] << ", stride " << d.stride[k]
-                        << ", pad " << d.pad_lo[k] << "/" << d.pad_hi[k] << ")");
+                  where << ": dim " << k
+                        << " needs extent, kernel, stride >= 1 and padding >= 0 (in " << d.in[k]
+                        << ", kernel " << d.kernel[k] << ", stride " << d.stride[k] << ", pad "
+                        << d.pad_lo[k] << "/" << d.pad_hi[k] << ")");
     TESSERA_CHECK(d.in[k] + d.pad_lo[k] + d.pad_hi[k] >= d.kernel[k],
                   where << ": dim " << k << ": kernel " << d.kernel[k]
-                        << " larger than the padded extent " << d.in[k] + d.pad_lo[k] + d.pad_hi[k]);
+                        << " larger than the padded extent "
+                        << d.in[k] + d.pad_lo[k] + d.pad_hi[k]);
     const Index out = d.out(k);
     // Every window must hold a real cell (max: padding is -inf; avg: a count of zero).
     TESSERA_CHECK(d.pad_lo[k] < d.kernel[k] && (out - 1) * d.stride[k] - d.pad_lo[k] < d.in[k],

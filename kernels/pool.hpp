@@ -6,7 +6,7 @@
 //
 // Max pooling treats padding as -inf (it never wins: every window must hold a real cell);
 // ties go to the first cell of the window in row-major order, and the backward recomputes
-// that argmax from x, so no index tensor is kept. Average pooling divides by the kernel
+// that argmax from x, so no index tensor is kept between forward and backward. Average pooling divides by the kernel
 // volume (count_include_pad) or by the number of real cells in the window.
 #include "decomp/box.hpp"
 #include "decomp/hd.hpp"
@@ -41,7 +41,8 @@ void pool_forward_cpu(const PoolDesc& d, const void* x, void* y);
 // dy (contiguous). x is read only for max pooling (nullptr allowed for average pooling).
 void pool_backward_cpu(const PoolDesc& d, const void* x, const void* dy, void* dx);
 
-// CUDA versions: device pointers, one kernel launch, synchronous on the default stream.
+// CUDA versions: device pointers, synchronous on the default stream; one kernel launch
+// (max pooling backward: two, through an argmax scratch buffer the call allocates).
 void pool_forward_cuda(const PoolDesc& d, const void* x, void* y);
 void pool_backward_cuda(const PoolDesc& d, const void* x, const void* dy, void* dx);
 

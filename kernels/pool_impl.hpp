@@ -3,7 +3,7 @@
 // kernels. Geometry is normalized to 3 spatial dims (unused leading dims have extent 1)
 // with resolved strides. The forward computes one output cell per call; the backward
 // gathers one dx cell per call from the outputs whose window covers it, so it needs no
-// atomics and overwrites dx.
+// atomics and overwrites dx; max pooling first records each window's argmax.
 #include "decomp/box.hpp"
 #include "decomp/hd.hpp"
 #include "kernels/hd_math.hpp"
@@ -102,10 +102,33 @@ struct PoolForward {
   }
 };
 
+// Max pooling backward, first pass: the argmax of every output window as a spatial
+// linear index within the (n, c) plane, so the gather below compares indices instead of
+// rescanning each covering window (out * k^d work instead of in * (k/s)^d * k^d).
+template <class T>
+struct PoolArgmax {
+  PoolGeom g;
+  const T* x;
+  Index* arg;  // out_count() entries
+  TESSERA_HD void operator()(Index i) const {
+    Index o[3], r = i;
+    for (int d = 2; d >= 0; --d) {
+      o[d] = r % g.out[d];
+      r /= g.out[d];
+    }
+    const Index cc = r % g.c, nn = r / g.c;
+    Index b[3] = {0, 0, 0};
+    pool_argmax(g, x + nn * g.xs[0] + cc * g.xs[1], o, b);
+    arg[i] = (b[0] * g.in[1] + b[1]) * g.in[2] + b[2];
+  }
+};
+
+// Backward, gathering each dx cell from the outputs whose window covers it (for max
+// pooling those whose argmax it is, from PoolArgmax).
 template <class T>
 struct PoolBackward {
   PoolGeom g;
-  const T* x;  // max pooling only
+  const Index* arg;  // max pooling only
   const T* dy;
   T* dx;
   TESSERA_HD void operator()(Index i) const {
@@ -121,19 +144,17 @@ struct PoolBackward {
       olo[d] = max_i(floor_div(p[d] + g.plo[d] - g.k[d], g.s[d]) + 1, 0);
       ohi[d] = min_i(floor_div(p[d] + g.plo[d], g.s[d]) + 1, g.out[d]);
     }
-    const T* xnc = g.max ? x + nn * g.xs[0] + cc * g.xs[1] : nullptr;
-    const T* dync = dy + (nn * g.c + cc) * g.out[0] * g.out[1] * g.out[2];
+    const Index plane = (nn * g.c + cc) * g.out[0] * g.out[1] * g.out[2];
+    const Index self = (p[0] * g.in[1] + p[1]) * g.in[2] + p[2];
     double acc = 0;
     Index o[3];
     for (o[0] = olo[0]; o[0] < ohi[0]; ++o[0])
       for (o[1] = olo[1]; o[1] < ohi[1]; ++o[1])
         for (o[2] = olo[2]; o[2] < ohi[2]; ++o[2]) {
-          const double v =
-              static_cast<double>(dync[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]]);
+          const Index oi = plane + (o[0] * g.out[1] + o[1]) * g.out[2] + o[2];
+          const double v = static_cast<double>(dy[oi]);
           if (g.max) {
-            Index b[3] = {0, 0, 0};
-            pool_argmax(g, xnc, o, b);
-            if (b[0] == p[0] && b[1] == p[1] && b[2] == p[2]) acc += v;
+            if (arg[oi] == self) acc += v;
           } else {
             acc += v / pool_divisor(g, o);
           }

@@ -27,8 +27,8 @@ UpsampleGeom upsample_geometry(const UpsampleDesc& d, const char* where) {
     upsample_input_range(d.mode, d.scale[k], d.in_global[k], d.out_lo[k], d.out_n[k], &lo, &hi);
     TESSERA_CHECK(lo >= hi || (d.in_lo[k] <= lo && hi <= d.in_lo[k] + d.in_n[k]),
                   where << ": dim " << k << ": output window [" << d.out_lo[k] << ", "
-                        << d.out_lo[k] + d.out_n[k] << ") needs input cells [" << lo << ", "
-                        << hi << ") but the input window holds [" << d.in_lo[k] << ", "
+                        << d.out_lo[k] + d.out_n[k] << ") needs input cells [" << lo << ", " << hi
+                        << ") but the input window holds [" << d.in_lo[k] << ", "
                         << d.in_lo[k] + d.in_n[k] << ")");
     const int n = off + k;
     g.s[n] = d.scale[k];

@@ -35,8 +35,7 @@ struct UpsampleTap {
   Index i0, i1;
   double w1;
 };
-TESSERA_HD inline UpsampleTap upsample_tap(UpsampleMode m, Index scale, Index in_global,
-                                           Index o) {
+TESSERA_HD inline UpsampleTap upsample_tap(UpsampleMode m, Index scale, Index in_global, Index o) {
   if (m == UpsampleMode::Nearest) return {o / scale, o / scale, 0.0};
   // src = (o + 0.5) / scale - 0.5 = (2o + 1 - scale) / (2 scale), clamped at 0.
   Index num = 2 * o + 1 - scale;

@@ -59,7 +59,8 @@ struct UpsampleForward {
           const double we = e ? t[2].w1 : 1.0 - t[2].w1;
           if (we == 0.0) continue;
           const Index pe = (e ? t[2].i1 : t[2].i0) - g.ilo[2];
-          acc += wa * wb * we * static_cast<double>(xnc[pa * g.xs[2] + pb * g.xs[3] + pe * g.xs[4]]);
+          acc +=
+              wa * wb * we * static_cast<double>(xnc[pa * g.xs[2] + pb * g.xs[3] + pe * g.xs[4]]);
         }
       }
     }
@@ -95,8 +96,7 @@ struct UpsampleBackward {
         for (Index e = lo[2]; e < hi[2]; ++e) {
           const double we = g.weight(2, e, p[2]);
           if (we == 0.0) continue;
-          const Index off =
-              ((a - g.olo[0]) * g.on[1] + (b - g.olo[1])) * g.on[2] + (e - g.olo[2]);
+          const Index off = ((a - g.olo[0]) * g.on[1] + (b - g.olo[1])) * g.on[2] + (e - g.olo[2]);
           acc += wa * wb * we * static_cast<double>(dync[off]);
         }
       }

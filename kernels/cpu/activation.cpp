@@ -19,8 +19,8 @@ void activation_backward_cpu(Activation a, Scalar type, Index n, const void* x, 
   TESSERA_CHECK(n >= 0, "activation_backward_cpu: negative count " << n);
   dispatch(type, [&](auto t) {
     using T = decltype(t);
-    host_for_each(n, ActivationBackward<T>{a, static_cast<const T*>(x),
-                                           static_cast<const T*>(dy), static_cast<T*>(dx)});
+    host_for_each(n, ActivationBackward<T>{a, static_cast<const T*>(x), static_cast<const T*>(dy),
+                                           static_cast<T*>(dx)});
   });
 }
 

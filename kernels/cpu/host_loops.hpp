@@ -1,10 +1,17 @@
 #pragma once
 // OpenMP drivers of the element functors shared with the CUDA kernels: a parallel loop
-// over elements, and a per-group reduction (each group summed serially in double, groups
-// in parallel) for functors with add(g, j, a, b) and store(g, a, b).
+// over elements, and a per-group reduction for functors with add(g, j, a, b) and
+// store(g, a, b). Groups are cut into fixed chunks of kReduceChunk cells, summed in
+// parallel, and the chunk partials of a group are added in order, so few large groups
+// (BatchNorm's channels) still use every thread and the result does not depend on the
+// thread count.
+#include <vector>
+
 #include "decomp/box.hpp"
 
 namespace tessera::kernels {
+
+inline constexpr Index kReduceChunk = Index{1} << 14;
 
 template <class F>
 void host_for_each(Index n, const F& f) {
@@ -14,10 +21,25 @@ void host_for_each(Index n, const F& f) {
 
 template <class R>
 void host_group_reduce(Index groups, Index size, const R& r) {
+  if (groups <= 0) return;
+  const Index chunks = size > kReduceChunk ? (size + kReduceChunk - 1) / kReduceChunk : 1;
+  std::vector<double> pa(static_cast<std::size_t>(groups * chunks)), pb(pa.size());
+#pragma omp parallel for schedule(static)
+  for (Index w = 0; w < groups * chunks; ++w) {
+    const Index g = w / chunks, lo = (w % chunks) * kReduceChunk;
+    const Index hi = lo + kReduceChunk < size ? lo + kReduceChunk : size;
+    double a = 0, b = 0;
+    for (Index j = lo; j < hi; ++j) r.add(g, j, a, b);
+    pa[w] = a;
+    pb[w] = b;
+  }
 #pragma omp parallel for schedule(static)
   for (Index g = 0; g < groups; ++g) {
     double a = 0, b = 0;
-    for (Index j = 0; j < size; ++j) r.add(g, j, a, b);
+    for (Index k = 0; k < chunks; ++k) {
+      a += pa[g * chunks + k];
+      b += pb[g * chunks + k];
+    }
     r.store(g, a, b);
   }
 }

@@ -28,10 +28,10 @@ void norm_backward_sums_cpu(const NormArgs& a, const void* x, const void* dy, do
                             double* s2) {
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    host_group_reduce(a.layout.count(), a.layout.size(),
-                      NormBackwardSums<T>{params<T>(a, "norm_backward_sums_cpu"),
-                                          static_cast<const T*>(x), static_cast<const T*>(dy), s1,
-                                          s2});
+    host_group_reduce(
+        a.layout.count(), a.layout.size(),
+        NormBackwardSums<T>{params<T>(a, "norm_backward_sums_cpu"), static_cast<const T*>(x),
+                            static_cast<const T*>(dy), s1, s2});
   });
 }
 
@@ -40,10 +40,10 @@ void norm_backward_dx_cpu(const NormArgs& a, const void* x, const void* dy, cons
   TESSERA_CHECK(M > 0, "norm_backward_dx_cpu: group size M = " << M);
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    host_for_each(a.layout.elements(),
-                  NormBackwardDx<T>{params<T>(a, "norm_backward_dx_cpu"),
-                                    static_cast<const T*>(x), static_cast<const T*>(dy), S1, S2,
-                                    1.0 / M, static_cast<T*>(dx)});
+    host_for_each(
+        a.layout.elements(),
+        NormBackwardDx<T>{params<T>(a, "norm_backward_dx_cpu"), static_cast<const T*>(x),
+                          static_cast<const T*>(dy), S1, S2, 1.0 / M, static_cast<T*>(dx)});
   });
 }
 
@@ -52,10 +52,10 @@ void norm_param_grads_cpu(const NormArgs& a, const void* x, const void* dy, doub
   const StatLayout byc = StatLayout::per_channel(a.layout.n, a.layout.c, a.layout.inner);
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    host_group_reduce(byc.count(), byc.size(),
-                      NormParamGrads<T>{params<T>(a, "norm_param_grads_cpu"), byc,
-                                        static_cast<const T*>(x), static_cast<const T*>(dy),
-                                        dgamma, dbeta});
+    host_group_reduce(
+        byc.count(), byc.size(),
+        NormParamGrads<T>{params<T>(a, "norm_param_grads_cpu"), byc, static_cast<const T*>(x),
+                          static_cast<const T*>(dy), dgamma, dbeta});
   });
 }
 

@@ -11,12 +11,14 @@ namespace {
 }
 }  // namespace
 
-void norm_forward_cuda(const NormArgs&, const void*, void*) { no_cuda("norm_forward_cuda"); }
+void norm_forward_cuda(const NormArgs&, const void*, void*) {
+  no_cuda("norm_forward_cuda");
+}
 void norm_backward_sums_cuda(const NormArgs&, const void*, const void*, double*, double*) {
   no_cuda("norm_backward_sums_cuda");
 }
-void norm_backward_dx_cuda(const NormArgs&, const void*, const void*, const double*,
-                           const double*, double, void*) {
+void norm_backward_dx_cuda(const NormArgs&, const void*, const void*, const double*, const double*,
+                           double, void*) {
   no_cuda("norm_backward_dx_cuda");
 }
 void norm_param_grads_cuda(const NormArgs&, const void*, const void*, double*, double*) {

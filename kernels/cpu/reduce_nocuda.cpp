@@ -11,9 +11,15 @@ namespace {
 }
 }  // namespace
 
-double reduce_sum_cuda(Scalar, Index, const void*) { no_cuda("reduce_sum_cuda"); }
-double reduce_mean_cuda(Scalar, Index, const void*) { no_cuda("reduce_mean_cuda"); }
-double reduce_sum_squares_cuda(Scalar, Index, const void*) { no_cuda("reduce_sum_squares_cuda"); }
+double reduce_sum_cuda(Scalar, Index, const void*) {
+  no_cuda("reduce_sum_cuda");
+}
+double reduce_mean_cuda(Scalar, Index, const void*) {
+  no_cuda("reduce_mean_cuda");
+}
+double reduce_sum_squares_cuda(Scalar, Index, const void*) {
+  no_cuda("reduce_sum_squares_cuda");
+}
 void stat_sums_cuda(const StatLayout&, Scalar, const void*, double*, double*) {
   no_cuda("stat_sums_cuda");
 }

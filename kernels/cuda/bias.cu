@@ -11,8 +11,7 @@ void bias_add_cuda(Scalar type, Index n, Index c, Index inner, void* y, const vo
   check_stat_layout(l, "bias_add_cuda");
   dispatch(type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(l.elements(),
-                  BiasAdd<T>{c, inner, static_cast<T*>(y), static_cast<const T*>(b)},
+    cuda_for_each(l.elements(), BiasAdd<T>{c, inner, static_cast<T*>(y), static_cast<const T*>(b)},
                   "bias_add_cuda");
   });
 }

@@ -1,8 +1,8 @@
 #pragma once
 // CUDA drivers of the element functors shared with the host loops (kernels/cpu/host_loops.hpp):
-// one grid-stride launch over elements, and a per-group reduction with one block per group
-// (grid-stride over groups) and a shared-memory tree in double. Synchronous on the default
-// stream, like every CUDA kernel entry point of the project.
+// one grid-stride launch over elements, and a per-group reduction (blocks over chunks of
+// groups, shared-memory trees in double, chunk partials added in order). Synchronous on the
+// default stream, like every CUDA kernel entry point of the project.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -38,13 +38,19 @@ void cuda_for_each(Index n, const F& f, const char* what) {
 }
 
 constexpr unsigned kReduceThreads = 256;
+constexpr Index kDeviceReduceChunk = Index{1} << 14;
 
+// Sums chunk w (of `chunk` cells) of group w / chunks with one block; the block's result
+// goes to the partials, or straight to r.store when a group is a single chunk.
 template <class R>
-__global__ void group_reduce_kernel(Index groups, Index size, R r) {
+__global__ void group_partial_kernel(Index groups, Index size, Index chunks, R r, double* pa,
+                                     double* pb) {
   __shared__ double sa[kReduceThreads], sb[kReduceThreads];
-  for (Index g = blockIdx.x; g < groups; g += gridDim.x) {
+  for (Index w = blockIdx.x; w < groups * chunks; w += gridDim.x) {
+    const Index g = w / chunks, lo = (w % chunks) * kDeviceReduceChunk;
+    const Index hi = lo + kDeviceReduceChunk < size ? lo + kDeviceReduceChunk : size;
     double a = 0, b = 0;
-    for (Index j = threadIdx.x; j < size; j += blockDim.x) r.add(g, j, a, b);
+    for (Index j = lo + threadIdx.x; j < hi; j += blockDim.x) r.add(g, j, a, b);
     sa[threadIdx.x] = a;
     sb[threadIdx.x] = b;
     __syncthreads();
@@ -55,18 +61,60 @@ __global__ void group_reduce_kernel(Index groups, Index size, R r) {
       }
       __syncthreads();
     }
-    if (threadIdx.x == 0) r.store(g, sa[0], sb[0]);
+    if (threadIdx.x == 0) {
+      if (pa) {
+        pa[w] = sa[0];
+        pb[w] = sb[0];
+      } else {
+        r.store(g, sa[0], sb[0]);
+      }
+    }
     __syncthreads();
   }
 }
 
+// Adds the chunk partials of each group in order and stores them.
+template <class R>
+__global__ void group_finish_kernel(Index groups, Index chunks, R r, const double* pa,
+                                    const double* pb) {
+  for (Index g = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<Index>(gridDim.x) * blockDim.x) {
+    double a = 0, b = 0;
+    for (Index k = 0; k < chunks; ++k) {
+      a += pa[g * chunks + k];
+      b += pb[g * chunks + k];
+    }
+    r.store(g, a, b);
+  }
+}
+
+// Per-group reduction: one launch when every group fits one chunk, else a partial pass
+// over (group, chunk) blocks and an in-order finish, so few large groups fill the device.
 template <class R>
 void cuda_group_reduce(Index groups, Index size, const R& r, const char* what) {
   if (groups <= 0) return;
-  const unsigned blocks = static_cast<unsigned>(groups < 65535 ? groups : 65535);
-  group_reduce_kernel<R><<<blocks, kReduceThreads>>>(groups, size, r);
-  cuda_check(cudaGetLastError(), what);
-  cuda_check(cudaDeviceSynchronize(), what);
+  const Index chunks =
+      size > kDeviceReduceChunk ? (size + kDeviceReduceChunk - 1) / kDeviceReduceChunk : 1;
+  const Index work = groups * chunks;
+  const unsigned blocks = static_cast<unsigned>(work < 65535 ? work : 65535);
+  if (chunks == 1) {
+    group_partial_kernel<R><<<blocks, kReduceThreads>>>(groups, size, 1, r, nullptr, nullptr);
+    cuda_check(cudaGetLastError(), what);
+    cuda_check(cudaDeviceSynchronize(), what);
+    return;
+  }
+  double* part = nullptr;
+  cuda_check(cudaMalloc(&part, 2 * static_cast<std::size_t>(work) * sizeof(double)), what);
+  group_partial_kernel<R><<<blocks, kReduceThreads>>>(groups, size, chunks, r, part, part + work);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) {
+    group_finish_kernel<R>
+        <<<cuda_blocks_for(groups, 256), 256>>>(groups, chunks, r, part, part + work);
+    e = cudaGetLastError();
+  }
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  cudaFree(part);
+  cuda_check(e, what);
 }
 
 }  // namespace tessera::kernels

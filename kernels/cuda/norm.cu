@@ -19,9 +19,8 @@ void norm_forward_cuda(const NormArgs& a, const void* x, void* y) {
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
     cuda_for_each(a.layout.elements(),
-                  NormForward<T>{params<T>(a, "norm_forward_cuda"),
-                                 static_cast<const T*>(a.beta), static_cast<const T*>(x),
-                                 static_cast<T*>(y)},
+                  NormForward<T>{params<T>(a, "norm_forward_cuda"), static_cast<const T*>(a.beta),
+                                 static_cast<const T*>(x), static_cast<T*>(y)},
                   "norm_forward_cuda");
   });
 }
@@ -30,11 +29,11 @@ void norm_backward_sums_cuda(const NormArgs& a, const void* x, const void* dy, d
                              double* s2) {
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    cuda_group_reduce(a.layout.count(), a.layout.size(),
-                      NormBackwardSums<T>{params<T>(a, "norm_backward_sums_cuda"),
-                                          static_cast<const T*>(x), static_cast<const T*>(dy), s1,
-                                          s2},
-                      "norm_backward_sums_cuda");
+    cuda_group_reduce(
+        a.layout.count(), a.layout.size(),
+        NormBackwardSums<T>{params<T>(a, "norm_backward_sums_cuda"), static_cast<const T*>(x),
+                            static_cast<const T*>(dy), s1, s2},
+        "norm_backward_sums_cuda");
   });
 }
 
@@ -43,11 +42,11 @@ void norm_backward_dx_cuda(const NormArgs& a, const void* x, const void* dy, con
   TESSERA_CHECK(M > 0, "norm_backward_dx_cuda: group size M = " << M);
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(a.layout.elements(),
-                  NormBackwardDx<T>{params<T>(a, "norm_backward_dx_cuda"),
-                                    static_cast<const T*>(x), static_cast<const T*>(dy), S1, S2,
-                                    1.0 / M, static_cast<T*>(dx)},
-                  "norm_backward_dx_cuda");
+    cuda_for_each(
+        a.layout.elements(),
+        NormBackwardDx<T>{params<T>(a, "norm_backward_dx_cuda"), static_cast<const T*>(x),
+                          static_cast<const T*>(dy), S1, S2, 1.0 / M, static_cast<T*>(dx)},
+        "norm_backward_dx_cuda");
   });
 }
 
@@ -56,11 +55,11 @@ void norm_param_grads_cuda(const NormArgs& a, const void* x, const void* dy, dou
   const StatLayout byc = StatLayout::per_channel(a.layout.n, a.layout.c, a.layout.inner);
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    cuda_group_reduce(byc.count(), byc.size(),
-                      NormParamGrads<T>{params<T>(a, "norm_param_grads_cuda"), byc,
-                                        static_cast<const T*>(x), static_cast<const T*>(dy),
-                                        dgamma, dbeta},
-                      "norm_param_grads_cuda");
+    cuda_group_reduce(
+        byc.count(), byc.size(),
+        NormParamGrads<T>{params<T>(a, "norm_param_grads_cuda"), byc, static_cast<const T*>(x),
+                          static_cast<const T*>(dy), dgamma, dbeta},
+        "norm_param_grads_cuda");
   });
 }
 

@@ -1,4 +1,6 @@
-// Pooling on CUDA: one launch of the element functions of kernels/pool_impl.hpp.
+// Pooling on CUDA: the element functions of kernels/pool_impl.hpp, one launch each (max
+// pooling backward: an argmax pass into a scratch buffer, then the gather).
+#include "kernels/check.hpp"
 #include "kernels/cuda/device_loops.cuh"
 #include "kernels/dispatch.hpp"
 #include "kernels/pool_impl.hpp"
@@ -9,20 +11,37 @@ void pool_forward_cuda(const PoolDesc& d, const void* x, void* y) {
   const PoolGeom g = pool_geometry(d, "pool_forward_cuda");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(g.out_count(),
-                  PoolForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)},
+    cuda_for_each(g.out_count(), PoolForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)},
                   "pool_forward_cuda");
   });
 }
 
 void pool_backward_cuda(const PoolDesc& d, const void* x, const void* dy, void* dx) {
   const PoolGeom g = pool_geometry(d, "pool_backward_cuda");
+  TESSERA_CHECK(x || !g.max, "pool_backward_cuda: max pooling needs x");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(g.in_count(),
-                  PoolBackward<T>{g, static_cast<const T*>(x), static_cast<const T*>(dy),
-                                  static_cast<T*>(dx)},
-                  "pool_backward_cuda");
+    Index* arg = nullptr;
+    if (g.max && g.out_count() > 0) {
+      cuda_check(cudaMalloc(&arg, static_cast<std::size_t>(g.out_count()) * sizeof(Index)),
+                 "pool_backward_cuda argmax buffer");
+      try {
+        cuda_for_each(g.out_count(), PoolArgmax<T>{g, static_cast<const T*>(x), arg},
+                      "pool_backward_cuda argmax");
+      } catch (...) {
+        cudaFree(arg);
+        throw;
+      }
+    }
+    try {
+      cuda_for_each(g.in_count(),
+                    PoolBackward<T>{g, arg, static_cast<const T*>(dy), static_cast<T*>(dx)},
+                    "pool_backward_cuda");
+    } catch (...) {
+      cudaFree(arg);
+      throw;
+    }
+    cuda_check(cudaFree(arg), "pool_backward_cuda argmax buffer");
   });
 }
 

@@ -126,7 +126,7 @@ void pool_case(std::mt19937& rng, int nd) {
   std::vector<T> y(ny), dx = dx0;
   pool_forward_cpu(d, x.data() + origin, y.data());
   pool_backward_cpu(d, x.data() + origin, dy.data(), dx.data() + origin);
-  Dev<T> gx(x), gy(std::vector<T>(ny)), gdy(dy), gdx(dx0);
+  Dev<T> gx(x), gy{std::vector<T>(ny)}, gdy(dy), gdx(dx0);
   pool_forward_cuda(d, gx.p + origin, gy.p);
   pool_backward_cuda(d, gx.p + origin, gdy.p, gdx.p + origin);
   MPI_REQUIRE(close(gy.host(), y, tol<T>()));
@@ -163,7 +163,7 @@ void upsample_case(std::mt19937& rng, int nd) {
   std::vector<T> y(ny), dx = dx0;
   upsample_forward_cpu(d, x.data() + origin, y.data());
   upsample_backward_cpu(d, dy.data(), dx.data() + origin);
-  Dev<T> gx(x), gy(std::vector<T>(ny)), gdy(dy), gdx(dx0);
+  Dev<T> gx(x), gy{std::vector<T>(ny)}, gdy(dy), gdx(dx0);
   upsample_forward_cuda(d, gx.p + origin, gy.p);
   upsample_backward_cuda(d, gdy.p, gdx.p + origin);
   MPI_REQUIRE(close(gy.host(), y, tol<T>()));
@@ -174,7 +174,7 @@ template <class T>
 void elementwise_cases(std::mt19937& rng) {
   const Index n = 100003;
   const std::vector<T> x = random_vec<T>(n, rng, -8, 8), dy = random_vec<T>(n, rng);
-  Dev<T> gx(x), gdy(dy), gy(std::vector<T>(n)), gdx(std::vector<T>(n));
+  Dev<T> gx(x), gdy(dy), gy{std::vector<T>(n)}, gdx{std::vector<T>(n)};
   for (Activation a : {Activation::ReLU, Activation::GELU, Activation::SiLU, Activation::Tanh}) {
     std::vector<T> y(n), dx(n);
     activation_forward_cpu(a, scalar_of<T>(), n, x.data(), y.data());
@@ -188,7 +188,7 @@ void elementwise_cases(std::mt19937& rng) {
   const Index bn = 2, bc = 5, inner = 3001;
   const std::vector<T> b = random_vec<T>(bc, rng);
   std::vector<T> yb(x.begin(), x.begin() + bn * bc * inner), db(bc);
-  Dev<T> gyb(yb), gb(b), gdb(std::vector<T>(bc));
+  Dev<T> gyb(yb), gb(b), gdb{std::vector<T>(bc)};
   bias_add_cpu(scalar_of<T>(), bn, bc, inner, yb.data(), b.data());
   bias_add_cuda(scalar_of<T>(), bn, bc, inner, gyb.p, gb.p);
   MPI_REQUIRE(close(gyb.host(), yb, tol<T>()));
@@ -203,7 +203,8 @@ void reduce_and_norm_cases(std::mt19937& rng) {
   for (Index n : {Index{0}, Index{1}, Index{1000}, Index{3000017}}) {
     const std::vector<T> x = random_vec<T>(n, rng, -1, 2);
     Dev<T> gx(x);
-    const double s = reduce_sum_cpu(type, n, x.data()), q = reduce_sum_squares_cpu(type, n, x.data());
+    const double s = reduce_sum_cpu(type, n, x.data()),
+                 q = reduce_sum_squares_cpu(type, n, x.data());
     MPI_REQUIRE(std::abs(reduce_sum_cuda(type, n, gx.p) - s) <= 1e-12 * (1 + std::abs(s)));
     MPI_REQUIRE(std::abs(reduce_sum_squares_cuda(type, n, gx.p) - q) <= 1e-12 * (1 + q));
     if (n > 0)

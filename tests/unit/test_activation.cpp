@@ -63,7 +63,8 @@ TEST_CASE("activations equal the float64 reference", "[kernels][activation]") {
   }
 }
 
-TEST_CASE("activation backward matches finite differences (float64) and float32", "[kernels][activation]") {
+TEST_CASE("activation backward matches finite differences (float64) and float32",
+          "[kernels][activation]") {
   std::mt19937 rng(32);
   std::vector<double> x = random_vector(500, rng, -6.0, 6.0);
   for (auto& v : x)

@@ -160,15 +160,16 @@ TEST_CASE("norm backward chain matches finite differences (float64)", "[kernels]
         eg = std::max(eg, std::abs(fd(gamma, i, 1) - r.dgamma[i]));
         eb = std::max(eb, std::abs(fd(beta, i, 2) - r.dbeta[i]));
       }
-      INFO("kind " << static_cast<int>(kind) << " n " << s.n << " c " << s.c << " inner "
-                   << s.inner << " groups " << s.groups);
+      INFO("kind " << static_cast<int>(kind) << " n " << s.n << " c " << s.c << " inner " << s.inner
+                   << " groups " << s.groups);
       REQUIRE(ex < 2e-7);
       REQUIRE(eg < 2e-7);
       REQUIRE(eb < 2e-7);
     }
 }
 
-TEST_CASE("norm on a spatially split tensor with summed local sums equals the whole", "[kernels][norm]") {
+TEST_CASE("norm on a spatially split tensor with summed local sums equals the whole",
+          "[kernels][norm]") {
   std::mt19937 rng(63);
   for (int trial = 0; trial < 30; ++trial)
     for (StatKind kind : kKinds) {
@@ -221,8 +222,8 @@ TEST_CASE("norm on a spatially split tensor with summed local sums equals the wh
           s2[0][g] = s2[1][g] = s2[0][g] + s2[1][g];
         }
       for (int p = 0; p < 2; ++p) {
-        const NormArgs a{part[p].layout(), Scalar::F64, mean[p].data(), rstd[p].data(),
-                         gamma.data(), beta.data()};
+        const NormArgs a{part[p].layout(), Scalar::F64,  mean[p].data(),
+                         rstd[p].data(),   gamma.data(), beta.data()};
         dx[p].resize(px[p].size());
         norm_backward_dx_cpu(a, px[p].data(), pdy[p].data(), s1[p].data(), s2[p].data(), M,
                              dx[p].data());
@@ -261,4 +262,44 @@ TEST_CASE("norm float32 chain agrees with float64", "[kernels][norm]") {
       REQUIRE(max_abs_diff(f.dgamma, d.dgamma) <= 1e-5 * (1 + max_abs(d.dgamma)));
       REQUIRE(max_abs_diff(f.dbeta, d.dbeta) <= 1e-12 * (1 + max_abs(d.dbeta)));
     }
+}
+
+TEST_CASE("norm with groups larger than one reduction chunk", "[kernels][norm]") {
+  std::mt19937 rng(65);
+  for (StatKind kind : {StatKind::PerGroup, StatKind::PerChannel}) {
+    const Shape s{kind, 2, 4, 9001, 2};  // 18002 cells per group: two chunks
+    const std::vector<double> x = random_vector(s.n * s.c * s.inner, rng, -2.0, 3.0),
+                              gamma = random_vector(s.c, rng), beta = random_vector(s.c, rng),
+                              dy = random_vector(x.size(), rng);
+    const Chain<double> r = run_chain<double>(s, x, gamma, beta, dy);
+    REQUIRE(max_abs_diff(r.y, ref_forward(s, x, gamma, beta)) <= 1e-10);
+    // Direct loops: two-pass statistics per group, then the closed-form gradients.
+    const StatLayout l = s.layout();
+    const Index G = l.count();
+    auto group = [&](Index e) {
+      const Index i = e / (s.c * s.inner), j = (e / s.inner) % s.c;
+      return kind == StatKind::PerGroup ? i * 2 + j / 2 : j;
+    };
+    std::vector<double> mean(G, 0.0), var(G, 0.0), m1(G, 0.0), m2(G, 0.0);
+    const double M = static_cast<double>(l.size());
+    for (Index e = 0; e < l.elements(); ++e) mean[group(e)] += x[e] / M;
+    for (Index e = 0; e < l.elements(); ++e)
+      var[group(e)] += (x[e] - mean[group(e)]) * (x[e] - mean[group(e)]) / M;
+    auto xhat = [&](Index e) { return (x[e] - mean[group(e)]) / std::sqrt(var[group(e)] + kEps); };
+    for (Index e = 0; e < l.elements(); ++e) {
+      const double dyg = dy[e] * gamma[(e / s.inner) % s.c];
+      m1[group(e)] += dyg / M;
+      m2[group(e)] += dyg * xhat(e) / M;
+    }
+    std::vector<double> dx(x.size()), dgamma(s.c, 0.0), dbeta(s.c, 0.0);
+    for (Index e = 0; e < l.elements(); ++e) {
+      const Index g = group(e), ch = (e / s.inner) % s.c;
+      dx[e] = (dy[e] * gamma[ch] - m1[g] - xhat(e) * m2[g]) / std::sqrt(var[g] + kEps);
+      dgamma[ch] += dy[e] * xhat(e);
+      dbeta[ch] += dy[e];
+    }
+    REQUIRE(max_abs_diff(r.dx, dx) <= 1e-9);
+    REQUIRE(max_abs_diff(r.dgamma, dgamma) <= 1e-9);
+    REQUIRE(max_abs_diff(r.dbeta, dbeta) <= 1e-9);
+  }
 }

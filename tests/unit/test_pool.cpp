@@ -141,10 +141,10 @@ void check_against_reference(PoolDesc d, std::mt19937& rng, bool strided, bool t
   std::vector<T> y(ny);
   pool_forward_cpu(d, xb.data() + w.origin, y.data());
   const RefPool r = ref_forward(d, x);
-  INFO("nd " << d.nd << " max " << (d.kind == PoolKind::Max) << " in " << d.in[0] << ","
-             << d.in[1] << "," << d.in[2] << " k " << d.kernel[0] << "," << d.kernel[1] << ","
-             << d.kernel[2] << " s " << d.stride[0] << "," << d.stride[1] << "," << d.stride[2]
-             << " strided " << strided << " ties " << ties);
+  INFO("nd " << d.nd << " max " << (d.kind == PoolKind::Max) << " in " << d.in[0] << "," << d.in[1]
+             << "," << d.in[2] << " k " << d.kernel[0] << "," << d.kernel[1] << "," << d.kernel[2]
+             << " s " << d.stride[0] << "," << d.stride[1] << "," << d.stride[2] << " strided "
+             << strided << " ties " << ties);
   REQUIRE(max_abs_diff(to_double(y), r.y) <= tol * (1 + max_abs(r.y)));
 
   // dx over the window only, overwritten (garbage inside beforehand), margins untouched.
@@ -158,7 +158,8 @@ void check_against_reference(PoolDesc d, std::mt19937& rng, bool strided, bool t
 
 }  // namespace
 
-TEST_CASE("pooling equals the float64 reference (1-3 d, any kernel/stride/padding)", "[kernels][pool]") {
+TEST_CASE("pooling equals the float64 reference (1-3 d, any kernel/stride/padding)",
+          "[kernels][pool]") {
   std::mt19937 rng(11);
   int overlapping = 0, kernel_ne_stride = 0, asymmetric = 0;
   for (int trial = 0; trial < 240; ++trial) {
@@ -259,4 +260,66 @@ TEST_CASE("invalid pooling descriptors throw", "[kernels][pool]") {
   d.nd = 1;
   d.stride[0] = 0;
   REQUIRE_THROWS_AS(pool_forward_cpu(d, x.data(), y.data()), Error);
+}
+
+TEST_CASE(
+    "pooling an output slab from its input window (as a shard with halo does) equals the global "
+    "pooling",
+    "[kernels][pool]") {
+  std::mt19937 rng(14);
+  for (int trial = 0; trial < 120; ++trial) {
+    PoolDesc g = random_pool(rng, 1 + trial % 3);
+    g.type = Scalar::F64;
+    const Index out0 = g.out(0);
+    const std::vector<double> x = random_integers(volume(g, false), rng, 4),  // ties included
+        dy = random_vector(volume(g, true), rng);
+    std::vector<double> y(dy.size()), dx(x.size());
+    pool_forward_cpu(g, x.data(), y.data());
+    pool_backward_cpu(g, x.data(), dy.data(), dx.data());
+    // Split the outputs of dim 0 at a random cut; each slab reads the input rows its
+    // windows cover, with the global padding only where those windows leave the domain.
+    const Index cut = rand_in(rng, 0, out0);
+    std::vector<double> dx_sum(x.size(), 0.0);
+    Index inner_in = 1, inner_out = 1;
+    for (int k = 1; k < g.nd; ++k) inner_in *= g.in[k], inner_out *= g.out(k);
+    for (auto [olo, ohi] : {std::pair<Index, Index>{0, cut}, {cut, out0}}) {
+      if (olo == ohi) continue;
+      const Index start = olo * g.stride[0] - g.pad_lo[0];
+      const Index end = (ohi - 1) * g.stride[0] - g.pad_lo[0] + g.kernel[0];
+      const Index a = std::max<Index>(start, 0), b = std::min(end, g.in[0]);
+      PoolDesc w = g;
+      w.in[0] = b - a;
+      w.pad_lo[0] = a - start;
+      w.pad_hi[0] = end - b;
+      // The window is rows [a, b) of the global buffer: strides of the global tensor.
+      const Index row = inner_in;
+      w.x_strides[0] = g.c * g.in[0] * row;
+      w.x_strides[1] = g.in[0] * row;
+      Index st = 1;
+      for (int k = g.nd - 1; k >= 0; --k) {
+        w.x_strides[2 + k] = st;
+        st *= g.in[k];
+      }
+      REQUIRE(w.out(0) == ohi - olo);
+      std::vector<double> yw(g.n * g.c * (ohi - olo) * inner_out);
+      pool_forward_cpu(w, x.data() + a * row, yw.data());
+      // Compare with the slab of the global output; gather the slab's dy likewise.
+      std::vector<double> dyw(yw.size());
+      bool same = true;
+      for (Index nc = 0; nc < g.n * g.c; ++nc)
+        for (Index o = olo; o < ohi; ++o)
+          for (Index r = 0; r < inner_out; ++r) {
+            const Index gi = (nc * out0 + o) * inner_out + r,
+                        wi = (nc * (ohi - olo) + o - olo) * inner_out + r;
+            same = same && yw[wi] == y[gi];
+            dyw[wi] = dy[gi];
+          }
+      REQUIRE(same);
+      // Backward into the window rows; the slabs' dx add up to the global dx.
+      std::vector<double> dxw(x.size(), 0.0);
+      pool_backward_cpu(w, x.data() + a * row, dyw.data(), dxw.data() + a * row);
+      for (std::size_t i = 0; i < x.size(); ++i) dx_sum[i] += dxw[i];
+    }
+    REQUIRE(max_abs_diff(dx_sum, dx) <= 1e-12);
+  }
 }

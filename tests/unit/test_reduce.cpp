@@ -74,3 +74,21 @@ TEST_CASE("per-group sums for every statistics layout", "[kernels][reduce]") {
   std::vector<double> x(12), s(4);
   REQUIRE_THROWS_AS(group_sums_cpu(Scalar::F64, 1, 3, 2, 4, x.data(), s.data(), nullptr), Error);
 }
+
+TEST_CASE("per-group sums of groups larger than one reduction chunk", "[kernels][reduce]") {
+  std::mt19937 rng(53);
+  const Index n = 2, c = 4, inner = 20011;  // per channel: 40022 cells, three chunks
+  const std::vector<double> x = random_vector(n * c * inner, rng);
+  for (StatKind kind : {StatKind::PerGroup, StatKind::PerChannel}) {
+    const StatLayout l{kind, n, c, inner, 2};
+    std::vector<long double> s_ref(l.count(), 0.0L);
+    for (Index e = 0; e < l.elements(); ++e) {
+      const Index i = e / (c * inner), j = (e / inner) % c;
+      s_ref[kind == StatKind::PerGroup ? i * 2 + j / 2 : j] += x[e];
+    }
+    std::vector<double> s(l.count()), q(l.count());
+    stat_sums_cpu(l, Scalar::F64, x.data(), s.data(), q.data());
+    for (Index g = 0; g < l.count(); ++g)
+      REQUIRE(std::abs(s[g] - static_cast<double>(s_ref[g])) <= 1e-10);
+  }
+}

@@ -62,8 +62,8 @@ std::vector<double> ref_global(const Geometry& g, const std::vector<double>& x) 
             for (int q = 0; q < 2; ++q)
               for (int r = 0; r < 2; ++r) {
                 const double w = (p ? t0.l1 : t0.l0) * (q ? t1.l1 : t1.l0) * (r ? t2.l1 : t2.l0);
-                const Index i = ((p ? t0.i1 : t0.i0) * I[1] + (q ? t1.i1 : t1.i0)) * I[2] +
-                                (r ? t2.i1 : t2.i0);
+                const Index i =
+                    ((p ? t0.i1 : t0.i0) * I[1] + (q ? t1.i1 : t1.i0)) * I[2] + (r ? t2.i1 : t2.i0);
                 v += w * x[nc * g.in_plane() + i];
               }
           y[(nc * O[0] + a) * O[1] * O[2] + b * O[2] + e] = v;
@@ -72,8 +72,9 @@ std::vector<double> ref_global(const Geometry& g, const std::vector<double>& x) 
 }
 
 // The global cells [lo, lo + ext) of an (n, c, spatial) array with global extents `full`.
-std::vector<double> extract(const std::vector<double>& full, Index nc, const std::vector<Index>& ext_full,
-                            const std::vector<Index>& lo, const std::vector<Index>& ext) {
+std::vector<double> extract(const std::vector<double>& full, Index nc,
+                            const std::vector<Index>& ext_full, const std::vector<Index>& lo,
+                            const std::vector<Index>& ext) {
   std::vector<double> out;
   const int nd = static_cast<int>(ext.size());
   Index plane = 1, wplane = 1;
@@ -92,8 +93,12 @@ std::vector<double> extract(const std::vector<double>& full, Index nc, const std
 }
 
 Geometry random_geometry(std::mt19937& rng, int nd) {
-  Geometry g{nd, rand_in(rng, 1, 2), rand_in(rng, 1, 2),
-             rng() % 2 ? UpsampleMode::Linear : UpsampleMode::Nearest, {1, 1, 1}, {1, 1, 1}};
+  Geometry g{nd,
+             rand_in(rng, 1, 2),
+             rand_in(rng, 1, 2),
+             rng() % 2 ? UpsampleMode::Linear : UpsampleMode::Nearest,
+             {1, 1, 1},
+             {1, 1, 1}};
   for (int k = 0; k < nd; ++k) {
     g.scale[k] = rand_in(rng, 1, 3);
     g.G[k] = rand_in(rng, 1, nd == 3 ? 3 : 6);
@@ -318,9 +323,8 @@ TEST_CASE("upsample backward over a partition of the output sums to the full bac
       std::vector<Index> lo(g.nd, 0), ext(g.nd);
       for (int k = 0; k < g.nd; ++k) ext[k] = d.out_n[k];
       lo[0] = olo;
-      const std::vector<double> dyw =
-          extract(dy, g.n * g.c, std::vector<Index>(shape_full.begin() + 2, shape_full.end()), lo,
-                  ext);
+      const std::vector<double> dyw = extract(
+          dy, g.n * g.c, std::vector<Index>(shape_full.begin() + 2, shape_full.end()), lo, ext);
       std::vector<double> dx(g.n * g.c * g.in_plane());
       upsample_backward_cpu(d, dyw.data(), dx.data());
       return dx;
