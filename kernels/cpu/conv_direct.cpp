@@ -5,6 +5,7 @@
 #include "kernels/cpu/conv_direct.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace tessera::kernels::direct {
 namespace {
@@ -61,6 +62,38 @@ Index tap(const Geo& g, int d, Index o, Index k) {
   return i >= 0 && i < g.in[d] ? i : -1;
 }
 
+// The row kernels. x rows are addressed as xr[base + ow*sx] (base may be negative; the
+// range r keeps every access inside the row); unit stride gets its own loop so it
+// vectorizes, and the dot product is a SIMD reduction.
+template <class T>
+void axpy(T* y, T a, const T* xr, Index base, Index sx, Range r) {
+  if (sx == 1) {
+    for (Index ow = r.lo; ow < r.hi; ++ow) y[ow] += a * xr[base + ow];
+  } else {
+    for (Index ow = r.lo; ow < r.hi; ++ow) y[ow] += a * xr[base + ow * sx];
+  }
+}
+template <class T>
+void scatter_axpy(T* xr, Index base, Index sx, T a, const T* y, Range r) {
+  if (sx == 1) {
+    for (Index ow = r.lo; ow < r.hi; ++ow) xr[base + ow] += a * y[ow];
+  } else {
+    for (Index ow = r.lo; ow < r.hi; ++ow) xr[base + ow * sx] += a * y[ow];
+  }
+}
+template <class T>
+T dot(const T* y, const T* xr, Index base, Index sx, Range r) {
+  T s = 0;
+  if (sx == 1) {
+#pragma omp simd reduction(+ : s)
+    for (Index ow = r.lo; ow < r.hi; ++ow) s += y[ow] * xr[base + ow];
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (Index ow = r.lo; ow < r.hi; ++ow) s += y[ow] * xr[base + ow * sx];
+  }
+  return s;
+}
+
 }  // namespace
 
 template <class T>
@@ -93,7 +126,7 @@ void forward(const ConvDesc& c, const T* x, const T* w, const T* bias, T* y) {
                   const T wv = wr[kw];
                   const Index sx = g.s[2] * g.xs[4];
                   const Index base = off * g.xs[4];  // may be < 0; base + r.lo*sx is not
-                  for (Index ow = r.lo; ow < r.hi; ++ow) yr[ow] += wv * xr[base + ow * sx];
+                  axpy(yr, wv, xr, base, sx, r);
                 }
               }
             }
@@ -132,7 +165,7 @@ void backward_data(const ConvDesc& c, const T* dy, const T* w, T* dx) {
                   const T wv =
                       w[((co * g.cig + cg) * g.k[0] + kd) * g.k[1] * g.k[2] + kh * g.k[2] + kw];
                   const T* yr = dy + (n * g.co + co) * g.out_vol + (od * g.out[1] + oh) * g.out[2];
-                  for (Index ow = r.lo; ow < r.hi; ++ow) xr[base + ow * sx] += wv * yr[ow];
+                  scatter_axpy(xr, base, sx, wv, yr, r);
                 }
               }
             }
@@ -148,34 +181,34 @@ void backward_weights(const ConvDesc& c, const T* x, const T* dy, T* dw, T* dbia
   for (Index co = 0; co < g.co; ++co)
     for (Index cg = 0; cg < g.cig; ++cg) {
       const Index ci = (co / g.cog) * g.cig + cg;
-      T* wp = dw + (co * g.cig + cg) * g.k_vol;
-      for (Index kd = 0; kd < g.k[0]; ++kd)
-        for (Index kh = 0; kh < g.k[1]; ++kh)
-          for (Index kw = 0; kw < g.k[2]; ++kw) {
-            const Index off = kw * g.dl[2] - g.pl[2];
-            const Range r = valid(g.out[2], g.in[2], g.s[2], g.pl[2], kw * g.dl[2]);
-            const Index sx = g.s[2] * g.xs[4];
-            T acc = 0;
-            for (Index n = 0; n < g.n; ++n) {
-              const T* xp = x + n * g.xs[0] + ci * g.xs[1];
-              const T* yp = dy + (n * g.co + co) * g.out_vol;
-              for (Index od = 0; od < g.out[0]; ++od) {
-                const Index id = tap(g, 0, od, kd);
-                if (id < 0) continue;
-                for (Index oh = 0; oh < g.out[1]; ++oh) {
-                  const Index ih = tap(g, 1, oh, kh);
-                  if (ih < 0) continue;
-                  const T* xr = xp + id * g.xs[2] + ih * g.xs[3];
+      // Row by row: one dy row serves every tap, one x row every kw; both stay in cache.
+      std::vector<T> acc(static_cast<std::size_t>(g.k_vol), T(0));
+      for (Index n = 0; n < g.n; ++n) {
+        const T* xp = x + n * g.xs[0] + ci * g.xs[1];
+        const T* yp = dy + (n * g.co + co) * g.out_vol;
+        for (Index od = 0; od < g.out[0]; ++od)
+          for (Index oh = 0; oh < g.out[1]; ++oh) {
+            const T* yr = yp + (od * g.out[1] + oh) * g.out[2];
+            for (Index kd = 0; kd < g.k[0]; ++kd) {
+              const Index id = tap(g, 0, od, kd);
+              if (id < 0) continue;
+              for (Index kh = 0; kh < g.k[1]; ++kh) {
+                const Index ih = tap(g, 1, oh, kh);
+                if (ih < 0) continue;
+                const T* xr = xp + id * g.xs[2] + ih * g.xs[3];
+                T* ar = acc.data() + (kd * g.k[1] + kh) * g.k[2];
+                for (Index kw = 0; kw < g.k[2]; ++kw) {
+                  const Index off = kw * g.dl[2] - g.pl[2];
+                  const Range r = valid(g.out[2], g.in[2], g.s[2], g.pl[2], kw * g.dl[2]);
+                  const Index sx = g.s[2] * g.xs[4];
                   const Index base = off * g.xs[4];
-                  const T* yr = yp + (od * g.out[1] + oh) * g.out[2];
-                  T row = 0;
-                  for (Index ow = r.lo; ow < r.hi; ++ow) row += yr[ow] * xr[base + ow * sx];
-                  acc += row;
+                  ar[kw] += dot(yr, xr, base, sx, r);
                 }
               }
             }
-            wp[(kd * g.k[1] + kh) * g.k[2] + kw] = acc;
           }
+      }
+      std::copy(acc.begin(), acc.end(), dw + (co * g.cig + cg) * g.k_vol);
     }
   if (!dbias) return;
 #pragma omp parallel for schedule(static)
@@ -184,6 +217,7 @@ void backward_weights(const ConvDesc& c, const T* x, const T* dy, T* dw, T* dbia
     for (Index n = 0; n < g.n; ++n) {
       const T* yp = dy + (n * g.co + co) * g.out_vol;
       T part = 0;
+#pragma omp simd reduction(+ : part)
       for (Index i = 0; i < g.out_vol; ++i) part += yp[i];
       acc += part;
     }
