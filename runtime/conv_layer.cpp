@@ -137,10 +137,14 @@ ShardTensor ConvNd::forward(const ShardTensor& x) {
                 name() << ": input is " << name_of(x.dtype()) << " in "
                        << name_of(x.local().space()) << " memory, layer is " << name_of(opts_.dtype)
                        << " in " << name_of(opts_.space) << " memory");
-  saved_x_ = fill_halo(p, x);
-  have_saved_ = true;
   const Box out_box = p.driver_spec.local_box(p.mesh.coords());
   Tensor y = Tensor::empty(out_box.shape(), opts_.dtype, opts_.space);
+  have_saved_ = true;
+  if (opts_.overlap && p.exchange) {
+    forward_overlapped(p, x, y);
+    return ShardTensor::unchecked(p.mesh, p.driver_spec, y);
+  }
+  saved_x_ = fill_halo(p, x);
   const BlockWindow& bw = p.mine();
   if (!bw.idle) {
     kernels::ConvDesc d = local_desc(opts_, win_, bw);
@@ -156,6 +160,97 @@ ShardTensor ConvNd::forward(const ShardTensor& x) {
   return ShardTensor::unchecked(p.mesh, p.driver_spec, y);
 }
 
+namespace {
+// Per spatial dim, the outputs of `out` whose windows (clipped to the domain along open
+// dims) stay inside `owned`: an interval, as window starts grow with the output index.
+Box interior_outputs(const Box& out, const Box& owned, const Box& domain,
+                     const std::vector<WindowDim>& win, bool periodic) {
+  Box in = out;
+  for (std::size_t i = 0; i < win.size(); ++i) {
+    const int d = static_cast<int>(i) + 2;
+    Index first = out.hi[d], last = out.hi[d];
+    for (Index o = out.lo[d]; o < out.hi[d]; ++o) {
+      auto [lo, hi] = win[i].input_range(o, o + 1);
+      if (!periodic) lo = std::max(lo, domain.lo[d]), hi = std::min(hi, domain.hi[d]);
+      const bool inside = lo >= owned.lo[d] && hi <= owned.hi[d];
+      if (inside && first == out.hi[d]) first = o;
+      if (inside) last = o + 1;
+    }
+    in.lo[d] = first;
+    in.hi[d] = first == out.hi[d] ? first : last;
+  }
+  return in;
+}
+
+// out minus interior as disjoint slabs, peeled dim by dim (faces, then edges and corners
+// go with the earlier dims' slabs).
+std::vector<Box> boundary_slabs(const Box& out, const Box& interior) {
+  std::vector<Box> slabs;
+  if (interior.empty()) return {out};
+  Box rem = out;
+  for (int d = 2; d < out.ndim; ++d) {
+    Box lo = rem, hi = rem;
+    lo.hi[d] = interior.lo[d];
+    hi.lo[d] = interior.hi[d];
+    if (!lo.empty()) slabs.push_back(lo);
+    if (!hi.empty()) slabs.push_back(hi);
+    rem.lo[d] = interior.lo[d];
+    rem.hi[d] = interior.hi[d];
+  }
+  return slabs;
+}
+}  // namespace
+
+void ConvNd::forward_piece(const WindowPlan& p, const Box& piece, const Tensor& y) {
+  if (piece.empty()) return;
+  const bool periodic = opts_.padding_mode == PaddingMode::Circular;
+  const Box& domain = p.haloed_spec.partition().domain();
+  const BlockWindow& bw = p.mine();
+  Box read = bw.window;  // batch and channel dims: as the block's
+  kernels::ConvDesc d = local_desc(opts_, win_, bw);
+  for (int i = 0; i < opts_.nd; ++i) {
+    const int k = i + 2;
+    const auto [first, last] = win_[i].input_range(piece.lo[k], piece.hi[k]);
+    read.lo[k] = periodic ? first : std::max(first, domain.lo[k]);
+    read.hi[k] = periodic ? last : std::min(last, domain.hi[k]);
+    d.pad_lo[i] = read.lo[k] - first;
+    d.pad_hi[i] = last - read.hi[k];
+  }
+  const Tensor xw = saved_x_.window(read);
+  cs::set_x_window(d, xw);
+  const Box out_box = p.driver_spec.local_box(p.mesh.coords());
+  const void* b = opts_.bias ? bias_.value.raw() : nullptr;
+  if (piece == out_box) {
+    cs::forward(opts_.space, d, xw.raw(), weight_.value.raw(), b, y.raw());
+    return;
+  }
+  // The kernel writes a dense y: a part of the block goes through a buffer.
+  const Tensor part = Tensor::empty(piece.shape(), opts_.dtype, opts_.space);
+  cs::forward(opts_.space, d, xw.raw(), weight_.value.raw(), b, part.raw());
+  std::vector<Index> neg(piece.ndim);
+  for (int i = 0; i < piece.ndim; ++i) neg[i] = -out_box.lo[i];
+  y.view(shift(piece, neg)).copy_from(part);
+}
+
+void ConvNd::forward_overlapped(const WindowPlan& p, const ShardTensor& x, const Tensor& y) {
+  saved_x_ = HaloFrame();
+  saved_x_.halo = HaloTensor::from_shard(x, p.geometry.widths());
+  saved_x_.buffer = saved_x_.halo.padded();
+  saved_x_.box = saved_x_.halo.padded_box();
+  p.exchange->begin(saved_x_.halo);
+  const BlockWindow& bw = p.mine();
+  const Box out_box = p.driver_spec.local_box(p.mesh.coords());
+  Box interior;
+  if (!bw.idle) {
+    interior = interior_outputs(out_box, bw.owned, p.haloed_spec.partition().domain(), win_,
+                                opts_.padding_mode == PaddingMode::Circular);
+    forward_piece(p, interior, y);  // reads owned cells only, while ghosts arrive
+  }
+  p.exchange->finish();
+  if (!bw.idle)
+    for (const Box& slab : boundary_slabs(out_box, interior)) forward_piece(p, slab, y);
+}
+
 ShardTensor ConvNd::backward(const ShardTensor& dy) {
   TESSERA_CHECK(have_saved_ && plan_, name() << ": backward without a forward");
   const WindowPlan& p = *plan_;
@@ -169,6 +264,28 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
   kernels::ConvDesc d = local_desc(opts_, win_, bw);
   Tensor dw = Tensor::zeros(weight_.value.shape(), opts_.dtype, opts_.space);
   Tensor db = opts_.bias ? Tensor::zeros({opts_.out_channels}, opts_.dtype, opts_.space) : Tensor();
+  if (opts_.overlap && p.exchange) {
+    // Input gradient first; its ghost parts travel while the weight gradient is computed.
+    HaloFrame g = zero_frame(p, opts_.dtype, opts_.space);
+    if (!bw.idle) {
+      const Tensor gw = g.window(bw.window);
+      cs::set_x_window(d, gw);
+      cs::backward_data(opts_.space, d, dy.local().raw(), weight_.value.raw(), gw.raw());
+    }
+    p.exchange->begin_adjoint(g.halo);
+    if (!bw.idle) {
+      const Tensor xw = saved_x_.window(bw.window);
+      cs::set_x_window(d, xw);
+      cs::backward_weights(opts_.space, d, xw.raw(), dy.local().raw(), dw.raw(),
+                           opts_.bias ? db.raw() : nullptr);
+    }
+    p.exchange->finish_adjoint();
+    saved_x_ = HaloFrame();
+    have_saved_ = false;
+    cs::accumulate_grad(weight_, dw, p.mesh, p.haloed_spec, reduce_grads);
+    if (opts_.bias) cs::accumulate_grad(bias_, db, p.mesh, p.haloed_spec, reduce_grads);
+    return owned_shard(p, g);
+  }
   if (!bw.idle) {
     const Tensor xw = saved_x_.window(bw.window);
     cs::set_x_window(d, xw);
@@ -177,7 +294,7 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
   }
   saved_x_ = HaloFrame();  // free the saved input before the gradient buffer exists
   have_saved_ = false;
-  HaloFrame g = zero_frame(p, opts_.dtype, opts_.space);
+  HaloFrame g = zero_frame(p, opts_.dtype, opts_.space, bw.idle ? nullptr : &bw.window);
   if (!bw.idle) {
     const Tensor gw = g.window(bw.window);
     cs::set_x_window(d, gw);

@@ -37,8 +37,12 @@ struct ConvOptions {
   DType dtype = DType::f32;
   MemSpace space = MemSpace::Host;
   OutputSplit split = OutputSplit::Balanced;
-  unsigned seed =
-      0;  // PyTorch's default init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), same on all ranks
+  // Overlap the halo exchange with compute: forward computes the outputs whose windows need
+  // no ghost while the halo is in flight and the boundary slabs after it arrives; backward
+  // computes the weight gradient while the ghost gradients travel.
+  bool overlap = false;
+  // PyTorch's default init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the same on every rank.
+  unsigned seed = 0;
 };
 
 class ConvNd : public Layer {
@@ -60,6 +64,9 @@ class ConvNd : public Layer {
 
  private:
   const WindowPlan& plan_for(const Mesh& mesh, const ShardSpec& in);
+  void forward_overlapped(const WindowPlan& p, const ShardTensor& x, const Tensor& y);
+  // The outputs `piece` (global box, part of this rank's output block) into y.
+  void forward_piece(const WindowPlan& p, const Box& piece, const Tensor& y);
 
   ConvOptions opts_;
   std::vector<WindowDim> win_;

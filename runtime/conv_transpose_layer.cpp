@@ -147,8 +147,8 @@ ShardTensor ConvTransposeNd::forward(const ShardTensor& x) {
                        << " in " << name_of(opts_.space) << " memory");
   saved_x_ = x;
   have_saved_ = true;
-  HaloFrame g = zero_frame(p, opts_.dtype, opts_.space);
   const BlockWindow& bw = p.mine();
+  HaloFrame g = zero_frame(p, opts_.dtype, opts_.space, bw.idle ? nullptr : &bw.window);
   if (!bw.idle) {
     kernels::ConvDesc d = local_desc(opts_, win_, bw);
     const Tensor gw = g.window(bw.window);

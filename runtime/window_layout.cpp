@@ -89,11 +89,13 @@ HaloFrame fill_halo(const WindowPlan& plan, const ShardTensor& t) {
   return f;
 }
 
-HaloFrame zero_frame(const WindowPlan& plan, DType dtype, MemSpace space) {
+HaloFrame zero_frame(const WindowPlan& plan, DType dtype, MemSpace space, const Box* written) {
   HaloFrame f;
   if (!plan.exchange) {
     f.box = plan.haloed_spec.local_box(plan.mesh.coords());
-    f.buffer = Tensor::zeros(f.box.shape(), dtype, space);
+    const bool covered = written && written->contains(f.box);
+    f.buffer = covered ? Tensor::empty(f.box.shape(), dtype, space)
+                       : Tensor::zeros(f.box.shape(), dtype, space);
     return f;
   }
   f.halo = HaloTensor(plan.mesh, plan.haloed_spec, plan.geometry.widths(), dtype, space);

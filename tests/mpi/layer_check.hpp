@@ -66,18 +66,23 @@ struct LayerComparison {
 };
 
 // make() builds the layer (both copies must start with the same parameters).
-inline LayerComparison compare_with_one_rank(const Mesh& mesh, const ShardSpec& in_spec,
-                                             const std::function<std::unique_ptr<Layer>()>& make,
-                                             DType dt, MemSpace space, unsigned seed) {
+inline LayerComparison compare_with_one_rank(
+    const Mesh& mesh, const ShardSpec& in_spec, const std::function<std::unique_ptr<Layer>()>& make,
+    DType dt, MemSpace space, unsigned seed,
+    const std::function<std::unique_ptr<Layer>()>& make_serial = nullptr,
+    MemSpace serial_space = MemSpace::Host) {
   const Tensor x_full = random_tensor(in_spec.global_shape(), dt, seed);
   // One rank: the full tensor on a mesh over MPI_COMM_SELF.
   const Mesh self(MPI_COMM_SELF, {1}, {"self"});
-  auto serial = make();
+  // By default the one-rank layer runs in the same memory space as the sharded one; a
+  // make_serial puts it elsewhere (device layers against the host).
+  auto serial = make_serial ? make_serial() : make();
+  const MemSpace ss = make_serial ? serial_space : space;
   const ShardSpec full_spec = ShardSpec::replicated(in_spec.global_shape(), self);
-  const ShardTensor xs(self, full_spec, x_full.to(space));
+  const ShardTensor xs(self, full_spec, x_full.to(ss));
   const ShardTensor ys = serial->forward(xs);
   const Tensor dy_full = random_tensor(ys.global_shape(), dt, seed + 1);
-  const ShardTensor dxs = serial->backward(ShardTensor(self, ys.spec(), dy_full.to(space)));
+  const ShardTensor dxs = serial->backward(ShardTensor(self, ys.spec(), dy_full.to(ss)));
 
   auto sharded = make();
   const ShardTensor xp = ShardTensor::scatter(mesh, x_full.to(space), in_spec);

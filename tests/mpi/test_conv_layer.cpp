@@ -150,13 +150,14 @@ void run_cases(const std::vector<ConvCase>& cases, DType dt, double tol, int tri
         o.dtype = dt;
         o.split = (t + checked) % 2 ? OutputSplit::Aligned : OutputSplit::Balanced;
         o.bias = (t + checked) % 5 != 4;
+        o.overlap = (t + checked) % 3 == 1;
         const ShardSpec spec = spec_for(mesh, c.shape, rng, t % 2 == 1);
         const auto cmp = test::compare_with_one_rank(
             mesh, spec, [&] { return make_conv(o); }, dt, MemSpace::Host,
             static_cast<unsigned>(100 + checked));
         INFO(c.label << " " << name_of(dt) << " mesh " << mesh.str() << " spec " << spec.str()
-                     << (o.split == OutputSplit::Aligned ? " aligned" : " balanced") << ": "
-                     << cmp.str());
+                     << (o.split == OutputSplit::Aligned ? " aligned" : " balanced")
+                     << (o.overlap ? " overlap" : "") << ": " << cmp.str());
         MPI_CHECK(cmp.worst() <= tol);
         ++checked;
       }
