@@ -29,5 +29,7 @@ struct Case {
 std::vector<Case> all_cases();
 Case redistribute_case();
 Case halo_case();
+Case conv_case();
+Case conv_kernel_case();
 
 }  // namespace tessera::bench

@@ -1,0 +1,59 @@
+#pragma once
+// Local (single-device) N-d convolution: forward, backward-data and backward-weights
+// with bias, groups, dilation, per-side zero padding and a strided (windowed) input.
+// CPU: oneDNN for float32, direct OpenMP loops for float64 (oneDNN has no f64 conv).
+// CUDA: cuDNN's legacy convolution API, float32 and float64. Layouts are PyTorch's:
+//   x, dx: (N, Cin, spatial...)      strides x_strides (all zero = contiguous)
+//   y, dy: (N, Cout, out...)          contiguous
+//   w, dw: (Cout, Cin/groups, kernel...) contiguous
+//   bias, dbias: (Cout)
+#include <cstddef>
+#include <string>
+
+#include "decomp/box.hpp"
+#include "kernels/scalar.hpp"
+
+namespace tessera::kernels {
+
+struct ConvDesc {
+  int nd = 2;                 // spatial dims, 1..3
+  Scalar type = Scalar::F32;  // element type of every tensor
+  Index n = 1, c_in = 1, c_out = 1, groups = 1;
+  Index in[3] = {1, 1, 1};  // input spatial extents (only the first nd used)
+  Index kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1};
+  Index pad_lo[3] = {0, 0, 0}, pad_hi[3] = {0, 0, 0};  // zero padding, may differ per side
+  // Element strides of x (and of dx, which has x's layout) for dims (N, C, spatial...);
+  // all zero = contiguous row-major. Lets callers pass a window of a larger halo-padded buffer.
+  Index x_strides[5] = {0, 0, 0, 0, 0};
+
+  Index out(int d) const;  // (in + pad_lo + pad_hi - dilation*(kernel-1) - 1) / stride + 1
+  void validate() const;   // throws tessera::Error naming the bad field
+
+  // The effective strides of x: x_strides, or the contiguous ones when all are zero.
+  void x_strides_or_dense(Index s[5]) const;
+  bool x_dense() const;                      // x is contiguous row-major
+  Index x_elems() const;                     // N*Cin*prod(in): elements of a contiguous x
+  Index y_elems() const;                     // N*Cout*prod(out)
+  Index w_elems() const;                     // Cout*(Cin/groups)*prod(kernel)
+  double flops_forward() const;              // 2 * multiply-adds of the forward pass
+  std::string str() const;                   // for messages: "conv2d f32 n=1 cin=32 ..."
+  bool operator==(const ConvDesc& o) const;  // compares the used dims only
+  std::size_t hash() const;                  // consistent with ==, for primitive caches
+};
+
+// Host memory. y contiguous; bias (Cout) or nullptr.
+void conv_forward_cpu(const ConvDesc&, const void* x, const void* w, const void* bias, void* y);
+// dx (x's layout and strides) is overwritten; elements outside the window are untouched.
+void conv_backward_data_cpu(const ConvDesc&, const void* dy, const void* w, void* dx);
+// dw and dbias (nullable) are overwritten.
+void conv_backward_weights_cpu(const ConvDesc&, const void* x, const void* dy, void* dw,
+                               void* dbias);
+
+// Device memory, cuDNN; synchronous on the default stream like the other CUDA kernels.
+// Throw tessera::Error when Tessera was built without CUDA.
+void conv_forward_cuda(const ConvDesc&, const void* x, const void* w, const void* bias, void* y);
+void conv_backward_data_cuda(const ConvDesc&, const void* dy, const void* w, void* dx);
+void conv_backward_weights_cuda(const ConvDesc&, const void* x, const void* dy, void* dw,
+                                void* dbias);
+
+}  // namespace tessera::kernels
