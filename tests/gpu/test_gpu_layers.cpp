@@ -89,15 +89,13 @@ TEST_CASE("Sharded op layers on CUDA tensors equal the host path", "[gpu]") {
         {"avg pool 3d", [&](MemSpace) { return std::make_unique<Pool>(ap); }, &x3},
         {"linear upsample 2d", [&](MemSpace) { return std::make_unique<Upsample>(ul); }, &x2},
         {"nearest upsample 3d", [&](MemSpace) { return std::make_unique<Upsample>(un); }, &x3},
-        {"GroupNorm", [&](MemSpace s) { return std::make_unique<GroupNorm>(2, 4, norm(s)); },
-         &x2},
+        {"GroupNorm", [&](MemSpace s) { return std::make_unique<GroupNorm>(2, 4, norm(s)); }, &x2},
         {"BatchNorm", [&](MemSpace s) { return std::make_unique<BatchNorm>(4, norm(s)); }, &x3},
         {"ChannelLayerNorm",
          [&](MemSpace s) { return std::make_unique<ChannelLayerNorm>(4, norm(s)); }, &x2},
         {"GELU", [&](MemSpace) { return std::make_unique<ActivationLayer>(Activation::GELU); },
          &x2},
-        {"ChannelBias", [&](MemSpace s) { return std::make_unique<ChannelBias>(4, dt, s); },
-         &x3},
+        {"ChannelBias", [&](MemSpace s) { return std::make_unique<ChannelBias>(4, dt, s); }, &x3},
     };
     for (const Case& c : cases) {
       const double err =
