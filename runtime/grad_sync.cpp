@@ -42,12 +42,15 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
       os << "GradSync: parameter " << i << " is null";
     else if (!p->grad.defined() || p->grad.shape() != p->value.shape() ||
              p->grad.dtype() != p->value.dtype())
-      os << "GradSync: parameter '" << p->name << "' has no gradient of its value's shape and dtype";
+      os << "GradSync: parameter '" << p->name
+         << "' has no gradient of its value's shape and dtype";
     else if (p->grad.dtype() != DType::f32 && p->grad.dtype() != DType::f64)
       os << "GradSync: parameter '" << p->name << "' is " << name_of(p->grad.dtype())
          << "; gradients must be float32 or float64";
     else if (!p->grad.is_contiguous())
       os << "GradSync: gradient of '" << p->name << "' is not contiguous";
+    else if (!index_of_.emplace(p, i).second)
+      os << "GradSync: parameter '" << p->name << "' is registered twice";
     why = os.str();
   }
   // Every rank must bucket the same parameters, or the all-reduces would not match.
@@ -79,15 +82,20 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
       bytes = 0;
     }
     Bucket& b = buckets_.back();
-    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[static_cast<std::size_t>(b.params.back())]->grad.numel());
+    b.offsets.push_back(b.params.empty()
+                            ? 0
+                            : b.offsets.back() +
+                                  params_[static_cast<std::size_t>(b.params.back())]->grad.numel());
     b.params.push_back(static_cast<int>(k));
     bucket_of_[k] = static_cast<int>(buckets_.size()) - 1;
     bytes += g.nbytes();
   }
   for (Bucket& b : buckets_) {
     const Tensor& g0 = params_[static_cast<std::size_t>(b.params.front())]->grad;
-    const Index n = b.offsets.back() + params_[static_cast<std::size_t>(b.params.back())]->grad.numel();
-    TESSERA_CHECK(n <= INT_MAX, "GradSync: a bucket of " << n << " elements exceeds MPI's int count");
+    const Index n =
+        b.offsets.back() + params_[static_cast<std::size_t>(b.params.back())]->grad.numel();
+    TESSERA_CHECK(n <= INT_MAX,
+                  "GradSync: a bucket of " << n << " elements exceeds MPI's int count");
     b.buffer = Tensor::empty({n}, g0.dtype(), g0.space());
     if (!mpi_accepts(g0.space())) b.host = Tensor::empty({n}, g0.dtype(), MemSpace::Host);
   }
@@ -116,6 +124,7 @@ std::vector<std::vector<int>> GradSync::bucket_layout() const {
 
 void GradSync::start(Bucket& b) {
   if (comm_.size() == 1) return;  // nothing to reduce; finish() only scales
+  const double t0 = MPI_Wtime();
   for (std::size_t i = 0; i < b.params.size(); ++i) {
     const Tensor& g = params_[static_cast<std::size_t>(b.params[i])]->grad;
     flat_window(b.buffer, b.offsets[i], g.shape()).copy_from(g);
@@ -124,6 +133,9 @@ void GradSync::start(Bucket& b) {
   if (b.host.defined()) b.host.copy_from(b.buffer);
   TESSERA_MPI(MPI_Iallreduce(MPI_IN_PLACE, wire.raw(), static_cast<int>(wire.numel()),
                              mpi_type_of(wire.dtype()), MPI_SUM, comm_.comm(), &b.req));
+  stats_.bytes += static_cast<std::int64_t>(wire.nbytes());
+  ++stats_.allreduces;
+  stats_.seconds += MPI_Wtime() - t0;
 }
 
 void GradSync::start_ready_in_order() {
@@ -131,21 +143,23 @@ void GradSync::start_ready_in_order() {
          buckets_[static_cast<std::size_t>(next_to_start_)].pending == 0)
     start(buckets_[static_cast<std::size_t>(next_to_start_++)]);
   // Open MPI progresses non-blocking collectives inside MPI calls: poke the ones in flight.
+  const double t0 = MPI_Wtime();
   for (int i = 0; i < next_to_start_; ++i) {
     Bucket& b = buckets_[static_cast<std::size_t>(i)];
     if (b.req == MPI_REQUEST_NULL) continue;
     int done = 0;
     TESSERA_MPI(MPI_Test(&b.req, &done, MPI_STATUS_IGNORE));
   }
+  stats_.seconds += MPI_Wtime() - t0;
 }
 
 void GradSync::mark_ready(const Parameter* p) {
-  const auto it = std::find(params_.begin(), params_.end(), p);
-  TESSERA_CHECK(it != params_.end(), "GradSync::mark_ready: parameter '"
-                                         << (p ? p->name : "(null)") << "' is not registered");
-  const auto k = static_cast<std::size_t>(it - params_.begin());
-  TESSERA_CHECK(!marked_[k], "GradSync::mark_ready: parameter '"
-                                 << p->name << "' marked twice in one step");
+  const auto it = index_of_.find(p);
+  TESSERA_CHECK(it != index_of_.end(), "GradSync::mark_ready: parameter '"
+                                           << (p ? p->name : "(null)") << "' is not registered");
+  const std::size_t k = it->second;
+  TESSERA_CHECK(!marked_[k],
+                "GradSync::mark_ready: parameter '" << p->name << "' marked twice in one step");
   marked_[k] = true;
   --buckets_[static_cast<std::size_t>(bucket_of_[k])].pending;
   start_ready_in_order();
@@ -157,14 +171,18 @@ void GradSync::mark_ready(const std::vector<Parameter*>& ps) {
 
 void GradSync::finish() {
   while (next_to_start_ < num_buckets())
-    start(buckets_[static_cast<std::size_t>(next_to_start_++)]);
+    start(buckets_[static_cast<std::size_t>(next_to_start_++)]);  // timed in start()
+  const double t0 = MPI_Wtime();
+  double waited = 0;
   for (Bucket& b : buckets_) {
     if (comm_.size() == 1) {
       if (scale_ != 1.0)
         for (int k : b.params) scale_inplace(params_[static_cast<std::size_t>(k)]->grad, scale_);
       continue;
     }
+    const double w0 = MPI_Wtime();
     TESSERA_MPI(MPI_Wait(&b.req, MPI_STATUS_IGNORE));
+    waited += MPI_Wtime() - w0;
     if (b.host.defined()) b.buffer.copy_from(b.host);
     if (scale_ != 1.0) scale_inplace(b.buffer, scale_);
     for (std::size_t i = 0; i < b.params.size(); ++i) {
@@ -173,6 +191,8 @@ void GradSync::finish() {
     }
   }
   reset_step();
+  stats_.wait_seconds += waited;
+  stats_.seconds += MPI_Wtime() - t0;
 }
 
 void GradSync::sync() {

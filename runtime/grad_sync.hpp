@@ -24,12 +24,23 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/axes_comm.hpp"
 #include "runtime/layer.hpp"
 
 namespace tessera {
+
+// Where GradSync's time went since the last reset_stats() (for the training log's
+// compute / halo / all-reduce split).
+struct GradSyncStats {
+  double seconds = 0;       // inside GradSync: packing, starting, waiting, unpacking
+  double wait_seconds = 0;  // of which waiting for all-reduces in finish()
+  std::int64_t bytes = 0;   // bytes all-reduced (per rank)
+  int allreduces = 0;
+};
 
 struct GradSyncOptions {
   std::vector<int> sum_axes;   // mesh axes to sum over (e.g. domain)
@@ -61,6 +72,8 @@ class GradSync {
   std::vector<std::vector<int>> bucket_layout() const;
   int buckets_started() const { return next_to_start_; }
   double scale() const { return scale_; }  // applied after the sum: 1 / (mean group size)
+  const GradSyncStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
 
  private:
   struct Bucket {
@@ -78,11 +91,13 @@ class GradSync {
 
   AxesComm comm_;
   std::vector<Parameter*> params_;
+  std::unordered_map<const Parameter*, std::size_t> index_of_;
   std::vector<int> bucket_of_;  // per parameter
   std::vector<bool> marked_;
   std::vector<Bucket> buckets_;
   int next_to_start_ = 0;
   double scale_ = 1.0;
+  GradSyncStats stats_;
 };
 
 }  // namespace tessera

@@ -25,10 +25,14 @@ Box channel_box(const std::vector<Index>& shape, Index c0, Index c1) {
 
 std::string kind_name(Graph::Kind k) {
   switch (k) {
-    case Graph::Kind::Input: return "input";
-    case Graph::Kind::Layer: return "layer";
-    case Graph::Kind::Concat: return "concat";
-    case Graph::Kind::Add: return "add";
+    case Graph::Kind::Input:
+      return "input";
+    case Graph::Kind::Layer:
+      return "layer";
+    case Graph::Kind::Concat:
+      return "concat";
+    case Graph::Kind::Add:
+      return "add";
   }
   return "?";
 }
@@ -37,16 +41,15 @@ std::string kind_name(Graph::Kind k) {
 
 ShardSpec concat_spec(const ShardSpec& a, const ShardSpec& b) {
   TESSERA_CHECK(a.ndim() >= 2 && a.ndim() == b.ndim(),
-                "concat: needs two (N, C, ...) tensors of the same rank, got " << a.str()
-                                                                               << " and "
+                "concat: needs two (N, C, ...) tensors of the same rank, got " << a.str() << " and "
                                                                                << b.str());
-  TESSERA_CHECK(!a.placement(1).sharded() && !b.placement(1).sharded(),
-                "concat: the channel dim must not be sharded, got " << a.str() << " and "
-                                                                    << b.str());
+  TESSERA_CHECK(
+      !a.placement(1).sharded() && !b.placement(1).sharded(),
+      "concat: the channel dim must not be sharded, got " << a.str() << " and " << b.str());
   TESSERA_CHECK(a.mesh_dims() == b.mesh_dims(), "concat: inputs live on different meshes");
-  TESSERA_CHECK(a.partial_axes() == b.partial_axes(),
-                "concat: inputs are partial over different mesh axes: " << a.str() << " and "
-                                                                        << b.str());
+  TESSERA_CHECK(
+      a.partial_axes() == b.partial_axes(),
+      "concat: inputs are partial over different mesh axes: " << a.str() << " and " << b.str());
   std::vector<Index> shape = a.global_shape();
   std::vector<std::vector<Index>> sizes(static_cast<std::size_t>(a.ndim()));
   for (int d = 0; d < a.ndim(); ++d) {
@@ -66,9 +69,9 @@ int Graph::add_node(Node n) {
     TESSERA_CHECK(m.name != n.name, "Graph: a node named '" << n.name << "' exists already");
   TESSERA_CHECK(!n.name.empty(), "Graph: node names must not be empty");
   for (int in : n.inputs)
-    TESSERA_CHECK(in >= 0 && in < num_nodes(),
-                  "Graph: node '" << n.name << "' takes value " << in
-                                  << ", which is not a node of this graph");
+    TESSERA_CHECK(in >= 0 && in < num_nodes(), "Graph: node '"
+                                                   << n.name << "' takes value " << in
+                                                   << ", which is not a node of this graph");
   nodes_.push_back(std::move(n));
   forwarded_ = false;
   return num_nodes() - 1;
@@ -108,9 +111,8 @@ void Graph::output(Value v) {
 }
 
 std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) {
-  TESSERA_CHECK(inputs.size() == inputs_.size(), "Graph::forward: " << inputs_.size()
-                                                                    << " inputs expected, got "
-                                                                    << inputs.size());
+  TESSERA_CHECK(inputs.size() == inputs_.size(),
+                "Graph::forward: " << inputs_.size() << " inputs expected, got " << inputs.size());
   TESSERA_CHECK(!outputs_.empty(), "Graph::forward: no outputs marked");
   const std::size_t n = nodes_.size();
   values_.assign(n, ShardTensor());
@@ -135,8 +137,19 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
     for (int in : nd.inputs) nd.input_specs.push_back(values_[static_cast<std::size_t>(in)].spec());
     ShardTensor out;
     switch (nd.kind) {
-      case Kind::Input: out = values_[id]; break;
-      case Kind::Layer: out = nd.layer->forward(values_[static_cast<std::size_t>(nd.inputs[0])]); break;
+      case Kind::Input:
+        out = values_[id];
+        break;
+      case Kind::Layer: {
+        out = nd.layer->forward(values_[static_cast<std::size_t>(nd.inputs[0])]);
+        // Every rank sees the same specs, so this check is consistent across ranks.
+        const ShardSpec want = nd.layer->output_spec(nd.input_specs[0]);
+        TESSERA_CHECK(out.spec() == want, "layer node '" << nd.name << "' (" << nd.layer->name()
+                                                         << ") returned " << out.spec().str()
+                                                         << " but its output_spec says "
+                                                         << want.str());
+        break;
+      }
       case Kind::Concat: {
         const ShardTensor& a = values_[static_cast<std::size_t>(nd.inputs[0])];
         const ShardTensor& b = values_[static_cast<std::size_t>(nd.inputs[1])];
@@ -185,9 +198,9 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
 }
 
 ShardTensor Graph::forward(const ShardTensor& x) {
-  TESSERA_CHECK(inputs_.size() == 1 && outputs_.size() == 1,
-                "Graph::forward(x): the graph has " << inputs_.size() << " inputs and "
-                                                    << outputs_.size() << " outputs");
+  TESSERA_CHECK(inputs_.size() == 1 && outputs_.size() == 1, "Graph::forward(x): the graph has "
+                                                                 << inputs_.size() << " inputs and "
+                                                                 << outputs_.size() << " outputs");
   return forward(std::vector<ShardTensor>{x}).front();
 }
 
@@ -199,8 +212,8 @@ void Graph::accumulate(int value, ShardTensor g) {
     // The first contribution may share storage with another value's gradient (add's
     // backward, a layer passing dy through): keep it, copy before adding into it.
     grad_owned_[v] = !g.local().is_contiguous();
-    grads_[v] = grad_owned_[v] ? ShardTensor::unchecked(mesh_, g.spec(), g.local().clone())
-                               : std::move(g);
+    grads_[v] =
+        grad_owned_[v] ? ShardTensor::unchecked(mesh_, g.spec(), g.local().clone()) : std::move(g);
     return;
   }
   if (!grad_owned_[v]) {
@@ -223,10 +236,9 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
     if (!g.local().defined()) continue;
     const auto o = static_cast<std::size_t>(outputs_[k]);
     TESSERA_CHECK(g.global_shape() == value_specs_[o].global_shape(),
-                  "Graph::backward: gradient of output " << k << " has global shape "
-                                                         << shape_str(g.global_shape())
-                                                         << ", the output "
-                                                         << shape_str(value_specs_[o].global_shape()));
+                  "Graph::backward: gradient of output "
+                      << k << " has global shape " << shape_str(g.global_shape()) << ", the output "
+                      << shape_str(value_specs_[o].global_shape()));
     accumulate(outputs_[k], g);
   }
   for (std::size_t id = n; id-- > 0;) {
@@ -236,7 +248,8 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
     grads_[id] = ShardTensor();
     if (!dy.local().defined()) continue;  // nothing downstream depends on this value
     switch (nd.kind) {
-      case Kind::Input: break;
+      case Kind::Input:
+        break;
       case Kind::Layer: {
         accumulate(nd.inputs[0], nd.layer->backward(dy));
         if (grads_ready_) grads_ready_(nd.layer->parameters());
@@ -272,9 +285,9 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
 }
 
 ShardTensor Graph::backward(const ShardTensor& dy) {
-  TESSERA_CHECK(inputs_.size() == 1 && outputs_.size() == 1,
-                "Graph::backward(dy): the graph has " << inputs_.size() << " inputs and "
-                                                      << outputs_.size() << " outputs");
+  TESSERA_CHECK(inputs_.size() == 1 && outputs_.size() == 1, "Graph::backward(dy): the graph has "
+                                                                 << inputs_.size() << " inputs and "
+                                                                 << outputs_.size() << " outputs");
   return backward(std::vector<ShardTensor>{dy}).front();
 }
 
@@ -292,9 +305,14 @@ std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_s
     };
     try {
       switch (nd.kind) {
-        case Kind::Input: break;
-        case Kind::Layer: specs[id] = nd.layer->output_spec(in(0)); break;
-        case Kind::Concat: specs[id] = concat_spec(in(0), in(1)); break;
+        case Kind::Input:
+          break;
+        case Kind::Layer:
+          specs[id] = nd.layer->output_spec(in(0));
+          break;
+        case Kind::Concat:
+          specs[id] = concat_spec(in(0), in(1));
+          break;
         case Kind::Add:
           TESSERA_CHECK(in(0).global_shape() == in(1).global_shape(),
                         "add of global shapes " << shape_str(in(0).global_shape()) << " and "
@@ -303,8 +321,8 @@ std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_s
           break;
       }
     } catch (const Error& e) {
-      throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name + "' cannot take its input: " +
-                  e.what());
+      throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name +
+                  "' cannot take its input: " + e.what());
     }
   }
   std::vector<ShardSpec> outs;

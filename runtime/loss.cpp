@@ -10,16 +10,18 @@
 namespace tessera {
 namespace {
 
-void check_pair(const ShardTensor& pred, const ShardTensor& target) {
-  TESSERA_CHECK(pred.spec() == target.spec(), "loss: prediction " << pred.spec().str()
-                                                                  << " and target "
-                                                                  << target.spec().str()
-                                                                  << " have different specs");
+// The target in the prediction's spec (redistributed if it is sharded otherwise).
+ShardTensor matched_target(const ShardTensor& pred, const ShardTensor& target) {
+  TESSERA_CHECK(pred.global_shape() == target.global_shape(),
+                "loss: prediction " << shape_str(pred.global_shape()) << " and target "
+                                    << shape_str(target.global_shape())
+                                    << " differ in global shape");
   TESSERA_CHECK(pred.dtype() == target.dtype() && pred.local().space() == target.local().space(),
                 "loss: prediction and target differ in dtype or memory space");
   TESSERA_CHECK(!pred.spec().has_partial(),
                 "loss: prediction " << pred.spec().str() << " is partial; reduce it first");
   TESSERA_CHECK(pred.spec().ndim() >= 1, "loss: needs a tensor of rank >= 1");
+  return target.spec() == pred.spec() ? target : target.redistribute(pred.spec());
 }
 
 // Ranks of the group holding the same cells: the product of group axes that shard no dim.
@@ -49,11 +51,11 @@ const AxesComm& Loss::comm_for(const Mesh& mesh) {
 }
 
 LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, bool want_grad) {
-  check_pair(pred, target);
+  const ShardTensor target_here = matched_target(pred, target);
   const Mesh& mesh = pred.mesh();
   const AxesComm& group = comm_for(mesh);
   const double rep = replicas(mesh, pred.spec(), group.axes());
-  const Tensor p = pred.local().contiguous(), y = target.local().contiguous();
+  const Tensor p = pred.local().contiguous(), y = target_here.local().contiguous();
   LossResult r;
   Tensor g;
   if (want_grad) g = Tensor::empty(p.shape(), p.dtype(), p.space());

@@ -35,10 +35,9 @@ enum class LossKind { Mse, RelativeL2 };
 class Loss {
  public:
   explicit Loss(LossKind kind, LossOptions opts = {}) : kind_(kind), opts_(std::move(opts)) {}
-  // Collective over pred's mesh. pred and target: same spec, dtype and memory space,
-  // no Partial axes. want_grad = false skips the gradient (validation).
-  LossResult operator()(const ShardTensor& pred, const ShardTensor& target,
-                        bool want_grad = true);
+  // Collective over pred's mesh. pred and target: same global shape, dtype and memory
+  // space; pred not Partial. A target sharded otherwise is redistributed to pred's spec. want_grad = false skips the gradient (validation).
+  LossResult operator()(const ShardTensor& pred, const ShardTensor& target, bool want_grad = true);
   LossKind kind() const { return kind_; }
 
  private:

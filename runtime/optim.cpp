@@ -14,24 +14,6 @@ kernels::Scalar scalar_of(const Tensor& t) {
   return t.dtype() == DType::f64 ? kernels::Scalar::F64 : kernels::Scalar::F32;
 }
 
-// A host copy of `src` in dtype `dt` (float32 <-> float64 conversion).
-Tensor host_as(const Tensor& src, DType dt) {
-  const Tensor h = src.to(MemSpace::Host).contiguous();
-  if (h.dtype() == dt) return h;
-  TESSERA_CHECK((h.dtype() == DType::f32 || h.dtype() == DType::f64) &&
-                    (dt == DType::f32 || dt == DType::f64),
-                "optimizer state: cannot convert " << name_of(h.dtype()) << " to " << name_of(dt));
-  Tensor out = Tensor::empty(h.shape(), dt);
-  for (Index i = 0; i < h.numel(); ++i) {
-    const double v = h.dtype() == DType::f64 ? h.data<double>()[i] : h.data<float>()[i];
-    if (dt == DType::f64)
-      out.data<double>()[i] = v;
-    else
-      out.data<float>()[i] = static_cast<float>(v);
-  }
-  return out;
-}
-
 }  // namespace
 
 Optimizer::Optimizer(std::vector<NamedParameter> params, double lr)
@@ -44,8 +26,8 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr)
                                            << "; needs float32 or float64");
     TESSERA_CHECK(p.grad.defined() && p.grad.shape() == p.value.shape() &&
                       p.grad.dtype() == p.value.dtype() && p.grad.space() == p.value.space(),
-                  "optimizer: parameter '" << np.name
-                                           << "' has no gradient like its value (shape, dtype, memory)");
+                  "optimizer: parameter '"
+                      << np.name << "' has no gradient like its value (shape, dtype, memory)");
     TESSERA_CHECK(p.value.is_contiguous() && p.grad.is_contiguous(),
                   "optimizer: parameter '" << np.name << "' is not contiguous");
   }
@@ -108,7 +90,7 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
                                                     << shape_str(t->shape()) << ", the parameter "
                                                     << shape_str(v.shape()));
       Tensor dst = Tensor::empty(v.shape(), v.dtype(), v.space());
-      dst.copy_from(host_as(*t, v.dtype()).to(v.space()));
+      dst.copy_from(host_converted(*t, v.dtype()).to(v.space()));
       loaded[k].push_back(dst);
     }
   state_ = std::move(loaded);
@@ -139,9 +121,11 @@ void Sgd::update(std::size_t k, std::int64_t t) {
   a.first_step = t == 1;
   void* buf = o_.momentum != 0 ? buffer(k, 0).raw() : nullptr;
   if (p.value.space() == MemSpace::Host)
-    kernels::sgd_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf, a);
+    kernels::sgd_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf,
+                             a);
   else
-    kernels::sgd_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf, a);
+    kernels::sgd_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf,
+                             a);
 }
 
 Adam::Adam(std::vector<NamedParameter> params, const AdamOptions& o, bool decoupled)
@@ -170,9 +154,11 @@ void Adam::update(std::size_t k, std::int64_t t) {
   void* m = buffer(k, 0).raw();
   void* v = buffer(k, 1).raw();
   if (p.value.space() == MemSpace::Host)
-    kernels::adam_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m, v, a);
+    kernels::adam_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m,
+                              v, a);
   else
-    kernels::adam_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m, v, a);
+    kernels::adam_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m,
+                              v, a);
 }
 
 double LrSchedule::lr(std::int64_t s) const {
@@ -181,9 +167,11 @@ double LrSchedule::lr(std::int64_t s) const {
   if (warm) return base_lr * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
   switch (kind) {
     case Kind::Constant:
-    case Kind::Warmup: return base_lr;
+    case Kind::Warmup:
+      return base_lr;
     case Kind::Cosine: {
-      const double span = static_cast<double>(std::max<std::int64_t>(1, total_steps - warmup_steps));
+      const double span =
+          static_cast<double>(std::max<std::int64_t>(1, total_steps - warmup_steps));
       const double p = std::min(1.0, static_cast<double>(s - warmup_steps) / span);
       return min_lr + (base_lr - min_lr) * 0.5 * (1 + std::cos(std::numbers::pi * p));
     }

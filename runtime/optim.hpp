@@ -15,13 +15,9 @@
 #include <vector>
 
 #include "runtime/graph.hpp"
+#include "runtime/state_dict.hpp"
 
 namespace tessera {
-
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;
-};
 
 class Optimizer {
  public:
@@ -92,7 +88,8 @@ class Adam : public Optimizer {
 };
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<NamedParameter> params, const AdamOptions& o) : Adam(std::move(params), o, true) {}
+  AdamW(std::vector<NamedParameter> params, const AdamOptions& o)
+      : Adam(std::move(params), o, true) {}
 };
 
 // Learning rate at a 0-based step count (the rate the (step+1)-th update uses).

@@ -18,8 +18,8 @@ void check_like(const Tensor& a, const Tensor& b, const char* where) {
                                               << shape_str(b.shape()) << " differ");
   TESSERA_CHECK(a.dtype() == b.dtype(), where << ": dtypes " << name_of(a.dtype()) << " and "
                                               << name_of(b.dtype()) << " differ");
-  TESSERA_CHECK(a.space() == b.space(), where << ": tensors in " << name_of(a.space())
-                                              << " and " << name_of(b.space()) << " memory");
+  TESSERA_CHECK(a.space() == b.space(), where << ": tensors in " << name_of(a.space()) << " and "
+                                              << name_of(b.space()) << " memory");
 }
 
 }  // namespace

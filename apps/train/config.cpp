@@ -40,7 +40,7 @@ struct Field {
   std::string name() const { return std::string(section) + "." + key; }
 };
 
-#define TESSERA_FIELD(sec, k) #sec, #k, [](TrainConfig& c) -> Ref { return &c.sec.k; }
+#define TESSERA_FIELD(sec, k) #sec, #k, [](TrainConfig & c) -> Ref { return &c.sec.k; }
 
 const Range kPositive{0, kInf, true, false};
 const Range kNonNegative{0, kInf, false, false};
@@ -49,44 +49,65 @@ const Range kAtLeastOne{1, kInf, false, false};
 
 const std::vector<Field>& schema() {
   static const std::vector<Field> fields = {
-      {TESSERA_FIELD(mesh, shape), "mesh axes and sizes: 'domain=4,data=2', 'domain=auto,data=2' or 'auto' (all ranks on one domain axis)"},
+      {TESSERA_FIELD(mesh, shape),
+       "mesh axes and sizes: 'domain=4,data=2', 'domain=auto,data=2' or 'auto' (all ranks on one "
+       "domain axis)"},
       {TESSERA_FIELD(data, path), "HDF5 dataset file (tessera-prep schema)"},
       {TESSERA_FIELD(data, inputs), "input fields, in channel order"},
       {TESSERA_FIELD(data, targets), "target fields, in channel order"},
       {TESSERA_FIELD(data, normalize), "normalize each field by the training split's mean and std"},
       {TESSERA_FIELD(data, shuffle), "shuffle training samples every epoch (seeded by train.seed)"},
       {TESSERA_FIELD(model, type), "model architecture", {}, {"unet"}},
-      {TESSERA_FIELD(model, width), "channels of the first level (doubled per level down)", kAtLeastOne},
+      {TESSERA_FIELD(model, width), "channels of the first level (doubled per level down)",
+       kAtLeastOne},
       {TESSERA_FIELD(model, depth), "number of levels down (and up)", kAtLeastOne},
       {TESSERA_FIELD(model, kernel_size), "conv kernel size per spatial dim", kAtLeastOne},
       {TESSERA_FIELD(model, norm), "normalization layer", {}, {"group", "batch", "none"}},
-      {TESSERA_FIELD(model, groups), "GroupNorm groups (must divide every level's width)", kAtLeastOne},
+      {TESSERA_FIELD(model, groups), "GroupNorm groups (must divide every level's width)",
+       kAtLeastOne},
       {TESSERA_FIELD(model, activation), "activation", {}, {"gelu", "relu", "silu"}},
-      {TESSERA_FIELD(model, down), "downsampling: max pooling or strided conv", {}, {"pool", "conv"}},
-      {TESSERA_FIELD(model, up), "upsampling: nearest upsample + conv, or transposed conv", {}, {"upsample", "transposed_conv"}},
+      {TESSERA_FIELD(model, down),
+       "downsampling: max pooling or strided conv",
+       {},
+       {"pool", "conv"}},
+      {TESSERA_FIELD(model, up),
+       "upsampling: nearest upsample + conv, or transposed conv",
+       {},
+       {"upsample", "transposed_conv"}},
       {TESSERA_FIELD(model, dtype), "parameter and activation type", {}, {"float32", "float64"}},
       {TESSERA_FIELD(optim, name), "optimizer (PyTorch semantics)", {}, {"sgd", "adam", "adamw"}},
       {TESSERA_FIELD(optim, lr), "base learning rate", kPositive},
-      {TESSERA_FIELD(optim, weight_decay), "weight decay (L2 for sgd/adam, decoupled for adamw)", kNonNegative},
+      {TESSERA_FIELD(optim, weight_decay), "weight decay (L2 for sgd/adam, decoupled for adamw)",
+       kNonNegative},
       {TESSERA_FIELD(optim, beta1), "adam/adamw beta1", kUnitOpen},
       {TESSERA_FIELD(optim, beta2), "adam/adamw beta2", kUnitOpen},
       {TESSERA_FIELD(optim, eps), "adam/adamw epsilon", kPositive},
       {TESSERA_FIELD(optim, momentum), "sgd momentum", kUnitOpen},
       {TESSERA_FIELD(optim, dampening), "sgd dampening", Range{0, 1, false, false}},
       {TESSERA_FIELD(optim, nesterov), "sgd nesterov momentum"},
-      {TESSERA_FIELD(optim, grad_clip), "clip gradients to this global L2 norm; 0: off", kNonNegative},
-      {TESSERA_FIELD(schedule, type), "learning-rate schedule", {}, {"constant", "warmup", "cosine", "step"}},
-      {TESSERA_FIELD(schedule, warmup_steps), "linear warm-up steps (warmup, cosine)", kNonNegative},
+      {TESSERA_FIELD(optim, grad_clip), "clip gradients to this global L2 norm; 0: off",
+       kNonNegative},
+      {TESSERA_FIELD(schedule, type),
+       "learning-rate schedule",
+       {},
+       {"constant", "warmup", "cosine", "step"}},
+      {TESSERA_FIELD(schedule, warmup_steps), "linear warm-up steps (warmup, cosine)",
+       kNonNegative},
       {TESSERA_FIELD(schedule, min_lr), "final learning rate of the cosine schedule", kNonNegative},
       {TESSERA_FIELD(schedule, step_size), "steps between decays (step)", kAtLeastOne},
-      {TESSERA_FIELD(schedule, gamma), "decay factor per step_size steps (step)", Range{0, 1, true, false}},
+      {TESSERA_FIELD(schedule, gamma), "decay factor per step_size steps (step)",
+       Range{0, 1, true, false}},
       {TESSERA_FIELD(train, steps), "optimizer steps (set this or train.epochs)", kNonNegative},
-      {TESSERA_FIELD(train, epochs), "passes over the training split (set this or train.steps)", kNonNegative},
-      {TESSERA_FIELD(train, batch_size), "global batch size over all data-parallel replicas", kAtLeastOne},
+      {TESSERA_FIELD(train, epochs), "passes over the training split (set this or train.steps)",
+       kNonNegative},
+      {TESSERA_FIELD(train, batch_size), "global batch size over all data-parallel replicas",
+       kAtLeastOne},
       {TESSERA_FIELD(train, loss), "training loss over the global domain", {}, {"mse", "rel_l2"}},
-      {TESSERA_FIELD(train, checkpoint_interval), "steps between checkpoints; 0: only at the end", kNonNegative},
+      {TESSERA_FIELD(train, checkpoint_interval), "steps between checkpoints; 0: only at the end",
+       kNonNegative},
       {TESSERA_FIELD(train, checkpoint_dir), "directory of checkpoints"},
-      {TESSERA_FIELD(train, validation_split), "fraction of samples held out for validation", kUnitOpen},
+      {TESSERA_FIELD(train, validation_split), "fraction of samples held out for validation",
+       kUnitOpen},
       {TESSERA_FIELD(train, resume), "resume from the latest checkpoint in checkpoint_dir"},
       {TESSERA_FIELD(train, metrics_csv), "write per-step metrics to this CSV file; empty: none"},
       {TESSERA_FIELD(train, seed), "seed of initialization, shuffling and the split", kNonNegative},
@@ -146,23 +167,35 @@ const Field* find_field(const std::string& section, const std::string& key) {
 
 std::string type_name(const Ref& r) {
   switch (r.index()) {
-    case 0: return "an integer";
-    case 1: return "a number";
-    case 2: return "a boolean (true or false)";
-    case 3: return "a string";
-    default: return "an array of strings";
+    case 0:
+      return "an integer";
+    case 1:
+      return "a number";
+    case 2:
+      return "a boolean (true or false)";
+    case 3:
+      return "a string";
+    default:
+      return "an array of strings";
   }
 }
 
 std::string toml_type_name(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date/time";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date/time";
   }
 }
 
@@ -214,7 +247,8 @@ void assign_node(const Field& f, const toml::node& n, TrainConfig& c, const std:
 }
 
 // Assigns a command-line value, parsed by the field's type.
-void assign_text(const Field& f, const std::string& text, TrainConfig& c, const std::string& where) {
+void assign_text(const Field& f, const std::string& text, TrainConfig& c,
+                 const std::string& where) {
   const Ref r = f.ref(c);
   auto wrong = [&] {
     fail(f.name() + " must be " + type_name(r) + ", got '" + text + "' " + where);
@@ -242,7 +276,9 @@ void assign_text(const Field& f, const std::string& text, TrainConfig& c, const 
       else
         wrong();
       break;
-    case 3: *std::get<3>(r) = text; break;
+    case 3:
+      *std::get<3>(r) = text;
+      break;
     default: {
       // TOML array syntax, or a comma-separated list.
       if (!text.empty() && text.front() == '[') {
@@ -294,10 +330,14 @@ std::string quote(const std::string& s) {
 
 std::string format_value(const Ref& r) {
   switch (r.index()) {
-    case 0: return std::to_string(*std::get<0>(r));
-    case 1: return format_double(*std::get<1>(r));
-    case 2: return *std::get<2>(r) ? "true" : "false";
-    case 3: return quote(*std::get<3>(r));
+    case 0:
+      return std::to_string(*std::get<0>(r));
+    case 1:
+      return format_double(*std::get<1>(r));
+    case 2:
+      return *std::get<2>(r) ? "true" : "false";
+    case 3:
+      return quote(*std::get<3>(r));
     default: {
       std::vector<std::string> q;
       for (const auto& s : *std::get<4>(r)) q.push_back(quote(s));
@@ -331,7 +371,8 @@ void check_range(const Field& f, TrainConfig& c) {
   else
     return;
   const Range& g = f.range;
-  const bool ok = !std::isnan(v) && (g.lo_open ? v > g.lo : v >= g.lo) && (g.hi_open ? v < g.hi : v <= g.hi);
+  const bool ok =
+      !std::isnan(v) && (g.lo_open ? v > g.lo : v >= g.lo) && (g.hi_open ? v < g.hi : v <= g.hi);
   if (!ok) fail(f.name() + " = " + format_value(r) + " is out of range: must be " + range_text(f));
 }
 
@@ -354,15 +395,16 @@ void apply_overrides(TrainConfig& c, const std::vector<std::string>& overrides) 
 void validate(TrainConfig& c) {
   for (const Field& f : schema()) check_range(f, c);
   if (c.train.steps > 0 && c.train.epochs > 0)
-    fail("train.steps = " + std::to_string(c.train.steps) + " and train.epochs = " +
-         std::to_string(c.train.epochs) + " are both set; set only one");
+    fail("train.steps = " + std::to_string(c.train.steps) +
+         " and train.epochs = " + std::to_string(c.train.epochs) + " are both set; set only one");
   if (c.data.inputs.empty()) fail("data.inputs must name at least one field");
   if (c.data.targets.empty()) fail("data.targets must name at least one field");
   if (c.model.kernel_size % 2 == 0)
-    fail("model.kernel_size = " + std::to_string(c.model.kernel_size) + " must be odd (same-size convs)");
+    fail("model.kernel_size = " + std::to_string(c.model.kernel_size) +
+         " must be odd (same-size convs)");
   if (c.model.norm == "group" && c.model.width % c.model.groups != 0)
-    fail("model.groups = " + std::to_string(c.model.groups) + " does not divide model.width = " +
-         std::to_string(c.model.width));
+    fail("model.groups = " + std::to_string(c.model.groups) +
+         " does not divide model.width = " + std::to_string(c.model.width));
 }
 
 }  // namespace
@@ -385,8 +427,8 @@ TrainConfig parse_config(const std::string& text, const std::vector<std::string>
       fail("key '" + section + "' " + at_line(skey.source(), source) +
            " is outside any section; keys belong in [" + join(sections(), "], [") + "]");
     if (std::find(sections().begin(), sections().end(), section) == sections().end())
-      fail("unknown section [" + section + "] " + at_line(skey.source(), source) + " (sections: " +
-           join(sections()) + ")");
+      fail("unknown section [" + section + "] " + at_line(skey.source(), source) +
+           " (sections: " + join(sections()) + ")");
     for (auto&& [kkey, knode] : *t) {
       const std::string key(kkey.str());
       const Field* f = find_field(section, key);
@@ -415,8 +457,7 @@ TrainConfig load_config(MPI_Comm comm, const CliArgs& args) {
 }
 
 void check_complete(const TrainConfig& c) {
-  if (c.data.path.empty())
-    fail("data.path is not set (in the config file or as --data.path=FILE)");
+  if (c.data.path.empty()) fail("data.path is not set (in the config file or as --data.path=FILE)");
   if (c.train.steps == 0 && c.train.epochs == 0)
     fail("neither train.steps nor train.epochs is set; set one of them");
 }
@@ -438,7 +479,8 @@ std::string to_toml(const TrainConfig& c) {
 std::string usage(const std::string& program) {
   TrainConfig defaults;
   std::ostringstream os;
-  os << "usage: " << program << " [CONFIG.toml] [--section.key=value ...] [--print-config] [--help]\n\n"
+  os << "usage: " << program
+     << " [CONFIG.toml] [--section.key=value ...] [--print-config] [--help]\n\n"
      << "Trains a model on sharded data. CONFIG is TOML with the sections below; every key\n"
      << "can be set or overridden on the command line. --print-config prints the resolved\n"
      << "config as TOML and exits.\n";

@@ -18,20 +18,20 @@ struct MeshConfig {
 };
 
 struct DataConfig {
-  std::string path;                           // HDF5 dataset (tessera-prep schema)
-  std::vector<std::string> inputs = {"a"};    // input fields (channels in this order)
-  std::vector<std::string> targets = {"u"};   // target fields
-  bool normalize = true;                      // per-field mean/std from the training split
-  bool shuffle = true;                        // shuffle training samples each epoch
+  std::string path;                          // HDF5 dataset (tessera-prep schema)
+  std::vector<std::string> inputs = {"a"};   // input fields (channels in this order)
+  std::vector<std::string> targets = {"u"};  // target fields
+  bool normalize = true;                     // per-field mean/std from the training split
+  bool shuffle = true;                       // shuffle training samples each epoch
 };
 
 struct ModelConfig {
   std::string type = "unet";
-  std::int64_t width = 16;        // channels of the first level, doubled per level down
-  std::int64_t depth = 3;         // levels (down/up steps)
-  std::int64_t kernel_size = 3;   // conv kernel per spatial dim
-  std::string norm = "group";     // group | batch | none
-  std::int64_t groups = 4;        // GroupNorm groups
+  std::int64_t width = 16;       // channels of the first level, doubled per level down
+  std::int64_t depth = 3;        // levels (down/up steps)
+  std::int64_t kernel_size = 3;  // conv kernel per spatial dim
+  std::string norm = "group";    // group | batch | none
+  std::int64_t groups = 4;       // GroupNorm groups
   std::string activation = "gelu";
   std::string down = "pool";      // pool | conv (strided)
   std::string up = "upsample";    // upsample | transposed_conv
@@ -43,9 +43,9 @@ struct OptimConfig {
   double lr = 1e-3;
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
-  double momentum = 0.9, dampening = 0.0;          // sgd
-  bool nesterov = false;                           // sgd
-  double grad_clip = 0.0;                          // max global gradient norm, 0: off
+  double momentum = 0.9, dampening = 0.0;         // sgd
+  bool nesterov = false;                          // sgd
+  double grad_clip = 0.0;                         // max global gradient norm, 0: off
 };
 
 struct ScheduleConfig {
@@ -57,10 +57,10 @@ struct ScheduleConfig {
 };
 
 struct TrainLoopConfig {
-  std::int64_t steps = 0;   // exactly one of steps and epochs is > 0
+  std::int64_t steps = 0;  // exactly one of steps and epochs is > 0
   std::int64_t epochs = 0;
-  std::int64_t batch_size = 1;  // global batch (over all data-parallel replicas)
-  std::string loss = "rel_l2";  // mse | rel_l2
+  std::int64_t batch_size = 1;           // global batch (over all data-parallel replicas)
+  std::string loss = "rel_l2";           // mse | rel_l2
   std::int64_t checkpoint_interval = 0;  // steps between checkpoints, 0: at the end only
   std::string checkpoint_dir = "checkpoints";
   double validation_split = 0.1;  // fraction of samples held out

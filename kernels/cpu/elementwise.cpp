@@ -25,7 +25,7 @@ template <class Term>
 double chunked_sum(Count n, Term term) {
   const Count chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> part(static_cast<std::size_t>(chunks), 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (chunks > 1)
   for (Count c = 0; c < chunks; ++c) {
     double acc = 0;
     const Count end = std::min(n, (c + 1) * kChunk);

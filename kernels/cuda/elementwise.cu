@@ -38,9 +38,9 @@ void finish(const char* what) {
   check(cudaDeviceSynchronize(), what);
 }
 
-#define GRID_LOOP(i, n)                                                       \
-  for (Count i = blockIdx.x * static_cast<Count>(blockDim.x) + threadIdx.x; \
-       i < (n); i += static_cast<Count>(gridDim.x) * blockDim.x)
+#define GRID_LOOP(i, n)                                                              \
+  for (Count i = blockIdx.x * static_cast<Count>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<Count>(gridDim.x) * blockDim.x)
 
 template <class T>
 __global__ void axpy_kernel(Count n, T alpha, const T* x, T* y) {
@@ -108,8 +108,8 @@ void axpy_cuda(Scalar s, Count n, double alpha, const void* x, void* y) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    axpy_kernel<T><<<blocks_for(n), kThreads>>>(n, static_cast<T>(alpha),
-                                                 static_cast<const T*>(x), static_cast<T*>(y));
+    axpy_kernel<T><<<blocks_for(n), kThreads>>>(n, static_cast<T>(alpha), static_cast<const T*>(x),
+                                                static_cast<T*>(y));
   });
   finish("axpy kernel");
 }
@@ -127,10 +127,9 @@ void scaled_diff_cuda(Scalar s, Count n, double alpha, const void* a, const void
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    scaled_diff_kernel<T><<<blocks_for(n), kThreads>>>(n, static_cast<T>(alpha),
-                                                       static_cast<const T*>(a),
-                                                       static_cast<const T*>(b),
-                                                       static_cast<T*>(out));
+    scaled_diff_kernel<T>
+        <<<blocks_for(n), kThreads>>>(n, static_cast<T>(alpha), static_cast<const T*>(a),
+                                      static_cast<const T*>(b), static_cast<T*>(out));
   });
   finish("scaled difference kernel");
 }

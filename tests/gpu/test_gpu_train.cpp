@@ -85,8 +85,10 @@ TEST_CASE("device optimizer steps equal host steps", "[gpu]") {
       Parameter dp{"w", v0.to(MemSpace::Cuda), Tensor::zeros({257, 3}, dt, MemSpace::Cuda)};
       std::unique_ptr<Optimizer> ho, dop;
       if (which == 0) {
-        ho = std::make_unique<Sgd>(std::vector<NamedParameter>{{"w", &hp}}, SgdOptions{0.1, 0.9, 0, 0.01, true});
-        dop = std::make_unique<Sgd>(std::vector<NamedParameter>{{"w", &dp}}, SgdOptions{0.1, 0.9, 0, 0.01, true});
+        ho = std::make_unique<Sgd>(std::vector<NamedParameter>{{"w", &hp}},
+                                   SgdOptions{0.1, 0.9, 0, 0.01, true});
+        dop = std::make_unique<Sgd>(std::vector<NamedParameter>{{"w", &dp}},
+                                    SgdOptions{0.1, 0.9, 0, 0.01, true});
       } else {
         const AdamOptions o{1e-2, 0.9, 0.999, 1e-8, 0.05};
         ho = std::make_unique<Adam>(std::vector<NamedParameter>{{"w", &hp}}, o, which == 2);
@@ -102,7 +104,8 @@ TEST_CASE("device optimizer steps equal host steps", "[gpu]") {
       // Same formula, same precision; FMA contraction on the device may differ by ulps.
       MPI_CHECK(max_diff(hp.value, dp.value) <= (dt == DType::f64 ? 1e-13 : 1e-5));
       const auto hs = ho->state(), ds = dop->state();
-      for (std::size_t k = 1; k < hs.size(); ++k) MPI_CHECK(max_diff(hs[k].tensor, ds[k].tensor) <= (dt == DType::f64 ? 1e-13 : 1e-5));
+      for (std::size_t k = 1; k < hs.size(); ++k)
+        MPI_CHECK(max_diff(hs[k].tensor, ds[k].tensor) <= (dt == DType::f64 ? 1e-13 : 1e-5));
     }
   }
 }
@@ -112,8 +115,10 @@ TEST_CASE("device losses and gradient sync equal the host ones", "[gpu]") {
   std::mt19937 rng(3);
   const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
   const std::vector<Placement> dims = {Replicate(), Replicate(), Shard(0), Replicate()};
-  const Tensor p = random_tensor(rng, {3, 2, 9, 4}, DType::f64), y = random_tensor(rng, {3, 2, 9, 4}, DType::f64);
-  const ShardTensor hp = ShardTensor::scatter(mesh, p, dims), hy = ShardTensor::scatter(mesh, y, dims);
+  const Tensor p = random_tensor(rng, {3, 2, 9, 4}, DType::f64),
+               y = random_tensor(rng, {3, 2, 9, 4}, DType::f64);
+  const ShardTensor hp = ShardTensor::scatter(mesh, p, dims),
+                    hy = ShardTensor::scatter(mesh, y, dims);
   const ShardTensor dp = ShardTensor::unchecked(mesh, hp.spec(), hp.local().to(MemSpace::Cuda));
   const ShardTensor dy = ShardTensor::unchecked(mesh, hy.spec(), hy.local().to(MemSpace::Cuda));
   for (LossKind kind : {LossKind::Mse, LossKind::RelativeL2}) {
@@ -124,8 +129,10 @@ TEST_CASE("device losses and gradient sync equal the host ones", "[gpu]") {
     MPI_CHECK(max_diff(h.grad.local(), d.grad.local()) <= 1e-15);
   }
   // Device gradients through GradSync (CUDA-aware MPI or host staging).
-  Parameter a{"a", Tensor::zeros({5, 7}, DType::f32, MemSpace::Cuda), Tensor::zeros({5, 7}, DType::f32, MemSpace::Cuda)};
-  Parameter b{"b", Tensor::zeros({11}, DType::f64, MemSpace::Cuda), Tensor::zeros({11}, DType::f64, MemSpace::Cuda)};
+  Parameter a{"a", Tensor::zeros({5, 7}, DType::f32, MemSpace::Cuda),
+              Tensor::zeros({5, 7}, DType::f32, MemSpace::Cuda)};
+  Parameter b{"b", Tensor::zeros({11}, DType::f64, MemSpace::Cuda),
+              Tensor::zeros({11}, DType::f64, MemSpace::Cuda)};
   Tensor ga = Tensor::empty({5, 7}, DType::f32), gb = Tensor::empty({11}, DType::f64);
   for (Index i = 0; i < 35; ++i) ga.data<float>()[i] = static_cast<float>(i + mesh.rank());
   for (Index i = 0; i < 11; ++i) gb.data<double>()[i] = static_cast<double>(2 * i - mesh.rank());
@@ -136,7 +143,9 @@ TEST_CASE("device losses and gradient sync equal the host ones", "[gpu]") {
   const int P = mesh.size();
   const Tensor ra = a.grad.to(MemSpace::Host), rb = b.grad.to(MemSpace::Host);
   bool ok = true;
-  for (Index i = 0; i < 35; ++i) ok = ok && ra.data<float>()[i] == static_cast<float>(P * i + P * (P - 1) / 2);
-  for (Index i = 0; i < 11; ++i) ok = ok && rb.data<double>()[i] == static_cast<double>(P * 2 * i - P * (P - 1) / 2);
+  for (Index i = 0; i < 35; ++i)
+    ok = ok && ra.data<float>()[i] == static_cast<float>(P * i + P * (P - 1) / 2);
+  for (Index i = 0; i < 11; ++i)
+    ok = ok && rb.data<double>()[i] == static_cast<double>(P * 2 * i - P * (P - 1) / 2);
   MPI_CHECK(ok);
 }

@@ -2,6 +2,7 @@
 // concatenation, values fanning out to two consumers) on sharded tensors, against a
 // direct float64 evaluation of the same function and central finite differences, on
 // 1-D, 2-D, 3-D and domain x data meshes; a hand-computed case; gradient sync hooks.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -23,8 +24,11 @@ namespace {
 struct Full {
   Index n, c, h, w;
   std::vector<double> v;
-  Full(Index n_, Index c_, Index h_, Index w_) : n(n_), c(c_), h(h_), w(w_), v(n_ * c_ * h_ * w_, 0.0) {}
-  double& at(Index i, Index k, Index s) { return v[static_cast<std::size_t>((i * c + k) * h * w + s)]; }
+  Full(Index n_, Index c_, Index h_, Index w_)
+      : n(n_), c(c_), h(h_), w(w_), v(n_ * c_ * h_ * w_, 0.0) {}
+  double& at(Index i, Index k, Index s) {
+    return v[static_cast<std::size_t>((i * c + k) * h * w + s)];
+  }
   double at(Index i, Index k, Index s) const {
     return v[static_cast<std::size_t>((i * c + k) * h * w + s)];
   }
@@ -41,7 +45,8 @@ Full mix(const Full& x, Index cout, const std::vector<double>& W, const std::vec
     for (Index o = 0; o < cout; ++o)
       for (Index s = 0; s < x.h * x.w; ++s) {
         double acc = b[static_cast<std::size_t>(o)];
-        for (Index k = 0; k < x.c; ++k) acc += W[static_cast<std::size_t>(o * x.c + k)] * x.at(i, k, s);
+        for (Index k = 0; k < x.c; ++k)
+          acc += W[static_cast<std::size_t>(o * x.c + k)] * x.at(i, k, s);
         y.at(i, o, s) = acc;
       }
   return y;
@@ -53,7 +58,8 @@ Full reference_forward(const Full& x, const Params& p) {
   Full e2 = e1;
   for (Index i = 0; i < x.n; ++i)
     for (Index k = 0; k < p.c1; ++k)
-      for (Index s = 0; s < x.h * x.w; ++s) e2.at(i, k, s) = p.s1[static_cast<std::size_t>(k)] * e1.at(i, k, s);
+      for (Index s = 0; s < x.h * x.w; ++s)
+        e2.at(i, k, s) = p.s1[static_cast<std::size_t>(k)] * e1.at(i, k, s);
   Full r = mix(e2, p.c1, p.W2, p.b2);
   for (std::size_t q = 0; q < r.v.size(); ++q) r.v[q] += e1.v[q];
   Full cat(x.n, 2 * p.c1, x.h, x.w);
@@ -93,7 +99,8 @@ std::unique_ptr<Net> build(const Params& p) {
   net->m = g.layer("mid.mix", std::make_shared<ChannelMix>(p.c1, p.c1, p.W2, p.b2), net->e2);
   net->r = g.add("mid.residual", net->m, net->e1);
   net->cat = g.concat("dec1.skip", net->r, net->e2);
-  net->out = g.layer("dec1.mix", std::make_shared<ChannelMix>(2 * p.c1, p.cout, p.W3, p.b3), net->cat);
+  net->out =
+      g.layer("dec1.mix", std::make_shared<ChannelMix>(2 * p.c1, p.cout, p.W3, p.b3), net->cat);
   g.output(net->out);
   return net;
 }
@@ -170,11 +177,15 @@ TEST_CASE("graph forward/backward equal the direct function and finite differenc
       std::vector<Parameter*> params;
       for (const auto& np : g.parameters()) params.push_back(np.param);
       std::unique_ptr<GradSync> sync;
+      std::vector<int> started;  // buckets started after each layer's backward
       if (use_sync) {
         g.set_reduce_grads(false);
         std::vector<int> axes = test::sharding_axes(xs.spec());
         sync = std::make_unique<GradSync>(mesh, params, GradSyncOptions{axes, {}, 64});
-        g.on_grads_ready([&](const std::vector<Parameter*>& ps) { sync->mark_ready(ps); });
+        g.on_grads_ready([&](const std::vector<Parameter*>& ps) {
+          sync->mark_ready(ps);
+          started.push_back(sync->buckets_started());
+        });
       }
       MPI_REQUIRE(g.output_specs({xs.spec()}).front().global_shape() ==
                   (std::vector<Index>{3, 2, 5, 6}));
@@ -186,7 +197,13 @@ TEST_CASE("graph forward/backward equal the direct function and finite differenc
       g.zero_grad();
       const ShardTensor dx = g.backward(rs);
       if (sync) {
-        MPI_CHECK(sync->buckets_started() == sync->num_buckets());  // all started during backward
+        // Overlap: the first layer done (the last in the graph) already started its
+        // buckets while the other layers' backward was still to run; all started by the end.
+        MPI_CHECK(started.size() == 4);
+        MPI_CHECK(started.front() >= 1);
+        MPI_CHECK(started.front() < sync->num_buckets());
+        MPI_CHECK(std::is_sorted(started.begin(), started.end()));
+        MPI_CHECK(started.back() == sync->num_buckets());
         sync->finish();
       }
       MPI_REQUIRE(dx.spec() == xs.spec());
@@ -264,15 +281,16 @@ TEST_CASE("graph: parameter registry names, kept values, and clear errors", "[gr
   Graph& g = net->g;
   std::vector<std::string> names;
   for (const auto& np : g.parameters()) names.push_back(np.name);
-  MPI_CHECK(names == (std::vector<std::string>{"enc1.mix.weight", "enc1.mix.bias", "enc1.scale.weight",
-                                               "mid.mix.weight", "mid.mix.bias", "dec1.mix.weight",
-                                               "dec1.mix.bias"}));
+  MPI_CHECK(names == (std::vector<std::string>{
+                         "enc1.mix.weight", "enc1.mix.bias", "enc1.scale.weight", "mid.mix.weight",
+                         "mid.mix.bias", "dec1.mix.weight", "dec1.mix.bias"}));
   MPI_CHECK(g.parameter("mid.mix.bias").value.numel() == 3);
   MPI_CHECK_ERROR(g.parameter("mid.mix.nope"), "mid.mix.nope");
 
   const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
   const Tensor x = test::reference({2, 2, 4, 3}, DType::f64);
-  const ShardTensor xs = ShardTensor::scatter(mesh, x, {Replicate(), Replicate(), Shard(0), Replicate()});
+  const ShardTensor xs =
+      ShardTensor::scatter(mesh, x, {Replicate(), Replicate(), Shard(0), Replicate()});
   MPI_CHECK_ERROR(g.backward(xs), "no forward");
   g.forward(xs);
   MPI_CHECK_ERROR(g.value(net->e1), "not kept");
@@ -290,9 +308,20 @@ TEST_CASE("graph: parameter registry names, kept values, and clear errors", "[gr
   MPI_CHECK_ERROR(bad.concat("c", in, Value{42}), "not a node");
 
   // A shape the graph cannot take: the error names the node.
-  const ShardSpec three(std::vector<Index>{2, 3, 4, 3}, {Replicate(), Replicate(), Shard(0), Replicate()},
-                        mesh);
+  const ShardSpec three(std::vector<Index>{2, 3, 4, 3},
+                        {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
   MPI_CHECK_ERROR(g.output_specs({three}), "enc1.mix");
+
+  // A layer whose result disagrees with its own output_spec is caught at its node.
+  struct Liar : ChannelScale {
+    Liar() : ChannelScale({1.0, 1.0}) {}
+    ShardSpec output_spec(const ShardSpec& in) const override {
+      return in.with_placement(2, Replicate());
+    }
+  };
+  Graph liar;
+  liar.output(liar.layer("fibber", std::make_shared<Liar>(), liar.input("x")));
+  MPI_CHECK_ERROR(liar.forward(xs), "layer node 'fibber' (ChannelScale) returned");
 
   // Concat refuses a sharded channel dim and mismatched spatial sizes.
   const ShardSpec a({2, 4, 6}, {Replicate(), Shard(0), Replicate()}, mesh);
@@ -310,8 +339,10 @@ TEST_CASE("graph add redistributes an operand with another spec, forward and bac
   g.output(g.add("sum", a, b));
   const Tensor ta = test::reference({2, 2, 5, 3}, DType::f64, 1);
   const Tensor tb = test::reference({2, 2, 5, 3}, DType::f64, 2);
-  const ShardTensor sa = ShardTensor::scatter(mesh, ta, {Replicate(), Replicate(), Shard(0), Replicate()});
-  const ShardTensor sb = ShardTensor::scatter(mesh, tb, {Replicate(), Replicate(), Replicate(), Shard(0)});
+  const ShardTensor sa =
+      ShardTensor::scatter(mesh, ta, {Replicate(), Replicate(), Shard(0), Replicate()});
+  const ShardTensor sb =
+      ShardTensor::scatter(mesh, tb, {Replicate(), Replicate(), Replicate(), Shard(0)});
   const Tensor y = g.forward({sa, sb}).front().gather_all();
   bool ok = true;
   for (Index i = 0; i < y.numel(); ++i)
@@ -323,4 +354,72 @@ TEST_CASE("graph add redistributes an operand with another spec, forward and bac
   MPI_CHECK(d[1].spec() == sb.spec());
   MPI_CHECK(test::same(d[0].gather_all(), ta));
   MPI_CHECK(test::same(d[1].gather_all(), ta));
+}
+
+TEST_CASE("graph concat and add in float32 on 2-D meshes are exact", "[graph]") {
+  for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
+    if (mesh.ndim() != 2) continue;
+    Graph g;
+    const Value a = g.input("a"), b = g.input("b");
+    const Value s = g.add("sum", a, b);
+    g.output(g.concat("cat", s, a));
+    const std::vector<Placement> dims = {Replicate(), Replicate(), Shard(0), Shard(1)};
+    const Tensor ta = test::reference({2, 3, 5, 7}, DType::f32, 1);
+    const Tensor tb = test::reference({2, 3, 5, 7}, DType::f32, 2);
+    const ShardTensor sa = ShardTensor::scatter(mesh, ta, dims),
+                      sb = ShardTensor::scatter(mesh, tb, dims);
+    const Tensor y = g.forward({sa, sb}).front().gather_all();
+    MPI_REQUIRE(y.shape() == (std::vector<Index>{2, 6, 5, 7}));
+    bool ok = true;
+    for (Index n = 0; n < 2; ++n)
+      for (Index c = 0; c < 3; ++c)
+        for (Index i = 0; i < 5; ++i)
+          for (Index j = 0; j < 7; ++j) {
+            ok = ok && y.at<float>({n, c, i, j}) ==
+                           ta.at<float>({n, c, i, j}) + tb.at<float>({n, c, i, j});
+            ok = ok && y.at<float>({n, 3 + c, i, j}) == ta.at<float>({n, c, i, j});
+          }
+    MPI_CHECK(ok);
+    // Backward: d(sum) flows to a and b, d(cat second half) to a again.
+    const Tensor dy = test::reference({2, 6, 5, 7}, DType::f32, 3);
+    const auto d = g.backward(std::vector<ShardTensor>{ShardTensor::scatter(mesh, dy, dims)});
+    const Tensor da = d[0].gather_all(), db = d[1].gather_all();
+    for (Index n = 0; n < 2; ++n)
+      for (Index c = 0; c < 3; ++c)
+        for (Index i = 0; i < 5; ++i)
+          for (Index j = 0; j < 7; ++j) {
+            ok = ok && db.at<float>({n, c, i, j}) == dy.at<float>({n, c, i, j});
+            ok = ok && da.at<float>({n, c, i, j}) ==
+                           dy.at<float>({n, c, i, j}) + dy.at<float>({n, 3 + c, i, j});
+          }
+    MPI_CHECK(ok);
+    MPI_CHECK(da.dtype() == DType::f32);
+  }
+}
+
+TEST_CASE("graph forward frees an intermediate once its consumers ran", "[graph]") {
+  Params p;
+  p.W1.assign(6, 0.5), p.b1.assign(3, 0.1), p.s1.assign(3, 2.0);
+  p.W2.assign(9, 0.25), p.b2.assign(3, 0.0), p.W3.assign(12, -0.5), p.b3.assign(2, 1.0);
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const ShardTensor xs = ShardTensor::scatter(mesh, test::reference({2, 2, 8, 6}, DType::f64),
+                                              {Replicate(), Replicate(), Shard(0), Replicate()});
+  auto live_after_forward = [&](bool keep) {
+    auto net = build(p);
+    net->g.keep_values(keep);
+    const std::size_t before = memory_stats(MemSpace::Host).current;
+    net->g.forward(xs);
+    const std::size_t after = memory_stats(MemSpace::Host).current;
+    return std::make_pair(after - before, net->g.value(net->out).local().nbytes());
+  };
+  // Two values are held by no layer once their consumers ran: the output of "mid.mix"
+  // (its consumer, the add, keeps nothing) and the residual sum (concat copies it).
+  // Layers keep their inputs, so everything else stays alive either way.
+  const auto [freed, out_bytes] = live_after_forward(false);
+  const auto [kept, unused] = live_after_forward(true);
+  (void)out_bytes, (void)unused;
+  const std::size_t residual =
+      static_cast<std::size_t>(xs.local().numel() / 2 * 3) * sizeof(double);
+  INFO("kept " << kept << " freed " << freed << " one 3-channel value " << residual);
+  MPI_CHECK(kept - freed == 2 * residual);
 }

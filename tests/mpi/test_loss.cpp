@@ -35,7 +35,8 @@ double get(const Tensor& t, Index i) {
 double mse_ref(const Tensor& p, const Tensor& y, Index n0, Index n1) {
   const Index per = p.numel() / p.shape(0);
   double s = 0;
-  for (Index i = n0 * per; i < n1 * per; ++i) s += (get(p, i) - get(y, i)) * (get(p, i) - get(y, i));
+  for (Index i = n0 * per; i < n1 * per; ++i)
+    s += (get(p, i) - get(y, i)) * (get(p, i) - get(y, i));
   return s / static_cast<double>((n1 - n0) * per);
 }
 double rel_ref(const Tensor& p, const Tensor& y, Index n0, Index n1) {
@@ -68,7 +69,8 @@ Tensor rel_grad_ref(const Tensor& p, const Tensor& y) {
       b += get(y, i) * get(y, i);
     }
     for (Index i = n * per; i < (n + 1) * per; ++i)
-      g.data<double>()[i] = (get(p, i) - get(y, i)) / (static_cast<double>(N) * std::sqrt(a) * std::sqrt(b));
+      g.data<double>()[i] =
+          (get(p, i) - get(y, i)) / (static_cast<double>(N) * std::sqrt(a) * std::sqrt(b));
   }
   return g;
 }
@@ -113,7 +115,8 @@ TEST_CASE("sharded MSE and relative L2 equal the single-rank values and gradient
                                      mesh.dim(dims[static_cast<std::size_t>(d)].axis));
         const ShardSpec spec(shape, dims, mesh, {}, sizes);
         const Tensor p = random_tensor(rng, shape), y = random_tensor(rng, shape);
-        const ShardTensor ps = ShardTensor::scatter(mesh, p, spec), ys = ShardTensor::scatter(mesh, y, spec);
+        const ShardTensor ps = ShardTensor::scatter(mesh, p, spec),
+                          ys = ShardTensor::scatter(mesh, y, spec);
         INFO("mesh " << mesh.str() << " spec " << spec.str());
 
         const LossResult m = mse_loss(ps, ys);
@@ -145,16 +148,21 @@ TEST_CASE("loss gradients match central finite differences", "[loss]") {
   const Tensor p = random_tensor(rng, shape), y = random_tensor(rng, shape);
   for (LossKind kind : {LossKind::Mse, LossKind::RelativeL2}) {
     Loss loss(kind);
-    const Tensor g = loss(ShardTensor::scatter(mesh, p, dims), ShardTensor::scatter(mesh, y, dims)).grad.gather_all();
+    const Tensor g = loss(ShardTensor::scatter(mesh, p, dims), ShardTensor::scatter(mesh, y, dims))
+                         .grad.gather_all();
     const double h = 1e-6;
     double worst = 0;
     for (Index i = 0; i < p.numel(); i += 3) {  // every third element
       double& slot = p.data<double>()[i];
       const double keep = slot;
       slot = keep + h;
-      const double lp = loss(ShardTensor::scatter(mesh, p, dims), ShardTensor::scatter(mesh, y, dims), false).value;
+      const double lp =
+          loss(ShardTensor::scatter(mesh, p, dims), ShardTensor::scatter(mesh, y, dims), false)
+              .value;
       slot = keep - h;
-      const double lm = loss(ShardTensor::scatter(mesh, p, dims), ShardTensor::scatter(mesh, y, dims), false).value;
+      const double lm =
+          loss(ShardTensor::scatter(mesh, p, dims), ShardTensor::scatter(mesh, y, dims), false)
+              .value;
       slot = keep;
       worst = std::max(worst, std::abs((lp - lm) / (2 * h) - g.data<double>()[i]));
     }
@@ -172,7 +180,8 @@ TEST_CASE("per-replica losses: the data axis left out of the reduction", "[loss]
   const std::vector<Index> shape = {4, 2, 6, 3};
   const ShardSpec spec(shape, {Shard(1), Replicate(), Shard(0), Replicate()}, mesh);
   const Tensor p = random_tensor(rng, shape), y = random_tensor(rng, shape);
-  const ShardTensor ps = ShardTensor::scatter(mesh, p, spec), ys = ShardTensor::scatter(mesh, y, spec);
+  const ShardTensor ps = ShardTensor::scatter(mesh, p, spec),
+                    ys = ShardTensor::scatter(mesh, y, spec);
   const Box mine = ps.local_box();
   for (LossKind kind : {LossKind::Mse, LossKind::RelativeL2}) {
     Loss replica(kind, LossOptions{{0}});
@@ -197,7 +206,8 @@ TEST_CASE("float32 losses accumulate in double", "[loss]") {
   const std::vector<Index> shape = {2, 3, 9, 5};
   const std::vector<Placement> dims = {Replicate(), Replicate(), Shard(0), Replicate()};
   const Tensor p = random_tensor(rng, shape, DType::f32), y = random_tensor(rng, shape, DType::f32);
-  const ShardTensor ps = ShardTensor::scatter(mesh, p, dims), ys = ShardTensor::scatter(mesh, y, dims);
+  const ShardTensor ps = ShardTensor::scatter(mesh, p, dims),
+                    ys = ShardTensor::scatter(mesh, y, dims);
   const double mref = mse_ref(p, y, 0, 2), rref = rel_ref(p, y, 0, 2);
   const LossResult m = mse_loss(ps, ys), r = relative_l2_loss(ps, ys);
   MPI_CHECK(std::abs(m.value - mref) <= 1e-12 * mref);  // inputs exact in double
@@ -213,8 +223,17 @@ TEST_CASE("loss errors are collective and say what is wrong", "[loss]") {
   Tensor y = test::reference({2, 1, 6}, DType::f64);
   for (Index i = 6; i < 12; ++i) y.data<double>()[i] = 0;  // sample 1 is all zero
   const ShardTensor ys = ShardTensor::scatter(mesh, y, dims);
-  const ShardTensor ps = ShardTensor::scatter(mesh, test::reference({2, 1, 6}, DType::f64, 1), dims);
+  const ShardTensor ps =
+      ShardTensor::scatter(mesh, test::reference({2, 1, 6}, DType::f64, 1), dims);
   MPI_CHECK_ERROR(relative_l2_loss(ps, ys), "target of sample 1 has zero norm");
+  const ShardTensor wrong = ShardTensor::scatter(mesh, test::reference({2, 1, 5}, DType::f64), dims);
+  MPI_CHECK_ERROR(mse_loss(ps, wrong), "differ in global shape");
+  const ShardTensor f32 = ShardTensor::scatter(mesh, test::reference({2, 1, 6}, DType::f32), dims);
+  MPI_CHECK_ERROR(mse_loss(ps, f32), "differ in dtype");
+  // A target sharded otherwise is redistributed: the same value and gradient.
   const ShardTensor other = ShardTensor::scatter(mesh, y, {Replicate(), Replicate(), Replicate()});
-  MPI_CHECK_ERROR(mse_loss(ps, other), "different specs");
+  const LossResult a = mse_loss(ps, ys), b = mse_loss(ps, other);
+  MPI_CHECK(a.value == b.value);
+  MPI_CHECK(b.grad.spec() == ps.spec());
+  MPI_CHECK(test::same(a.grad.local(), b.grad.local()));
 }

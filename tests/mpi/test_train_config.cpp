@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "apps/train/builders.hpp"
 #include "apps/train/config.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/expect_error.hpp"
@@ -81,10 +82,10 @@ TEST_CASE("config: defaults, file values and overrides", "[config]") {
   MPI_CHECK(c.model.depth == 2);
   MPI_CHECK(c.model.kernel_size == 3);  // untouched default
 
-  const TrainConfig o = parse(kFull, {"optim.lr=0.25", "train.steps=5", "optim.lr=0.5",
-                                      "data.inputs=x,y,z", "data.targets=[\"p\", \"q\"]",
-                                      "data.normalize=true", "mesh.shape=domain=2,data=2",
-                                      "train.metrics_csv="});
+  const TrainConfig o =
+      parse(kFull, {"optim.lr=0.25", "train.steps=5", "optim.lr=0.5", "data.inputs=x,y,z",
+                    "data.targets=[\"p\", \"q\"]", "data.normalize=true",
+                    "mesh.shape=domain=2,data=2", "train.metrics_csv="});
   MPI_CHECK(o.optim.lr == 0.5);  // the last override wins
   MPI_CHECK(o.train.steps == 5);
   MPI_CHECK(o.data.inputs == (std::vector<std::string>{"x", "y", "z"}));
@@ -95,8 +96,8 @@ TEST_CASE("config: defaults, file values and overrides", "[config]") {
 }
 
 TEST_CASE("config: --print-config output parses back to the same config", "[config]") {
-  const TrainConfig c = parse(kFull, {"optim.lr=0.1", "optim.eps=1e-12", "train.validation_split=0.3",
-                                      "data.path=we\\ird\tname"});
+  const TrainConfig c = parse(kFull, {"optim.lr=0.1", "optim.eps=1e-12",
+                                      "train.validation_split=0.3", "data.path=we\\ird\tname"});
   const std::string text = to_toml(c);
   const TrainConfig back = parse(text);
   MPI_CHECK(to_toml(back) == text);
@@ -106,8 +107,9 @@ TEST_CASE("config: --print-config output parses back to the same config", "[conf
   MPI_CHECK(back.data.path == "we\\ird\tname");
   // Every key of the schema is printed, and documented in --help.
   const std::string help = usage("tessera-train");
-  for (const char* key : {"shape", "path", "inputs", "width", "lr", "beta2", "warmup_steps",
-                          "checkpoint_interval", "validation_split", "resume", "metrics_csv", "seed"}) {
+  for (const char* key :
+       {"shape", "path", "inputs", "width", "lr", "beta2", "warmup_steps", "checkpoint_interval",
+        "validation_split", "resume", "metrics_csv", "seed"}) {
     MPI_CHECK(text.find(std::string("\n") + key + " = ") != std::string::npos);
     MPI_CHECK(help.find(std::string(".") + key + "=") != std::string::npos);
   }
@@ -127,13 +129,17 @@ TEST_CASE("config errors: unknown section and key, in file and on the command li
 }
 
 TEST_CASE("config errors: wrong types", "[config]") {
-  MPI_CHECK_ERROR(parse("[optim]\nlr = \"fast\"\n"), "optim.lr must be a number, got a string at test.toml:2:6");
+  MPI_CHECK_ERROR(parse("[optim]\nlr = \"fast\"\n"),
+                  "optim.lr must be a number, got a string at test.toml:2:6");
   MPI_CHECK_ERROR(parse("[train]\nsteps = 1.5\n"), "train.steps must be an integer, got a float");
-  MPI_CHECK_ERROR(parse("[train]\nresume = 1\n"), "train.resume must be a boolean (true or false), got an integer");
-  MPI_CHECK_ERROR(parse("[data]\ninputs = \"a\"\n"), "data.inputs must be an array of strings, got a string");
+  MPI_CHECK_ERROR(parse("[train]\nresume = 1\n"),
+                  "train.resume must be a boolean (true or false), got an integer");
+  MPI_CHECK_ERROR(parse("[data]\ninputs = \"a\"\n"),
+                  "data.inputs must be an array of strings, got a string");
   MPI_CHECK_ERROR(parse("[data]\ninputs = [\"a\", 2]\n"), "an element is an integer");
   MPI_CHECK_ERROR(parse("[mesh]\nshape = 4\n"), "mesh.shape must be a string, got an integer");
-  MPI_CHECK_ERROR(parse("", {"train.steps=abc"}), "train.steps must be an integer, got 'abc' in --train.steps=abc");
+  MPI_CHECK_ERROR(parse("", {"train.steps=abc"}),
+                  "train.steps must be an integer, got 'abc' in --train.steps=abc");
   MPI_CHECK_ERROR(parse("", {"train.steps=10x"}), "got '10x'");
   MPI_CHECK_ERROR(parse("", {"optim.lr=1e-3.5"}), "optim.lr must be a number");
   MPI_CHECK_ERROR(parse("", {"train.resume=maybe"}), "train.resume must be a boolean");
@@ -142,24 +148,31 @@ TEST_CASE("config errors: wrong types", "[config]") {
 
 TEST_CASE("config errors: out of range, bad choices, inconsistent keys", "[config]") {
   MPI_CHECK_ERROR(parse("[optim]\nlr = 0\n"), "optim.lr = 0.0 is out of range: must be > 0");
-  MPI_CHECK_ERROR(parse("[optim]\nbeta1 = 1.0\n"), "optim.beta1 = 1.0 is out of range: must be [0.0, 1.0)");
-  MPI_CHECK_ERROR(parse("", {"train.validation_split=-0.1"}), "train.validation_split = -0.1 is out of range");
-  MPI_CHECK_ERROR(parse("", {"train.batch_size=0"}), "train.batch_size = 0 is out of range: must be >= 1");
+  MPI_CHECK_ERROR(parse("[optim]\nbeta1 = 1.0\n"),
+                  "optim.beta1 = 1.0 is out of range: must be [0.0, 1.0)");
+  MPI_CHECK_ERROR(parse("", {"train.validation_split=-0.1"}),
+                  "train.validation_split = -0.1 is out of range");
+  MPI_CHECK_ERROR(parse("", {"train.batch_size=0"}),
+                  "train.batch_size = 0 is out of range: must be >= 1");
   MPI_CHECK_ERROR(parse("", {"optim.lr=nan"}), "optim.lr = nan is out of range");
-  MPI_CHECK_ERROR(parse("[optim]\nname = \"adam2\"\n"), "optim.name = \"adam2\" is not one of sgd, adam, adamw");
+  MPI_CHECK_ERROR(parse("[optim]\nname = \"adam2\"\n"),
+                  "optim.name = \"adam2\" is not one of sgd, adam, adamw");
   MPI_CHECK_ERROR(parse("", {"train.loss=l1"}), "train.loss = \"l1\" is not one of mse, rel_l2");
   MPI_CHECK_ERROR(parse("", {"train.steps=5", "train.epochs=2"}), "are both set");
   MPI_CHECK_ERROR(parse("", {"model.kernel_size=4"}), "model.kernel_size = 4 must be odd");
-  MPI_CHECK_ERROR(parse("", {"model.width=10", "model.groups=4"}), "model.groups = 4 does not divide model.width = 10");
+  MPI_CHECK_ERROR(parse("", {"model.width=10", "model.groups=4"}),
+                  "model.groups = 4 does not divide model.width = 10");
   MPI_CHECK_ERROR(parse("", {"data.targets="}), "data.targets must name at least one field");
   MPI_CHECK_ERROR(check_complete(parse("", {"train.steps=3"})), "data.path is not set");
-  MPI_CHECK_ERROR(check_complete(parse("", {"data.path=x.h5"})), "neither train.steps nor train.epochs");
+  MPI_CHECK_ERROR(check_complete(parse("", {"data.path=x.h5"})),
+                  "neither train.steps nor train.epochs");
   MPI_CHECK(test::error_of([] { check_complete(parse(kFull)); }).empty());
 }
 
 TEST_CASE("config errors: syntax, files and command-line flags", "[config]") {
   MPI_CHECK_ERROR(parse("[optim]\nlr = = 3\n"), "config: test.toml:2:");
-  MPI_CHECK_ERROR(load_config("/nonexistent/train.toml", {}), "cannot open config file '/nonexistent/train.toml'");
+  MPI_CHECK_ERROR(load_config("/nonexistent/train.toml", {}),
+                  "cannot open config file '/nonexistent/train.toml'");
   const CliArgs a = parse_cli({"run.toml", "--optim.lr=0.1", "--print-config", "--train.steps=3"});
   MPI_CHECK(a.config_path == "run.toml");
   MPI_CHECK(a.print_config);
@@ -207,13 +220,64 @@ TEST_CASE("config: mesh.shape against the rank count", "[config]") {
   MPI_CHECK(two.names().back() == "data");
 
   c.mesh.shape = "domain=" + std::to_string(size + 1);
-  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "mesh.shape = \"domain=" + std::to_string(size + 1) +
-                                                     "\" does not fit " + std::to_string(size) + " ranks");
-  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "does not match the " + std::to_string(size) + " ranks");
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c),
+                  "mesh.shape = \"domain=" + std::to_string(size + 1) + "\" does not fit " +
+                      std::to_string(size) + " ranks");
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c),
+                  "does not match the " + std::to_string(size) + " ranks");
   c.mesh.shape = "domain=auto,data=" + std::to_string(size + 1);
   MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "not divisible by " + std::to_string(size + 1));
   c.mesh.shape = "domain=two";
   MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "has size 'two', not an integer");
   c.mesh.shape = "data=1,data=1,domain=auto";
   MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "more than one 'data' axis");
+}
+
+TEST_CASE("config builds the optimizer, schedule, loss and dtype it names", "[config]") {
+  auto one_step = [](const TrainConfig& c) {
+    Parameter p{"w", Tensor::empty({3}, DType::f64), Tensor::empty({3}, DType::f64)};
+    for (Index i = 0; i < 3; ++i)
+      p.value.data<double>()[i] = 1.0 + i, p.grad.data<double>()[i] = 0.5 - i;
+    auto opt = make_optimizer(c.optim, {{"w", &p}});
+    opt->step();
+    opt->step();
+    return std::make_pair(opt->name(), p.value.clone());
+  };
+  auto direct = [](Optimizer&& opt, Parameter& p) {
+    opt.step();
+    opt.step();
+    return p.value.clone();
+  };
+  for (const char* name : {"sgd", "adam", "adamw"}) {
+    const TrainConfig c =
+        parse(kFull, {std::string("optim.name=") + name, "optim.weight_decay=0.03",
+                      "optim.beta2=0.95", "optim.momentum=0.7"});
+    const auto [got_name, got] = one_step(c);
+    MPI_CHECK(got_name == name);
+    Parameter p{"w", Tensor::empty({3}, DType::f64), Tensor::empty({3}, DType::f64)};
+    for (Index i = 0; i < 3; ++i)
+      p.value.data<double>()[i] = 1.0 + i, p.grad.data<double>()[i] = 0.5 - i;
+    const std::vector<NamedParameter> np = {{"w", &p}};
+    const AdamOptions ao{1e-2, 0.9, 0.95, 1e-8, 0.03};
+    const Tensor want = std::string(name) == "sgd"
+                            ? direct(Sgd(np, SgdOptions{1e-2, 0.7, 0, 0.03, true}), p)
+                        : std::string(name) == "adam" ? direct(Adam(np, ao), p)
+                                                      : direct(AdamW(np, ao), p);
+    bool same = true;
+    for (Index i = 0; i < 3; ++i) same = same && got.data<double>()[i] == want.data<double>()[i];
+    MPI_CHECK(same);
+  }
+  const TrainConfig c = parse(kFull, {"schedule.min_lr=0.001"});  // cosine, warm-up 10, lr 1e-2
+  const LrSchedule s = make_schedule(c, 200);
+  MPI_CHECK(s.kind == LrSchedule::Kind::Cosine);
+  MPI_CHECK(s.lr(0) == 1e-3);  // warm-up: lr * 1 / 10
+  MPI_CHECK(std::abs(s.lr(200) - 0.001) < 1e-15);
+  MPI_CHECK_ERROR(make_schedule(parse(kFull, {"schedule.min_lr=0.5"}), 200), "exceeds optim.lr");
+  MPI_CHECK(make_schedule(
+                parse("", {"schedule.type=step", "schedule.step_size=5", "schedule.gamma=0.5"}), 0)
+                .lr(5) == 0.5 * TrainConfig{}.optim.lr);
+  MPI_CHECK(loss_kind(parse(kFull).train) == LossKind::Mse);
+  MPI_CHECK(loss_kind(parse("").train) == LossKind::RelativeL2);
+  MPI_CHECK(model_dtype(parse("").model) == DType::f32);
+  MPI_CHECK(model_dtype(parse("", {"model.dtype=float64"}).model) == DType::f64);
 }

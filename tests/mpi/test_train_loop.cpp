@@ -32,12 +32,19 @@ std::unique_ptr<Graph> make_model() {
   std::mt19937 rng(1234);  // same initial parameters on every rank and run
   auto g = std::make_unique<Graph>();
   const Value x = g->input("x");
-  const Value e1 = g->layer("enc.mix", std::make_shared<test::ChannelMix>(2, 4, randoms(rng, 8, 0.7), randoms(rng, 4, 0.1)), x);
-  const Value e2 = g->layer("enc.scale", std::make_shared<test::ChannelScale>(randoms(rng, 4, 1.0)), e1);
-  const Value m = g->layer("mid.mix", std::make_shared<test::ChannelMix>(4, 4, randoms(rng, 16, 0.5), randoms(rng, 4, 0.1)), e2);
+  const Value e1 = g->layer(
+      "enc.mix",
+      std::make_shared<test::ChannelMix>(2, 4, randoms(rng, 8, 0.7), randoms(rng, 4, 0.1)), x);
+  const Value e2 =
+      g->layer("enc.scale", std::make_shared<test::ChannelScale>(randoms(rng, 4, 1.0)), e1);
+  const Value m = g->layer(
+      "mid.mix",
+      std::make_shared<test::ChannelMix>(4, 4, randoms(rng, 16, 0.5), randoms(rng, 4, 0.1)), e2);
   const Value r = g->add("mid.res", m, e1);
   const Value cat = g->concat("dec.skip", r, e2);
-  g->output(g->layer("dec.mix", std::make_shared<test::ChannelMix>(8, 1, randoms(rng, 8, 0.4), randoms(rng, 1, 0.1)), cat));
+  g->output(g->layer(
+      "dec.mix",
+      std::make_shared<test::ChannelMix>(8, 1, randoms(rng, 8, 0.4), randoms(rng, 1, 0.1)), cat));
   return g;
 }
 
@@ -51,8 +58,10 @@ Tensor batch(Index first, bool target) {
       for (Index i = 0; i < kH; ++i)
         for (Index j = 0; j < kW; ++j) {
           const double x = static_cast<double>(i) / kH, y = static_cast<double>(j) / kW;
-          const double a = std::sin(3 * x + static_cast<double>(s)) * std::cos(2 * y + static_cast<double>(k));
-          t.at<double>({b, k, i, j}) = target ? 1.5 + a * std::sin(static_cast<double>(s) + x * y) : a + 0.1 * static_cast<double>(k);
+          const double a =
+              std::sin(3 * x + static_cast<double>(s)) * std::cos(2 * y + static_cast<double>(k));
+          t.at<double>({b, k, i, j}) = target ? 1.5 + a * std::sin(static_cast<double>(s) + x * y)
+                                              : a + 0.1 * static_cast<double>(k);
         }
   }
   return t;
@@ -117,7 +126,8 @@ double rel_diff(double a, double b) {
 
 }  // namespace
 
-TEST_CASE("training runs on 1, 2, 3, 4 ranks and on domain x data meshes give one loss curve", "[train]") {
+TEST_CASE("training runs on 1, 2, 3, 4 ranks and on domain x data meshes give one loss curve",
+          "[train]") {
   int P = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   const Mesh self(MPI_COMM_SELF, {1}, {"domain"});
@@ -132,25 +142,41 @@ TEST_CASE("training runs on 1, 2, 3, 4 ranks and on domain x data meshes give on
     std::string what;
   };
   std::vector<Case> cases;
-  cases.push_back({Mesh::line(MPI_COMM_WORLD), {Replicate(), Replicate(), Shard(0), Replicate()}, {}, {}, "H on domain"});
+  cases.push_back({Mesh::line(MPI_COMM_WORLD),
+                   {Replicate(), Replicate(), Shard(0), Replicate()},
+                   {},
+                   {},
+                   "H on domain"});
   const Mesh grid = Mesh::for_grid(MPI_COMM_WORLD, {kH, kW}, {"x", "y"});
-  cases.push_back({grid, {Replicate(), Replicate(), Shard(0), Shard(1)}, {}, {}, "H, W on a 2-D mesh"});
+  cases.push_back(
+      {grid, {Replicate(), Replicate(), Shard(0), Shard(1)}, {}, {}, "H, W on a 2-D mesh"});
   if (P % 2 == 0) {
     const Mesh dd(MPI_COMM_WORLD, {P / 2, 2}, {"domain", "data"});
-    cases.push_back({dd, {Shard(1), Replicate(), Shard(0), Replicate()}, {}, {}, "domain x data, global loss, summed"});
-    cases.push_back({dd, {Shard(1), Replicate(), Shard(0), Replicate()}, {0}, {1}, "domain x data, per-replica loss, averaged"});
+    cases.push_back({dd,
+                     {Shard(1), Replicate(), Shard(0), Replicate()},
+                     {},
+                     {},
+                     "domain x data, global loss, summed"});
+    cases.push_back({dd,
+                     {Shard(1), Replicate(), Shard(0), Replicate()},
+                     {0},
+                     {1},
+                     "domain x data, per-replica loss, averaged"});
   }
   for (const Case& c : cases) {
     INFO(c.what << " on " << c.mesh.str());
     const Run run = train(c.mesh, c.dims, c.loss_axes, c.mean_axes);
     double worst = 0;
-    for (int s = 0; s < kSteps; ++s) worst = std::max(worst, rel_diff(run.losses[static_cast<std::size_t>(s)], ref.losses[static_cast<std::size_t>(s)]));
+    for (int s = 0; s < kSteps; ++s)
+      worst = std::max(worst, rel_diff(run.losses[static_cast<std::size_t>(s)],
+                                       ref.losses[static_cast<std::size_t>(s)]));
     INFO("worst relative loss difference " << worst);
     MPI_CHECK(worst < 1e-9);
     double pworst = 0;
     for (std::size_t k = 0; k < ref.params.size(); ++k)
       for (Index i = 0; i < ref.params[k].numel(); ++i)
-        pworst = std::max(pworst, std::abs(run.params[k].data<double>()[i] - ref.params[k].data<double>()[i]));
+        pworst = std::max(
+            pworst, std::abs(run.params[k].data<double>()[i] - ref.params[k].data<double>()[i]));
     INFO("worst parameter difference " << pworst);
     MPI_CHECK(pworst < 1e-9);
   }

@@ -64,8 +64,8 @@ class ChannelScale : public Layer {
     for (Index i = 0; i < n; ++i)
       for (Index k = 0; k < c; ++k)
         for (Index j = 0; j < s; ++j)
-          dw.data<double>()[k] += g.data<double>()[(i * c + k) * s + j] *
-                                  in.data<double>()[(i * c + k) * s + j];
+          dw.data<double>()[k] +=
+              g.data<double>()[(i * c + k) * s + j] * in.data<double>()[(i * c + k) * s + j];
     if (reduce_grads) allreduce_sum(dy.mesh(), dy.spec(), dw);
     for (Index k = 0; k < c; ++k) p_.grad.data<double>()[k] += dw.data<double>()[k];
     return ShardTensor::unchecked(dy.mesh(), x_.spec(), dx);
@@ -97,7 +97,8 @@ class ChannelMix : public Layer {
     b_.name = "bias";
     b_.value = Tensor::empty({cout}, DType::f64);
     b_.grad = Tensor::zeros({cout}, DType::f64);
-    for (Index i = 0; i < cout * cin; ++i) w_.value.data<double>()[i] = W[static_cast<std::size_t>(i)];
+    for (Index i = 0; i < cout * cin; ++i)
+      w_.value.data<double>()[i] = W[static_cast<std::size_t>(i)];
     for (Index i = 0; i < cout; ++i) b_.value.data<double>()[i] = b[static_cast<std::size_t>(i)];
   }
   ShardSpec output_spec(const ShardSpec& in) const override {

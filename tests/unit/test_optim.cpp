@@ -37,10 +37,12 @@ struct Holder {
   }
   void set_grads(int step) {
     for (std::size_t k = 0; k < owned.size(); ++k)
-      for (Index i = 0; i < owned[k]->grad.numel(); ++i) set(owned[k]->grad, i, grad_at(k, i, step));
+      for (Index i = 0; i < owned[k]->grad.numel(); ++i)
+        set(owned[k]->grad, i, grad_at(k, i, step));
   }
   static double grad_at(std::size_t k, Index i, int step) {
-    return std::sin(1.0 + static_cast<double>(k) * 0.7 + static_cast<double>(i) * 1.3 + step * 0.37);
+    return std::sin(1.0 + static_cast<double>(k) * 0.7 + static_cast<double>(i) * 1.3 +
+                    step * 0.37);
   }
 };
 
@@ -98,7 +100,8 @@ double max_rel(const Tensor& t, const std::vector<double>& ref) {
 
 // Runs `steps` steps of opt and of per-parameter references built by make_ref(k).
 template <class Ref, class MakeRef>
-double compare(Optimizer& opt, Holder& h, int steps, MakeRef make_ref, const std::vector<double>& lrs = {}) {
+double compare(Optimizer& opt, Holder& h, int steps, MakeRef make_ref,
+               const std::vector<double>& lrs = {}) {
   std::vector<Ref> refs;
   for (std::size_t k = 0; k < h.owned.size(); ++k) refs.push_back(make_ref(k));
   double worst = 0;
@@ -132,12 +135,14 @@ TEST_CASE("SGD with momentum, dampening, nesterov and weight decay follows PyTor
       const auto n = kInit[k].size();
       return RefSgd{0.05, c.mu, c.tau, c.wd, c.nesterov, kInit[k], std::vector<double>(n, 0.0)};
     });
-    INFO("momentum " << c.mu << " dampening " << c.tau << " wd " << c.wd << " nesterov " << c.nesterov);
+    INFO("momentum " << c.mu << " dampening " << c.tau << " wd " << c.wd << " nesterov "
+                     << c.nesterov);
     CHECK(worst < 1e-14);
   }
 }
 
-TEST_CASE("Adam (L2 decay) and AdamW (decoupled decay) follow PyTorch, with a changing lr", "[optim]") {
+TEST_CASE("Adam (L2 decay) and AdamW (decoupled decay) follow PyTorch, with a changing lr",
+          "[optim]") {
   for (bool adamw : {false, true})
     for (double wd : {0.0, 0.01, 0.1}) {
       Holder h(kInit);
@@ -145,11 +150,21 @@ TEST_CASE("Adam (L2 decay) and AdamW (decoupled decay) follow PyTorch, with a ch
       std::unique_ptr<Optimizer> opt = adamw ? std::unique_ptr<Optimizer>(new AdamW(h.named, o))
                                              : std::unique_ptr<Optimizer>(new Adam(h.named, o));
       const std::vector<double> lrs = {1e-2, 2e-2, 3e-2, 3e-2, 1e-2, 5e-3, 5e-3, 1e-3};
-      const double worst = compare<RefAdam>(*opt, h, 8, [&](std::size_t k) {
-        const auto n = kInit[k].size();
-        return RefAdam{o.lr, o.beta1, o.beta2, o.eps, wd, adamw, kInit[k],
-                       std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
-      }, lrs);
+      const double worst = compare<RefAdam>(
+          *opt, h, 8,
+          [&](std::size_t k) {
+            const auto n = kInit[k].size();
+            return RefAdam{o.lr,
+                           o.beta1,
+                           o.beta2,
+                           o.eps,
+                           wd,
+                           adamw,
+                           kInit[k],
+                           std::vector<double>(n, 0.0),
+                           std::vector<double>(n, 0.0)};
+          },
+          lrs);
       INFO((adamw ? "adamw" : "adam") << " wd " << wd);
       CHECK(worst < 1e-13);
       CHECK(opt->steps_taken() == 8);
@@ -185,7 +200,8 @@ TEST_CASE("a few steps worked by hand", "[optim]") {
   const double theta1 = h.owned[0]->value.data<double>()[0];
   h.owned[0]->grad.data<double>()[0] = 0.5;
   opt.step();
-  const double want = theta1 * 0.95 - 0.1 * (m2 / (1 - 0.81)) / (std::sqrt(v2 / (1 - 0.998001)) + 1e-8);
+  const double want =
+      theta1 * 0.95 - 0.1 * (m2 / (1 - 0.81)) / (std::sqrt(v2 / (1 - 0.998001)) + 1e-8);
   CHECK(h.owned[0]->value.data<double>()[0] == Approx(want).epsilon(1e-14));
 }
 
@@ -194,7 +210,14 @@ TEST_CASE("float32 parameters follow the float64 reference to float32 precision"
   Adam opt(h.named, AdamOptions{1e-2, 0.9, 0.999, 1e-8, 0.01});
   const double worst = compare<RefAdam>(opt, h, 5, [&](std::size_t k) {
     const auto n = kInit[k].size();
-    return RefAdam{1e-2, 0.9, 0.999, 1e-8, 0.01, false, kInit[k], std::vector<double>(n, 0.0),
+    return RefAdam{1e-2,
+                   0.9,
+                   0.999,
+                   1e-8,
+                   0.01,
+                   false,
+                   kInit[k],
+                   std::vector<double>(n, 0.0),
                    std::vector<double>(n, 0.0)};
   });
   CHECK(worst < 1e-5);
@@ -204,7 +227,8 @@ TEST_CASE("optimizer state round-trips: 2 + load + 2 steps equal 4 steps bitwise
   for (int which = 0; which < 3; ++which) {
     auto make = [&](Holder& h) -> std::unique_ptr<Optimizer> {
       if (which == 0) return std::make_unique<Sgd>(h.named, SgdOptions{0.05, 0.9, 0, 0.01, true});
-      if (which == 1) return std::make_unique<Adam>(h.named, AdamOptions{1e-2, 0.9, 0.99, 1e-8, 0.01});
+      if (which == 1)
+        return std::make_unique<Adam>(h.named, AdamOptions{1e-2, 0.9, 0.99, 1e-8, 0.01});
       return std::make_unique<AdamW>(h.named, AdamOptions{1e-2, 0.8, 0.999, 1e-6, 0.05});
     };
     Holder straight(kInit), resumed(kInit);
@@ -217,7 +241,8 @@ TEST_CASE("optimizer state round-trips: 2 + load + 2 steps equal 4 steps bitwise
     std::vector<std::vector<double>> values;
     for (auto& p : resumed.owned) {
       values.emplace_back();
-      for (Index i = 0; i < p->value.numel(); ++i) values.back().push_back(p->value.data<double>()[i]);
+      for (Index i = 0; i < p->value.numel(); ++i)
+        values.back().push_back(p->value.data<double>()[i]);
     }
     Holder fresh(values);  // parameters as a checkpoint would restore them
     auto c = make(fresh);
@@ -226,7 +251,8 @@ TEST_CASE("optimizer state round-trips: 2 + load + 2 steps equal 4 steps bitwise
     for (int s = 3; s <= 4; ++s) fresh.set_grads(s), c->step();
     for (std::size_t k = 0; k < fresh.owned.size(); ++k)
       for (Index i = 0; i < fresh.owned[k]->value.numel(); ++i)
-        CHECK(fresh.owned[k]->value.data<double>()[i] == straight.owned[k]->value.data<double>()[i]);
+        CHECK(fresh.owned[k]->value.data<double>()[i] ==
+              straight.owned[k]->value.data<double>()[i]);
 
     // Names say what each tensor is.
     std::vector<std::string> names;
@@ -258,7 +284,8 @@ TEST_CASE("float64 state loads into float32 parameters", "[optim]") {
   Adam b(h32.named, AdamOptions{});
   b.load_state(a.state());
   CHECK(b.state()[1].tensor.dtype() == DType::f32);
-  CHECK(b.state()[1].tensor.data<float>()[2] == static_cast<float>(a.state()[1].tensor.data<double>()[2]));
+  CHECK(b.state()[1].tensor.data<float>()[2] ==
+        static_cast<float>(a.state()[1].tensor.data<double>()[2]));
 }
 
 TEST_CASE("learning-rate schedules by hand", "[optim]") {
@@ -321,7 +348,8 @@ TEST_CASE("gradient clipping by global norm", "[optim]") {
 
 TEST_CASE("optimizer option errors", "[optim]") {
   Holder h(kInit);
-  CHECK_THROWS_WITH(Sgd(h.named, SgdOptions{0.1, 0, 0, 0, true}), Catch::Contains("nesterov needs momentum"));
+  CHECK_THROWS_WITH(Sgd(h.named, SgdOptions{0.1, 0, 0, 0, true}),
+                    Catch::Contains("nesterov needs momentum"));
   CHECK_THROWS_WITH(Adam(h.named, AdamOptions{0.1, 1.0}), Catch::Contains("betas"));
   Parameter nograd{"x", Tensor::zeros({2}, DType::f64), Tensor()};
   CHECK_THROWS_WITH(Adam({{"x", &nograd}}, AdamOptions{}), Catch::Contains("'x' has no gradient"));
