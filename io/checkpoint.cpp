@@ -36,7 +36,6 @@ void fault_point(const std::string& stage) {
   }
 }
 
-
 void write_group(File& f, const std::string& group, const std::vector<NamedTensor>& ts, int rank) {
   for (const NamedTensor& nt : ts) {
     TESSERA_CHECK(!nt.name.empty() && nt.name.find('/') == std::string::npos,
@@ -112,8 +111,9 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
 Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm) {
   File f = File::open(path, comm, Mode::Read);
   collective_check(comm, f.has_attr("/", "tessera_checkpoint_version"),
-                   "checkpoint: '" + path + "' is not a Tessera checkpoint (no "
-                   "tessera_checkpoint_version attribute)");
+                   "checkpoint: '" + path +
+                       "' is not a Tessera checkpoint (no "
+                       "tessera_checkpoint_version attribute)");
   const auto v = f.attr_doubles("/", "tessera_checkpoint_version");
   TESSERA_CHECK(v.size() == 1 && v[0] == static_cast<double>(kCheckpointVersion),
                 "checkpoint: '" << path << "' has version " << (v.empty() ? -1 : v[0])
@@ -139,12 +139,10 @@ std::string latest_checkpoint(const std::string& dir, MPI_Comm comm) {
       for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
         const std::string name = e.path().filename().string();
         // ckpt_<digits>.h5 only; zero-padded steps sort as strings.
-        if (name.size() < 9 || name.rfind("ckpt_", 0) != 0 ||
-            name.substr(name.size() - 3) != ".h5")
+        if (name.size() < 9 || name.rfind("ckpt_", 0) != 0 || name.substr(name.size() - 3) != ".h5")
           continue;
         const std::string digits = name.substr(5, name.size() - 8);
-        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
-          continue;
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
         if (best.empty() || name > std::filesystem::path(best).filename().string())
           best = e.path().string();
       }

@@ -10,6 +10,8 @@ CommTimes& comm_times() {
 }
 
 ScopedCommTimer::ScopedCommTimer(double& slot) : slot_(slot), t0_(MPI_Wtime()) {}
-ScopedCommTimer::~ScopedCommTimer() { slot_ += MPI_Wtime() - t0_; }
+ScopedCommTimer::~ScopedCommTimer() {
+  slot_ += MPI_Wtime() - t0_;
+}
 
 }  // namespace tessera

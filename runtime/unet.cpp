@@ -37,9 +37,8 @@ kernels::Activation activation_by_name(const std::string& n) {
 UNet::UNet(const UNetOptions& o) : opts_(o), next_seed_(o.seed * 7919u) {
   TESSERA_CHECK(o.nd >= 1 && o.nd <= 3, "unet: " << o.nd << " spatial dims (1 to 3 supported)");
   TESSERA_CHECK(o.in_channels >= 1 && o.out_channels >= 1 && o.width >= 1,
-                "unet: channels must be positive (in " << o.in_channels << ", out "
-                                                       << o.out_channels << ", width " << o.width
-                                                       << ")");
+                "unet: channels must be positive (in "
+                    << o.in_channels << ", out " << o.out_channels << ", width " << o.width << ")");
   TESSERA_CHECK(o.depth >= 0 && o.depth <= 8, "unet: depth " << o.depth << " (0 to 8 supported)");
   TESSERA_CHECK(o.kernel >= 1 && o.kernel % 2 == 1,
                 "unet: kernel size " << o.kernel << " must be odd (\"same\" padding)");
@@ -155,8 +154,8 @@ std::string UNet::input_problem(const std::vector<Index>& shape) const {
   for (int d = 0; d < opts_.nd; ++d)
     if (shape[static_cast<std::size_t>(d) + 2] % f != 0) {
       os << "spatial extent " << shape[static_cast<std::size_t>(d) + 2] << " (dim " << d + 2
-         << " of " << shape_str(shape) << ") is not divisible by 2^depth = " << f
-         << " (depth " << opts_.depth << ")";
+         << " of " << shape_str(shape) << ") is not divisible by 2^depth = " << f << " (depth "
+         << opts_.depth << ")";
       return os.str();
     }
   return "";

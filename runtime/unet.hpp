@@ -42,9 +42,9 @@ struct UNetOptions {
 };
 
 // Option values by the names configs use; throw listing the valid names.
-UNetOptions::Norm unet_norm(const std::string& name);          // group | batch | none
-UNetOptions::Down unet_down(const std::string& name);          // pool | conv
-UNetOptions::Up unet_up(const std::string& name);              // upsample | transposed_conv
+UNetOptions::Norm unet_norm(const std::string& name);             // group | batch | none
+UNetOptions::Down unet_down(const std::string& name);             // pool | conv
+UNetOptions::Up unet_up(const std::string& name);                 // upsample | transposed_conv
 kernels::Activation activation_by_name(const std::string& name);  // relu | gelu | silu | tanh
 
 class UNet {

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 
+#include "apps/train/builders.hpp"
 #include "apps/train/trainer.hpp"
 #include "io/schema.hpp"
 #include "io/sharded.hpp"
@@ -41,7 +42,8 @@ Tensor read_sample(const io::File& f, const FieldSet& fs, Index n, const Box& bl
   for (std::size_t i = 0; i < fs.names.size(); ++i) {
     std::vector<Index> lo = {n, 0}, hi = {n + 1, fs.channels[i]};
     for (int d = 0; d < block.ndim; ++d) lo.push_back(block.lo[d]), hi.push_back(block.hi[d]);
-    const Tensor part = convert(io::read_slab(f, field(fs.names[i]), Box(lo, hi), DType::f32), dtype);
+    const Tensor part =
+        host_converted(io::read_slab(f, field(fs.names[i]), Box(lo, hi), DType::f32), dtype);
     std::vector<Index> clo(shape.size(), 0), chi = shape;
     clo[1] = c0;
     chi[1] = c0 + fs.channels[i];
@@ -70,7 +72,8 @@ int run(Context& ctx, int argc, char** argv) {
   }
   for (const auto& [k, v] : a)
     TESSERA_CHECK(k == "checkpoint" || k == "input" || k == "output" || k == "mesh",
-                  "unknown option --" << k << "\n" << kUsage);
+                  "unknown option --" << k << "\n"
+                                      << kUsage);
   for (const char* k : {"checkpoint", "input", "output"})
     TESSERA_CHECK(a.count(k), "--" << k << " is required\n" << kUsage);
 
@@ -79,7 +82,7 @@ int run(Context& ctx, int argc, char** argv) {
   const TrainConfig cfg = parse_config(ck.config, {}, a["checkpoint"] + " (config attribute)");
   const Mesh mesh = Mesh::parse(ctx.world(), a.count("mesh") ? a["mesh"] : "auto");
   const MemSpace space = ctx.device() >= 0 ? MemSpace::Cuda : MemSpace::Host;
-  const DType dtype = dtype_by_name(cfg.model.dtype);
+  const DType dtype = model_dtype(cfg.model);
 
   const io::File in = io::File::open(a["input"], ctx.world());
   const FieldSet inputs = field_set(in, cfg.data.inputs);
@@ -90,16 +93,18 @@ int run(Context& ctx, int argc, char** argv) {
   for (const auto& f : inputs.names) {
     std::vector<Index> s = in.info(field(f)).shape;
     s[1] = shape[1];
-    TESSERA_CHECK(s == shape, in.where(field(f)) << " differs from " << inputs.names[0]
-                                                 << " in N or the grid");
+    TESSERA_CHECK(s == shape, in.where(field(f))
+                                  << " differs from " << inputs.names[0] << " in N or the grid");
   }
   // The target fields' channel split, as training saw it.
   std::vector<Index> tch;
   for (const auto& b : ck.buffers)
     if (b.name == "data.target_channels")
-      for (Index i = 0; i < b.tensor.numel(); ++i) tch.push_back(static_cast<Index>(b.tensor.data<double>()[i]));
+      for (Index i = 0; i < b.tensor.numel(); ++i)
+        tch.push_back(static_cast<Index>(b.tensor.data<double>()[i]));
   if (tch.empty()) tch.assign(cfg.data.targets.size(), 1);
-  TESSERA_CHECK(tch.size() == cfg.data.targets.size(), "checkpoint: target channels do not match its config");
+  TESSERA_CHECK(tch.size() == cfg.data.targets.size(),
+                "checkpoint: target channels do not match its config");
   Index cout = 0;
   for (Index c : tch) cout += c;
 
@@ -110,14 +115,9 @@ int run(Context& ctx, int argc, char** argv) {
   TESSERA_CHECK(problem.empty(), a["input"] << ": the model cannot take it: " << problem);
   // Parameters and buffers from the checkpoint (its signature must match the model).
   const std::string sig = model_signature(model.options());
-  TESSERA_CHECK(ck.model == sig, "checkpoint model '" << ck.model << "' but its config builds '" << sig << "'");
-  for (const auto& np : model.graph().parameters()) {
-    const Tensor* t = nullptr;
-    for (const auto& p : ck.params)
-      if (p.name == np.name) t = &p.tensor;
-    TESSERA_CHECK(t != nullptr, "checkpoint: no parameter '" << np.name << "'");
-    np.param->value.copy_from(convert(*t, np.param->value.dtype()).to(np.param->value.space()));
-  }
+  TESSERA_CHECK(ck.model == sig,
+                "checkpoint model '" << ck.model << "' but its config builds '" << sig << "'");
+  load_parameter_state(model.graph(), ck.params);
   std::vector<UNet::Buffer> bufs;
   for (const auto& b : ck.buffers)
     if (b.tensor.dtype() == DType::f64)
@@ -139,7 +139,8 @@ int run(Context& ctx, int argc, char** argv) {
                   "grid " << shape_str(spatial) << ": too few cells at the coarsest level for "
                           << mesh.dim(layout.domain_axes[k]) << " domain ranks along dim " << k);
   // Ranks that replicate a block over the data axis: only coordinate 0 writes it.
-  const bool writer = layout.data_axis < 0 || mesh.coords()[static_cast<std::size_t>(layout.data_axis)] == 0;
+  const bool writer =
+      layout.data_axis < 0 || mesh.coords()[static_cast<std::size_t>(layout.data_axis)] == 0;
 
   // Targets present in the input file: report the error.
   bool have_truth = true;
@@ -160,12 +161,15 @@ int run(Context& ctx, int argc, char** argv) {
     out.create_dataset(dset, s, DType::f32, chunk);
     io::schema::GridMeta m;
     for (Index c = 0; c < tch[i]; ++c)
-      m.variables.push_back(tch[i] == 1 ? cfg.data.targets[i] : cfg.data.targets[i] + std::to_string(c));
+      m.variables.push_back(tch[i] == 1 ? cfg.data.targets[i]
+                                        : cfg.data.targets[i] + std::to_string(c));
     const std::string src = field(inputs.names[0]);
     for (const char* k : {"spacing", "extent", "origin"})
       if (in.has_attr(src, k)) {
         auto v = in.attr_doubles(src, k);
-        (std::string(k) == "spacing" ? m.spacing : std::string(k) == "extent" ? m.extent : m.origin) = v;
+        (std::string(k) == "spacing"  ? m.spacing
+         : std::string(k) == "extent" ? m.extent
+                                      : m.origin) = v;
       }
     io::schema::write_grid_meta(out, dset, m);
   }
@@ -178,10 +182,11 @@ int run(Context& ctx, int argc, char** argv) {
     const ShardTensor y = model.forward(ShardTensor::unchecked(mesh, xspec, x.to(space)));
     Tensor pred = y.local().to(MemSpace::Host).clone();
     out_norm.invert(pred);
-    const Tensor pred32 = convert(pred, DType::f32);
+    const Tensor pred32 = host_converted(pred, DType::f32);
     Index c0 = 0;
     for (std::size_t i = 0; i < cfg.data.targets.size(); ++i) {
-      std::vector<Index> lo = {s, 0}, hi = {s + 1, tch[i]}, mlo(pred32.shape().size(), 0), mhi = pred32.shape();
+      std::vector<Index> lo = {s, 0}, hi = {s + 1, tch[i]}, mlo(pred32.shape().size(), 0),
+                         mhi = pred32.shape();
       for (int d = 0; d < nd; ++d) lo.push_back(block.lo[d]), hi.push_back(block.hi[d]);
       mlo[1] = c0;
       mhi[1] = c0 + tch[i];
@@ -197,7 +202,8 @@ int run(Context& ctx, int argc, char** argv) {
                            .value;
       err_sum += e;
       if (ctx.rank() == 0 && (n <= 16 || s % (n / 8) == 0))
-        std::cout << "sample " << s << ": relative L2 error " << std::setprecision(4) << e << std::endl;
+        std::cout << "sample " << s << ": relative L2 error " << std::setprecision(4) << e
+                  << std::endl;
     }
   }
   out.close();

@@ -7,12 +7,14 @@
 #include "io/sharded.hpp"
 #include "runtime/axes_comm.hpp"
 #include "runtime/error.hpp"
+#include "runtime/state_dict.hpp"
 
 namespace tessera::app {
 namespace {
 
 template <class F>
-void for_each_value(const Tensor& t, F&& f) {  // f(channel, value&) over a contiguous (N, C, ...) tensor
+void for_each_value(const Tensor& t,
+                    F&& f) {  // f(channel, value&) over a contiguous (N, C, ...) tensor
   const Index n = t.shape(0), c = t.shape(1), inner = n * c == 0 ? 0 : t.numel() / (n * c);
   auto run = [&](auto* p) {
     for (Index i = 0; i < n; ++i)
@@ -70,22 +72,6 @@ void Normalizer::invert(const Tensor& t) const {
   });
 }
 
-Tensor convert(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  const Tensor src = t.contiguous();
-  Tensor out = Tensor::empty(src.shape(), dtype);
-  const Index n = src.numel();
-  if (src.dtype() == DType::f32 && dtype == DType::f64) {
-    for (Index i = 0; i < n; ++i) out.data<double>()[i] = src.data<float>()[i];
-  } else if (src.dtype() == DType::f64 && dtype == DType::f32) {
-    for (Index i = 0; i < n; ++i) out.data<float>()[i] = static_cast<float>(src.data<double>()[i]);
-  } else {
-    throw Error(std::string("convert: ") + name_of(src.dtype()) + " to " + name_of(dtype) +
-                " is not supported");
-  }
-  return out;
-}
-
 FieldSet field_set(const io::File& f, const std::vector<std::string>& names) {
   FieldSet fs;
   TESSERA_CHECK(!names.empty(), "no fields given for " << f.path());
@@ -130,7 +116,8 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
   const ShardSpec spec(gshape, layout_.dims(spatial_dims(), false), mesh);
   const Box mine = spec.local_box(mesh.coords());
   std::vector<Index> lo, hi;
-  for (int d = 0; d < spatial_dims(); ++d) lo.push_back(mine.lo[d + 2]), hi.push_back(mine.hi[d + 2]);
+  for (int d = 0; d < spatial_dims(); ++d)
+    lo.push_back(mine.lo[d + 2]), hi.push_back(mine.hi[d + 2]);
   block_ = Box(lo, hi);
   inputs_ = read_fields(f, inputs, cin_);
   targets_ = read_fields(f, targets, cout_);
@@ -145,9 +132,10 @@ Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channe
     const Index c = fs.channels[i];
     std::vector<Index> lo = {0, 0}, hi = {n_, c};
     for (int d = 0; d < spatial_dims(); ++d) lo.push_back(block_.lo[d]), hi.push_back(block_.hi[d]);
-    const Tensor part = convert(
-        io::read_slab(f, std::string(io::schema::kFields) + "/" + fs.names[i], Box(lo, hi), DType::f32),
-        dtype_);
+    const Tensor part =
+        host_converted(io::read_slab(f, std::string(io::schema::kFields) + "/" + fs.names[i],
+                                     Box(lo, hi), DType::f32),
+                       dtype_);
     std::vector<Index> clo(shape.size(), 0), chi = shape;
     clo[1] = c0;
     chi[1] = c0 + c;
@@ -169,10 +157,12 @@ Normalizer GridData::statistics(bool input, const std::vector<Index>& samples) c
       for (Index k = 0; k < c; ++k)
         for (Index s = 0; s < inner; ++s) {
           const double v = static_cast<double>(p[(i * c + k) * inner + s]);
-          sum[static_cast<std::size_t>(k)] +=
-              mean ? (v - (*mean)[static_cast<std::size_t>(k)]) * (v - (*mean)[static_cast<std::size_t>(k)]) : v;
+          sum[static_cast<std::size_t>(k)] += mean ? (v - (*mean)[static_cast<std::size_t>(k)]) *
+                                                         (v - (*mean)[static_cast<std::size_t>(k)])
+                                                   : v;
         }
-    sum[static_cast<std::size_t>(c)] = static_cast<double>(samples.size() * static_cast<std::size_t>(inner));
+    sum[static_cast<std::size_t>(c)] =
+        static_cast<double>(samples.size() * static_cast<std::size_t>(inner));
     TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE,
                               MPI_SUM, group.comm()));
   };
@@ -226,8 +216,7 @@ Tensor GridData::gather(const Tensor& cache, const std::vector<Index>& samples, 
 std::pair<ShardTensor, ShardTensor> GridData::batch(const std::vector<Index>& samples,
                                                     MemSpace space) const {
   const Index b = static_cast<Index>(samples.size());
-  const bool shard =
-      layout_.data_axis >= 0 && b % mesh_.dim(layout_.data_axis) == 0;
+  const bool shard = layout_.data_axis >= 0 && b % mesh_.dim(layout_.data_axis) == 0;
   const auto dims = layout_.dims(spatial_dims(), shard);
   std::vector<Index> xs = {b, cin_}, ys = {b, cout_};
   xs.insert(xs.end(), spatial_.begin(), spatial_.end());

@@ -17,8 +17,8 @@ namespace tessera::app {
 
 // How the mesh splits (N, C, spatial...) tensors.
 struct GridLayout {
-  int data_axis = -1;             // -1: no data axis
-  std::vector<int> domain_axes;   // domain_axes[k] splits spatial dim k
+  int data_axis = -1;                                        // -1: no data axis
+  std::vector<int> domain_axes;                              // domain_axes[k] splits spatial dim k
   static GridLayout of(const Mesh& mesh, int spatial_dims);  // throws if too many domain axes
   // Placements for a batch, its samples split over the data axis or replicated over it.
   std::vector<Placement> dims(int spatial_dims, bool shard_batch) const;
@@ -34,8 +34,8 @@ struct FieldSet {
 struct Normalizer {
   std::vector<double> mean, std;  // empty: identity
   bool identity() const { return mean.empty(); }
-  void apply(const Tensor& t) const;    // in place, (N, C, ...) host tensor
-  void invert(const Tensor& t) const;   // in place
+  void apply(const Tensor& t) const;   // in place, (N, C, ...) host tensor
+  void invert(const Tensor& t) const;  // in place
 };
 
 class GridData {
@@ -77,13 +77,11 @@ class GridData {
   DType dtype_;
   Index n_ = 0, cin_ = 0, cout_ = 0;
   std::vector<Index> spatial_;
-  Box block_;              // this rank's spatial block (global coordinates)
+  Box block_;                // this rank's spatial block (global coordinates)
   Tensor inputs_, targets_;  // (n, C, block...) in dtype_, host
 };
 
 // Reads the channel counts of fields and checks they are schema grid fields (collective).
 FieldSet field_set(const io::File& f, const std::vector<std::string>& names);
-// A float32 host tensor converted to dtype (a copy; the same tensor when equal).
-Tensor convert(const Tensor& t, DType dtype);
 
 }  // namespace tessera::app

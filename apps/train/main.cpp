@@ -21,9 +21,9 @@ using namespace tessera::app;
 namespace {
 
 double peak_mib_max(MPI_Comm comm) {
-  double peak = static_cast<double>(memory_stats(MemSpace::Host).peak +
-                                    memory_stats(MemSpace::Cuda).peak) /
-                (1 << 20);
+  double peak =
+      static_cast<double>(memory_stats(MemSpace::Host).peak + memory_stats(MemSpace::Cuda).peak) /
+      (1 << 20);
   TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, comm));
   return peak;
 }
@@ -64,16 +64,16 @@ int run(Context& ctx, int argc, char** argv) {
               << shape_str(tr.data().spatial()) << ": " << tr.train_samples() << " train, "
               << tr.val_samples() << " validation), UNet width " << cfg.model.width << " depth "
               << cfg.model.depth << " (" << tr.model().graph().parameters().size()
-              << " parameter tensors), " << cfg.model.dtype << ", " << cfg.optim.name
-              << ", batch " << cfg.train.batch_size << ", " << tr.total_steps() << " steps"
-              << std::endl;
+              << " parameter tensors), " << cfg.model.dtype << ", " << cfg.optim.name << ", batch "
+              << cfg.train.batch_size << ", " << tr.total_steps() << " steps" << std::endl;
 
   bool resumed = false;
   if (cfg.train.resume) {
     const std::string path = io::latest_checkpoint(cfg.train.checkpoint_dir, ctx.world());
     if (path.empty()) {
-      if (root) std::cout << "resume: no checkpoint in " << cfg.train.checkpoint_dir
-                          << ", starting at step 0" << std::endl;
+      if (root)
+        std::cout << "resume: no checkpoint in " << cfg.train.checkpoint_dir
+                  << ", starting at step 0" << std::endl;
     } else {
       tr.restore(io::load_checkpoint(path, ctx.world()));
       resumed = true;
@@ -100,8 +100,11 @@ int run(Context& ctx, int argc, char** argv) {
   const std::int64_t total = tr.total_steps();
   if (tr.steps_done() == 0 && total > 0) {  // where training starts from
     const EvalResult ev = tr.validate();
-    if (root) std::cout << "step 0/" << total << " | val " << fmt(ev.loss) << " rel_l2 " << fmt(ev.rel_l2) << std::endl;
-    if (csv.is_open()) csv << "0,0," << cfg.optim.lr << ",," << ev.loss << ',' << ev.rel_l2 << ",,,,,,,\n";
+    if (root)
+      std::cout << "step 0/" << total << " | val " << fmt(ev.loss) << " rel_l2 " << fmt(ev.rel_l2)
+                << std::endl;
+    if (csv.is_open())
+      csv << "0,0," << cfg.optim.lr << ",," << ev.loss << ',' << ev.rel_l2 << ",,,,,,,\n";
   }
   const std::int64_t log_every = std::max<std::int64_t>(1, cfg.train.log_interval);
   const double t_train = MPI_Wtime();
@@ -126,10 +129,13 @@ int run(Context& ctx, int argc, char** argv) {
                 << " MiB/rank" << std::endl;
     if (csv.is_open()) {
       csv << r.step << ','
-          << static_cast<double>(r.step * cfg.train.batch_size) / static_cast<double>(tr.train_samples())
+          << static_cast<double>(r.step * cfg.train.batch_size) /
+                 static_cast<double>(tr.train_samples())
           << ',' << r.lr << ',' << r.loss << ',';
-      if (log) csv << ev.loss << ',' << ev.rel_l2;
-      else csv << ',';
+      if (log)
+        csv << ev.loss << ',' << ev.rel_l2;
+      else
+        csv << ',';
       csv << ',' << r.grad_norm << ',' << sps << ',' << r.t.total * 1e3 << ','
           << r.t.compute() * 1e3 << ',' << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ','
           << peak << '\n';
@@ -145,8 +151,9 @@ int run(Context& ctx, int argc, char** argv) {
   if (root) {
     const double wall = MPI_Wtime() - t_train;
     std::cout << "done: " << steps_run << " steps in " << fmt(wall, 4) << " s";
-    if (steps_run > 0) std::cout << "; validation loss " << fmt(last_eval.loss) << ", relative L2 "
-                                 << fmt(last_eval.rel_l2);
+    if (steps_run > 0)
+      std::cout << "; validation loss " << fmt(last_eval.loss) << ", relative L2 "
+                << fmt(last_eval.rel_l2);
     std::cout << "; checkpoints in " << cfg.train.checkpoint_dir;
     if (!cfg.train.metrics_csv.empty()) std::cout << "; metrics in " << cfg.train.metrics_csv;
     std::cout << std::endl;

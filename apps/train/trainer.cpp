@@ -6,17 +6,12 @@
 #include <numeric>
 #include <sstream>
 
+#include "apps/train/builders.hpp"
 #include "runtime/comm_timers.hpp"
 #include "runtime/context.hpp"
 #include "runtime/error.hpp"
 
 namespace tessera::app {
-
-DType dtype_by_name(const std::string& n) {
-  if (n == "float32") return DType::f32;
-  if (n == "float64") return DType::f64;
-  throw Error("model.dtype '" + n + "' is not one of float32, float64");
-}
 
 UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
                          MemSpace space) {
@@ -34,7 +29,7 @@ UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index cin, Inde
   o.activation = activation_by_name(c.model.activation);
   o.down = unet_down(c.model.down);
   o.up = unet_up(c.model.up);
-  o.dtype = dtype_by_name(c.model.dtype);
+  o.dtype = model_dtype(c.model);
   o.space = space;
   o.seed = static_cast<unsigned>(c.train.seed);
   return o;
@@ -87,9 +82,9 @@ void Sampler::load_state(const std::string& s) {
   std::istringstream is(s);
   std::size_t n = 0;
   is >> epoch_ >> cursor_ >> n;
-  TESSERA_CHECK(is && n == perm_.size(),
-                "checkpoint: sampler state for " << n << " training samples, this run has "
-                                                 << perm_.size());
+  TESSERA_CHECK(is && n == perm_.size(), "checkpoint: sampler state for "
+                                             << n << " training samples, this run has "
+                                             << perm_.size());
   for (Index& i : perm_) is >> i;
   is >> rng_;
   TESSERA_CHECK(!is.fail(), "checkpoint: unreadable sampler state");
@@ -99,39 +94,6 @@ void Sampler::load_state(const std::string& s) {
 
 namespace {
 
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<NamedParameter> ps) {
-  const OptimConfig& o = c.optim;
-  if (o.name == "sgd") {
-    SgdOptions s;
-    s.lr = o.lr, s.momentum = o.momentum, s.dampening = o.dampening;
-    s.weight_decay = o.weight_decay, s.nesterov = o.nesterov;
-    return std::make_unique<Sgd>(std::move(ps), s);
-  }
-  AdamOptions a;
-  a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
-  if (o.name == "adam") return std::make_unique<Adam>(std::move(ps), a);
-  if (o.name == "adamw") return std::make_unique<AdamW>(std::move(ps), a);
-  throw Error("optim.name '" + o.name + "' is not one of sgd, adam, adamw");
-}
-
-LrSchedule make_schedule(const TrainConfig& c, std::int64_t total) {
-  LrSchedule s;
-  const std::string& t = c.schedule.type;
-  s.kind = t == "constant" ? LrSchedule::Kind::Constant
-           : t == "warmup" ? LrSchedule::Kind::Warmup
-           : t == "cosine" ? LrSchedule::Kind::Cosine
-           : t == "step"   ? LrSchedule::Kind::Step
-                           : throw Error("schedule.type '" + t +
-                                         "' is not one of constant, warmup, cosine, step");
-  s.base_lr = c.optim.lr;
-  s.warmup_steps = c.schedule.warmup_steps;
-  s.total_steps = total;
-  s.min_lr = c.schedule.min_lr;
-  s.step_size = c.schedule.step_size;
-  s.gamma = c.schedule.gamma;
-  return s;
-}
-
 Tensor vector_tensor(const std::vector<double>& v) {
   Tensor t = Tensor::empty({static_cast<Index>(v.size())}, DType::f64);
   std::copy(v.begin(), v.end(), t.data<double>());
@@ -139,7 +101,7 @@ Tensor vector_tensor(const std::vector<double>& v) {
 }
 
 std::vector<double> tensor_vector(const Tensor& t) {
-  const Tensor d = convert(t.to(MemSpace::Host).contiguous(), DType::f64);
+  const Tensor d = host_converted(t, DType::f64);
   return std::vector<double>(d.data<double>(), d.data<double>() + d.numel());
 }
 
@@ -180,7 +142,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   } catch (const Error&) {
   }
   space_ = ctx && ctx->device() >= 0 ? MemSpace::Cuda : MemSpace::Host;
-  const DType dtype = dtype_by_name(cfg.model.dtype);
+  const DType dtype = model_dtype(cfg.model);
 
   FieldSet inputs, targets;
   {
@@ -192,22 +154,20 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   data_ = std::make_unique<GridData>(mesh, cfg.data.path, inputs, targets, dtype);
   const Index n = data_->samples();
   const Index bsz = cfg.train.batch_size;
-  const Index n_val =
-      std::min<Index>(n - 1, static_cast<Index>(std::llround(cfg.train.validation_split * double(n))));
-  TESSERA_CHECK(n - n_val >= bsz, "train.batch_size = " << bsz << " is larger than the "
-                                                        << n - n_val << " training samples of "
-                                                        << cfg.data.path << " (" << n
-                                                        << " samples, " << n_val
-                                                        << " held out for validation)");
+  const Index n_val = std::min<Index>(
+      n - 1, static_cast<Index>(std::llround(cfg.train.validation_split * double(n))));
+  TESSERA_CHECK(n - n_val >= bsz,
+                "train.batch_size = " << bsz << " is larger than the " << n - n_val
+                                      << " training samples of " << cfg.data.path << " (" << n
+                                      << " samples, " << n_val << " held out for validation)");
   const int data_ranks = data_->layout().data_axis >= 0 ? mesh.dim(data_->layout().data_axis) : 1;
-  TESSERA_CHECK(bsz % data_ranks == 0, "train.batch_size = " << bsz << " is not divisible by the "
-                                                             << data_ranks
-                                                             << " ranks of the mesh's data axis ("
-                                                             << mesh.str() << ")");
+  TESSERA_CHECK(bsz % data_ranks == 0,
+                "train.batch_size = " << bsz << " is not divisible by the " << data_ranks
+                                      << " ranks of the mesh's data axis (" << mesh.str() << ")");
   for (Index i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(i);
 
-  const UNetOptions uo =
-      unet_options(cfg, data_->spatial_dims(), data_->input_channels(), data_->target_channels(), space_);
+  const UNetOptions uo = unet_options(cfg, data_->spatial_dims(), data_->input_channels(),
+                                      data_->target_channels(), space_);
   model_ = std::make_unique<UNet>(uo);
   std::vector<Index> shape = {bsz, data_->input_channels()};
   shape.insert(shape.end(), data_->spatial().begin(), data_->spatial().end());
@@ -218,11 +178,10 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   for (std::size_t k = 0; k < data_->layout().domain_axes.size(); ++k) {
     const Index coarse = data_->spatial()[k] >> uo.depth;
     const int ranks = mesh.dim(data_->layout().domain_axes[k]);
-    TESSERA_CHECK(coarse >= ranks, "dataset grid " << shape_str(data_->spatial()) << ": spatial dim "
-                                                   << k << " has " << coarse
-                                                   << " cells at the UNet's coarsest level (depth "
-                                                   << uo.depth << "), fewer than its " << ranks
-                                                   << " domain ranks");
+    TESSERA_CHECK(coarse >= ranks,
+                  "dataset grid " << shape_str(data_->spatial()) << ": spatial dim " << k << " has "
+                                  << coarse << " cells at the UNet's coarsest level (depth "
+                                  << uo.depth << "), fewer than its " << ranks << " domain ranks");
   }
 
   if (cfg.data.normalize) {
@@ -233,13 +192,11 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
 
   sampler_ = std::make_unique<Sampler>(train_samples(), bsz, cfg.data.shuffle,
                                        static_cast<std::uint64_t>(cfg.train.seed));
-  total_steps_ = cfg.train.steps > 0 ? cfg.train.steps
-                                     : cfg.train.epochs * sampler_->batches_per_epoch();
-  optimizer_ = make_optimizer(cfg, model_->graph().parameters());
+  total_steps_ =
+      cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * sampler_->batches_per_epoch();
+  optimizer_ = make_optimizer(cfg.optim, model_->graph().parameters());
   schedule_ = make_schedule(cfg, total_steps_);
-  const std::string& lk = cfg.train.loss;
-  TESSERA_CHECK(lk == "mse" || lk == "rel_l2", "train.loss '" << lk << "' is not one of mse, rel_l2");
-  loss_ = std::make_unique<Loss>(lk == "mse" ? LossKind::Mse : LossKind::RelativeL2);
+  loss_ = std::make_unique<Loss>(loss_kind(cfg.train));
 
   // The loss is a mean over the global batch: gradients are summed over every axis that
   // splits the batch, in buckets started as backward finishes each layer.
@@ -249,10 +206,8 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   for (const auto& np : model_->graph().parameters()) ps.push_back(np.param);
   model_->graph().set_reduce_grads(false);
   sync_ = std::make_unique<GradSync>(mesh, ps, GradSyncOptions{sum_axes, {}, std::size_t{4} << 20});
-  model_->graph().on_grads_ready([this](const std::vector<Parameter*>& ready) {
-    const ScopedCommTimer t(reduce_s_);
-    sync_->mark_ready(ready);
-  });
+  model_->graph().on_grads_ready(
+      [this](const std::vector<Parameter*>& ready) { sync_->mark_ready(ready); });
 }
 
 StepResult Trainer::step() {
@@ -261,26 +216,24 @@ StepResult Trainer::step() {
   auto [x, y] = data_->batch(idx, space_);
   TESSERA_MPI(MPI_Barrier(mesh_.comm()));  // time this step, not the last one's stragglers
   comm_times() = {};
-  reduce_s_ = 0;
+  sync_->reset_stats();
   const double t0 = MPI_Wtime();
   model_->train(true);
   optimizer_->zero_grad();
   const ShardTensor pred = model_->forward(x);
   const LossResult l = (*loss_)(pred, y);
   model_->backward(l.grad);
-  {
-    const ScopedCommTimer t(reduce_s_);
-    sync_->finish();
-  }
+  sync_->finish();
   const auto& params = optimizer_->parameters();
-  const double gn = cfg_.optim.grad_clip > 0 ? clip_grad_norm(params, cfg_.optim.grad_clip)
-                                             : grad_norm(params);
+  const double gn =
+      cfg_.optim.grad_clip > 0 ? clip_grad_norm(params, cfg_.optim.grad_clip) : grad_norm(params);
   const double lr = schedule_.lr(optimizer_->steps_taken());
   optimizer_->set_lr(lr);
   optimizer_->step();
   StepResult r;
   // The slowest rank's split (maxima taken per part would not add up to the total).
-  double t[3] = {MPI_Wtime() - t0, comm_times().halo_s, comm_times().allreduce_s + reduce_s_};
+  double t[3] = {MPI_Wtime() - t0, comm_times().halo_s,
+                 comm_times().allreduce_s + sync_->stats().seconds};
   struct {
     double v;
     int rank;
@@ -305,14 +258,16 @@ EvalResult Trainer::validate() {
   model_->train(false);
   const std::size_t bsz = static_cast<std::size_t>(cfg_.train.batch_size);
   for (std::size_t b0 = 0; b0 < val_.size(); b0 += bsz) {
-    const std::vector<Index> idx(val_.begin() + static_cast<std::ptrdiff_t>(b0),
-                                 val_.begin() + static_cast<std::ptrdiff_t>(std::min(val_.size(), b0 + bsz)));
+    const std::vector<Index> idx(
+        val_.begin() + static_cast<std::ptrdiff_t>(b0),
+        val_.begin() + static_cast<std::ptrdiff_t>(std::min(val_.size(), b0 + bsz)));
     auto [x, y] = data_->batch(idx, space_);
     const ShardTensor pred = model_->forward(x);
     const double w = static_cast<double>(idx.size());
     e.loss += (*loss_)(pred, y, false).value * w;
     // The error in physical units: undo the target normalization on both.
-    const Tensor p = pred.local().to(MemSpace::Host).clone(), t = y.local().to(MemSpace::Host).clone();
+    const Tensor p = pred.local().to(MemSpace::Host).clone(),
+                 t = y.local().to(MemSpace::Host).clone();
     out_norm_.invert(p);
     out_norm_.invert(t);
     e.rel_l2 += relative_l2_loss(ShardTensor::unchecked(mesh_, pred.spec(), p),
@@ -333,8 +288,7 @@ io::Checkpoint Trainer::checkpoint() const {
   c.config = config_text_;
   c.rng = sampler_->state();
   c.model = model_signature(model_->options());
-  for (const auto& np : model_->graph().parameters())
-    c.params.push_back({np.name, np.param->value.to(MemSpace::Host)});
+  c.params = parameter_state(model_->graph());
   c.optimizer = optimizer_->state();
   for (const auto& b : model_->buffers()) c.buffers.push_back({b.name, vector_tensor(b.value)});
   for (auto& t : normalizer_buffers(in_norm_, out_norm_)) c.buffers.push_back(std::move(t));
@@ -351,15 +305,7 @@ void Trainer::restore(const io::Checkpoint& c) {
   const std::string mine = model_signature(model_->options());
   TESSERA_CHECK(c.model == mine, "checkpoint of another model: it has '"
                                      << c.model << "', the config builds '" << mine << "'");
-  for (const auto& np : model_->graph().parameters()) {
-    const Tensor* t = find(c.params, np.name);
-    TESSERA_CHECK(t != nullptr, "checkpoint: no parameter '" << np.name << "'");
-    TESSERA_CHECK(t->shape() == np.param->value.shape(),
-                  "checkpoint: parameter '" << np.name << "' has shape " << shape_str(t->shape())
-                                            << ", the model's is "
-                                            << shape_str(np.param->value.shape()));
-    np.param->value.copy_from(convert(*t, np.param->value.dtype()).to(np.param->value.space()));
-  }
+  load_parameter_state(model_->graph(), c.params);
   optimizer_->load_state(c.optimizer);
   std::vector<UNet::Buffer> bufs;
   for (const auto& b : c.buffers) bufs.push_back({b.name, tensor_vector(b.tensor)});

@@ -20,6 +20,7 @@
 #include "runtime/grad_sync.hpp"
 #include "runtime/loss.hpp"
 #include "runtime/optim.hpp"
+#include "runtime/state_dict.hpp"
 #include "runtime/unet.hpp"
 
 namespace tessera::app {
@@ -48,7 +49,6 @@ UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index in_channe
                          Index out_channels, MemSpace space);
 // A one-line description stored in checkpoints (a mismatch on resume is an error).
 std::string model_signature(const UNetOptions& o);
-DType dtype_by_name(const std::string& name);  // float32 | float64
 
 // Data-sampling state: the epoch's permutation of the training samples and the position
 // in it, with the generator that draws the next permutation.
@@ -111,7 +111,6 @@ class Trainer {
   std::unique_ptr<Loss> loss_;
   std::unique_ptr<Sampler> sampler_;
   std::int64_t total_steps_ = 0;
-  double reduce_s_ = 0;  // gradient all-reduce time this step
 };
 
 // Normalizers as checkpoint buffers ("data.input_mean", ...) and back.

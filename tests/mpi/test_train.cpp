@@ -95,7 +95,8 @@ steps = 20
 batch_size = 4
 validation_split = 0.25
 seed = 7
-checkpoint_dir = ")" + ckdir + R"("
+checkpoint_dir = ")" + ckdir +
+                           R"("
 )";
   return parse_config(text, extra, "test.toml");
 }
@@ -118,7 +119,8 @@ double param_diff(Trainer& a, Trainer& b) {
   double num = 0, den = 1e-300;
   for (std::size_t k = 0; k < pa.size(); ++k)
     for (Index i = 0; i < pa[k].param->value.numel(); ++i) {
-      const double x = pa[k].param->value.data<double>()[i], y = pb[k].param->value.data<double>()[i];
+      const double x = pa[k].param->value.data<double>()[i],
+                   y = pb[k].param->value.data<double>()[i];
       num = std::max(num, std::abs(x - y));
       den = std::max(den, std::abs(y));
     }
@@ -146,8 +148,7 @@ TEST_CASE("training: the loss curve on any mesh equals one rank's", "[train]") {
     const std::vector<double> got = losses(t, 20);
     const EvalResult val = t.validate();
     INFO("mesh " << m << ": first loss " << got.front() << " vs " << want.front() << ", last "
-                 << got.back() << " vs " << want.back() << ", max rel diff "
-                 << max_rel(got, want));
+                 << got.back() << " vs " << want.back() << ", max rel diff " << max_rel(got, want));
     MPI_CHECK(max_rel(got, want) < 1e-9);
     MPI_CHECK(std::abs(val.loss - want_val.loss) < 1e-9 * want_val.loss);
     MPI_CHECK(std::abs(val.rel_l2 - want_val.rel_l2) < 1e-9 * want_val.rel_l2);
@@ -162,7 +163,8 @@ TEST_CASE("checkpoint: 10 steps, save, restart at another rank count, 10 more ==
   const std::string ckdir = dir + "/ck-restart";
   const TrainConfig cfg = config(data, ckdir);
   const int n = test::world_size();
-  const Mesh world = n == 4 ? Mesh::parse(MPI_COMM_WORLD, "domain=2,data=2") : Mesh::line(MPI_COMM_WORLD);
+  const Mesh world =
+      n == 4 ? Mesh::parse(MPI_COMM_WORLD, "domain=2,data=2") : Mesh::line(MPI_COMM_WORLD);
   Trainer straight(world, cfg);
   const std::vector<double> want = losses(straight, 20);
 
@@ -185,7 +187,7 @@ TEST_CASE("checkpoint: 10 steps, save, restart at another rank count, 10 more ==
   MPI_CHECK(second.steps_done() == 10);
   for (double l : losses(second, 10)) got.push_back(l);
   INFO("max rel diff of the loss curves " << max_rel(got, want) << ", parameters "
-                                         << param_diff(second, straight));
+                                          << param_diff(second, straight));
   MPI_CHECK(max_rel(got, want) < 1e-12);
   MPI_CHECK(param_diff(second, straight) < 1e-12);
 }

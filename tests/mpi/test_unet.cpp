@@ -47,7 +47,8 @@ Result run(const UNetOptions& o, const Mesh& mesh, const std::vector<Placement>&
   const ShardTensor dy = ShardTensor::scatter(mesh, dy_full, y.spec());
   const ShardTensor dx = net.backward(dy);
   Result r{y.gather_all(), dx.gather_all(), {}};
-  for (const auto& p : net.graph().parameters()) r.grads.emplace_back(p.name, p.param->grad.clone());
+  for (const auto& p : net.graph().parameters())
+    r.grads.emplace_back(p.name, p.param->grad.clone());
   return r;
 }
 
