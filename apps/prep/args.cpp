@@ -139,7 +139,7 @@ std::string help_text(const std::string& usage, const std::string& description,
     if (!s.fallback.empty()) os << " (default " << s.fallback << ")";
     os << "\n";
   }
-  os << "  --help                     this text\n";
+  os << "  --help" << std::string(20, ' ') << " this text\n";
   return os.str();
 }
 
