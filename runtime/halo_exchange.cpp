@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "decomp/halo_geometry.hpp"
+#include "runtime/comm_timers.hpp"
 #include "kernels/region_pack.hpp"
 #include "runtime/context.hpp"
 #include "runtime/mpi_datatype.hpp"
@@ -344,6 +345,7 @@ HaloExchange::~HaloExchange() {
 }
 
 void HaloExchange::begin(const HaloTensor& t) {
+  const ScopedCommTimer timer(comm_times().halo_s);
   Impl& m = *impl_;
   m.check_tensor(t);
   m.start(t, m.sends, m.recvs, 11, t.padded().space() == MemSpace::Host && m.opts.in_place);
@@ -351,6 +353,7 @@ void HaloExchange::begin(const HaloTensor& t) {
 }
 
 void HaloExchange::finish() {
+  const ScopedCommTimer timer(comm_times().halo_s);
   Impl& m = *impl_;
   TESSERA_CHECK(m.phase == Impl::Phase::Forward, "HaloExchange::finish without begin");
   m.complete(m.recvs, kernels::PackOp::Unpack, false);
@@ -361,6 +364,7 @@ void HaloExchange::finish() {
 }
 
 void HaloExchange::begin_adjoint(const HaloTensor& t) {
+  const ScopedCommTimer timer(comm_times().halo_s);
   Impl& m = *impl_;
   m.check_tensor(t);
   add_type_of(t.padded().dtype());   // refuse non-addable dtypes before anything is posted
@@ -369,6 +373,7 @@ void HaloExchange::begin_adjoint(const HaloTensor& t) {
 }
 
 void HaloExchange::finish_adjoint() {
+  const ScopedCommTimer timer(comm_times().halo_s);
   Impl& m = *impl_;
   TESSERA_CHECK(m.phase == Impl::Phase::Adjoint,
                 "HaloExchange::finish_adjoint without begin_adjoint");

@@ -29,7 +29,9 @@ struct Case {
 std::vector<Case> all_cases();
 Case redistribute_case();
 Case halo_case();
+Case conv_case();
 Case conv_kernel_case();
+Case train_case();
 Case io_case();
 
 }  // namespace tessera::bench

@@ -56,7 +56,8 @@ std::string Options::str(const std::string& k, const std::string& d) const {
 }
 
 std::vector<Case> tessera::bench::all_cases() {
-  return {redistribute_case(), halo_case(), conv_kernel_case(), io_case()};
+  return {redistribute_case(), halo_case(), conv_kernel_case(), conv_case(), io_case(),
+          train_case()};
 }
 
 int main(int argc, char** argv) {

@@ -1,0 +1,276 @@
+// Case "conv", the sharded conv layer ("conv-kernel" times the local kernels alone):
+// Conv2d 32->32 3x3 on 1x32x2048x2048 and Conv3d 16->16 3x3x3 on 1x16x256^3, float32,
+// forward + backward (data, weights, bias), on the host.
+//  (a) one rank: the sharded layer against the bare oneDNN primitives (forward, backward
+//      data, backward weights with bias) on the same input in the same run;
+//  (b) domain-parallel efficiency T(1 rank, C threads) / T(C ranks, 1 thread each), C the
+//      cores per node: the case sets the OpenMP thread count itself (--threads, default
+//      cores per node / ranks per node);
+//  (c) peak memory per rank against (one-rank peak / N + this rank's ghost bytes), measured
+//      in a pass where the caller keeps neither x nor y, as a network does.
+// At more than one rank it also times the layer with ConvOptions::overlap (t_overlap_s).
+// Options: --n2d --c2d --n3d --c3d (sizes), --which=2d,3d, --reps, --warmup, --threads.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <thread>
+
+#include "apps/bench/cases.hpp"
+#include "apps/bench/timing.hpp"
+#include "runtime/conv_layer.hpp"
+#include "runtime/memory.hpp"
+
+namespace tessera::bench {
+namespace {
+
+Tensor pseudo_random(const std::vector<Index>& shape, unsigned seed) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  float* p = t.data<float>();
+  const Index n = t.numel();
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < n; ++i) {
+    std::uint64_t h =
+        (static_cast<std::uint64_t>(i) + seed * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+    p[i] = static_cast<float>(h % 2001) / 1000.0f - 1.0f;
+  }
+  return t;
+}
+
+// The bare oneDNN primitives of the same conv on a whole (unsharded) tensor: plain
+// activations, weights in the layout oneDNN prefers (reordered once, outside the timing).
+struct BareDnnl {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  dnnl::memory x, y, dy, dx, w, dw, b, db;
+  dnnl::convolution_forward fwd;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::convolution_backward_weights bwd_w;
+
+  BareDnnl(const std::vector<Index>& xs, const std::vector<Index>& ws, const std::vector<Index>& ys,
+           const Tensor& xt, const Tensor& wt, const Tensor& bt, const Tensor& dyt,
+           const Tensor& dxt) {
+    using dnnl::memory;
+    using tag = memory::format_tag;
+    const auto f32 = memory::data_type::f32;
+    const int nd = static_cast<int>(xs.size()) - 2;
+    const tag act = nd == 2 ? tag::nchw : tag::ncdhw, wt_tag = nd == 2 ? tag::oihw : tag::oidhw;
+    memory::dims xd(xs.begin(), xs.end()), wd(ws.begin(), ws.end()), yd(ys.begin(), ys.end());
+    memory::dims bd = {ws[0]}, strides(nd, 1), dil(nd, 0), pad(nd, 1);
+    const memory::desc x_md(xd, f32, act), y_md(yd, f32, act), b_md(bd, f32, tag::x);
+    const memory::desc w_any(wd, f32, tag::any), w_plain(wd, f32, wt_tag);
+    const dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
+                                             dnnl::algorithm::convolution_direct, x_md, w_any, b_md,
+                                             y_md, strides, dil, pad, pad);
+    const dnnl::convolution_forward::primitive_desc fpd(fd, eng);
+    const dnnl::convolution_backward_data::desc bd_d(dnnl::algorithm::convolution_direct, x_md,
+                                                     w_any, y_md, strides, dil, pad, pad);
+    const dnnl::convolution_backward_data::primitive_desc bpd(bd_d, eng, fpd);
+    const dnnl::convolution_backward_weights::desc bw_d(dnnl::algorithm::convolution_direct, x_md,
+                                                        w_any, b_md, y_md, strides, dil, pad, pad);
+    const dnnl::convolution_backward_weights::primitive_desc wpd(bw_d, eng, fpd);
+    x = memory(x_md, eng, xt.raw());
+    dy = memory(y_md, eng, dyt.raw());
+    dx = memory(x_md, eng, dxt.raw());
+    y = memory(y_md, eng);
+    b = memory(b_md, eng, bt.raw());
+    db = memory(b_md, eng);
+    memory w_user(w_plain, eng, wt.raw());
+    w = memory(fpd.weights_desc(), eng);
+    dnnl::reorder(w_user, w).execute(strm, w_user, w);
+    if (bpd.weights_desc() != fpd.weights_desc())
+      throw Error("bench conv: backward-data weights layout differs from forward's");
+    dw = memory(wpd.diff_weights_desc(), eng);
+    fwd = dnnl::convolution_forward(fpd);
+    bwd_data = dnnl::convolution_backward_data(bpd);
+    bwd_w = dnnl::convolution_backward_weights(wpd);
+    strm.wait();
+  }
+  void run() {
+    fwd.execute(strm,
+                {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
+    bwd_data.execute(strm,
+                     {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx}});
+    bwd_w.execute(strm, {{DNNL_ARG_SRC, x},
+                         {DNNL_ARG_DIFF_DST, dy},
+                         {DNNL_ARG_DIFF_WEIGHTS, dw},
+                         {DNNL_ARG_DIFF_BIAS, db}});
+    strm.wait();
+  }
+};
+
+int ranks_per_node(MPI_Comm comm) {
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int n = 1;
+  MPI_Comm_size(node, &n);
+  MPI_Comm_free(&node);
+  return n;
+}
+
+double max_over(MPI_Comm comm, double v) {
+  double m = v;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return m;
+}
+
+json run_one(Context& ctx, const Options& opt, int nd, Index n, Index c, int threads) {
+  const int reps = static_cast<int>(opt.num("reps", 5));
+  const int warmup = static_cast<int>(opt.num("warmup", 1));
+  std::vector<Index> shape = {1, c};
+  for (int d = 0; d < nd; ++d) shape.push_back(n);
+  const std::vector<Index> spatial(shape.begin() + 2, shape.end());
+  Mesh mesh = Mesh::for_grid(ctx.world(), spatial);
+  std::vector<Placement> dims = {Replicate(), Replicate()};
+  for (int d = 0; d < nd; ++d) dims.push_back(Shard(d));
+  const ShardSpec spec(shape, dims, mesh);
+
+  ConvOptions o;
+  o.nd = nd;
+  o.in_channels = o.out_channels = c;
+  o.kernel = {3};
+  o.padding = {1};
+  ConvNd layer(o);
+  const ShardSpec out_spec = layer.output_spec(spec);
+  const auto coords = mesh.coords();
+  const unsigned seed = static_cast<unsigned>(mesh.rank()) + 1;
+
+  // (c) memory, network-like: x handed over and dropped, dy made while y lives, y dropped.
+  release_cached_host_memory();
+  reset_peak_memory(MemSpace::Host);
+  const double base = static_cast<double>(memory_stats(MemSpace::Host).current);
+  {
+    ShardTensor dx;
+    {
+      ShardTensor dy;
+      {
+        ShardTensor y;
+        {
+          const ShardTensor x(mesh, spec, pseudo_random(spec.local_shape(coords), seed));
+          y = layer.forward(x);
+        }
+        dy = ShardTensor(mesh, out_spec, pseudo_random(out_spec.local_shape(coords), seed + 7));
+      }
+      dx = layer.backward(dy);
+    }
+  }
+  const double peak = static_cast<double>(memory_stats(MemSpace::Host).peak) - base;
+  // This rank's ghost bytes: the padded input (forward) and the padded gradient (backward)
+  // never live at once, so one padded buffer's ghosts.
+  std::vector<HaloReach> reach = {no_reach(), no_reach()};
+  for (int d = 0; d < nd; ++d) reach.push_back(window_reach(layer.window(d), false));
+  const WindowHalo wh(spec.partition(), out_spec.partition(), reach);
+  const BlockWindow& bw = wh.block(block_of(mesh, spec));
+  const double ghost_bytes =
+      4.0 * static_cast<double>(grow(bw.owned, bw.left, bw.right).volume() - bw.owned.volume());
+
+  // Timing: x and dy held by the caller, forward + backward per repetition.
+  const ShardTensor x(mesh, spec, pseudo_random(spec.local_shape(coords), seed));
+  const ShardTensor dy(mesh, out_spec, pseudo_random(out_spec.local_shape(coords), seed + 7));
+  const Timing t = time_collective(mesh.comm(), reps, warmup, [&] {
+    layer.forward(x);
+    layer.backward(dy);
+  });
+  json row = {{"conv", std::to_string(nd) + "d"},
+              {"shape", shape_str(shape)},
+              {"ranks", mesh.size()},
+              {"mesh", mesh.str()},
+              {"threads", threads},
+              {"t_layer_s", t.median_s},
+              {"t_layer_min_s", t.min_s},
+              {"peak_mib", max_over(mesh.comm(), peak) / (1 << 20)},
+              {"ghost_mib", max_over(mesh.comm(), ghost_bytes) / (1 << 20)}};
+  if (mesh.size() > 1) {
+    // The same layer with the interior computed while the halo travels.
+    ConvOptions ov = o;
+    ov.overlap = true;
+    ConvNd overlapped(ov);
+    const Timing to = time_collective(mesh.comm(), reps, warmup, [&] {
+      overlapped.forward(x);
+      overlapped.backward(dy);
+    });
+    row["t_overlap_s"] = to.median_s;
+    row["overlap_speedup"] = t.median_s / to.median_s;
+  }
+  if (mesh.size() == 1) {
+    const Tensor dxt = Tensor::empty(shape, DType::f32);
+    BareDnnl bare(shape, layer.weight().value.shape(), out_spec.global_shape(), x.local(),
+                  layer.weight().value, layer.bias()->value, dy.local(), dxt);
+    const Timing tb = time_collective(mesh.comm(), reps, warmup, [&] { bare.run(); });
+    // The two must compute the same thing: compare the forward outputs.
+    const Tensor y = layer.forward(x).local();
+    const float* a = y.data<float>();
+    const float* b = static_cast<const float*>(bare.y.get_data_handle());
+    double diff = 0, scale = 1e-30;
+    for (Index i = 0; i < y.numel(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+      scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+    }
+    row["t_bare_s"] = tb.median_s;
+    row["overhead"] = t.median_s / tb.median_s - 1.0;
+    row["y_rel_diff"] = diff / scale;
+  }
+  return row;
+}
+
+json run(Context& ctx, const Options& opt) {
+  const int per_node = ranks_per_node(ctx.world());
+  const int cores = std::max(1, omp_get_num_procs());
+  const int threads = static_cast<int>(opt.num("threads", std::max(1, cores / per_node)));
+  omp_set_num_threads(threads);
+  const std::string which = opt.str("which", "2d,3d");
+  json rows = json::array();
+  if (which.find("2d") != std::string::npos)
+    rows.push_back(run_one(ctx, opt, 2, static_cast<Index>(opt.num("n2d", 2048)),
+                           static_cast<Index>(opt.num("c2d", 32)), threads));
+  if (which.find("3d") != std::string::npos)
+    rows.push_back(run_one(ctx, opt, 3, static_cast<Index>(opt.num("n3d", 256)),
+                           static_cast<Index>(opt.num("c3d", 16)), threads));
+  return rows;
+}
+
+json goals(const json& rows) {
+  json g = json::array();
+  for (const std::string conv : {"2d", "3d"}) {
+    const json* one = nullptr;
+    for (const auto& r : rows)
+      if (r["conv"] == conv && r["ranks"] == 1) one = &r;
+    if (!one) continue;
+    if (one->contains("overhead"))
+      g.push_back(goal("conv" + conv + " 1 rank: layer time / bare oneDNN - 1", (*one)["overhead"],
+                       "<=", 0.10));
+    const int t1 = (*one)["threads"];
+    for (const auto& r : rows) {
+      if (r["conv"] != conv || r["ranks"] == 1) continue;
+      const int n = r["ranks"];
+      if (n == t1 && r["threads"] == 1)
+        g.push_back(goal("conv" + conv + " T(1 rank, " + std::to_string(t1) + " threads) / T(" +
+                             std::to_string(n) + " ranks, 1 thread)",
+                         double((*one)["t_layer_s"]) / double(r["t_layer_s"]), ">=", 0.9));
+      const double ideal = double((*one)["peak_mib"]) / n + double(r["ghost_mib"]);
+      g.push_back(goal("conv" + conv + " |peak per rank / (1-rank peak / " + std::to_string(n) +
+                           " + ghosts) - 1|",
+                       std::fabs(double(r["peak_mib"]) / ideal - 1.0), "<=", 0.10));
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+Case conv_case() {
+  Case c;
+  c.name = "conv";
+  c.help = "sharded Conv2d/Conv3d forward+backward vs bare oneDNN, rank scaling, peak memory";
+  c.rank_counts = {1, 2, 4};
+  c.columns = {"conv",      "ranks",     "mesh",        "threads",         "t_layer_s",
+               "t_bare_s",  "overhead",  "t_overlap_s", "overlap_speedup", "peak_mib",
+               "ghost_mib", "y_rel_diff"};
+  c.run = run;
+  c.goals = goals;
+  return c;
+}
+
+}  // namespace tessera::bench

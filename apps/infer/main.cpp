@@ -1,0 +1,235 @@
+// tessera-infer --checkpoint CKPT --input IN.h5 --output OUT.h5 [--mesh SPEC]
+// Runs a trained checkpoint on every sample of IN.h5, sharded over the ranks (any grid the
+// model takes: spatial extents divisible by 2^depth, larger than in training is fine),
+// and writes the prediction to OUT.h5 in the dataset schema (/fields/TARGET, float32,
+// (N, C, spatial...)). When IN.h5 also holds the target fields, prints the relative L2
+// error of the prediction per sample and on average.
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <map>
+
+#include "apps/train/builders.hpp"
+#include "apps/train/trainer.hpp"
+#include "io/schema.hpp"
+#include "io/sharded.hpp"
+#include "runtime/context.hpp"
+#include "runtime/error.hpp"
+
+using namespace tessera;
+using namespace tessera::app;
+
+namespace {
+
+const char* kUsage =
+    "usage: tessera-infer --checkpoint CKPT.h5 --input IN.h5 --output OUT.h5 [--mesh SPEC]\n"
+    "  --checkpoint  a tessera-train checkpoint (its config names the input and target fields)\n"
+    "  --input       HDF5 file with the input fields (/fields/NAME, (N, C, spatial...))\n"
+    "  --output      HDF5 file to create with the predicted target fields\n"
+    "  --mesh        rank mesh, e.g. domain=4 (default: all ranks on one domain axis)\n";
+
+std::string field(const std::string& n) {
+  return std::string(io::schema::kFields) + "/" + n;
+}
+
+// One sample of the listed fields, this rank's spatial block, channels concatenated.
+Tensor read_sample(const io::File& f, const FieldSet& fs, Index n, const Box& block, DType dtype) {
+  std::vector<Index> shape = {1, fs.total_channels()};
+  for (int d = 0; d < block.ndim; ++d) shape.push_back(block.extent(d));
+  Tensor out = Tensor::empty(shape, dtype);
+  Index c0 = 0;
+  for (std::size_t i = 0; i < fs.names.size(); ++i) {
+    std::vector<Index> lo = {n, 0}, hi = {n + 1, fs.channels[i]};
+    for (int d = 0; d < block.ndim; ++d) lo.push_back(block.lo[d]), hi.push_back(block.hi[d]);
+    const Tensor part =
+        host_converted(io::read_slab(f, field(fs.names[i]), Box(lo, hi), DType::f32), dtype);
+    std::vector<Index> clo(shape.size(), 0), chi = shape;
+    clo[1] = c0;
+    chi[1] = c0 + fs.channels[i];
+    out.view(Box(clo, chi)).copy_from(part);
+    c0 += fs.channels[i];
+  }
+  return out;
+}
+
+int run(Context& ctx, int argc, char** argv) {
+  std::map<std::string, std::string> a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--help" || s == "-h") {
+      if (ctx.rank() == 0) std::cout << kUsage;
+      return 0;
+    }
+    TESSERA_CHECK(s.rfind("--", 0) == 0, "unexpected argument '" << s << "'\n" << kUsage);
+    const auto eq = s.find('=');
+    if (eq != std::string::npos) {
+      a[s.substr(2, eq - 2)] = s.substr(eq + 1);
+    } else {
+      TESSERA_CHECK(i + 1 < argc, "option " << s << " needs a value");
+      a[s.substr(2)] = argv[++i];
+    }
+  }
+  for (const auto& [k, v] : a)
+    TESSERA_CHECK(k == "checkpoint" || k == "input" || k == "output" || k == "mesh",
+                  "unknown option --" << k << "\n"
+                                      << kUsage);
+  for (const char* k : {"checkpoint", "input", "output"})
+    TESSERA_CHECK(a.count(k), "--" << k << " is required\n" << kUsage);
+
+  const double t0 = MPI_Wtime();
+  const io::Checkpoint ck = io::load_checkpoint(a["checkpoint"], ctx.world());
+  const TrainConfig cfg = parse_config(ck.config, {}, a["checkpoint"] + " (config attribute)");
+  const Mesh mesh = Mesh::parse(ctx.world(), a.count("mesh") ? a["mesh"] : "auto");
+  const MemSpace space = ctx.device() >= 0 ? MemSpace::Cuda : MemSpace::Host;
+  const DType dtype = model_dtype(cfg.model);
+
+  const io::File in = io::File::open(a["input"], ctx.world());
+  const FieldSet inputs = field_set(in, cfg.data.inputs);
+  const std::vector<Index> shape = in.info(field(inputs.names[0])).shape;
+  const Index n = shape[0];
+  const std::vector<Index> spatial(shape.begin() + 2, shape.end());
+  const int nd = static_cast<int>(spatial.size());
+  for (const auto& f : inputs.names) {
+    std::vector<Index> s = in.info(field(f)).shape;
+    s[1] = shape[1];
+    TESSERA_CHECK(s == shape, in.where(field(f))
+                                  << " differs from " << inputs.names[0] << " in N or the grid");
+  }
+  // The target fields' channel split, as training saw it.
+  std::vector<Index> tch;
+  for (const auto& b : ck.buffers)
+    if (b.name == "data.target_channels")
+      for (Index i = 0; i < b.tensor.numel(); ++i)
+        tch.push_back(static_cast<Index>(b.tensor.data<double>()[i]));
+  if (tch.empty()) tch.assign(cfg.data.targets.size(), 1);
+  TESSERA_CHECK(tch.size() == cfg.data.targets.size(),
+                "checkpoint: target channels do not match its config");
+  Index cout = 0;
+  for (Index c : tch) cout += c;
+
+  UNet model(unet_options(cfg, nd, inputs.total_channels(), cout, space));
+  std::vector<Index> xshape = {1, inputs.total_channels()};
+  xshape.insert(xshape.end(), spatial.begin(), spatial.end());
+  const std::string problem = model.input_problem(xshape);
+  TESSERA_CHECK(problem.empty(), a["input"] << ": the model cannot take it: " << problem);
+  // Parameters and buffers from the checkpoint (its signature must match the model).
+  const std::string sig = model_signature(model.options());
+  TESSERA_CHECK(ck.model == sig,
+                "checkpoint model '" << ck.model << "' but its config builds '" << sig << "'");
+  load_parameter_state(model.graph(), ck.params);
+  std::vector<UNet::Buffer> bufs;
+  for (const auto& b : ck.buffers)
+    if (b.tensor.dtype() == DType::f64)
+      bufs.push_back({b.name, std::vector<double>(b.tensor.data<double>(),
+                                                  b.tensor.data<double>() + b.tensor.numel())});
+  model.load_buffers(bufs);
+  model.train(false);
+  const auto [in_norm, out_norm] = normalizers_from(ck.buffers);
+
+  const GridLayout layout = GridLayout::of(mesh, nd);
+  const std::vector<Placement> dims = layout.dims(nd, false);
+  const ShardSpec xspec(xshape, dims, mesh);
+  const Box xbox = xspec.local_box(mesh.coords());
+  std::vector<Index> blo, bhi;
+  for (int d = 0; d < nd; ++d) blo.push_back(xbox.lo[d + 2]), bhi.push_back(xbox.hi[d + 2]);
+  const Box block(blo, bhi);
+  for (std::size_t k = 0; k < layout.domain_axes.size(); ++k)
+    TESSERA_CHECK((spatial[k] >> cfg.model.depth) >= mesh.dim(layout.domain_axes[k]),
+                  "grid " << shape_str(spatial) << ": too few cells at the coarsest level for "
+                          << mesh.dim(layout.domain_axes[k]) << " domain ranks along dim " << k);
+  // Ranks that replicate a block over the data axis: only coordinate 0 writes it.
+  const bool writer =
+      layout.data_axis < 0 || mesh.coords()[static_cast<std::size_t>(layout.data_axis)] == 0;
+
+  // Targets present in the input file: report the error.
+  bool have_truth = true;
+  for (const auto& t : cfg.data.targets) have_truth = have_truth && in.exists(field(t));
+  FieldSet truth_fs;
+  if (have_truth) truth_fs = field_set(in, cfg.data.targets);
+
+  io::File out = io::File::create(a["output"], ctx.world());
+  io::schema::write_root(out, "tessera-infer");
+  out.set_attr("/", "checkpoint", a["checkpoint"]);
+  out.set_attr("/", "input", a["input"]);
+  for (std::size_t i = 0; i < cfg.data.targets.size(); ++i) {
+    std::vector<Index> s = {n, tch[i]};
+    s.insert(s.end(), spatial.begin(), spatial.end());
+    std::vector<Index> chunk = {1, tch[i]};
+    chunk.insert(chunk.end(), spatial.begin(), spatial.end());
+    const std::string dset = field(cfg.data.targets[i]);
+    out.create_dataset(dset, s, DType::f32, chunk);
+    io::schema::GridMeta m;
+    for (Index c = 0; c < tch[i]; ++c)
+      m.variables.push_back(tch[i] == 1 ? cfg.data.targets[i]
+                                        : cfg.data.targets[i] + std::to_string(c));
+    const std::string src = field(inputs.names[0]);
+    for (const char* k : {"spacing", "extent", "origin"})
+      if (in.has_attr(src, k)) {
+        auto v = in.attr_doubles(src, k);
+        (std::string(k) == "spacing"  ? m.spacing
+         : std::string(k) == "extent" ? m.extent
+                                      : m.origin) = v;
+      }
+    io::schema::write_grid_meta(out, dset, m);
+  }
+
+  double err_sum = 0;
+  const double t_loop = MPI_Wtime();
+  for (Index s = 0; s < n; ++s) {
+    Tensor x = read_sample(in, inputs, s, block, dtype);
+    in_norm.apply(x);
+    const ShardTensor y = model.forward(ShardTensor::unchecked(mesh, xspec, x.to(space)));
+    Tensor pred = y.local().to(MemSpace::Host).clone();
+    out_norm.invert(pred);
+    const Tensor pred32 = host_converted(pred, DType::f32);
+    Index c0 = 0;
+    for (std::size_t i = 0; i < cfg.data.targets.size(); ++i) {
+      std::vector<Index> lo = {s, 0}, hi = {s + 1, tch[i]}, mlo(pred32.shape().size(), 0),
+                         mhi = pred32.shape();
+      for (int d = 0; d < nd; ++d) lo.push_back(block.lo[d]), hi.push_back(block.hi[d]);
+      mlo[1] = c0;
+      mhi[1] = c0 + tch[i];
+      Box fb(lo, hi), mb(mlo, mhi);
+      if (!writer) fb = Box(lo, lo), mb = Box(mlo, mlo);
+      io::write_box(out, field(cfg.data.targets[i]), fb, pred32, mb);
+      c0 += tch[i];
+    }
+    if (have_truth) {
+      const Tensor t = read_sample(in, truth_fs, s, block, pred.dtype());
+      const double e = relative_l2_loss(ShardTensor::unchecked(mesh, y.spec(), pred),
+                                        ShardTensor::unchecked(mesh, y.spec(), t), false)
+                           .value;
+      err_sum += e;
+      if (ctx.rank() == 0 && (n <= 16 || s % (n / 8) == 0))
+        std::cout << "sample " << s << ": relative L2 error " << std::setprecision(4) << e
+                  << std::endl;
+    }
+  }
+  out.close();
+  if (ctx.rank() == 0) {
+    std::cout << "tessera-infer: " << n << " samples of grid " << shape_str(spatial) << " on mesh "
+              << mesh.str() << " in " << std::setprecision(3) << MPI_Wtime() - t_loop << " s ("
+              << MPI_Wtime() - t0 << " s with loading)";
+    if (have_truth)
+      std::cout << "; mean relative L2 error " << std::setprecision(4) << err_sum / double(n);
+    std::cout << "; prediction in " << a["output"] << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Context ctx(argc, argv);
+  try {
+    return run(ctx, argc, argv);
+  } catch (const std::exception& e) {
+    // One write per rank, so the lines of different ranks do not interleave.
+    const std::string line =
+        "tessera-infer: error (rank " + std::to_string(ctx.rank()) + "): " + e.what() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    return 1;
+  }
+}

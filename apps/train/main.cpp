@@ -1,0 +1,180 @@
+// tessera-train CONFIG [--section.key=value ...] [--resume] [--print-config] [--help]
+// Trains a UNet on sharded HDF5 grid data (see apps/train/trainer.hpp): a progress line
+// on rank 0, metrics to CSV, checkpoints at an interval and at the end, --resume from the
+// latest checkpoint in train.checkpoint_dir (at any rank count and mesh shape).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "apps/train/trainer.hpp"
+#include "runtime/context.hpp"
+#include "runtime/error.hpp"
+#include "runtime/memory.hpp"
+
+using namespace tessera;
+using namespace tessera::app;
+
+namespace {
+
+double peak_mib_max(MPI_Comm comm) {
+  double peak =
+      static_cast<double>(memory_stats(MemSpace::Host).peak + memory_stats(MemSpace::Cuda).peak) /
+      (1 << 20);
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, comm));
+  return peak;
+}
+
+std::string fmt(double v, int prec = 4) {
+  std::ostringstream os;
+  os << std::setprecision(prec) << v;
+  return os.str();
+}
+
+int run(Context& ctx, int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    args.push_back(a == "--resume" ? "--train.resume=true" : a);
+  }
+  const CliArgs cli = parse_cli(args);
+  if (cli.help) {
+    if (ctx.rank() == 0)
+      std::cout << usage("tessera-train")
+                << "\n  --resume  continue from the latest checkpoint (= --train.resume=true)\n";
+    return 0;
+  }
+  const TrainConfig cfg = load_config(ctx.world(), cli);
+  const std::string resolved = to_toml(cfg);
+  if (cli.print_config) {
+    if (ctx.rank() == 0) std::cout << resolved;
+    return 0;
+  }
+  check_complete(cfg);
+  const Mesh mesh = make_mesh(ctx.world(), cfg);
+  const bool root = ctx.rank() == 0;
+  const double t_setup = MPI_Wtime();
+  Trainer tr(mesh, cfg, resolved);
+  if (root)
+    std::cout << "tessera-train: " << ctx.size() << " ranks, mesh " << mesh.str() << ", data "
+              << cfg.data.path << " (" << tr.data().samples() << " samples, grid "
+              << shape_str(tr.data().spatial()) << ": " << tr.train_samples() << " train, "
+              << tr.val_samples() << " validation), UNet width " << cfg.model.width << " depth "
+              << cfg.model.depth << " (" << tr.model().graph().parameters().size()
+              << " parameter tensors), " << cfg.model.dtype << ", " << cfg.optim.name << ", batch "
+              << cfg.train.batch_size << ", " << tr.total_steps() << " steps" << std::endl;
+
+  bool resumed = false;
+  if (cfg.train.resume) {
+    const std::string path = io::latest_checkpoint(cfg.train.checkpoint_dir, ctx.world());
+    if (path.empty()) {
+      if (root)
+        std::cout << "resume: no checkpoint in " << cfg.train.checkpoint_dir
+                  << ", starting at step 0" << std::endl;
+    } else {
+      tr.restore(io::load_checkpoint(path, ctx.world()));
+      resumed = true;
+      if (root) std::cout << "resume: " << path << " (step " << tr.steps_done() << ")" << std::endl;
+    }
+  }
+
+  std::ofstream csv;
+  if (root && !cfg.train.metrics_csv.empty()) {
+    const bool append = resumed && std::filesystem::exists(cfg.train.metrics_csv);
+    csv.open(cfg.train.metrics_csv, append ? std::ios::app : std::ios::trunc);
+    TESSERA_CHECK(csv, "cannot write train.metrics_csv = " << cfg.train.metrics_csv);
+    if (!append)
+      csv << "step,epoch,lr,loss,val_loss,val_rel_l2,grad_norm,samples_per_s,ms_step,ms_compute,"
+             "ms_halo,ms_allreduce,peak_mib_per_rank\n";
+    csv << std::setprecision(17);
+  }
+  if (root)
+    std::cout << "setup " << fmt(MPI_Wtime() - t_setup, 3) << " s; peak memory per rank "
+              << fmt(peak_mib_max(ctx.world()), 4) << " MiB" << std::endl;
+  else
+    peak_mib_max(ctx.world());
+
+  const std::int64_t total = tr.total_steps();
+  if (tr.steps_done() == 0 && total > 0) {  // where training starts from
+    const EvalResult ev = tr.validate();
+    if (root)
+      std::cout << "step 0/" << total << " | val " << fmt(ev.loss) << " rel_l2 " << fmt(ev.rel_l2)
+                << std::endl;
+    if (csv.is_open())
+      csv << "0,0," << cfg.optim.lr << ",," << ev.loss << ',' << ev.rel_l2 << ",,,,,,,\n";
+  }
+  const std::int64_t log_every = std::max<std::int64_t>(1, cfg.train.log_interval);
+  const double t_train = MPI_Wtime();
+  std::int64_t steps_run = 0;
+  EvalResult last_eval;
+  while (tr.steps_done() < total) {
+    const StepResult r = tr.step();
+    ++steps_run;
+    const bool last = r.step == total;
+    const bool log = r.step % log_every == 0 || last;
+    EvalResult ev;
+    ev.loss = ev.rel_l2 = std::nan("");
+    if (log) last_eval = ev = tr.validate();
+    const double peak = peak_mib_max(ctx.world());
+    const double sps = static_cast<double>(r.samples) / r.t.total;
+    if (root && log)
+      std::cout << "step " << r.step << "/" << total << " | loss " << fmt(r.loss) << " | val "
+                << fmt(ev.loss) << " rel_l2 " << fmt(ev.rel_l2) << " | " << fmt(sps, 3)
+                << " samples/s | " << fmt(r.t.total * 1e3, 3) << " ms/step (compute "
+                << fmt(r.t.compute() * 1e3, 3) << ", halo " << fmt(r.t.halo * 1e3, 3)
+                << ", allreduce " << fmt(r.t.allreduce * 1e3, 3) << ") | peak " << fmt(peak, 4)
+                << " MiB/rank" << std::endl;
+    if (csv.is_open()) {
+      csv << r.step << ','
+          << static_cast<double>(r.step * cfg.train.batch_size) /
+                 static_cast<double>(tr.train_samples())
+          << ',' << r.lr << ',' << r.loss << ',';
+      if (log)
+        csv << ev.loss << ',' << ev.rel_l2;
+      else
+        csv << ',';
+      csv << ',' << r.grad_norm << ',' << sps << ',' << r.t.total * 1e3 << ','
+          << r.t.compute() * 1e3 << ',' << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ','
+          << peak << '\n';
+      csv.flush();
+    }
+    const std::int64_t every = cfg.train.checkpoint_interval;
+    if ((every > 0 && r.step % every == 0) || last) {
+      const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, r.step);
+      tr.save(path);
+      if (root) std::cout << "checkpoint " << path << std::endl;
+    }
+  }
+  if (root) {
+    const double wall = MPI_Wtime() - t_train;
+    std::cout << "done: " << steps_run << " steps in " << fmt(wall, 4) << " s";
+    if (steps_run > 0)
+      std::cout << "; validation loss " << fmt(last_eval.loss) << ", relative L2 "
+                << fmt(last_eval.rel_l2);
+    std::cout << "; checkpoints in " << cfg.train.checkpoint_dir;
+    if (!cfg.train.metrics_csv.empty()) std::cout << "; metrics in " << cfg.train.metrics_csv;
+    std::cout << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Context ctx(argc, argv);
+  try {
+    return run(ctx, argc, argv);
+  } catch (const std::exception& e) {
+    // The checks that can differ between ranks are collective: every rank has the same
+    // error and leaves with it; none is left waiting in a collective.
+    // One write per rank, so the lines of different ranks do not interleave.
+    const std::string line =
+        "tessera-train: error (rank " + std::to_string(ctx.rank()) + "): " + e.what() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    return 1;
+  }
+}

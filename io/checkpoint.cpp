@@ -1,0 +1,157 @@
+#include "io/checkpoint.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "io/file.hpp"
+#include "io/sharded.hpp"
+#include "runtime/collective_error.hpp"
+#include "runtime/error.hpp"
+
+namespace tessera::io {
+namespace {
+
+constexpr std::int64_t kCheckpointVersion = 1;
+CheckpointFaultHook g_hook;
+int g_writes = 0;
+
+void fault_point(const std::string& stage) {
+  if (g_hook) g_hook(stage);
+  static const char* env = std::getenv("TESSERA_CHECKPOINT_FAULT");
+  if (!env || !*env) return;
+  std::string spec = env;
+  int nth = 1;
+  if (auto colon = spec.find(':'); colon != std::string::npos) {
+    nth = std::atoi(spec.c_str() + colon + 1);
+    spec.resize(colon);
+  }
+  if (spec == stage && g_writes == nth) {
+    std::fprintf(stderr, "checkpoint: TESSERA_CHECKPOINT_FAULT: ending the process at '%s'\n",
+                 stage.c_str());
+    std::fflush(stderr);
+    std::_Exit(86);
+  }
+}
+
+void write_group(File& f, const std::string& group, const std::vector<NamedTensor>& ts, int rank) {
+  for (const NamedTensor& nt : ts) {
+    TESSERA_CHECK(!nt.name.empty() && nt.name.find('/') == std::string::npos,
+                  "checkpoint: tensor name '" << nt.name << "' in " << group
+                                              << " must be non-empty without '/'");
+    const Tensor t = nt.tensor.to(MemSpace::Host).contiguous();
+    const std::string dset = group + "/" + nt.name;
+    f.create_dataset(dset, t.shape(), t.dtype());
+    // Replicated: rank 0 writes, the others take part with an empty selection.
+    const std::vector<Index> zero(t.shape().size(), 0);
+    const Box mine = rank == 0 ? Box::from_shape(t.shape()) : Box(zero, zero);
+    write_box(f, dset, mine, t, mine);
+  }
+}
+
+std::vector<NamedTensor> read_group(const File& f, const std::string& group) {
+  std::vector<NamedTensor> out;
+  if (!f.exists(group)) return out;
+  for (const std::string& dset : f.datasets(group)) {
+    const DatasetInfo info = f.info(dset);
+    TESSERA_CHECK(info.dtype.has_value(),
+                  "checkpoint: " << f.where(dset) << " has type " << info.type_name);
+    const Box all(std::vector<Index>(info.shape.size(), 0), info.shape);
+    out.push_back({dset.substr(group.size() + 1), read_slab(f, dset, all, *info.dtype)});
+  }
+  return out;
+}
+
+}  // namespace
+
+void set_checkpoint_fault_hook(CheckpointFaultHook hook) {
+  g_hook = std::move(hook);
+}
+
+std::string checkpoint_path(const std::string& dir, std::int64_t step) {
+  std::ostringstream os;
+  os << dir << "/ckpt_" << std::setw(8) << std::setfill('0') << step << ".h5";
+  return os.str();
+}
+
+void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  ++g_writes;
+  const std::string tmp = path + ".tmp";
+  collective_run(comm, [&] {
+    const auto dir = std::filesystem::path(path).parent_path();
+    if (rank == 0 && !dir.empty()) std::filesystem::create_directories(dir);
+  });
+  {
+    File f = File::create(tmp, comm);
+    f.set_attr("/", "tessera_checkpoint_version", kCheckpointVersion);
+    f.set_attr("/", "step", c.step);
+    f.set_attr("/", "config", c.config);
+    f.set_attr("/", "rng", c.rng);
+    f.set_attr("/", "model", c.model);
+    write_group(f, "/params", c.params, rank);
+    fault_point("params");
+    write_group(f, "/optimizer", c.optimizer, rank);
+    fault_point("optimizer");
+    write_group(f, "/buffers", c.buffers, rank);
+    fault_point("buffers");
+    fault_point("close");
+    f.close();
+  }
+  // Every rank has closed the file: only now may it replace the previous one.
+  TESSERA_MPI(MPI_Barrier(comm));
+  collective_run(comm, [&] {
+    if (rank == 0) std::filesystem::rename(tmp, path);
+  });
+}
+
+Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm) {
+  File f = File::open(path, comm, Mode::Read);
+  collective_check(comm, f.has_attr("/", "tessera_checkpoint_version"),
+                   "checkpoint: '" + path +
+                       "' is not a Tessera checkpoint (no "
+                       "tessera_checkpoint_version attribute)");
+  const auto v = f.attr_doubles("/", "tessera_checkpoint_version");
+  TESSERA_CHECK(v.size() == 1 && v[0] == static_cast<double>(kCheckpointVersion),
+                "checkpoint: '" << path << "' has version " << (v.empty() ? -1 : v[0])
+                                << ", this program reads version " << kCheckpointVersion);
+  Checkpoint c;
+  c.step = static_cast<std::int64_t>(f.attr_doubles("/", "step").at(0));
+  c.config = f.attr_strings("/", "config").at(0);
+  c.rng = f.attr_strings("/", "rng").at(0);
+  c.model = f.attr_strings("/", "model").at(0);
+  c.params = read_group(f, "/params");
+  c.optimizer = read_group(f, "/optimizer");
+  c.buffers = read_group(f, "/buffers");
+  return c;
+}
+
+std::string latest_checkpoint(const std::string& dir, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string best;
+  if (rank == 0) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec))
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        // ckpt_<digits>.h5 only; zero-padded steps sort as strings.
+        if (name.size() < 9 || name.rfind("ckpt_", 0) != 0 || name.substr(name.size() - 3) != ".h5")
+          continue;
+        const std::string digits = name.substr(5, name.size() - 8);
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+        if (best.empty() || name > std::filesystem::path(best).filename().string())
+          best = e.path().string();
+      }
+  }
+  int n = static_cast<int>(best.size());
+  TESSERA_MPI(MPI_Bcast(&n, 1, MPI_INT, 0, comm));
+  best.resize(static_cast<std::size_t>(n));
+  TESSERA_MPI(MPI_Bcast(best.data(), n, MPI_CHAR, 0, comm));
+  return best;
+}
+
+}  // namespace tessera::io

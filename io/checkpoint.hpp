@@ -1,0 +1,52 @@
+#pragma once
+// Training checkpoints in HDF5 with a global layout that does not depend on the rank
+// count or the mesh (parameters are replicated, so any run can load any checkpoint):
+//
+//   /                    attrs tessera_checkpoint_version = 1, step (int64),
+//                        config (string: the resolved config), rng (string), model (string)
+//   /params/NAME         one dataset per parameter, by registry name ("enc0.conv1.weight")
+//   /optimizer/NAME      optimizer state by name ("enc0.conv1.weight.exp_avg", "step")
+//   /buffers/NAME        other named state (BatchNorm running statistics, data normalization)
+//
+// Written atomically: every rank takes part in writing PATH.tmp, the file is closed
+// (collectively), and only then rank 0 renames it to PATH; a crash before that leaves
+// the previous checkpoint untouched and a stray .tmp that loaders ignore.
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/optim.hpp"
+
+namespace tessera::io {
+
+struct Checkpoint {
+  std::int64_t step = 0;
+  std::string config;  // resolved config text
+  std::string rng;     // serialized random state (the data sampler's)
+  std::string model;   // a model description to check on load ("unet nd=2 ...")
+  std::vector<NamedTensor> params, optimizer, buffers;  // host tensors
+};
+
+// Collective over comm; every rank passes the same content (rank 0's data is written).
+void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c);
+// Collective over comm; every rank gets the whole checkpoint. Throws on every rank
+// naming the file when it is missing, truncated or not a checkpoint.
+Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm);
+
+// "DIR/ckpt_00000120.h5"
+std::string checkpoint_path(const std::string& dir, std::int64_t step);
+// The checkpoint of the highest step in dir ("" if none; .tmp files ignored).
+// Collective: rank 0 looks, every rank gets its answer.
+std::string latest_checkpoint(const std::string& dir, MPI_Comm comm);
+
+// Test fault hook: called at each stage of a write ("params", "optimizer", "buffers",
+// "close") with the file still open; a hook that throws or exits simulates a crash
+// midway. Env TESSERA_CHECKPOINT_FAULT=STAGE[:K] makes the K-th write (1-based,
+// default 1) of the process end it at STAGE with std::_Exit(86), on every rank.
+using CheckpointFaultHook = std::function<void(const std::string& stage)>;
+void set_checkpoint_fault_hook(CheckpointFaultHook hook);
+
+}  // namespace tessera::io
