@@ -43,6 +43,7 @@ json run(Context& ctx, const Options& opt) {
     o.open_fill = opt.str("open", "zero") == "keep" ? HaloOptions::OpenFill::Keep
                                                     : HaloOptions::OpenFill::Zero;
     o.in_place = opt.str("method", "in-place") == "in-place";
+    o.in_place_min_run_bytes = static_cast<std::size_t>(opt.num("min-run", 64));
     HaloExchange ex(mesh, spec, ws, o);
     // Theoretical ghost volume: padded cells inside the domain that this rank does not own.
     const Index ghost = intersect(h.padded_box(), domain).volume() - h.interior_box().volume();
