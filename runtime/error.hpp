@@ -15,15 +15,6 @@ namespace tessera {
 
 }  // namespace tessera
 
-#define TESSERA_CHECK(cond, msg)                 \
-  do {                                           \
-    if (!(cond)) {                               \
-      std::ostringstream tessera_os_;            \
-      tessera_os_ << msg;                        \
-      throw ::tessera::Error(tessera_os_.str()); \
-    }                                            \
-  } while (0)
-
 #define TESSERA_MPI(call)                                                 \
   do {                                                                    \
     const int tessera_rc_ = (call);                                       \

@@ -6,6 +6,7 @@
 #include "runtime/conv_layer.hpp"
 #include "runtime/conv_transpose_layer.hpp"
 #include "runtime/device.hpp"
+#include "tests/gpu/have_device.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
 #include "tests/mpi/layer_check.hpp"
@@ -13,14 +14,6 @@
 using namespace tessera;
 
 namespace {
-bool have_device() {
-  const bool yes = device::count() > 0;
-  if (!yes && test::world_rank() == 0)
-    std::cout << "SKIPPED: no CUDA device visible (built with CUDA: "
-              << (device::built_with_cuda() ? "yes" : "no") << ")" << std::endl;
-  return yes;
-}
-
 ShardSpec spatial_spec(const Mesh& mesh, const std::vector<Index>& shape) {
   std::vector<Placement> dims(shape.size(), Replicate());
   for (int a = 0; a < mesh.ndim() && 2 + a < static_cast<int>(shape.size()); ++a)
@@ -30,7 +23,7 @@ ShardSpec spatial_spec(const Mesh& mesh, const std::vector<Index>& shape) {
 }  // namespace
 
 TEST_CASE("Device conv layers equal host conv layers", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   int checked = 0;
   for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
     for (DType dt : {DType::f32, DType::f64}) {

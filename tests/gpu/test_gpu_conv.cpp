@@ -8,6 +8,7 @@
 
 #include "kernels/conv.hpp"
 #include "runtime/device.hpp"
+#include "tests/gpu/have_device.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
 #include "tests/unit/conv_reference.hpp"
@@ -17,14 +18,6 @@ using namespace tessera::test_conv;
 using tessera::kernels::ConvDesc;
 
 namespace {
-
-bool have_device() {
-  const bool yes = device::count() > 0;
-  if (!yes && test::world_rank() == 0)
-    std::cout << "SKIPPED: no CUDA device visible (built with CUDA: "
-              << (device::built_with_cuda() ? "yes" : "no") << ")" << std::endl;
-  return yes;
-}
 
 std::size_t sz(Index i) {
   return static_cast<std::size_t>(i);
@@ -95,19 +88,19 @@ void check_case(const SweepCase& sc, unsigned seed, double tol) {
 }  // namespace
 
 TEST_CASE("cuDNN convolution float32 equals the CPU over the sweep", "[gpu][conv]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   unsigned seed = 11;
   for (const auto& sc : sweep(Scalar::F32)) check_case<float>(sc, seed += 7, 1e-5);
 }
 
 TEST_CASE("cuDNN convolution float64 equals the CPU over the sweep", "[gpu][conv]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   unsigned seed = 13;
   for (const auto& sc : sweep(Scalar::F64)) check_case<double>(sc, seed += 7, 1e-12);
 }
 
 TEST_CASE("cuDNN convolution without bias and with a larger 2-D problem", "[gpu][conv]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   for (Scalar t : {Scalar::F32, Scalar::F64}) {
     ConvDesc c;
     c.nd = 2, c.type = t, c.n = 2, c.c_in = 16, c.c_out = 32;

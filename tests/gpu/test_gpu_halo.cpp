@@ -8,20 +8,13 @@
 #include "runtime/context.hpp"
 #include "runtime/device.hpp"
 #include "runtime/halo_exchange.hpp"
+#include "tests/gpu/have_device.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
 
 using namespace tessera;
 
 namespace {
-bool have_device() {
-  const bool yes = device::count() > 0;
-  if (!yes && test::world_rank() == 0)
-    std::cout << "SKIPPED: no CUDA device visible (built with CUDA: "
-              << (device::built_with_cuda() ? "yes" : "no") << ")" << std::endl;
-  return yes;
-}
-
 struct Case {
   std::vector<Index> shape, left, right;
   std::vector<bool> periodic;
@@ -29,7 +22,7 @@ struct Case {
 }  // namespace
 
 TEST_CASE("Device halo exchange equals the host exchange, forward and adjoint", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   const std::vector<Case> cases = {
       {{9, 7, 5}, {1, 1, 1}, {1, 1, 1}, {false, false, false}},
       {{8, 6, 10}, {2, 0, 3}, {1, 2, 0}, {true, false, true}},

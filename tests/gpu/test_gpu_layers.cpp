@@ -9,6 +9,7 @@
 #include "runtime/pointwise_layers.hpp"
 #include "runtime/pool_layer.hpp"
 #include "runtime/upsample_layer.hpp"
+#include "tests/gpu/have_device.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/ops_layer_check.hpp"
 
@@ -16,14 +17,6 @@ using namespace tessera;
 namespace ops = tessera::test::ops;
 
 namespace {
-bool have_device() {
-  const bool yes = device::count() > 0;
-  if (!yes && test::world_rank() == 0)
-    std::cout << "SKIPPED: no CUDA device visible (built with CUDA: "
-              << (device::built_with_cuda() ? "yes" : "no") << ")" << std::endl;
-  return yes;
-}
-
 struct Run {
   Tensor y, dx;
   std::vector<Tensor> grads;
@@ -54,7 +47,7 @@ double compare(const Run& a, const Run& b) {
 }  // namespace
 
 TEST_CASE("Sharded op layers on CUDA tensors equal the host path", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   const Mesh mesh = Mesh::line(test::harness_comm());
   for (DType dt : {DType::f64, DType::f32}) {
     const Tensor x2 = ops::random_tensor({2, 4, 11, 9}, dt, 1, -1.0, 2.0);

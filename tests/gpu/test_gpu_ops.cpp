@@ -14,20 +14,13 @@
 #include "kernels/reduce.hpp"
 #include "kernels/upsample.hpp"
 #include "runtime/device.hpp"
+#include "tests/gpu/have_device.hpp"
 #include "tests/harness/mpi_test.hpp"
 
 using namespace tessera;
 using namespace tessera::kernels;
 
 namespace {
-
-bool have_device() {
-  const bool yes = device::count() > 0;
-  if (!yes && test::world_rank() == 0)
-    std::cout << "SKIPPED: no CUDA device visible (built with CUDA: "
-              << (device::built_with_cuda() ? "yes" : "no") << ")" << std::endl;
-  return yes;
-}
 
 // A device copy of a host vector, freed on scope exit.
 template <class T>
@@ -257,7 +250,7 @@ void reduce_and_norm_cases(std::mt19937& rng) {
 }  // namespace
 
 TEST_CASE("CUDA pooling equals CPU pooling", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   std::mt19937 rng(71);
   for (int trial = 0; trial < 60; ++trial) {
     pool_case<float>(rng, 1 + trial % 3);
@@ -266,7 +259,7 @@ TEST_CASE("CUDA pooling equals CPU pooling", "[gpu]") {
 }
 
 TEST_CASE("CUDA upsampling equals CPU upsampling", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   std::mt19937 rng(72);
   for (int trial = 0; trial < 60; ++trial) {
     upsample_case<float>(rng, 1 + trial % 3);
@@ -275,14 +268,14 @@ TEST_CASE("CUDA upsampling equals CPU upsampling", "[gpu]") {
 }
 
 TEST_CASE("CUDA activations and bias equal the CPU ones", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   std::mt19937 rng(73);
   elementwise_cases<float>(rng);
   elementwise_cases<double>(rng);
 }
 
 TEST_CASE("CUDA reductions and normalization equal the CPU ones", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   std::mt19937 rng(74);
   reduce_and_norm_cases<float>(rng);
   reduce_and_norm_cases<double>(rng);

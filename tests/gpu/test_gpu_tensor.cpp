@@ -5,23 +5,14 @@
 #include "kernels/strided_copy.hpp"
 #include "runtime/device.hpp"
 #include "runtime/shard_tensor.hpp"
+#include "tests/gpu/have_device.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
 
 using namespace tessera;
 
-namespace {
-bool have_device() {
-  const bool yes = device::count() > 0;
-  if (!yes && test::world_rank() == 0)
-    std::cout << "SKIPPED: no CUDA device visible (built with CUDA: "
-              << (device::built_with_cuda() ? "yes" : "no") << ")" << std::endl;
-  return yes;
-}
-}  // namespace
-
 TEST_CASE("Host <-> device copies and strided device views", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   const Tensor ref = test::reference({6, 5, 4}, DType::f64);
   const Tensor d = ref.to(MemSpace::Cuda);
   MPI_REQUIRE(d.space() == MemSpace::Cuda);
@@ -37,7 +28,7 @@ TEST_CASE("Host <-> device copies and strided device views", "[gpu]") {
 }
 
 TEST_CASE("Device redistribute equals host redistribute", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   Mesh mesh = Mesh::line(MPI_COMM_WORLD);
   const Tensor ref = test::reference({9, 7, 3}, DType::f32);
   const ShardTensor h = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(),

@@ -9,20 +9,13 @@
 #include "runtime/loss.hpp"
 #include "runtime/optim.hpp"
 #include "runtime/tensor_math.hpp"
+#include "tests/gpu/have_device.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
 
 using namespace tessera;
 
 namespace {
-bool have_device() {
-  const bool yes = device::count() > 0;
-  if (!yes && test::world_rank() == 0)
-    std::cout << "SKIPPED: no CUDA device visible (built with CUDA: "
-              << (device::built_with_cuda() ? "yes" : "no") << ")" << std::endl;
-  return yes;
-}
-
 Tensor random_tensor(std::mt19937& rng, const std::vector<Index>& shape, DType dt) {
   std::uniform_real_distribution<double> u(-1, 1);
   Tensor t = Tensor::empty(shape, dt);
@@ -48,7 +41,7 @@ double max_diff(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("device element-wise kernels and reductions equal the host ones", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   std::mt19937 rng(1);
   for (DType dt : {DType::f64, DType::f32}) {
     const double tol = dt == DType::f64 ? 1e-15 : 1e-6;
@@ -76,7 +69,7 @@ TEST_CASE("device element-wise kernels and reductions equal the host ones", "[gp
 }
 
 TEST_CASE("device optimizer steps equal host steps", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   std::mt19937 rng(2);
   for (DType dt : {DType::f64, DType::f32}) {
     for (int which = 0; which < 3; ++which) {
@@ -111,7 +104,7 @@ TEST_CASE("device optimizer steps equal host steps", "[gpu]") {
 }
 
 TEST_CASE("device losses and gradient sync equal the host ones", "[gpu]") {
-  if (!have_device()) return;
+  if (!test::have_device()) return;
   std::mt19937 rng(3);
   const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
   const std::vector<Placement> dims = {Replicate(), Replicate(), Shard(0), Replicate()};
