@@ -62,28 +62,6 @@ std::vector<ConvCase> conv_cases() {
   return c;
 }
 
-// Spatial dim i sharded over mesh axis i (a "data" axis shards the batch), balanced or
-// with random uneven sizes (zeros included).
-ShardSpec spec_for(const Mesh& mesh, const std::vector<Index>& shape, std::mt19937& rng,
-                   bool uneven) {
-  const int nd = static_cast<int>(shape.size()) - 2;
-  std::vector<Placement> dims(shape.size(), Replicate());
-  std::vector<std::vector<Index>> sizes(shape.size());
-  int spatial = 0;
-  for (int a = 0; a < mesh.ndim(); ++a) {
-    int d;
-    if (mesh.names()[a] == "data")
-      d = 0;
-    else if (spatial < nd)
-      d = 2 + spatial++;
-    else
-      continue;
-    dims[d] = Shard(a);
-    if (uneven) sizes[d] = test::random_sizes(rng, shape[d], mesh.dim(a));
-  }
-  return ShardSpec(shape, dims, mesh, {}, sizes);
-}
-
 // Naive float64 conv on the full tensor (zero or circular padding): the independent
 // reference for the one-rank layer.
 Tensor naive_conv(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -151,7 +129,7 @@ void run_cases(const std::vector<ConvCase>& cases, DType dt, double tol, int tri
         o.split = (t + checked) % 2 ? OutputSplit::Aligned : OutputSplit::Balanced;
         o.bias = (t + checked) % 5 != 4;
         o.overlap = (t + checked) % 3 == 1;
-        const ShardSpec spec = spec_for(mesh, c.shape, rng, t % 2 == 1);
+        const ShardSpec spec = test::conv_spec(mesh, c.shape, rng, t % 2 == 1);
         const auto cmp = test::compare_with_one_rank(
             mesh, spec, [&] { return make_conv(o); }, dt, MemSpace::Host,
             static_cast<unsigned>(100 + checked));
@@ -223,14 +201,7 @@ TEST_CASE("Conv gradients match finite differences on one rank", "[conv][full][s
 
 TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
           "[conv][full][subset]") {
-  auto throws = [](const std::function<void()>& f, const std::string& needle) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what()).find(needle) != std::string::npos;
-    }
-    return false;
-  };
+  const auto& throws = test::throws_with;
   MPI_CHECK(throws([] { ConvNd(conv(2, 3, 4, {3}, {1}, {1}, {1}, 2)); }, "groups"));
   MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {0}, {1}, {0})); }, "kernel"));
   MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {3}, {1}, {3})); }, "narrower than the window"));
