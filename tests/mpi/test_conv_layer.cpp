@@ -2,6 +2,7 @@
 
 #include "runtime/conv_layer.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/mpi/conv_sweep.hpp"
 #include "tests/mpi/helpers.hpp"
 #include "tests/mpi/layer_check.hpp"
 
@@ -119,29 +120,13 @@ std::unique_ptr<Layer> make_conv(const ConvOptions& o) {
 }
 
 void run_cases(const std::vector<ConvCase>& cases, DType dt, double tol, int trials_per_mesh) {
-  std::mt19937 rng(23);
-  int checked = 0;
-  for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
-    for (const ConvCase& c : cases) {
-      for (int t = 0; t < trials_per_mesh; ++t) {
-        ConvOptions o = c.o;
-        o.dtype = dt;
-        o.split = (t + checked) % 2 ? OutputSplit::Aligned : OutputSplit::Balanced;
-        o.bias = (t + checked) % 5 != 4;
-        o.overlap = (t + checked) % 3 == 1;
-        const ShardSpec spec = test::conv_spec(mesh, c.shape, rng, t % 2 == 1);
-        const auto cmp = test::compare_with_one_rank(
-            mesh, spec, [&] { return make_conv(o); }, dt, MemSpace::Host,
-            static_cast<unsigned>(100 + checked));
-        INFO(c.label << " " << name_of(dt) << " mesh " << mesh.str() << " spec " << spec.str()
-                     << (o.split == OutputSplit::Aligned ? " aligned" : " balanced")
-                     << (o.overlap ? " overlap" : "") << ": " << cmp.str());
-        MPI_CHECK(cmp.worst() <= tol);
-        ++checked;
-      }
-    }
-  }
-  MPI_REQUIRE(checked > 0);
+  test::sweep_conv_cases(
+      cases, dt, tol, trials_per_mesh, 23, 100,
+      [](ConvOptions& o, int k) -> std::string {
+        o.overlap = k % 3 == 1;
+        return o.overlap ? " overlap" : "";
+      },
+      make_conv);
 }
 
 std::vector<ConvCase> subset(const std::vector<ConvCase>& all, std::vector<int> ids) {

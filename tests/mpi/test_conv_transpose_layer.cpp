@@ -2,6 +2,7 @@
 
 #include "runtime/conv_transpose_layer.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/mpi/conv_sweep.hpp"
 #include "tests/mpi/helpers.hpp"
 #include "tests/mpi/layer_check.hpp"
 
@@ -100,28 +101,10 @@ Tensor naive_tconv(const TCase& c, const Tensor& x, const Tensor& w, const Tenso
 }
 
 void run_cases(const std::vector<TCase>& cases, DType dt, double tol, int trials_per_mesh) {
-  std::mt19937 rng(29);
-  int checked = 0;
-  for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
-    for (const TCase& c : cases) {
-      for (int t = 0; t < trials_per_mesh; ++t) {
-        ConvTransposeOptions o = c.o;
-        o.dtype = dt;
-        o.split = (t + checked) % 2 ? OutputSplit::Aligned : OutputSplit::Balanced;
-        o.bias = (t + checked) % 5 != 4;
-        const ShardSpec spec = test::conv_spec(mesh, c.shape, rng, t % 2 == 1);
-        const auto cmp = test::compare_with_one_rank(
-            mesh, spec, [&] { return std::make_unique<ConvTransposeNd>(o); }, dt, MemSpace::Host,
-            static_cast<unsigned>(200 + checked));
-        INFO(c.label << " " << name_of(dt) << " mesh " << mesh.str() << " spec " << spec.str()
-                     << (o.split == OutputSplit::Aligned ? " aligned" : " balanced") << ": "
-                     << cmp.str());
-        MPI_CHECK(cmp.worst() <= tol);
-        ++checked;
-      }
-    }
-  }
-  MPI_REQUIRE(checked > 0);
+  test::sweep_conv_cases(
+      cases, dt, tol, trials_per_mesh, 29, 200,
+      [](ConvTransposeOptions&, int) { return std::string(); },
+      [](const ConvTransposeOptions& o) { return std::make_unique<ConvTransposeNd>(o); });
 }
 
 std::vector<TCase> subset(std::vector<int> ids) {
