@@ -9,66 +9,29 @@ namespace tessera {
 
 namespace cs = conv_support;
 
-namespace {
-std::string dims_str(const std::vector<Index>& v) {
-  std::ostringstream os;
-  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? "x" : "") << v[i];
-  return os.str();
-}
-}  // namespace
-
 ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
-  const int nd = o.nd;
-  TESSERA_CHECK(nd >= 1 && nd <= 3, "ConvNd: 1 to 3 spatial dims, got " << nd);
   const char* L = "ConvNd";
-  TESSERA_CHECK(o.in_channels >= 1 && o.out_channels >= 1 && o.groups >= 1,
-                L << ": channels and groups must be positive (in " << o.in_channels << ", out "
-                  << o.out_channels << ", groups " << o.groups << ")");
-  TESSERA_CHECK(o.in_channels % o.groups == 0 && o.out_channels % o.groups == 0,
-                L << ": groups " << o.groups << " must divide in_channels " << o.in_channels
-                  << " and out_channels " << o.out_channels);
+  cs::check_shape_options(o.nd, o.in_channels, o.out_channels, o.groups, L);
   cs::scalar_of(o.dtype, L);
-  const auto k = cs::per_dim(o.kernel, nd, "kernel", L);
-  const auto s = cs::per_dim(o.stride, nd, "stride", L);
-  const auto dil = cs::per_dim(o.dilation, nd, "dilation", L);
-  const auto plo = cs::per_dim(o.padding, nd, "padding", L);
-  const auto phi = o.padding_hi.empty() ? plo : cs::per_dim(o.padding_hi, nd, "padding_hi", L);
-  for (int d = 0; d < nd; ++d) {
-    WindowDim w{k[d], s[d], dil[d], plo[d], phi[d]};
-    w.validate("ConvNd");
+  const cs::WindowArgs a =
+      cs::window_args(o.kernel, o.stride, o.dilation, o.padding, o.padding_hi, o.nd, L);
+  win_ = cs::window_dims(a, L, [&](int d, const WindowDim& w) {
     // A window never lies wholly in zero padding, so no rank's window is empty.
     TESSERA_CHECK(
         o.padding_mode == PaddingMode::Circular || (w.pad_lo < w.span() && w.pad_hi < w.span()),
         L << ": zero padding " << w.pad_lo << "," << w.pad_hi << " of dim " << d
           << " must be narrower than the window span " << w.span());
-    win_.push_back(w);
-  }
-  std::vector<Index> wshape = {o.out_channels, o.in_channels / o.groups};
-  Index fan_in = o.in_channels / o.groups;
-  for (int d = 0; d < nd; ++d) {
-    wshape.push_back(k[d]);
-    fan_in *= k[d];
-  }
-  weight_ = cs::make_param("weight", wshape, o.dtype, o.space);
-  if (o.bias) bias_ = cs::make_param("bias", {o.out_channels}, o.dtype, o.space);
-  cs::init_uniform(weight_, o.bias ? &bias_ : nullptr, fan_in, o.seed);
+  });
+  cs::make_params(weight_, o.bias ? &bias_ : nullptr, o.out_channels, o.in_channels / o.groups,
+                  o.out_channels, win_, o.dtype, o.space, o.seed);
 }
 
 ConvNd::~ConvNd() = default;
 
 std::string ConvNd::name() const {
-  std::vector<Index> k, s, d, plo, phi;
-  for (const WindowDim& w : win_) {
-    k.push_back(w.kernel);
-    s.push_back(w.stride);
-    d.push_back(w.dilation);
-    plo.push_back(w.pad_lo);
-    phi.push_back(w.pad_hi);
-  }
   std::ostringstream os;
-  os << "Conv" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels << ", kernel "
-     << dims_str(k) << ", stride " << dims_str(s) << ", dilation " << dims_str(d) << ", padding "
-     << dims_str(plo) << "/" << dims_str(phi)
+  os << "Conv" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels << ", "
+     << cs::windows_str(win_)
      << (opts_.padding_mode == PaddingMode::Circular ? " circular" : " zeros") << ", groups "
      << opts_.groups << (opts_.bias ? ", bias" : "") << ")";
   return os.str();
@@ -77,14 +40,7 @@ std::string ConvNd::name() const {
 ShardSpec ConvNd::output_spec(const ShardSpec& in) const {
   const int nd = opts_.nd;
   const auto& shape = in.global_shape();
-  TESSERA_CHECK(in.ndim() == nd + 2, name() << ": input must be (N, C, " << nd
-                                            << " spatial dims), got shape " << shape_str(shape));
-  TESSERA_CHECK(shape[1] == opts_.in_channels,
-                name() << ": input has " << shape[1] << " channels, layer expects "
-                       << opts_.in_channels << " (shape " << shape_str(shape) << ")");
-  TESSERA_CHECK(!in.placement(1).sharded(),
-                name() << ": the channel dim must be replicated, spec " << in.str());
-  TESSERA_CHECK(!in.has_partial(), name() << ": input has pending Partial sums, spec " << in.str());
+  cs::check_input_spec(in, nd, opts_.in_channels, name());
   std::vector<Index> out = {shape[0], opts_.out_channels};
   std::vector<std::function<Index(Index)>> first_at(2);
   for (int d = 0; d < nd; ++d) {
@@ -114,29 +70,13 @@ namespace {
 // The local conv of this rank's block, before the window's sizes and strides are set.
 kernels::ConvDesc local_desc(const ConvOptions& o, const std::vector<WindowDim>& win,
                              const BlockWindow& bw) {
-  kernels::ConvDesc d;
-  d.nd = o.nd;
-  d.type = cs::scalar_of(o.dtype, "ConvNd");
-  d.c_in = o.in_channels;
-  d.c_out = o.out_channels;
-  d.groups = o.groups;
-  for (int i = 0; i < o.nd; ++i) {
-    d.kernel[i] = win[i].kernel;
-    d.stride[i] = win[i].stride;
-    d.dilation[i] = win[i].dilation;
-    d.pad_lo[i] = bw.clip_lo[2 + i];
-    d.pad_hi[i] = bw.clip_hi[2 + i];
-  }
-  return d;
+  return cs::local_desc(o.nd, o.dtype, o.in_channels, o.out_channels, o.groups, win, bw, "ConvNd");
 }
 }  // namespace
 
 ShardTensor ConvNd::forward(const ShardTensor& x) {
   const WindowPlan& p = plan_for(x.mesh(), x.spec());
-  TESSERA_CHECK(x.dtype() == opts_.dtype && x.local().space() == opts_.space,
-                name() << ": input is " << name_of(x.dtype()) << " in "
-                       << name_of(x.local().space()) << " memory, layer is " << name_of(opts_.dtype)
-                       << " in " << name_of(opts_.space) << " memory");
+  cs::check_input(x, opts_.dtype, opts_.space, name());
   const Box out_box = p.driver_spec.local_box(p.mesh.coords());
   Tensor y = Tensor::empty(out_box.shape(), opts_.dtype, opts_.space);
   have_saved_ = true;
@@ -254,12 +194,7 @@ void ConvNd::forward_overlapped(const WindowPlan& p, const ShardTensor& x, const
 ShardTensor ConvNd::backward(const ShardTensor& dy) {
   TESSERA_CHECK(have_saved_ && plan_, name() << ": backward without a forward");
   const WindowPlan& p = *plan_;
-  TESSERA_CHECK(dy.spec() == p.driver_spec, name() << ": output gradient spec " << dy.spec().str()
-                                                   << " differs from the output's "
-                                                   << p.driver_spec.str());
-  TESSERA_CHECK(dy.dtype() == opts_.dtype && dy.local().space() == opts_.space,
-                name() << ": output gradient is " << name_of(dy.dtype()) << " in "
-                       << name_of(dy.local().space()) << " memory");
+  cs::check_grad(dy, p.driver_spec, opts_.dtype, opts_.space, name());
   const BlockWindow& bw = p.mine();
   kernels::ConvDesc d = local_desc(opts_, win_, bw);
   Tensor dw = Tensor::zeros(weight_.value.shape(), opts_.dtype, opts_.space);

@@ -10,84 +10,41 @@ namespace tessera {
 
 namespace cs = conv_support;
 
-namespace {
-std::string dims_str(const std::vector<Index>& v) {
-  std::ostringstream os;
-  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? "x" : "") << v[i];
-  return os.str();
-}
-}  // namespace
-
 ConvTransposeNd::ConvTransposeNd(const ConvTransposeOptions& o) : opts_(o) {
-  const int nd = o.nd;
   const char* L = "ConvTransposeNd";
-  TESSERA_CHECK(nd >= 1 && nd <= 3, L << ": 1 to 3 spatial dims, got " << nd);
-  TESSERA_CHECK(o.in_channels >= 1 && o.out_channels >= 1 && o.groups >= 1,
-                L << ": channels and groups must be positive (in " << o.in_channels << ", out "
-                  << o.out_channels << ", groups " << o.groups << ")");
-  TESSERA_CHECK(o.in_channels % o.groups == 0 && o.out_channels % o.groups == 0,
-                L << ": groups " << o.groups << " must divide in_channels " << o.in_channels
-                  << " and out_channels " << o.out_channels);
+  cs::check_shape_options(o.nd, o.in_channels, o.out_channels, o.groups, L);
   cs::scalar_of(o.dtype, L);
-  const auto k = cs::per_dim(o.kernel, nd, "kernel", L);
-  const auto s = cs::per_dim(o.stride, nd, "stride", L);
-  const auto dil = cs::per_dim(o.dilation, nd, "dilation", L);
-  const auto plo = cs::per_dim(o.padding, nd, "padding", L);
-  const auto phi = o.padding_hi.empty() ? plo : cs::per_dim(o.padding_hi, nd, "padding_hi", L);
-  out_pad_ = cs::per_dim(o.output_padding, nd, "output_padding", L);
-  for (int d = 0; d < nd; ++d) {
-    WindowDim w{k[d], s[d], dil[d], plo[d], phi[d]};
-    w.validate(L);
-    TESSERA_CHECK(out_pad_[d] >= 0 && out_pad_[d] < std::max(s[d], dil[d]),
+  const cs::WindowArgs a =
+      cs::window_args(o.kernel, o.stride, o.dilation, o.padding, o.padding_hi, o.nd, L);
+  out_pad_ = cs::per_dim(o.output_padding, o.nd, "output_padding", L);
+  win_ = cs::window_dims(a, L, [&](int d, const WindowDim& w) {
+    TESSERA_CHECK(out_pad_[d] >= 0 && out_pad_[d] < std::max(w.stride, w.dilation),
                   L << ": output_padding " << out_pad_[d] << " of dim " << d
                     << " must be smaller than the stride or the dilation");
     // No input's window lies wholly in the cropped margins, so no rank's window is empty.
     TESSERA_CHECK(w.pad_lo < w.span() && w.pad_hi - out_pad_[d] < w.span(),
                   L << ": padding " << w.pad_lo << "," << w.pad_hi << " of dim " << d
                     << " must be narrower than the window span " << w.span());
-    win_.push_back(w);
-  }
-  std::vector<Index> wshape = {o.in_channels, o.out_channels / o.groups};
-  Index fan_in = o.out_channels / o.groups;  // PyTorch's fan_in of this weight layout
-  for (int d = 0; d < nd; ++d) {
-    wshape.push_back(k[d]);
-    fan_in *= k[d];
-  }
-  weight_ = cs::make_param("weight", wshape, o.dtype, o.space);
-  if (o.bias) bias_ = cs::make_param("bias", {o.out_channels}, o.dtype, o.space);
-  cs::init_uniform(weight_, o.bias ? &bias_ : nullptr, fan_in, o.seed);
+  });
+  // PyTorch's layout (C_in, C_out / groups, kernel...), whose fan_in is C_out / groups * kernel.
+  cs::make_params(weight_, o.bias ? &bias_ : nullptr, o.in_channels, o.out_channels / o.groups,
+                  o.out_channels, win_, o.dtype, o.space, o.seed);
 }
 
 ConvTransposeNd::~ConvTransposeNd() = default;
 
 std::string ConvTransposeNd::name() const {
-  std::vector<Index> k, s, d, plo, phi;
-  for (const WindowDim& w : win_) {
-    k.push_back(w.kernel);
-    s.push_back(w.stride);
-    d.push_back(w.dilation);
-    plo.push_back(w.pad_lo);
-    phi.push_back(w.pad_hi);
-  }
   std::ostringstream os;
   os << "ConvTranspose" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels
-     << ", kernel " << dims_str(k) << ", stride " << dims_str(s) << ", dilation " << dims_str(d)
-     << ", padding " << dims_str(plo) << "/" << dims_str(phi) << ", output_padding "
-     << dims_str(out_pad_) << ", groups " << opts_.groups << (opts_.bias ? ", bias" : "") << ")";
+     << ", " << cs::windows_str(win_) << ", output_padding " << cs::dims_str(out_pad_)
+     << ", groups " << opts_.groups << (opts_.bias ? ", bias" : "") << ")";
   return os.str();
 }
 
 ShardSpec ConvTransposeNd::output_spec(const ShardSpec& in) const {
   const int nd = opts_.nd;
   const auto& shape = in.global_shape();
-  TESSERA_CHECK(in.ndim() == nd + 2, name() << ": input must be (N, C, " << nd
-                                            << " spatial dims), got shape " << shape_str(shape));
-  TESSERA_CHECK(shape[1] == opts_.in_channels,
-                name() << ": input has " << shape[1] << " channels, layer expects "
-                       << opts_.in_channels << " (shape " << shape_str(shape) << ")");
-  TESSERA_CHECK(!in.placement(1).sharded(),
-                name() << ": the channel dim must be replicated, spec " << in.str());
-  TESSERA_CHECK(!in.has_partial(), name() << ": input has pending Partial sums, spec " << in.str());
+  cs::check_input_spec(in, nd, opts_.in_channels, name());
   std::vector<Index> out = {shape[0], opts_.out_channels};
   std::vector<std::function<Index(Index)>> first_at(2);
   for (int d = 0; d < nd; ++d) {
@@ -115,20 +72,8 @@ namespace {
 // The conv this layer transposes, on this rank's output window (its "x").
 kernels::ConvDesc local_desc(const ConvTransposeOptions& o, const std::vector<WindowDim>& win,
                              const BlockWindow& bw) {
-  kernels::ConvDesc d;
-  d.nd = o.nd;
-  d.type = cs::scalar_of(o.dtype, "ConvTransposeNd");
-  d.c_in = o.out_channels;
-  d.c_out = o.in_channels;
-  d.groups = o.groups;
-  for (int i = 0; i < o.nd; ++i) {
-    d.kernel[i] = win[i].kernel;
-    d.stride[i] = win[i].stride;
-    d.dilation[i] = win[i].dilation;
-    d.pad_lo[i] = bw.clip_lo[2 + i];
-    d.pad_hi[i] = bw.clip_hi[2 + i];
-  }
-  return d;
+  return cs::local_desc(o.nd, o.dtype, o.out_channels, o.in_channels, o.groups, win, bw,
+                        "ConvTransposeNd");
 }
 
 void check_local(const kernels::ConvDesc& d, const Box& in_box, const std::string& who) {
@@ -141,10 +86,7 @@ void check_local(const kernels::ConvDesc& d, const Box& in_box, const std::strin
 
 ShardTensor ConvTransposeNd::forward(const ShardTensor& x) {
   const WindowPlan& p = plan_for(x.mesh(), x.spec());
-  TESSERA_CHECK(x.dtype() == opts_.dtype && x.local().space() == opts_.space,
-                name() << ": input is " << name_of(x.dtype()) << " in "
-                       << name_of(x.local().space()) << " memory, layer is " << name_of(opts_.dtype)
-                       << " in " << name_of(opts_.space) << " memory");
+  cs::check_input(x, opts_.dtype, opts_.space, name());
   saved_x_ = x;
   have_saved_ = true;
   const BlockWindow& bw = p.mine();
@@ -167,12 +109,7 @@ ShardTensor ConvTransposeNd::forward(const ShardTensor& x) {
 ShardTensor ConvTransposeNd::backward(const ShardTensor& dy) {
   TESSERA_CHECK(have_saved_ && plan_, name() << ": backward without a forward");
   const WindowPlan& p = *plan_;
-  TESSERA_CHECK(dy.spec() == p.haloed_spec, name() << ": output gradient spec " << dy.spec().str()
-                                                   << " differs from the output's "
-                                                   << p.haloed_spec.str());
-  TESSERA_CHECK(dy.dtype() == opts_.dtype && dy.local().space() == opts_.space,
-                name() << ": output gradient is " << name_of(dy.dtype()) << " in "
-                       << name_of(dy.local().space()) << " memory");
+  cs::check_grad(dy, p.haloed_spec, opts_.dtype, opts_.space, name());
   const kernels::Scalar type = cs::scalar_of(opts_.dtype, "ConvTransposeNd");
   const HaloFrame f = fill_halo(p, dy);
   const Box in_box = saved_x_.local_box();

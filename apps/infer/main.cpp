@@ -5,12 +5,12 @@
 // (N, C, spatial...)). When IN.h5 also holds the target fields, prints the relative L2
 // error of the prediction per sample and on average.
 #include <cmath>
-#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <map>
 
 #include "apps/train/builders.hpp"
+#include "apps/train/report_errors.hpp"
 #include "apps/train/trainer.hpp"
 #include "io/schema.hpp"
 #include "io/sharded.hpp"
@@ -221,15 +221,5 @@ int run(Context& ctx, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Context ctx(argc, argv);
-  try {
-    return run(ctx, argc, argv);
-  } catch (const std::exception& e) {
-    // One write per rank, so the lines of different ranks do not interleave.
-    const std::string line =
-        "tessera-infer: error (rank " + std::to_string(ctx.rank()) + "): " + e.what() + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
-    return 1;
-  }
+  return run_reporting_errors("tessera-infer", argc, argv, run);
 }

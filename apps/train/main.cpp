@@ -3,13 +3,13 @@
 // on rank 0, metrics to CSV, checkpoints at an interval and at the end, --resume from the
 // latest checkpoint in train.checkpoint_dir (at any rank count and mesh shape).
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
+#include "apps/train/report_errors.hpp"
 #include "apps/train/trainer.hpp"
 #include "runtime/context.hpp"
 #include "runtime/error.hpp"
@@ -163,18 +163,8 @@ int run(Context& ctx, int argc, char** argv) {
 
 }  // namespace
 
+// The checks that can differ between ranks are collective: every rank has the same error
+// and leaves with it; none is left waiting in a collective.
 int main(int argc, char** argv) {
-  Context ctx(argc, argv);
-  try {
-    return run(ctx, argc, argv);
-  } catch (const std::exception& e) {
-    // The checks that can differ between ranks are collective: every rank has the same
-    // error and leaves with it; none is left waiting in a collective.
-    // One write per rank, so the lines of different ranks do not interleave.
-    const std::string line =
-        "tessera-train: error (rank " + std::to_string(ctx.rank()) + "): " + e.what() + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
-    return 1;
-  }
+  return run_reporting_errors("tessera-train", argc, argv, run);
 }

@@ -285,6 +285,23 @@ memory wrap(const memory::desc& md, const void* p) {
   return memory(md, engine(), const_cast<void*>(p));
 }
 
+// Runs a forward or backward-data entry under the stream lock, with w (plain layout)
+// reordered first where the primitive wants another.
+template <class Entry>
+void run_with_weights(const Entry& e, std::unordered_map<int, memory>& args, const float* w) {
+  std::lock_guard<std::mutex> lock(stream_mutex());
+  if (e.reorder_w) {
+    memory wu = wrap(e.g.w_md, w), wi(e.pd.weights_desc(), engine());
+    run_reorder(e.w_reorder, wu, wi);
+    args.emplace(DNNL_ARG_WEIGHTS, wi);
+  } else {
+    args.emplace(DNNL_ARG_WEIGHTS, wrap(e.g.w_md, w));
+  }
+  args.emplace(DNNL_ARG_SCRATCHPAD, scratchpad_for(e.pd.scratchpad_desc()));
+  e.prim.execute(stream(), args);
+  stream().wait();
+}
+
 }  // namespace
 
 void forward(const ConvDesc& c, const float* x, const float* w, const float* bias, float* y) {
@@ -295,17 +312,7 @@ void forward(const ConvDesc& c, const float* x, const float* w, const float* bia
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e->pd.src_desc(), xp)},
                                          {DNNL_ARG_DST, wrap(e->g.y_md, y)}};
     if (bias) args.emplace(DNNL_ARG_BIAS, wrap(e->g.b_md, bias));
-    std::lock_guard<std::mutex> lock(stream_mutex());
-    if (e->reorder_w) {
-      memory wu = wrap(e->g.w_md, w), wi(e->pd.weights_desc(), engine());
-      run_reorder(e->w_reorder, wu, wi);
-      args.emplace(DNNL_ARG_WEIGHTS, wi);
-    } else {
-      args.emplace(DNNL_ARG_WEIGHTS, wrap(e->g.w_md, w));
-    }
-    args.emplace(DNNL_ARG_SCRATCHPAD, scratchpad_for(e->pd.scratchpad_desc()));
-    e->prim.execute(stream(), args);
-    stream().wait();
+    run_with_weights(*e, args, w);
   });
 }
 
@@ -317,19 +324,7 @@ void backward_data(const ConvDesc& c, const float* dy, const float* w, float* dx
     float* dxp = e->stage_x ? dx_tmp.data() : dx;
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(e->g.y_md, dy)},
                                          {DNNL_ARG_DIFF_SRC, wrap(e->pd.diff_src_desc(), dxp)}};
-    {
-      std::lock_guard<std::mutex> lock(stream_mutex());
-      if (e->reorder_w) {
-        memory wu = wrap(e->g.w_md, w), wi(e->pd.weights_desc(), engine());
-        run_reorder(e->w_reorder, wu, wi);
-        args.emplace(DNNL_ARG_WEIGHTS, wi);
-      } else {
-        args.emplace(DNNL_ARG_WEIGHTS, wrap(e->g.w_md, w));
-      }
-      args.emplace(DNNL_ARG_SCRATCHPAD, scratchpad_for(e->pd.scratchpad_desc()));
-      e->prim.execute(stream(), args);
-      stream().wait();
-    }
+    run_with_weights(*e, args, w);
     if (e->stage_x) strided_copy_host(dx, dx_tmp.data(), x_copy(c, false), sizeof(float));
   });
 }

@@ -352,6 +352,13 @@ char* at(void* base, Index elems, Scalar t) {
   return static_cast<char*>(base) + elems * static_cast<Index>(size_of(t));
 }
 
+// The pointer cuDNN sees as x: the caller's, or the plan's dense staging copy of it.
+const void* x_for_cudnn(const ConvDesc& c, const Plan& p, const void* x) {
+  if (!p.stage) return x;
+  strided_copy_cuda(at(p.x_stage, p.stage_offset, c.type), x, p.to_stage, size_of(c.type));
+  return p.x_stage;
+}
+
 }  // namespace
 
 void conv_forward_cuda(const ConvDesc& c, const void* x, const void* w, const void* bias, void* y) {
@@ -359,11 +366,7 @@ void conv_forward_cuda(const ConvDesc& c, const void* x, const void* w, const vo
   Session s(c);
   const Plan& p = s.p;
   const Scale one(1), zero(0);
-  const void* xp = x;
-  if (p.stage) {
-    strided_copy_cuda(at(p.x_stage, p.stage_offset, c.type), x, p.to_stage, size_of(c.type));
-    xp = p.x_stage;
-  }
+  const void* xp = x_for_cudnn(c, p, x);
   void* ws = s.dev.workspace_of(p.workspace);
   TESSERA_CHECK_CALL(cudnnConvolutionForward(s.dev.handle, one.of(c.type), p.x, xp, p.w, w,
                                              p.conv[0], p.fwd_algo, ws, p.workspace,
@@ -394,11 +397,7 @@ void conv_backward_weights_cuda(const ConvDesc& c, const void* x, const void* dy
   Session s(c);
   const Plan& p = s.p;
   const Scale one(1), zero(0);
-  const void* xp = x;
-  if (p.stage) {
-    strided_copy_cuda(at(p.x_stage, p.stage_offset, c.type), x, p.to_stage, size_of(c.type));
-    xp = p.x_stage;
-  }
+  const void* xp = x_for_cudnn(c, p, x);
   void* ws = s.dev.workspace_of(p.workspace);
   TESSERA_CHECK_CALL(cudnnConvolutionBackwardFilter(s.dev.handle, one.of(c.type), p.x, xp, p.y, dy,
                                                     p.conv[2], p.bwd_w_algo, ws, p.workspace,

@@ -11,26 +11,12 @@
 #include <sstream>
 #include <string>
 
+#include "runtime/error.hpp"
 #include "runtime/layer.hpp"
+#include "tests/mpi/helpers.hpp"
+#include "tests/mpi/random_tensor.hpp"
 
 namespace tessera::test {
-
-inline Tensor random_tensor(const std::vector<Index>& shape, DType dt, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  Tensor t = Tensor::empty(shape, dt);
-  for (Index i = 0; i < t.numel(); ++i) {
-    if (dt == DType::f64)
-      t.data<double>()[i] = u(rng);
-    else
-      t.data<float>()[i] = static_cast<float>(u(rng));
-  }
-  return t;
-}
-
-inline double value_at(const Tensor& t, Index i) {
-  return t.dtype() == DType::f64 ? t.data<double>()[i] : t.data<float>()[i];
-}
 
 // max |a - b| / max |b| over host tensors of equal shape; infinity on a shape mismatch.
 inline double rel_error(const Tensor& a, const Tensor& b) {
@@ -46,6 +32,38 @@ inline double rel_error(const Tensor& a, const Tensor& b) {
 
 inline Tensor host(const Tensor& t) {
   return t.space() == MemSpace::Host ? t : t.to(MemSpace::Host);
+}
+
+// (N, C, spatial...) with spatial dim i sharded over mesh axis i (a "data" axis shards the
+// batch), balanced or with random uneven sizes (zeros included).
+inline ShardSpec conv_spec(const Mesh& mesh, const std::vector<Index>& shape, std::mt19937& rng,
+                           bool uneven) {
+  const int nd = static_cast<int>(shape.size()) - 2;
+  std::vector<Placement> dims(shape.size(), Replicate());
+  std::vector<std::vector<Index>> sizes(shape.size());
+  int spatial = 0;
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    int d;
+    if (mesh.names()[a] == "data")
+      d = 0;
+    else if (spatial < nd)
+      d = 2 + spatial++;
+    else
+      continue;
+    dims[d] = Shard(a);
+    if (uneven) sizes[d] = random_sizes(rng, shape[d], mesh.dim(a));
+  }
+  return ShardSpec(shape, dims, mesh, {}, sizes);
+}
+
+// True when f throws tessera::Error whose message contains `needle`.
+inline bool throws_with(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return std::string(e.what()).find(needle) != std::string::npos;
+  }
+  return false;
 }
 
 struct LayerComparison {

@@ -11,29 +11,14 @@
 #include <vector>
 
 #include "runtime/layer.hpp"
+#include "tests/mpi/random_tensor.hpp"
 
 namespace tessera::test::ops {
 
 using LayerFactory = std::function<std::unique_ptr<Layer>()>;
 
-// Uniform values in [lo, hi), the same on every rank for the same seed.
-inline Tensor random_tensor(const std::vector<Index>& shape, DType dt, unsigned seed,
-                            double lo = -1.0, double hi = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor t = Tensor::empty(shape, dt);
-  for (Index i = 0; i < t.numel(); ++i) {
-    if (dt == DType::f64)
-      t.data<double>()[i] = u(rng);
-    else
-      t.data<float>()[i] = static_cast<float>(u(rng));
-  }
-  return t;
-}
-
-inline double value_at(const Tensor& t, Index i) {
-  return t.dtype() == DType::f64 ? t.data<double>()[i] : t.data<float>()[i];
-}
+using test::random_tensor;
+using test::value_at;
 
 // max |a - b| / max |b| (b the reference); 0 when both are empty or b is all zero and a == b.
 inline double rel_error(const Tensor& a, const Tensor& b) {

@@ -2,6 +2,7 @@
 
 #include "runtime/conv_layer.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/mpi/conv_sweep.hpp"
 #include "tests/mpi/helpers.hpp"
 #include "tests/mpi/layer_check.hpp"
 
@@ -62,28 +63,6 @@ std::vector<ConvCase> conv_cases() {
   return c;
 }
 
-// Spatial dim i sharded over mesh axis i (a "data" axis shards the batch), balanced or
-// with random uneven sizes (zeros included).
-ShardSpec spec_for(const Mesh& mesh, const std::vector<Index>& shape, std::mt19937& rng,
-                   bool uneven) {
-  const int nd = static_cast<int>(shape.size()) - 2;
-  std::vector<Placement> dims(shape.size(), Replicate());
-  std::vector<std::vector<Index>> sizes(shape.size());
-  int spatial = 0;
-  for (int a = 0; a < mesh.ndim(); ++a) {
-    int d;
-    if (mesh.names()[a] == "data")
-      d = 0;
-    else if (spatial < nd)
-      d = 2 + spatial++;
-    else
-      continue;
-    dims[d] = Shard(a);
-    if (uneven) sizes[d] = test::random_sizes(rng, shape[d], mesh.dim(a));
-  }
-  return ShardSpec(shape, dims, mesh, {}, sizes);
-}
-
 // Naive float64 conv on the full tensor (zero or circular padding): the independent
 // reference for the one-rank layer.
 Tensor naive_conv(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -141,29 +120,13 @@ std::unique_ptr<Layer> make_conv(const ConvOptions& o) {
 }
 
 void run_cases(const std::vector<ConvCase>& cases, DType dt, double tol, int trials_per_mesh) {
-  std::mt19937 rng(23);
-  int checked = 0;
-  for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
-    for (const ConvCase& c : cases) {
-      for (int t = 0; t < trials_per_mesh; ++t) {
-        ConvOptions o = c.o;
-        o.dtype = dt;
-        o.split = (t + checked) % 2 ? OutputSplit::Aligned : OutputSplit::Balanced;
-        o.bias = (t + checked) % 5 != 4;
-        o.overlap = (t + checked) % 3 == 1;
-        const ShardSpec spec = spec_for(mesh, c.shape, rng, t % 2 == 1);
-        const auto cmp = test::compare_with_one_rank(
-            mesh, spec, [&] { return make_conv(o); }, dt, MemSpace::Host,
-            static_cast<unsigned>(100 + checked));
-        INFO(c.label << " " << name_of(dt) << " mesh " << mesh.str() << " spec " << spec.str()
-                     << (o.split == OutputSplit::Aligned ? " aligned" : " balanced")
-                     << (o.overlap ? " overlap" : "") << ": " << cmp.str());
-        MPI_CHECK(cmp.worst() <= tol);
-        ++checked;
-      }
-    }
-  }
-  MPI_REQUIRE(checked > 0);
+  test::sweep_conv_cases(
+      cases, dt, tol, trials_per_mesh, 23, 100,
+      [](ConvOptions& o, int k) -> std::string {
+        o.overlap = k % 3 == 1;
+        return o.overlap ? " overlap" : "";
+      },
+      make_conv);
 }
 
 std::vector<ConvCase> subset(const std::vector<ConvCase>& all, std::vector<int> ids) {
@@ -223,14 +186,7 @@ TEST_CASE("Conv gradients match finite differences on one rank", "[conv][full][s
 
 TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
           "[conv][full][subset]") {
-  auto throws = [](const std::function<void()>& f, const std::string& needle) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what()).find(needle) != std::string::npos;
-    }
-    return false;
-  };
+  const auto& throws = test::throws_with;
   MPI_CHECK(throws([] { ConvNd(conv(2, 3, 4, {3}, {1}, {1}, {1}, 2)); }, "groups"));
   MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {0}, {1}, {0})); }, "kernel"));
   MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {3}, {1}, {3})); }, "narrower than the window"));

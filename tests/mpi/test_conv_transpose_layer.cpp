@@ -2,6 +2,7 @@
 
 #include "runtime/conv_transpose_layer.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/mpi/conv_sweep.hpp"
 #include "tests/mpi/helpers.hpp"
 #include "tests/mpi/layer_check.hpp"
 
@@ -53,26 +54,6 @@ std::vector<TCase> tcases() {
   return c;
 }
 
-ShardSpec spec_for(const Mesh& mesh, const std::vector<Index>& shape, std::mt19937& rng,
-                   bool uneven) {
-  const int nd = static_cast<int>(shape.size()) - 2;
-  std::vector<Placement> dims(shape.size(), Replicate());
-  std::vector<std::vector<Index>> sizes(shape.size());
-  int spatial = 0;
-  for (int a = 0; a < mesh.ndim(); ++a) {
-    int d;
-    if (mesh.names()[a] == "data")
-      d = 0;
-    else if (spatial < nd)
-      d = 2 + spatial++;
-    else
-      continue;
-    dims[d] = Shard(a);
-    if (uneven) sizes[d] = test::random_sizes(rng, shape[d], mesh.dim(a));
-  }
-  return ShardSpec(shape, dims, mesh, {}, sizes);
-}
-
 // Naive float64 transposed conv: every input cell scatters its window into the output.
 Tensor naive_tconv(const TCase& c, const Tensor& x, const Tensor& w, const Tensor& b) {
   const ConvTransposeOptions& o = c.o;
@@ -120,28 +101,10 @@ Tensor naive_tconv(const TCase& c, const Tensor& x, const Tensor& w, const Tenso
 }
 
 void run_cases(const std::vector<TCase>& cases, DType dt, double tol, int trials_per_mesh) {
-  std::mt19937 rng(29);
-  int checked = 0;
-  for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
-    for (const TCase& c : cases) {
-      for (int t = 0; t < trials_per_mesh; ++t) {
-        ConvTransposeOptions o = c.o;
-        o.dtype = dt;
-        o.split = (t + checked) % 2 ? OutputSplit::Aligned : OutputSplit::Balanced;
-        o.bias = (t + checked) % 5 != 4;
-        const ShardSpec spec = spec_for(mesh, c.shape, rng, t % 2 == 1);
-        const auto cmp = test::compare_with_one_rank(
-            mesh, spec, [&] { return std::make_unique<ConvTransposeNd>(o); }, dt, MemSpace::Host,
-            static_cast<unsigned>(200 + checked));
-        INFO(c.label << " " << name_of(dt) << " mesh " << mesh.str() << " spec " << spec.str()
-                     << (o.split == OutputSplit::Aligned ? " aligned" : " balanced") << ": "
-                     << cmp.str());
-        MPI_CHECK(cmp.worst() <= tol);
-        ++checked;
-      }
-    }
-  }
-  MPI_REQUIRE(checked > 0);
+  test::sweep_conv_cases(
+      cases, dt, tol, trials_per_mesh, 29, 200,
+      [](ConvTransposeOptions&, int) { return std::string(); },
+      [](const ConvTransposeOptions& o) { return std::make_unique<ConvTransposeNd>(o); });
 }
 
 std::vector<TCase> subset(std::vector<int> ids) {
@@ -201,14 +164,7 @@ TEST_CASE("Transposed conv gradients match finite differences on one rank",
 }
 
 TEST_CASE("Transposed conv rejects bad parameters and inputs", "[tconv][full][subset]") {
-  auto throws = [](const std::function<void()>& f, const std::string& needle) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what()).find(needle) != std::string::npos;
-    }
-    return false;
-  };
+  const auto& throws = test::throws_with;
   MPI_CHECK(throws([] { ConvTransposeNd(tconv(1, 2, 2, {3}, {2}, {0}, {2})); }, "output_padding"));
   MPI_CHECK(throws([] { ConvTransposeNd(tconv(1, 2, 3, {3}, {2}, {0}, {0}, {1}, 2)); }, "groups"));
   MPI_CHECK(throws([] { ConvTransposeNd(tconv(1, 2, 2, {3}, {1}, {3})); }, "narrower"));

@@ -8,6 +8,7 @@
 #include "runtime/pool_layer.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
+#include "tests/mpi/layer_sweep.hpp"
 #include "tests/mpi/ops_layer_check.hpp"
 
 using namespace tessera;
@@ -82,33 +83,10 @@ Tensor naive_pool2d(const PoolOptions& o, const Tensor& x) {
 }  // namespace
 
 TEST_CASE("Sharded pooling equals single-rank pooling, forward and backward", "[pool]") {
-  const bool many = test::world_size() >= 8;  // 8 ranks: a subset
   std::mt19937 rng(5);
-  int runs = 0;
-  double worst = 0;
-  for (const Case& c : cases()) {
-    const int ns = static_cast<int>(c.opts.kernel.size());
-    for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
-      for (int layout = 0; layout < (many ? 2 : 3); ++layout) {
-        for (DType dt : {DType::f64, DType::f32}) {
-          if (many && dt == DType::f32) continue;
-          const auto dims = ops::layer_dims(mesh, ns);
-          const auto sizes = ops::layer_sizes(rng, mesh, c.shape, dims, layout > 0);
-          const Tensor x = ops::random_tensor(c.shape, dt, 11 + runs);
-          PoolOptions o = c.opts;
-          o.split = layout == 1 ? OutputSplit::Aligned : OutputSplit::Balanced;
-          const auto e = ops::compare_with_single_rank(
-              mesh, [&] { return std::make_unique<Pool>(o); }, x, dims, sizes);
-          INFO(c.what << " on " << mesh.str() << " layout " << layout << " " << name_of(dt)
-                      << ": y " << e.y << " dx " << e.dx);
-          MPI_CHECK(e.spec_ok);
-          MPI_CHECK(e.worst() <= ops::tolerance(dt));
-          worst = std::max(worst, e.worst());
-          ++runs;
-        }
-      }
-    }
-  }
+  const auto [runs, worst] = ops::sweep_layouts(
+      cases(), rng, 11, [](const PoolOptions& o) { return static_cast<int>(o.kernel.size()); },
+      [](const PoolOptions& o) -> std::unique_ptr<Layer> { return std::make_unique<Pool>(o); });
   INFO("runs " << runs << ", worst relative error " << worst);
   MPI_CHECK(runs > 0);
 }

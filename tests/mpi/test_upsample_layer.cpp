@@ -6,6 +6,7 @@
 #include "runtime/upsample_layer.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
+#include "tests/mpi/layer_sweep.hpp"
 #include "tests/mpi/ops_layer_check.hpp"
 
 using namespace tessera;
@@ -77,32 +78,13 @@ Tensor naive_upsample(const UpsampleOptions& opt, const Tensor& x) {
 }  // namespace
 
 TEST_CASE("Sharded upsampling equals single-rank upsampling, forward and backward", "[upsample]") {
-  const bool many = test::world_size() >= 8;
   std::mt19937 rng(9);
-  int runs = 0;
-  for (const Case& c : cases()) {
-    const int ns = static_cast<int>(c.opts.scale.size());
-    for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
-      for (int layout = 0; layout < (many ? 2 : 3); ++layout) {
-        for (DType dt : {DType::f64, DType::f32}) {
-          if (many && dt == DType::f32) continue;
-          const auto dims = ops::layer_dims(mesh, ns);
-          const auto sizes = ops::layer_sizes(rng, mesh, c.shape, dims, layout > 0);
-          const Tensor x = ops::random_tensor(c.shape, dt, 21 + runs);
-          UpsampleOptions o = c.opts;
-          o.split = layout == 1 ? OutputSplit::Aligned : OutputSplit::Balanced;
-          const auto e = ops::compare_with_single_rank(
-              mesh, [&] { return std::make_unique<Upsample>(o); }, x, dims, sizes);
-          INFO(c.what << " on " << mesh.str() << " layout " << layout << " " << name_of(dt)
-                      << ": y " << e.y << " dx " << e.dx);
-          MPI_CHECK(e.spec_ok);
-          MPI_CHECK(e.worst() <= ops::tolerance(dt));
-          ++runs;
-        }
-      }
-    }
-  }
-  MPI_CHECK(runs > 0);
+  const ops::SweepResult r = ops::sweep_layouts(
+      cases(), rng, 21, [](const UpsampleOptions& o) { return static_cast<int>(o.scale.size()); },
+      [](const UpsampleOptions& o) -> std::unique_ptr<Layer> {
+        return std::make_unique<Upsample>(o);
+      });
+  MPI_CHECK(r.runs > 0);
 }
 
 TEST_CASE("Upsampling on thin and empty shards", "[upsample]") {
