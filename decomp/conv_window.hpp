@@ -30,9 +30,9 @@ struct WindowDim {
   void validate(const char* where) const {
     if (kernel >= 1 && stride >= 1 && dilation >= 1 && pad_lo >= 0 && pad_hi >= 0) return;
     std::ostringstream os;
-    os << where << ": a window needs kernel, stride, dilation >= 1 and padding >= 0 (got k="
-       << kernel << " s=" << stride << " d=" << dilation << " pad=" << pad_lo << "," << pad_hi
-       << ")";
+    os << where
+       << ": a window needs kernel, stride, dilation >= 1 and padding >= 0 (got k=" << kernel
+       << " s=" << stride << " d=" << dilation << " pad=" << pad_lo << "," << pad_hi << ")";
     throw Error(os.str());
   }
 };

@@ -131,9 +131,9 @@ struct HaloExchange::Impl {
     TESSERA_CHECK(t.spec() == spec, "HaloExchange: tensor spec " << t.spec().str()
                                                                  << " differs from the plan's "
                                                                  << spec.str());
-    TESSERA_CHECK(t.widths() == widths || (t.left() == widths.left(me) &&
-                                           t.right() == widths.right(me)),
-                  "HaloExchange: tensor ghost widths differ from the plan's");
+    TESSERA_CHECK(
+        t.widths() == widths || (t.left() == widths.left(me) && t.right() == widths.right(me)),
+        "HaloExchange: tensor ghost widths differ from the plan's");
   }
 
   const std::vector<kernels::PackRegion>& regions(const std::vector<PeerMessage>& msgs) const {
@@ -286,8 +286,8 @@ struct HaloExchange::Impl {
              static_cast<std::size_t>(idx) + 1);
       }
     }
-    TESSERA_MPI(MPI_Waitall(static_cast<int>(reqs.size() - nin), reqs.data() + nin,
-                            MPI_STATUSES_IGNORE));
+    TESSERA_MPI(
+        MPI_Waitall(static_cast<int>(reqs.size() - nin), reqs.data() + nin, MPI_STATUSES_IGNORE));
   }
 };
 
@@ -367,7 +367,7 @@ void HaloExchange::begin_adjoint(const HaloTensor& t) {
   const ScopedCommTimer timer(comm_times().halo_s);
   Impl& m = *impl_;
   m.check_tensor(t);
-  add_type_of(t.padded().dtype());   // refuse non-addable dtypes before anything is posted
+  add_type_of(t.padded().dtype());          // refuse non-addable dtypes before anything is posted
   m.start(t, m.recvs, m.sends, 12, false);  // ghosts travel back to their owners
   m.phase = Impl::Phase::Adjoint;
 }

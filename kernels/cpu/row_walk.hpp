@@ -27,5 +27,4 @@ void for_each_row(const StridedCopy& c, Fn&& fn) {
   }
 }
 
-
 }  // namespace tessera::kernels

@@ -68,13 +68,13 @@ void strided_copy_host(void* dst, const void* src, const StridedCopy& c0, std::s
       case 32:
         return copy_rows<32>(d, s, c, es);
       default:
-        for_each_row(c, [&](Index so, Index dof) { std::memcpy(d + dof * es, s + so * es, bytes); });
+        for_each_row(c,
+                     [&](Index so, Index dof) { std::memcpy(d + dof * es, s + so * es, bytes); });
         return;
     }
   }
   for_each_row(c, [&](Index so, Index dof) {
-    for (Index k = 0; k < n; ++k)
-      std::memcpy(d + (dof + k * ds) * es, s + (so + k * ss) * es, es);
+    for (Index k = 0; k < n; ++k) std::memcpy(d + (dof + k * ds) * es, s + (so + k * ss) * es, es);
   });
 }
 

@@ -41,8 +41,8 @@ TEST_CASE("Device halo exchange equals the host exchange, forward and adjoint", 
       o.deterministic = true;
       HaloExchange ex(mesh, spec, c.left, c.right, o);
       for (DType dt : {DType::f32, DType::f64}) {
-        HaloTensor h(mesh, spec, c.left, c.right, dt), d(mesh, spec, c.left, c.right, dt,
-                                                         MemSpace::Cuda);
+        HaloTensor h(mesh, spec, c.left, c.right, dt),
+            d(mesh, spec, c.left, c.right, dt, MemSpace::Cuda);
         Tensor v = Tensor::empty(h.padded().shape(), DType::f64);
         for (Index i = 0; i < v.numel(); ++i) v.data<double>()[i] = u(rng);
         Tensor vt = Tensor::empty(v.shape(), dt);

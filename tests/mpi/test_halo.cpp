@@ -116,8 +116,7 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
         }
         INFO("mesh " << mesh.str() << " spec " << spec.str() << " left " << shape_str(h.left())
                      << " right " << shape_str(h.right()) << " per-block " << !widths.uniform()
-                     << " periodic " << c.periodic[0]
-                     << c.periodic[1] << c.periodic[2]);
+                     << " periodic " << c.periodic[0] << c.periodic[1] << c.periodic[2]);
         MPI_REQUIRE(ok);
         ++checked;
       }
