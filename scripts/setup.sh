@@ -28,7 +28,9 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 build=${TESSERA_BUILD_DIR:-build}
 # shellcheck disable=SC2086
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${TESSERA_CMAKE_ARGS:-} >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log"; exit 1; }
-grep -E "^-- Tessera" "$build.configure.log" || true
+mkdir -p "$build"
+log="$build/configure.log"  # inside the (ignored) build folder, never in the tree
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${TESSERA_CMAKE_ARGS:-} >"$log" 2>&1 ||
+  { cat "$log"; exit 1; }
+grep -E "^-- Tessera" "$log" || true
 cmake --build "$build" -j "$(nproc)"
