@@ -2,7 +2,7 @@
 // Conv2d 32->32 3x3 on 1x32x2048x2048 and Conv3d 16->16 3x3x3 on 1x16x256^3, float32,
 // forward + backward (data, weights, bias), on the host.
 //  (a) one rank: the sharded layer against the bare oneDNN primitives (forward, backward
-//      data, backward weights with bias) on the same input in the same run;
+//      data, backward weights with bias) on the same input, timed alternately rep by rep;
 //  (b) domain-parallel efficiency T(1 rank, C threads) / T(C ranks, 1 thread each), C the
 //      cores per node: the case sets the OpenMP thread count itself (--threads, default
 //      cores per node / ranks per node);
@@ -14,8 +14,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <thread>
+#include <tuple>
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
@@ -169,10 +171,23 @@ json run_one(Context& ctx, const Options& opt, int nd, Index n, Index c, int thr
   // Timing: x and dy held by the caller, forward + backward per repetition.
   const ShardTensor x(mesh, spec, pseudo_random(spec.local_shape(coords), seed));
   const ShardTensor dy(mesh, out_spec, pseudo_random(out_spec.local_shape(coords), seed + 7));
-  const Timing t = time_collective(mesh.comm(), reps, warmup, [&] {
+  auto step = [&] {
     layer.forward(x);
     layer.backward(dy);
-  });
+  };
+  // At one rank the bare primitives are the baseline: built here and timed alternately with
+  // the layer, rep by rep, so both see the same load on a shared machine.
+  const Tensor dxt = mesh.size() == 1 ? Tensor::empty(shape, DType::f32) : Tensor();
+  std::unique_ptr<BareDnnl> bare;
+  if (mesh.size() == 1)
+    bare = std::make_unique<BareDnnl>(shape, layer.weight().value.shape(), out_spec.global_shape(),
+                                      x.local(), layer.weight().value, layer.bias()->value,
+                                      dy.local(), dxt);
+  Timing t, tb;
+  if (bare)
+    std::tie(t, tb) = time_interleaved(mesh.comm(), reps, warmup, step, [&] { bare->run(); });
+  else
+    t = time_collective(mesh.comm(), reps, warmup, step);
   json row = {{"conv", std::to_string(nd) + "d"},
               {"shape", shape_str(shape)},
               {"ranks", mesh.size()},
@@ -194,15 +209,11 @@ json run_one(Context& ctx, const Options& opt, int nd, Index n, Index c, int thr
     row["t_overlap_s"] = to.median_s;
     row["overlap_speedup"] = t.median_s / to.median_s;
   }
-  if (mesh.size() == 1) {
-    const Tensor dxt = Tensor::empty(shape, DType::f32);
-    BareDnnl bare(shape, layer.weight().value.shape(), out_spec.global_shape(), x.local(),
-                  layer.weight().value, layer.bias()->value, dy.local(), dxt);
-    const Timing tb = time_collective(mesh.comm(), reps, warmup, [&] { bare.run(); });
+  if (bare) {
     // The two must compute the same thing: compare the forward outputs.
     const Tensor y = layer.forward(x).local();
     const float* a = y.data<float>();
-    const float* b = static_cast<const float*>(bare.y.get_data_handle());
+    const float* b = static_cast<const float*>(bare->y.get_data_handle());
     double diff = 0, scale = 1e-30;
     for (Index i = 0; i < y.numel(); ++i) {
       diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));

@@ -35,16 +35,8 @@ std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
 Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    MPI_Barrier(comm);
-    const double t0 = MPI_Wtime();
-    fn();
-    double dt = MPI_Wtime() - t0, worst = 0;
-    MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
-    t.push_back(worst);
-  }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front()};
+  for (int i = 0; i < reps; ++i) t.push_back(time_once(comm, fn));
+  return summary(t);
 }
 
 }  // namespace tessera::bench
