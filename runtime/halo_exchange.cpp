@@ -1,12 +1,14 @@
 #include "runtime/halo_exchange.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "decomp/halo_geometry.hpp"
 #include "runtime/comm_timers.hpp"
 #include "kernels/region_pack.hpp"
 #include "runtime/context.hpp"
 #include "runtime/mpi_datatype.hpp"
+#include "runtime/node_mailbox.hpp"
 #include "runtime/tensor.hpp"
 
 namespace tessera {
@@ -99,6 +101,36 @@ std::vector<Index> shortest_runs(const std::vector<PeerMessage>& msgs,
   return out;
 }
 
+// Regions of `mine` (one direction's messages on this rank, with their region table) rebased
+// onto the sender's buffer: message i's regions start where the sender packed it, at
+// offset_in_sender[i].
+std::vector<kernels::PackRegion> rebased(const std::vector<PeerMessage>& mine,
+                                         std::vector<kernels::PackRegion> table,
+                                         const std::vector<Index>& offset_in_sender) {
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const PeerMessage& m = mine[i];
+    const Index shift = offset_in_sender[i] - m.offset;
+    for (std::size_t r = 0; r < m.boxes.size(); ++r)
+      table[static_cast<std::size_t>(m.first_region) + r].buffer_offset += shift;
+  }
+  return table;
+}
+
+// Offset of the message to `me` in a peer's message list.
+Index offset_of_message_to(const std::vector<PeerMessage>& peer_msgs, int me) {
+  for (const PeerMessage& m : peer_msgs)
+    if (m.peer == me) return m.offset;
+  throw Error("HaloExchange: internal error, halo plans of two blocks do not pair up");
+}
+
+constexpr int kReadyTag = 13, kDoneTag = 14;  // zero-byte signals of node-shared messages
+
+void wait_all(std::vector<MPI_Request>& r) {
+  if (!r.empty())
+    TESSERA_MPI(MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE));
+  r.clear();
+}
+
 }  // namespace
 
 struct HaloExchange::Impl {
@@ -119,6 +151,14 @@ struct HaloExchange::Impl {
   // Per message of the exchange in flight: MPI walks the padded buffer through its derived
   // type (in place) instead of our pack and unpack.
   std::vector<char> out_direct, in_direct;
+  // Node-shared send buffers (null: messages only). A message to an on-node peer is packed
+  // into this rank's buffer and signalled ready; the peer unpacks it from there and signals
+  // done; the next exchange waits for every done before it packs again.
+  std::unique_ptr<NodeMailbox> mailbox;
+  // Receive-side region tables rebased onto the senders' buffers, per direction.
+  std::vector<kernels::PackRegion> fwd_shared_regions, adj_shared_regions;
+  std::vector<char> out_shared, in_shared;  // per message of the exchange in flight
+  std::vector<MPI_Request> done_recvs, done_sends;
   // In-flight state.
   enum class Phase { Idle, Forward, Adjoint } phase = Phase::Idle;
   const HaloTensor* target = nullptr;
@@ -141,7 +181,7 @@ struct HaloExchange::Impl {
   }
 
   // Packs or unpacks messages [first, last) of `msgs` between t and buf.
-  void pack(const HaloTensor& t, const std::vector<PeerMessage>& msgs, Tensor& buf,
+  void pack(const HaloTensor& t, const std::vector<PeerMessage>& msgs, void* buf,
             kernels::PackOp op, std::size_t first, std::size_t last) {
     if (first >= last) return;
     const auto& table = regions(msgs);
@@ -152,11 +192,26 @@ struct HaloExchange::Impl {
     const auto add =
         op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : kernels::AddType::F32;
     if (p.space() == MemSpace::Host)
-      kernels::region_pack_host(p.raw(), buf.raw(), table.data() + r0, r1 - r0, end, elem_size, op,
-                                add);
+      kernels::region_pack_host(p.raw(), buf, table.data() + r0, r1 - r0, end, elem_size, op, add);
     else
-      kernels::region_pack_cuda(p.raw(), buf.raw(), table.data() + r0, r1 - r0, end, elem_size, op,
-                                add);
+      kernels::region_pack_cuda(p.raw(), buf, table.data() + r0, r1 - r0, end, elem_size, op, add);
+  }
+
+  // Unpacks message i of `in` straight from its sender's node-shared buffer, then tells the
+  // sender it is done with it.
+  void unpack_shared(const std::vector<PeerMessage>& in, std::size_t i, kernels::PackOp op) {
+    const auto& table = &in == &recvs ? fwd_shared_regions : adj_shared_regions;
+    const PeerMessage& m = in[i];
+    const auto r0 = static_cast<std::size_t>(m.first_region);
+    const Tensor& p = target->padded();
+    const auto add =
+        op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : kernels::AddType::F32;
+    mailbox->sync();  // the sender's stores, published before its ready signal
+    kernels::region_pack_host(p.raw(), mailbox->buffer_of(m.peer), table.data() + r0,
+                              static_cast<int>(m.boxes.size()), table[r0].buffer_offset + m.count,
+                              elem_size, op, add);
+    done_sends.emplace_back();
+    TESSERA_MPI(MPI_Isend(nullptr, 0, MPI_BYTE, m.peer, kDoneTag, comm, &done_sends.back()));
   }
 
   // The MPI element type (and the per-message derived types over the padded buffer)
@@ -191,49 +246,61 @@ struct HaloExchange::Impl {
     return out;
   }
 
-  // Posts receives for `in`, then packs and sends `out`. Messages whose runs are long
-  // enough travel in place when `in_place_ok` (forward on host memory): MPI reads and writes
-  // the padded buffer through derived datatypes, no pack buffer. The others are packed; on
-  // host memory each is sent as soon as it is packed, so the first bytes travel while the
-  // rest is packed; on device memory one kernel packs all messages (then host staging if
-  // MPI cannot take device pointers).
+  // Posts receives for `in`, then packs and sends `out`. On host memory, messages to and
+  // from on-node peers go through the node-shared buffers (when enabled); of the others,
+  // those whose runs are long enough travel in place when `in_place_ok` (forward): MPI reads
+  // and writes the padded buffer through derived datatypes, no pack buffer. The rest are
+  // packed; on host memory each is sent (or signalled) as soon as it is packed, so the first
+  // bytes travel while the rest is packed; on device memory one kernel packs all messages
+  // (then host staging if MPI cannot take device pointers).
   void start(const HaloTensor& t, const std::vector<PeerMessage>& out,
              const std::vector<PeerMessage>& in, int tag, bool in_place_ok) {
     const Tensor& p = t.padded();
     use_element_size(p.elem_size());
+    const bool host = p.space() == MemSpace::Host;
+    const bool shared = host && mailbox;
+    // The previous exchange's readers must be done with this rank's buffer before it is
+    // packed again.
+    wait_all(done_recvs);
     const Index min_run = static_cast<Index>(opts.in_place_min_run_bytes / elem_size);
+    out_shared.assign(out.size(), 0);
+    in_shared.assign(in.size(), 0);
     out_direct.assign(out.size(), 0);
     in_direct.assign(in.size(), 0);
-    if (in_place_ok) {  // forward: out == sends, in == recvs
-      for (std::size_t i = 0; i < out.size(); ++i) out_direct[i] = send_run[i] >= min_run;
-      for (std::size_t i = 0; i < in.size(); ++i) in_direct[i] = recv_run[i] >= min_run;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out_shared[i] = shared && mailbox->shares(out[i].peer);
+      out_direct[i] = in_place_ok && !out_shared[i] && send_run[i] >= min_run;
+    }
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      in_shared[i] = shared && mailbox->shares(in[i].peer);
+      in_direct[i] = in_place_ok && !in_shared[i] && recv_run[i] >= min_run;
     }
     // Message buffers persist across exchanges of the same dtype and memory space.
-    auto reuse = [&](Tensor& b, Index n) {
-      if (!b.defined() || b.numel() != n || b.dtype() != p.dtype() || b.space() != p.space())
-        b = Tensor::empty({n}, p.dtype(), p.space());
+    auto reuse = [&](Tensor& b, Index n, MemSpace space) {
+      if (!b.defined() || b.numel() != n || b.dtype() != p.dtype() || b.space() != space)
+        b = Tensor::empty({n}, p.dtype(), space);
     };
-    reuse(out_buf, total(out));
-    reuse(in_buf, total(in));
-    const bool host = p.space() == MemSpace::Host;
+    if (!shared) reuse(out_buf, total(out), p.space());
+    reuse(in_buf, total(in), p.space());
     const bool direct = mpi_accepts(p.space());
     if (direct) {
       out_wire = out_buf;
       in_wire = in_buf;
     } else {
-      auto staging = [&](Tensor& w, Index n) {
-        if (!w.defined() || w.numel() != n || w.dtype() != p.dtype() || w.space() != MemSpace::Host)
-          w = Tensor::empty({n}, p.dtype(), MemSpace::Host);
-      };
-      staging(out_wire, total(out));
-      staging(in_wire, total(in));
+      reuse(out_wire, total(out), MemSpace::Host);
+      reuse(in_wire, total(in), MemSpace::Host);
     }
+    TESSERA_CHECK(!shared || total(out) * static_cast<Index>(elem_size) <=
+                                 static_cast<Index>(mailbox->bytes()),
+                  "HaloExchange: internal error, node-shared buffer too small");
     reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
     void* base = p.raw();
     auto* ib = static_cast<unsigned char*>(in_wire.raw());
-    auto* ob = static_cast<unsigned char*>(out_wire.raw());
+    auto* ob = shared ? mailbox->mine() : static_cast<unsigned char*>(out_wire.raw());
     for (std::size_t i = 0; i < in.size(); ++i) {
-      if (in_direct[i])
+      if (in_shared[i])
+        TESSERA_MPI(MPI_Irecv(nullptr, 0, MPI_BYTE, in[i].peer, kReadyTag, comm, &reqs[i]));
+      else if (in_direct[i])
         TESSERA_MPI(MPI_Irecv(base, 1, recv_types[i].get(), in[i].peer, tag, comm, &reqs[i]));
       else
         TESSERA_MPI(MPI_Irecv(ib + in[i].offset * elem_size,
@@ -242,24 +309,40 @@ struct HaloExchange::Impl {
     }
     auto send = [&](std::size_t i) {
       MPI_Request* r = &reqs[in.size() + i];
-      if (out_direct[i])
+      if (out_shared[i]) {
+        mailbox->sync();  // publish the packed message before the ready signal
+        TESSERA_MPI(MPI_Isend(nullptr, 0, MPI_BYTE, out[i].peer, kReadyTag, comm, r));
+        done_recvs.emplace_back();
+        TESSERA_MPI(
+            MPI_Irecv(nullptr, 0, MPI_BYTE, out[i].peer, kDoneTag, comm, &done_recvs.back()));
+      } else if (out_direct[i]) {
         TESSERA_MPI(MPI_Isend(base, 1, send_types[i].get(), out[i].peer, tag, comm, r));
-      else
+      } else {
         TESSERA_MPI(MPI_Isend(ob + out[i].offset * elem_size,
                               checked_count(out[i].count, "halo message"), elem.get(), out[i].peer,
                               tag, comm, r));
+      }
     };
     if (host) {
       for (std::size_t i = 0; i < out.size(); ++i) {
-        if (!out_direct[i]) pack(t, out, out_buf, kernels::PackOp::Pack, i, i + 1);
+        if (!out_direct[i]) pack(t, out, ob, kernels::PackOp::Pack, i, i + 1);
         send(i);
       }
     } else {
-      pack(t, out, out_buf, kernels::PackOp::Pack, 0, out.size());
+      pack(t, out, out_buf.raw(), kernels::PackOp::Pack, 0, out.size());
       if (!direct) out_wire.copy_from(out_buf);
       for (std::size_t i = 0; i < out.size(); ++i) send(i);
     }
     target = &t;
+  }
+
+  // Applies received message i of `in` with `op`, wherever it is.
+  void apply(const std::vector<PeerMessage>& in, std::size_t i, kernels::PackOp op) {
+    if (in_direct[i]) return;  // MPI wrote it in place
+    if (in_shared[i])
+      unpack_shared(in, i, op);
+    else
+      pack(*target, in, in_buf.raw(), op, i, i + 1);
   }
 
   // Waits for the receives of `in` and applies each with `op` as it arrives (or, when
@@ -268,26 +351,25 @@ struct HaloExchange::Impl {
   void complete(const std::vector<PeerMessage>& in, kernels::PackOp op, bool ordered) {
     const std::size_t nin = in.size();
     const bool staged = in_wire.raw() != in_buf.raw();
-    if (ordered || staged) {
+    if (staged) {  // device memory: one unpack kernel over all messages
       TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
-      if (staged) in_buf.copy_from(in_wire);
+      in_buf.copy_from(in_wire);
+      pack(*target, in, in_buf.raw(), op, 0, nin);
+    } else if (ordered) {
+      TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
       // Peer order, then plan order: the same sequence of operations on every run.
-      if (op == kernels::PackOp::UnpackAdd)
-        for (std::size_t i = 0; i < nin; ++i) pack(*target, in, in_buf, op, i, i + 1);
-      else
-        pack(*target, in, in_buf, op, 0, nin);  // staged: device memory, never in place
+      for (std::size_t i = 0; i < nin; ++i) apply(in, i, op);
     } else {
       for (std::size_t left = nin; left > 0; --left) {
         int idx = MPI_UNDEFINED;
         TESSERA_MPI(MPI_Waitany(static_cast<int>(nin), reqs.data(), &idx, MPI_STATUS_IGNORE));
         if (idx == MPI_UNDEFINED) break;
-        if (in_direct[static_cast<std::size_t>(idx)]) continue;  // MPI wrote it in place
-        pack(*target, in, in_buf, op, static_cast<std::size_t>(idx),
-             static_cast<std::size_t>(idx) + 1);
+        apply(in, static_cast<std::size_t>(idx), op);
       }
     }
     TESSERA_MPI(
         MPI_Waitall(static_cast<int>(reqs.size() - nin), reqs.data() + nin, MPI_STATUSES_IGNORE));
+    wait_all(done_sends);
   }
 };
 
@@ -332,6 +414,31 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   TESSERA_MPI(MPI_Comm_rank(m.comm, &m.me));
   TESSERA_CHECK(m.me == block,
                 "HaloExchange: internal error, block " << block << " got rank " << m.me);
+
+  if (!opts.node_shared) return;
+  // Room for either direction's outgoing messages at the widest element (8 bytes).
+  const Index most = std::max(total(m.sends), total(m.recvs));
+  m.mailbox = std::make_unique<NodeMailbox>(m.comm, static_cast<std::size_t>(most) * 8,
+                                            opts.node_group_ranks);
+  // Where each on-node sender packs the message this rank receives: forward, in the
+  // sender's sends; adjoint, in its receives (ghosts travel back).
+  std::vector<Index> fwd_off, adj_off;
+  for (const PeerMessage& r : m.recvs) {
+    Index off = r.offset;
+    if (m.mailbox->shares(r.peer))
+      off = offset_of_message_to(group(geo.plan(r.peer).sends, [](const auto& s) { return s.src; }),
+                                 m.me);
+    fwd_off.push_back(off);
+  }
+  for (const PeerMessage& s : m.sends) {
+    Index off = s.offset;
+    if (m.mailbox->shares(s.peer))
+      off = offset_of_message_to(group(geo.plan(s.peer).recvs, [](const auto& r) { return r.dst; }),
+                                 m.me);
+    adj_off.push_back(off);
+  }
+  m.fwd_shared_regions = rebased(m.recvs, m.recv_regions, fwd_off);
+  m.adj_shared_regions = rebased(m.sends, m.send_regions, adj_off);
 }
 
 HaloExchange::~HaloExchange() {
@@ -339,9 +446,22 @@ HaloExchange::~HaloExchange() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  if (impl_->phase != Impl::Phase::Idle)
-    MPI_Waitall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), MPI_STATUSES_IGNORE);
-  if (impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
+  Impl& m = *impl_;
+  if (m.phase != Impl::Phase::Idle) {
+    // Abandoned mid-exchange: complete it, and release the senders of shared messages.
+    MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE);
+    const auto& in = m.phase == Impl::Phase::Forward ? m.recvs : m.sends;
+    for (std::size_t i = 0; i < m.in_shared.size(); ++i)
+      if (m.in_shared[i]) {
+        m.done_sends.emplace_back();
+        MPI_Isend(nullptr, 0, MPI_BYTE, in[i].peer, kDoneTag, m.comm, &m.done_sends.back());
+      }
+  }
+  MPI_Waitall(static_cast<int>(m.done_sends.size()), m.done_sends.data(), MPI_STATUSES_IGNORE);
+  // Readers of this rank's shared buffer finish before the window goes (MPI_Win_free).
+  MPI_Waitall(static_cast<int>(m.done_recvs.size()), m.done_recvs.data(), MPI_STATUSES_IGNORE);
+  if (m.comm != MPI_COMM_NULL) MPI_Comm_free(&m.comm);
+  m.mailbox.reset();
 }
 
 void HaloExchange::begin(const HaloTensor& t) {

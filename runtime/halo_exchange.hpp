@@ -27,6 +27,15 @@ struct HaloOptions {
   // send, unpack every message, as on device memory.
   bool in_place = true;
   std::size_t in_place_min_run_bytes = 64;
+  // Host memory: peers on one node exchange through an MPI-3 shared-memory window. The
+  // sender packs into its buffer there and the receiver unpacks straight out of it (two
+  // copies and two zero-byte signals per message, no transport fragments), which takes
+  // precedence over in_place for those peers. Peers on other nodes, and device memory,
+  // use messages.
+  bool node_shared = true;
+  // Splits each node's sharing group into groups of this many consecutive ranks (0: the
+  // whole node), so that mixed shared and message exchanges run on one machine.
+  int node_group_ranks = 0;
 };
 
 class HaloExchange {

@@ -7,6 +7,8 @@
 #include <new>
 #include <string>
 
+#include <sys/mman.h>
+
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
 
@@ -75,6 +77,24 @@ class HostCache {
   std::multimap<std::size_t, void*> free_;
   std::size_t cached_ = 0;
 };
+// Large host blocks start on a 2 MiB boundary and ask for transparent huge pages: strided
+// walks (halo W-faces, conv windows) touch a new 4 KiB page every few rows, and TLB misses
+// then cost as much as the data. TESSERA_HUGE_PAGES=0 turns this off.
+void* host_alloc(std::size_t bytes) {
+  constexpr std::size_t kHuge = std::size_t(2) << 20;
+  static const bool huge = [] {
+    const char* v = std::getenv("TESSERA_HUGE_PAGES");
+    return !(v && std::string(v) == "0");
+  }();
+  if (!huge || bytes < 2 * kHuge) return std::aligned_alloc(64, bytes);
+  void* p = nullptr;
+  if (posix_memalign(&p, kHuge, bytes) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+  madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // advice only: failure is harmless
+#endif
+  return p;
+}
+
 HostCache& host_cache() {
   static HostCache c;
   return c;
@@ -106,7 +126,7 @@ void* mem_alloc(MemSpace s, std::size_t bytes) {
   if (s == MemSpace::Host) {
     const std::size_t rounded = (bytes + 63) / 64 * 64;
     p = host_cache().take(rounded);
-    if (!p) p = std::aligned_alloc(64, rounded);
+    if (!p) p = host_alloc(rounded);
     if (!p) throw Error("host allocation of " + std::to_string(bytes) + " bytes failed");
   } else {
     p = device::alloc(bytes);

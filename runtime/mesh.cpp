@@ -82,7 +82,7 @@ Mesh Mesh::for_grid(MPI_Comm comm, const std::vector<Index>& shape,
                     const std::vector<std::string>& names) {
   int size = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &size));
-  return Mesh(comm, min_surface_grid(size, shape), names);
+  return Mesh(comm, min_halo_traffic_grid(size, shape), names);
 }
 
 Mesh Mesh::parse(MPI_Comm comm, const std::string& spec) {

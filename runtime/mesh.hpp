@@ -20,8 +20,8 @@ class Mesh {
   Mesh(MPI_Comm comm, const std::vector<int>& dims, const std::vector<std::string>& names = {});
   // A 1-D mesh over all of comm.
   static Mesh line(MPI_Comm comm, const std::string& name = "domain");
-  // A mesh of `ndim` axes over comm whose shape minimizes the halo surface of a grid of
-  // `spatial_shape` (one axis per spatial dim).
+  // A mesh over comm, one axis per spatial dim of a grid of `spatial_shape`, whose shape
+  // minimizes the memory traffic of its halo exchange (min_halo_traffic_grid).
   static Mesh for_grid(MPI_Comm comm, const std::vector<Index>& spatial_shape,
                        const std::vector<std::string>& names = {});
   // Parses "domain=4,data=2" ("auto" or "domain=0" lets one axis absorb the rest).

@@ -4,11 +4,16 @@
 // --ghosts=neighbours (default): ghosts only where a neighbouring shard exists, as the
 // sharded layers allocate them (zero padding at the domain edge is the kernel's); with
 // --ghosts=uniform every side gets ghosts and open ones are zeroed (--open=zero) or kept.
-// --method=in-place (default, derived datatypes over the padded buffer) or packed.
+// --method=in-place (default, derived datatypes over the padded buffer) or packed, for
+// messages; --transport=shared (default: on-node peers through node-shared buffers) or
+// messages. --grid=auto (default: Mesh::for_grid, fewest cache lines moved), surface (the
+// minimum-surface grid) or AxBxC.
 #include <algorithm>
+#include <sstream>
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
+#include "decomp/grid_factor.hpp"
 #include "runtime/halo_exchange.hpp"
 
 namespace tessera::bench {
@@ -18,7 +23,16 @@ json run(Context& ctx, const Options& opt) {
   const Index n = static_cast<Index>(opt.num("n", 256));
   const int reps = static_cast<int>(opt.num("reps", 15));
   const std::vector<Index> shape = {n, n, n};
-  Mesh mesh = Mesh::for_grid(ctx.world(), shape);
+  const std::string grid = opt.str("grid", "auto");
+  std::vector<int> dims;
+  if (grid == "surface") {
+    dims = min_surface_grid(ctx.size(), shape);
+  } else if (grid != "auto") {
+    std::stringstream ss(grid);
+    std::string f;
+    while (std::getline(ss, f, 'x')) dims.push_back(std::stoi(f));
+  }
+  Mesh mesh = dims.empty() ? Mesh::for_grid(ctx.world(), shape) : Mesh(ctx.world(), dims);
   const ShardSpec spec(shape, {Shard(0), Shard(1), Shard(2)}, mesh);
   const Box domain = Box::from_shape(shape);
   json rows = json::array();
@@ -44,6 +58,7 @@ json run(Context& ctx, const Options& opt) {
                                                     : HaloOptions::OpenFill::Zero;
     o.in_place = opt.str("method", "in-place") == "in-place";
     o.in_place_min_run_bytes = static_cast<std::size_t>(opt.num("min-run", 64));
+    o.node_shared = opt.str("transport", "shared") == "shared";
     HaloExchange ex(mesh, spec, ws, o);
     // Theoretical ghost volume: padded cells inside the domain that this rank does not own.
     const Index ghost = intersect(h.padded_box(), domain).volume() - h.interior_box().volume();
@@ -87,6 +102,7 @@ json run(Context& ctx, const Options& opt) {
                     {"field", shape_str(shape)},
                     {"ghost", w},
                     {"ghosts", uniform ? "uniform" : "neighbours"},
+                    {"transport", o.node_shared ? "shared" : "messages"},
                     {"method", o.in_place ? "in-place" : "packed"},
                     {"MiB_moved", tot[0] / (1 << 20)},
                     {"MiB_theory", tot[1] / (1 << 20)},
@@ -123,8 +139,8 @@ Case halo_case() {
   return {"halo",
           "ghost exchange of a 3-D float32 field (--n=256) with 1- and 4-cell ghosts vs raw p2p",
           {2, 4, 8},
-          {"ranks", "grid", "field", "ghost", "ghosts", "method", "MiB_moved", "MiB_theory",
-           "t_halo_ms", "t_p2p_ms", "GBps_halo", "GBps_p2p", "ratio", "bytes_equal"},
+          {"ranks", "grid", "field", "ghost", "ghosts", "transport", "method", "MiB_moved",
+           "MiB_theory", "t_halo_ms", "t_p2p_ms", "GBps_halo", "GBps_p2p", "ratio", "bytes_equal"},
           run,
           goals};
 }

@@ -1,4 +1,6 @@
+#include <chrono>
 #include <random>
+#include <thread>
 #include <tuple>
 
 #include "decomp/halo_geometry.hpp"
@@ -86,14 +88,17 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
       const Tensor ref = test::reference(c.shape, DType::i64);
       const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
       const HaloWidths widths = widths_for(rng, c, spec, trial);
-      // Every message in place (derived datatypes), hybrid (runs of 3+ cells in place, the
-      // rest packed), every message packed; open ghosts zeroed or kept.
-      for (auto [fill, in_place, min_run] : {std::tuple{HaloOptions::OpenFill::Zero, true, 0},
-                                             std::tuple{HaloOptions::OpenFill::Keep, true, 0},
-                                             std::tuple{HaloOptions::OpenFill::Zero, true, 24},
-                                             std::tuple{HaloOptions::OpenFill::Keep, true, 24},
-                                             std::tuple{HaloOptions::OpenFill::Zero, false, 0},
-                                             std::tuple{HaloOptions::OpenFill::Keep, false, 0}}) {
+      // Messages (node_shared off): every message in place (derived datatypes), hybrid
+      // (runs of 3+ cells in place, the rest packed), every message packed. Node-shared
+      // buffers for every peer (group 0), or for pairs of ranks only (group 2: the rest
+      // travel as messages, in place or packed). Open ghosts zeroed or kept.
+      using Fill = HaloOptions::OpenFill;
+      for (auto [fill, in_place, min_run, shared, group] :
+           {std::tuple{Fill::Zero, true, 0, false, 0}, std::tuple{Fill::Keep, true, 0, false, 0},
+            std::tuple{Fill::Zero, true, 24, false, 0}, std::tuple{Fill::Keep, true, 24, false, 0},
+            std::tuple{Fill::Zero, false, 0, false, 0}, std::tuple{Fill::Keep, false, 0, false, 0},
+            std::tuple{Fill::Zero, true, 24, true, 0}, std::tuple{Fill::Keep, true, 24, true, 0},
+            std::tuple{Fill::Zero, true, 24, true, 2}, std::tuple{Fill::Keep, false, 0, true, 2}}) {
         HaloTensor h = HaloTensor::from_shard(st, widths);
         // Ghosts start at a marker, so an unfilled cell shows.
         Tensor p = h.padded();
@@ -104,6 +109,8 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
         o.open_fill = fill;
         o.in_place = in_place;
         o.in_place_min_run_bytes = static_cast<std::size_t>(min_run);
+        o.node_shared = shared;
+        o.node_group_ranks = group;
         HaloExchange ex(mesh, spec, widths, o);
         ex.exchange(h);
         const Box pb = h.padded_box();
@@ -116,7 +123,9 @@ TEST_CASE("Every ghost cell holds the global index it stands for", "[halo]") {
         }
         INFO("mesh " << mesh.str() << " spec " << spec.str() << " left " << shape_str(h.left())
                      << " right " << shape_str(h.right()) << " per-block " << !widths.uniform()
-                     << " periodic " << c.periodic[0] << c.periodic[1] << c.periodic[2]);
+                     << " periodic " << c.periodic[0] << c.periodic[1] << c.periodic[2]
+                     << " in place " << in_place << " min run " << min_run << " shared " << shared
+                     << " group " << group);
         MPI_REQUIRE(ok);
         ++checked;
       }
@@ -136,6 +145,9 @@ TEST_CASE("Adjoint: <H x, y> == <x, H* y> in float64", "[halo]") {
       HaloOptions o;
       o.periodic = c.periodic;
       o.deterministic = trial % 4 < 2;
+      // Messages, node-shared buffers for all peers, or for pairs of ranks only.
+      o.node_shared = trial % 3 != 0;
+      o.node_group_ranks = trial % 3 == 2 ? 2 : 0;
       const HaloWidths widths = widths_for(rng, c, spec, trial);
       HaloExchange ex(mesh, spec, widths, o);
       HaloTensor x(mesh, spec, widths, DType::f64), y(mesh, spec, widths, DType::f64);
@@ -173,27 +185,71 @@ TEST_CASE("Deterministic adjoint is bitwise reproducible", "[halo]") {
   // Wide periodic halos on a thin domain: many contributions land on the same cells.
   const std::vector<Index> shape = {5, 4, 3}, left = {3, 1, 2}, right = {2, 2, 1};
   const ShardSpec spec(shape, {Shard(0), Replicate(), Replicate()}, mesh);
-  HaloOptions o;
-  o.periodic = {true, true, false};
-  o.deterministic = true;
-  HaloExchange ex(mesh, spec, left, right, o);
   std::mt19937 rng(5 + test::world_rank());
   std::uniform_real_distribution<double> u(-1, 1);
   Tensor y0 =
       Tensor::empty(HaloTensor(mesh, spec, left, right, DType::f64).padded().shape(), DType::f64);
   for (Index i = 0; i < y0.numel(); ++i) y0.data<double>()[i] = u(rng) * 1e3;
-  Tensor first;
-  bool same = true;
-  for (int run = 0; run < 4; ++run) {
-    HaloTensor y(mesh, spec, left, right, DType::f64);
-    y.padded().copy_from(y0);
-    ex.exchange_adjoint(y);
-    if (run == 0)
-      first = y.padded().clone();
-    else
-      same = same && test::same(first, y.padded());
+  for (bool shared : {false, true}) {
+    HaloOptions o;
+    o.periodic = {true, true, false};
+    o.deterministic = true;
+    o.node_shared = shared;
+    HaloExchange ex(mesh, spec, left, right, o);
+    Tensor first;
+    bool same = true;
+    for (int run = 0; run < 4; ++run) {
+      HaloTensor y(mesh, spec, left, right, DType::f64);
+      y.padded().copy_from(y0);
+      ex.exchange_adjoint(y);
+      if (run == 0)
+        first = y.padded().clone();
+      else
+        same = same && test::same(first, y.padded());
+    }
+    INFO("node shared " << shared);
+    MPI_REQUIRE(same);
   }
-  MPI_REQUIRE(same);
+}
+
+TEST_CASE("Node-shared buffers: a fast rank does not repack before its readers are done",
+          "[halo]") {
+  // Odd ranks dawdle before finish(), so even ranks reach the next begin() (and would
+  // overwrite their shared send buffer) while odd ones still have to read it.
+  Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const std::vector<Index> shape = {3 * test::world_size(), 4, 5}, w = {2, 1, 0};
+  const ShardSpec spec(shape, {Shard(0), Replicate(), Replicate()}, mesh);
+  const Tensor ref = test::reference(shape, DType::i64);
+  const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+  HaloOptions o;
+  o.periodic = {true, false, true};
+  HaloExchange ex(mesh, spec, w, w, o);
+  HaloTensor h = HaloTensor::from_shard(st, w, w);
+  const Config c{shape, w, w, o.periodic, {}, {}};
+  const Box pb = h.padded_box();
+  bool ok = true;
+  std::vector<Index> g(3);
+  for (std::int64_t round = 1; round <= 6; ++round) {
+    // Round r: every owned cell holds r times its reference value.
+    Tensor in = h.interior();
+    const Tensor src = st.local().contiguous();
+    Tensor scaled = Tensor::empty(src.shape(), DType::i64);
+    for (Index i = 0; i < src.numel(); ++i)
+      scaled.data<std::int64_t>()[i] = round * src.data<std::int64_t>()[i];
+    in.copy_from(scaled);
+    if (round % 2 == 0) {  // forward and adjoint share the buffers: mix them in
+      HaloTensor a = HaloTensor::from_shard(st, w, w);
+      ex.exchange_adjoint(a);
+    }
+    ex.begin(h);
+    if (mesh.rank() % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ex.finish();
+    for (Index i = 0; i < pb.volume(); ++i) {
+      delinearize(pb, i, g.data());
+      ok = ok && h.padded().data<std::int64_t>()[i] == round * expected(c, g, 0);
+    }
+  }
+  MPI_REQUIRE(ok);
 }
 
 TEST_CASE("Work between begin() and finish() leaves the exchange exact", "[halo]") {
