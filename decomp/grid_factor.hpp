@@ -17,7 +17,7 @@ std::vector<int> min_surface_grid(int nranks, const std::vector<Index>& shape,
 // cache lines through memory (block_halo_lines), then the smallest surface. Packing a face
 // across the unit-stride (last) dim touches one cache line per row of a few cells, so it
 // costs up to 16 times the bytes it moves; on 256^3 over 8 ranks this picks 4x2x1 over the
-// minimum-surface 2x2x2 (more bytes, all in long runs, 2.4 times faster to exchange).
+// minimum-surface 2x2x2 (more bytes, all in long runs, faster to exchange: see README).
 std::vector<int> min_halo_traffic_grid(int nranks, const std::vector<Index>& shape,
                                        const std::vector<bool>& splittable = {});
 
