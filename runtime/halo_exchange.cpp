@@ -56,6 +56,14 @@ std::vector<PeerMessage> group(const std::vector<Entry>& entries, BoxOf box_of) 
   return out;
 }
 
+// A plan's sends (boxes in the sender's frame) and receives (in the receiver's), as messages.
+std::vector<PeerMessage> send_messages(const HaloPlan& p) {
+  return group(p.sends, [](const HaloSend& s) { return s.src; });
+}
+std::vector<PeerMessage> recv_messages(const HaloPlan& p) {
+  return group(p.recvs, [](const HaloRecv& r) { return r.dst; });
+}
+
 Index total(const std::vector<PeerMessage>& m) {
   return m.empty() ? 0 : m.back().offset + m.back().count;
 }
@@ -393,8 +401,8 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   // The geometry validates widths and periodic flags, before any communicator exists.
   const HaloGeometry& geo = cached_halo_geometry(spec.partition(), widths, periodic);
   const HaloPlan& plan = geo.plan(block);
-  m.sends = group(plan.sends, [](const auto& s) { return s.src; });
-  m.recvs = group(plan.recvs, [](const auto& r) { return r.dst; });
+  m.sends = send_messages(plan);
+  m.recvs = recv_messages(plan);
   m.open = plan.open;
   const Box pb = geo.padded_box(block);
   const std::vector<Index> strides = row_major_strides(pb.shape());
@@ -422,23 +430,16 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
                                             opts.node_group_ranks);
   // Where each on-node sender packs the message this rank receives: forward, in the
   // sender's sends; adjoint, in its receives (ghosts travel back).
-  std::vector<Index> fwd_off, adj_off;
-  for (const PeerMessage& r : m.recvs) {
-    Index off = r.offset;
-    if (m.mailbox->shares(r.peer))
-      off = offset_of_message_to(group(geo.plan(r.peer).sends, [](const auto& s) { return s.src; }),
-                                 m.me);
-    fwd_off.push_back(off);
-  }
-  for (const PeerMessage& s : m.sends) {
-    Index off = s.offset;
-    if (m.mailbox->shares(s.peer))
-      off = offset_of_message_to(group(geo.plan(s.peer).recvs, [](const auto& r) { return r.dst; }),
-                                 m.me);
-    adj_off.push_back(off);
-  }
-  m.fwd_shared_regions = rebased(m.recvs, m.recv_regions, fwd_off);
-  m.adj_shared_regions = rebased(m.sends, m.send_regions, adj_off);
+  auto offsets = [&](const std::vector<PeerMessage>& mine, auto senders_messages) {
+    std::vector<Index> off;
+    for (const PeerMessage& x : mine)
+      off.push_back(m.mailbox->shares(x.peer)
+                        ? offset_of_message_to(senders_messages(geo.plan(x.peer)), m.me)
+                        : x.offset);
+    return off;
+  };
+  m.fwd_shared_regions = rebased(m.recvs, m.recv_regions, offsets(m.recvs, send_messages));
+  m.adj_shared_regions = rebased(m.sends, m.send_regions, offsets(m.sends, recv_messages));
 }
 
 HaloExchange::~HaloExchange() {
