@@ -16,14 +16,17 @@ namespace tessera::io {
 ShardTensor read_sharded(const File& f, const std::string& dset, const Mesh& mesh,
                          const ShardSpec& spec, DType dtype = DType::f32,
                          const IoOptions& opts = {}, TransferReport* report = nullptr);
-// The padded box of each rank, clipped to the dataset, in one collective read.
+// The padded box of each rank, clipped to the dataset, in one collective read; with
+// opts.periodic, ghosts across a periodic edge are read from the other side of the
+// domain (one collective read per combination of wraps), as the halo exchange fills them.
 HaloTensor read_halo(const File& f, const std::string& dset, const Mesh& mesh,
                      const ShardSpec& spec, const std::vector<Index>& left,
                      const std::vector<Index>& right, DType dtype = DType::f32,
                      const IoOptions& opts = {}, TransferReport* report = nullptr);
 
 // Into an existing HaloTensor (reused across steps): its padded box clipped to the
-// dataset; ghosts outside the dataset keep their values (zero in a new HaloTensor).
+// dataset (and wrapped along periodic dims); ghosts past an open edge keep their values
+// (zero in a new HaloTensor).
 TransferReport read_halo_into(const File& f, const std::string& dset, const HaloTensor& h,
                               const IoOptions& opts = {});
 

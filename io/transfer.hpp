@@ -4,6 +4,7 @@
 // H5Dread / H5Dwrite; a rank with an empty box takes part with an empty selection.
 // After each transfer HDF5 is asked whether it stayed collective.
 #include <string>
+#include <vector>
 
 #include "io/file.hpp"
 #include "runtime/tensor.hpp"
@@ -24,6 +25,10 @@ struct IoOptions {
   // Rank 0 prints, for each transfer, whether it stayed collective and, if not, why
   // (H5Pget_mpio_no_collective_cause). Also on with env TESSERA_IO_VERBOSE=1.
   bool verbose = false;
+  // read_halo / read_halo_into: per dataset dim, whether ghosts wrap around the domain
+  // (a periodic dim, as HaloOptions::periodic); empty: none. Ghosts past an open edge
+  // keep their values.
+  std::vector<bool> periodic;
 };
 
 struct TransferReport {
