@@ -56,6 +56,10 @@ Context::Context(int& argc, char**& argv, const ContextOptions& opts) {
   int initialized = 0;
   TESSERA_MPI(MPI_Initialized(&initialized));
   if (!initialized) {
+    // Open MPI 4.1's OMPIO reads and writes wrong cells with its default collective
+    // components (see README, MPI-IO): ROMIO unless the user chose an io component.
+    // Read by Open MPI at MPI_Init; other MPIs ignore it.
+    setenv("OMPI_MCA_io", "^ompio", 0);
     TESSERA_MPI(MPI_Init_thread(&argc, &argv, opts.thread_level, &provided_));
     owns_mpi_ = true;
   } else {
