@@ -163,6 +163,7 @@ struct HaloExchange::Impl {
   // into this rank's buffer and signalled ready; the peer unpacks it from there and signals
   // done; the next exchange waits for every done before it packs again.
   std::unique_ptr<NodeMailbox> mailbox;
+  std::size_t mailbox_elem_size = 0;  // the element size its buffers were sized for
   // Receive-side region tables rebased onto the senders' buffers, per direction.
   std::vector<kernels::PackRegion> fwd_shared_regions, adj_shared_regions;
   std::vector<char> out_shared, in_shared;  // per message of the exchange in flight
@@ -270,6 +271,12 @@ struct HaloExchange::Impl {
     // The previous exchange's readers must be done with this rank's buffer before it is
     // packed again.
     wait_all(done_recvs);
+    // Room for either direction's messages at this element size. Every rank of the
+    // exchange runs the same dtype, so all reach this (collective) allocation together.
+    if (shared && elem_size > mailbox_elem_size) {
+      mailbox->allocate(static_cast<std::size_t>(std::max(total(sends), total(recvs))) * elem_size);
+      mailbox_elem_size = elem_size;
+    }
     const Index min_run = static_cast<Index>(opts.in_place_min_run_bytes / elem_size);
     out_shared.assign(out.size(), 0);
     in_shared.assign(in.size(), 0);
@@ -424,10 +431,8 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
                 "HaloExchange: internal error, block " << block << " got rank " << m.me);
 
   if (!opts.node_shared) return;
-  // Room for either direction's outgoing messages at the widest element (8 bytes).
-  const Index most = std::max(total(m.sends), total(m.recvs));
-  m.mailbox = std::make_unique<NodeMailbox>(m.comm, static_cast<std::size_t>(most) * 8,
-                                            opts.node_group_ranks);
+  // Who shares a node; the buffers come with the first exchange on host memory.
+  m.mailbox = std::make_unique<NodeMailbox>(m.comm, opts.node_group_ranks);
   // Where each on-node sender packs the message this rank receives: forward, in the
   // sender's sends; adjoint, in its receives (ghosts travel back).
   auto offsets = [&](const std::vector<PeerMessage>& mine, auto senders_messages) {

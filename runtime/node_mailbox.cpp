@@ -1,12 +1,13 @@
 #include "runtime/node_mailbox.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "runtime/error.hpp"
 
 namespace tessera {
 
-NodeMailbox::NodeMailbox(MPI_Comm comm, std::size_t bytes, int group_ranks) : bytes_(bytes) {
+NodeMailbox::NodeMailbox(MPI_Comm comm, int group_ranks) {
   TESSERA_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_));
   if (group_ranks > 0) {
     int r = 0;
@@ -16,6 +17,26 @@ NodeMailbox::NodeMailbox(MPI_Comm comm, std::size_t bytes, int group_ranks) : by
     TESSERA_MPI(MPI_Comm_free(&node_));
     node_ = group;
   }
+  int size = 0, node_size = 0;
+  TESSERA_MPI(MPI_Comm_size(comm, &size));
+  TESSERA_MPI(MPI_Comm_size(node_, &node_size));
+  MPI_Group g_comm, g_node;
+  TESSERA_MPI(MPI_Comm_group(comm, &g_comm));
+  TESSERA_MPI(MPI_Comm_group(node_, &g_node));
+  std::vector<int> node_ranks(static_cast<std::size_t>(node_size));
+  std::iota(node_ranks.begin(), node_ranks.end(), 0);
+  comm_rank_of_node_rank_.resize(node_ranks.size());
+  TESSERA_MPI(MPI_Group_translate_ranks(g_node, node_size, node_ranks.data(), g_comm,
+                                        comm_rank_of_node_rank_.data()));
+  MPI_Group_free(&g_comm);
+  MPI_Group_free(&g_node);
+  base_.assign(static_cast<std::size_t>(size), nullptr);
+  shared_.assign(base_.size(), 0);
+  for (int r : comm_rank_of_node_rank_) shared_[static_cast<std::size_t>(r)] = 1;
+}
+
+void NodeMailbox::allocate(std::size_t bytes) {
+  free_window();
   // Each rank's segment may live on its own NUMA node; nobody needs them contiguous.
   MPI_Info info;
   TESSERA_MPI(MPI_Info_create(&info));
@@ -26,42 +47,33 @@ NodeMailbox::NodeMailbox(MPI_Comm comm, std::size_t bytes, int group_ranks) : by
   MPI_Info_free(&info);
   TESSERA_MPI(rc);
   mine_ = static_cast<unsigned char*>(mine);
+  bytes_ = bytes;
   // A passive-target epoch for the whole lifetime: MPI_Win_sync needs one.
   TESSERA_MPI(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
-
-  int size = 0, node_size = 0;
-  TESSERA_MPI(MPI_Comm_size(comm, &size));
-  TESSERA_MPI(MPI_Comm_size(node_, &node_size));
-  base_.assign(static_cast<std::size_t>(size), nullptr);
-  shared_.assign(base_.size(), 0);
-  MPI_Group g_comm, g_node;
-  TESSERA_MPI(MPI_Comm_group(comm, &g_comm));
-  TESSERA_MPI(MPI_Comm_group(node_, &g_node));
-  std::vector<int> node_ranks(static_cast<std::size_t>(node_size)), comm_ranks(node_ranks.size());
-  std::iota(node_ranks.begin(), node_ranks.end(), 0);
-  TESSERA_MPI(
-      MPI_Group_translate_ranks(g_node, node_size, node_ranks.data(), g_comm, comm_ranks.data()));
-  MPI_Group_free(&g_comm);
-  MPI_Group_free(&g_node);
-  for (int n = 0; n < node_size; ++n) {
+  for (std::size_t n = 0; n < comm_rank_of_node_rank_.size(); ++n) {
     MPI_Aint sz = 0;
     int disp = 0;
     void* base = nullptr;
-    TESSERA_MPI(MPI_Win_shared_query(win_, n, &sz, &disp, &base));
-    const auto r = static_cast<std::size_t>(comm_ranks[static_cast<std::size_t>(n)]);
-    base_[r] = static_cast<unsigned char*>(base);  // null for a zero-byte segment
-    shared_[r] = 1;
+    TESSERA_MPI(MPI_Win_shared_query(win_, static_cast<int>(n), &sz, &disp, &base));
+    base_[static_cast<std::size_t>(comm_rank_of_node_rank_[n])] =
+        static_cast<unsigned char*>(base);  // null for a zero-byte segment
   }
+}
+
+void NodeMailbox::free_window() {
+  if (win_ == MPI_WIN_NULL) return;
+  MPI_Win_unlock_all(win_);
+  MPI_Win_free(&win_);
+  mine_ = nullptr;
+  bytes_ = 0;
+  std::fill(base_.begin(), base_.end(), nullptr);
 }
 
 NodeMailbox::~NodeMailbox() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  if (win_ != MPI_WIN_NULL) {
-    MPI_Win_unlock_all(win_);
-    MPI_Win_free(&win_);
-  }
+  free_window();
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
 }
 

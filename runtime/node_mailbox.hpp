@@ -14,28 +14,38 @@ namespace tessera {
 
 class NodeMailbox {
  public:
-  // Collective over `comm`. Each rank owns `bytes` of shared memory. group_ranks > 0 splits
-  // each node into groups of that many consecutive node ranks (tests run mixed shared and
-  // message exchanges on one machine that way); 0: the whole node shares.
-  NodeMailbox(MPI_Comm comm, std::size_t bytes, int group_ranks = 0);
-  ~NodeMailbox();  // collective over the node group (MPI_Win_free)
+  // Collective over `comm`: finds which ranks share a node; allocates nothing yet.
+  // group_ranks > 0 splits each node into groups of that many consecutive node ranks
+  // (tests run mixed shared and message exchanges on one machine that way); 0: the
+  // whole node shares.
+  NodeMailbox(MPI_Comm comm, int group_ranks = 0);
+  ~NodeMailbox();  // collective over the node group when a window exists (MPI_Win_free)
   NodeMailbox(const NodeMailbox&) = delete;
   NodeMailbox& operator=(const NodeMailbox&) = delete;
 
+  // Collective over the node group: (re)allocates this rank's buffer with `bytes` (the
+  // contents are not kept). Every member calls it together, so callers decide when from
+  // values all ranks share (an element size), never from their own byte counts.
+  void allocate(std::size_t bytes);
   // Whether `rank` of comm shares memory with this rank.
   bool shares(int rank) const { return shared_[static_cast<std::size_t>(rank)] != 0; }
-  // The buffer of `rank` of comm (this rank's own when rank == its own); null unless shared.
+  // The buffer of `rank` of comm (this rank's own when rank == its own); null unless
+  // shared and allocated.
   unsigned char* buffer_of(int rank) const { return base_[static_cast<std::size_t>(rank)]; }
   unsigned char* mine() const { return mine_; }
   std::size_t bytes() const { return bytes_; }
+  bool allocated() const { return win_ != MPI_WIN_NULL; }
   // Makes this rank's stores visible to, and other ranks' stores visible from, the window.
   void sync() const;
 
  private:
+  void free_window();
+
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Win win_ = MPI_WIN_NULL;
   unsigned char* mine_ = nullptr;
   std::size_t bytes_ = 0;
+  std::vector<int> comm_rank_of_node_rank_;
   std::vector<unsigned char*> base_;  // per rank of comm
   std::vector<char> shared_;          // per rank of comm
 };
