@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 
 #include "decomp/halo_geometry.hpp"
 #include "runtime/comm_timers.hpp"
@@ -163,7 +164,6 @@ struct HaloExchange::Impl {
   // into this rank's buffer and signalled ready; the peer unpacks it from there and signals
   // done; the next exchange waits for every done before it packs again.
   std::unique_ptr<NodeMailbox> mailbox;
-  std::size_t mailbox_elem_size = 0;  // the element size its buffers were sized for
   // Receive-side region tables rebased onto the senders' buffers, per direction.
   std::vector<kernels::PackRegion> fwd_shared_regions, adj_shared_regions;
   std::vector<char> out_shared, in_shared;  // per message of the exchange in flight
@@ -219,6 +219,7 @@ struct HaloExchange::Impl {
     kernels::region_pack_host(p.raw(), mailbox->buffer_of(m.peer), table.data() + r0,
                               static_cast<int>(m.boxes.size()), table[r0].buffer_offset + m.count,
                               elem_size, op, add);
+    mailbox->sync();  // these loads before the sender's next stores
     done_sends.emplace_back();
     TESSERA_MPI(MPI_Isend(nullptr, 0, MPI_BYTE, m.peer, kDoneTag, comm, &done_sends.back()));
   }
@@ -271,12 +272,7 @@ struct HaloExchange::Impl {
     // The previous exchange's readers must be done with this rank's buffer before it is
     // packed again.
     wait_all(done_recvs);
-    // Room for either direction's messages at this element size. Every rank of the
-    // exchange runs the same dtype, so all reach this (collective) allocation together.
-    if (shared && elem_size > mailbox_elem_size) {
-      mailbox->allocate(static_cast<std::size_t>(std::max(total(sends), total(recvs))) * elem_size);
-      mailbox_elem_size = elem_size;
-    }
+    if (shared) mailbox->sync();  // their loads before this rank's stores
     const Index min_run = static_cast<Index>(opts.in_place_min_run_bytes / elem_size);
     out_shared.assign(out.size(), 0);
     in_shared.assign(in.size(), 0);
@@ -366,10 +362,15 @@ struct HaloExchange::Impl {
   void complete(const std::vector<PeerMessage>& in, kernels::PackOp op, bool ordered) {
     const std::size_t nin = in.size();
     const bool staged = in_wire.raw() != in_buf.raw();
-    if (staged) {  // device memory: one unpack kernel over all messages
+    if (staged) {  // device memory staged through the host
       TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
       in_buf.copy_from(in_wire);
-      pack(*target, in, in_buf.raw(), op, 0, nin);
+      // One unpack kernel over all messages; additions one message per kernel, in plan
+      // order, since messages from different peers may add into the same owned cells.
+      if (op == kernels::PackOp::UnpackAdd)
+        for (std::size_t i = 0; i < nin; ++i) pack(*target, in, in_buf.raw(), op, i, i + 1);
+      else
+        pack(*target, in, in_buf.raw(), op, 0, nin);
     } else if (ordered) {
       TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
       // Peer order, then plan order: the same sequence of operations on every run.
@@ -431,8 +432,10 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
                 "HaloExchange: internal error, block " << block << " got rank " << m.me);
 
   if (!opts.node_shared) return;
-  // Who shares a node; the buffers come with the first exchange on host memory.
+  // Room for either direction's messages at the widest element (8 bytes), allocated here
+  // because allocation is collective over the node and begin() must not be.
   m.mailbox = std::make_unique<NodeMailbox>(m.comm, opts.node_group_ranks);
+  m.mailbox->allocate(static_cast<std::size_t>(std::max(total(m.sends), total(m.recvs))) * 8);
   // Where each on-node sender packs the message this rank receives: forward, in the
   // sender's sends; adjoint, in its receives (ghosts travel back).
   auto offsets = [&](const std::vector<PeerMessage>& mine, auto senders_messages) {
@@ -453,6 +456,13 @@ HaloExchange::~HaloExchange() {
   MPI_Finalized(&finalized);
   if (finalized) return;
   Impl& m = *impl_;
+  if (std::uncaught_exceptions() > 0) {
+    // Unwinding after an error that other ranks may not share: waiting for peers (or
+    // freeing the node window, a collective) could hang this rank before it reaches its
+    // handler and MPI_Abort. The window and communicator are left to MPI's teardown.
+    if (m.mailbox) m.mailbox->leak();
+    return;
+  }
   if (m.phase != Impl::Phase::Idle) {
     // Abandoned mid-exchange: complete it, and release the senders of shared messages.
     MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE);

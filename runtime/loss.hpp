@@ -36,7 +36,8 @@ class Loss {
  public:
   explicit Loss(LossKind kind, LossOptions opts = {}) : kind_(kind), opts_(std::move(opts)) {}
   // Collective over pred's mesh. pred and target: same global shape, dtype and memory
-  // space; pred not Partial. A target sharded otherwise is redistributed to pred's spec. want_grad = false skips the gradient (validation).
+  // space; pred not Partial. A target sharded otherwise is redistributed to pred's spec. want_grad
+  // = false skips the gradient (validation).
   LossResult operator()(const ShardTensor& pred, const ShardTensor& target, bool want_grad = true);
   LossKind kind() const { return kind_; }
 

@@ -1,6 +1,7 @@
 #include "runtime/memory.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
@@ -27,6 +29,46 @@ struct Counter {
 Counter& counter(MemSpace s) {
   static Counter host, cuda;
   return s == MemSpace::Host ? host : cuda;
+}
+
+// Large host blocks are mapped on their own, start on a 2 MiB boundary and ask for
+// transparent huge pages: strided walks (halo W-faces, conv windows) touch a new 4 KiB
+// page every few rows, and TLB misses then cost as much as the data. Mapping them directly
+// (not through malloc) keeps the advice off memory malloc would hand to small objects
+// later. TESSERA_HUGE_PAGES=0 turns this off.
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+bool huge_pages() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_HUGE_PAGES");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+bool mapped_on_its_own(std::size_t bytes) {
+  return huge_pages() && bytes >= 2 * kHugePage;
+}
+void* host_alloc(std::size_t bytes) {
+  if (!mapped_on_its_own(bytes)) return std::aligned_alloc(64, bytes);
+  // Over-map by one huge page, then trim the ends so the block starts aligned.
+  const std::size_t span = bytes + kHugePage;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto base = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t start = (base + kHugePage - 1) / kHugePage * kHugePage;
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t end = (start + bytes + page - 1) / page * page;
+  if (start > base) munmap(raw, start - base);
+  if (base + span > end) munmap(reinterpret_cast<void*>(end), base + span - end);
+#ifdef MADV_HUGEPAGE
+  madvise(reinterpret_cast<void*>(start), bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+#endif
+  return reinterpret_cast<void*>(start);
+}
+void host_free(void* p, std::size_t bytes) {
+  if (mapped_on_its_own(bytes))
+    munmap(p, bytes);
+  else
+    std::free(p);
 }
 
 // Caching host allocator: large blocks freed by tensors are kept and handed out again
@@ -54,7 +96,7 @@ class HostCache {
   std::size_t release() {
     std::lock_guard<std::mutex> lock(mu_);
     std::size_t n = cached_;
-    for (auto& [b, p] : free_) std::free(p);
+    for (auto& [b, p] : free_) host_free(p, b);
     free_.clear();
     cached_ = 0;
     return n;
@@ -77,24 +119,6 @@ class HostCache {
   std::multimap<std::size_t, void*> free_;
   std::size_t cached_ = 0;
 };
-// Large host blocks start on a 2 MiB boundary and ask for transparent huge pages: strided
-// walks (halo W-faces, conv windows) touch a new 4 KiB page every few rows, and TLB misses
-// then cost as much as the data. TESSERA_HUGE_PAGES=0 turns this off.
-void* host_alloc(std::size_t bytes) {
-  constexpr std::size_t kHuge = std::size_t(2) << 20;
-  static const bool huge = [] {
-    const char* v = std::getenv("TESSERA_HUGE_PAGES");
-    return !(v && std::string(v) == "0");
-  }();
-  if (!huge || bytes < 2 * kHuge) return std::aligned_alloc(64, bytes);
-  void* p = nullptr;
-  if (posix_memalign(&p, kHuge, bytes) != 0) return nullptr;
-#ifdef MADV_HUGEPAGE
-  madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // advice only: failure is harmless
-#endif
-  return p;
-}
-
 HostCache& host_cache() {
   static HostCache c;
   return c;
@@ -138,7 +162,8 @@ void* mem_alloc(MemSpace s, std::size_t bytes) {
 void mem_free(MemSpace s, void* p, std::size_t bytes) noexcept {
   if (!p) return;
   if (s == MemSpace::Host) {
-    if (!host_cache().give(p, (bytes + 63) / 64 * 64)) std::free(p);
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    if (!host_cache().give(p, rounded)) host_free(p, rounded);
   } else {
     device::free(p);
   }

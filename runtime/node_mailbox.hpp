@@ -35,6 +35,12 @@ class NodeMailbox {
   unsigned char* mine() const { return mine_; }
   std::size_t bytes() const { return bytes_; }
   bool allocated() const { return win_ != MPI_WIN_NULL; }
+  // Forgets the window without freeing it (no collective): for error unwinding, where
+  // the other ranks may never come to MPI_Win_free.
+  void leak() {
+    win_ = MPI_WIN_NULL;
+    node_ = MPI_COMM_NULL;
+  }
   // Makes this rank's stores visible to, and other ranks' stores visible from, the window.
   void sync() const;
 

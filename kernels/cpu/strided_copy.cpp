@@ -49,9 +49,9 @@ inline void prefetch(const unsigned char* base, Index bytes, bool write) {
   const auto* p = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(base) +
                                                 static_cast<std::uintptr_t>(bytes));
   if (write)
-    __builtin_prefetch(p, 1, 0);
+    __builtin_prefetch(p, 1);
   else
-    __builtin_prefetch(p, 0, 0);
+    __builtin_prefetch(p, 0);
 }
 
 // Copies every row of `bytes` bytes with a copy the compiler sees the size of.
