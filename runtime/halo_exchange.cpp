@@ -10,6 +10,7 @@
 #include "runtime/context.hpp"
 #include "runtime/mpi_datatype.hpp"
 #include "runtime/node_mailbox.hpp"
+#include "runtime/pinned_buffer.hpp"
 #include "runtime/tensor.hpp"
 
 namespace tessera {
@@ -171,8 +172,10 @@ struct HaloExchange::Impl {
   // In-flight state.
   enum class Phase { Idle, Forward, Adjoint } phase = Phase::Idle;
   const HaloTensor* target = nullptr;
-  Tensor out_buf, in_buf;    // in the tensor's memory space
-  Tensor out_wire, in_wire;  // what MPI sees (host staging when needed)
+  Tensor out_buf, in_buf;  // in the tensor's memory space
+  // Device memory MPI cannot take: messages staged through page-locked host buffers.
+  bool staged = false;
+  PinnedBuffer out_stage, in_stage;
   std::vector<MPI_Request> reqs;
 
   void check_tensor(const HaloTensor& t) const {
@@ -293,21 +296,19 @@ struct HaloExchange::Impl {
     };
     if (!shared) reuse(out_buf, total(out), p.space());
     reuse(in_buf, total(in), p.space());
-    const bool direct = mpi_accepts(p.space());
-    if (direct) {
-      out_wire = out_buf;
-      in_wire = in_buf;
-    } else {
-      reuse(out_wire, total(out), MemSpace::Host);
-      reuse(in_wire, total(in), MemSpace::Host);
-    }
+    staged = !mpi_accepts(p.space());
+    const auto out_bytes = static_cast<std::size_t>(total(out)) * elem_size;
+    const auto in_bytes = static_cast<std::size_t>(total(in)) * elem_size;
     TESSERA_CHECK(!shared || total(out) * static_cast<Index>(elem_size) <=
                                  static_cast<Index>(mailbox->bytes()),
                   "HaloExchange: internal error, node-shared buffer too small");
     reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
     void* base = p.raw();
-    auto* ib = static_cast<unsigned char*>(in_wire.raw());
-    auto* ob = shared ? mailbox->mine() : static_cast<unsigned char*>(out_wire.raw());
+    // What MPI reads and writes: the tensor's own buffers, the node-shared one, or staging.
+    auto* ib = staged ? in_stage.reserve(in_bytes) : static_cast<unsigned char*>(in_buf.raw());
+    auto* ob = shared   ? mailbox->mine()
+               : staged ? out_stage.reserve(out_bytes)
+                        : static_cast<unsigned char*>(out_buf.raw());
     for (std::size_t i = 0; i < in.size(); ++i) {
       if (in_shared[i])
         TESSERA_MPI(MPI_Irecv(nullptr, 0, MPI_BYTE, in[i].peer, kReadyTag, comm, &reqs[i]));
@@ -341,7 +342,7 @@ struct HaloExchange::Impl {
       }
     } else {
       pack(t, out, out_buf.raw(), kernels::PackOp::Pack, 0, out.size());
-      if (!direct) out_wire.copy_from(out_buf);
+      if (staged) device::copy(ob, out_buf.raw(), out_bytes, device::Copy::DeviceToHost);
       for (std::size_t i = 0; i < out.size(); ++i) send(i);
     }
     target = &t;
@@ -361,10 +362,10 @@ struct HaloExchange::Impl {
   // for the sends.
   void complete(const std::vector<PeerMessage>& in, kernels::PackOp op, bool ordered) {
     const std::size_t nin = in.size();
-    const bool staged = in_wire.raw() != in_buf.raw();
     if (staged) {  // device memory staged through the host
       TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
-      in_buf.copy_from(in_wire);
+      device::copy(in_buf.raw(), in_stage.data(), static_cast<std::size_t>(total(in)) * elem_size,
+                   device::Copy::HostToDevice);
       // One unpack kernel over all messages; additions one message per kernel, in plan
       // order, since messages from different peers may add into the same owned cells.
       if (op == kernels::PackOp::UnpackAdd)
