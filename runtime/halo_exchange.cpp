@@ -436,7 +436,11 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   // Room for either direction's messages at the widest element (8 bytes), allocated here
   // because allocation is collective over the node and begin() must not be.
   m.mailbox = std::make_unique<NodeMailbox>(m.comm, opts.node_group_ranks);
-  m.mailbox->allocate(static_cast<std::size_t>(std::max(total(m.sends), total(m.recvs))) * 8);
+  if (!m.mailbox->allocate(static_cast<std::size_t>(std::max(total(m.sends), total(m.recvs))) *
+                           8)) {
+    m.mailbox.reset();  // no room in the node's shared memory: messages
+    return;
+  }
   // Where each on-node sender packs the message this rank receives: forward, in the
   // sender's sends; adjoint, in its receives (ghosts travel back).
   auto offsets = [&](const std::vector<PeerMessage>& mine, auto senders_messages) {
@@ -547,6 +551,9 @@ std::vector<std::pair<int, Index>> HaloExchange::recv_counts() const {
   std::vector<std::pair<int, Index>> v;
   for (const auto& m : impl_->recvs) v.emplace_back(m.peer, m.count);
   return v;
+}
+bool HaloExchange::node_shared() const {
+  return impl_->mailbox != nullptr;
 }
 MPI_Comm HaloExchange::comm() const {
   return impl_->comm;

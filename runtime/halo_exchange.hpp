@@ -75,6 +75,9 @@ class HaloExchange {
   std::vector<std::pair<int, Index>> send_counts() const;
   std::vector<std::pair<int, Index>> recv_counts() const;
   MPI_Comm comm() const;
+  // Whether on-node peers go through node-shared buffers (HaloOptions::node_shared, and
+  // room for them in the node's shared memory).
+  bool node_shared() const;
 
  private:
   struct Impl;

@@ -1,6 +1,11 @@
 #include "runtime/node_mailbox.hpp"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <numeric>
 
 #include "runtime/error.hpp"
@@ -35,8 +40,38 @@ NodeMailbox::NodeMailbox(MPI_Comm comm, int group_ranks) {
   for (int r : comm_rank_of_node_rank_) shared_[static_cast<std::size_t>(r)] = 1;
 }
 
-void NodeMailbox::allocate(std::size_t bytes) {
+namespace {
+// Free bytes of the store behind shared-memory windows; max() when unknown.
+double backing_store_free_bytes() {
+  if (const char* v = std::getenv("TESSERA_NODE_SHARED_FREE_BYTES")) return std::atof(v);
+  const char* dir = std::getenv("OMPI_MCA_osc_sm_backing_directory");
+  struct statvfs st {};
+  if (statvfs(dir ? dir : "/dev/shm", &st) != 0) return std::numeric_limits<double>::max();
+  return static_cast<double>(st.f_bavail) * static_cast<double>(st.f_frsize);
+}
+}  // namespace
+
+bool NodeMailbox::allocate(std::size_t bytes) {
   free_window();
+  // One verdict for the whole group, from its first rank's view of the node.
+  double need = static_cast<double>(bytes), total = 0;
+  TESSERA_MPI(MPI_Allreduce(&need, &total, 1, MPI_DOUBLE, MPI_SUM, node_));
+  int node_rank = 0, fits = 1;
+  TESSERA_MPI(MPI_Comm_rank(node_, &node_rank));
+  if (node_rank == 0) {
+    const double free_bytes = backing_store_free_bytes();
+    fits = total <= free_bytes / 2;
+    static bool warned = false;
+    if (!fits && !warned) {
+      warned = true;
+      std::fprintf(stderr,
+                   "tessera: node-shared halo buffers need %.1f KiB, the shared-memory store "
+                   "has %.1f KiB free; these exchanges use messages\n",
+                   total / 1024, free_bytes / 1024);
+    }
+  }
+  TESSERA_MPI(MPI_Bcast(&fits, 1, MPI_INT, 0, node_));
+  if (!fits) return false;
   // Each rank's segment may live on its own NUMA node; nobody needs them contiguous.
   MPI_Info info;
   TESSERA_MPI(MPI_Info_create(&info));
@@ -58,6 +93,7 @@ void NodeMailbox::allocate(std::size_t bytes) {
     base_[static_cast<std::size_t>(comm_rank_of_node_rank_[n])] =
         static_cast<unsigned char*>(base);  // null for a zero-byte segment
   }
+  return true;
 }
 
 void NodeMailbox::free_window() {

@@ -24,9 +24,12 @@ class NodeMailbox {
   NodeMailbox& operator=(const NodeMailbox&) = delete;
 
   // Collective over the node group: (re)allocates this rank's buffer with `bytes` (the
-  // contents are not kept). Every member calls it together, so callers decide when from
-  // values all ranks share (an element size), never from their own byte counts.
-  void allocate(std::size_t bytes);
+  // contents are not kept). Returns false, on every member alike and with nothing
+  // allocated, when the group's buffers would take more than half of the free space of
+  // the shared-memory backing store (/dev/shm, or OMPI_MCA_osc_sm_backing_directory;
+  // TESSERA_NODE_SHARED_FREE_BYTES overrides what it reports): a container's small
+  // /dev/shm would otherwise end in SIGBUS on first touch, not in an error.
+  bool allocate(std::size_t bytes);
   // Whether `rank` of comm shares memory with this rank.
   bool shares(int rank) const { return shared_[static_cast<std::size_t>(rank)] != 0; }
   // The buffer of `rank` of comm (this rank's own when rank == its own); null unless

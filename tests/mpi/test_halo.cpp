@@ -351,3 +351,34 @@ TEST_CASE("begin() is local: skipped and reordered exchanges do not block", "[ha
   }
   MPI_REQUIRE(ok);
 }
+
+TEST_CASE("Without room in the node's shared memory the exchange uses messages", "[halo]") {
+  Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const std::vector<Index> shape = {Index(3 * test::world_size()), 4, 5}, w = {1, 2, 0};
+  const ShardSpec spec(shape, {Shard(0), Replicate(), Replicate()}, mesh);
+  const Tensor ref = test::reference(shape, DType::i64);
+  const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+  HaloOptions o;
+  o.periodic = {true, true, false};
+  const Config c{shape, w, w, o.periodic, {}, {}};
+  for (const char* free_bytes : {"", "64"}) {  // the real store; a store with 64 bytes free
+    if (*free_bytes)
+      setenv("TESSERA_NODE_SHARED_FREE_BYTES", free_bytes, 1);
+    else
+      unsetenv("TESSERA_NODE_SHARED_FREE_BYTES");
+    HaloExchange ex(mesh, spec, w, w, o);
+    unsetenv("TESSERA_NODE_SHARED_FREE_BYTES");
+    INFO("free bytes '" << free_bytes << "'");
+    MPI_REQUIRE(ex.node_shared() == (*free_bytes == 0));
+    HaloTensor h = HaloTensor::from_shard(st, w, w);
+    ex.exchange(h);
+    const Box pb = h.padded_box();
+    bool ok = true;
+    std::vector<Index> g(3);
+    for (Index i = 0; i < pb.volume(); ++i) {
+      delinearize(pb, i, g.data());
+      ok = ok && h.padded().data<std::int64_t>()[i] == expected(c, g, 0);
+    }
+    MPI_REQUIRE(ok);
+  }
+}
