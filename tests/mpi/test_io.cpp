@@ -13,6 +13,7 @@
 #include "runtime/collective_error.hpp"
 #include "runtime/halo_exchange.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/mpi/expect_error.hpp"
 #include "tests/mpi/helpers.hpp"
 #include "tests/mpi/io_helpers.hpp"
 
@@ -36,21 +37,6 @@ ShardSpec random_spec(std::mt19937& rng, const Mesh& mesh, const std::vector<Ind
 
 bool equals_reference_box(const Tensor& got, const Tensor& ref, const Box& box) {
   return test::same(got, box.empty() ? Tensor::empty(box.shape(), ref.dtype()) : ref.view(box));
-}
-
-// Runs fn and returns the message of the tessera::Error it threw ("" if none).
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 }  // namespace
@@ -236,7 +222,7 @@ TEST_CASE("The transfer report says whether HDF5 stayed collective", "[io]") {
   io::TransferReport r;
   const ShardTensor got = io::read_sharded(f, "/fields/u", mesh, spec, DType::f32, indep, &r);
   MPI_REQUIRE(!r.collective);
-  MPI_REQUIRE(contains(r.cause, "independent I/O was requested"));
+  MPI_REQUIRE(test::has(r.cause, "independent I/O was requested"));
   MPI_REQUIRE(test::same(got.local(), st.local()));
   f.close();
   test::remove_file(MPI_COMM_WORLD, path);
@@ -278,7 +264,7 @@ TEST_CASE("h5dump reads a file we wrote and sees the same values", "[io]") {
     char buf[256];
     while (p && fgets(buf, sizeof buf, p)) attr += buf;
     if (p) pclose(p);
-    ok = ok && contains(attr, "(0): 1");
+    ok = ok && test::has(attr, "(0): 1");
     std::remove(out.c_str());
   }
   INFO(why);
@@ -299,7 +285,7 @@ TEST_CASE("Bad inputs fail on every rank, naming the file and the dataset", "[io
     io::write_sharded(f, "/fields/u", st);
   }
   auto read = [&](const std::string& path, const std::string& dset, const ShardSpec& s, DType dt) {
-    return error_of([&] {
+    return test::error_of([&] {
       io::File f = io::File::open(path, MPI_COMM_WORLD);
       io::read_sharded(f, dset, mesh, s, dt);
     });
@@ -307,7 +293,7 @@ TEST_CASE("Bad inputs fail on every rank, naming the file and the dataset", "[io
   SECTION("missing file") {
     const std::string e = read(good + ".nope", "/fields/u", spec, DType::f64);
     INFO(e);
-    MPI_REQUIRE(contains(e, good + ".nope") && contains(e, "no such file"));
+    MPI_REQUIRE(test::has(e, good + ".nope") && test::has(e, "no such file"));
   }
   SECTION("not an HDF5 file") {
     const std::string txt = good + ".txt";
@@ -315,7 +301,7 @@ TEST_CASE("Bad inputs fail on every rank, naming the file and the dataset", "[io
     MPI_Barrier(MPI_COMM_WORLD);
     const std::string e = read(txt, "/fields/u", spec, DType::f64);
     INFO(e);
-    MPI_REQUIRE(contains(e, txt) && contains(e, "not an HDF5 file"));
+    MPI_REQUIRE(test::has(e, txt) && test::has(e, "not an HDF5 file"));
     test::remove_file(MPI_COMM_WORLD, txt);
   }
   SECTION("truncated file") {
@@ -327,42 +313,42 @@ TEST_CASE("Bad inputs fail on every rank, naming the file and the dataset", "[io
     MPI_Barrier(MPI_COMM_WORLD);
     const std::string e = read(cut, "/fields/u", spec, DType::f64);
     INFO(e);
-    MPI_REQUIRE(contains(e, cut) && contains(e, "truncated"));
+    MPI_REQUIRE(test::has(e, cut) && test::has(e, "truncated"));
     test::remove_file(MPI_COMM_WORLD, cut);
   }
   SECTION("missing dataset") {
     const std::string e = read(good, "/fields/v", spec, DType::f64);
     INFO(e);
-    MPI_REQUIRE(contains(e, "missing dataset '/fields/v' in '" + good + "'"));
+    MPI_REQUIRE(test::has(e, "missing dataset '/fields/v' in '" + good + "'"));
   }
   SECTION("wrong dtype") {
     const std::string e = read(good, "/fields/u", spec, DType::f32);
     INFO(e);
     MPI_REQUIRE(
-        contains(e, "dataset '/fields/u' in '" + good + "' holds float64, expected float32"));
+        test::has(e, "dataset '/fields/u' in '" + good + "' holds float64, expected float32"));
   }
   SECTION("wrong rank") {
     const ShardSpec s3({2, 8, 6}, {Replicate(), Shard(0), Shard(1)}, mesh);
     const std::string e = read(good, "/fields/u", s3, DType::f64);
     INFO(e);
-    MPI_REQUIRE(contains(e, "'/fields/u' in '" + good + "' has rank 4") &&
-                contains(e, "expected rank 3"));
+    MPI_REQUIRE(test::has(e, "'/fields/u' in '" + good + "' has rank 4") &&
+                test::has(e, "expected rank 3"));
   }
   SECTION("shape not matching what was asked") {
     const ShardSpec s({2, 1, 8, 7}, {Replicate(), Replicate(), Shard(0), Shard(1)}, mesh);
     const std::string e = read(good, "/fields/u", s, DType::f64);
     INFO(e);
-    MPI_REQUIRE(
-        contains(e, "'/fields/u' in '" + good + "' has shape (2, 1, 8, 6), expected (2, 1, 8, 7)"));
+    MPI_REQUIRE(test::has(
+        e, "'/fields/u' in '" + good + "' has shape (2, 1, 8, 6), expected (2, 1, 8, 7)"));
   }
   SECTION("a box outside the dataset") {
-    const std::string e = error_of([&] {
+    const std::string e = test::error_of([&] {
       io::File f = io::File::open(good, MPI_COMM_WORLD);
       io::read_slab(f, "/fields/u", rank == 0 ? Box({0, 0, 0, 0}, {3, 1, 1, 1}) : Box(),
                     DType::f64);
     });
     INFO(e);
-    MPI_REQUIRE(contains(e, "lies outside dataset '/fields/u'"));
+    MPI_REQUIRE(test::has(e, "lies outside dataset '/fields/u'"));
   }
   test::remove_file(MPI_COMM_WORLD, good);
 }
@@ -412,8 +398,8 @@ TEST_CASE("Statistics and the first non-finite value, at any rank count", "[io][
   const auto problems = io::schema::validate(f);
   bool named = false;
   for (const auto& p : problems)
-    named = named || contains(p, "dataset '/fields/u' in '" + path +
-                                     "': non-finite value nan at index (1, 1, 3, 2)");
+    named = named || test::has(p, "dataset '/fields/u' in '" + path +
+                                      "': non-finite value nan at index (1, 1, 3, 2)");
   INFO((problems.empty() ? std::string("no problems") : problems[0]));
   MPI_REQUIRE(named);
   f.close();
