@@ -192,6 +192,18 @@ struct HaloExchange::Impl {
     return &msgs == &sends ? send_regions : recv_regions;
   }
 
+  // Runs `op` over n regions between t's padded buffer and buf[regions[0], end).
+  void run_regions(const HaloTensor& t, void* buf, const kernels::PackRegion* regions, int n,
+                   Index end, kernels::PackOp op) const {
+    const Tensor& p = t.padded();
+    const auto add =
+        op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : kernels::AddType::F32;
+    if (p.space() == MemSpace::Host)
+      kernels::region_pack_host(p.raw(), buf, regions, n, end, elem_size, op, add);
+    else
+      kernels::region_pack_cuda(p.raw(), buf, regions, n, end, elem_size, op, add);
+  }
+
   // Packs or unpacks messages [first, last) of `msgs` between t and buf.
   void pack(const HaloTensor& t, const std::vector<PeerMessage>& msgs, void* buf,
             kernels::PackOp op, std::size_t first, std::size_t last) {
@@ -200,13 +212,7 @@ struct HaloExchange::Impl {
     const int r0 = msgs[first].first_region;
     const int r1 = last < msgs.size() ? msgs[last].first_region : static_cast<int>(table.size());
     const Index end = last < msgs.size() ? msgs[last].offset : total(msgs);
-    const Tensor& p = t.padded();
-    const auto add =
-        op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : kernels::AddType::F32;
-    if (p.space() == MemSpace::Host)
-      kernels::region_pack_host(p.raw(), buf, table.data() + r0, r1 - r0, end, elem_size, op, add);
-    else
-      kernels::region_pack_cuda(p.raw(), buf, table.data() + r0, r1 - r0, end, elem_size, op, add);
+    run_regions(t, buf, table.data() + r0, r1 - r0, end, op);
   }
 
   // Unpacks message i of `in` straight from its sender's node-shared buffer, then tells the
@@ -215,13 +221,9 @@ struct HaloExchange::Impl {
     const auto& table = &in == &recvs ? fwd_shared_regions : adj_shared_regions;
     const PeerMessage& m = in[i];
     const auto r0 = static_cast<std::size_t>(m.first_region);
-    const Tensor& p = target->padded();
-    const auto add =
-        op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : kernels::AddType::F32;
     mailbox->sync();  // the sender's stores, published before its ready signal
-    kernels::region_pack_host(p.raw(), mailbox->buffer_of(m.peer), table.data() + r0,
-                              static_cast<int>(m.boxes.size()), table[r0].buffer_offset + m.count,
-                              elem_size, op, add);
+    run_regions(*target, mailbox->buffer_of(m.peer), table.data() + r0,
+                static_cast<int>(m.boxes.size()), table[r0].buffer_offset + m.count, op);
     mailbox->sync();  // these loads before the sender's next stores
     done_sends.emplace_back();
     TESSERA_MPI(MPI_Isend(nullptr, 0, MPI_BYTE, m.peer, kDoneTag, comm, &done_sends.back()));
@@ -294,8 +296,12 @@ struct HaloExchange::Impl {
       if (!b.defined() || b.numel() != n || b.dtype() != p.dtype() || b.space() != space)
         b = Tensor::empty({n}, p.dtype(), space);
     };
+    // Pack buffers only where something is packed: not for node-shared or in-place messages.
+    bool packed_in = !host;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      packed_in = packed_in || !(in_shared[i] || in_direct[i]);
     if (!shared) reuse(out_buf, total(out), p.space());
-    reuse(in_buf, total(in), p.space());
+    if (packed_in) reuse(in_buf, total(in), p.space());
     staged = !mpi_accepts(p.space());
     const auto out_bytes = static_cast<std::size_t>(total(out)) * elem_size;
     const auto in_bytes = static_cast<std::size_t>(total(in)) * elem_size;

@@ -37,7 +37,6 @@ class NodeMailbox {
   unsigned char* buffer_of(int rank) const { return base_[static_cast<std::size_t>(rank)]; }
   unsigned char* mine() const { return mine_; }
   std::size_t bytes() const { return bytes_; }
-  bool allocated() const { return win_ != MPI_WIN_NULL; }
   // Forgets the window without freeing it (no collective): for error unwinding, where
   // the other ranks may never come to MPI_Win_free.
   void leak() {
