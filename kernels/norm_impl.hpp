@@ -1,6 +1,8 @@
 #pragma once
 // Normalization element functions shared by the OpenMP loops and the CUDA kernels;
 // arithmetic in double, results stored in the element type.
+#include "kernels/check.hpp"
+#include "kernels/norm.hpp"
 #include "kernels/stat_layout.hpp"
 
 namespace tessera::kernels {
@@ -18,6 +20,14 @@ struct NormParams {
     return (static_cast<double>(x[e]) - mean[g]) * rstd[g];
   }
 };
+
+// Validates a (throws naming `where`) and takes its parameters for element type T.
+template <class T>
+NormParams<T> norm_params(const NormArgs& a, const char* where) {
+  check_stat_layout(a.layout, where);
+  TESSERA_CHECK(a.mean && a.rstd, where << ": mean and rstd are required");
+  return {a.layout, a.mean, a.rstd, static_cast<const T*>(a.gamma)};
+}
 
 template <class T>
 struct NormForward {

@@ -8,6 +8,7 @@
 #include "decomp/hd.hpp"
 #include "kernels/hd_math.hpp"
 #include "kernels/pool.hpp"
+#include "kernels/spatial_index.hpp"
 
 namespace tessera::kernels {
 
@@ -27,6 +28,13 @@ struct PoolGeom {
     lo = max_i(start, 0);
     hi = min_i(start + k[d], in[d]);
   }
+  TESSERA_HD void windows(const Index o[3], Index lo[3], Index hi[3]) const {
+    for (int d = 0; d < 3; ++d) window(d, o[d], lo[d], hi[d]);
+  }
+  // Offset of spatial cell (a, b, e) within an (n, c) plane of x.
+  TESSERA_HD Index x_at(Index a, Index b, Index e) const {
+    return a * xs[2] + b * xs[3] + e * xs[4];
+  }
 };
 
 // Validates d (throws tessera::Error naming `where`) and normalizes it.
@@ -37,16 +45,14 @@ template <class T>
 TESSERA_HD inline void pool_argmax(const PoolGeom& g, const T* xnc, const Index o[3],
                                    Index best[3]) {
   Index lo[3], hi[3];
-  for (int d = 0; d < 3; ++d) {
-    g.window(d, o[d], lo[d], hi[d]);
-    best[d] = lo[d];
-  }
+  g.windows(o, lo, hi);
+  for (int d = 0; d < 3; ++d) best[d] = lo[d];
   bool first = true;
   T bv = T(0);
   for (Index a = lo[0]; a < hi[0]; ++a)
     for (Index b = lo[1]; b < hi[1]; ++b)
       for (Index e = lo[2]; e < hi[2]; ++e) {
-        const T v = xnc[a * g.xs[2] + b * g.xs[3] + e * g.xs[4]];
+        const T v = xnc[g.x_at(a, b, e)];
         // The first NaN wins and stays, as in PyTorch (NaN propagates).
         if (first || v > bv || (v != v && bv == bv)) {
           first = false;
@@ -78,26 +84,21 @@ struct PoolForward {
   const T* x;
   T* y;
   TESSERA_HD void operator()(Index i) const {
-    Index o[3], r = i;
-    for (int d = 2; d >= 0; --d) {
-      o[d] = r % g.out[d];
-      r /= g.out[d];
-    }
-    const Index cc = r % g.c, nn = r / g.c;
+    Index o[3], cc, nn;
+    unravel_nc3(i, g.c, g.out, o, cc, nn);
     const T* xnc = x + nn * g.xs[0] + cc * g.xs[1];
     if (g.max) {
       Index b[3] = {0, 0, 0};
       pool_argmax(g, xnc, o, b);
-      y[i] = xnc[b[0] * g.xs[2] + b[1] * g.xs[3] + b[2] * g.xs[4]];
+      y[i] = xnc[g.x_at(b[0], b[1], b[2])];
       return;
     }
     Index lo[3], hi[3];
-    for (int d = 0; d < 3; ++d) g.window(d, o[d], lo[d], hi[d]);
+    g.windows(o, lo, hi);
     double acc = 0;
     for (Index a = lo[0]; a < hi[0]; ++a)
       for (Index b = lo[1]; b < hi[1]; ++b)
-        for (Index e = lo[2]; e < hi[2]; ++e)
-          acc += static_cast<double>(xnc[a * g.xs[2] + b * g.xs[3] + e * g.xs[4]]);
+        for (Index e = lo[2]; e < hi[2]; ++e) acc += static_cast<double>(xnc[g.x_at(a, b, e)]);
     y[i] = static_cast<T>(acc / pool_divisor(g, o));
   }
 };
@@ -111,12 +112,8 @@ struct PoolArgmax {
   const T* x;
   Index* arg;  // out_count() entries
   TESSERA_HD void operator()(Index i) const {
-    Index o[3], r = i;
-    for (int d = 2; d >= 0; --d) {
-      o[d] = r % g.out[d];
-      r /= g.out[d];
-    }
-    const Index cc = r % g.c, nn = r / g.c;
+    Index o[3], cc, nn;
+    unravel_nc3(i, g.c, g.out, o, cc, nn);
     Index b[3] = {0, 0, 0};
     pool_argmax(g, x + nn * g.xs[0] + cc * g.xs[1], o, b);
     arg[i] = (b[0] * g.in[1] + b[1]) * g.in[2] + b[2];
@@ -132,12 +129,8 @@ struct PoolBackward {
   const T* dy;
   T* dx;
   TESSERA_HD void operator()(Index i) const {
-    Index p[3], r = i;
-    for (int d = 2; d >= 0; --d) {
-      p[d] = r % g.in[d];
-      r /= g.in[d];
-    }
-    const Index cc = r % g.c, nn = r / g.c;
+    Index p[3], cc, nn;
+    unravel_nc3(i, g.c, g.in, p, cc, nn);
     // Outputs whose window covers p: o*s - plo <= p < o*s - plo + k.
     Index olo[3], ohi[3];
     for (int d = 0; d < 3; ++d) {
@@ -159,8 +152,7 @@ struct PoolBackward {
             acc += v / pool_divisor(g, o);
           }
         }
-    dx[nn * g.xs[0] + cc * g.xs[1] + p[0] * g.xs[2] + p[1] * g.xs[3] + p[2] * g.xs[4]] =
-        static_cast<T>(acc);
+    dx[nn * g.xs[0] + cc * g.xs[1] + g.x_at(p[0], p[1], p[2])] = static_cast<T>(acc);
   }
 };
 

@@ -5,9 +5,7 @@
 namespace tessera::kernels {
 
 UpsampleGeom upsample_geometry(const UpsampleDesc& d, const char* where) {
-  TESSERA_CHECK(d.nd >= 1 && d.nd <= 3,
-                where << ": upsampling needs 1 to 3 spatial dims, got " << d.nd);
-  TESSERA_CHECK(d.n >= 0 && d.c >= 0, where << ": negative batch or channel count");
+  check_nd_nc(d.nd, d.n, d.c, where, "upsampling");
   UpsampleGeom g;
   g.n = d.n;
   g.c = d.c;
@@ -38,16 +36,7 @@ UpsampleGeom upsample_geometry(const UpsampleDesc& d, const char* where) {
     g.olo[n] = d.out_lo[k];
     g.on[n] = d.out_n[k];
   }
-  bool contiguous = true;
-  for (int k = 0; k < 2 + d.nd; ++k) contiguous = contiguous && d.x_strides[k] == 0;
-  if (contiguous) {
-    g.xs[4] = 1;
-    for (int n = 3; n >= 0; --n) g.xs[n] = g.xs[n + 1] * (n >= 1 ? g.in[n - 1] : g.c);
-  } else {
-    g.xs[0] = d.x_strides[0];
-    g.xs[1] = d.x_strides[1];
-    for (int k = 0; k < d.nd; ++k) g.xs[2 + off + k] = d.x_strides[2 + k];
-  }
+  normalized_x_strides(d.x_strides, d.nd, g.c, g.in, g.xs);
   return g;
 }
 

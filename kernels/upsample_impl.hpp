@@ -7,6 +7,7 @@
 #include "decomp/box.hpp"
 #include "decomp/hd.hpp"
 #include "kernels/hd_math.hpp"
+#include "kernels/spatial_index.hpp"
 #include "kernels/upsample.hpp"
 
 namespace tessera::kernels {
@@ -37,12 +38,8 @@ struct UpsampleForward {
   const T* x;
   T* y;
   TESSERA_HD void operator()(Index i) const {
-    Index o[3], r = i;
-    for (int d = 2; d >= 0; --d) {
-      o[d] = r % g.on[d] + g.olo[d];
-      r /= g.on[d];
-    }
-    const Index cc = r % g.c, nn = r / g.c;
+    Index o[3], cc, nn;
+    unravel_nc3(i, g.c, g.on, o, cc, nn, g.olo);
     const T* xnc = x + nn * g.xs[0] + cc * g.xs[1];
     UpsampleTap t[3];
     for (int d = 0; d < 3; ++d) t[d] = upsample_tap(g.mode, g.s[d], g.g[d], o[d]);
@@ -74,12 +71,8 @@ struct UpsampleBackward {
   const T* dy;
   T* dx;
   TESSERA_HD void operator()(Index i) const {
-    Index p[3], r = i;
-    for (int d = 2; d >= 0; --d) {
-      p[d] = r % g.in[d] + g.ilo[d];
-      r /= g.in[d];
-    }
-    const Index cc = r % g.c, nn = r / g.c;
+    Index p[3], cc, nn;
+    unravel_nc3(i, g.c, g.in, p, cc, nn, g.ilo);
     Index lo[3], hi[3];
     for (int d = 0; d < 3; ++d) {
       lo[d] = max_i((p[d] - 1) * g.s[d], g.olo[d]);

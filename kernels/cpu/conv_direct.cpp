@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/hd_math.hpp"
+
 namespace tessera::kernels::direct {
 namespace {
 
@@ -42,10 +44,6 @@ Geo lift(const ConvDesc& c) {
   return g;
 }
 
-Index floor_div(Index a, Index b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-
 // The outputs o in [lo, hi) whose input index o*s - pl + koff lies in [0, in).
 struct Range {
   Index lo, hi;
@@ -54,6 +52,20 @@ Range valid(Index out, Index in, Index s, Index pl, Index koff) {
   const Index lo = std::max<Index>(0, -floor_div(koff - pl, s));  // ceil((pl-koff)/s)
   const Index hi = std::min<Index>(out, floor_div(in - 1 + pl - koff, s) + 1);
   return {lo, std::max(lo, hi)};
+}
+
+// What a row kernel needs for tap kw of the last dim; it does not depend on the row, so
+// it is computed once per call. x rows are addressed as xr[base + ow*sx].
+struct RowTap {
+  Range r;
+  Index base;  // may be < 0; base + r.lo*sx is not
+};
+std::vector<RowTap> row_taps(const Geo& g) {
+  std::vector<RowTap> t(static_cast<std::size_t>(g.k[2]));
+  for (Index kw = 0; kw < g.k[2]; ++kw)
+    t[static_cast<std::size_t>(kw)] = {valid(g.out[2], g.in[2], g.s[2], g.pl[2], kw * g.dl[2]),
+                                       (kw * g.dl[2] - g.pl[2]) * g.xs[4]};
+  return t;
 }
 
 // Input index of output o at kernel tap k in dim d, or -1 when it falls in the padding.
@@ -99,6 +111,8 @@ T dot(const T* y, const T* xr, Index base, Index sx, Range r) {
 template <class T>
 void forward(const ConvDesc& c, const T* x, const T* w, const T* bias, T* y) {
   const Geo g = lift(c);
+  const std::vector<RowTap> taps = row_taps(g);
+  const Index sx = g.s[2] * g.xs[4];
 #pragma omp parallel for collapse(2) schedule(static)
   for (Index n = 0; n < g.n; ++n)
     for (Index co = 0; co < g.co; ++co) {
@@ -121,12 +135,8 @@ void forward(const ConvDesc& c, const T* x, const T* w, const T* bias, T* y) {
                 const T* xr = xp + id * g.xs[2] + ih * g.xs[3];
                 const T* wr = wp + (kd * g.k[1] + kh) * g.k[2];
                 for (Index kw = 0; kw < g.k[2]; ++kw) {
-                  const Index off = kw * g.dl[2] - g.pl[2];
-                  const Range r = valid(g.out[2], g.in[2], g.s[2], g.pl[2], kw * g.dl[2]);
-                  const T wv = wr[kw];
-                  const Index sx = g.s[2] * g.xs[4];
-                  const Index base = off * g.xs[4];  // may be < 0; base + r.lo*sx is not
-                  axpy(yr, wv, xr, base, sx, r);
+                  const RowTap& t = taps[static_cast<std::size_t>(kw)];
+                  axpy(yr, wr[kw], xr, t.base, sx, t.r);
                 }
               }
             }
@@ -138,6 +148,8 @@ void forward(const ConvDesc& c, const T* x, const T* w, const T* bias, T* y) {
 template <class T>
 void backward_data(const ConvDesc& c, const T* dy, const T* w, T* dx) {
   const Geo g = lift(c);
+  const std::vector<RowTap> taps = row_taps(g);
+  const Index sx = g.s[2] * g.xs[4];
 #pragma omp parallel for collapse(2) schedule(static)
   for (Index n = 0; n < g.n; ++n)
     for (Index ci = 0; ci < g.ci; ++ci) {
@@ -157,15 +169,12 @@ void backward_data(const ConvDesc& c, const T* dy, const T* w, T* dx) {
               if (nh < 0 || nh % g.s[1] != 0 || nh / g.s[1] >= g.out[1]) continue;
               const Index oh = nh / g.s[1];
               for (Index kw = 0; kw < g.k[2]; ++kw) {
-                const Index off = kw * g.dl[2] - g.pl[2];
-                const Range r = valid(g.out[2], g.in[2], g.s[2], g.pl[2], kw * g.dl[2]);
-                const Index sx = g.s[2] * g.xs[4];
-                const Index base = off * g.xs[4];
+                const RowTap& t = taps[static_cast<std::size_t>(kw)];
                 for (Index co = grp * g.cog; co < (grp + 1) * g.cog; ++co) {
                   const T wv =
                       w[((co * g.cig + cg) * g.k[0] + kd) * g.k[1] * g.k[2] + kh * g.k[2] + kw];
                   const T* yr = dy + (n * g.co + co) * g.out_vol + (od * g.out[1] + oh) * g.out[2];
-                  scatter_axpy(xr, base, sx, wv, yr, r);
+                  scatter_axpy(xr, t.base, sx, wv, yr, t.r);
                 }
               }
             }
@@ -177,6 +186,8 @@ void backward_data(const ConvDesc& c, const T* dy, const T* w, T* dx) {
 template <class T>
 void backward_weights(const ConvDesc& c, const T* x, const T* dy, T* dw, T* dbias) {
   const Geo g = lift(c);
+  const std::vector<RowTap> taps = row_taps(g);
+  const Index sx = g.s[2] * g.xs[4];
 #pragma omp parallel for collapse(2) schedule(static)
   for (Index co = 0; co < g.co; ++co)
     for (Index cg = 0; cg < g.cig; ++cg) {
@@ -198,11 +209,8 @@ void backward_weights(const ConvDesc& c, const T* x, const T* dy, T* dw, T* dbia
                 const T* xr = xp + id * g.xs[2] + ih * g.xs[3];
                 T* ar = acc.data() + (kd * g.k[1] + kh) * g.k[2];
                 for (Index kw = 0; kw < g.k[2]; ++kw) {
-                  const Index off = kw * g.dl[2] - g.pl[2];
-                  const Range r = valid(g.out[2], g.in[2], g.s[2], g.pl[2], kw * g.dl[2]);
-                  const Index sx = g.s[2] * g.xs[4];
-                  const Index base = off * g.xs[4];
-                  ar[kw] += dot(yr, xr, base, sx, r);
+                  const RowTap& t = taps[static_cast<std::size_t>(kw)];
+                  ar[kw] += dot(yr, xr, t.base, sx, t.r);
                 }
               }
             }

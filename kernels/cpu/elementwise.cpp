@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/optim_update.hpp"
 
@@ -11,14 +12,6 @@ namespace tessera::kernels {
 namespace {
 
 constexpr Count kChunk = 1 << 14;
-
-template <class F>
-void dispatch(Scalar s, F&& f) {
-  if (s == Scalar::F64)
-    f(double{});
-  else
-    f(float{});
-}
 
 // Sum of term(i) over [0, n): chunk sums in double, added in chunk order.
 template <class Term>
@@ -73,30 +66,26 @@ void scaled_diff_host(Scalar s, Count n, double alpha, const void* a, const void
 }
 
 double sum_squares_host(Scalar s, Count n, const void* x) {
-  double r = 0;
-  dispatch(s, [&](auto t) {
+  return dispatch(s, [&](auto t) {
     using T = decltype(t);
     const T* xs = static_cast<const T*>(x);
-    r = chunked_sum(n, [&](Count i) {
+    return chunked_sum(n, [&](Count i) {
       const double v = xs[i];
       return v * v;
     });
   });
-  return r;
 }
 
 double sum_sq_diff_host(Scalar s, Count n, const void* a, const void* b) {
-  double r = 0;
-  dispatch(s, [&](auto t) {
+  return dispatch(s, [&](auto t) {
     using T = decltype(t);
     const T* as = static_cast<const T*>(a);
     const T* bs = static_cast<const T*>(b);
-    r = chunked_sum(n, [&](Count i) {
+    return chunked_sum(n, [&](Count i) {
       const double d = static_cast<double>(as[i]) - static_cast<double>(bs[i]);
       return d * d;
     });
   });
-  return r;
 }
 
 void sgd_update_host(Scalar s, Count n, void* p, const void* g, void* buf, const SgdArgs& a) {

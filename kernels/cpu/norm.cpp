@@ -6,21 +6,13 @@
 #include "kernels/norm_impl.hpp"
 
 namespace tessera::kernels {
-namespace {
-template <class T>
-NormParams<T> params(const NormArgs& a, const char* where) {
-  check_stat_layout(a.layout, where);
-  TESSERA_CHECK(a.mean && a.rstd, where << ": mean and rstd are required");
-  return {a.layout, a.mean, a.rstd, static_cast<const T*>(a.gamma)};
-}
-}  // namespace
-
 void norm_forward_cpu(const NormArgs& a, const void* x, void* y) {
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    host_for_each(a.layout.elements(),
-                  NormForward<T>{params<T>(a, "norm_forward_cpu"), static_cast<const T*>(a.beta),
-                                 static_cast<const T*>(x), static_cast<T*>(y)});
+    host_for_each(
+        a.layout.elements(),
+        NormForward<T>{norm_params<T>(a, "norm_forward_cpu"), static_cast<const T*>(a.beta),
+                       static_cast<const T*>(x), static_cast<T*>(y)});
   });
 }
 
@@ -30,7 +22,7 @@ void norm_backward_sums_cpu(const NormArgs& a, const void* x, const void* dy, do
     using T = decltype(t);
     host_group_reduce(
         a.layout.count(), a.layout.size(),
-        NormBackwardSums<T>{params<T>(a, "norm_backward_sums_cpu"), static_cast<const T*>(x),
+        NormBackwardSums<T>{norm_params<T>(a, "norm_backward_sums_cpu"), static_cast<const T*>(x),
                             static_cast<const T*>(dy), s1, s2});
   });
 }
@@ -42,7 +34,7 @@ void norm_backward_dx_cpu(const NormArgs& a, const void* x, const void* dy, cons
     using T = decltype(t);
     host_for_each(
         a.layout.elements(),
-        NormBackwardDx<T>{params<T>(a, "norm_backward_dx_cpu"), static_cast<const T*>(x),
+        NormBackwardDx<T>{norm_params<T>(a, "norm_backward_dx_cpu"), static_cast<const T*>(x),
                           static_cast<const T*>(dy), S1, S2, 1.0 / M, static_cast<T*>(dx)});
   });
 }
@@ -54,7 +46,7 @@ void norm_param_grads_cpu(const NormArgs& a, const void* x, const void* dy, doub
     using T = decltype(t);
     host_group_reduce(
         byc.count(), byc.size(),
-        NormParamGrads<T>{params<T>(a, "norm_param_grads_cpu"), byc, static_cast<const T*>(x),
+        NormParamGrads<T>{norm_params<T>(a, "norm_param_grads_cpu"), byc, static_cast<const T*>(x),
                           static_cast<const T*>(dy), dgamma, dbeta});
   });
 }

@@ -5,6 +5,8 @@
 // default stream, like every CUDA kernel entry point of the project.
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <memory>
 #include <string>
 
 #include "decomp/box.hpp"
@@ -15,6 +17,17 @@ namespace tessera::kernels {
 inline void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
     throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Device scratch memory that a throw releases; the normal path frees it with a checked
+// cudaFree(p.release()). Empty (null) for count 0.
+template <class T>
+using DeviceScratch = std::unique_ptr<T, cudaError_t (*)(void*)>;
+template <class T>
+DeviceScratch<T> device_scratch(std::size_t count, const char* what) {
+  T* p = nullptr;
+  if (count > 0) cuda_check(cudaMalloc(&p, count * sizeof(T)), what);
+  return DeviceScratch<T>(p, cudaFree);
 }
 
 inline unsigned cuda_blocks_for(Index n, unsigned threads) {

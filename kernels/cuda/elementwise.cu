@@ -1,11 +1,9 @@
 // CUDA element-wise arithmetic, reductions and optimizer updates. Reductions are
 // deterministic: a fixed grid writes one double per block, the host adds them in order.
-#include <cuda_runtime.h>
-
-#include <string>
 #include <vector>
 
-#include "decomp/error.hpp"
+#include "kernels/cuda/device_loops.cuh"
+#include "kernels/dispatch.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/optim_update.hpp"
 
@@ -15,27 +13,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kReduceBlocks = 1024;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
-}
-
-unsigned blocks_for(Count n) {
-  const Count b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
-}
-
-template <class F>
-void dispatch(Scalar s, F&& f) {
-  if (s == Scalar::F64)
-    f(double{});
-  else
-    f(float{});
-}
-
 void finish(const char* what) {
-  check(cudaGetLastError(), what);
-  check(cudaDeviceSynchronize(), what);
+  cuda_check(cudaGetLastError(), what);
+  cuda_check(cudaDeviceSynchronize(), what);
 }
 
 #define GRID_LOOP(i, n)                                                              \
@@ -77,14 +57,14 @@ template <class T>
 double sum_sq(Count n, const T* a, const T* b) {
   if (n == 0) return 0;
   double* d_sums = nullptr;
-  check(cudaMalloc(&d_sums, kReduceBlocks * sizeof(double)), "sum of squares: cudaMalloc");
+  cuda_check(cudaMalloc(&d_sums, kReduceBlocks * sizeof(double)), "sum of squares: cudaMalloc");
   std::vector<double> sums(kReduceBlocks, 0.0);
   sum_sq_kernel<T><<<kReduceBlocks, kThreads>>>(n, a, b, d_sums);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess)
     e = cudaMemcpy(sums.data(), d_sums, kReduceBlocks * sizeof(double), cudaMemcpyDeviceToHost);
   cudaFree(d_sums);
-  check(e, "sum of squares kernel");
+  cuda_check(e, "sum of squares kernel");
   double total = 0;
   for (double v : sums) total += v;
   return total;
@@ -108,8 +88,8 @@ void axpy_cuda(Scalar s, Count n, double alpha, const void* x, void* y) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    axpy_kernel<T><<<blocks_for(n), kThreads>>>(n, static_cast<T>(alpha), static_cast<const T*>(x),
-                                                static_cast<T*>(y));
+    axpy_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads>>>(
+        n, static_cast<T>(alpha), static_cast<const T*>(x), static_cast<T*>(y));
   });
   finish("axpy kernel");
 }
@@ -118,7 +98,8 @@ void scale_cuda(Scalar s, Count n, double alpha, void* y) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    scale_kernel<T><<<blocks_for(n), kThreads>>>(n, static_cast<T>(alpha), static_cast<T*>(y));
+    scale_kernel<T>
+        <<<cuda_blocks_for(n, kThreads), kThreads>>>(n, static_cast<T>(alpha), static_cast<T*>(y));
   });
   finish("scale kernel");
 }
@@ -127,37 +108,33 @@ void scaled_diff_cuda(Scalar s, Count n, double alpha, const void* a, const void
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    scaled_diff_kernel<T>
-        <<<blocks_for(n), kThreads>>>(n, static_cast<T>(alpha), static_cast<const T*>(a),
-                                      static_cast<const T*>(b), static_cast<T*>(out));
+    scaled_diff_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads>>>(
+        n, static_cast<T>(alpha), static_cast<const T*>(a), static_cast<const T*>(b),
+        static_cast<T*>(out));
   });
   finish("scaled difference kernel");
 }
 
 double sum_squares_cuda(Scalar s, Count n, const void* x) {
-  double r = 0;
-  dispatch(s, [&](auto t) {
+  return dispatch(s, [&](auto t) {
     using T = decltype(t);
-    r = sum_sq<T>(n, static_cast<const T*>(x), nullptr);
+    return sum_sq<T>(n, static_cast<const T*>(x), nullptr);
   });
-  return r;
 }
 
 double sum_sq_diff_cuda(Scalar s, Count n, const void* a, const void* b) {
-  double r = 0;
-  dispatch(s, [&](auto t) {
+  return dispatch(s, [&](auto t) {
     using T = decltype(t);
-    r = sum_sq<T>(n, static_cast<const T*>(a), static_cast<const T*>(b));
+    return sum_sq<T>(n, static_cast<const T*>(a), static_cast<const T*>(b));
   });
-  return r;
 }
 
 void sgd_update_cuda(Scalar s, Count n, void* p, const void* g, void* buf, const SgdArgs& a) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    sgd_kernel<T><<<blocks_for(n), kThreads>>>(n, static_cast<T*>(p), static_cast<const T*>(g),
-                                               static_cast<T*>(buf), a);
+    sgd_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads>>>(
+        n, static_cast<T*>(p), static_cast<const T*>(g), static_cast<T*>(buf), a);
   });
   finish("SGD update kernel");
 }
@@ -167,8 +144,8 @@ void adam_update_cuda(Scalar s, Count n, void* p, const void* g, void* m, void* 
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    adam_kernel<T><<<blocks_for(n), kThreads>>>(n, static_cast<T*>(p), static_cast<const T*>(g),
-                                                static_cast<T*>(m), static_cast<T*>(v), a);
+    adam_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads>>>(
+        n, static_cast<T*>(p), static_cast<const T*>(g), static_cast<T*>(m), static_cast<T*>(v), a);
   });
   finish("Adam update kernel");
 }

@@ -6,22 +6,14 @@
 #include "kernels/norm_impl.hpp"
 
 namespace tessera::kernels {
-namespace {
-template <class T>
-NormParams<T> params(const NormArgs& a, const char* where) {
-  check_stat_layout(a.layout, where);
-  TESSERA_CHECK(a.mean && a.rstd, where << ": mean and rstd are required");
-  return {a.layout, a.mean, a.rstd, static_cast<const T*>(a.gamma)};
-}
-}  // namespace
-
 void norm_forward_cuda(const NormArgs& a, const void* x, void* y) {
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(a.layout.elements(),
-                  NormForward<T>{params<T>(a, "norm_forward_cuda"), static_cast<const T*>(a.beta),
-                                 static_cast<const T*>(x), static_cast<T*>(y)},
-                  "norm_forward_cuda");
+    cuda_for_each(
+        a.layout.elements(),
+        NormForward<T>{norm_params<T>(a, "norm_forward_cuda"), static_cast<const T*>(a.beta),
+                       static_cast<const T*>(x), static_cast<T*>(y)},
+        "norm_forward_cuda");
   });
 }
 
@@ -31,7 +23,7 @@ void norm_backward_sums_cuda(const NormArgs& a, const void* x, const void* dy, d
     using T = decltype(t);
     cuda_group_reduce(
         a.layout.count(), a.layout.size(),
-        NormBackwardSums<T>{params<T>(a, "norm_backward_sums_cuda"), static_cast<const T*>(x),
+        NormBackwardSums<T>{norm_params<T>(a, "norm_backward_sums_cuda"), static_cast<const T*>(x),
                             static_cast<const T*>(dy), s1, s2},
         "norm_backward_sums_cuda");
   });
@@ -44,7 +36,7 @@ void norm_backward_dx_cuda(const NormArgs& a, const void* x, const void* dy, con
     using T = decltype(t);
     cuda_for_each(
         a.layout.elements(),
-        NormBackwardDx<T>{params<T>(a, "norm_backward_dx_cuda"), static_cast<const T*>(x),
+        NormBackwardDx<T>{norm_params<T>(a, "norm_backward_dx_cuda"), static_cast<const T*>(x),
                           static_cast<const T*>(dy), S1, S2, 1.0 / M, static_cast<T*>(dx)},
         "norm_backward_dx_cuda");
   });
@@ -57,7 +49,7 @@ void norm_param_grads_cuda(const NormArgs& a, const void* x, const void* dy, dou
     using T = decltype(t);
     cuda_group_reduce(
         byc.count(), byc.size(),
-        NormParamGrads<T>{params<T>(a, "norm_param_grads_cuda"), byc, static_cast<const T*>(x),
+        NormParamGrads<T>{norm_params<T>(a, "norm_param_grads_cuda"), byc, static_cast<const T*>(x),
                           static_cast<const T*>(dy), dgamma, dbeta},
         "norm_param_grads_cuda");
   });

@@ -21,27 +21,15 @@ void pool_backward_cuda(const PoolDesc& d, const void* x, const void* dy, void* 
   TESSERA_CHECK(x || !g.max, "pool_backward_cuda: max pooling needs x");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    Index* arg = nullptr;
-    if (g.max && g.out_count() > 0) {
-      cuda_check(cudaMalloc(&arg, static_cast<std::size_t>(g.out_count()) * sizeof(Index)),
-                 "pool_backward_cuda argmax buffer");
-      try {
-        cuda_for_each(g.out_count(), PoolArgmax<T>{g, static_cast<const T*>(x), arg},
-                      "pool_backward_cuda argmax");
-      } catch (...) {
-        cudaFree(arg);
-        throw;
-      }
-    }
-    try {
-      cuda_for_each(g.in_count(),
-                    PoolBackward<T>{g, arg, static_cast<const T*>(dy), static_cast<T*>(dx)},
-                    "pool_backward_cuda");
-    } catch (...) {
-      cudaFree(arg);
-      throw;
-    }
-    cuda_check(cudaFree(arg), "pool_backward_cuda argmax buffer");
+    DeviceScratch<Index> arg = device_scratch<Index>(
+        g.max ? static_cast<std::size_t>(g.out_count()) : 0, "pool_backward_cuda argmax buffer");
+    if (g.max)
+      cuda_for_each(g.out_count(), PoolArgmax<T>{g, static_cast<const T*>(x), arg.get()},
+                    "pool_backward_cuda argmax");
+    cuda_for_each(g.in_count(),
+                  PoolBackward<T>{g, arg.get(), static_cast<const T*>(dy), static_cast<T*>(dx)},
+                  "pool_backward_cuda");
+    cuda_check(cudaFree(arg.release()), "pool_backward_cuda argmax buffer");
   });
 }
 

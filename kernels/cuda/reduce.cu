@@ -36,23 +36,17 @@ double whole_sum(Scalar type, Index n, const void* x, const char* where) {
   if (n == 0) return 0.0;
   const Index b = (n + kReduceThreads - 1) / kReduceThreads;
   const unsigned blocks = static_cast<unsigned>(b < 1024 ? b : 1024);
-  double* part = nullptr;
-  cuda_check(cudaMalloc(&part, blocks * sizeof(double)), where);
+  DeviceScratch<double> part = device_scratch<double>(blocks, where);
   std::vector<double> host(blocks);
-  try {
-    dispatch(type, [&](auto t) {
-      using T = decltype(t);
-      partial_sums_kernel<T, Squares>
-          <<<blocks, kReduceThreads>>>(static_cast<const T*>(x), n, part);
-    });
-    cuda_check(cudaGetLastError(), where);
-    cuda_check(cudaMemcpy(host.data(), part, blocks * sizeof(double), cudaMemcpyDeviceToHost),
-               where);
-  } catch (...) {
-    cudaFree(part);
-    throw;
-  }
-  cuda_check(cudaFree(part), where);
+  dispatch(type, [&](auto t) {
+    using T = decltype(t);
+    partial_sums_kernel<T, Squares>
+        <<<blocks, kReduceThreads>>>(static_cast<const T*>(x), n, part.get());
+  });
+  cuda_check(cudaGetLastError(), where);
+  cuda_check(cudaMemcpy(host.data(), part.get(), blocks * sizeof(double), cudaMemcpyDeviceToHost),
+             where);
+  cuda_check(cudaFree(part.release()), where);
   double s = 0;
   for (double v : host) s += v;
   return s;
