@@ -164,16 +164,9 @@ TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
   auto x_of = [&](std::vector<Index> shape, std::vector<Placement> dims, DType dt) {
     return ShardTensor::scatter(mesh, test::random_tensor(shape, dt, 1), dims);
   };
-  MPI_CHECK(throws(
-      [&] {
-        layer.forward(x_of({1, 3, 8}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
-      },
-      "channels"));
-  MPI_CHECK(throws(
-      [&] {
-        layer.forward(x_of({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, DType::f64));
-      },
-      "float64"));
+  const std::vector<Placement> along_length = {Replicate(), Replicate(), Shard(0)};
+  MPI_CHECK(throws([&] { layer.forward(x_of({1, 3, 8}, along_length, DType::f32)); }, "channels"));
+  MPI_CHECK(throws([&] { layer.forward(x_of({1, 2, 8}, along_length, DType::f64)); }, "float64"));
   MPI_CHECK(throws(
       [&] {
         layer.forward(
@@ -183,7 +176,7 @@ TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
   ConvNd valid(conv(1, 2, 2, {5}, {1}, {0}));
   MPI_CHECK(throws(
       [&] {
-        valid.forward(x_of({1, 2, 3}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
+        valid.forward(x_of({1, 2, 3}, along_length, DType::f32));
       },
       "window span"));
   if (mesh.size() > 1)
@@ -196,14 +189,13 @@ TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
   ConvNd fresh(conv(1, 2, 2, {3}, {1}, {1}));
   MPI_CHECK(throws(
       [&] {
-        fresh.backward(x_of({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
+        fresh.backward(x_of({1, 2, 8}, along_length, DType::f32));
       },
       "backward without a forward"));
-  const ShardTensor y =
-      layer.forward(x_of({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
+  const ShardTensor y = layer.forward(x_of({1, 2, 8}, along_length, DType::f32));
   MPI_CHECK(throws(
       [&] {
-        layer.backward(x_of({1, 2, 9}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
+        layer.backward(x_of({1, 2, 9}, along_length, DType::f32));
       },
       "differs from the output"));
 }
