@@ -22,9 +22,7 @@ double max_diff(const Tensor& a, const Tensor& b) {
   const Tensor x = a.to(MemSpace::Host), y = b.to(MemSpace::Host);
   double m = 0;
   for (Index i = 0; i < x.numel(); ++i) {
-    const double u = x.dtype() == DType::f64 ? x.data<double>()[i] : x.data<float>()[i];
-    const double v = y.dtype() == DType::f64 ? y.data<double>()[i] : y.data<float>()[i];
-    m = std::max(m, std::abs(u - v));
+    m = std::max(m, std::abs(test::value_at(x, i) - test::value_at(y, i)));
   }
   return m;
 }
