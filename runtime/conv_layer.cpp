@@ -4,6 +4,7 @@
 
 #include "runtime/conv_support.hpp"
 #include "runtime/error.hpp"
+#include "runtime/ops_support.hpp"
 
 namespace tessera {
 
@@ -12,7 +13,7 @@ namespace cs = conv_support;
 ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
   const char* L = "ConvNd";
   cs::check_shape_options(o.nd, o.in_channels, o.out_channels, o.groups, L);
-  cs::scalar_of(o.dtype, L);
+  kernel_scalar(o.dtype, L);
   const cs::WindowArgs a =
       cs::window_args(o.kernel, o.stride, o.dilation, o.padding, o.padding_hi, o.nd, L);
   win_ = cs::window_dims(a, L, [&](int d, const WindowDim& w) {
@@ -58,11 +59,9 @@ ShardSpec ConvNd::output_spec(const ShardSpec& in) const {
 const WindowPlan& ConvNd::plan_for(const Mesh& mesh, const ShardSpec& in) {
   if (plan_ && plan_->matches(mesh, in)) return *plan_;
   const ShardSpec out = output_spec(in);
-  std::vector<HaloReach> reach = {no_reach(), no_reach()};
-  for (const WindowDim& w : win_)
-    reach.push_back(window_reach(w, opts_.padding_mode == PaddingMode::Circular));
   plan_.reset();
-  plan_ = std::make_unique<WindowPlan>(mesh, in, out, reach);
+  plan_ = std::make_unique<WindowPlan>(
+      mesh, in, out, cs::spatial_reach(win_, opts_.padding_mode == PaddingMode::Circular));
   return *plan_;
 }
 

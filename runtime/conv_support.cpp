@@ -6,6 +6,7 @@
 
 #include "kernels/bias.hpp"
 #include "runtime/error.hpp"
+#include "runtime/ops_support.hpp"
 #include "runtime/window_layout.hpp"
 
 namespace tessera::conv_support {
@@ -15,12 +16,6 @@ std::vector<Index> per_dim(const std::vector<Index>& v, int nd, const char* what
   TESSERA_CHECK(v.size() == 1 || static_cast<int>(v.size()) == nd,
                 layer << ": " << what << " needs 1 or " << nd << " entries, got " << v.size());
   return v.size() == 1 ? std::vector<Index>(nd, v[0]) : v;
-}
-
-kernels::Scalar scalar_of(DType t, const char* layer) {
-  TESSERA_CHECK(t == DType::f32 || t == DType::f64,
-                layer << ": float32 or float64 tensors only, got " << name_of(t));
-  return t == DType::f64 ? kernels::Scalar::F64 : kernels::Scalar::F32;
 }
 
 void check_shape_options(int nd, Index in_channels, Index out_channels, Index groups,
@@ -56,6 +51,12 @@ std::vector<WindowDim> window_dims(const WindowArgs& a, const char* layer,
     win.push_back(w);
   }
   return win;
+}
+
+std::vector<HaloReach> spatial_reach(const std::vector<WindowDim>& win, bool periodic) {
+  std::vector<HaloReach> reach = {no_reach(), no_reach()};
+  for (const WindowDim& w : win) reach.push_back(window_reach(w, periodic));
+  return reach;
 }
 
 std::string dims_str(const std::vector<Index>& v) {
@@ -110,7 +111,7 @@ kernels::ConvDesc local_desc(int nd, DType t, Index c_in, Index c_out, Index gro
                              const char* layer) {
   kernels::ConvDesc d;
   d.nd = nd;
-  d.type = scalar_of(t, layer);
+  d.type = kernel_scalar(t, layer);
   d.c_in = c_in;
   d.c_out = c_out;
   d.groups = groups;

@@ -15,7 +15,6 @@ namespace tessera::conv_support {
 // v with one entry per spatial dim (a single entry is repeated); throws naming `what`.
 std::vector<Index> per_dim(const std::vector<Index>& v, int nd, const char* what,
                            const char* layer);
-kernels::Scalar scalar_of(DType t, const char* layer);
 
 // Throws unless 1 <= nd <= 3, channels and groups are positive and groups divide both
 // channel counts.
@@ -34,6 +33,10 @@ WindowArgs window_args(const std::vector<Index>& kernel, const std::vector<Index
 // same pass so the first bad dim is the one reported.
 std::vector<WindowDim> window_dims(const WindowArgs& a, const char* layer,
                                    const std::function<void(int, const WindowDim&)>& check);
+
+// The halo reach of (N, C, spatial...): none along batch and channels, the windows' along
+// the spatial dims (wrapping around when `periodic`).
+std::vector<HaloReach> spatial_reach(const std::vector<WindowDim>& win, bool periodic);
 
 // "AxBxC"
 std::string dims_str(const std::vector<Index>& v);

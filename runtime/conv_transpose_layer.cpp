@@ -5,6 +5,7 @@
 
 #include "runtime/conv_support.hpp"
 #include "runtime/error.hpp"
+#include "runtime/ops_support.hpp"
 
 namespace tessera {
 
@@ -13,7 +14,7 @@ namespace cs = conv_support;
 ConvTransposeNd::ConvTransposeNd(const ConvTransposeOptions& o) : opts_(o) {
   const char* L = "ConvTransposeNd";
   cs::check_shape_options(o.nd, o.in_channels, o.out_channels, o.groups, L);
-  cs::scalar_of(o.dtype, L);
+  kernel_scalar(o.dtype, L);
   const cs::WindowArgs a =
       cs::window_args(o.kernel, o.stride, o.dilation, o.padding, o.padding_hi, o.nd, L);
   out_pad_ = cs::per_dim(o.output_padding, o.nd, "output_padding", L);
@@ -61,10 +62,8 @@ ShardSpec ConvTransposeNd::output_spec(const ShardSpec& in) const {
 const WindowPlan& ConvTransposeNd::plan_for(const Mesh& mesh, const ShardSpec& in) {
   if (plan_ && mesh.comm() == plan_->mesh.comm() && in == plan_->driver_spec) return *plan_;
   const ShardSpec out = output_spec(in);
-  std::vector<HaloReach> reach = {no_reach(), no_reach()};
-  for (const WindowDim& w : win_) reach.push_back(window_reach(w, false));
   plan_.reset();
-  plan_ = std::make_unique<WindowPlan>(mesh, out, in, reach);
+  plan_ = std::make_unique<WindowPlan>(mesh, out, in, cs::spatial_reach(win_, false));
   return *plan_;
 }
 
@@ -101,7 +100,7 @@ ShardTensor ConvTransposeNd::forward(const ShardTensor& x) {
   add_ghosts_to_owners(p, g);
   ShardTensor y = owned_shard(p, g);
   if (opts_.bias)
-    cs::bias_add(opts_.space, cs::scalar_of(opts_.dtype, "ConvTransposeNd"), y.local(),
+    cs::bias_add(opts_.space, kernel_scalar(opts_.dtype, "ConvTransposeNd"), y.local(),
                  bias_.value);
   return y;
 }
@@ -110,7 +109,7 @@ ShardTensor ConvTransposeNd::backward(const ShardTensor& dy) {
   TESSERA_CHECK(have_saved_ && plan_, name() << ": backward without a forward");
   const WindowPlan& p = *plan_;
   cs::check_grad(dy, p.haloed_spec, opts_.dtype, opts_.space, name());
-  const kernels::Scalar type = cs::scalar_of(opts_.dtype, "ConvTransposeNd");
+  const kernels::Scalar type = kernel_scalar(opts_.dtype, "ConvTransposeNd");
   const HaloFrame f = fill_halo(p, dy);
   const Box in_box = saved_x_.local_box();
   Tensor dx = Tensor::empty(in_box.shape(), opts_.dtype, opts_.space);

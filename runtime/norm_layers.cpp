@@ -60,8 +60,7 @@ Index spatial_volume(const std::vector<Index>& shape) {
 }  // namespace
 
 struct NormLayer::Saved {
-  ShardTensor x;
-  ShardSpec spec;
+  ShardTensor x;  // its spec is the output's
   kernels::StatLayout layout;
   double M = 1;                // cells per global statistics group
   std::vector<int> stat_axes;  // mesh axes each statistic is summed over
@@ -156,7 +155,6 @@ ShardTensor NormLayer::forward(const ShardTensor& x) {
 
   auto s = std::make_unique<Saved>();
   s->x = x;
-  s->spec = spec;
   s->c0 = box.lo[1];
   s->batch_stats = use_batch_stats_;
   std::vector<int> spatial;
@@ -249,12 +247,7 @@ ShardTensor NormLayer::forward(const ShardTensor& x) {
 ShardTensor NormLayer::backward(const ShardTensor& dy) {
   TESSERA_CHECK(saved_, name() << ": backward before forward");
   Saved& s = *saved_;
-  TESSERA_CHECK(dy.spec() == s.spec, name() << ": output gradient laid out as " << dy.spec().str()
-                                            << ", forward produced " << s.spec.str());
-  TESSERA_CHECK(dy.dtype() == s.x.dtype() && dy.local().space() == s.x.local().space(),
-                name() << ": output gradient is " << name_of(dy.dtype()) << " in "
-                       << name_of(dy.local().space()) << " memory, the input was "
-                       << name_of(s.x.dtype()) << " in " << name_of(s.x.local().space()));
+  check_output_grad(dy, s.x.spec(), s.x.dtype(), s.x.local().space(), name());
   const Tensor& xl = s.x.local();
   const Tensor g = dy.local().contiguous();
   const Index c = s.x.local_box().extent(1);
@@ -306,11 +299,11 @@ ShardTensor NormLayer::backward(const ShardTensor& dy) {
         db[s.c0 + i] = h[c + i];
       }
     }
-    const std::vector<int> axes = sharding_axes(s.spec);
+    const std::vector<int> axes = sharding_axes(s.x.spec());
     add_param_grad(dy.mesh(), axes, reduce_grads, std::move(dg), gamma_);
     add_param_grad(dy.mesh(), axes, reduce_grads, std::move(db), beta_);
   }
-  return ShardTensor::unchecked(dy.mesh(), s.spec, dx);
+  return ShardTensor::unchecked(dy.mesh(), s.x.spec(), dx);
 }
 
 }  // namespace tessera

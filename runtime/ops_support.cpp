@@ -87,4 +87,20 @@ void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::
                       << " (N, C, spatial...)");
 }
 
+void check_spatial_spec(const ShardSpec& in, int nd, const std::string& where) {
+  TESSERA_CHECK(in.ndim() == nd + 2, where << ": input of rank " << in.ndim() << ", expected "
+                                           << nd + 2 << " (N, C, spatial...)");
+  TESSERA_CHECK(!in.has_partial(), where << ": input has Partial axes (" << in.str() << ")");
+}
+
+void check_output_grad(const ShardTensor& dy, const ShardSpec& out, DType dt, MemSpace space,
+                       const std::string& where) {
+  TESSERA_CHECK(dy.spec() == out, where << ": output gradient laid out as " << dy.spec().str()
+                                        << ", forward produced " << out.str());
+  TESSERA_CHECK(dy.dtype() == dt && dy.local().space() == space,
+                where << ": output gradient is " << name_of(dy.dtype()) << " in "
+                      << name_of(dy.local().space()) << " memory, the input was " << name_of(dt)
+                      << " in " << name_of(space));
+}
+
 }  // namespace tessera

@@ -36,4 +36,11 @@ std::vector<double> param_values(const Parameter& p);
 // Checks a layer input: no Partial axes, float32 or float64, rank in [min_nd, max_nd].
 void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where);
 
+// Checks a layer's input spec: (N, C, nd spatial dims), no Partial axes.
+void check_spatial_spec(const ShardSpec& in, int nd, const std::string& where);
+
+// Checks an output gradient against the forward's output spec and input dtype and space.
+void check_output_grad(const ShardTensor& dy, const ShardSpec& out, DType dt, MemSpace space,
+                       const std::string& where);
+
 }  // namespace tessera

@@ -60,9 +60,7 @@ std::string Pool::name() const {
 
 ShardSpec Pool::output_spec(const ShardSpec& in) const {
   const int nd = static_cast<int>(opts_.kernel.size());
-  TESSERA_CHECK(in.ndim() == nd + 2, name() << ": input of rank " << in.ndim() << ", expected "
-                                            << nd + 2 << " (N, C, spatial...)");
-  TESSERA_CHECK(!in.has_partial(), name() << ": input has Partial axes (" << in.str() << ")");
+  check_spatial_spec(in, nd, name());
   std::vector<Index> shape = in.global_shape();
   for (int k = 0; k < nd; ++k) {
     const WindowDim w = window(k);
@@ -101,15 +99,15 @@ void pool_backward(const kernels::PoolDesc& d, const Tensor& x, const Tensor& dy
 ShardTensor Pool::forward(const ShardTensor& x) {
   const int nd = static_cast<int>(opts_.kernel.size());
   check_layer_input(x, nd + 2, nd + 2, name());
-  const ShardSpec out_spec = output_spec(x.spec());
   if (!saved_ || !saved_->plan->matches(x.mesh(), x.spec())) {
     std::vector<HaloReach> reach(nd + 2, no_reach());
     for (int k = 0; k < nd; ++k) reach[2 + k] = window_reach(window(k), false);
     auto s = std::make_unique<Saved>();
-    s->plan = std::make_unique<WindowPlan>(x.mesh(), x.spec(), out_spec, reach);
+    s->plan = std::make_unique<WindowPlan>(x.mesh(), x.spec(), output_spec(x.spec()), reach);
     saved_ = std::move(s);
   }
   Saved& s = *saved_;
+  const ShardSpec& out_spec = s.plan->driver_spec;  // the plan's, not re-derived per call
   s.x = fill_halo(*s.plan, x);
   s.have_x = true;
 
@@ -146,13 +144,7 @@ ShardTensor Pool::forward(const ShardTensor& x) {
 ShardTensor Pool::backward(const ShardTensor& dy) {
   TESSERA_CHECK(saved_ && saved_->have_x, name() << ": backward before forward");
   Saved& s = *saved_;
-  TESSERA_CHECK(dy.spec() == s.plan->driver_spec, name() << ": output gradient laid out as "
-                                                         << dy.spec().str() << ", forward produced "
-                                                         << s.plan->driver_spec.str());
-  TESSERA_CHECK(dy.dtype() == s.x.buffer.dtype() && dy.local().space() == s.x.buffer.space(),
-                name() << ": output gradient is " << name_of(dy.dtype()) << " in "
-                       << name_of(dy.local().space()) << " memory, the input was "
-                       << name_of(s.x.buffer.dtype()) << " in " << name_of(s.x.buffer.space()));
+  check_output_grad(dy, s.plan->driver_spec, s.x.buffer.dtype(), s.x.buffer.space(), name());
   const HaloFrame dx = zero_frame(*s.plan, dy.dtype(), dy.local().space());
   const BlockWindow& bw = s.plan->mine();
   if (!bw.idle)

@@ -34,6 +34,18 @@ kernels::Activation activation_by_name(const std::string& n) {
   throw Error("unet: activation '" + n + "' is not one of relu, gelu, silu, tanh");
 }
 
+template <class ConvOpts>
+ConvOpts UNet::conv_options(Index cin, Index cout) {
+  ConvOpts c;
+  c.nd = opts_.nd;
+  c.in_channels = cin;
+  c.out_channels = cout;
+  c.dtype = opts_.dtype;
+  c.space = opts_.space;
+  c.seed = next_seed_++;
+  return c;
+}
+
 UNet::UNet(const UNetOptions& o) : opts_(o), next_seed_(o.seed * 7919u) {
   TESSERA_CHECK(o.nd >= 1 && o.nd <= 3, "unet: " << o.nd << " spatial dims (1 to 3 supported)");
   TESSERA_CHECK(o.in_channels >= 1 && o.out_channels >= 1 && o.width >= 1,
@@ -61,14 +73,9 @@ UNet::UNet(const UNetOptions& o) : opts_(o), next_seed_(o.seed * 7919u) {
       p.kernel.assign(static_cast<std::size_t>(o.nd), 2);
       x = graph_.layer("down" + lv, std::make_shared<Pool>(p), x);
     } else {
-      ConvOptions c;
-      c.nd = o.nd;
-      c.in_channels = c.out_channels = ch[l];
+      ConvOptions c = conv_options<ConvOptions>(ch[l], ch[l]);
       c.kernel = {2};
       c.stride = {2};
-      c.dtype = o.dtype;
-      c.space = o.space;
-      c.seed = next_seed_++;
       x = graph_.layer("down" + lv, std::make_shared<ConvNd>(c), x);
     }
   }
@@ -80,63 +87,45 @@ UNet::UNet(const UNetOptions& o) : opts_(o), next_seed_(o.seed * 7919u) {
       u.scale.assign(static_cast<std::size_t>(o.nd), 2);
       x = graph_.layer("up" + lv, std::make_shared<Upsample>(u), x);
     } else {
-      ConvTransposeOptions c;
-      c.nd = o.nd;
-      c.in_channels = ch[l + 1];
-      c.out_channels = cup = ch[l];
+      ConvTransposeOptions c = conv_options<ConvTransposeOptions>(ch[l + 1], ch[l]);
+      cup = ch[l];
       c.kernel = {2};
       c.stride = {2};
-      c.dtype = o.dtype;
-      c.space = o.space;
-      c.seed = next_seed_++;
       x = graph_.layer("up" + lv, std::make_shared<ConvTransposeNd>(c), x);
     }
     x = graph_.concat("skip" + lv, x, skips[static_cast<std::size_t>(l)]);
     x = block("dec" + lv, x, cup + ch[l], ch[l]);
   }
-  ConvOptions h;
-  h.nd = o.nd;
-  h.in_channels = ch[0];
-  h.out_channels = o.out_channels;
+  ConvOptions h = conv_options<ConvOptions>(ch[0], o.out_channels);
   h.kernel = {1};
-  h.dtype = o.dtype;
-  h.space = o.space;
-  h.seed = next_seed_++;
   graph_.output(graph_.layer("head", std::make_shared<ConvNd>(h), x));
 }
 
 Value UNet::block(const std::string& name, Value x, Index cin, Index cout) {
   for (int i = 1; i <= 2; ++i) {
-    ConvOptions c;
-    c.nd = opts_.nd;
-    c.in_channels = i == 1 ? cin : cout;
-    c.out_channels = cout;
+    ConvOptions c = conv_options<ConvOptions>(i == 1 ? cin : cout, cout);
     c.kernel = {opts_.kernel};
     c.padding = {opts_.kernel / 2};
     c.bias = opts_.norm == UNetOptions::Norm::None;  // a norm's beta makes it redundant
-    c.dtype = opts_.dtype;
-    c.space = opts_.space;
-    c.seed = next_seed_++;
     x = graph_.layer(name + ".conv" + std::to_string(i), std::make_shared<ConvNd>(c), x);
-    x = norm_act(name + "." + std::to_string(i), x, cout);
+    x = norm_act(name, i, x, cout);
   }
   return x;
 }
 
-Value UNet::norm_act(const std::string& name, Value x, Index c) {
-  const auto dot = name.rfind('.');
-  const std::string base = name.substr(0, dot), idx = name.substr(dot + 1);
+Value UNet::norm_act(const std::string& name, int i, Value x, Index c) {
+  const std::string idx = std::to_string(i);
   NormOptions n;
   n.dtype = opts_.dtype;
   n.space = opts_.space;
   if (opts_.norm == UNetOptions::Norm::Group) {
-    x = graph_.layer(base + ".norm" + idx, std::make_shared<GroupNorm>(opts_.groups, c, n), x);
+    x = graph_.layer(name + ".norm" + idx, std::make_shared<GroupNorm>(opts_.groups, c, n), x);
   } else if (opts_.norm == UNetOptions::Norm::Batch) {
     auto bn = std::make_shared<BatchNorm>(c, n);
-    batch_norms_.emplace_back(base + ".norm" + idx, bn);
-    x = graph_.layer(base + ".norm" + idx, bn, x);
+    batch_norms_.emplace_back(name + ".norm" + idx, bn);
+    x = graph_.layer(name + ".norm" + idx, bn, x);
   }
-  return graph_.layer(base + ".act" + idx, std::make_shared<ActivationLayer>(opts_.activation), x);
+  return graph_.layer(name + ".act" + idx, std::make_shared<ActivationLayer>(opts_.activation), x);
 }
 
 std::string UNet::input_problem(const std::vector<Index>& shape) const {

@@ -74,7 +74,11 @@ class UNet {
 
  private:
   Value block(const std::string& name, Value x, Index cin, Index cout);
-  Value norm_act(const std::string& name, Value x, Index c);
+  // The norm (if any) and activation after conv i of block `name`.
+  Value norm_act(const std::string& name, int i, Value x, Index c);
+  // Conv or ConvTranspose options with the model's dims, dtype and space and the next seed.
+  template <class ConvOpts>
+  ConvOpts conv_options(Index cin, Index cout);
 
   UNetOptions opts_;
   Graph graph_;

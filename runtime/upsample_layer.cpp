@@ -36,9 +36,7 @@ std::string Upsample::name() const {
 
 ShardSpec Upsample::output_spec(const ShardSpec& in) const {
   const int nd = static_cast<int>(opts_.scale.size());
-  TESSERA_CHECK(in.ndim() == nd + 2, name() << ": input of rank " << in.ndim() << ", expected "
-                                            << nd + 2 << " (N, C, spatial...)");
-  TESSERA_CHECK(!in.has_partial(), name() << ": input has Partial axes (" << in.str() << ")");
+  check_spatial_spec(in, nd, name());
   std::vector<Index> shape = in.global_shape();
   for (int k = 0; k < nd; ++k) {
     TESSERA_CHECK(shape[2 + k] >= 1, name() << ": spatial dim " << k << " is empty");
@@ -60,7 +58,6 @@ kernels::UpsampleMode kernel_mode(UpsampleOptions::Mode m) {
 ShardTensor Upsample::forward(const ShardTensor& x) {
   const int nd = static_cast<int>(opts_.scale.size());
   check_layer_input(x, nd + 2, nd + 2, name());
-  const ShardSpec out_spec = output_spec(x.spec());
   const kernels::UpsampleMode mode = kernel_mode(opts_.mode);
   if (!saved_ || !saved_->plan->matches(x.mesh(), x.spec())) {
     std::vector<HaloReach> reach(nd + 2, no_reach());
@@ -73,10 +70,11 @@ ShardTensor Upsample::forward(const ShardTensor& x) {
       };
     }
     auto s = std::make_unique<Saved>();
-    s->plan = std::make_unique<WindowPlan>(x.mesh(), x.spec(), out_spec, reach);
+    s->plan = std::make_unique<WindowPlan>(x.mesh(), x.spec(), output_spec(x.spec()), reach);
     saved_ = std::move(s);
   }
   Saved& s = *saved_;
+  const ShardSpec& out_spec = s.plan->driver_spec;  // the plan's, not re-derived per call
   const HaloFrame xh = fill_halo(*s.plan, x);
   const BlockWindow& bw = s.plan->mine();
   const Box out_box = out_spec.local_box(x.mesh().coords());
@@ -113,13 +111,7 @@ ShardTensor Upsample::forward(const ShardTensor& x) {
 ShardTensor Upsample::backward(const ShardTensor& dy) {
   TESSERA_CHECK(saved_ && saved_->have_forward, name() << ": backward before forward");
   Saved& s = *saved_;
-  TESSERA_CHECK(dy.spec() == s.plan->driver_spec, name() << ": output gradient laid out as "
-                                                         << dy.spec().str() << ", forward produced "
-                                                         << s.plan->driver_spec.str());
-  TESSERA_CHECK(dy.dtype() == s.dtype && dy.local().space() == s.space,
-                name() << ": output gradient is " << name_of(dy.dtype()) << " in "
-                       << name_of(dy.local().space()) << " memory, the input was "
-                       << name_of(s.dtype) << " in " << name_of(s.space));
+  check_output_grad(dy, s.plan->driver_spec, s.dtype, s.space, name());
   const HaloFrame dx = zero_frame(*s.plan, dy.dtype(), s.space);
   const BlockWindow& bw = s.plan->mine();
   if (!bw.idle) {

@@ -18,6 +18,7 @@
 #include <random>
 
 #include "apps/bench/cases.hpp"
+#include "apps/bench/timing.hpp"
 #include "runtime/comm_timers.hpp"
 #include "runtime/grad_sync.hpp"
 #include "runtime/loss.hpp"
@@ -40,15 +41,6 @@ Tensor random_local(const std::vector<Index>& shape, unsigned seed) {
   std::uniform_real_distribution<float> u(-1, 1);
   for (Index i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
   return t;
-}
-
-int ranks_per_node(MPI_Comm comm) {
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int n = 1;
-  MPI_Comm_size(node, &n);
-  MPI_Comm_free(&node);
-  return n;
 }
 
 json run_one(Context& ctx, const Options& opt, const std::string& scaling, Index batch,

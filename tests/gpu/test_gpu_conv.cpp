@@ -19,10 +19,6 @@ using tessera::kernels::ConvDesc;
 
 namespace {
 
-std::size_t sz(Index i) {
-  return static_cast<std::size_t>(i);
-}
-
 // A device copy of a host vector, freed on scope exit.
 template <class T>
 struct DeviceVec {

@@ -12,29 +12,17 @@
 #include "tests/gpu/have_device.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/helpers.hpp"
+#include "tests/mpi/random_tensor.hpp"
 
 using namespace tessera;
+using tessera::test::random_tensor;
 
 namespace {
-Tensor random_tensor(std::mt19937& rng, const std::vector<Index>& shape, DType dt) {
-  std::uniform_real_distribution<double> u(-1, 1);
-  Tensor t = Tensor::empty(shape, dt);
-  for (Index i = 0; i < t.numel(); ++i) {
-    if (dt == DType::f64)
-      t.data<double>()[i] = u(rng);
-    else
-      t.data<float>()[i] = static_cast<float>(u(rng));
-  }
-  return t;
-}
-
 double max_diff(const Tensor& a, const Tensor& b) {
   const Tensor x = a.to(MemSpace::Host), y = b.to(MemSpace::Host);
   double m = 0;
   for (Index i = 0; i < x.numel(); ++i) {
-    const double u = x.dtype() == DType::f64 ? x.data<double>()[i] : x.data<float>()[i];
-    const double v = y.dtype() == DType::f64 ? y.data<double>()[i] : y.data<float>()[i];
-    m = std::max(m, std::abs(u - v));
+    m = std::max(m, std::abs(test::value_at(x, i) - test::value_at(y, i)));
   }
   return m;
 }

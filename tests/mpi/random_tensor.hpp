@@ -8,10 +8,10 @@
 
 namespace tessera::test {
 
-// Uniform values in [lo, hi), the same on every rank for the same seed.
-inline Tensor random_tensor(const std::vector<Index>& shape, DType dt, unsigned seed,
-                            double lo = -1.0, double hi = 1.0) {
-  std::mt19937_64 rng(seed);
+// Uniform values in [lo, hi), drawn from `rng` (which advances).
+template <class Rng>
+Tensor random_tensor(Rng& rng, const std::vector<Index>& shape, DType dt, double lo = -1.0,
+                     double hi = 1.0) {
   std::uniform_real_distribution<double> u(lo, hi);
   Tensor t = Tensor::empty(shape, dt);
   for (Index i = 0; i < t.numel(); ++i) {
@@ -21,6 +21,13 @@ inline Tensor random_tensor(const std::vector<Index>& shape, DType dt, unsigned 
       t.data<float>()[i] = static_cast<float>(u(rng));
   }
   return t;
+}
+
+// Uniform values in [lo, hi), the same on every rank for the same seed.
+inline Tensor random_tensor(const std::vector<Index>& shape, DType dt, unsigned seed,
+                            double lo = -1.0, double hi = 1.0) {
+  std::mt19937_64 rng(seed);
+  return random_tensor(rng, shape, dt, lo, hi);
 }
 
 inline double value_at(const Tensor& t, Index i) {

@@ -129,29 +129,10 @@ void run_cases(const std::vector<ConvCase>& cases, DType dt, double tol, int tri
       make_conv);
 }
 
-std::vector<ConvCase> subset(const std::vector<ConvCase>& all, std::vector<int> ids) {
-  std::vector<ConvCase> s;
-  for (int i : ids) s.push_back(all.at(static_cast<std::size_t>(i)));
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("One-rank conv equals a naive float64 conv", "[conv][full]") {
-  int checked = 0;
-  for (const ConvCase& c : conv_cases()) {
-    ConvOptions o = c.o;
-    o.dtype = DType::f64;
-    ConvNd layer(o);
-    const Mesh self(MPI_COMM_SELF, {1}, {"self"});
-    const Tensor x = test::random_tensor(c.shape, DType::f64, 5);
-    const ShardTensor y = layer.forward(ShardTensor(self, ShardSpec::replicated(c.shape, self), x));
-    const Tensor want = naive_conv(c, x, layer.weight().value, layer.bias()->value);
-    INFO(c.label << " " << layer.name());
-    MPI_CHECK(test::rel_error(y.local(), want) <= 1e-13);
-    ++checked;
-  }
-  MPI_REQUIRE(checked > 0);
+  test::check_one_rank_naive<ConvNd>(conv_cases(), naive_conv);
 }
 
 TEST_CASE("Sharded conv equals one-rank conv, float64, forward and gradients", "[conv][full]") {
@@ -159,29 +140,15 @@ TEST_CASE("Sharded conv equals one-rank conv, float64, forward and gradients", "
 }
 
 TEST_CASE("Sharded conv equals one-rank conv, float32", "[conv][full]") {
-  run_cases(subset(conv_cases(), {1, 2, 7, 11, 13, 14}), DType::f32, 1e-5, 1);
+  run_cases(test::subset(conv_cases(), {1, 2, 7, 11, 13, 14}), DType::f32, 1e-5, 1);
 }
 
 TEST_CASE("Sharded conv, subset for many ranks", "[conv][subset]") {
-  run_cases(subset(conv_cases(), {1, 4, 5, 8, 12, 14}), DType::f64, 1e-11, 2);
+  run_cases(test::subset(conv_cases(), {1, 4, 5, 8, 12, 14}), DType::f64, 1e-11, 2);
 }
 
 TEST_CASE("Conv gradients match finite differences on one rank", "[conv][full][subset]") {
-  const Mesh self(MPI_COMM_SELF, {1}, {"self"});
-  double worst = 0;
-  for (int id : {1, 2, 3, 8, 10, 13, 14}) {
-    const ConvCase c = conv_cases()[static_cast<std::size_t>(id)];
-    ConvOptions o = c.o;
-    o.dtype = DType::f64;
-    ConvNd layer(o);
-    const Tensor x = test::random_tensor(c.shape, DType::f64, 9);
-    const ShardTensor xs(self, ShardSpec::replicated(c.shape, self), x);
-    const double e = test::finite_difference_error(layer, xs, 12, 31);
-    INFO(c.label << ": " << e);
-    CHECK(e <= 1e-8);
-    worst = std::max(worst, e);
-  }
-  MPI_REQUIRE(worst <= 1e-8);
+  test::check_finite_differences<ConvNd>(test::subset(conv_cases(), {1, 2, 3, 8, 10, 13, 14}), 31);
 }
 
 TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
@@ -197,16 +164,9 @@ TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
   auto x_of = [&](std::vector<Index> shape, std::vector<Placement> dims, DType dt) {
     return ShardTensor::scatter(mesh, test::random_tensor(shape, dt, 1), dims);
   };
-  MPI_CHECK(throws(
-      [&] {
-        layer.forward(x_of({1, 3, 8}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
-      },
-      "channels"));
-  MPI_CHECK(throws(
-      [&] {
-        layer.forward(x_of({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, DType::f64));
-      },
-      "float64"));
+  const std::vector<Placement> along_length = {Replicate(), Replicate(), Shard(0)};
+  MPI_CHECK(throws([&] { layer.forward(x_of({1, 3, 8}, along_length, DType::f32)); }, "channels"));
+  MPI_CHECK(throws([&] { layer.forward(x_of({1, 2, 8}, along_length, DType::f64)); }, "float64"));
   MPI_CHECK(throws(
       [&] {
         layer.forward(
@@ -216,7 +176,7 @@ TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
   ConvNd valid(conv(1, 2, 2, {5}, {1}, {0}));
   MPI_CHECK(throws(
       [&] {
-        valid.forward(x_of({1, 2, 3}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
+        valid.forward(x_of({1, 2, 3}, along_length, DType::f32));
       },
       "window span"));
   if (mesh.size() > 1)
@@ -229,14 +189,13 @@ TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
   ConvNd fresh(conv(1, 2, 2, {3}, {1}, {1}));
   MPI_CHECK(throws(
       [&] {
-        fresh.backward(x_of({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
+        fresh.backward(x_of({1, 2, 8}, along_length, DType::f32));
       },
       "backward without a forward"));
-  const ShardTensor y =
-      layer.forward(x_of({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
+  const ShardTensor y = layer.forward(x_of({1, 2, 8}, along_length, DType::f32));
   MPI_CHECK(throws(
       [&] {
-        layer.backward(x_of({1, 2, 9}, {Replicate(), Replicate(), Shard(0)}, DType::f32));
+        layer.backward(x_of({1, 2, 9}, along_length, DType::f32));
       },
       "differs from the output"));
 }

@@ -107,29 +107,10 @@ void run_cases(const std::vector<TCase>& cases, DType dt, double tol, int trials
       [](const ConvTransposeOptions& o) { return std::make_unique<ConvTransposeNd>(o); });
 }
 
-std::vector<TCase> subset(std::vector<int> ids) {
-  std::vector<TCase> s;
-  for (int i : ids) s.push_back(tcases().at(static_cast<std::size_t>(i)));
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("One-rank transposed conv equals a naive float64 one", "[tconv][full]") {
-  int checked = 0;
-  for (const TCase& c : tcases()) {
-    ConvTransposeOptions o = c.o;
-    o.dtype = DType::f64;
-    ConvTransposeNd layer(o);
-    const Mesh self(MPI_COMM_SELF, {1}, {"self"});
-    const Tensor x = test::random_tensor(c.shape, DType::f64, 5);
-    const ShardTensor y = layer.forward(ShardTensor(self, ShardSpec::replicated(c.shape, self), x));
-    const Tensor want = naive_tconv(c, x, layer.weight().value, layer.bias()->value);
-    INFO(c.label << " " << layer.name());
-    MPI_CHECK(test::rel_error(y.local(), want) <= 1e-13);
-    ++checked;
-  }
-  MPI_REQUIRE(checked > 0);
+  test::check_one_rank_naive<ConvTransposeNd>(tcases(), naive_tconv);
 }
 
 TEST_CASE("Sharded transposed conv equals one rank, float64, forward and gradients",
@@ -138,29 +119,16 @@ TEST_CASE("Sharded transposed conv equals one rank, float64, forward and gradien
 }
 
 TEST_CASE("Sharded transposed conv equals one rank, float32", "[tconv][full]") {
-  run_cases(subset({1, 2, 7, 9}), DType::f32, 1e-5, 1);
+  run_cases(test::subset(tcases(), {1, 2, 7, 9}), DType::f32, 1e-5, 1);
 }
 
 TEST_CASE("Sharded transposed conv, subset for many ranks", "[tconv][subset]") {
-  run_cases(subset({1, 4, 5, 7}), DType::f64, 1e-11, 2);
+  run_cases(test::subset(tcases(), {1, 4, 5, 7}), DType::f64, 1e-11, 2);
 }
 
 TEST_CASE("Transposed conv gradients match finite differences on one rank",
           "[tconv][full][subset]") {
-  const Mesh self(MPI_COMM_SELF, {1}, {"self"});
-  double worst = 0;
-  for (const TCase& c : tcases()) {
-    ConvTransposeOptions o = c.o;
-    o.dtype = DType::f64;
-    ConvTransposeNd layer(o);
-    const Tensor x = test::random_tensor(c.shape, DType::f64, 9);
-    const ShardTensor xs(self, ShardSpec::replicated(c.shape, self), x);
-    const double e = test::finite_difference_error(layer, xs, 12, 37);
-    INFO(c.label << ": " << e);
-    CHECK(e <= 1e-8);
-    worst = std::max(worst, e);
-  }
-  MPI_REQUIRE(worst <= 1e-8);
+  test::check_finite_differences<ConvTransposeNd>(tcases(), 37);
 }
 
 TEST_CASE("Transposed conv rejects bad parameters and inputs", "[tconv][full][subset]") {

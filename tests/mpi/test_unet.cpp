@@ -4,23 +4,15 @@
 // strided conv/transposed conv with BatchNorm, 2-D and 3-D; shapes the model cannot take.
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "runtime/unet.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/mpi/expect_error.hpp"
+#include "tests/mpi/random_tensor.hpp"
 
 using namespace tessera;
 
 namespace {
-
-Tensor random_tensor(const std::vector<Index>& shape, unsigned seed) {
-  Tensor t = Tensor::empty(shape, DType::f64);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (Index i = 0; i < t.numel(); ++i) t.data<double>()[i] = u(rng);
-  return t;
-}
 
 double rel_diff(const Tensor& a, const Tensor& b) {
   double num = 0, den = 1e-300;
@@ -54,10 +46,10 @@ Result run(const UNetOptions& o, const Mesh& mesh, const std::vector<Placement>&
 
 void compare_on(const UNetOptions& o, const std::vector<Index>& shape, const Mesh& mesh,
                 const std::vector<Placement>& dims) {
-  const Tensor x = random_tensor(shape, 3);
+  const Tensor x = test::random_tensor(shape, DType::f64, 3);
   std::vector<Index> yshape = shape;
   yshape[1] = o.out_channels;
-  const Tensor dy = random_tensor(yshape, 5);
+  const Tensor dy = test::random_tensor(yshape, DType::f64, 5);
   const Mesh one = Mesh::line(MPI_COMM_SELF);
   std::vector<Placement> rep(shape.size(), Replicate());
   const Result ref = run(o, one, rep, x, dy);

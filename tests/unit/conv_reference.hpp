@@ -14,6 +14,10 @@ namespace tessera::test_conv {
 using kernels::ConvDesc;
 using kernels::Scalar;
 
+inline std::size_t sz(Index i) {
+  return static_cast<std::size_t>(i);
+}
+
 // Calls f(out_index[], tap[], x_index[]) for every output element and kernel tap whose
 // input position lies inside x (taps in the padding contribute zero and are skipped).
 template <class F>

@@ -19,10 +19,6 @@ using tessera::kernels::ConvDesc;
 
 namespace {
 
-std::size_t sz(Index i) {
-  return static_cast<std::size_t>(i);
-}
-
 enum class Path { Api, Direct };
 
 struct Errors {
