@@ -7,12 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "decomp/hd.hpp"
+#include "decomp/host_device.hpp"
+#include "decomp/index.hpp"
 
 namespace tessera {
-
-inline constexpr int kMaxDims = 8;
-using Index = std::int64_t;
 
 struct Box {
   int ndim = 0;

@@ -8,8 +8,8 @@
 
 #include "io/file.hpp"
 #include "io/sharded.hpp"
-#include "runtime/collective_error.hpp"
-#include "runtime/error.hpp"
+#include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/mpi_error.hpp"
 
 namespace tessera::io {
 namespace {

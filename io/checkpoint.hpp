@@ -11,6 +11,7 @@
 // Written atomically: every rank takes part in writing PATH.tmp, the file is closed
 // (collectively), and only then rank 0 renames it to PATH; a crash before that leaves
 // the previous checkpoint untouched and a stray .tmp that loaders ignore.
+#include "io/floor.hpp"
 #include <mpi.h>
 
 #include <cstdint>
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/optim.hpp"
+#include "runtime/tensor/named_tensor.hpp"
 
 namespace tessera::io {
 

@@ -5,7 +5,7 @@
 
 #include "decomp/error.hpp"
 #include "io/h5_types.hpp"
-#include "runtime/tensor.hpp"
+#include "runtime/tensor/tensor.hpp"
 
 namespace tessera::io {
 namespace {

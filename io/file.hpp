@@ -4,6 +4,7 @@
 // Every failure is a tessera::Error naming the file and the dataset, thrown on every
 // rank of the communicator (checks run on data all ranks see alike, and the parallel
 // open is guarded by a serial pre-check on rank 0).
+#include "io/floor.hpp"
 #include <mpi.h>
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 
 #include "decomp/box.hpp"
 #include "io/hdf5_handle.hpp"
-#include "runtime/dtype.hpp"
+#include "decomp/dtype.hpp"
 
 namespace tessera::io {
 

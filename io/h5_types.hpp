@@ -1,12 +1,13 @@
 #pragma once
 // Element types between Tessera and HDF5: the native memory type of a DType, and what
 // a dataset's file type is (a DType where Tessera has one, and a readable name always).
+#include "io/floor.hpp"
 #include <hdf5.h>
 
 #include <optional>
 #include <string>
 
-#include "runtime/dtype.hpp"
+#include "decomp/dtype.hpp"
 
 namespace tessera::h5 {
 

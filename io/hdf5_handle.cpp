@@ -6,7 +6,7 @@
 #include <string>
 
 #include "decomp/error.hpp"
-#include "runtime/collective_error.hpp"
+#include "runtime/comm/collective_error.hpp"
 
 namespace tessera::h5 {
 namespace {

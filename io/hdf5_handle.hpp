@@ -2,6 +2,7 @@
 // RAII over HDF5 C API identifiers, and parallel file access (MPI-IO driver with
 // collective metadata). Every failing HDF5 call becomes a tessera::Error naming the
 // call and the file.
+#include "io/floor.hpp"
 #include <hdf5.h>
 #include <mpi.h>
 

@@ -7,8 +7,8 @@
 
 #include "decomp/error.hpp"
 #include "io/sharded.hpp"
-#include "runtime/collective_error.hpp"
-#include "runtime/tensor.hpp"
+#include "runtime/comm/collective_error.hpp"
+#include "runtime/tensor/tensor.hpp"
 
 namespace tessera::io::schema {
 

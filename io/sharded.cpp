@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "decomp/error.hpp"
-#include "runtime/collective_error.hpp"
+#include "runtime/comm/collective_error.hpp"
 
 namespace tessera::io {
 namespace {

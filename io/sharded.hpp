@@ -2,12 +2,13 @@
 // Sharded dataset I/O: each rank reads or writes only its own part of a dataset, in one
 // collective transfer. A halo read fills the ghost cells too (those inside the domain;
 // ghosts outside it are zero), so no exchange is needed after loading.
+#include "io/floor.hpp"
 #include <string>
 #include <vector>
 
 #include "io/transfer.hpp"
-#include "runtime/halo_tensor.hpp"
-#include "runtime/shard_tensor.hpp"
+#include "runtime/tensor/halo_tensor.hpp"
+#include "runtime/tensor/shard_tensor.hpp"
 
 namespace tessera::io {
 

@@ -7,7 +7,7 @@
 
 #include "decomp/error.hpp"
 #include "io/h5_types.hpp"
-#include "runtime/collective_error.hpp"
+#include "runtime/comm/collective_error.hpp"
 
 namespace tessera::io {
 namespace {

@@ -3,11 +3,12 @@
 // box of a dataset to or from a window of its own host buffer in one collective
 // H5Dread / H5Dwrite; a rank with an empty box takes part with an empty selection.
 // After each transfer HDF5 is asked whether it stayed collective.
+#include "io/floor.hpp"
 #include <string>
 #include <vector>
 
 #include "io/file.hpp"
-#include "runtime/tensor.hpp"
+#include "runtime/tensor/tensor.hpp"
 
 namespace tessera::io {
 

@@ -1,8 +1,9 @@
 #pragma once
 // Activation formulas and their derivatives, shared by the OpenMP loops and the CUDA
 // kernels, evaluated in the element type (erff/expf/tanhf for float).
+#include "kernels/floor.hpp"
 #include "decomp/box.hpp"
-#include "decomp/hd.hpp"
+#include "decomp/host_device.hpp"
 #include "kernels/activation.hpp"
 #include "kernels/hd_math.hpp"
 

@@ -1,5 +1,6 @@
 #pragma once
 // Bias element functions shared by the OpenMP loops and the CUDA kernels.
+#include "kernels/floor.hpp"
 #include "kernels/stat_layout.hpp"
 
 namespace tessera::kernels {

@@ -22,7 +22,7 @@ void ConvDesc::validate() const {
     throw Error(m);
   };
   if (nd < 1 || nd > 3) fail("nd is not 1, 2 or 3");
-  if (type != Scalar::F32 && type != Scalar::F64) fail("type is not float32 or float64");
+  if (type != DType::f32 && type != DType::f64) fail("type is not float32 or float64");
   if (n < 1) fail("n must be >= 1");
   if (c_in < 1) fail("c_in must be >= 1");
   if (c_out < 1) fail("c_out must be >= 1");

@@ -7,17 +7,18 @@
 //   y, dy: (N, Cout, out...)          contiguous
 //   w, dw: (Cout, Cin/groups, kernel...) contiguous
 //   bias, dbias: (Cout)
+#include "kernels/floor.hpp"
 #include <cstddef>
 #include <string>
 
 #include "decomp/box.hpp"
-#include "kernels/scalar.hpp"
+#include "decomp/dtype.hpp"
 
 namespace tessera::kernels {
 
 struct ConvDesc {
   int nd = 2;                 // spatial dims, 1..3
-  Scalar type = Scalar::F32;  // element type of every tensor
+  DType type = DType::f32;  // element type of every tensor
   Index n = 1, c_in = 1, c_out = 1, groups = 1;
   Index in[3] = {1, 1, 1};  // input spatial extents (only the first nd used)
   Index kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1};

@@ -1,13 +1,18 @@
 #pragma once
-// Calls fn(T{}) with T = float or double for a runtime Scalar, so entry points taking
-// void* buffers instantiate their templates once per element type.
-#include "kernels/scalar.hpp"
+// Calls fn(T{}) with T = float or double for a runtime DType, so entry points taking
+// void* buffers instantiate their templates once per element type. Other element types
+// (int64, bf16 storage) are refused here, once, for every compute kernel.
+#include "kernels/floor.hpp"
+#include "decomp/dtype.hpp"
+#include "decomp/error.hpp"
 
 namespace tessera::kernels {
 
 template <class Fn>
-decltype(auto) dispatch(Scalar s, Fn&& fn) {
-  if (s == Scalar::F64) return fn(double{});
+decltype(auto) dispatch(DType s, Fn&& fn) {
+  TESSERA_CHECK(s == DType::f32 || s == DType::f64,
+                "compute kernels take float32 or float64, not " << name_of(s));
+  if (s == DType::f64) return fn(double{});
   return fn(float{});
 }
 

@@ -3,31 +3,32 @@
 // training runtime needs around the layers (gradient accumulation, residual additions,
 // gradient scaling, norms, loss sums). Reductions accumulate in double in a fixed
 // order, so a result is reproducible run to run on the same device.
+#include "kernels/floor.hpp"
 #include <cstdint>
 
-#include "kernels/scalar.hpp"
+#include "decomp/dtype.hpp"
 
 namespace tessera::kernels {
 
 using Count = std::int64_t;
 
 // y[i] += alpha * x[i]
-void axpy_host(Scalar s, Count n, double alpha, const void* x, void* y);
+void axpy_host(DType s, Count n, double alpha, const void* x, void* y);
 // y[i] *= alpha
-void scale_host(Scalar s, Count n, double alpha, void* y);
+void scale_host(DType s, Count n, double alpha, void* y);
 // out[i] = alpha * (a[i] - b[i])
-void scaled_diff_host(Scalar s, Count n, double alpha, const void* a, const void* b, void* out);
+void scaled_diff_host(DType s, Count n, double alpha, const void* a, const void* b, void* out);
 // sum_i x[i]^2
-double sum_squares_host(Scalar s, Count n, const void* x);
+double sum_squares_host(DType s, Count n, const void* x);
 // sum_i (a[i] - b[i])^2
-double sum_sq_diff_host(Scalar s, Count n, const void* a, const void* b);
+double sum_sq_diff_host(DType s, Count n, const void* a, const void* b);
 
 // CUDA versions: device pointers, synchronous on the default stream. Throw when
 // Tessera was built without CUDA.
-void axpy_cuda(Scalar s, Count n, double alpha, const void* x, void* y);
-void scale_cuda(Scalar s, Count n, double alpha, void* y);
-void scaled_diff_cuda(Scalar s, Count n, double alpha, const void* a, const void* b, void* out);
-double sum_squares_cuda(Scalar s, Count n, const void* x);
-double sum_sq_diff_cuda(Scalar s, Count n, const void* a, const void* b);
+void axpy_cuda(DType s, Count n, double alpha, const void* x, void* y);
+void scale_cuda(DType s, Count n, double alpha, void* y);
+void scaled_diff_cuda(DType s, Count n, double alpha, const void* a, const void* b, void* out);
+double sum_squares_cuda(DType s, Count n, const void* x);
+double sum_sq_diff_cuda(DType s, Count n, const void* a, const void* b);
 
 }  // namespace tessera::kernels

@@ -1,9 +1,10 @@
 #pragma once
 // Math functions callable from host and device code in the precision of their argument
 // (erff/expf/tanhf for float), so CPU and CUDA kernels evaluate the same formulas.
+#include "kernels/floor.hpp"
 #include <math.h>
 
-#include "decomp/hd.hpp"
+#include "decomp/host_device.hpp"
 
 namespace tessera::kernels {
 

@@ -11,15 +11,16 @@
 //             dx = rstd * (dy * gamma - (S1 + xhat * S2) / M);
 //             dgamma[c] = sum dy * xhat, dbeta[c] = sum dy (local parts, over n and space).
 // gamma and beta (c entries, element type) may be nullptr: gamma = 1, beta = 0.
+#include "kernels/floor.hpp"
 #include "decomp/box.hpp"
-#include "kernels/scalar.hpp"
+#include "decomp/dtype.hpp"
 #include "kernels/stat_layout.hpp"
 
 namespace tessera::kernels {
 
 struct NormArgs {
   StatLayout layout;
-  Scalar type = Scalar::F32;
+  DType type = DType::f32;
   const double* mean = nullptr;  // layout.count() entries
   const double* rstd = nullptr;
   const void* gamma = nullptr;  // c entries or nullptr

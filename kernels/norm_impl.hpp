@@ -1,7 +1,8 @@
 #pragma once
 // Normalization element functions shared by the OpenMP loops and the CUDA kernels;
 // arithmetic in double, results stored in the element type.
-#include "kernels/check.hpp"
+#include "kernels/floor.hpp"
+#include "decomp/error.hpp"
 #include "kernels/norm.hpp"
 #include "kernels/stat_layout.hpp"
 

@@ -2,9 +2,10 @@
 // Optimizer updates, one element at a time, written once for host and device
 // (TESSERA_HD). The formulas are PyTorch's (torch.optim.SGD, Adam, AdamW with
 // amsgrad=False, maximize=False), evaluated in the parameter's precision.
+#include "kernels/floor.hpp"
 #include <cmath>
 
-#include "decomp/hd.hpp"
+#include "decomp/host_device.hpp"
 #include "kernels/elementwise.hpp"
 
 namespace tessera::kernels {
@@ -56,11 +57,11 @@ TESSERA_HD inline void adam_element(T& p, T g, T& m, T& v, const AdamArgs& a) {
 }
 
 // buf may be null when momentum == 0.
-void sgd_update_host(Scalar s, Count n, void* p, const void* g, void* buf, const SgdArgs& a);
-void adam_update_host(Scalar s, Count n, void* p, const void* g, void* m, void* v,
+void sgd_update_host(DType s, Count n, void* p, const void* g, void* buf, const SgdArgs& a);
+void adam_update_host(DType s, Count n, void* p, const void* g, void* m, void* v,
                       const AdamArgs& a);
-void sgd_update_cuda(Scalar s, Count n, void* p, const void* g, void* buf, const SgdArgs& a);
-void adam_update_cuda(Scalar s, Count n, void* p, const void* g, void* m, void* v,
+void sgd_update_cuda(DType s, Count n, void* p, const void* g, void* buf, const SgdArgs& a);
+void adam_update_cuda(DType s, Count n, void* p, const void* g, void* m, void* v,
                       const AdamArgs& a);
 
 }  // namespace tessera::kernels

@@ -1,5 +1,5 @@
 // Validation and normalization of pooling descriptors (host side of every backend).
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 #include "kernels/pool_impl.hpp"
 
 namespace tessera::kernels {

@@ -8,9 +8,10 @@
 // ties go to the first cell of the window in row-major order, and the backward recomputes
 // that argmax from x, so no index tensor is kept between forward and backward. Average pooling divides by the kernel
 // volume (count_include_pad) or by the number of real cells in the window.
+#include "kernels/floor.hpp"
 #include "decomp/box.hpp"
-#include "decomp/hd.hpp"
-#include "kernels/scalar.hpp"
+#include "decomp/host_device.hpp"
+#include "decomp/dtype.hpp"
 
 namespace tessera::kernels {
 
@@ -18,7 +19,7 @@ enum class PoolKind { Max, Avg };
 
 struct PoolDesc {
   int nd = 1;  // spatial dims, 1..3
-  Scalar type = Scalar::F32;
+  DType type = DType::f32;
   Index n = 1, c = 1;
   Index in[3] = {1, 1, 1};  // spatial extent of the x window
   Index kernel[3] = {1, 1, 1};

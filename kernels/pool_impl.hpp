@@ -4,8 +4,9 @@
 // with resolved strides. The forward computes one output cell per call; the backward
 // gathers one dx cell per call from the outputs whose window covers it, so it needs no
 // atomics and overwrites dx; max pooling first records each window's argmax.
+#include "kernels/floor.hpp"
 #include "decomp/box.hpp"
-#include "decomp/hd.hpp"
+#include "decomp/host_device.hpp"
 #include "kernels/hd_math.hpp"
 #include "kernels/pool.hpp"
 #include "kernels/spatial_index.hpp"

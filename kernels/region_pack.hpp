@@ -4,8 +4,10 @@
 // kernel launch on CUDA). Region r covers buffer elements [offset[r], offset[r+1]);
 // element i of the buffer maps to a strided position in the tensor through the shared
 // host/device arithmetic below.
+#include "kernels/floor.hpp"
 #include <cstddef>
 
+#include "decomp/dtype.hpp"
 #include "kernels/strided_index.hpp"
 
 namespace tessera::kernels {
@@ -37,14 +39,12 @@ TESSERA_HD inline Index tensor_offset_of(const PackRegion* r, int n, Index i) {
 }
 
 enum class PackOp { Pack, Unpack, UnpackAdd };
-// Element type of UnpackAdd (the kernels layer knows no runtime dtypes).
-enum class AddType { F32, F64, I64 };
 
 // buffer[regions[0].buffer_offset, end) <-> the tensor boxes of `n` regions sorted by
 // buffer offset. UnpackAdd adds buffer values into the tensor as `add`.
 void region_pack_host(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
-                      std::size_t elem_size, PackOp op, AddType add = AddType::F32);
+                      std::size_t elem_size, PackOp op, DType add = DType::f32);
 void region_pack_cuda(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
-                      std::size_t elem_size, PackOp op, AddType add = AddType::F32);
+                      std::size_t elem_size, PackOp op, DType add = DType::f32);
 
 }  // namespace tessera::kernels

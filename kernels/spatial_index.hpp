@@ -2,9 +2,10 @@
 // Index helpers of the kernels that normalize 1-3 spatial dims of an (n, c, spatial...)
 // tensor to 3 (pooling, upsampling): user dim k becomes dim 3 - nd + k, the unused
 // leading dims have extent 1.
+#include "kernels/floor.hpp"
 #include "decomp/box.hpp"
-#include "decomp/hd.hpp"
-#include "kernels/check.hpp"
+#include "decomp/host_device.hpp"
+#include "decomp/error.hpp"
 
 namespace tessera::kernels {
 

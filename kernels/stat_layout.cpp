@@ -1,6 +1,6 @@
 #include "kernels/stat_layout.hpp"
 
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 
 namespace tessera::kernels {
 

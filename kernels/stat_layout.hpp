@@ -8,8 +8,9 @@
 //   PerPosition (channel LayerNorm): group n*inner + s, reduced over c.
 // On a spatial shard the local groups hold the shard's part; summing over ranks (and
 // dividing by the global count) gives the global statistics.
+#include "kernels/floor.hpp"
 #include "decomp/box.hpp"
-#include "decomp/hd.hpp"
+#include "decomp/host_device.hpp"
 
 namespace tessera::kernels {
 

@@ -1,6 +1,7 @@
 #pragma once
 // Strided N-d copies and fills on host and device: the one primitive behind tensor
 // views, packing for MPI and box moves. Pointers are to element 0 of each view.
+#include "kernels/floor.hpp"
 #include <cstddef>
 
 #include "kernels/strided_index.hpp"

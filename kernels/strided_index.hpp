@@ -2,8 +2,9 @@
 // Index arithmetic of a strided N-d copy, shared by the host loop and the CUDA kernel:
 // element i (row-major over `shape`) lives at src offset sum(idx*src_stride) and
 // dst offset sum(idx*dst_stride). Strides are in elements.
+#include "kernels/floor.hpp"
 #include "decomp/box.hpp"
-#include "decomp/hd.hpp"
+#include "decomp/host_device.hpp"
 
 namespace tessera::kernels {
 

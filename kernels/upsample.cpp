@@ -1,5 +1,5 @@
 // Validation and normalization of upsampling descriptors (host side of every backend).
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 #include "kernels/upsample_impl.hpp"
 
 namespace tessera::kernels {

@@ -8,9 +8,10 @@
 // holds (in_lo, in_n; read through element strides) and of the output window to produce
 // (out_lo, out_n). A window that lacks an input cell the output window needs is an error;
 // upsample_input_range says which input cells an output window needs, to size halos.
+#include "kernels/floor.hpp"
 #include "decomp/box.hpp"
-#include "decomp/hd.hpp"
-#include "kernels/scalar.hpp"
+#include "decomp/host_device.hpp"
+#include "decomp/dtype.hpp"
 
 namespace tessera::kernels {
 
@@ -18,7 +19,7 @@ enum class UpsampleMode { Nearest, Linear };
 
 struct UpsampleDesc {
   int nd = 1;  // spatial dims, 1..3
-  Scalar type = Scalar::F32;
+  DType type = DType::f32;
   Index n = 1, c = 1;
   UpsampleMode mode = UpsampleMode::Nearest;
   Index scale[3] = {1, 1, 1};

@@ -4,8 +4,9 @@
 // The backward gathers each dx cell from the dy cells that read it (candidates
 // [(i-1)*scale, (i+2)*scale) per dim cover both taps and the edge clamps), so it
 // needs no atomics.
+#include "kernels/floor.hpp"
 #include "decomp/box.hpp"
-#include "decomp/hd.hpp"
+#include "decomp/host_device.hpp"
 #include "kernels/hd_math.hpp"
 #include "kernels/spatial_index.hpp"
 #include "kernels/upsample.hpp"

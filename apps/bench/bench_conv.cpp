@@ -17,15 +17,14 @@
 #include "apps/bench/timing.hpp"
 #include "kernels/conv.hpp"
 #include "kernels/cpu/conv_dnnl.hpp"
-#include "runtime/device.hpp"
+#include "kernels/device/device.hpp"
 
 namespace tessera::bench {
 namespace {
 
 using kernels::ConvDesc;
-using kernels::Scalar;
 
-ConvDesc problem(int nd, Index c, Index extent, Scalar t) {
+ConvDesc problem(int nd, Index c, Index extent, DType t) {
   ConvDesc d;
   d.nd = nd, d.type = t, d.n = 1, d.c_in = d.c_out = c;
   for (int i = 0; i < nd; ++i) d.in[i] = extent, d.kernel[i] = 3, d.pad_lo[i] = d.pad_hi[i] = 1;
@@ -36,13 +35,13 @@ ConvDesc problem(int nd, Index c, Index extent, Scalar t) {
 struct Buffers {
   std::vector<char> x, w, b, y, dx, dw, db;
   explicit Buffers(const ConvDesc& c) {
-    const std::size_t e = kernels::size_of(c.type);
+    const std::size_t e = size_of(c.type);
     auto fill = [&](std::vector<char>& v, Index n) {
       v.resize(static_cast<std::size_t>(n) * e);
       std::mt19937 g(7);
       std::uniform_real_distribution<double> u(-1, 1);
       for (Index i = 0; i < n; ++i) {
-        if (c.type == Scalar::F32)
+        if (c.type == DType::f32)
           reinterpret_cast<float*>(v.data())[i] = static_cast<float>(u(g));
         else
           reinterpret_cast<double*>(v.data())[i] = u(g);
@@ -123,7 +122,7 @@ Paired time_paired(int reps, const std::function<void()>& a, const std::function
 
 json run(Context& ctx, const Options& opt) {
   const int reps = static_cast<int>(opt.num("reps", 5));
-  const Scalar type = opt.str("dtype", "f32") == "f64" ? Scalar::F64 : Scalar::F32;
+  const DType type = opt.str("dtype", "f32") == "f64" ? DType::f64 : DType::f32;
   const std::vector<std::pair<std::string, ConvDesc>> problems = {
       {"conv2d", problem(2, 32, static_cast<Index>(opt.num("hw", 512)), type)},
       {"conv3d", problem(3, 16, static_cast<Index>(opt.num("d", 64)), type)}};
@@ -133,7 +132,7 @@ json run(Context& ctx, const Options& opt) {
     const double gflop = c.flops_forward() / 1e9;  // each of the three passes
     Buffers b(c);
     std::string impl[3] = {"direct (OpenMP)", "direct (OpenMP)", "direct (OpenMP)"};
-    if (type == Scalar::F32) {
+    if (type == DType::f32) {
       const auto i = kernels::dnnl_conv::info(c);
       impl[0] = i.forward, impl[1] = i.backward_data, impl[2] = i.backward_weights;
       // What the library does besides oneDNN's execute (nothing, for plain layouts).
@@ -147,7 +146,7 @@ json run(Context& ctx, const Options& opt) {
     };
     Timing tf;
     Paired pf{};
-    if (type == Scalar::F32) {
+    if (type == DType::f32) {
       BareForward bare(c, b);
       pf = time_paired(reps, fwd, [&] { bare(); });
       tf = {pf.a_med, pf.a_min};
@@ -166,13 +165,13 @@ json run(Context& ctx, const Options& opt) {
       json r = {{"problem", name},
                 {"shape", std::to_string(c.n) + "x" + std::to_string(c.c_in) + "x" +
                               std::to_string(c.in[0]) + "^" + std::to_string(c.nd)},
-                {"dtype", kernels::name_of(type)},
+                {"dtype", name_of(type)},
                 {"memory", "host"},
                 {"pass", pass[p]},
                 {"impl", impl[p]},
                 {"ms", t[p]->median_s * 1e3},
                 {"GFLOPs", gflop / t[p]->median_s}};
-      if (p == 0 && type == Scalar::F32) {
+      if (p == 0 && type == DType::f32) {
         r["bare_ms"] = pf.b_med * 1e3;
         r["overhead_pct"] = (pf.a_med / pf.b_med - 1) * 100;
         r["min_ms"] = pf.a_min * 1e3;
@@ -201,7 +200,7 @@ json run(Context& ctx, const Options& opt) {
       rows.push_back({{"problem", name},
                       {"shape", std::to_string(c.n) + "x" + std::to_string(c.c_in) + "x" +
                                     std::to_string(c.in[0]) + "^" + std::to_string(c.nd)},
-                      {"dtype", kernels::name_of(type)},
+                      {"dtype", name_of(type)},
                       {"memory", "device"},
                       {"pass", pass[p]},
                       {"impl", "cuDNN"},

@@ -21,8 +21,8 @@
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
-#include "runtime/conv_layer.hpp"
-#include "runtime/memory.hpp"
+#include "runtime/nn/conv_layer.hpp"
+#include "kernels/device/memory.hpp"
 
 namespace tessera::bench {
 namespace {

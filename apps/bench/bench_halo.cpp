@@ -14,7 +14,7 @@
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
 #include "decomp/grid_factor.hpp"
-#include "runtime/halo_exchange.hpp"
+#include "runtime/comm/halo_exchange.hpp"
 
 namespace tessera::bench {
 namespace {

@@ -13,7 +13,7 @@
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
 #include "io/sharded.hpp"
-#include "runtime/collective_error.hpp"
+#include "runtime/comm/collective_error.hpp"
 
 namespace tessera::bench {
 namespace {

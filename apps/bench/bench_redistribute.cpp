@@ -6,7 +6,7 @@
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
-#include "runtime/shard_tensor.hpp"
+#include "runtime/tensor/shard_tensor.hpp"
 
 namespace tessera::bench {
 namespace {

@@ -19,12 +19,12 @@
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
-#include "runtime/comm_timers.hpp"
-#include "runtime/grad_sync.hpp"
-#include "runtime/loss.hpp"
-#include "runtime/memory.hpp"
-#include "runtime/optim.hpp"
-#include "runtime/unet.hpp"
+#include "runtime/comm/comm_timers.hpp"
+#include "runtime/comm/grad_sync.hpp"
+#include "runtime/train/loss.hpp"
+#include "kernels/device/memory.hpp"
+#include "runtime/train/optim.hpp"
+#include "runtime/train/unet.hpp"
 
 namespace tessera::bench {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "apps/bench/report.hpp"
-#include "runtime/context.hpp"
+#include "runtime/tensor/context.hpp"
 
 namespace tessera::bench {
 

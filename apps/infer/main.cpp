@@ -9,13 +9,13 @@
 #include <iostream>
 #include <map>
 
-#include "apps/train/builders.hpp"
-#include "apps/train/report_errors.hpp"
-#include "apps/train/trainer.hpp"
+#include "apps/common/builders.hpp"
+#include "apps/common/report_errors.hpp"
+#include "apps/common/trainer.hpp"
 #include "io/schema.hpp"
 #include "io/sharded.hpp"
-#include "runtime/context.hpp"
-#include "runtime/error.hpp"
+#include "runtime/tensor/context.hpp"
+#include "runtime/comm/mpi_error.hpp"
 
 using namespace tessera;
 using namespace tessera::app;

@@ -7,8 +7,8 @@
 
 #include "apps/prep/args.hpp"
 #include "io/schema.hpp"
-#include "runtime/context.hpp"
-#include "runtime/shard_tensor.hpp"
+#include "runtime/tensor/context.hpp"
+#include "runtime/tensor/shard_tensor.hpp"
 
 namespace tessera::prep {
 

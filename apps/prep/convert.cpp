@@ -10,7 +10,7 @@
 #include "apps/prep/npy.hpp"
 #include "apps/prep/progress.hpp"
 #include "io/sharded.hpp"
-#include "runtime/collective_error.hpp"
+#include "runtime/comm/collective_error.hpp"
 
 namespace tessera::prep {
 namespace {

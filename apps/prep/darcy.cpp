@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runtime/halo_exchange.hpp"
+#include "runtime/comm/halo_exchange.hpp"
 
 namespace tessera::prep {
 namespace {

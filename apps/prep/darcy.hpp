@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "apps/prep/random_field.hpp"
-#include "runtime/halo_exchange.hpp"
+#include "runtime/comm/halo_exchange.hpp"
 
 namespace tessera::prep {
 

@@ -1,6 +1,6 @@
 #include "apps/prep/heat.hpp"
 
-#include "runtime/halo_exchange.hpp"
+#include "runtime/comm/halo_exchange.hpp"
 
 namespace tessera::prep {
 

@@ -5,7 +5,7 @@
 // node's update is the same sequence of operations at any rank count, so results are
 // bitwise identical across rank counts.
 #include "apps/prep/random_field.hpp"
-#include "runtime/halo_tensor.hpp"
+#include "runtime/tensor/halo_tensor.hpp"
 
 namespace tessera::prep {
 

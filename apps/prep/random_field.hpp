@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "decomp/box.hpp"
-#include "runtime/tensor.hpp"
+#include "runtime/tensor/tensor.hpp"
 
 namespace tessera::prep {
 

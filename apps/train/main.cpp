@@ -9,11 +9,11 @@
 #include <iostream>
 #include <sstream>
 
-#include "apps/train/report_errors.hpp"
-#include "apps/train/trainer.hpp"
-#include "runtime/context.hpp"
-#include "runtime/error.hpp"
-#include "runtime/memory.hpp"
+#include "apps/common/report_errors.hpp"
+#include "apps/common/trainer.hpp"
+#include "runtime/tensor/context.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "kernels/device/memory.hpp"
 
 using namespace tessera;
 using namespace tessera::app;

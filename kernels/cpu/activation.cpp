@@ -1,12 +1,12 @@
 // Activations on the host: OpenMP loops over kernels/activation_impl.hpp.
 #include "kernels/activation_impl.hpp"
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 #include "kernels/cpu/host_loops.hpp"
 #include "kernels/dispatch.hpp"
 
 namespace tessera::kernels {
 
-void activation_forward_cpu(Activation a, Scalar type, Index n, const void* x, void* y) {
+void activation_forward_cpu(Activation a, DType type, Index n, const void* x, void* y) {
   TESSERA_CHECK(n >= 0, "activation_forward_cpu: negative count " << n);
   dispatch(type, [&](auto t) {
     using T = decltype(t);
@@ -14,7 +14,7 @@ void activation_forward_cpu(Activation a, Scalar type, Index n, const void* x, v
   });
 }
 
-void activation_backward_cpu(Activation a, Scalar type, Index n, const void* x, const void* dy,
+void activation_backward_cpu(Activation a, DType type, Index n, const void* x, const void* dy,
                              void* dx) {
   TESSERA_CHECK(n >= 0, "activation_backward_cpu: negative count " << n);
   dispatch(type, [&](auto t) {

@@ -4,10 +4,10 @@
 
 namespace tessera::kernels {
 
-void activation_forward_cuda(Activation, Scalar, Index, const void*, void*) {
+void activation_forward_cuda(Activation, DType, Index, const void*, void*) {
   throw Error("activation_forward_cuda: Tessera was built without CUDA (TESSERA_CUDA=OFF)");
 }
-void activation_backward_cuda(Activation, Scalar, Index, const void*, const void*, void*) {
+void activation_backward_cuda(Activation, DType, Index, const void*, const void*, void*) {
   throw Error("activation_backward_cuda: Tessera was built without CUDA (TESSERA_CUDA=OFF)");
 }
 

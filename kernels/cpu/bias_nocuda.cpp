@@ -4,10 +4,10 @@
 
 namespace tessera::kernels {
 
-void bias_add_cuda(Scalar, Index, Index, Index, void*, const void*) {
+void bias_add_cuda(DType, Index, Index, Index, void*, const void*) {
   throw Error("bias_add_cuda: Tessera was built without CUDA (TESSERA_CUDA=OFF)");
 }
-void bias_backward_cuda(Scalar, Index, Index, Index, const void*, void*) {
+void bias_backward_cuda(DType, Index, Index, Index, const void*, void*) {
   throw Error("bias_backward_cuda: Tessera was built without CUDA (TESSERA_CUDA=OFF)");
 }
 

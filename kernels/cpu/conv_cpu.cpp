@@ -15,7 +15,7 @@ void check_pointers(const char* where, std::initializer_list<const void*> ps) {
 void conv_forward_cpu(const ConvDesc& c, const void* x, const void* w, const void* bias, void* y) {
   c.validate();
   check_pointers("conv_forward_cpu", {x, w, y});
-  if (c.type == Scalar::F32)
+  if (c.type == DType::f32)
     dnnl_conv::forward(c, static_cast<const float*>(x), static_cast<const float*>(w),
                        static_cast<const float*>(bias), static_cast<float*>(y));
   else
@@ -26,7 +26,7 @@ void conv_forward_cpu(const ConvDesc& c, const void* x, const void* w, const voi
 void conv_backward_data_cpu(const ConvDesc& c, const void* dy, const void* w, void* dx) {
   c.validate();
   check_pointers("conv_backward_data_cpu", {dy, w, dx});
-  if (c.type == Scalar::F32)
+  if (c.type == DType::f32)
     dnnl_conv::backward_data(c, static_cast<const float*>(dy), static_cast<const float*>(w),
                              static_cast<float*>(dx));
   else
@@ -38,7 +38,7 @@ void conv_backward_weights_cpu(const ConvDesc& c, const void* x, const void* dy,
                                void* dbias) {
   c.validate();
   check_pointers("conv_backward_weights_cpu", {x, dy, dw});
-  if (c.type == Scalar::F32)
+  if (c.type == DType::f32)
     dnnl_conv::backward_weights(c, static_cast<const float*>(x), static_cast<const float*>(dy),
                                 static_cast<float*>(dw), static_cast<float*>(dbias));
   else

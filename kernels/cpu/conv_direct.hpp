@@ -2,6 +2,7 @@
 // Direct-loop convolution on host memory (OpenMP over output planes, contiguous inner
 // loops): the float64 path, since oneDNN has no f64 convolution on the CPU. Templated
 // so it runs float32 too (a second opinion in tests, a fallback for oneDNN).
+#include "kernels/floor.hpp"
 #include "kernels/conv.hpp"
 
 namespace tessera::kernels::direct {

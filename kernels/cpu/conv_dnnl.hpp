@@ -1,6 +1,7 @@
 #pragma once
 // The oneDNN float32 convolution behind conv_*_cpu: one CPU engine and stream per
 // process, primitives cached by the full ConvDesc (thread-safe).
+#include "kernels/floor.hpp"
 #include <string>
 
 #include "kernels/conv.hpp"

@@ -11,25 +11,25 @@ namespace {
 }
 }  // namespace
 
-void axpy_cuda(Scalar, Count, double, const void*, void*) {
+void axpy_cuda(DType, Count, double, const void*, void*) {
   no_cuda("axpy_cuda");
 }
-void scale_cuda(Scalar, Count, double, void*) {
+void scale_cuda(DType, Count, double, void*) {
   no_cuda("scale_cuda");
 }
-void scaled_diff_cuda(Scalar, Count, double, const void*, const void*, void*) {
+void scaled_diff_cuda(DType, Count, double, const void*, const void*, void*) {
   no_cuda("scaled_diff_cuda");
 }
-double sum_squares_cuda(Scalar, Count, const void*) {
+double sum_squares_cuda(DType, Count, const void*) {
   no_cuda("sum_squares_cuda");
 }
-double sum_sq_diff_cuda(Scalar, Count, const void*, const void*) {
+double sum_sq_diff_cuda(DType, Count, const void*, const void*) {
   no_cuda("sum_sq_diff_cuda");
 }
-void sgd_update_cuda(Scalar, Count, void*, const void*, void*, const SgdArgs&) {
+void sgd_update_cuda(DType, Count, void*, const void*, void*, const SgdArgs&) {
   no_cuda("sgd_update_cuda");
 }
-void adam_update_cuda(Scalar, Count, void*, const void*, void*, void*, const AdamArgs&) {
+void adam_update_cuda(DType, Count, void*, const void*, void*, void*, const AdamArgs&) {
   no_cuda("adam_update_cuda");
 }
 

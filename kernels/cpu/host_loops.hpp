@@ -5,6 +5,7 @@
 // parallel, and the chunk partials of a group are added in order, so few large groups
 // (BatchNorm's channels) still use every thread and the result does not depend on the
 // thread count.
+#include "kernels/floor.hpp"
 #include <vector>
 
 #include "decomp/box.hpp"

@@ -1,5 +1,5 @@
 // Normalization on the host: OpenMP loops over kernels/norm_impl.hpp.
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 #include "kernels/cpu/host_loops.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/norm.hpp"

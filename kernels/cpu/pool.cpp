@@ -1,7 +1,7 @@
 // Pooling on the host: OpenMP loops over the element functions of kernels/pool_impl.hpp.
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 #include "kernels/cpu/host_loops.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/pool_impl.hpp"

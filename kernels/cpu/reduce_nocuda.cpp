@@ -11,22 +11,22 @@ namespace {
 }
 }  // namespace
 
-double reduce_sum_cuda(Scalar, Index, const void*) {
+double reduce_sum_cuda(DType, Index, const void*) {
   no_cuda("reduce_sum_cuda");
 }
-double reduce_mean_cuda(Scalar, Index, const void*) {
+double reduce_mean_cuda(DType, Index, const void*) {
   no_cuda("reduce_mean_cuda");
 }
-double reduce_sum_squares_cuda(Scalar, Index, const void*) {
+double reduce_sum_squares_cuda(DType, Index, const void*) {
   no_cuda("reduce_sum_squares_cuda");
 }
-void stat_sums_cuda(const StatLayout&, Scalar, const void*, double*, double*) {
+void stat_sums_cuda(const StatLayout&, DType, const void*, double*, double*) {
   no_cuda("stat_sums_cuda");
 }
-void channel_sums_cuda(Scalar, Index, Index, Index, const void*, double*, double*) {
+void channel_sums_cuda(DType, Index, Index, Index, const void*, double*, double*) {
   no_cuda("channel_sums_cuda");
 }
-void group_sums_cuda(Scalar, Index, Index, Index, Index, const void*, double*, double*) {
+void group_sums_cuda(DType, Index, Index, Index, Index, const void*, double*, double*) {
   no_cuda("group_sums_cuda");
 }
 

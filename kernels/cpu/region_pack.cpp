@@ -22,7 +22,7 @@ void add_strided(T* tensor, const T* buffer, const StridedCopy& c0) {
 }  // namespace
 
 void region_pack_host(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
-                      std::size_t es, PackOp op, AddType add) {
+                      std::size_t es, PackOp op, DType add) {
   auto* t = static_cast<unsigned char*>(tensor);
   auto* b = static_cast<unsigned char*>(buffer);
   for (int r = 0; r < n; ++r) {
@@ -39,9 +39,9 @@ void region_pack_host(void* tensor, void* buffer, const PackRegion* regions, int
     } else if (op == PackOp::Unpack) {
       for (int d = 0; d < c.ndim; ++d) std::swap(c.src_stride[d], c.dst_stride[d]);
       strided_copy_host(tp, bp, c, es);
-    } else if (add == AddType::F32) {
+    } else if (add == DType::f32) {
       add_strided(reinterpret_cast<float*>(tp), reinterpret_cast<const float*>(bp), c);
-    } else if (add == AddType::F64) {
+    } else if (add == DType::f64) {
       add_strided(reinterpret_cast<double*>(tp), reinterpret_cast<const double*>(bp), c);
     } else {
       add_strided(reinterpret_cast<std::int64_t*>(tp), reinterpret_cast<const std::int64_t*>(bp),

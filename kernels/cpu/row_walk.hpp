@@ -1,5 +1,6 @@
 #pragma once
 // Host loop over the rows of a strided N-d copy: every dim but the innermost, walked.
+#include "kernels/floor.hpp"
 #include "kernels/strided_index.hpp"
 
 namespace tessera::kernels {

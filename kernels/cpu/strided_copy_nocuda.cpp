@@ -16,7 +16,7 @@ void strided_zero_cuda(void*, const StridedCopy&, std::size_t) {
 #include "kernels/region_pack.hpp"
 
 namespace tessera::kernels {
-void region_pack_cuda(void*, void*, const PackRegion*, int, Index, std::size_t, PackOp, AddType) {
+void region_pack_cuda(void*, void*, const PackRegion*, int, Index, std::size_t, PackOp, DType) {
   throw Error("region_pack_cuda: Tessera was built without CUDA (TESSERA_CUDA=OFF)");
 }
 }  // namespace tessera::kernels

@@ -1,12 +1,12 @@
 // Activations on CUDA: one launch over kernels/activation_impl.hpp.
 #include "kernels/activation_impl.hpp"
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 #include "kernels/cuda/device_loops.cuh"
 #include "kernels/dispatch.hpp"
 
 namespace tessera::kernels {
 
-void activation_forward_cuda(Activation a, Scalar type, Index n, const void* x, void* y) {
+void activation_forward_cuda(Activation a, DType type, Index n, const void* x, void* y) {
   TESSERA_CHECK(n >= 0, "activation_forward_cuda: negative count " << n);
   dispatch(type, [&](auto t) {
     using T = decltype(t);
@@ -15,7 +15,7 @@ void activation_forward_cuda(Activation a, Scalar type, Index n, const void* x, 
   });
 }
 
-void activation_backward_cuda(Activation a, Scalar type, Index n, const void* x, const void* dy,
+void activation_backward_cuda(Activation a, DType type, Index n, const void* x, const void* dy,
                               void* dx) {
   TESSERA_CHECK(n >= 0, "activation_backward_cuda: negative count " << n);
   dispatch(type, [&](auto t) {

@@ -6,7 +6,7 @@
 
 namespace tessera::kernels {
 
-void bias_add_cuda(Scalar type, Index n, Index c, Index inner, void* y, const void* b) {
+void bias_add_cuda(DType type, Index n, Index c, Index inner, void* y, const void* b) {
   const StatLayout l = StatLayout::per_channel(n, c, inner);
   check_stat_layout(l, "bias_add_cuda");
   dispatch(type, [&](auto t) {
@@ -16,7 +16,7 @@ void bias_add_cuda(Scalar type, Index n, Index c, Index inner, void* y, const vo
   });
 }
 
-void bias_backward_cuda(Scalar type, Index n, Index c, Index inner, const void* dy, void* db) {
+void bias_backward_cuda(DType type, Index n, Index c, Index inner, const void* dy, void* db) {
   const StatLayout l = StatLayout::per_channel(n, c, inner);
   check_stat_layout(l, "bias_backward_cuda");
   dispatch(type, [&](auto t) {

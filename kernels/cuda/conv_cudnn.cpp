@@ -88,8 +88,8 @@ Lifted lift(const ConvDesc& c) {
   return l;
 }
 
-cudnnDataType_t dtype(Scalar t) {
-  return t == Scalar::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+cudnnDataType_t dtype(DType t) {
+  return t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
 }
 
 // Dense row-major strides of dims[0..n).
@@ -104,12 +104,12 @@ void dense_strides(const int* dims, int n, int* strides) {
 // The first algorithm in cuDNN's order that works and fits the workspace cap. In float32
 // the descriptors ask for CUDNN_FMA_MATH, and an FMA result is preferred to a default one.
 template <class Perf>
-bool pick(const Perf* perf, int n, Scalar t, Perf& chosen) {
+bool pick(const Perf* perf, int n, DType t, Perf& chosen) {
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < n; ++i) {
       const Perf& p = perf[i];
       if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
-      if (t == Scalar::F32 && p.mathType != (pass == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH))
+      if (t == DType::f32 && p.mathType != (pass == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH))
         continue;
       chosen = p;
       return true;
@@ -186,7 +186,7 @@ struct Plan {
           cudnnSetConvolutionNdDescriptor(cv, l.ns, pad, str, dil, CUDNN_CROSS_CORRELATION, dt));
       TESSERA_CHECK_CALL(cudnnSetConvolutionGroupCount(cv, to_int(c.groups, "groups")));
       TESSERA_CHECK_CALL(cudnnSetConvolutionMathType(
-          cv, c.type == Scalar::F32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+          cv, c.type == DType::f32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
     }
     // cuDNN's output extents must be ours.
     int od[5];
@@ -217,7 +217,7 @@ struct Plan {
     ok = f1 && f2 && f3;
     if (!ok) return;
     fwd_algo = a1.algo, bwd_data_algo = a2.algo, bwd_w_algo = a3.algo;
-    if (c.type == Scalar::F64) {  // float32 stays on FMA math (no TF32)
+    if (c.type == DType::f64) {  // float32 stays on FMA math (no TF32)
       TESSERA_CHECK_CALL(cudnnSetConvolutionMathType(conv[0], a1.mathType));
       TESSERA_CHECK_CALL(cudnnSetConvolutionMathType(conv[1], a2.mathType));
       TESSERA_CHECK_CALL(cudnnSetConvolutionMathType(conv[2], a3.mathType));
@@ -339,7 +339,7 @@ struct Scale {
   float f;
   double d;
   explicit Scale(double v) : f(static_cast<float>(v)), d(v) {}
-  const void* of(Scalar t) const { return t == Scalar::F64 ? static_cast<const void*>(&d) : &f; }
+  const void* of(DType t) const { return t == DType::f64 ? static_cast<const void*>(&d) : &f; }
 };
 
 void check_call_args(const ConvDesc& c, const char* where, std::initializer_list<const void*> ps) {
@@ -348,7 +348,7 @@ void check_call_args(const ConvDesc& c, const char* where, std::initializer_list
     if (!p) throw Error(std::string(where) + ": null tensor pointer");
 }
 
-char* at(void* base, Index elems, Scalar t) {
+char* at(void* base, Index elems, DType t) {
   return static_cast<char*>(base) + elems * static_cast<Index>(size_of(t));
 }
 

@@ -3,6 +3,7 @@
 // one grid-stride launch over elements, and a per-group reduction (blocks over chunks of
 // groups, shared-memory trees in double, chunk partials added in order). Synchronous on the
 // default stream, like every CUDA kernel entry point of the project.
+#include "kernels/floor.hpp"
 #include <cuda_runtime.h>
 
 #include <cstddef>

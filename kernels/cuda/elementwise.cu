@@ -84,7 +84,7 @@ __global__ void adam_kernel(Count n, T* p, const T* g, T* m, T* v, AdamArgs a) {
 
 }  // namespace
 
-void axpy_cuda(Scalar s, Count n, double alpha, const void* x, void* y) {
+void axpy_cuda(DType s, Count n, double alpha, const void* x, void* y) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
@@ -94,7 +94,7 @@ void axpy_cuda(Scalar s, Count n, double alpha, const void* x, void* y) {
   finish("axpy kernel");
 }
 
-void scale_cuda(Scalar s, Count n, double alpha, void* y) {
+void scale_cuda(DType s, Count n, double alpha, void* y) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
@@ -104,7 +104,7 @@ void scale_cuda(Scalar s, Count n, double alpha, void* y) {
   finish("scale kernel");
 }
 
-void scaled_diff_cuda(Scalar s, Count n, double alpha, const void* a, const void* b, void* out) {
+void scaled_diff_cuda(DType s, Count n, double alpha, const void* a, const void* b, void* out) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
@@ -115,21 +115,21 @@ void scaled_diff_cuda(Scalar s, Count n, double alpha, const void* a, const void
   finish("scaled difference kernel");
 }
 
-double sum_squares_cuda(Scalar s, Count n, const void* x) {
+double sum_squares_cuda(DType s, Count n, const void* x) {
   return dispatch(s, [&](auto t) {
     using T = decltype(t);
     return sum_sq<T>(n, static_cast<const T*>(x), nullptr);
   });
 }
 
-double sum_sq_diff_cuda(Scalar s, Count n, const void* a, const void* b) {
+double sum_sq_diff_cuda(DType s, Count n, const void* a, const void* b) {
   return dispatch(s, [&](auto t) {
     using T = decltype(t);
     return sum_sq<T>(n, static_cast<const T*>(a), static_cast<const T*>(b));
   });
 }
 
-void sgd_update_cuda(Scalar s, Count n, void* p, const void* g, void* buf, const SgdArgs& a) {
+void sgd_update_cuda(DType s, Count n, void* p, const void* g, void* buf, const SgdArgs& a) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
@@ -139,7 +139,7 @@ void sgd_update_cuda(Scalar s, Count n, void* p, const void* g, void* buf, const
   finish("SGD update kernel");
 }
 
-void adam_update_cuda(Scalar s, Count n, void* p, const void* g, void* m, void* v,
+void adam_update_cuda(DType s, Count n, void* p, const void* g, void* m, void* v,
                       const AdamArgs& a) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {

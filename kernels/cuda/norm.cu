@@ -1,5 +1,5 @@
 // Normalization on CUDA: one launch each over kernels/norm_impl.hpp.
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 #include "kernels/cuda/device_loops.cuh"
 #include "kernels/dispatch.hpp"
 #include "kernels/norm.hpp"

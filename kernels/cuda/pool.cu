@@ -1,6 +1,6 @@
 // Pooling on CUDA: the element functions of kernels/pool_impl.hpp, one launch each (max
 // pooling backward: an argmax pass into a scratch buffer, then the gather).
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 #include "kernels/cuda/device_loops.cuh"
 #include "kernels/dispatch.hpp"
 #include "kernels/pool_impl.hpp"

@@ -3,7 +3,7 @@
 // so the result is deterministic.
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "decomp/error.hpp"
 #include "kernels/cuda/device_loops.cuh"
 #include "kernels/dispatch.hpp"
 #include "kernels/reduce.hpp"
@@ -31,7 +31,7 @@ __global__ void partial_sums_kernel(const T* x, Index n, double* part) {
 }
 
 template <bool Squares>
-double whole_sum(Scalar type, Index n, const void* x, const char* where) {
+double whole_sum(DType type, Index n, const void* x, const char* where) {
   TESSERA_CHECK(n >= 0, where << ": negative count " << n);
   if (n == 0) return 0.0;
   const Index b = (n + kReduceThreads - 1) / kReduceThreads;
@@ -54,18 +54,18 @@ double whole_sum(Scalar type, Index n, const void* x, const char* where) {
 
 }  // namespace
 
-double reduce_sum_cuda(Scalar type, Index n, const void* x) {
+double reduce_sum_cuda(DType type, Index n, const void* x) {
   return whole_sum<false>(type, n, x, "reduce_sum_cuda");
 }
-double reduce_mean_cuda(Scalar type, Index n, const void* x) {
+double reduce_mean_cuda(DType type, Index n, const void* x) {
   TESSERA_CHECK(n > 0, "reduce_mean_cuda: mean of " << n << " elements");
   return whole_sum<false>(type, n, x, "reduce_mean_cuda") / static_cast<double>(n);
 }
-double reduce_sum_squares_cuda(Scalar type, Index n, const void* x) {
+double reduce_sum_squares_cuda(DType type, Index n, const void* x) {
   return whole_sum<true>(type, n, x, "reduce_sum_squares_cuda");
 }
 
-void stat_sums_cuda(const StatLayout& l, Scalar type, const void* x, double* sum, double* sumsq) {
+void stat_sums_cuda(const StatLayout& l, DType type, const void* x, double* sum, double* sumsq) {
   check_stat_layout(l, "stat_sums_cuda");
   dispatch(type, [&](auto t) {
     using T = decltype(t);
@@ -73,11 +73,11 @@ void stat_sums_cuda(const StatLayout& l, Scalar type, const void* x, double* sum
                       "stat_sums_cuda");
   });
 }
-void channel_sums_cuda(Scalar type, Index n, Index c, Index inner, const void* x, double* sum,
+void channel_sums_cuda(DType type, Index n, Index c, Index inner, const void* x, double* sum,
                        double* sumsq) {
   stat_sums_cuda(StatLayout::per_channel(n, c, inner), type, x, sum, sumsq);
 }
-void group_sums_cuda(Scalar type, Index n, Index c, Index groups, Index inner, const void* x,
+void group_sums_cuda(DType type, Index n, Index c, Index groups, Index inner, const void* x,
                      double* sum, double* sumsq) {
   stat_sums_cuda(StatLayout::per_group(n, c, inner, groups), type, x, sum, sumsq);
 }

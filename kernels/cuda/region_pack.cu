@@ -50,7 +50,7 @@ void launch(void* tensor, void* buffer, const PackRegion* d_regions, int n, Inde
 }  // namespace
 
 void region_pack_cuda(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
-                      std::size_t es, PackOp op, AddType add) {
+                      std::size_t es, PackOp op, DType add) {
   if (n == 0 || end <= regions[0].buffer_offset) return;
   // Threads index the buffer from 0: rebase the table on the first region.
   const Index base = regions[0].buffer_offset, total = end - base;
@@ -63,9 +63,9 @@ void region_pack_cuda(void* tensor, void* buffer, const PackRegion* regions, int
   check(cudaMemcpy(d, table.data(), bytes, cudaMemcpyHostToDevice), "region table upload");
   try {
     if (op == PackOp::UnpackAdd) {
-      if (add == AddType::F32)
+      if (add == DType::f32)
         launch<float>(tensor, buffer, d, n, total, op);
-      else if (add == AddType::F64)
+      else if (add == DType::f64)
         launch<double>(tensor, buffer, d, n, total, op);
       else
         launch<long long>(tensor, buffer, d, n, total, op);

@@ -1,8 +1,8 @@
 // Scatters a tensor, redistributes it and checks the result against the serial value.
 #include <cstdio>
 
-#include "runtime/context.hpp"
-#include "runtime/shard_tensor.hpp"
+#include "runtime/tensor/context.hpp"
+#include "runtime/tensor/shard_tensor.hpp"
 
 int main(int argc, char** argv) {
   using namespace tessera;

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/context.hpp"
+#include "runtime/tensor/context.hpp"
 #include "tests/harness/mpi_test.hpp"
 
 namespace tessera::test {

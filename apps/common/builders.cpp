@@ -1,0 +1,52 @@
+#include "apps/common/builders.hpp"
+
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera::app {
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c,
+                                          std::vector<NamedParameter> params) {
+  if (c.name == "sgd")
+    return std::make_unique<Sgd>(
+        std::move(params), SgdOptions{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov});
+  const AdamOptions o{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
+  if (c.name == "adam") return std::make_unique<Adam>(std::move(params), o);
+  if (c.name == "adamw") return std::make_unique<AdamW>(std::move(params), o);
+  throw Error("config: optim.name = '" + c.name + "' is not one of sgd, adam, adamw");
+}
+
+LrSchedule make_schedule(const TrainConfig& c, std::int64_t total_steps) {
+  LrSchedule s;
+  const std::string& t = c.schedule.type;
+  s.kind = t == "warmup"   ? LrSchedule::Kind::Warmup
+           : t == "cosine" ? LrSchedule::Kind::Cosine
+           : t == "step"   ? LrSchedule::Kind::Step
+                           : LrSchedule::Kind::Constant;
+  TESSERA_CHECK(
+      t == "constant" || s.kind != LrSchedule::Kind::Constant,
+      "config: schedule.type = '" << t << "' is not one of constant, warmup, cosine, step");
+  s.base_lr = c.optim.lr;
+  s.warmup_steps = c.schedule.warmup_steps;
+  s.total_steps = total_steps;
+  s.min_lr = c.schedule.min_lr;
+  s.step_size = c.schedule.step_size;
+  s.gamma = c.schedule.gamma;
+  TESSERA_CHECK(
+      s.kind != LrSchedule::Kind::Cosine || c.schedule.min_lr <= c.optim.lr,
+      "config: schedule.min_lr = " << c.schedule.min_lr << " exceeds optim.lr = " << c.optim.lr);
+  return s;
+}
+
+LossKind loss_kind(const TrainLoopConfig& c) {
+  if (c.loss == "mse") return LossKind::Mse;
+  if (c.loss == "rel_l2") return LossKind::RelativeL2;
+  throw Error("config: train.loss = '" + c.loss + "' is not one of mse, rel_l2");
+}
+
+DType model_dtype(const ModelConfig& c) {
+  TESSERA_CHECK(c.dtype == "float32" || c.dtype == "float64",
+                "config: model.dtype = '" << c.dtype << "' is not one of float32, float64");
+  return c.dtype == "float64" ? DType::f64 : DType::f32;
+}
+
+}  // namespace tessera::app

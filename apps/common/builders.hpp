@@ -1,0 +1,20 @@
+#pragma once
+// Runtime objects from a TrainConfig: the optimizer, the learning-rate schedule, the
+// loss and the model's element type.
+#include <memory>
+#include <vector>
+
+#include "apps/common/config.hpp"
+#include "runtime/train/loss.hpp"
+#include "runtime/train/optim.hpp"
+
+namespace tessera::app {
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, std::vector<NamedParameter> params);
+// total_steps: the run's optimizer steps (train.steps, or epochs x steps per epoch);
+// the cosine schedule reaches schedule.min_lr there.
+LrSchedule make_schedule(const TrainConfig& c, std::int64_t total_steps);
+LossKind loss_kind(const TrainLoopConfig& c);
+DType model_dtype(const ModelConfig& c);
+
+}  // namespace tessera::app

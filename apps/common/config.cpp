@@ -1,0 +1,552 @@
+#include "apps/common/config.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <variant>
+
+#include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera::app {
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) {
+  throw Error("config: " + msg);
+}
+
+using Ref = std::variant<std::int64_t*, double*, bool*, std::string*, std::vector<std::string>*>;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Range {
+  double lo = -kInf, hi = kInf;
+  bool lo_open = false, hi_open = false;
+};
+
+struct Field {
+  const char* section;
+  const char* key;
+  Ref (*ref)(TrainConfig&);
+  const char* help;
+  Range range = {};
+  std::vector<std::string> choices = {};
+  std::string name() const { return std::string(section) + "." + key; }
+};
+
+#define TESSERA_FIELD(sec, k) #sec, #k, [](TrainConfig & c) -> Ref { return &c.sec.k; }
+
+const Range kPositive{0, kInf, true, false};
+const Range kNonNegative{0, kInf, false, false};
+const Range kUnitOpen{0, 1, false, true};  // [0, 1)
+const Range kAtLeastOne{1, kInf, false, false};
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = {
+      {TESSERA_FIELD(mesh, shape),
+       "mesh axes and sizes: 'domain=4,data=2', 'domain=auto,data=2' or 'auto' (all ranks on one "
+       "domain axis)"},
+      {TESSERA_FIELD(data, path), "HDF5 dataset file (tessera-prep schema)"},
+      {TESSERA_FIELD(data, inputs), "input fields, in channel order"},
+      {TESSERA_FIELD(data, targets), "target fields, in channel order"},
+      {TESSERA_FIELD(data, normalize), "normalize each field by the training split's mean and std"},
+      {TESSERA_FIELD(data, shuffle), "shuffle training samples every epoch (seeded by train.seed)"},
+      {TESSERA_FIELD(model, type), "model architecture", {}, {"unet"}},
+      {TESSERA_FIELD(model, width), "channels of the first level (doubled per level down)",
+       kAtLeastOne},
+      {TESSERA_FIELD(model, depth), "number of levels down (and up)", kAtLeastOne},
+      {TESSERA_FIELD(model, kernel_size), "conv kernel size per spatial dim", kAtLeastOne},
+      {TESSERA_FIELD(model, norm), "normalization layer", {}, {"group", "batch", "none"}},
+      {TESSERA_FIELD(model, groups), "GroupNorm groups (must divide every level's width)",
+       kAtLeastOne},
+      {TESSERA_FIELD(model, activation), "activation", {}, {"gelu", "relu", "silu"}},
+      {TESSERA_FIELD(model, down),
+       "downsampling: max pooling or strided conv",
+       {},
+       {"pool", "conv"}},
+      {TESSERA_FIELD(model, up),
+       "upsampling: nearest upsample + conv, or transposed conv",
+       {},
+       {"upsample", "transposed_conv"}},
+      {TESSERA_FIELD(model, dtype), "parameter and activation type", {}, {"float32", "float64"}},
+      {TESSERA_FIELD(optim, name), "optimizer (PyTorch semantics)", {}, {"sgd", "adam", "adamw"}},
+      {TESSERA_FIELD(optim, lr), "base learning rate", kPositive},
+      {TESSERA_FIELD(optim, weight_decay), "weight decay (L2 for sgd/adam, decoupled for adamw)",
+       kNonNegative},
+      {TESSERA_FIELD(optim, beta1), "adam/adamw beta1", kUnitOpen},
+      {TESSERA_FIELD(optim, beta2), "adam/adamw beta2", kUnitOpen},
+      {TESSERA_FIELD(optim, eps), "adam/adamw epsilon", kPositive},
+      {TESSERA_FIELD(optim, momentum), "sgd momentum", kUnitOpen},
+      {TESSERA_FIELD(optim, dampening), "sgd dampening", Range{0, 1, false, false}},
+      {TESSERA_FIELD(optim, nesterov), "sgd nesterov momentum"},
+      {TESSERA_FIELD(optim, grad_clip), "clip gradients to this global L2 norm; 0: off",
+       kNonNegative},
+      {TESSERA_FIELD(schedule, type),
+       "learning-rate schedule",
+       {},
+       {"constant", "warmup", "cosine", "step"}},
+      {TESSERA_FIELD(schedule, warmup_steps), "linear warm-up steps (warmup, cosine)",
+       kNonNegative},
+      {TESSERA_FIELD(schedule, min_lr), "final learning rate of the cosine schedule", kNonNegative},
+      {TESSERA_FIELD(schedule, step_size), "steps between decays (step)", kAtLeastOne},
+      {TESSERA_FIELD(schedule, gamma), "decay factor per step_size steps (step)",
+       Range{0, 1, true, false}},
+      {TESSERA_FIELD(train, steps), "optimizer steps (set this or train.epochs)", kNonNegative},
+      {TESSERA_FIELD(train, epochs), "passes over the training split (set this or train.steps)",
+       kNonNegative},
+      {TESSERA_FIELD(train, batch_size), "global batch size over all data-parallel replicas",
+       kAtLeastOne},
+      {TESSERA_FIELD(train, loss), "training loss over the global domain", {}, {"mse", "rel_l2"}},
+      {TESSERA_FIELD(train, checkpoint_interval), "steps between checkpoints; 0: only at the end",
+       kNonNegative},
+      {TESSERA_FIELD(train, checkpoint_dir), "directory of checkpoints"},
+      {TESSERA_FIELD(train, validation_split), "fraction of samples held out for validation",
+       kUnitOpen},
+      {TESSERA_FIELD(train, resume), "resume from the latest checkpoint in checkpoint_dir"},
+      {TESSERA_FIELD(train, metrics_csv), "write per-step metrics to this CSV file; empty: none"},
+      {TESSERA_FIELD(train, seed), "seed of initialization, shuffling and the split", kNonNegative},
+      {TESSERA_FIELD(train, log_interval), "steps between progress lines", kAtLeastOne},
+  };
+  return fields;
+}
+#undef TESSERA_FIELD
+
+const std::vector<std::string>& sections() {
+  static const std::vector<std::string> s = {"mesh", "data", "model", "optim", "schedule", "train"};
+  return s;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_key_message(const std::string& section, const std::string& key,
+                                const std::string& where) {
+  std::vector<std::string> keys;
+  std::string best;
+  std::size_t best_d = 3;  // suggest only close matches
+  for (const Field& f : schema()) {
+    if (section != f.section) continue;
+    keys.push_back(f.key);
+    const std::size_t d = edit_distance(key, f.key);
+    if (d < best_d) best_d = d, best = f.name();
+  }
+  std::string msg = "unknown key '" + section + "." + key + "' " + where;
+  if (!best.empty()) msg += "; did you mean '" + best + "'?";
+  return msg + " (keys of [" + section + "]: " + join(keys) + ")";
+}
+
+const Field* find_field(const std::string& section, const std::string& key) {
+  for (const Field& f : schema())
+    if (section == f.section && key == f.key) return &f;
+  return nullptr;
+}
+
+std::string type_name(const Ref& r) {
+  switch (r.index()) {
+    case 0:
+      return "an integer";
+    case 1:
+      return "a number";
+    case 2:
+      return "a boolean (true or false)";
+    case 3:
+      return "a string";
+    default:
+      return "an array of strings";
+  }
+}
+
+std::string toml_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date/time";
+  }
+}
+
+std::string at_line(const toml::source_region& region, const std::string& source) {
+  const auto& b = region.begin;
+  if (b.line == 0) return "in " + source;
+  return "at " + source + ":" + std::to_string(b.line) + ":" + std::to_string(b.column);
+}
+std::string at_line(const toml::node& n, const std::string& source) {
+  return at_line(n.source(), source);
+}
+
+// Assigns a TOML value to a field, checking its type.
+void assign_node(const Field& f, const toml::node& n, TrainConfig& c, const std::string& where) {
+  const Ref r = f.ref(c);
+  auto wrong = [&] {
+    fail(f.name() + " must be " + type_name(r) + ", got " + toml_type_name(n) + " " + where);
+  };
+  switch (r.index()) {
+    case 0:
+      if (!n.is_integer()) wrong();
+      *std::get<0>(r) = *n.value<std::int64_t>();
+      break;
+    case 1:
+      if (!n.is_number()) wrong();
+      *std::get<1>(r) = *n.value<double>();
+      break;
+    case 2:
+      if (!n.is_boolean()) wrong();
+      *std::get<2>(r) = *n.value<bool>();
+      break;
+    case 3:
+      if (!n.is_string()) wrong();
+      *std::get<3>(r) = *n.value<std::string>();
+      break;
+    default: {
+      const toml::array* a = n.as_array();
+      if (!a) wrong();
+      std::vector<std::string> v;
+      for (const toml::node& e : *a) {
+        if (!e.is_string())
+          fail(f.name() + " must be an array of strings, but an element is " + toml_type_name(e) +
+               " " + where);
+        v.push_back(*e.value<std::string>());
+      }
+      *std::get<4>(r) = std::move(v);
+    }
+  }
+}
+
+// Assigns a command-line value, parsed by the field's type.
+void assign_text(const Field& f, const std::string& text, TrainConfig& c,
+                 const std::string& where) {
+  const Ref r = f.ref(c);
+  auto wrong = [&] {
+    fail(f.name() + " must be " + type_name(r) + ", got '" + text + "' " + where);
+  };
+  switch (r.index()) {
+    case 0: {
+      std::int64_t v = 0;
+      const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || p != text.data() + text.size() || text.empty()) wrong();
+      *std::get<0>(r) = v;
+      break;
+    }
+    case 1: {
+      double v = 0;
+      const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || p != text.data() + text.size() || text.empty()) wrong();
+      *std::get<1>(r) = v;
+      break;
+    }
+    case 2:
+      if (text == "true" || text == "1")
+        *std::get<2>(r) = true;
+      else if (text == "false" || text == "0")
+        *std::get<2>(r) = false;
+      else
+        wrong();
+      break;
+    case 3:
+      *std::get<3>(r) = text;
+      break;
+    default: {
+      // TOML array syntax, or a comma-separated list.
+      if (!text.empty() && text.front() == '[') {
+        toml::table t;
+        try {
+          t = toml::parse("v = " + text);
+        } catch (const toml::parse_error&) {
+          wrong();
+        }
+        assign_node(f, *t.get("v"), c, where);
+      } else {
+        std::vector<std::string> v;
+        std::stringstream ss(text);
+        std::string item;
+        while (std::getline(ss, item, ',')) v.push_back(item);
+        *std::get<4>(r) = std::move(v);
+      }
+    }
+  }
+}
+
+std::string format_double(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  const auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, p);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string format_value(const Ref& r) {
+  switch (r.index()) {
+    case 0:
+      return std::to_string(*std::get<0>(r));
+    case 1:
+      return format_double(*std::get<1>(r));
+    case 2:
+      return *std::get<2>(r) ? "true" : "false";
+    case 3:
+      return quote(*std::get<3>(r));
+    default: {
+      std::vector<std::string> q;
+      for (const auto& s : *std::get<4>(r)) q.push_back(quote(s));
+      return "[" + join(q) + "]";
+    }
+  }
+}
+
+std::string range_text(const Field& f) {
+  if (!f.choices.empty()) return "one of " + join(f.choices);
+  const Range& g = f.range;
+  if (g.lo == -kInf && g.hi == kInf) return "";
+  if (g.hi == kInf) return std::string(g.lo_open ? "> " : ">= ") + format_double(g.lo);
+  return std::string(g.lo_open ? "(" : "[") + format_double(g.lo) + ", " + format_double(g.hi) +
+         (g.hi_open ? ")" : "]");
+}
+
+void check_range(const Field& f, TrainConfig& c) {
+  const Ref r = f.ref(c);
+  if (!f.choices.empty()) {
+    const std::string& v = *std::get<3>(r);
+    if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
+      fail(f.name() + " = " + quote(v) + " is not " + range_text(f));
+    return;
+  }
+  double v = 0;
+  if (r.index() == 0)
+    v = static_cast<double>(*std::get<0>(r));
+  else if (r.index() == 1)
+    v = *std::get<1>(r);
+  else
+    return;
+  const Range& g = f.range;
+  const bool ok =
+      !std::isnan(v) && (g.lo_open ? v > g.lo : v >= g.lo) && (g.hi_open ? v < g.hi : v <= g.hi);
+  if (!ok) fail(f.name() + " = " + format_value(r) + " is out of range: must be " + range_text(f));
+}
+
+void apply_overrides(TrainConfig& c, const std::vector<std::string>& overrides) {
+  for (const std::string& o : overrides) {
+    const std::string where = "in --" + o;
+    const auto eq = o.find('=');
+    const auto dot = o.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+      fail("override '--" + o + "' is not --section.key=value");
+    const std::string section = o.substr(0, dot), key = o.substr(dot + 1, eq - dot - 1);
+    if (std::find(sections().begin(), sections().end(), section) == sections().end())
+      fail("unknown section '" + section + "' " + where + " (sections: " + join(sections()) + ")");
+    const Field* f = find_field(section, key);
+    if (!f) fail(unknown_key_message(section, key, where));
+    assign_text(*f, o.substr(eq + 1), c, where);
+  }
+}
+
+void validate(TrainConfig& c) {
+  for (const Field& f : schema()) check_range(f, c);
+  if (c.train.steps > 0 && c.train.epochs > 0)
+    fail("train.steps = " + std::to_string(c.train.steps) +
+         " and train.epochs = " + std::to_string(c.train.epochs) + " are both set; set only one");
+  if (c.data.inputs.empty()) fail("data.inputs must name at least one field");
+  if (c.data.targets.empty()) fail("data.targets must name at least one field");
+  if (c.model.kernel_size % 2 == 0)
+    fail("model.kernel_size = " + std::to_string(c.model.kernel_size) +
+         " must be odd (same-size convs)");
+  if (c.model.norm == "group" && c.model.width % c.model.groups != 0)
+    fail("model.groups = " + std::to_string(c.model.groups) +
+         " does not divide model.width = " + std::to_string(c.model.width));
+}
+
+}  // namespace
+
+TrainConfig parse_config(const std::string& text, const std::vector<std::string>& overrides,
+                         const std::string& source) {
+  TrainConfig c;
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    fail(source + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) + ": " +
+         std::string(e.description()));
+  }
+  for (auto&& [skey, snode] : root) {
+    const std::string section(skey.str());
+    const toml::table* t = snode.as_table();
+    if (!t)
+      fail("key '" + section + "' " + at_line(skey.source(), source) +
+           " is outside any section; keys belong in [" + join(sections(), "], [") + "]");
+    if (std::find(sections().begin(), sections().end(), section) == sections().end())
+      fail("unknown section [" + section + "] " + at_line(skey.source(), source) +
+           " (sections: " + join(sections()) + ")");
+    for (auto&& [kkey, knode] : *t) {
+      const std::string key(kkey.str());
+      const Field* f = find_field(section, key);
+      if (!f) fail(unknown_key_message(section, key, at_line(kkey.source(), source)));
+      assign_node(*f, knode, c, at_line(knode, source));
+    }
+  }
+  apply_overrides(c, overrides);
+  validate(c);
+  return c;
+}
+
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return parse_config("", overrides, "(no file)");
+  std::ifstream in(path);
+  if (!in) fail("cannot open config file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), overrides, path);
+}
+
+TrainConfig load_config(MPI_Comm comm, const CliArgs& args) {
+  TrainConfig c;
+  collective_run(comm, [&] { c = load_config(args.config_path, args.overrides); });
+  return c;
+}
+
+void check_complete(const TrainConfig& c) {
+  if (c.data.path.empty()) fail("data.path is not set (in the config file or as --data.path=FILE)");
+  if (c.train.steps == 0 && c.train.epochs == 0)
+    fail("neither train.steps nor train.epochs is set; set one of them");
+}
+
+std::string to_toml(const TrainConfig& c) {
+  TrainConfig copy = c;
+  std::ostringstream os;
+  std::string current;
+  for (const Field& f : schema()) {
+    if (current != f.section) {
+      os << (current.empty() ? "" : "\n") << "[" << f.section << "]\n";
+      current = f.section;
+    }
+    os << f.key << " = " << format_value(f.ref(copy)) << "\n";
+  }
+  return os.str();
+}
+
+std::string usage(const std::string& program) {
+  TrainConfig defaults;
+  std::ostringstream os;
+  os << "usage: " << program
+     << " [CONFIG.toml] [--section.key=value ...] [--print-config] [--help]\n\n"
+     << "Trains a model on sharded data. CONFIG is TOML with the sections below; every key\n"
+     << "can be set or overridden on the command line. --print-config prints the resolved\n"
+     << "config as TOML and exits.\n";
+  std::string current;
+  for (const Field& f : schema()) {
+    if (current != f.section) {
+      os << "\n[" << f.section << "]\n";
+      current = f.section;
+    }
+    const Ref r = f.ref(defaults);
+    static const char* kinds[] = {"INT", "FLOAT", "BOOL", "STRING", "LIST"};
+    std::string flag = "  --" + f.name() + "=" + kinds[r.index()];
+    os << flag << std::string(flag.size() < 34 ? 34 - flag.size() : 1, ' ') << f.help
+       << " (default " << format_value(r);
+    const std::string rt = range_text(f);
+    if (!rt.empty()) os << "; " << rt;
+    os << ")\n";
+  }
+  return os.str();
+}
+
+CliArgs parse_cli(const std::vector<std::string>& args) {
+  CliArgs a;
+  for (const std::string& s : args) {
+    if (s == "--help" || s == "-h") {
+      a.help = true;
+    } else if (s == "--print-config") {
+      a.print_config = true;
+    } else if (s.rfind("--", 0) == 0) {
+      const std::string body = s.substr(2);
+      const auto eq = body.find('='), dot = body.find('.');
+      if (dot == std::string::npos || eq == std::string::npos || dot > eq)
+        fail("unknown option '" + s + "' (options: --help, --print-config, --section.key=value)");
+      a.overrides.push_back(body);
+    } else if (!s.empty() && s[0] == '-') {
+      fail("unknown option '" + s + "'");
+    } else {
+      if (!a.config_path.empty())
+        fail("two config files given: '" + a.config_path + "' and '" + s + "'");
+      a.config_path = s;
+    }
+  }
+  return a;
+}
+
+CliArgs parse_cli(int argc, char** argv) {
+  return parse_cli(std::vector<std::string>(argv + 1, argv + argc));
+}
+
+Mesh make_mesh(MPI_Comm comm, const TrainConfig& c) {
+  std::string why;
+  int data_axes = 0;
+  std::stringstream ss(c.mesh.shape);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (item.substr(0, item.find('=')) == "data") ++data_axes;
+  if (data_axes > 1) why = "more than one 'data' axis";
+  try {
+    collective_check(comm, why.empty(), why);
+    return Mesh::parse(comm, c.mesh.shape);
+  } catch (const Error& e) {
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    fail("mesh.shape = " + quote(c.mesh.shape) + " does not fit " + std::to_string(size) +
+         " ranks: " + e.what());
+  }
+}
+
+}  // namespace tessera::app

@@ -1,0 +1,113 @@
+#pragma once
+// The configuration of tessera-train: TOML sections mesh, data, model, optim, schedule
+// and train. Every key has a type, a default, a documented range and can be overridden
+// on the command line as --section.key=value. Errors name the key and where it came
+// from (file or flag) and say what was expected.
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor/mesh.hpp"
+
+namespace tessera::app {
+
+struct MeshConfig {
+  std::string shape = "auto";  // "domain=4,data=2", "domain=auto,data=2", "auto"
+};
+
+struct DataConfig {
+  std::string path;                          // HDF5 dataset (tessera-prep schema)
+  std::vector<std::string> inputs = {"a"};   // input fields (channels in this order)
+  std::vector<std::string> targets = {"u"};  // target fields
+  bool normalize = true;                     // per-field mean/std from the training split
+  bool shuffle = true;                       // shuffle training samples each epoch
+};
+
+struct ModelConfig {
+  std::string type = "unet";
+  std::int64_t width = 16;       // channels of the first level, doubled per level down
+  std::int64_t depth = 3;        // levels (down/up steps)
+  std::int64_t kernel_size = 3;  // conv kernel per spatial dim
+  std::string norm = "group";    // group | batch | none
+  std::int64_t groups = 4;       // GroupNorm groups
+  std::string activation = "gelu";
+  std::string down = "pool";      // pool | conv (strided)
+  std::string up = "upsample";    // upsample | transposed_conv
+  std::string dtype = "float32";  // float32 | float64
+};
+
+struct OptimConfig {
+  std::string name = "adamw";  // sgd | adam | adamw
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  double momentum = 0.9, dampening = 0.0;         // sgd
+  bool nesterov = false;                          // sgd
+  double grad_clip = 0.0;                         // max global gradient norm, 0: off
+};
+
+struct ScheduleConfig {
+  std::string type = "constant";  // constant | warmup | cosine | step
+  std::int64_t warmup_steps = 0;
+  double min_lr = 0.0;            // cosine
+  std::int64_t step_size = 1000;  // step
+  double gamma = 0.1;             // step
+};
+
+struct TrainLoopConfig {
+  std::int64_t steps = 0;  // exactly one of steps and epochs is > 0
+  std::int64_t epochs = 0;
+  std::int64_t batch_size = 1;           // global batch (over all data-parallel replicas)
+  std::string loss = "rel_l2";           // mse | rel_l2
+  std::int64_t checkpoint_interval = 0;  // steps between checkpoints, 0: at the end only
+  std::string checkpoint_dir = "checkpoints";
+  double validation_split = 0.1;  // fraction of samples held out
+  bool resume = false;            // continue from the latest checkpoint in checkpoint_dir
+  std::string metrics_csv;        // per-step metrics, empty: none
+  std::int64_t seed = 0;
+  std::int64_t log_interval = 1;  // steps between progress lines
+};
+
+struct TrainConfig {
+  MeshConfig mesh;
+  DataConfig data;
+  ModelConfig model;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  TrainLoopConfig train;
+};
+
+// The command line: [CONFIG] [--section.key=value ...] [--help] [--print-config].
+struct CliArgs {
+  std::string config_path;             // empty: defaults and overrides only
+  std::vector<std::string> overrides;  // "section.key=value"
+  bool help = false, print_config = false;
+};
+CliArgs parse_cli(int argc, char** argv);  // throws on unknown flags
+CliArgs parse_cli(const std::vector<std::string>& args);
+
+// Defaults, then the file (if any), then the overrides in order; every value is
+// type- and range-checked. Throws tessera::Error("config: ...").
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides);
+TrainConfig parse_config(const std::string& toml_text, const std::vector<std::string>& overrides,
+                         const std::string& source = "config");
+// The same, collective: every rank of comm throws the same error when any rank fails
+// (a file missing on one node fails the job, it does not hang it).
+TrainConfig load_config(MPI_Comm comm, const CliArgs& args);
+
+// What a training run needs beyond well-typed values: data.path set, exactly one of
+// train.steps / train.epochs. Throws naming the key.
+void check_complete(const TrainConfig& c);
+
+// The fully resolved config as TOML (parses back to the same config).
+std::string to_toml(const TrainConfig& c);
+// --help text: usage and every key with its type, default and range.
+std::string usage(const std::string& program);
+
+// The mesh of mesh.shape over comm; collective. A shape that does not fit the rank
+// count, or more than one "data" axis, throws on every rank naming mesh.shape.
+Mesh make_mesh(MPI_Comm comm, const TrainConfig& c);
+
+}  // namespace tessera::app

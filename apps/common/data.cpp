@@ -1,0 +1,230 @@
+#include "apps/common/data.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "io/schema.hpp"
+#include "io/sharded.hpp"
+#include "runtime/comm/axes_comm.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/state_dict.hpp"
+
+namespace tessera::app {
+namespace {
+
+template <class F>
+void for_each_value(const Tensor& t,
+                    F&& f) {  // f(channel, value&) over a contiguous (N, C, ...) tensor
+  const Index n = t.shape(0), c = t.shape(1), inner = n * c == 0 ? 0 : t.numel() / (n * c);
+  auto run = [&](auto* p) {
+    for (Index i = 0; i < n; ++i)
+      for (Index k = 0; k < c; ++k)
+        for (Index s = 0; s < inner; ++s) f(k, p[(i * c + k) * inner + s]);
+  };
+  if (t.dtype() == DType::f64)
+    run(t.data<double>());
+  else
+    run(t.data<float>());
+}
+
+}  // namespace
+
+GridLayout GridLayout::of(const Mesh& mesh, int spatial_dims) {
+  GridLayout g;
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    if (mesh.names()[static_cast<std::size_t>(a)] == "data")
+      g.data_axis = a;
+    else
+      g.domain_axes.push_back(a);
+  }
+  TESSERA_CHECK(static_cast<int>(g.domain_axes.size()) <= spatial_dims,
+                "mesh " << mesh.str() << " has " << g.domain_axes.size()
+                        << " domain axes for data with " << spatial_dims << " spatial dims");
+  return g;
+}
+
+std::vector<Placement> GridLayout::dims(int spatial_dims, bool shard_batch) const {
+  std::vector<Placement> d(static_cast<std::size_t>(spatial_dims) + 2, Replicate());
+  if (shard_batch && data_axis >= 0) d[0] = Shard(data_axis);
+  for (std::size_t k = 0; k < domain_axes.size(); ++k) d[k + 2] = Shard(domain_axes[k]);
+  return d;
+}
+
+Index FieldSet::total_channels() const {
+  Index c = 0;
+  for (Index x : channels) c += x;
+  return c;
+}
+
+void Normalizer::apply(const Tensor& t) const {
+  if (identity()) return;
+  for_each_value(t, [&](Index k, auto& v) {
+    using T = std::remove_reference_t<decltype(v)>;
+    v = static_cast<T>((v - mean[static_cast<std::size_t>(k)]) / std[static_cast<std::size_t>(k)]);
+  });
+}
+
+void Normalizer::invert(const Tensor& t) const {
+  if (identity()) return;
+  for_each_value(t, [&](Index k, auto& v) {
+    using T = std::remove_reference_t<decltype(v)>;
+    v = static_cast<T>(v * std[static_cast<std::size_t>(k)] + mean[static_cast<std::size_t>(k)]);
+  });
+}
+
+FieldSet field_set(const io::File& f, const std::vector<std::string>& names) {
+  FieldSet fs;
+  TESSERA_CHECK(!names.empty(), "no fields given for " << f.path());
+  for (const std::string& n : names) {
+    const std::string dset = std::string(io::schema::kFields) + "/" + n;
+    TESSERA_CHECK(f.exists(dset), "field '" << n << "' not found: no " << f.where(dset)
+                                            << " (tessera-prep inspect lists the fields)");
+    const io::DatasetInfo info = f.info(dset);
+    TESSERA_CHECK(info.shape.size() >= 3 && info.shape.size() <= 5,
+                  f.where(dset) << " has shape " << shape_str(info.shape)
+                                << ", a grid field is (N, C, spatial...) with 1 to 3 spatial dims");
+    TESSERA_CHECK(info.dtype == DType::f32,
+                  f.where(dset) << " is " << info.type_name << ", the schema's fields are float32");
+    fs.names.push_back(n);
+    fs.channels.push_back(info.shape[1]);
+  }
+  return fs;
+}
+
+GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& inputs,
+                   const FieldSet& targets, DType dtype)
+    : mesh_(mesh), dtype_(dtype) {
+  const io::File f = io::File::open(path, mesh.comm());
+  std::vector<Index> shape0;
+  for (const FieldSet* fs : {&inputs, &targets})
+    for (const std::string& n : fs->names) {
+      const std::string dset = std::string(io::schema::kFields) + "/" + n;
+      const io::DatasetInfo info = f.info(dset);
+      std::vector<Index> s = info.shape;
+      s[1] = 0;
+      if (shape0.empty()) shape0 = s;
+      TESSERA_CHECK(s == shape0, f.where(dset) << " has shape " << shape_str(info.shape)
+                                               << "; the fields differ in N or the grid");
+    }
+  n_ = shape0[0];
+  spatial_.assign(shape0.begin() + 2, shape0.end());
+  cin_ = inputs.total_channels();
+  cout_ = targets.total_channels();
+  layout_ = GridLayout::of(mesh, spatial_dims());
+  std::vector<Index> gshape = {n_, 1};
+  gshape.insert(gshape.end(), spatial_.begin(), spatial_.end());
+  const ShardSpec spec(gshape, layout_.dims(spatial_dims(), false), mesh);
+  const Box mine = spec.local_box(mesh.coords());
+  std::vector<Index> lo, hi;
+  for (int d = 0; d < spatial_dims(); ++d)
+    lo.push_back(mine.lo[d + 2]), hi.push_back(mine.hi[d + 2]);
+  block_ = Box(lo, hi);
+  inputs_ = read_fields(f, inputs, cin_);
+  targets_ = read_fields(f, targets, cout_);
+}
+
+Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channels) const {
+  std::vector<Index> shape = {n_, channels};
+  for (int d = 0; d < spatial_dims(); ++d) shape.push_back(block_.extent(d));
+  Tensor cache = Tensor::empty(shape, dtype_);
+  Index c0 = 0;
+  for (std::size_t i = 0; i < fs.names.size(); ++i) {
+    const Index c = fs.channels[i];
+    std::vector<Index> lo = {0, 0}, hi = {n_, c};
+    for (int d = 0; d < spatial_dims(); ++d) lo.push_back(block_.lo[d]), hi.push_back(block_.hi[d]);
+    const Tensor part =
+        host_converted(io::read_slab(f, std::string(io::schema::kFields) + "/" + fs.names[i],
+                                     Box(lo, hi), DType::f32),
+                       dtype_);
+    std::vector<Index> clo(shape.size(), 0), chi = shape;
+    clo[1] = c0;
+    chi[1] = c0 + c;
+    cache.view(Box(clo, chi)).copy_from(part);
+    c0 += c;
+  }
+  return cache;
+}
+
+Normalizer GridData::statistics(bool input, const std::vector<Index>& samples) const {
+  const Tensor& cache = input ? inputs_ : targets_;
+  const Index c = cache.shape(1);
+  const Index inner = block_.volume();
+  const AxesComm group(mesh_, layout_.domain_axes);
+  std::vector<double> sum(static_cast<std::size_t>(c) + 1, 0.0);
+  auto pass = [&](auto* p, const std::vector<double>* mean) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (Index i : samples)
+      for (Index k = 0; k < c; ++k)
+        for (Index s = 0; s < inner; ++s) {
+          const double v = static_cast<double>(p[(i * c + k) * inner + s]);
+          sum[static_cast<std::size_t>(k)] += mean ? (v - (*mean)[static_cast<std::size_t>(k)]) *
+                                                         (v - (*mean)[static_cast<std::size_t>(k)])
+                                                   : v;
+        }
+    sum[static_cast<std::size_t>(c)] =
+        static_cast<double>(samples.size() * static_cast<std::size_t>(inner));
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE,
+                              MPI_SUM, group.comm()));
+  };
+  Normalizer nz;
+  auto both = [&](auto* p) {
+    pass(p, nullptr);
+    const double count = sum[static_cast<std::size_t>(c)];
+    TESSERA_CHECK(count > 0, "normalization statistics over no cells");
+    for (Index k = 0; k < c; ++k) nz.mean.push_back(sum[static_cast<std::size_t>(k)] / count);
+    pass(p, &nz.mean);
+    for (Index k = 0; k < c; ++k) {
+      const double sd = std::sqrt(sum[static_cast<std::size_t>(k)] / count);
+      nz.std.push_back(sd > 0 ? sd : 1.0);
+    }
+  };
+  if (dtype_ == DType::f64)
+    both(cache.data<double>());
+  else
+    both(cache.data<float>());
+  return nz;
+}
+
+void GridData::normalize(const Normalizer& in, const Normalizer& out) {
+  in.apply(inputs_);
+  out.apply(targets_);
+}
+
+void GridData::renormalize(const Normalizer& from_in, const Normalizer& from_out,
+                           const Normalizer& to_in, const Normalizer& to_out) {
+  from_in.invert(inputs_);
+  from_out.invert(targets_);
+  normalize(to_in, to_out);
+}
+
+Tensor GridData::gather(const Tensor& cache, const std::vector<Index>& samples, const Box& mine,
+                        Index channels, MemSpace space) const {
+  const Index b0 = mine.lo[0], b1 = mine.hi[0];
+  std::vector<Index> shape = cache.shape();
+  shape[0] = b1 - b0;
+  Tensor local = Tensor::empty(shape, dtype_);
+  const std::size_t per = static_cast<std::size_t>(channels * block_.volume()) * size_of(dtype_);
+  for (Index b = b0; b < b1; ++b) {
+    const Index i = samples[static_cast<std::size_t>(b)];
+    TESSERA_CHECK(i >= 0 && i < n_, "batch: sample " << i << " outside [0, " << n_ << ")");
+    std::memcpy(static_cast<char*>(local.raw()) + static_cast<std::size_t>(b - b0) * per,
+                static_cast<const char*>(cache.raw()) + static_cast<std::size_t>(i) * per, per);
+  }
+  return space == MemSpace::Host ? local : local.to(space);
+}
+
+std::pair<ShardTensor, ShardTensor> GridData::batch(const std::vector<Index>& samples,
+                                                    MemSpace space) const {
+  const Index b = static_cast<Index>(samples.size());
+  const bool shard = layout_.data_axis >= 0 && b % mesh_.dim(layout_.data_axis) == 0;
+  const auto dims = layout_.dims(spatial_dims(), shard);
+  std::vector<Index> xs = {b, cin_}, ys = {b, cout_};
+  xs.insert(xs.end(), spatial_.begin(), spatial_.end());
+  ys.insert(ys.end(), spatial_.begin(), spatial_.end());
+  const ShardSpec xspec(xs, dims, mesh_), yspec(ys, dims, mesh_);
+  const Box mine = xspec.local_box(mesh_.coords());
+  return {ShardTensor::unchecked(mesh_, xspec, gather(inputs_, samples, mine, cin_, space)),
+          ShardTensor::unchecked(mesh_, yspec, gather(targets_, samples, mine, cout_, space))};
+}
+
+}  // namespace tessera::app

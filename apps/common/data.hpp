@@ -1,0 +1,87 @@
+#pragma once
+// Grid training data in memory: every rank holds its spatial block of every sample of
+// the input and target fields (read once with collective hyperslab reads; ranks that
+// differ only in the data axis hold the same block). Input fields are concatenated
+// along channels, as are target fields. Batches are assembled from that cache as
+// ShardTensors: the batch dim split over the data axis, spatial dims over the domain axes.
+//
+// Mesh axes: the one named "data" (if any) splits batches; every other axis is a domain
+// axis and splits a spatial dim, in order (the first domain axis the first spatial dim).
+#include <string>
+#include <vector>
+
+#include "io/file.hpp"
+#include "runtime/tensor/shard_tensor.hpp"
+
+namespace tessera::app {
+
+// How the mesh splits (N, C, spatial...) tensors.
+struct GridLayout {
+  int data_axis = -1;                                        // -1: no data axis
+  std::vector<int> domain_axes;                              // domain_axes[k] splits spatial dim k
+  static GridLayout of(const Mesh& mesh, int spatial_dims);  // throws if too many domain axes
+  // Placements for a batch, its samples split over the data axis or replicated over it.
+  std::vector<Placement> dims(int spatial_dims, bool shard_batch) const;
+};
+
+struct FieldSet {
+  std::vector<std::string> names;  // datasets under /fields
+  std::vector<Index> channels;     // per field
+  Index total_channels() const;
+};
+
+// Per-channel affine map x' = (x - mean) / std.
+struct Normalizer {
+  std::vector<double> mean, std;  // empty: identity
+  bool identity() const { return mean.empty(); }
+  void apply(const Tensor& t) const;   // in place, (N, C, ...) host tensor
+  void invert(const Tensor& t) const;  // in place
+};
+
+class GridData {
+ public:
+  // Collective. Checks that every field exists, is float32 (N, C_f, spatial...) and that
+  // all fields share N and the spatial shape; errors name the file and the field.
+  GridData(const Mesh& mesh, const std::string& path, const FieldSet& inputs,
+           const FieldSet& targets, DType dtype);
+
+  Index samples() const { return n_; }
+  const std::vector<Index>& spatial() const { return spatial_; }
+  int spatial_dims() const { return static_cast<int>(spatial_.size()); }
+  Index input_channels() const { return cin_; }
+  Index target_channels() const { return cout_; }
+  const GridLayout& layout() const { return layout_; }
+
+  // Per-channel mean and std over the listed samples (all cells): collective, two passes
+  // in float64 (the mean, then squared deviations about it).
+  Normalizer statistics(bool input, const std::vector<Index>& samples) const;
+  // Normalizes the cached fields in place.
+  void normalize(const Normalizer& in, const Normalizer& out);
+  // From one normalization to another: undoes `from`, applies `to`.
+  void renormalize(const Normalizer& from_in, const Normalizer& from_out, const Normalizer& to_in,
+                   const Normalizer& to_out);
+
+  // The batch of these global sample indices (the same list on every rank): inputs and
+  // targets. The batch dim is split over the data axis when its size divides the batch,
+  // else replicated over it (each replica computes the same).
+  std::pair<ShardTensor, ShardTensor> batch(const std::vector<Index>& samples,
+                                            MemSpace space) const;
+
+ private:
+  Tensor read_fields(const io::File& f, const FieldSet& fs, Index channels) const;
+  Tensor gather(const Tensor& cache, const std::vector<Index>& samples, const Box& mine,
+                Index channels, MemSpace space) const;
+
+  Mesh mesh_;
+  GridLayout layout_;
+  DType dtype_;
+  Index n_ = 0, cin_ = 0, cout_ = 0;
+  std::vector<Index> spatial_;
+  Box block_;                // this rank's spatial block (global coordinates)
+  Tensor inputs_, targets_;  // (n, C, block...) in dtype_, host
+};
+
+// Reads the channel counts of fields and checks they are schema grid fields (collective).
+FieldSet field_set(const io::File& f, const std::vector<std::string>& names);
+
+}  // namespace tessera::app

@@ -1,0 +1,324 @@
+#include "apps/common/trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "apps/common/builders.hpp"
+#include "runtime/comm/comm_timers.hpp"
+#include "runtime/tensor/context.hpp"
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera::app {
+
+UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
+                         MemSpace space) {
+  TESSERA_CHECK(c.model.type == "unet",
+                "model.type = '" << c.model.type << "': tessera-train builds 'unet' models");
+  UNetOptions o;
+  o.nd = spatial_dims;
+  o.in_channels = cin;
+  o.out_channels = cout;
+  o.width = c.model.width;
+  o.depth = static_cast<int>(c.model.depth);
+  o.kernel = c.model.kernel_size;
+  o.norm = unet_norm(c.model.norm);
+  o.groups = c.model.groups;
+  o.activation = activation_by_name(c.model.activation);
+  o.down = unet_down(c.model.down);
+  o.up = unet_up(c.model.up);
+  o.dtype = model_dtype(c.model);
+  o.space = space;
+  o.seed = static_cast<unsigned>(c.train.seed);
+  return o;
+}
+
+std::string model_signature(const UNetOptions& o) {
+  std::ostringstream os;
+  os << "unet nd=" << o.nd << " in=" << o.in_channels << " out=" << o.out_channels
+     << " width=" << o.width << " depth=" << o.depth << " kernel=" << o.kernel
+     << " norm=" << static_cast<int>(o.norm) << " groups=" << o.groups
+     << " activation=" << kernels::name_of(o.activation) << " down=" << static_cast<int>(o.down)
+     << " up=" << static_cast<int>(o.up) << " dtype=" << name_of(o.dtype);
+  return os.str();
+}
+
+// ---------------------------------------------------------------------------- Sampler
+
+Sampler::Sampler(Index n, Index batch, bool shuffle, std::uint64_t seed)
+    : batch_(batch), shuffle_(shuffle), rng_(seed), perm_(static_cast<std::size_t>(n)) {
+  TESSERA_CHECK(batch >= 1 && batch <= n, "sampler: batch " << batch << " of " << n << " samples");
+  new_epoch();
+  epoch_ = 0;
+}
+
+void Sampler::new_epoch() {
+  std::iota(perm_.begin(), perm_.end(), Index{0});
+  if (shuffle_)  // Fisher-Yates with our own draws: std::shuffle differs between libraries
+    for (std::size_t i = perm_.size() - 1; i > 0; --i)
+      std::swap(perm_[i], perm_[static_cast<std::size_t>(rng_() % (i + 1))]);
+  cursor_ = 0;
+  ++epoch_;
+}
+
+std::vector<Index> Sampler::next() {
+  if (cursor_ + batch_ > static_cast<Index>(perm_.size())) new_epoch();  // drop the tail
+  std::vector<Index> b(perm_.begin() + cursor_, perm_.begin() + cursor_ + batch_);
+  cursor_ += batch_;
+  return b;
+}
+
+std::string Sampler::state() const {
+  std::ostringstream os;
+  os << epoch_ << ' ' << cursor_ << ' ' << perm_.size();
+  for (Index i : perm_) os << ' ' << i;
+  os << ' ' << rng_;
+  return os.str();
+}
+
+void Sampler::load_state(const std::string& s) {
+  std::istringstream is(s);
+  std::size_t n = 0;
+  is >> epoch_ >> cursor_ >> n;
+  TESSERA_CHECK(is && n == perm_.size(), "checkpoint: sampler state for "
+                                             << n << " training samples, this run has "
+                                             << perm_.size());
+  for (Index& i : perm_) is >> i;
+  is >> rng_;
+  TESSERA_CHECK(!is.fail(), "checkpoint: unreadable sampler state");
+}
+
+// ---------------------------------------------------------------------------- Trainer
+
+namespace {
+
+Tensor vector_tensor(const std::vector<double>& v) {
+  Tensor t = Tensor::empty({static_cast<Index>(v.size())}, DType::f64);
+  std::copy(v.begin(), v.end(), t.data<double>());
+  return t;
+}
+
+std::vector<double> tensor_vector(const Tensor& t) {
+  const Tensor d = host_converted(t, DType::f64);
+  return std::vector<double>(d.data<double>(), d.data<double>() + d.numel());
+}
+
+const Tensor* find(const std::vector<NamedTensor>& ts, const std::string& name) {
+  for (const auto& t : ts)
+    if (t.name == name) return &t.tensor;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<NamedTensor> normalizer_buffers(const Normalizer& in, const Normalizer& out) {
+  if (in.identity()) return {};
+  return {{"data.input_mean", vector_tensor(in.mean)},
+          {"data.input_std", vector_tensor(in.std)},
+          {"data.target_mean", vector_tensor(out.mean)},
+          {"data.target_std", vector_tensor(out.std)}};
+}
+
+std::pair<Normalizer, Normalizer> normalizers_from(const std::vector<NamedTensor>& b) {
+  Normalizer in, out;
+  if (const Tensor* t = find(b, "data.input_mean")) {
+    in.mean = tensor_vector(*t);
+    in.std = tensor_vector(*find(b, "data.input_std"));
+    out.mean = tensor_vector(*find(b, "data.target_mean"));
+    out.std = tensor_vector(*find(b, "data.target_std"));
+  }
+  return {in, out};
+}
+
+Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_text)
+    : mesh_(mesh), cfg_(cfg), config_text_(std::move(config_text)) {
+  if (config_text_.empty()) config_text_ = to_toml(cfg);
+  check_complete(cfg_);
+  Context* ctx = nullptr;
+  try {
+    ctx = &Context::current();
+  } catch (const Error&) {
+  }
+  space_ = ctx && ctx->device() >= 0 ? MemSpace::Cuda : MemSpace::Host;
+  const DType dtype = model_dtype(cfg.model);
+
+  FieldSet inputs, targets;
+  {
+    const io::File f = io::File::open(cfg.data.path, mesh.comm());
+    inputs = field_set(f, cfg.data.inputs);
+    targets = field_set(f, cfg.data.targets);
+  }
+  target_channels_ = targets.channels;
+  data_ = std::make_unique<GridData>(mesh, cfg.data.path, inputs, targets, dtype);
+  const Index n = data_->samples();
+  const Index bsz = cfg.train.batch_size;
+  const Index n_val = std::min<Index>(
+      n - 1, static_cast<Index>(std::llround(cfg.train.validation_split * double(n))));
+  TESSERA_CHECK(n - n_val >= bsz,
+                "train.batch_size = " << bsz << " is larger than the " << n - n_val
+                                      << " training samples of " << cfg.data.path << " (" << n
+                                      << " samples, " << n_val << " held out for validation)");
+  const int data_ranks = data_->layout().data_axis >= 0 ? mesh.dim(data_->layout().data_axis) : 1;
+  TESSERA_CHECK(bsz % data_ranks == 0,
+                "train.batch_size = " << bsz << " is not divisible by the " << data_ranks
+                                      << " ranks of the mesh's data axis (" << mesh.str() << ")");
+  for (Index i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(i);
+
+  const UNetOptions uo = unet_options(cfg, data_->spatial_dims(), data_->input_channels(),
+                                      data_->target_channels(), space_);
+  model_ = std::make_unique<UNet>(uo);
+  std::vector<Index> shape = {bsz, data_->input_channels()};
+  shape.insert(shape.end(), data_->spatial().begin(), data_->spatial().end());
+  const std::string problem = model_->input_problem(shape);
+  TESSERA_CHECK(problem.empty(), "dataset " << cfg.data.path << " (fields " << inputs.names[0]
+                                            << "...): the model cannot take it: " << problem);
+  // Every domain rank needs at least one cell at the coarsest level.
+  for (std::size_t k = 0; k < data_->layout().domain_axes.size(); ++k) {
+    const Index coarse = data_->spatial()[k] >> uo.depth;
+    const int ranks = mesh.dim(data_->layout().domain_axes[k]);
+    TESSERA_CHECK(coarse >= ranks,
+                  "dataset grid " << shape_str(data_->spatial()) << ": spatial dim " << k << " has "
+                                  << coarse << " cells at the UNet's coarsest level (depth "
+                                  << uo.depth << "), fewer than its " << ranks << " domain ranks");
+  }
+
+  if (cfg.data.normalize) {
+    in_norm_ = data_->statistics(true, train_);
+    out_norm_ = data_->statistics(false, train_);
+    data_->normalize(in_norm_, out_norm_);
+  }
+
+  sampler_ = std::make_unique<Sampler>(train_samples(), bsz, cfg.data.shuffle,
+                                       static_cast<std::uint64_t>(cfg.train.seed));
+  total_steps_ =
+      cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * sampler_->batches_per_epoch();
+  optimizer_ = make_optimizer(cfg.optim, model_->graph().parameters());
+  schedule_ = make_schedule(cfg, total_steps_);
+  loss_ = std::make_unique<Loss>(loss_kind(cfg.train));
+
+  // The loss is a mean over the global batch: gradients are summed over every axis that
+  // splits the batch, in buckets started as backward finishes each layer.
+  std::vector<int> sum_axes = data_->layout().domain_axes;
+  if (data_->layout().data_axis >= 0) sum_axes.push_back(data_->layout().data_axis);
+  std::vector<Parameter*> ps;
+  for (const auto& np : model_->graph().parameters()) ps.push_back(np.param);
+  model_->graph().set_reduce_grads(false);
+  sync_ = std::make_unique<GradSync>(mesh, ps, GradSyncOptions{sum_axes, {}, std::size_t{4} << 20});
+  model_->graph().on_grads_ready(
+      [this](const std::vector<Parameter*>& ready) { sync_->mark_ready(ready); });
+}
+
+StepResult Trainer::step() {
+  std::vector<Index> idx = sampler_->next();
+  for (Index& i : idx) i = train_[static_cast<std::size_t>(i)];
+  auto [x, y] = data_->batch(idx, space_);
+  TESSERA_MPI(MPI_Barrier(mesh_.comm()));  // time this step, not the last one's stragglers
+  comm_times() = {};
+  sync_->reset_stats();
+  const double t0 = MPI_Wtime();
+  model_->train(true);
+  optimizer_->zero_grad();
+  const ShardTensor pred = model_->forward(x);
+  const LossResult l = (*loss_)(pred, y);
+  model_->backward(l.grad);
+  sync_->finish();
+  const auto& params = optimizer_->parameters();
+  const double gn =
+      cfg_.optim.grad_clip > 0 ? clip_grad_norm(params, cfg_.optim.grad_clip) : grad_norm(params);
+  const double lr = schedule_.lr(optimizer_->steps_taken());
+  optimizer_->set_lr(lr);
+  optimizer_->step();
+  StepResult r;
+  // The slowest rank's split (maxima taken per part would not add up to the total).
+  double t[3] = {MPI_Wtime() - t0, comm_times().halo_s,
+                 comm_times().allreduce_s + sync_->stats().seconds};
+  struct {
+    double v;
+    int rank;
+  } slowest{t[0], mesh_.rank()};
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, mesh_.comm()));
+  TESSERA_MPI(MPI_Bcast(t, 3, MPI_DOUBLE, slowest.rank, mesh_.comm()));
+  r.t = {t[0], t[1], t[2]};
+  r.step = optimizer_->steps_taken();
+  r.loss = l.value;
+  r.lr = lr;
+  r.grad_norm = gn;
+  r.samples = static_cast<Index>(idx.size());
+  return r;
+}
+
+EvalResult Trainer::validate() {
+  EvalResult e;
+  if (val_.empty()) {
+    e.loss = e.rel_l2 = std::numeric_limits<double>::quiet_NaN();
+    return e;
+  }
+  model_->train(false);
+  const std::size_t bsz = static_cast<std::size_t>(cfg_.train.batch_size);
+  for (std::size_t b0 = 0; b0 < val_.size(); b0 += bsz) {
+    const std::vector<Index> idx(
+        val_.begin() + static_cast<std::ptrdiff_t>(b0),
+        val_.begin() + static_cast<std::ptrdiff_t>(std::min(val_.size(), b0 + bsz)));
+    auto [x, y] = data_->batch(idx, space_);
+    const ShardTensor pred = model_->forward(x);
+    const double w = static_cast<double>(idx.size());
+    e.loss += (*loss_)(pred, y, false).value * w;
+    // The error in physical units: undo the target normalization on both.
+    const Tensor p = pred.local().to(MemSpace::Host).clone(),
+                 t = y.local().to(MemSpace::Host).clone();
+    out_norm_.invert(p);
+    out_norm_.invert(t);
+    e.rel_l2 += relative_l2_loss(ShardTensor::unchecked(mesh_, pred.spec(), p),
+                                 ShardTensor::unchecked(mesh_, y.spec(), t), false)
+                    .value *
+                w;
+  }
+  model_->train(true);
+  e.samples = val_samples();
+  e.loss /= static_cast<double>(val_.size());
+  e.rel_l2 /= static_cast<double>(val_.size());
+  return e;
+}
+
+io::Checkpoint Trainer::checkpoint() const {
+  io::Checkpoint c;
+  c.step = optimizer_->steps_taken();
+  c.config = config_text_;
+  c.rng = sampler_->state();
+  c.model = model_signature(model_->options());
+  c.params = parameter_state(model_->graph());
+  c.optimizer = optimizer_->state();
+  for (const auto& b : model_->buffers()) c.buffers.push_back({b.name, vector_tensor(b.value)});
+  for (auto& t : normalizer_buffers(in_norm_, out_norm_)) c.buffers.push_back(std::move(t));
+  std::vector<double> tch(target_channels_.begin(), target_channels_.end());
+  c.buffers.push_back({"data.target_channels", vector_tensor(tch)});
+  return c;
+}
+
+void Trainer::save(const std::string& path) const {
+  io::save_checkpoint(path, mesh_.comm(), checkpoint());
+}
+
+void Trainer::restore(const io::Checkpoint& c) {
+  const std::string mine = model_signature(model_->options());
+  TESSERA_CHECK(c.model == mine, "checkpoint of another model: it has '"
+                                     << c.model << "', the config builds '" << mine << "'");
+  load_parameter_state(model_->graph(), c.params);
+  optimizer_->load_state(c.optimizer);
+  std::vector<UNet::Buffer> bufs;
+  for (const auto& b : c.buffers) bufs.push_back({b.name, tensor_vector(b.tensor)});
+  model_->load_buffers(bufs);
+  auto [in, out] = normalizers_from(c.buffers);
+  if (in.mean != in_norm_.mean || in.std != in_norm_.std || out.mean != out_norm_.mean ||
+      out.std != out_norm_.std) {
+    // Train on with the checkpoint's normalization (the one its weights expect).
+    data_->renormalize(in_norm_, out_norm_, in, out);
+    in_norm_ = in;
+    out_norm_ = out;
+  }
+  sampler_->load_state(c.rng);
+}
+
+}  // namespace tessera::app

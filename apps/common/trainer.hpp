@@ -1,0 +1,120 @@
+#pragma once
+// Trainer: a UNet trained on grid data over a mesh, as tessera-train runs it. The loss is
+// a mean over the global batch, so parameter gradients are summed over every axis that
+// splits the batch (domain and data) in one bucketed all-reduce that starts while
+// backward is still running (GradSync). Every rank holds the same parameters and takes
+// the same optimizer step.
+//
+// Deterministic: the same config gives the same loss curve on any mesh (up to rounding
+// of sums in another order), and a run restored from a checkpoint continues exactly as
+// the uninterrupted one (parameters, optimizer state, sampler state and step).
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/common/config.hpp"
+#include "apps/common/data.hpp"
+#include "io/checkpoint.hpp"
+#include "runtime/comm/grad_sync.hpp"
+#include "runtime/train/loss.hpp"
+#include "runtime/train/optim.hpp"
+#include "runtime/nn/state_dict.hpp"
+#include "runtime/train/unet.hpp"
+
+namespace tessera::app {
+
+// Seconds, of the rank whose step took longest.
+struct StepTimes {
+  double total = 0, halo = 0, allreduce = 0;
+  double compute() const { return total - halo - allreduce; }
+};
+
+struct StepResult {
+  std::int64_t step = 0;  // steps done after this one
+  double loss = 0, lr = 0, grad_norm = 0;
+  Index samples = 0;  // global batch
+  StepTimes t;
+};
+
+struct EvalResult {
+  double loss = 0;    // the training loss on the validation samples (normalized units)
+  double rel_l2 = 0;  // mean per-sample relative L2 error in physical units
+  Index samples = 0;
+};
+
+// The UNet a config describes for data of these channels and spatial dims.
+UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index in_channels,
+                         Index out_channels, MemSpace space);
+// A one-line description stored in checkpoints (a mismatch on resume is an error).
+std::string model_signature(const UNetOptions& o);
+
+// Data-sampling state: the epoch's permutation of the training samples and the position
+// in it, with the generator that draws the next permutation.
+class Sampler {
+ public:
+  Sampler(Index train_samples, Index batch, bool shuffle, std::uint64_t seed);
+  std::vector<Index> next();  // indices into the training split
+  std::int64_t epoch() const { return epoch_; }
+  Index batches_per_epoch() const { return static_cast<Index>(perm_.size()) / batch_; }
+  std::string state() const;
+  void load_state(const std::string& s);
+
+ private:
+  void new_epoch();
+  Index batch_;
+  bool shuffle_;
+  std::mt19937_64 rng_;
+  std::vector<Index> perm_;
+  Index cursor_ = 0;
+  std::int64_t epoch_ = 0;
+};
+
+class Trainer {
+ public:
+  // Collective over mesh: loads the data, checks that the model can take it, builds
+  // the model, optimizer and schedule. Errors are collective.
+  Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_text = "");
+
+  StepResult step();
+  EvalResult validate();
+
+  std::int64_t steps_done() const { return optimizer_->steps_taken(); }
+  std::int64_t total_steps() const { return total_steps_; }
+  Index train_samples() const { return static_cast<Index>(train_.size()); }
+  Index val_samples() const { return static_cast<Index>(val_.size()); }
+  const GridData& data() const { return *data_; }
+  UNet& model() { return *model_; }
+  const Mesh& mesh() const { return mesh_; }
+  const Normalizer& input_norm() const { return in_norm_; }
+  const Normalizer& target_norm() const { return out_norm_; }
+
+  io::Checkpoint checkpoint() const;
+  void save(const std::string& path) const;
+  // Restores parameters, optimizer, sampler and step; the model must match.
+  void restore(const io::Checkpoint& c);
+
+ private:
+  Mesh mesh_;
+  TrainConfig cfg_;
+  std::string config_text_;
+  MemSpace space_ = MemSpace::Host;
+  std::unique_ptr<GridData> data_;
+  std::vector<Index> train_, val_;
+  std::vector<Index> target_channels_;  // per target field
+  Normalizer in_norm_, out_norm_;
+  std::unique_ptr<UNet> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  LrSchedule schedule_;
+  std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<Loss> loss_;
+  std::unique_ptr<Sampler> sampler_;
+  std::int64_t total_steps_ = 0;
+};
+
+// Normalizers as checkpoint buffers ("data.input_mean", ...) and back.
+std::vector<NamedTensor> normalizer_buffers(const Normalizer& in, const Normalizer& out);
+std::pair<Normalizer, Normalizer> normalizers_from(const std::vector<NamedTensor>& buffers);
+
+}  // namespace tessera::app

@@ -1,0 +1,169 @@
+#include "kernels/device/memory.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kernels/device/device.hpp"
+#include "decomp/error.hpp"
+
+namespace tessera {
+namespace {
+struct Counter {
+  std::atomic<std::size_t> current{0}, peak{0};
+  void add(std::size_t b) {
+    const std::size_t now = current.fetch_add(b) + b;
+    std::size_t p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+  }
+  void sub(std::size_t b) { current.fetch_sub(b); }
+};
+Counter& counter(MemSpace s) {
+  static Counter host, cuda;
+  return s == MemSpace::Host ? host : cuda;
+}
+
+// Large host blocks are mapped on their own, start on a 2 MiB boundary and ask for
+// transparent huge pages: strided walks (halo W-faces, conv windows) touch a new 4 KiB
+// page every few rows, and TLB misses then cost as much as the data. Mapping them directly
+// (not through malloc) keeps the advice off memory malloc would hand to small objects
+// later. TESSERA_HUGE_PAGES=0 turns this off.
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+bool huge_pages() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_HUGE_PAGES");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+bool mapped_on_its_own(std::size_t bytes) {
+  return huge_pages() && bytes >= 2 * kHugePage;
+}
+void* host_alloc(std::size_t bytes) {
+  if (!mapped_on_its_own(bytes)) return std::aligned_alloc(64, bytes);
+  // Over-map by one huge page, then trim the ends so the block starts aligned.
+  const std::size_t span = bytes + kHugePage;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto base = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t start = (base + kHugePage - 1) / kHugePage * kHugePage;
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t end = (start + bytes + page - 1) / page * page;
+  if (start > base) munmap(raw, start - base);
+  if (base + span > end) munmap(reinterpret_cast<void*>(end), base + span - end);
+#ifdef MADV_HUGEPAGE
+  madvise(reinterpret_cast<void*>(start), bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+#endif
+  return reinterpret_cast<void*>(start);
+}
+void host_free(void* p, std::size_t bytes) {
+  if (mapped_on_its_own(bytes))
+    munmap(p, bytes);
+  else
+    std::free(p);
+}
+
+// Caching host allocator: large blocks freed by tensors are kept and handed out again
+// for the same size, so a loop that allocates the same shapes every step does not pay
+// mmap, munmap and a page fault per 4 KiB each time (as PyTorch's caching allocator).
+class HostCache {
+ public:
+  static constexpr std::size_t kMinBytes = 1 << 20;
+  void* take(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(bytes);
+    if (it == free_.end()) return nullptr;
+    void* p = it->second;
+    free_.erase(it);
+    cached_ -= bytes;
+    return p;
+  }
+  bool give(void* p, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes < kMinBytes || cached_ + bytes > limit()) return false;
+    free_.emplace(bytes, p);
+    cached_ += bytes;
+    return true;
+  }
+  std::size_t release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::size_t n = cached_;
+    for (auto& [b, p] : free_) host_free(p, b);
+    free_.clear();
+    cached_ = 0;
+    return n;
+  }
+  std::size_t cached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cached_;
+  }
+  ~HostCache() { release(); }
+
+ private:
+  static std::size_t limit() {
+    static const std::size_t l = [] {
+      const char* v = std::getenv("TESSERA_HOST_CACHE_MB");
+      return static_cast<std::size_t>(v ? std::atol(v) : 4096) << 20;
+    }();
+    return l;
+  }
+  std::mutex mu_;
+  std::multimap<std::size_t, void*> free_;
+  std::size_t cached_ = 0;
+};
+HostCache& host_cache() {
+  static HostCache c;
+  return c;
+}
+}  // namespace
+
+std::size_t cached_host_bytes() {
+  return host_cache().cached();
+}
+std::size_t release_cached_host_memory() {
+  return host_cache().release();
+}
+
+MemoryStats memory_stats(MemSpace s) {
+  return {counter(s).current.load(), counter(s).peak.load()};
+}
+
+void reset_peak_memory(MemSpace s) {
+  counter(s).peak.store(counter(s).current.load());
+}
+
+void* mem_alloc(MemSpace s, std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  if (s == MemSpace::Host) {
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    p = host_cache().take(rounded);
+    if (!p) p = host_alloc(rounded);
+    if (!p) throw Error("host allocation of " + std::to_string(bytes) + " bytes failed");
+  } else {
+    p = device::alloc(bytes);
+  }
+  counter(s).add(bytes);
+  return p;
+}
+
+void mem_free(MemSpace s, void* p, std::size_t bytes) noexcept {
+  if (!p) return;
+  if (s == MemSpace::Host) {
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    if (!host_cache().give(p, rounded)) host_free(p, rounded);
+  } else {
+    device::free(p);
+  }
+  counter(s).sub(bytes);
+}
+
+}  // namespace tessera

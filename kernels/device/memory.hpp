@@ -1,0 +1,28 @@
+#pragma once
+// Memory accounting: every tensor allocation goes through here, so benchmarks and
+// the training log can report current and peak bytes per rank and memory space.
+#include "kernels/floor.hpp"
+#include <cstddef>
+
+#include "decomp/mem_space.hpp"
+
+namespace tessera {
+
+struct MemoryStats {
+  std::size_t current = 0;
+  std::size_t peak = 0;
+};
+
+MemoryStats memory_stats(MemSpace s);
+void reset_peak_memory(MemSpace s);  // peak := current
+
+// Host blocks of >= 1 MiB freed by tensors are cached for reuse (up to
+// TESSERA_HOST_CACHE_MB, default 4096); they do not count as current bytes.
+std::size_t cached_host_bytes();
+std::size_t release_cached_host_memory();  // returns the bytes given back to the OS
+
+// Raw allocation in a memory space, 64-byte aligned on the host. Tracked.
+void* mem_alloc(MemSpace s, std::size_t bytes);
+void mem_free(MemSpace s, void* p, std::size_t bytes) noexcept;
+
+}  // namespace tessera

@@ -1,0 +1,51 @@
+#include "runtime/comm/collective_error.hpp"
+
+#include <exception>
+#include <vector>
+
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera {
+
+void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
+  int local_bad = ok ? 0 : 1, any_bad = 0;
+  TESSERA_MPI(MPI_Allreduce(&local_bad, &any_bad, 1, MPI_INT, MPI_MAX, comm));
+  if (!any_bad) return;
+  // Everyone learns every failing rank's message: gather lengths, then the text.
+  int size = 0;
+  TESSERA_MPI(MPI_Comm_size(comm, &size));
+  const std::string mine = ok ? std::string() : (msg.empty() ? "(no message)" : msg);
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(size), displs(size, 0);
+  TESSERA_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int r = 0; r < size; ++r) displs[r] = total, total += lens[r];
+  std::string all(static_cast<std::size_t>(total), '\0');
+  TESSERA_MPI(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                             MPI_CHAR, comm));
+  std::string what;
+  int failed = 0;
+  for (int r = 0; r < size; ++r) {
+    if (lens[r] == 0) continue;
+    what += (failed++ ? "; " : "") + std::string("rank ") + std::to_string(r) + ": " +
+            all.substr(static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(lens[r]));
+  }
+  if (failed == 0) what = "a rank failed a check without a message";
+  throw Error("check failed on " + std::to_string(failed) + " of " + std::to_string(size) +
+              " ranks: " + what);
+}
+
+void collective_run(MPI_Comm comm, const std::function<void()>& fn) {
+  std::string msg;
+  bool ok = true;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    ok = false;
+    msg = e.what();
+    if (msg.empty()) msg = "exception without message";
+  }
+  collective_check(comm, ok, msg);
+}
+
+}  // namespace tessera

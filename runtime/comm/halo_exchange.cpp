@@ -1,0 +1,568 @@
+#include "runtime/comm/halo_exchange.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+
+#include "decomp/halo_geometry.hpp"
+#include "runtime/comm/comm_timers.hpp"
+#include "kernels/region_pack.hpp"
+#include "runtime/tensor/context.hpp"
+#include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/node_mailbox.hpp"
+#include "kernels/device/pinned_buffer.hpp"
+#include "runtime/tensor/tensor.hpp"
+
+namespace tessera {
+namespace {
+
+// Messages to or from one peer: its regions, packed back to back in one buffer span.
+struct PeerMessage {
+  int peer = 0;      // rank in the exchange communicator (== block id)
+  Index offset = 0;  // first element in the message buffer
+  Index count = 0;
+  std::vector<Box> boxes;  // global boxes in this rank's padded frame, in plan order
+  int first_region = 0;    // this message's regions in the direction's region table
+};
+
+DType add_type_of(DType t) {
+  switch (t) {
+    case DType::f32:
+      return DType::f32;
+    case DType::f64:
+      return DType::f64;
+    case DType::i64:
+      return DType::i64;
+    default:
+      throw Error("halo adjoint: cannot add " + name_of(t) + " values; use float32/64");
+  }
+}
+
+// Groups plan entries by peer (the plan is sorted by peer, then box) into messages.
+template <class Entry, class BoxOf>
+std::vector<PeerMessage> group(const std::vector<Entry>& entries, BoxOf box_of) {
+  std::vector<PeerMessage> out;
+  Index off = 0;
+  for (const Entry& e : entries) {
+    const Box b = box_of(e);
+    if (b.empty()) continue;
+    if (out.empty() || out.back().peer != e.peer) {
+      const int first =
+          out.empty() ? 0 : out.back().first_region + static_cast<int>(out.back().boxes.size());
+      out.push_back({e.peer, off, 0, {}, first});
+    }
+    out.back().boxes.push_back(b);
+    out.back().count += b.volume();
+    off += b.volume();
+  }
+  return out;
+}
+
+// A plan's sends (boxes in the sender's frame) and receives (in the receiver's), as messages.
+std::vector<PeerMessage> send_messages(const HaloPlan& p) {
+  return group(p.sends, [](const HaloSend& s) { return s.src; });
+}
+std::vector<PeerMessage> recv_messages(const HaloPlan& p) {
+  return group(p.recvs, [](const HaloRecv& r) { return r.dst; });
+}
+
+Index total(const std::vector<PeerMessage>& m) {
+  return m.empty() ? 0 : m.back().offset + m.back().count;
+}
+
+// The pack regions of all messages, in order, for a padded buffer of box `pb` with
+// row-major `strides`: fixed by the plan, so built once.
+std::vector<kernels::PackRegion> regions_of(const std::vector<PeerMessage>& msgs, const Box& pb,
+                                            const std::vector<Index>& strides) {
+  std::vector<kernels::PackRegion> r;
+  for (const PeerMessage& m : msgs) {
+    Index off = m.offset;
+    for (const Box& b : m.boxes) {
+      kernels::PackRegion g;
+      g.buffer_offset = off;
+      g.box.ndim = b.ndim;
+      for (int d = 0; d < b.ndim; ++d) {
+        g.tensor_offset += (b.lo[d] - pb.lo[d]) * strides[d];
+        g.box.shape[d] = b.extent(d);
+        g.box.src_stride[d] = strides[d];
+      }
+      r.push_back(g);
+      off += b.volume();
+    }
+  }
+  return r;
+}
+
+// Shortest contiguous run (in elements) of any box of each message in a padded buffer of
+// shape `ps`: MPI's datatype engine pays per run, so short runs are cheaper to pack here.
+std::vector<Index> shortest_runs(const std::vector<PeerMessage>& msgs,
+                                 const std::vector<Index>& ps) {
+  std::vector<Index> out;
+  for (const PeerMessage& m : msgs) {
+    Index shortest = -1;
+    for (const Box& b : m.boxes) {
+      int d = b.ndim - 1;
+      Index run = b.extent(d);
+      while (d > 0 && b.extent(d) == ps[static_cast<std::size_t>(d)]) run *= b.extent(--d);
+      shortest = shortest < 0 ? run : std::min(shortest, run);
+    }
+    out.push_back(shortest);
+  }
+  return out;
+}
+
+// Regions of `mine` (one direction's messages on this rank, with their region table) rebased
+// onto the sender's buffer: message i's regions start where the sender packed it, at
+// offset_in_sender[i].
+std::vector<kernels::PackRegion> rebased(const std::vector<PeerMessage>& mine,
+                                         std::vector<kernels::PackRegion> table,
+                                         const std::vector<Index>& offset_in_sender) {
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const PeerMessage& m = mine[i];
+    const Index shift = offset_in_sender[i] - m.offset;
+    for (std::size_t r = 0; r < m.boxes.size(); ++r)
+      table[static_cast<std::size_t>(m.first_region) + r].buffer_offset += shift;
+  }
+  return table;
+}
+
+// Offset of the message to `me` in a peer's message list.
+Index offset_of_message_to(const std::vector<PeerMessage>& peer_msgs, int me) {
+  for (const PeerMessage& m : peer_msgs)
+    if (m.peer == me) return m.offset;
+  throw Error("HaloExchange: internal error, halo plans of two blocks do not pair up");
+}
+
+constexpr int kReadyTag = 13, kDoneTag = 14;  // zero-byte signals of node-shared messages
+
+void wait_all(std::vector<MPI_Request>& r) {
+  if (!r.empty())
+    TESSERA_MPI(MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE));
+  r.clear();
+}
+
+}  // namespace
+
+struct HaloExchange::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;  // ranks sharing a block grid; rank == block id
+  int me = 0;
+  HaloWidths widths;
+  ShardSpec spec;
+  HaloOptions opts;
+  std::vector<PeerMessage> sends, recvs;  // forward direction; the adjoint swaps them
+  std::vector<kernels::PackRegion> send_regions, recv_regions;  // one table per side
+  std::vector<Box> open;
+  MpiType elem;  // one element of elem_size bytes
+  std::size_t elem_size = 0;
+  Box padded_box;                               // of this rank's block, global
+  std::vector<Index> negated_lo;                // global -> padded-buffer index shift
+  std::vector<MpiType> send_types, recv_types;  // forward messages, in place (host memory)
+  std::vector<Index> send_run, recv_run;        // shortest contiguous run of each message
+  // Per message of the exchange in flight: MPI walks the padded buffer through its derived
+  // type (in place) instead of our pack and unpack.
+  std::vector<char> out_direct, in_direct;
+  // Node-shared send buffers (null: messages only). A message to an on-node peer is packed
+  // into this rank's buffer and signalled ready; the peer unpacks it from there and signals
+  // done; the next exchange waits for every done before it packs again.
+  std::unique_ptr<NodeMailbox> mailbox;
+  // Receive-side region tables rebased onto the senders' buffers, per direction.
+  std::vector<kernels::PackRegion> fwd_shared_regions, adj_shared_regions;
+  std::vector<char> out_shared, in_shared;  // per message of the exchange in flight
+  std::vector<MPI_Request> done_recvs, done_sends;
+  // In-flight state.
+  enum class Phase { Idle, Forward, Adjoint } phase = Phase::Idle;
+  const HaloTensor* target = nullptr;
+  Tensor out_buf, in_buf;  // in the tensor's memory space
+  // Device memory MPI cannot take: messages staged through page-locked host buffers.
+  bool staged = false;
+  PinnedBuffer out_stage, in_stage;
+  std::vector<MPI_Request> reqs;
+
+  void check_tensor(const HaloTensor& t) const {
+    TESSERA_CHECK(phase == Phase::Idle, "HaloExchange: begin() while an exchange is in flight");
+    TESSERA_CHECK(t.spec() == spec, "HaloExchange: tensor spec " << t.spec().str()
+                                                                 << " differs from the plan's "
+                                                                 << spec.str());
+    TESSERA_CHECK(
+        t.widths() == widths || (t.left() == widths.left(me) && t.right() == widths.right(me)),
+        "HaloExchange: tensor ghost widths differ from the plan's");
+  }
+
+  const std::vector<kernels::PackRegion>& regions(const std::vector<PeerMessage>& msgs) const {
+    return &msgs == &sends ? send_regions : recv_regions;
+  }
+
+  // Runs `op` over n regions between t's padded buffer and buf[regions[0], end).
+  void run_regions(const HaloTensor& t, void* buf, const kernels::PackRegion* regions, int n,
+                   Index end, kernels::PackOp op) const {
+    const Tensor& p = t.padded();
+    const auto add =
+        op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : DType::f32;
+    if (p.space() == MemSpace::Host)
+      kernels::region_pack_host(p.raw(), buf, regions, n, end, elem_size, op, add);
+    else
+      kernels::region_pack_cuda(p.raw(), buf, regions, n, end, elem_size, op, add);
+  }
+
+  // Packs or unpacks messages [first, last) of `msgs` between t and buf.
+  void pack(const HaloTensor& t, const std::vector<PeerMessage>& msgs, void* buf,
+            kernels::PackOp op, std::size_t first, std::size_t last) {
+    if (first >= last) return;
+    const auto& table = regions(msgs);
+    const int r0 = msgs[first].first_region;
+    const int r1 = last < msgs.size() ? msgs[last].first_region : static_cast<int>(table.size());
+    const Index end = last < msgs.size() ? msgs[last].offset : total(msgs);
+    run_regions(t, buf, table.data() + r0, r1 - r0, end, op);
+  }
+
+  // Unpacks message i of `in` straight from its sender's node-shared buffer, then tells the
+  // sender it is done with it.
+  void unpack_shared(const std::vector<PeerMessage>& in, std::size_t i, kernels::PackOp op) {
+    const auto& table = &in == &recvs ? fwd_shared_regions : adj_shared_regions;
+    const PeerMessage& m = in[i];
+    const auto r0 = static_cast<std::size_t>(m.first_region);
+    mailbox->sync();  // the sender's stores, published before its ready signal
+    run_regions(*target, mailbox->buffer_of(m.peer), table.data() + r0,
+                static_cast<int>(m.boxes.size()), table[r0].buffer_offset + m.count, op);
+    mailbox->sync();  // these loads before the sender's next stores
+    done_sends.emplace_back();
+    TESSERA_MPI(MPI_Isend(nullptr, 0, MPI_BYTE, m.peer, kDoneTag, comm, &done_sends.back()));
+  }
+
+  // The MPI element type (and the per-message derived types over the padded buffer)
+  // follow the tensor's element size; built only when it changes.
+  void use_element_size(std::size_t es) {
+    if (es == elem_size) return;
+    elem = element_type(es);
+    elem_size = es;
+    send_types = message_types(sends);
+    recv_types = message_types(recvs);
+  }
+
+  // One MPI type per message: its boxes as subarrays of the padded buffer, in plan order,
+  // so MPI reads interior cells and writes ghost cells in place (no pack buffer).
+  std::vector<MpiType> message_types(const std::vector<PeerMessage>& msgs) const {
+    std::vector<MpiType> out;
+    for (const PeerMessage& m : msgs) {
+      std::vector<MpiType> parts;
+      std::vector<MPI_Datatype> types;
+      for (const Box& b : m.boxes) {
+        parts.push_back(subarray_type(padded_box.shape(), shift(b, negated_lo), elem_size));
+        types.push_back(parts.back().get());
+      }
+      const std::vector<int> ones(types.size(), 1);
+      const std::vector<MPI_Aint> zeros(types.size(), 0);
+      MPI_Datatype t;
+      TESSERA_MPI(MPI_Type_create_struct(static_cast<int>(types.size()), ones.data(), zeros.data(),
+                                         types.data(), &t));
+      TESSERA_MPI(MPI_Type_commit(&t));
+      out.emplace_back(t);
+    }
+    return out;
+  }
+
+  // Posts receives for `in`, then packs and sends `out`. On host memory, messages to and
+  // from on-node peers go through the node-shared buffers (when enabled); of the others,
+  // those whose runs are long enough travel in place when `in_place_ok` (forward): MPI reads
+  // and writes the padded buffer through derived datatypes, no pack buffer. The rest are
+  // packed; on host memory each is sent (or signalled) as soon as it is packed, so the first
+  // bytes travel while the rest is packed; on device memory one kernel packs all messages
+  // (then host staging if MPI cannot take device pointers).
+  void start(const HaloTensor& t, const std::vector<PeerMessage>& out,
+             const std::vector<PeerMessage>& in, int tag, bool in_place_ok) {
+    const Tensor& p = t.padded();
+    use_element_size(p.elem_size());
+    const bool host = p.space() == MemSpace::Host;
+    const bool shared = host && mailbox;
+    // The previous exchange's readers must be done with this rank's buffer before it is
+    // packed again.
+    wait_all(done_recvs);
+    if (shared) mailbox->sync();  // their loads before this rank's stores
+    const Index min_run = static_cast<Index>(opts.in_place_min_run_bytes / elem_size);
+    out_shared.assign(out.size(), 0);
+    in_shared.assign(in.size(), 0);
+    out_direct.assign(out.size(), 0);
+    in_direct.assign(in.size(), 0);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out_shared[i] = shared && mailbox->shares(out[i].peer);
+      out_direct[i] = in_place_ok && !out_shared[i] && send_run[i] >= min_run;
+    }
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      in_shared[i] = shared && mailbox->shares(in[i].peer);
+      in_direct[i] = in_place_ok && !in_shared[i] && recv_run[i] >= min_run;
+    }
+    // Message buffers persist across exchanges of the same dtype and memory space.
+    auto reuse = [&](Tensor& b, Index n, MemSpace space) {
+      if (!b.defined() || b.numel() != n || b.dtype() != p.dtype() || b.space() != space)
+        b = Tensor::empty({n}, p.dtype(), space);
+    };
+    // Pack buffers only where something is packed: not for node-shared or in-place messages.
+    bool packed_in = !host;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      packed_in = packed_in || !(in_shared[i] || in_direct[i]);
+    if (!shared) reuse(out_buf, total(out), p.space());
+    if (packed_in) reuse(in_buf, total(in), p.space());
+    staged = !mpi_accepts(p.space());
+    const auto out_bytes = static_cast<std::size_t>(total(out)) * elem_size;
+    const auto in_bytes = static_cast<std::size_t>(total(in)) * elem_size;
+    TESSERA_CHECK(!shared || total(out) * static_cast<Index>(elem_size) <=
+                                 static_cast<Index>(mailbox->bytes()),
+                  "HaloExchange: internal error, node-shared buffer too small");
+    reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
+    void* base = p.raw();
+    // What MPI reads and writes: the tensor's own buffers, the node-shared one, or staging.
+    auto* ib = staged ? in_stage.reserve(in_bytes) : static_cast<unsigned char*>(in_buf.raw());
+    auto* ob = shared   ? mailbox->mine()
+               : staged ? out_stage.reserve(out_bytes)
+                        : static_cast<unsigned char*>(out_buf.raw());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      if (in_shared[i])
+        TESSERA_MPI(MPI_Irecv(nullptr, 0, MPI_BYTE, in[i].peer, kReadyTag, comm, &reqs[i]));
+      else if (in_direct[i])
+        TESSERA_MPI(MPI_Irecv(base, 1, recv_types[i].get(), in[i].peer, tag, comm, &reqs[i]));
+      else
+        TESSERA_MPI(MPI_Irecv(ib + in[i].offset * elem_size,
+                              checked_count(in[i].count, "halo message"), elem.get(), in[i].peer,
+                              tag, comm, &reqs[i]));
+    }
+    auto send = [&](std::size_t i) {
+      MPI_Request* r = &reqs[in.size() + i];
+      if (out_shared[i]) {
+        mailbox->sync();  // publish the packed message before the ready signal
+        TESSERA_MPI(MPI_Isend(nullptr, 0, MPI_BYTE, out[i].peer, kReadyTag, comm, r));
+        done_recvs.emplace_back();
+        TESSERA_MPI(
+            MPI_Irecv(nullptr, 0, MPI_BYTE, out[i].peer, kDoneTag, comm, &done_recvs.back()));
+      } else if (out_direct[i]) {
+        TESSERA_MPI(MPI_Isend(base, 1, send_types[i].get(), out[i].peer, tag, comm, r));
+      } else {
+        TESSERA_MPI(MPI_Isend(ob + out[i].offset * elem_size,
+                              checked_count(out[i].count, "halo message"), elem.get(), out[i].peer,
+                              tag, comm, r));
+      }
+    };
+    if (host) {
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        if (!out_direct[i]) pack(t, out, ob, kernels::PackOp::Pack, i, i + 1);
+        send(i);
+      }
+    } else {
+      pack(t, out, out_buf.raw(), kernels::PackOp::Pack, 0, out.size());
+      if (staged) device::copy(ob, out_buf.raw(), out_bytes, device::Copy::DeviceToHost);
+      for (std::size_t i = 0; i < out.size(); ++i) send(i);
+    }
+    target = &t;
+  }
+
+  // Applies received message i of `in` with `op`, wherever it is.
+  void apply(const std::vector<PeerMessage>& in, std::size_t i, kernels::PackOp op) {
+    if (in_direct[i]) return;  // MPI wrote it in place
+    if (in_shared[i])
+      unpack_shared(in, i, op);
+    else
+      pack(*target, in, in_buf.raw(), op, i, i + 1);
+  }
+
+  // Waits for the receives of `in` and applies each with `op` as it arrives (or, when
+  // staged through host memory or `ordered`, all at once in plan order), then waits
+  // for the sends.
+  void complete(const std::vector<PeerMessage>& in, kernels::PackOp op, bool ordered) {
+    const std::size_t nin = in.size();
+    if (staged) {  // device memory staged through the host
+      TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
+      device::copy(in_buf.raw(), in_stage.data(), static_cast<std::size_t>(total(in)) * elem_size,
+                   device::Copy::HostToDevice);
+      // One unpack kernel over all messages; additions one message per kernel, in plan
+      // order, since messages from different peers may add into the same owned cells.
+      if (op == kernels::PackOp::UnpackAdd)
+        for (std::size_t i = 0; i < nin; ++i) pack(*target, in, in_buf.raw(), op, i, i + 1);
+      else
+        pack(*target, in, in_buf.raw(), op, 0, nin);
+    } else if (ordered) {
+      TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
+      // Peer order, then plan order: the same sequence of operations on every run.
+      for (std::size_t i = 0; i < nin; ++i) apply(in, i, op);
+    } else {
+      for (std::size_t left = nin; left > 0; --left) {
+        int idx = MPI_UNDEFINED;
+        TESSERA_MPI(MPI_Waitany(static_cast<int>(nin), reqs.data(), &idx, MPI_STATUS_IGNORE));
+        if (idx == MPI_UNDEFINED) break;
+        apply(in, static_cast<std::size_t>(idx), op);
+      }
+    }
+    TESSERA_MPI(
+        MPI_Waitall(static_cast<int>(reqs.size() - nin), reqs.data() + nin, MPI_STATUSES_IGNORE));
+    wait_all(done_sends);
+  }
+};
+
+HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const std::vector<Index>& left,
+                           const std::vector<Index>& right, const HaloOptions& opts)
+    : HaloExchange(mesh, spec, HaloWidths(left, right), opts) {}
+
+HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
+                           const HaloOptions& opts)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  TESSERA_CHECK(!spec.has_partial(), "HaloExchange: resolve Partial axes first");
+  m.widths = widths;
+  m.spec = spec;
+  m.opts = opts;
+  const std::vector<bool> periodic =
+      opts.periodic.empty() ? std::vector<bool>(spec.ndim(), false) : opts.periodic;
+  // Block of this rank: its coordinates on the axes that shard the tensor's dims.
+  const auto& c = mesh.coords();
+  const int block = block_of(mesh, spec);
+  // The geometry validates widths and periodic flags, before any communicator exists.
+  const HaloGeometry& geo = cached_halo_geometry(spec.partition(), widths, periodic);
+  const HaloPlan& plan = geo.plan(block);
+  m.sends = send_messages(plan);
+  m.recvs = recv_messages(plan);
+  m.open = plan.open;
+  const Box pb = geo.padded_box(block);
+  const std::vector<Index> strides = row_major_strides(pb.shape());
+  m.send_regions = regions_of(m.sends, pb, strides);
+  m.padded_box = pb;
+  m.negated_lo.resize(static_cast<std::size_t>(pb.ndim));
+  for (int d = 0; d < pb.ndim; ++d) m.negated_lo[d] = -pb.lo[d];
+  m.recv_regions = regions_of(m.recvs, pb, strides);
+  m.send_run = shortest_runs(m.sends, pb.shape());
+  m.recv_run = shortest_runs(m.recvs, pb.shape());
+
+  // Ranks with equal coordinates on the axes that shard nothing hold one block grid.
+  int color = 0;
+  for (int a = 0; a < mesh.ndim(); ++a)
+    if (spec.dim_on_axis(a) < 0) color = color * mesh.dim(a) + c[a];
+  TESSERA_MPI(MPI_Comm_split(mesh.comm(), color, block, &m.comm));
+  TESSERA_MPI(MPI_Comm_rank(m.comm, &m.me));
+  TESSERA_CHECK(m.me == block,
+                "HaloExchange: internal error, block " << block << " got rank " << m.me);
+
+  if (!opts.node_shared) return;
+  // Room for either direction's messages at the widest element (8 bytes), allocated here
+  // because allocation is collective over the node and begin() must not be.
+  m.mailbox = std::make_unique<NodeMailbox>(m.comm, opts.node_group_ranks);
+  if (!m.mailbox->allocate(static_cast<std::size_t>(std::max(total(m.sends), total(m.recvs))) *
+                           8)) {
+    m.mailbox.reset();  // no room in the node's shared memory: messages
+    return;
+  }
+  // Where each on-node sender packs the message this rank receives: forward, in the
+  // sender's sends; adjoint, in its receives (ghosts travel back).
+  auto offsets = [&](const std::vector<PeerMessage>& mine, auto senders_messages) {
+    std::vector<Index> off;
+    for (const PeerMessage& x : mine)
+      off.push_back(m.mailbox->shares(x.peer)
+                        ? offset_of_message_to(senders_messages(geo.plan(x.peer)), m.me)
+                        : x.offset);
+    return off;
+  };
+  m.fwd_shared_regions = rebased(m.recvs, m.recv_regions, offsets(m.recvs, send_messages));
+  m.adj_shared_regions = rebased(m.sends, m.send_regions, offsets(m.sends, recv_messages));
+}
+
+HaloExchange::~HaloExchange() {
+  if (!impl_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  Impl& m = *impl_;
+  if (std::uncaught_exceptions() > 0) {
+    // Unwinding after an error that other ranks may not share: waiting for peers (or
+    // freeing the node window, a collective) could hang this rank before it reaches its
+    // handler and MPI_Abort. The window and communicator are left to MPI's teardown.
+    if (m.mailbox) m.mailbox->leak();
+    return;
+  }
+  if (m.phase != Impl::Phase::Idle) {
+    // Abandoned mid-exchange: complete it, and release the senders of shared messages.
+    MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE);
+    const auto& in = m.phase == Impl::Phase::Forward ? m.recvs : m.sends;
+    for (std::size_t i = 0; i < m.in_shared.size(); ++i)
+      if (m.in_shared[i]) {
+        m.done_sends.emplace_back();
+        MPI_Isend(nullptr, 0, MPI_BYTE, in[i].peer, kDoneTag, m.comm, &m.done_sends.back());
+      }
+  }
+  MPI_Waitall(static_cast<int>(m.done_sends.size()), m.done_sends.data(), MPI_STATUSES_IGNORE);
+  // Readers of this rank's shared buffer finish before the window goes (MPI_Win_free).
+  MPI_Waitall(static_cast<int>(m.done_recvs.size()), m.done_recvs.data(), MPI_STATUSES_IGNORE);
+  if (m.comm != MPI_COMM_NULL) MPI_Comm_free(&m.comm);
+  m.mailbox.reset();
+}
+
+void HaloExchange::begin(const HaloTensor& t) {
+  const ScopedCommTimer timer(comm_times().halo_s);
+  Impl& m = *impl_;
+  m.check_tensor(t);
+  m.start(t, m.sends, m.recvs, 11, t.padded().space() == MemSpace::Host && m.opts.in_place);
+  m.phase = Impl::Phase::Forward;
+}
+
+void HaloExchange::finish() {
+  const ScopedCommTimer timer(comm_times().halo_s);
+  Impl& m = *impl_;
+  TESSERA_CHECK(m.phase == Impl::Phase::Forward, "HaloExchange::finish without begin");
+  m.complete(m.recvs, kernels::PackOp::Unpack, false);
+  if (m.opts.open_fill == HaloOptions::OpenFill::Zero)
+    for (const Box& b : m.open) m.target->view_global(b).zero();
+  m.phase = Impl::Phase::Idle;
+  m.target = nullptr;
+}
+
+void HaloExchange::begin_adjoint(const HaloTensor& t) {
+  const ScopedCommTimer timer(comm_times().halo_s);
+  Impl& m = *impl_;
+  m.check_tensor(t);
+  add_type_of(t.padded().dtype());          // refuse non-addable dtypes before anything is posted
+  m.start(t, m.recvs, m.sends, 12, false);  // ghosts travel back to their owners
+  m.phase = Impl::Phase::Adjoint;
+}
+
+void HaloExchange::finish_adjoint() {
+  const ScopedCommTimer timer(comm_times().halo_s);
+  Impl& m = *impl_;
+  TESSERA_CHECK(m.phase == Impl::Phase::Adjoint,
+                "HaloExchange::finish_adjoint without begin_adjoint");
+  // Adjoint receives arrive where forward sends left; add them into the owned cells.
+  m.complete(m.sends, kernels::PackOp::UnpackAdd, m.opts.deterministic);
+  // The adjoint of copying into a ghost is moving out of it: ghosts end at zero.
+  for (const PeerMessage& r : m.recvs)
+    for (const Box& b : r.boxes) m.target->view_global(b).zero();
+  for (const Box& b : m.open) m.target->view_global(b).zero();
+  m.phase = Impl::Phase::Idle;
+  m.target = nullptr;
+}
+
+Index HaloExchange::cells_received() const {
+  return total(impl_->recvs);
+}
+Index HaloExchange::cells_sent() const {
+  return total(impl_->sends);
+}
+
+std::size_t HaloExchange::bytes_to_other_ranks(std::size_t es) const {
+  Index n = 0;
+  for (const auto& s : impl_->sends)
+    if (s.peer != impl_->me) n += s.count;
+  return static_cast<std::size_t>(n) * es;
+}
+
+std::vector<std::pair<int, Index>> HaloExchange::send_counts() const {
+  std::vector<std::pair<int, Index>> v;
+  for (const auto& m : impl_->sends) v.emplace_back(m.peer, m.count);
+  return v;
+}
+std::vector<std::pair<int, Index>> HaloExchange::recv_counts() const {
+  std::vector<std::pair<int, Index>> v;
+  for (const auto& m : impl_->recvs) v.emplace_back(m.peer, m.count);
+  return v;
+}
+bool HaloExchange::node_shared() const {
+  return impl_->mailbox != nullptr;
+}
+MPI_Comm HaloExchange::comm() const {
+  return impl_->comm;
+}
+
+}  // namespace tessera

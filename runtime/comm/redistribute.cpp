@@ -1,0 +1,306 @@
+// ShardTensor::redistribute: any spec to any spec. Partial axes are resolved first
+// (allreduce, or reduce-scatter when the target shards a dim over that axis); then a
+// single-axis change takes its direct collective (allgatherv, local slice, all-to-all
+// along the axis); anything else is one all-to-all over the mesh of box intersections.
+#include <algorithm>
+
+#include "runtime/tensor/context.hpp"
+#include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/mpi_types.hpp"
+#include "runtime/tensor/shard_tensor.hpp"
+
+namespace tessera {
+namespace {
+
+Tensor in_space(const Tensor& t, MemSpace s) {
+  return t.space() == s ? t : t.to(s);
+}
+
+// Local index space of `box` (given in global coordinates) inside `owner` (a local box).
+Box to_local(const Box& box, const Box& owner) {
+  std::vector<Index> neg(owner.ndim);
+  for (int d = 0; d < owner.ndim; ++d) neg[d] = -owner.lo[d];
+  return shift(box, neg);
+}
+
+bool use_derived_types(const Tensor& t, RedistMethod m) {
+  if (m == RedistMethod::DerivedTypes) {
+    TESSERA_CHECK(t.space() == MemSpace::Host,
+                  "redistribute: derived datatypes are for host memory; use Packed on CUDA");
+    return true;
+  }
+  return m == RedistMethod::Auto && t.space() == MemSpace::Host;
+}
+
+// Moves boxes between the ranks of `comm`: this rank holds `src` (covering global box
+// `src_box`) and sends send[q] to peer q; it receives recv[p] from peer p into a new
+// tensor covering `dst_box`. Boxes are global; empty boxes move nothing.
+Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
+                      const std::vector<Box>& send, const std::vector<Box>& recv,
+                      const Box& dst_box, RedistMethod m) {
+  const int P = static_cast<int>(send.size());
+  const std::size_t es = src.elem_size();
+  Tensor dst = Tensor::empty(dst_box.shape(), src.dtype(), src.space());
+  if (use_derived_types(src, m)) {
+    std::vector<MpiType> types;
+    types.reserve(2 * static_cast<std::size_t>(P));
+    std::vector<MPI_Datatype> st(P, MPI_BYTE), rt(P, MPI_BYTE);
+    std::vector<int> sc(P, 0), rc(P, 0), zd(P, 0);
+    for (int q = 0; q < P; ++q) {
+      if (!send[q].empty()) {
+        types.push_back(subarray_type(src.shape(), to_local(send[q], src_box), es));
+        st[q] = types.back().get();
+        sc[q] = 1;
+      }
+      if (!recv[q].empty()) {
+        types.push_back(subarray_type(dst.shape(), to_local(recv[q], dst_box), es));
+        rt[q] = types.back().get();
+        rc[q] = 1;
+      }
+    }
+    TESSERA_MPI(MPI_Alltoallw(src.raw(), sc.data(), zd.data(), st.data(), dst.raw(), rc.data(),
+                              zd.data(), rt.data(), comm));
+    return dst;
+  }
+  // Packed: one contiguous send buffer in peer order, alltoallv, unpack.
+  std::vector<int> sc(P), sd(P), rc(P), rd(P);
+  Index stot = 0, rtot = 0;
+  for (int q = 0; q < P; ++q) {
+    sd[q] = checked_count(stot, "redistribute send displacement");
+    sc[q] = checked_count(send[q].volume(), "redistribute send count");
+    stot += send[q].volume();
+    rd[q] = checked_count(rtot, "redistribute recv displacement");
+    rc[q] = checked_count(recv[q].volume(), "redistribute recv count");
+    rtot += recv[q].volume();
+  }
+  Tensor sbuf = Tensor::empty({stot}, src.dtype(), src.space());
+  Tensor rbuf = Tensor::empty({rtot}, src.dtype(), src.space());
+  for (int q = 0; q < P; ++q) {
+    if (send[q].empty()) continue;
+    const Box lb = to_local(send[q], src_box);
+    sbuf.view(Box({sd[q]}, {sd[q] + sc[q]})).reshape(lb.shape()).copy_from(src.view(lb));
+  }
+  const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
+  Tensor ws = in_space(sbuf, wire),
+         wr = wire == rbuf.space() ? rbuf : Tensor::empty({rtot}, src.dtype(), wire);
+  MpiType et = element_type(es);
+  TESSERA_MPI(MPI_Alltoallv(ws.raw(), sc.data(), sd.data(), et.get(), wr.raw(), rc.data(),
+                            rd.data(), et.get(), comm));
+  if (wr.raw() != rbuf.raw()) rbuf.copy_from(wr);
+  for (int p = 0; p < P; ++p) {
+    if (recv[p].empty()) continue;
+    const Box lb = to_local(recv[p], dst_box);
+    dst.view(lb).copy_from(rbuf.view(Box({rd[p]}, {rd[p] + rc[p]})).reshape(lb.shape()));
+  }
+  return dst;
+}
+
+// Ranks p and q can pair as source and destination when they agree on every mesh axis
+// over which the source is not sharded (replicas and Partial addends stay on their slice).
+bool pairs(const ShardSpec& src, const std::vector<int>& p, const std::vector<int>& q) {
+  for (std::size_t a = 0; a < p.size(); ++a)
+    if (src.dim_on_axis(static_cast<int>(a)) < 0 && p[a] != q[a]) return false;
+  return true;
+}
+
+ShardTensor general(const ShardTensor& t, const ShardSpec& target, RedistMethod m) {
+  const Mesh& mesh = t.mesh();
+  const ShardSpec& src = t.spec();
+  const auto& me = mesh.coords();
+  const Box mine = src.local_box(me), want = target.local_box(me);
+  std::vector<Box> send(mesh.size()), recv(mesh.size());
+  for (int q = 0; q < mesh.size(); ++q) {
+    const auto qc = mesh.coords_of(q);
+    send[q] = pairs(src, me, qc)
+                  ? intersect(mine, target.local_box(qc))
+                  : Box::from_shape(std::vector<Index>(static_cast<std::size_t>(mine.ndim), 0));
+    recv[q] = pairs(src, qc, me)
+                  ? intersect(src.local_box(qc), want)
+                  : Box::from_shape(std::vector<Index>(static_cast<std::size_t>(mine.ndim), 0));
+  }
+  Tensor out = exchange_boxes(mesh.comm(), t.local(), mine, send, recv, want, m);
+  return ShardTensor::unchecked(mesh, target, out);
+}
+
+// All-to-all along one mesh axis (Shard(i) -> Shard(j) over the same axis).
+ShardTensor axis_alltoall(const ShardTensor& t, int axis, const ShardSpec& target, RedistMethod m) {
+  const Mesh& mesh = t.mesh();
+  const int n = mesh.dim(axis);
+  std::vector<int> c = mesh.coords();
+  const Box mine = t.spec().local_box(c), want = target.local_box(c);
+  std::vector<Box> send(n), recv(n);
+  for (int k = 0; k < n; ++k) {
+    c[axis] = k;
+    send[k] = intersect(mine, target.local_box(c));
+    recv[k] = intersect(t.spec().local_box(c), want);
+  }
+  Tensor out = exchange_boxes(mesh.axis_comm(axis), t.local(), mine, send, recv, want, m);
+  return ShardTensor::unchecked(mesh, target, out);
+}
+
+// Shard(axis) of dim d -> Replicate, by allgatherv along the axis.
+ShardTensor axis_allgather(const ShardTensor& t, int axis, int d, const ShardSpec& target) {
+  const Mesh& mesh = t.mesh();
+  const int n = mesh.dim(axis);
+  const Tensor& src = t.local();
+  std::vector<int> c = mesh.coords();
+  const Box want = target.local_box(c);
+  std::vector<int> counts(n), displs(n);
+  std::vector<Box> blocks(n);
+  Index tot = 0;
+  for (int k = 0; k < n; ++k) {
+    c[axis] = k;
+    blocks[k] = t.spec().local_box(c);
+    displs[k] = checked_count(tot, "allgatherv displacement");
+    counts[k] = checked_count(blocks[k].volume(), "allgatherv count");
+    tot += blocks[k].volume();
+  }
+  Tensor out = Tensor::empty(want.shape(), src.dtype(), src.space());
+  // Blocks are contiguous in the output when no dim before d has extent > 1.
+  bool direct = true;
+  for (int e = 0; e < d; ++e) direct = direct && want.extent(e) <= 1;
+  const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
+  Tensor recvbuf = direct && wire == src.space() ? out.reshape({out.numel()})
+                                                 : Tensor::empty({tot}, src.dtype(), wire);
+  const Tensor sendbuf = in_space(src, wire);
+  MpiType et = element_type(src.elem_size());
+  TESSERA_MPI(MPI_Allgatherv(sendbuf.raw(), checked_count(src.numel(), "allgatherv count"),
+                             et.get(), recvbuf.raw(), counts.data(), displs.data(), et.get(),
+                             mesh.axis_comm(axis)));
+  if (recvbuf.raw() != out.raw()) {
+    for (int k = 0; k < n; ++k) {
+      if (blocks[k].empty()) continue;
+      const Box lb = to_local(blocks[k], want);
+      out.view(lb).copy_from(
+          recvbuf.view(Box({displs[k]}, {displs[k] + counts[k]})).reshape(lb.shape()));
+    }
+  }
+  return ShardTensor::unchecked(mesh, target, out);
+}
+
+// Replicate -> Shard: each rank keeps its part, no communication.
+ShardTensor local_slice(const ShardTensor& t, const ShardSpec& target) {
+  const Box mine = t.local_box(), want = target.local_box(t.mesh().coords());
+  return ShardTensor::unchecked(t.mesh(), target, t.local().view(to_local(want, mine)).clone());
+}
+
+// Allreduce in chunks that fit MPI's int counts.
+void allreduce_sum(Tensor& t, MPI_Comm comm) {
+  const MemSpace wire = mpi_accepts(t.space()) ? t.space() : MemSpace::Host;
+  Tensor buf = in_space(t, wire);
+  const MPI_Datatype mt = mpi_reducible_type_of(t.dtype());
+  const Index chunk = 1 << 30;
+  auto* p = static_cast<unsigned char*>(buf.raw());
+  for (Index off = 0; off < buf.numel(); off += chunk) {
+    const int n = static_cast<int>(std::min(chunk, buf.numel() - off));
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * buf.elem_size(), n, mt, MPI_SUM, comm));
+  }
+  if (buf.raw() != t.raw()) t.copy_from(buf);
+}
+
+ShardTensor partial_to_replicate(const ShardTensor& t, int axis) {
+  Tensor out = t.local().clone();
+  allreduce_sum(out, t.mesh().axis_comm(axis));
+  return ShardTensor::unchecked(t.mesh(), t.spec().with_partial([&] {
+    std::vector<int> p;
+    for (int a : t.spec().partial_axes())
+      if (a != axis) p.push_back(a);
+    return p;
+  }()),
+                                out);
+}
+
+// Partial over `axis` -> Shard(axis) of dim d with `sizes`, by reduce-scatter.
+ShardTensor partial_to_shard(const ShardTensor& t, int axis, int d,
+                             const std::vector<Index>& sizes) {
+  const Mesh& mesh = t.mesh();
+  const ShardSpec target = t.spec().with_placement(d, Shard(axis), sizes);
+  const int n = mesh.dim(axis);
+  const Tensor& src = t.local();
+  const Box mine = t.local_box();
+  std::vector<int> c = mesh.coords(), counts(n);
+  Tensor packed = Tensor::empty({src.numel()}, src.dtype(), src.space());
+  Index off = 0;
+  for (int k = 0; k < n; ++k) {
+    c[axis] = k;
+    const Box b = target.local_box(c);
+    counts[k] = checked_count(b.volume(), "reduce-scatter count");
+    const Box lb = to_local(b, mine);
+    if (b.volume() > 0)
+      packed.view(Box({off}, {off + b.volume()})).reshape(lb.shape()).copy_from(src.view(lb));
+    off += b.volume();
+  }
+  const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
+  const Tensor ws = in_space(packed, wire);
+  const Box want = target.local_box(mesh.coords());
+  Tensor out = Tensor::empty(want.shape(), src.dtype(), wire);
+  TESSERA_MPI(MPI_Reduce_scatter(ws.raw(), out.raw(), counts.data(),
+                                 mpi_reducible_type_of(src.dtype()), MPI_SUM,
+                                 mesh.axis_comm(axis)));
+  return ShardTensor::unchecked(mesh, target, in_space(out, src.space()));
+}
+
+// Replicate over `axis` -> Partial: coordinate 0 keeps the value, the others hold zero.
+ShardTensor replicate_to_partial(const ShardTensor& t, int axis) {
+  Tensor out = t.local().clone();
+  if (t.mesh().coords()[axis] != 0) out.zero();
+  std::vector<int> p = t.spec().partial_axes();
+  p.push_back(axis);
+  return ShardTensor::unchecked(t.mesh(), t.spec().with_partial(p), out);
+}
+
+bool same_dim(const ShardSpec& a, const ShardSpec& b, int d) {
+  return a.placement(d) == b.placement(d) && a.sizes(d) == b.sizes(d);
+}
+
+}  // namespace
+
+ShardTensor ShardTensor::redistribute(const ShardSpec& target, RedistMethod m) const {
+  TESSERA_CHECK(target.global_shape() == global_shape(), "redistribute: target global shape "
+                                                             << shape_str(target.global_shape())
+                                                             << " differs from "
+                                                             << shape_str(global_shape()));
+  TESSERA_CHECK(target.mesh_dims() == mesh_.dims(),
+                "redistribute: target spec is for another mesh");
+  ShardTensor cur = *this;
+  // 1. Pending sums the target does not keep.
+  for (int a : spec_.partial_axes()) {
+    if (target.is_partial(a)) continue;
+    const int d = target.dim_on_axis(a);
+    if (d >= 0 && !cur.spec().placement(d).sharded())
+      cur = partial_to_shard(cur, a, d, target.sizes(d));
+    else
+      cur = partial_to_replicate(cur, a);
+  }
+  // 2. New pending sums (only over axes that shard nothing).
+  for (int a : target.partial_axes()) {
+    if (cur.spec().is_partial(a)) continue;
+    const int d = cur.spec().dim_on_axis(a);  // a sharded dim is gathered first
+    if (d >= 0) cur = axis_allgather(cur, a, d, cur.spec().with_placement(d, Replicate()));
+    cur = replicate_to_partial(cur, a);
+  }
+  if (cur.spec() == target) return cur;
+  // 3. Sharding: direct collectives for single-axis changes, else the general all-to-all.
+  std::vector<int> diff;
+  for (int d = 0; d < target.ndim(); ++d)
+    if (!same_dim(cur.spec(), target, d)) diff.push_back(d);
+  const ShardSpec& s = cur.spec();
+  if (diff.size() == 1) {
+    const int d = diff[0], sa = s.placement(d).axis, ta = target.placement(d).axis;
+    if (sa >= 0 && ta < 0) return axis_allgather(cur, sa, d, target);
+    if (sa < 0 && ta >= 0 && s.dim_on_axis(ta) < 0) return local_slice(cur, target);
+    if (sa >= 0 && sa == ta) return axis_alltoall(cur, sa, target, m);  // re-balance
+  }
+  if (diff.size() == 2) {
+    const int i = diff[0], j = diff[1];
+    const int a = s.placement(i).sharded() ? s.placement(i).axis : s.placement(j).axis;
+    const bool moves = a >= 0 && ((s.placement(i).axis == a && target.placement(j).axis == a &&
+                                   !s.placement(j).sharded() && !target.placement(i).sharded()) ||
+                                  (s.placement(j).axis == a && target.placement(i).axis == a &&
+                                   !s.placement(i).sharded() && !target.placement(j).sharded()));
+    if (moves) return axis_alltoall(cur, a, target, m);
+  }
+  return general(cur, target, m);
+}
+
+}  // namespace tessera

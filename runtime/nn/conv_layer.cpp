@@ -1,0 +1,248 @@
+#include "runtime/nn/conv_layer.hpp"
+
+#include <sstream>
+
+#include "runtime/nn/conv_support.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/ops_support.hpp"
+
+namespace tessera {
+
+namespace cs = conv_support;
+
+ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
+  const char* L = "ConvNd";
+  cs::check_shape_options(o.nd, o.in_channels, o.out_channels, o.groups, L);
+  kernel_scalar(o.dtype, L);
+  const cs::WindowArgs a =
+      cs::window_args(o.kernel, o.stride, o.dilation, o.padding, o.padding_hi, o.nd, L);
+  win_ = cs::window_dims(a, L, [&](int d, const WindowDim& w) {
+    // A window never lies wholly in zero padding, so no rank's window is empty.
+    TESSERA_CHECK(
+        o.padding_mode == PaddingMode::Circular || (w.pad_lo < w.span() && w.pad_hi < w.span()),
+        L << ": zero padding " << w.pad_lo << "," << w.pad_hi << " of dim " << d
+          << " must be narrower than the window span " << w.span());
+  });
+  cs::make_params(weight_, o.bias ? &bias_ : nullptr, o.out_channels, o.in_channels / o.groups,
+                  o.out_channels, win_, o.dtype, o.space, o.seed);
+}
+
+ConvNd::~ConvNd() = default;
+
+std::string ConvNd::name() const {
+  std::ostringstream os;
+  os << "Conv" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels << ", "
+     << cs::windows_str(win_)
+     << (opts_.padding_mode == PaddingMode::Circular ? " circular" : " zeros") << ", groups "
+     << opts_.groups << (opts_.bias ? ", bias" : "") << ")";
+  return os.str();
+}
+
+ShardSpec ConvNd::output_spec(const ShardSpec& in) const {
+  const int nd = opts_.nd;
+  const auto& shape = in.global_shape();
+  cs::check_input_spec(in, nd, opts_.in_channels, name());
+  std::vector<Index> out = {shape[0], opts_.out_channels};
+  std::vector<std::function<Index(Index)>> first_at(2);
+  for (int d = 0; d < nd; ++d) {
+    const WindowDim& w = win_[d];
+    const Index e = w.out_extent(shape[2 + d]);
+    TESSERA_CHECK(e >= 1, name() << ": spatial dim " << d << " of extent " << shape[2 + d]
+                                 << " is smaller than the window span " << w.span()
+                                 << " with padding " << w.pad_lo << "," << w.pad_hi);
+    out.push_back(e);
+    first_at.push_back([w](Index c) { return conv_first_output_at(w, c); });
+  }
+  return window_output_spec(in, out, opts_.split, first_at);
+}
+
+const WindowPlan& ConvNd::plan_for(const Mesh& mesh, const ShardSpec& in) {
+  if (plan_ && plan_->matches(mesh, in)) return *plan_;
+  const ShardSpec out = output_spec(in);
+  plan_.reset();
+  plan_ = std::make_unique<WindowPlan>(
+      mesh, in, out, cs::spatial_reach(win_, opts_.padding_mode == PaddingMode::Circular));
+  return *plan_;
+}
+
+namespace {
+// The local conv of this rank's block, before the window's sizes and strides are set.
+kernels::ConvDesc local_desc(const ConvOptions& o, const std::vector<WindowDim>& win,
+                             const BlockWindow& bw) {
+  return cs::local_desc(o.nd, o.dtype, o.in_channels, o.out_channels, o.groups, win, bw, "ConvNd");
+}
+}  // namespace
+
+ShardTensor ConvNd::forward(const ShardTensor& x) {
+  const WindowPlan& p = plan_for(x.mesh(), x.spec());
+  cs::check_input(x, opts_.dtype, opts_.space, name());
+  const Box out_box = p.driver_spec.local_box(p.mesh.coords());
+  Tensor y = Tensor::empty(out_box.shape(), opts_.dtype, opts_.space);
+  have_saved_ = true;
+  if (opts_.overlap && p.exchange) {
+    forward_overlapped(p, x, y);
+    return ShardTensor::unchecked(p.mesh, p.driver_spec, y);
+  }
+  saved_x_ = fill_halo(p, x);
+  const BlockWindow& bw = p.mine();
+  if (!bw.idle) {
+    kernels::ConvDesc d = local_desc(opts_, win_, bw);
+    const Tensor xw = saved_x_.window(bw.window);
+    cs::set_x_window(d, xw);
+    for (int i = 0; i < opts_.nd; ++i)
+      TESSERA_CHECK(d.out(i) == out_box.extent(2 + i),
+                    name() << ": internal: local output " << d.out(i) << " != block "
+                           << out_box.extent(2 + i) << " in dim " << i);
+    cs::forward(opts_.space, d, xw.raw(), weight_.value.raw(),
+                opts_.bias ? bias_.value.raw() : nullptr, y.raw());
+  }
+  return ShardTensor::unchecked(p.mesh, p.driver_spec, y);
+}
+
+namespace {
+// Per spatial dim, the outputs of `out` whose windows (clipped to the domain along open
+// dims) stay inside `owned`: an interval, as window starts grow with the output index.
+Box interior_outputs(const Box& out, const Box& owned, const Box& domain,
+                     const std::vector<WindowDim>& win, bool periodic) {
+  Box in = out;
+  for (std::size_t i = 0; i < win.size(); ++i) {
+    const int d = static_cast<int>(i) + 2;
+    Index first = out.hi[d], last = out.hi[d];
+    for (Index o = out.lo[d]; o < out.hi[d]; ++o) {
+      auto [lo, hi] = win[i].input_range(o, o + 1);
+      if (!periodic) lo = std::max(lo, domain.lo[d]), hi = std::min(hi, domain.hi[d]);
+      const bool inside = lo >= owned.lo[d] && hi <= owned.hi[d];
+      if (inside && first == out.hi[d]) first = o;
+      if (inside) last = o + 1;
+    }
+    in.lo[d] = first;
+    in.hi[d] = first == out.hi[d] ? first : last;
+  }
+  return in;
+}
+
+// out minus interior as disjoint slabs, peeled dim by dim (faces, then edges and corners
+// go with the earlier dims' slabs).
+std::vector<Box> boundary_slabs(const Box& out, const Box& interior) {
+  std::vector<Box> slabs;
+  if (interior.empty()) return {out};
+  Box rem = out;
+  for (int d = 2; d < out.ndim; ++d) {
+    Box lo = rem, hi = rem;
+    lo.hi[d] = interior.lo[d];
+    hi.lo[d] = interior.hi[d];
+    if (!lo.empty()) slabs.push_back(lo);
+    if (!hi.empty()) slabs.push_back(hi);
+    rem.lo[d] = interior.lo[d];
+    rem.hi[d] = interior.hi[d];
+  }
+  return slabs;
+}
+}  // namespace
+
+void ConvNd::forward_piece(const WindowPlan& p, const Box& piece, const Tensor& y) {
+  if (piece.empty()) return;
+  const bool periodic = opts_.padding_mode == PaddingMode::Circular;
+  const Box& domain = p.haloed_spec.partition().domain();
+  const BlockWindow& bw = p.mine();
+  Box read = bw.window;  // batch and channel dims: as the block's
+  kernels::ConvDesc d = local_desc(opts_, win_, bw);
+  for (int i = 0; i < opts_.nd; ++i) {
+    const int k = i + 2;
+    const auto [first, last] = win_[i].input_range(piece.lo[k], piece.hi[k]);
+    read.lo[k] = periodic ? first : std::max(first, domain.lo[k]);
+    read.hi[k] = periodic ? last : std::min(last, domain.hi[k]);
+    d.pad_lo[i] = read.lo[k] - first;
+    d.pad_hi[i] = last - read.hi[k];
+  }
+  const Tensor xw = saved_x_.window(read);
+  cs::set_x_window(d, xw);
+  const Box out_box = p.driver_spec.local_box(p.mesh.coords());
+  const void* b = opts_.bias ? bias_.value.raw() : nullptr;
+  if (piece == out_box) {
+    cs::forward(opts_.space, d, xw.raw(), weight_.value.raw(), b, y.raw());
+    return;
+  }
+  // The kernel writes a dense y: a part of the block goes through a buffer.
+  const Tensor part = Tensor::empty(piece.shape(), opts_.dtype, opts_.space);
+  cs::forward(opts_.space, d, xw.raw(), weight_.value.raw(), b, part.raw());
+  std::vector<Index> neg(piece.ndim);
+  for (int i = 0; i < piece.ndim; ++i) neg[i] = -out_box.lo[i];
+  y.view(shift(piece, neg)).copy_from(part);
+}
+
+void ConvNd::forward_overlapped(const WindowPlan& p, const ShardTensor& x, const Tensor& y) {
+  saved_x_ = HaloFrame();
+  saved_x_.halo = HaloTensor::from_shard(x, p.geometry.widths());
+  saved_x_.buffer = saved_x_.halo.padded();
+  saved_x_.box = saved_x_.halo.padded_box();
+  p.exchange->begin(saved_x_.halo);
+  const BlockWindow& bw = p.mine();
+  const Box out_box = p.driver_spec.local_box(p.mesh.coords());
+  Box interior;
+  if (!bw.idle) {
+    interior = interior_outputs(out_box, bw.owned, p.haloed_spec.partition().domain(), win_,
+                                opts_.padding_mode == PaddingMode::Circular);
+    forward_piece(p, interior, y);  // reads owned cells only, while ghosts arrive
+  }
+  p.exchange->finish();
+  if (!bw.idle)
+    for (const Box& slab : boundary_slabs(out_box, interior)) forward_piece(p, slab, y);
+}
+
+ShardTensor ConvNd::backward(const ShardTensor& dy) {
+  TESSERA_CHECK(have_saved_ && plan_, name() << ": backward without a forward");
+  const WindowPlan& p = *plan_;
+  cs::check_grad(dy, p.driver_spec, opts_.dtype, opts_.space, name());
+  const BlockWindow& bw = p.mine();
+  kernels::ConvDesc d = local_desc(opts_, win_, bw);
+  Tensor dw = Tensor::zeros(weight_.value.shape(), opts_.dtype, opts_.space);
+  Tensor db = opts_.bias ? Tensor::zeros({opts_.out_channels}, opts_.dtype, opts_.space) : Tensor();
+  if (opts_.overlap && p.exchange) {
+    // Input gradient first; its ghost parts travel while the weight gradient is computed.
+    HaloFrame g = zero_frame(p, opts_.dtype, opts_.space);
+    if (!bw.idle) {
+      const Tensor gw = g.window(bw.window);
+      cs::set_x_window(d, gw);
+      cs::backward_data(opts_.space, d, dy.local().raw(), weight_.value.raw(), gw.raw());
+    }
+    p.exchange->begin_adjoint(g.halo);
+    if (!bw.idle) {
+      const Tensor xw = saved_x_.window(bw.window);
+      cs::set_x_window(d, xw);
+      cs::backward_weights(opts_.space, d, xw.raw(), dy.local().raw(), dw.raw(),
+                           opts_.bias ? db.raw() : nullptr);
+    }
+    p.exchange->finish_adjoint();
+    saved_x_ = HaloFrame();
+    have_saved_ = false;
+    cs::accumulate_grad(weight_, dw, p.mesh, p.haloed_spec, reduce_grads);
+    if (opts_.bias) cs::accumulate_grad(bias_, db, p.mesh, p.haloed_spec, reduce_grads);
+    return owned_shard(p, g);
+  }
+  if (!bw.idle) {
+    const Tensor xw = saved_x_.window(bw.window);
+    cs::set_x_window(d, xw);
+    cs::backward_weights(opts_.space, d, xw.raw(), dy.local().raw(), dw.raw(),
+                         opts_.bias ? db.raw() : nullptr);
+  }
+  saved_x_ = HaloFrame();  // free the saved input before the gradient buffer exists
+  have_saved_ = false;
+  HaloFrame g = zero_frame(p, opts_.dtype, opts_.space, bw.idle ? nullptr : &bw.window);
+  if (!bw.idle) {
+    const Tensor gw = g.window(bw.window);
+    cs::set_x_window(d, gw);
+    cs::backward_data(opts_.space, d, dy.local().raw(), weight_.value.raw(), gw.raw());
+  }
+  add_ghosts_to_owners(p, g);
+  cs::accumulate_grad(weight_, dw, p.mesh, p.haloed_spec, reduce_grads);
+  if (opts_.bias) cs::accumulate_grad(bias_, db, p.mesh, p.haloed_spec, reduce_grads);
+  return owned_shard(p, g);
+}
+
+std::vector<Parameter*> ConvNd::parameters() {
+  if (opts_.bias) return {&weight_, &bias_};
+  return {&weight_};
+}
+
+}  // namespace tessera

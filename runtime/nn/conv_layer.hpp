@@ -1,0 +1,80 @@
+#pragma once
+// Sharded N-d convolution (Conv1d/2d/3d) on tensors (N, C, spatial...) whose spatial (and
+// batch) dims may be sharded over any mesh axes, evenly or not. Any kernel (odd or even),
+// stride, dilation, groups, zero or circular padding, left and right padding may differ.
+//
+// Each rank computes its block of the output, whose partition is derived from the input's
+// on every rank (OutputSplit). The input cells those outputs read come from a halo exchange
+// with per-block widths (DistDL-style global index arithmetic, decomp/window_halo.hpp);
+// zero padding is the local kernel's own (clipped per rank), circular padding is a
+// periodic halo. Backward: the local backward-data writes into a zeroed halo'd buffer
+// whose ghosts are added into their owners (adjoint exchange); weight and bias gradients
+// are summed over the mesh axes that shard the input.
+#include "runtime/floor.hpp"
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "decomp/window_halo.hpp"
+#include "runtime/nn/layer.hpp"
+#include "runtime/nn/window_layout.hpp"
+
+namespace tessera {
+
+enum class PaddingMode { Zeros, Circular };
+
+struct ConvOptions {
+  int nd = 2;  // spatial dims, 1..3
+  Index in_channels = 1, out_channels = 1;
+  // Per spatial dim, or one value for all of them.
+  std::vector<Index> kernel = {3};
+  std::vector<Index> stride = {1};
+  std::vector<Index> dilation = {1};
+  std::vector<Index> padding = {0};    // both sides (the low side when padding_hi is given)
+  std::vector<Index> padding_hi = {};  // the high side where it differs; empty: = padding
+  PaddingMode padding_mode = PaddingMode::Zeros;
+  Index groups = 1;
+  bool bias = true;
+  DType dtype = DType::f32;
+  MemSpace space = MemSpace::Host;
+  OutputSplit split = OutputSplit::Balanced;
+  // Overlap the halo exchange with compute: forward computes the outputs whose windows need
+  // no ghost while the halo is in flight and the boundary slabs after it arrives; backward
+  // computes the weight gradient while the ghost gradients travel.
+  bool overlap = false;
+  // PyTorch's default init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the same on every rank.
+  unsigned seed = 0;
+};
+
+class ConvNd : public Layer {
+ public:
+  explicit ConvNd(const ConvOptions& opts);
+  ~ConvNd() override;
+
+  ShardSpec output_spec(const ShardSpec& in) const override;
+  ShardTensor forward(const ShardTensor& x) override;
+  ShardTensor backward(const ShardTensor& dy) override;
+  std::vector<Parameter*> parameters() override;
+  std::string name() const override;
+
+  Parameter& weight() { return weight_; }                      // (C_out, C_in / groups, kernel...)
+  Parameter* bias() { return opts_.bias ? &bias_ : nullptr; }  // (C_out)
+  const ConvOptions& options() const { return opts_; }
+  // The window along spatial dim d (0-based), with the layer's padding.
+  const WindowDim& window(int d) const { return win_[static_cast<std::size_t>(d)]; }
+
+ private:
+  const WindowPlan& plan_for(const Mesh& mesh, const ShardSpec& in);
+  void forward_overlapped(const WindowPlan& p, const ShardTensor& x, const Tensor& y);
+  // The outputs `piece` (global box, part of this rank's output block) into y.
+  void forward_piece(const WindowPlan& p, const Box& piece, const Tensor& y);
+
+  ConvOptions opts_;
+  std::vector<WindowDim> win_;
+  Parameter weight_, bias_;
+  std::unique_ptr<WindowPlan> plan_;  // for the last input spec seen
+  HaloFrame saved_x_;                 // forward's input with ghosts, for the weight gradient
+  bool have_saved_ = false;
+};
+
+}  // namespace tessera

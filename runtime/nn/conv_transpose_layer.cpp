@@ -1,0 +1,142 @@
+#include "runtime/nn/conv_transpose_layer.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "runtime/nn/conv_support.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/ops_support.hpp"
+
+namespace tessera {
+
+namespace cs = conv_support;
+
+ConvTransposeNd::ConvTransposeNd(const ConvTransposeOptions& o) : opts_(o) {
+  const char* L = "ConvTransposeNd";
+  cs::check_shape_options(o.nd, o.in_channels, o.out_channels, o.groups, L);
+  kernel_scalar(o.dtype, L);
+  const cs::WindowArgs a =
+      cs::window_args(o.kernel, o.stride, o.dilation, o.padding, o.padding_hi, o.nd, L);
+  out_pad_ = cs::per_dim(o.output_padding, o.nd, "output_padding", L);
+  win_ = cs::window_dims(a, L, [&](int d, const WindowDim& w) {
+    TESSERA_CHECK(out_pad_[d] >= 0 && out_pad_[d] < std::max(w.stride, w.dilation),
+                  L << ": output_padding " << out_pad_[d] << " of dim " << d
+                    << " must be smaller than the stride or the dilation");
+    // No input's window lies wholly in the cropped margins, so no rank's window is empty.
+    TESSERA_CHECK(w.pad_lo < w.span() && w.pad_hi - out_pad_[d] < w.span(),
+                  L << ": padding " << w.pad_lo << "," << w.pad_hi << " of dim " << d
+                    << " must be narrower than the window span " << w.span());
+  });
+  // PyTorch's layout (C_in, C_out / groups, kernel...), whose fan_in is C_out / groups * kernel.
+  cs::make_params(weight_, o.bias ? &bias_ : nullptr, o.in_channels, o.out_channels / o.groups,
+                  o.out_channels, win_, o.dtype, o.space, o.seed);
+}
+
+ConvTransposeNd::~ConvTransposeNd() = default;
+
+std::string ConvTransposeNd::name() const {
+  std::ostringstream os;
+  os << "ConvTranspose" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels
+     << ", " << cs::windows_str(win_) << ", output_padding " << cs::dims_str(out_pad_)
+     << ", groups " << opts_.groups << (opts_.bias ? ", bias" : "") << ")";
+  return os.str();
+}
+
+ShardSpec ConvTransposeNd::output_spec(const ShardSpec& in) const {
+  const int nd = opts_.nd;
+  const auto& shape = in.global_shape();
+  cs::check_input_spec(in, nd, opts_.in_channels, name());
+  std::vector<Index> out = {shape[0], opts_.out_channels};
+  std::vector<std::function<Index(Index)>> first_at(2);
+  for (int d = 0; d < nd; ++d) {
+    const WindowDim& w = win_[d];
+    TESSERA_CHECK(shape[2 + d] >= 1, name() << ": spatial dim " << d << " is empty");
+    const Index e = (shape[2 + d] - 1) * w.stride - w.pad_lo - w.pad_hi + w.span() + out_pad_[d];
+    TESSERA_CHECK(e >= 1, name() << ": output extent " << e << " of spatial dim " << d);
+    out.push_back(e);
+    first_at.push_back([w](Index c) { return transposed_first_output_at(w, c); });
+  }
+  return window_output_spec(in, out, opts_.split, first_at);
+}
+
+const WindowPlan& ConvTransposeNd::plan_for(const Mesh& mesh, const ShardSpec& in) {
+  if (plan_ && mesh.comm() == plan_->mesh.comm() && in == plan_->driver_spec) return *plan_;
+  const ShardSpec out = output_spec(in);
+  plan_.reset();
+  plan_ = std::make_unique<WindowPlan>(mesh, out, in, cs::spatial_reach(win_, false));
+  return *plan_;
+}
+
+namespace {
+// The conv this layer transposes, on this rank's output window (its "x").
+kernels::ConvDesc local_desc(const ConvTransposeOptions& o, const std::vector<WindowDim>& win,
+                             const BlockWindow& bw) {
+  return cs::local_desc(o.nd, o.dtype, o.out_channels, o.in_channels, o.groups, win, bw,
+                        "ConvTransposeNd");
+}
+
+void check_local(const kernels::ConvDesc& d, const Box& in_box, const std::string& who) {
+  for (int i = 0; i < d.nd; ++i)
+    TESSERA_CHECK(d.out(i) == in_box.extent(2 + i), who << ": internal: local input " << d.out(i)
+                                                        << " != block " << in_box.extent(2 + i)
+                                                        << " in dim " << i);
+}
+}  // namespace
+
+ShardTensor ConvTransposeNd::forward(const ShardTensor& x) {
+  const WindowPlan& p = plan_for(x.mesh(), x.spec());
+  cs::check_input(x, opts_.dtype, opts_.space, name());
+  saved_x_ = x;
+  have_saved_ = true;
+  const BlockWindow& bw = p.mine();
+  HaloFrame g = zero_frame(p, opts_.dtype, opts_.space, bw.idle ? nullptr : &bw.window);
+  if (!bw.idle) {
+    kernels::ConvDesc d = local_desc(opts_, win_, bw);
+    const Tensor gw = g.window(bw.window);
+    cs::set_x_window(d, gw);
+    check_local(d, x.local_box(), name());
+    cs::backward_data(opts_.space, d, x.local().raw(), weight_.value.raw(), gw.raw());
+  }
+  add_ghosts_to_owners(p, g);
+  ShardTensor y = owned_shard(p, g);
+  if (opts_.bias)
+    cs::bias_add(opts_.space, kernel_scalar(opts_.dtype, "ConvTransposeNd"), y.local(),
+                 bias_.value);
+  return y;
+}
+
+ShardTensor ConvTransposeNd::backward(const ShardTensor& dy) {
+  TESSERA_CHECK(have_saved_ && plan_, name() << ": backward without a forward");
+  const WindowPlan& p = *plan_;
+  cs::check_grad(dy, p.haloed_spec, opts_.dtype, opts_.space, name());
+  const DType type = kernel_scalar(opts_.dtype, "ConvTransposeNd");
+  const HaloFrame f = fill_halo(p, dy);
+  const Box in_box = saved_x_.local_box();
+  Tensor dx = Tensor::empty(in_box.shape(), opts_.dtype, opts_.space);
+  Tensor dw = Tensor::zeros(weight_.value.shape(), opts_.dtype, opts_.space);
+  const BlockWindow& bw = p.mine();
+  if (!bw.idle) {
+    kernels::ConvDesc d = local_desc(opts_, win_, bw);
+    const Tensor fw = f.window(bw.window);
+    cs::set_x_window(d, fw);
+    check_local(d, in_box, name());
+    cs::forward(opts_.space, d, fw.raw(), weight_.value.raw(), nullptr, dx.raw());
+    cs::backward_weights(opts_.space, d, fw.raw(), saved_x_.local().raw(), dw.raw(), nullptr);
+  }
+  cs::accumulate_grad(weight_, dw, p.mesh, p.driver_spec, reduce_grads);
+  if (opts_.bias) {
+    Tensor db = Tensor::zeros({opts_.out_channels}, opts_.dtype, opts_.space);
+    cs::bias_grad(opts_.space, type, dy.local(), db);
+    cs::accumulate_grad(bias_, db, p.mesh, p.driver_spec, reduce_grads);
+  }
+  saved_x_ = ShardTensor();
+  have_saved_ = false;
+  return ShardTensor::unchecked(p.mesh, p.driver_spec, dx);
+}
+
+std::vector<Parameter*> ConvTransposeNd::parameters() {
+  if (opts_.bias) return {&weight_, &bias_};
+  return {&weight_};
+}
+
+}  // namespace tessera

@@ -1,0 +1,382 @@
+#include "runtime/nn/graph.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/tensor/tensor_math.hpp"
+
+namespace tessera {
+namespace {
+
+ShardTensor zeros_like_spec(const Mesh& mesh, const ShardSpec& spec, DType dt, MemSpace space) {
+  return ShardTensor::unchecked(mesh, spec,
+                                Tensor::zeros(spec.local_shape(mesh.coords()), dt, space));
+}
+
+// The box of channels [c0, c1) in a local (N, C, ...) tensor of shape `shape`.
+Box channel_box(const std::vector<Index>& shape, Index c0, Index c1) {
+  std::vector<Index> lo(shape.size(), 0), hi = shape;
+  lo[1] = c0;
+  hi[1] = c1;
+  return Box(lo, hi);
+}
+
+std::string kind_name(Graph::Kind k) {
+  switch (k) {
+    case Graph::Kind::Input:
+      return "input";
+    case Graph::Kind::Layer:
+      return "layer";
+    case Graph::Kind::Concat:
+      return "concat";
+    case Graph::Kind::Add:
+      return "add";
+  }
+  return "?";
+}
+
+}  // namespace
+
+ShardSpec concat_spec(const ShardSpec& a, const ShardSpec& b) {
+  TESSERA_CHECK(a.ndim() >= 2 && a.ndim() == b.ndim(),
+                "concat: needs two (N, C, ...) tensors of the same rank, got " << a.str() << " and "
+                                                                               << b.str());
+  TESSERA_CHECK(
+      !a.placement(1).sharded() && !b.placement(1).sharded(),
+      "concat: the channel dim must not be sharded, got " << a.str() << " and " << b.str());
+  TESSERA_CHECK(a.mesh_dims() == b.mesh_dims(), "concat: inputs live on different meshes");
+  TESSERA_CHECK(
+      a.partial_axes() == b.partial_axes(),
+      "concat: inputs are partial over different mesh axes: " << a.str() << " and " << b.str());
+  std::vector<Index> shape = a.global_shape();
+  std::vector<std::vector<Index>> sizes(static_cast<std::size_t>(a.ndim()));
+  for (int d = 0; d < a.ndim(); ++d) {
+    if (d == 1) continue;
+    TESSERA_CHECK(a.global_shape()[d] == b.global_shape()[d] && a.placement(d) == b.placement(d) &&
+                      a.sizes(d) == b.sizes(d),
+                  "concat: inputs differ in dim " << d << " (size, placement or shard sizes): "
+                                                  << a.str() << " and " << b.str());
+    if (a.placement(d).sharded()) sizes[static_cast<std::size_t>(d)] = a.sizes(d);
+  }
+  shape[1] = a.global_shape()[1] + b.global_shape()[1];
+  return ShardSpec(shape, a.placements(), a.mesh_dims(), a.partial_axes(), sizes);
+}
+
+int Graph::add_node(Node n) {
+  for (const Node& m : nodes_)
+    TESSERA_CHECK(m.name != n.name, "Graph: a node named '" << n.name << "' exists already");
+  TESSERA_CHECK(!n.name.empty(), "Graph: node names must not be empty");
+  for (int in : n.inputs)
+    TESSERA_CHECK(in >= 0 && in < num_nodes(), "Graph: node '"
+                                                   << n.name << "' takes value " << in
+                                                   << ", which is not a node of this graph");
+  nodes_.push_back(std::move(n));
+  forwarded_ = false;
+  return num_nodes() - 1;
+}
+
+const Graph::Node& Graph::node(Value v, const char* what) const {
+  TESSERA_CHECK(v.id >= 0 && v.id < num_nodes(), "Graph::" << what << ": no value " << v.id);
+  return nodes_[static_cast<std::size_t>(v.id)];
+}
+
+Value Graph::input(const std::string& name) {
+  const int id = add_node(Node{Kind::Input, name, nullptr, {}, {}, 0});
+  inputs_.push_back(id);
+  return Value{id};
+}
+
+Value Graph::layer(const std::string& name, std::shared_ptr<Layer> l, Value x) {
+  TESSERA_CHECK(l != nullptr, "Graph: layer node '" << name << "' has no layer");
+  for (const Node& m : nodes_)
+    TESSERA_CHECK(m.layer != l, "Graph: the layer of node '"
+                                    << name << "' is already node '" << m.name
+                                    << "'; a layer object keeps one forward's state, use two");
+  return Value{add_node(Node{Kind::Layer, name, std::move(l), {x.id}, {}, 0})};
+}
+
+Value Graph::concat(const std::string& name, Value a, Value b) {
+  return Value{add_node(Node{Kind::Concat, name, nullptr, {a.id, b.id}, {}, 0})};
+}
+
+Value Graph::add(const std::string& name, Value a, Value b) {
+  return Value{add_node(Node{Kind::Add, name, nullptr, {a.id, b.id}, {}, 0})};
+}
+
+void Graph::output(Value v) {
+  node(v, "output");
+  outputs_.push_back(v.id);
+}
+
+std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) {
+  TESSERA_CHECK(inputs.size() == inputs_.size(),
+                "Graph::forward: " << inputs_.size() << " inputs expected, got " << inputs.size());
+  TESSERA_CHECK(!outputs_.empty(), "Graph::forward: no outputs marked");
+  const std::size_t n = nodes_.size();
+  values_.assign(n, ShardTensor());
+  value_specs_.assign(n, ShardSpec());
+  grads_.clear();
+  grad_owned_.clear();
+  forwarded_ = false;
+  // Consumers left per value; a value is freed when it reaches zero.
+  std::vector<int> uses(n, 0);
+  for (const Node& nd : nodes_)
+    for (int in : nd.inputs) ++uses[static_cast<std::size_t>(in)];
+  std::vector<bool> keep(n, keep_values_);
+  for (int o : outputs_) keep[static_cast<std::size_t>(o)] = true;
+  for (int i : inputs_) keep[static_cast<std::size_t>(i)] = true;
+  for (std::size_t k = 0; k < inputs_.size(); ++k)
+    values_[static_cast<std::size_t>(inputs_[k])] = inputs[k];
+  mesh_ = inputs.front().mesh();
+
+  for (std::size_t id = 0; id < n; ++id) {
+    Node& nd = nodes_[id];
+    nd.input_specs.clear();
+    for (int in : nd.inputs) nd.input_specs.push_back(values_[static_cast<std::size_t>(in)].spec());
+    ShardTensor out;
+    switch (nd.kind) {
+      case Kind::Input:
+        out = values_[id];
+        break;
+      case Kind::Layer: {
+        out = nd.layer->forward(values_[static_cast<std::size_t>(nd.inputs[0])]);
+        // Every rank sees the same specs, so this check is consistent across ranks.
+        const ShardSpec want = nd.layer->output_spec(nd.input_specs[0]);
+        TESSERA_CHECK(out.spec() == want, "layer node '" << nd.name << "' (" << nd.layer->name()
+                                                         << ") returned " << out.spec().str()
+                                                         << " but its output_spec says "
+                                                         << want.str());
+        break;
+      }
+      case Kind::Concat: {
+        const ShardTensor& a = values_[static_cast<std::size_t>(nd.inputs[0])];
+        const ShardTensor& b = values_[static_cast<std::size_t>(nd.inputs[1])];
+        TESSERA_CHECK(a.dtype() == b.dtype() && a.local().space() == b.local().space(),
+                      "concat '" << nd.name << "': inputs differ in dtype or memory space");
+        ShardSpec spec;
+        try {
+          spec = concat_spec(a.spec(), b.spec());
+        } catch (const Error& e) {
+          throw Error("node '" + nd.name + "': " + e.what());
+        }
+        const auto shape = spec.local_shape(mesh_.coords());
+        const Tensor local = Tensor::empty(shape, a.dtype(), a.local().space());
+        const Index ca = a.global_shape()[1];
+        local.view(channel_box(shape, 0, ca)).copy_from(a.local());
+        local.view(channel_box(shape, ca, shape[1])).copy_from(b.local());
+        nd.split = ca;
+        out = ShardTensor::unchecked(mesh_, spec, local);
+        break;
+      }
+      case Kind::Add: {
+        const ShardTensor& a = values_[static_cast<std::size_t>(nd.inputs[0])];
+        ShardTensor b = values_[static_cast<std::size_t>(nd.inputs[1])];
+        TESSERA_CHECK(a.global_shape() == b.global_shape() && a.dtype() == b.dtype(),
+                      "add '" << nd.name << "': inputs " << a.spec().str() << " ("
+                              << name_of(a.dtype()) << ") and " << b.spec().str() << " ("
+                              << name_of(b.dtype()) << ") differ in shape or dtype");
+        if (b.spec() != a.spec()) b = b.redistribute(a.spec());
+        const Tensor local = a.local().clone();
+        add_into(local, b.local().contiguous());
+        out = ShardTensor::unchecked(mesh_, a.spec(), local);
+        break;
+      }
+    }
+    value_specs_[id] = out.spec();
+    values_[id] = std::move(out);
+    for (int in : nd.inputs) {
+      const auto i = static_cast<std::size_t>(in);
+      if (--uses[i] == 0 && !keep[i]) values_[i] = ShardTensor();
+    }
+  }
+  forwarded_ = true;
+  std::vector<ShardTensor> outs;
+  for (int o : outputs_) outs.push_back(values_[static_cast<std::size_t>(o)]);
+  return outs;
+}
+
+ShardTensor Graph::forward(const ShardTensor& x) {
+  TESSERA_CHECK(inputs_.size() == 1 && outputs_.size() == 1, "Graph::forward(x): the graph has "
+                                                                 << inputs_.size() << " inputs and "
+                                                                 << outputs_.size() << " outputs");
+  return forward(std::vector<ShardTensor>{x}).front();
+}
+
+void Graph::accumulate(int value, ShardTensor g) {
+  const auto v = static_cast<std::size_t>(value);
+  if (!g.local().defined()) return;
+  if (g.spec() != value_specs_[v]) g = g.redistribute(value_specs_[v]);
+  if (!grads_[v].local().defined()) {
+    // The first contribution may share storage with another value's gradient (add's
+    // backward, a layer passing dy through): keep it, copy before adding into it.
+    grad_owned_[v] = !g.local().is_contiguous();
+    grads_[v] =
+        grad_owned_[v] ? ShardTensor::unchecked(mesh_, g.spec(), g.local().clone()) : std::move(g);
+    return;
+  }
+  if (!grad_owned_[v]) {
+    grads_[v] = ShardTensor::unchecked(mesh_, value_specs_[v], grads_[v].local().clone());
+    grad_owned_[v] = true;
+  }
+  add_into(grads_[v].local(), g.local().contiguous());
+}
+
+std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_grads) {
+  TESSERA_CHECK(forwarded_, "Graph::backward: no forward since the graph last changed");
+  TESSERA_CHECK(output_grads.size() == outputs_.size(),
+                "Graph::backward: " << outputs_.size() << " output gradients expected, got "
+                                    << output_grads.size());
+  const std::size_t n = nodes_.size();
+  grads_.assign(n, ShardTensor());
+  grad_owned_.assign(n, false);
+  for (std::size_t k = 0; k < outputs_.size(); ++k) {
+    const ShardTensor& g = output_grads[k];
+    if (!g.local().defined()) continue;
+    const auto o = static_cast<std::size_t>(outputs_[k]);
+    TESSERA_CHECK(g.global_shape() == value_specs_[o].global_shape(),
+                  "Graph::backward: gradient of output "
+                      << k << " has global shape " << shape_str(g.global_shape()) << ", the output "
+                      << shape_str(value_specs_[o].global_shape()));
+    accumulate(outputs_[k], g);
+  }
+  for (std::size_t id = n; id-- > 0;) {
+    Node& nd = nodes_[id];
+    if (nd.kind == Kind::Input) continue;
+    ShardTensor dy = std::move(grads_[id]);
+    grads_[id] = ShardTensor();
+    if (!dy.local().defined()) continue;  // nothing downstream depends on this value
+    switch (nd.kind) {
+      case Kind::Input:
+        break;
+      case Kind::Layer: {
+        accumulate(nd.inputs[0], nd.layer->backward(dy));
+        if (grads_ready_) grads_ready_(nd.layer->parameters());
+        break;
+      }
+      case Kind::Concat: {
+        const auto& shape = dy.local().shape();
+        const Tensor da = dy.local().view(channel_box(shape, 0, nd.split)).clone();
+        const Tensor db = dy.local().view(channel_box(shape, nd.split, shape[1])).clone();
+        accumulate(nd.inputs[0], ShardTensor::unchecked(mesh_, nd.input_specs[0], da));
+        accumulate(nd.inputs[1], ShardTensor::unchecked(mesh_, nd.input_specs[1], db));
+        break;
+      }
+      case Kind::Add: {
+        accumulate(nd.inputs[0], dy);
+        accumulate(nd.inputs[1], dy);  // redistributed to b's spec there if needed
+        break;
+      }
+    }
+  }
+  std::vector<ShardTensor> dx;
+  for (int i : inputs_) {
+    const auto v = static_cast<std::size_t>(i);
+    if (grads_[v].local().defined()) {
+      dx.push_back(grads_[v]);
+    } else {
+      const ShardTensor& x = values_[v];
+      dx.push_back(zeros_like_spec(mesh_, value_specs_[v], x.dtype(), x.local().space()));
+    }
+  }
+  grads_.assign(n, ShardTensor());
+  return dx;
+}
+
+ShardTensor Graph::backward(const ShardTensor& dy) {
+  TESSERA_CHECK(inputs_.size() == 1 && outputs_.size() == 1, "Graph::backward(dy): the graph has "
+                                                                 << inputs_.size() << " inputs and "
+                                                                 << outputs_.size() << " outputs");
+  return backward(std::vector<ShardTensor>{dy}).front();
+}
+
+std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_specs) const {
+  TESSERA_CHECK(input_specs.size() == inputs_.size(),
+                "Graph::output_specs: " << inputs_.size() << " input specs expected, got "
+                                        << input_specs.size());
+  std::vector<ShardSpec> specs(nodes_.size());
+  for (std::size_t k = 0; k < inputs_.size(); ++k)
+    specs[static_cast<std::size_t>(inputs_[k])] = input_specs[k];
+  for (std::size_t id = 0; id < nodes_.size(); ++id) {
+    const Node& nd = nodes_[id];
+    auto in = [&](int k) -> const ShardSpec& {
+      return specs[static_cast<std::size_t>(nd.inputs[static_cast<std::size_t>(k)])];
+    };
+    try {
+      switch (nd.kind) {
+        case Kind::Input:
+          break;
+        case Kind::Layer:
+          specs[id] = nd.layer->output_spec(in(0));
+          break;
+        case Kind::Concat:
+          specs[id] = concat_spec(in(0), in(1));
+          break;
+        case Kind::Add:
+          TESSERA_CHECK(in(0).global_shape() == in(1).global_shape(),
+                        "add of global shapes " << shape_str(in(0).global_shape()) << " and "
+                                                << shape_str(in(1).global_shape()));
+          specs[id] = in(0);
+          break;
+      }
+    } catch (const Error& e) {
+      throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name +
+                  "' cannot take its input: " + e.what());
+    }
+  }
+  std::vector<ShardSpec> outs;
+  for (int o : outputs_) outs.push_back(specs[static_cast<std::size_t>(o)]);
+  return outs;
+}
+
+std::vector<NamedParameter> Graph::parameters() const {
+  std::vector<NamedParameter> out;
+  std::set<std::string> seen;
+  for (const Node& nd : nodes_) {
+    if (nd.kind != Kind::Layer) continue;
+    for (Parameter* p : nd.layer->parameters()) {
+      TESSERA_CHECK(p != nullptr, "Graph: layer '" << nd.name << "' lists a null parameter");
+      std::string name = nd.name + "." + p->name;
+      TESSERA_CHECK(seen.insert(name).second, "Graph: two parameters are named '" << name << "'");
+      out.push_back(NamedParameter{std::move(name), p});
+    }
+  }
+  return out;
+}
+
+Parameter& Graph::parameter(const std::string& name) const {
+  for (const NamedParameter& np : parameters())
+    if (np.name == name) return *np.param;
+  throw Error("Graph: no parameter named '" + name + "'");
+}
+
+void Graph::zero_grad() const {
+  for (const NamedParameter& np : parameters())
+    if (np.param->grad.defined()) np.param->grad.zero();
+}
+
+void Graph::set_reduce_grads(bool on) const {
+  for (const Node& nd : nodes_)
+    if (nd.layer) nd.layer->reduce_grads = on;
+}
+
+const ShardTensor& Graph::value(Value v) const {
+  node(v, "value");
+  const ShardTensor& t = values_[static_cast<std::size_t>(v.id)];
+  TESSERA_CHECK(forwarded_ && t.local().defined(),
+                "Graph::value: value of node '"
+                    << nodes_[static_cast<std::size_t>(v.id)].name
+                    << "' is not kept (run forward; keep_values(true) keeps intermediates)");
+  return t;
+}
+
+const std::string& Graph::node_name(Value v) const {
+  return node(v, "node_name").name;
+}
+
+Graph::Kind Graph::node_kind(Value v) const {
+  return node(v, "node_kind").kind;
+}
+
+}  // namespace tessera

@@ -1,0 +1,116 @@
+#pragma once
+// Graph: a DAG of sharded layers and structural ops (channel concatenation, addition),
+// the shape of a UNet with skip connections. Nodes are added in an order where every
+// input already exists, so the insertion order is a topological order and cycles
+// cannot be built.
+//
+// forward() runs the nodes in that order; each layer saves what its backward needs and
+// the graph frees an intermediate value as soon as its last consumer has run.
+// backward() runs the nodes in reverse and accumulates the gradient of a value that
+// fans out (a skip connection) over all its consumers; parameter gradients are ADDED
+// into Parameter::grad (zero_grad() between steps).
+//
+// Parameter registry: every parameter has a stable name "<node>.<parameter>" (e.g.
+// "enc1.conv.weight"), in node order; checkpoints are keyed by these names.
+#include "runtime/floor.hpp"
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/nn/layer.hpp"
+
+namespace tessera {
+
+// A tensor produced in the graph: the id of the node that produces it.
+struct Value {
+  int id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+struct NamedParameter {
+  std::string name;  // "<node>.<parameter name>"
+  Parameter* param;
+};
+
+class Graph {
+ public:
+  enum class Kind { Input, Layer, Concat, Add };
+
+  // Graph inputs, in the order forward() takes them.
+  Value input(const std::string& name);
+  // A layer node. A layer object may appear in one node only (it keeps the state of
+  // one forward for its backward).
+  Value layer(const std::string& name, std::shared_ptr<Layer> layer, Value x);
+  // Channel concatenation of (N, C, ...) tensors: [a, b] along dim 1. Both must have
+  // the same global shape, placements and shard sizes in every other dim, dim 1
+  // unsharded, the same dtype and memory space. The local shards are concatenated
+  // with no communication; backward splits the gradient.
+  Value concat(const std::string& name, Value a, Value b);
+  // Element-wise a + b (residual). b is redistributed to a's spec if they differ.
+  Value add(const std::string& name, Value a, Value b);
+  // Marks graph outputs, in the order forward() returns them.
+  void output(Value v);
+
+  // Collective over the inputs' mesh. Returns the outputs.
+  std::vector<ShardTensor> forward(const std::vector<ShardTensor>& inputs);
+  ShardTensor forward(const ShardTensor& x);  // one input, one output
+  // Gradients of the outputs (undefined: no gradient from that output) in, gradients
+  // of the inputs out (zeros where none reached an input). Needs a preceding forward.
+  std::vector<ShardTensor> backward(const std::vector<ShardTensor>& output_grads);
+  ShardTensor backward(const ShardTensor& dy);
+
+  // Output specs for input specs, per rank without communication (layers'
+  // output_spec and the structural ops' rules). Throws where an op cannot take a spec.
+  std::vector<ShardSpec> output_specs(const std::vector<ShardSpec>& input_specs) const;
+
+  std::vector<NamedParameter> parameters() const;
+  Parameter& parameter(const std::string& name) const;  // throws naming unknown names
+  void zero_grad() const;
+  // Sets Layer::reduce_grads on every layer (off when a GradSync does the reduction).
+  void set_reduce_grads(bool on) const;
+  // Called during backward with each layer's parameters once its backward has run
+  // (their gradients are final for this step): the hook that starts bucketed
+  // all-reduces while the rest of backward runs.
+  void on_grads_ready(std::function<void(const std::vector<Parameter*>&)> hook) {
+    grads_ready_ = std::move(hook);
+  }
+
+  // Keep every intermediate value after forward (for inspection); off by default.
+  void keep_values(bool on) { keep_values_ = on; }
+  // A value of the last forward: outputs and inputs always, others with keep_values.
+  const ShardTensor& value(Value v) const;
+
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  const std::string& node_name(Value v) const;
+  Kind node_kind(Value v) const;
+
+ private:
+  struct Node {
+    Kind kind;
+    std::string name;
+    std::shared_ptr<Layer> layer;
+    std::vector<int> inputs;
+    // Saved by forward for backward.
+    std::vector<ShardSpec> input_specs;
+    Index split = 0;  // Concat: channels of the first input
+  };
+
+  int add_node(Node n);
+  const Node& node(Value v, const char* what) const;
+  void accumulate(int value, ShardTensor g);
+
+  std::vector<Node> nodes_;
+  std::vector<int> inputs_, outputs_;
+  std::vector<ShardTensor> values_, grads_;
+  std::vector<bool> grad_owned_;  // grads_[i] is a buffer the graph allocated
+  std::vector<ShardSpec> value_specs_;
+  Mesh mesh_;
+  bool forwarded_ = false, keep_values_ = false;
+  std::function<void(const std::vector<Parameter*>&)> grads_ready_;
+};
+
+// The spec of concat(a, b) along dim 1; throws saying what differs.
+ShardSpec concat_spec(const ShardSpec& a, const ShardSpec& b);
+
+}  // namespace tessera

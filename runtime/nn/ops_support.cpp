@@ -1,0 +1,106 @@
+#include "runtime/nn/ops_support.hpp"
+
+#include <algorithm>
+
+#include "runtime/comm/comm_timers.hpp"
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera {
+
+DType kernel_scalar(DType dt, const char* where) {
+  TESSERA_CHECK(dt == DType::f32 || dt == DType::f64,
+                where << ": float32 or float64 tensors only, got " << name_of(dt));
+  return dt == DType::f64 ? DType::f64 : DType::f32;
+}
+
+std::vector<int> axes_sharding_dims(const ShardSpec& spec, const std::vector<int>& dims) {
+  std::vector<int> axes;
+  for (int d = 0; d < spec.ndim(); ++d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) continue;
+    if (spec.placement(d).sharded()) axes.push_back(spec.placement(d).axis);
+  }
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+void allreduce_sum(const Mesh& mesh, const std::vector<int>& axes, double* buf, Index n) {
+  const ScopedCommTimer timer(comm_times().allreduce_s);
+  for (int a : axes) {
+    if (mesh.dim(a) == 1) continue;
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                              mesh.axis_comm(a)));
+  }
+}
+
+namespace {
+template <class T>
+void add_into(const Tensor& host, const std::vector<double>& v) {
+  T* p = host.data<T>();
+  for (std::size_t i = 0; i < v.size(); ++i) p[i] += static_cast<T>(v[i]);
+}
+}  // namespace
+
+void add_param_grad(const Mesh& mesh, const std::vector<int>& axes, bool reduce,
+                    std::vector<double> local, Parameter& p) {
+  TESSERA_CHECK(static_cast<Index>(local.size()) == p.grad.numel(),
+                "add_param_grad: " << local.size() << " values for gradient '" << p.name << "' of "
+                                   << p.grad.numel());
+  if (reduce) allreduce_sum(mesh, axes, local.data(), static_cast<Index>(local.size()));
+  // Parameters are small: the device case adds on a host copy.
+  Tensor host = p.grad.space() == MemSpace::Host ? p.grad : p.grad.to(MemSpace::Host);
+  TESSERA_CHECK(host.is_contiguous(), "add_param_grad: gradient '" << p.name << "' not contiguous");
+  if (host.dtype() == DType::f64)
+    add_into<double>(host, local);
+  else
+    add_into<float>(host, local);
+  if (p.grad.space() != MemSpace::Host) p.grad.copy_from(host);
+}
+
+Parameter make_param(const std::string& name, const std::vector<Index>& shape, double fill,
+                     DType dt, MemSpace space) {
+  Tensor v = Tensor::empty(shape, dt);
+  for (Index i = 0; i < v.numel(); ++i) {
+    if (dt == DType::f64)
+      v.data<double>()[i] = fill;
+    else
+      v.data<float>()[i] = static_cast<float>(fill);
+  }
+  return Parameter{name, v.to(space), Tensor::zeros(shape, dt, space)};
+}
+
+std::vector<double> param_values(const Parameter& p) {
+  const Tensor h = p.value.to(MemSpace::Host).contiguous();
+  std::vector<double> v(static_cast<std::size_t>(h.numel()));
+  for (Index i = 0; i < h.numel(); ++i)
+    v[i] = h.dtype() == DType::f64 ? h.data<double>()[i] : h.data<float>()[i];
+  return v;
+}
+
+void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where) {
+  TESSERA_CHECK(x.local().defined(), where << ": undefined input");
+  TESSERA_CHECK(!x.spec().has_partial(), where << ": input has Partial axes (" << x.spec().str()
+                                               << "); redistribute to Shard or Replicate first");
+  kernel_scalar(x.dtype(), where.c_str());
+  TESSERA_CHECK(x.spec().ndim() >= min_nd && x.spec().ndim() <= max_nd,
+                where << ": input of rank " << x.spec().ndim() << ", expected " << min_nd
+                      << (min_nd == max_nd ? "" : " to " + std::to_string(max_nd))
+                      << " (N, C, spatial...)");
+}
+
+void check_spatial_spec(const ShardSpec& in, int nd, const std::string& where) {
+  TESSERA_CHECK(in.ndim() == nd + 2, where << ": input of rank " << in.ndim() << ", expected "
+                                           << nd + 2 << " (N, C, spatial...)");
+  TESSERA_CHECK(!in.has_partial(), where << ": input has Partial axes (" << in.str() << ")");
+}
+
+void check_output_grad(const ShardTensor& dy, const ShardSpec& out, DType dt, MemSpace space,
+                       const std::string& where) {
+  TESSERA_CHECK(dy.spec() == out, where << ": output gradient laid out as " << dy.spec().str()
+                                        << ", forward produced " << out.str());
+  TESSERA_CHECK(dy.dtype() == dt && dy.local().space() == space,
+                where << ": output gradient is " << name_of(dy.dtype()) << " in "
+                      << name_of(dy.local().space()) << " memory, the input was " << name_of(dt)
+                      << " in " << name_of(space));
+}
+
+}  // namespace tessera

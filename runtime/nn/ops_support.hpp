@@ -1,0 +1,47 @@
+#pragma once
+// Shared pieces of the sharded pooling, upsampling, normalization and pointwise layers:
+// the kernels' element type for a tensor, the mesh axes a spec shards, sums over those
+// axes, and the reduction of replicated parameter gradients.
+#include "runtime/floor.hpp"
+#include <string>
+#include <vector>
+
+#include "decomp/dtype.hpp"
+#include "runtime/nn/layer.hpp"
+
+namespace tessera {
+
+// float32 / float64 as the kernels' DType; anything else throws naming `where`.
+DType kernel_scalar(DType dt, const char* where);
+
+// Mesh axes that shard at least one of `dims`, ascending (sharding_axes(spec) in
+// runtime/window_layout.hpp gives those of every dim).
+std::vector<int> axes_sharding_dims(const ShardSpec& spec, const std::vector<int>& dims);
+
+// In-place sum of n doubles over every rank that differs only in `axes` (one all-reduce
+// per axis, so the result is the same on every rank of the group).
+void allreduce_sum(const Mesh& mesh, const std::vector<int>& axes, double* buf, Index n);
+
+// Adds `local` (host, float64, the rank's contribution) into p.grad, first summed over
+// `axes` unless `reduce` is off. p.grad may live on host or device, f32 or f64.
+void add_param_grad(const Mesh& mesh, const std::vector<int>& axes, bool reduce,
+                    std::vector<double> local, Parameter& p);
+
+// A parameter of `shape` filled with `fill` (grad zero) in dtype and space.
+Parameter make_param(const std::string& name, const std::vector<Index>& shape, double fill,
+                     DType dt, MemSpace space);
+
+// A parameter's values as float64 on the host (for layers that use them in host code).
+std::vector<double> param_values(const Parameter& p);
+
+// Checks a layer input: no Partial axes, float32 or float64, rank in [min_nd, max_nd].
+void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where);
+
+// Checks a layer's input spec: (N, C, nd spatial dims), no Partial axes.
+void check_spatial_spec(const ShardSpec& in, int nd, const std::string& where);
+
+// Checks an output gradient against the forward's output spec and input dtype and space.
+void check_output_grad(const ShardTensor& dy, const ShardSpec& out, DType dt, MemSpace space,
+                       const std::string& where);
+
+}  // namespace tessera

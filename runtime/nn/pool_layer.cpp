@@ -1,0 +1,156 @@
+#include "runtime/nn/pool_layer.hpp"
+
+#include <sstream>
+
+#include "kernels/pool.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/ops_support.hpp"
+#include "runtime/nn/window_layout.hpp"
+
+namespace tessera {
+
+struct Pool::Saved {
+  std::unique_ptr<WindowPlan> plan;  // reused while the input layout stays the same
+  HaloFrame x;  // input with ghosts (max pooling's backward recomputes the argmax from it)
+  kernels::PoolDesc desc;
+  bool have_x = false;
+};
+
+namespace {
+std::vector<Index> fill_default(std::vector<Index> v, const std::vector<Index>& dflt) {
+  return v.empty() ? dflt : v;
+}
+}  // namespace
+
+Pool::Pool(PoolOptions o) : opts_(std::move(o)) {
+  const std::size_t nd = opts_.kernel.size();
+  TESSERA_CHECK(nd >= 1 && nd <= 3, "Pool: kernel must give 1 to 3 spatial dims, got " << nd);
+  opts_.stride = fill_default(opts_.stride, opts_.kernel);
+  opts_.pad_lo = fill_default(opts_.pad_lo, std::vector<Index>(nd, 0));
+  opts_.pad_hi = fill_default(opts_.pad_hi, opts_.pad_lo);
+  TESSERA_CHECK(opts_.stride.size() == nd && opts_.pad_lo.size() == nd && opts_.pad_hi.size() == nd,
+                "Pool: stride, pad_lo and pad_hi need one entry per spatial dim (" << nd << ")");
+  for (std::size_t k = 0; k < nd; ++k) {
+    window(static_cast<int>(k)).validate("Pool");
+    TESSERA_CHECK(opts_.pad_lo[k] < opts_.kernel[k] && opts_.pad_hi[k] < opts_.kernel[k],
+                  "Pool: spatial dim " << k << ": padding " << opts_.pad_lo[k] << "/"
+                                       << opts_.pad_hi[k] << " must be smaller than the kernel "
+                                       << opts_.kernel[k]
+                                       << " (a window of padding only has no value)");
+  }
+}
+
+Pool::~Pool() = default;
+
+WindowDim Pool::window(int k) const {
+  WindowDim w;
+  w.kernel = opts_.kernel.at(k);
+  w.stride = opts_.stride.at(k);
+  w.pad_lo = opts_.pad_lo.at(k);
+  w.pad_hi = opts_.pad_hi.at(k);
+  return w;
+}
+
+std::string Pool::name() const {
+  std::ostringstream os;
+  os << (opts_.kind == PoolOptions::Kind::Max ? "MaxPool" : "AvgPool") << opts_.kernel.size()
+     << "d";
+  return os.str();
+}
+
+ShardSpec Pool::output_spec(const ShardSpec& in) const {
+  const int nd = static_cast<int>(opts_.kernel.size());
+  check_spatial_spec(in, nd, name());
+  std::vector<Index> shape = in.global_shape();
+  for (int k = 0; k < nd; ++k) {
+    const WindowDim w = window(k);
+    const Index L = in.global_shape()[2 + k];
+    const Index out = w.out_extent(L);
+    TESSERA_CHECK(out >= 1, name()
+                                << ": spatial dim " << k << " of extent " << L
+                                << " is smaller than the kernel " << w.kernel << " plus padding");
+    // Every window must hold a real cell (padding has no value to pool).
+    TESSERA_CHECK((out - 1) * w.stride - w.pad_lo < L,
+                  name() << ": spatial dim " << k << ": the last window lies in the padding");
+    shape[2 + k] = out;
+  }
+  std::vector<std::function<Index(Index)>> first(in.ndim());
+  for (int k = 0; k < nd; ++k)
+    first[2 + k] = [w = window(k)](Index c) { return conv_first_output_at(w, c); };
+  return window_output_spec(in, shape, opts_.split, first);
+}
+
+namespace {
+void pool_forward(const kernels::PoolDesc& d, const Tensor& x, const Tensor& y) {
+  if (x.space() == MemSpace::Host)
+    kernels::pool_forward_cpu(d, x.raw(), y.raw());
+  else
+    kernels::pool_forward_cuda(d, x.raw(), y.raw());
+}
+void pool_backward(const kernels::PoolDesc& d, const Tensor& x, const Tensor& dy,
+                   const Tensor& dx) {
+  if (x.space() == MemSpace::Host)
+    kernels::pool_backward_cpu(d, x.raw(), dy.raw(), dx.raw());
+  else
+    kernels::pool_backward_cuda(d, x.raw(), dy.raw(), dx.raw());
+}
+}  // namespace
+
+ShardTensor Pool::forward(const ShardTensor& x) {
+  const int nd = static_cast<int>(opts_.kernel.size());
+  check_layer_input(x, nd + 2, nd + 2, name());
+  if (!saved_ || !saved_->plan->matches(x.mesh(), x.spec())) {
+    std::vector<HaloReach> reach(nd + 2, no_reach());
+    for (int k = 0; k < nd; ++k) reach[2 + k] = window_reach(window(k), false);
+    auto s = std::make_unique<Saved>();
+    s->plan = std::make_unique<WindowPlan>(x.mesh(), x.spec(), output_spec(x.spec()), reach);
+    saved_ = std::move(s);
+  }
+  Saved& s = *saved_;
+  const ShardSpec& out_spec = s.plan->driver_spec;  // the plan's, not re-derived per call
+  s.x = fill_halo(*s.plan, x);
+  s.have_x = true;
+
+  const BlockWindow& bw = s.plan->mine();
+  const Box out_box = out_spec.local_box(x.mesh().coords());
+  Tensor y = Tensor::empty(out_box.shape(), x.dtype(), x.local().space());
+  if (!bw.idle) {
+    const Tensor xw = s.x.window(bw.window);
+    kernels::PoolDesc& d = s.desc;
+    d = kernels::PoolDesc{};
+    d.nd = nd;
+    d.type = kernel_scalar(x.dtype(), "Pool");
+    d.n = xw.shape(0);
+    d.c = xw.shape(1);
+    for (int k = 0; k < nd; ++k) {
+      d.in[k] = xw.shape(2 + k);
+      d.kernel[k] = opts_.kernel[k];
+      d.stride[k] = opts_.stride[k];
+      d.pad_lo[k] = bw.clip_lo[2 + k];  // the domain's padding this rank's windows reach
+      d.pad_hi[k] = bw.clip_hi[2 + k];
+    }
+    for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
+    d.kind = opts_.kind == PoolOptions::Kind::Max ? kernels::PoolKind::Max : kernels::PoolKind::Avg;
+    d.count_include_pad = opts_.count_include_pad;
+    for (int k = 0; k < nd; ++k)
+      TESSERA_CHECK(d.out(k) == out_box.extent(2 + k),
+                    name() << ": internal: local window gives " << d.out(k) << " outputs in dim "
+                           << k << ", the output shard has " << out_box.extent(2 + k));
+    pool_forward(d, xw, y);
+  }
+  return ShardTensor::unchecked(x.mesh(), out_spec, y);
+}
+
+ShardTensor Pool::backward(const ShardTensor& dy) {
+  TESSERA_CHECK(saved_ && saved_->have_x, name() << ": backward before forward");
+  Saved& s = *saved_;
+  check_output_grad(dy, s.plan->driver_spec, s.x.buffer.dtype(), s.x.buffer.space(), name());
+  const HaloFrame dx = zero_frame(*s.plan, dy.dtype(), dy.local().space());
+  const BlockWindow& bw = s.plan->mine();
+  if (!bw.idle)
+    pool_backward(s.desc, s.x.window(bw.window), dy.local().contiguous(), dx.window(bw.window));
+  add_ghosts_to_owners(*s.plan, dx);
+  return owned_shard(*s.plan, dx);
+}
+
+}  // namespace tessera

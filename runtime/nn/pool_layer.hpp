@@ -1,0 +1,52 @@
+#pragma once
+// Pool: sharded max or average pooling over the 1-3 spatial dims of an (N, C, spatial...)
+// ShardTensor. Any kernel, stride and padding (left and right may differ), overlapping
+// windows included. The output is split over the same process grid (balanced, or aligned
+// with the input's cuts); each rank fills a halo sized to the input range its outputs read (widths
+// differ per rank) and pools a window of the padded buffer, applying the domain padding itself (max
+// pooling treats it as -inf), so the result equals single-device pooling. Backward: local pooling
+// adjoint into a zeroed padded buffer, then the adjoint halo exchange adds ghost gradients into
+// their owners.
+#include "runtime/floor.hpp"
+#include <memory>
+#include <vector>
+
+#include "decomp/conv_window.hpp"
+#include "decomp/window_halo.hpp"
+#include "runtime/nn/layer.hpp"
+
+namespace tessera {
+
+struct PoolOptions {
+  enum class Kind { Max, Avg } kind = Kind::Max;
+  std::vector<Index> kernel;      // one per spatial dim (1 to 3)
+  std::vector<Index> stride;      // empty: the kernel (non-overlapping windows)
+  std::vector<Index> pad_lo;      // empty: zero
+  std::vector<Index> pad_hi;      // empty: pad_lo
+  bool count_include_pad = true;  // average pooling: divide by the kernel volume
+  // Output partition: balanced over the input's grid, or aligned with the input's cuts
+  // (the block owning a window's centre computes it), as the conv layers offer.
+  OutputSplit split = OutputSplit::Balanced;
+};
+
+class Pool : public Layer {
+ public:
+  explicit Pool(PoolOptions opts);
+  ~Pool() override;
+
+  ShardSpec output_spec(const ShardSpec& in) const override;
+  ShardTensor forward(const ShardTensor& x) override;
+  ShardTensor backward(const ShardTensor& dy) override;
+  std::string name() const override;
+
+  const PoolOptions& options() const { return opts_; }
+  // The window along spatial dim k (0-based among the spatial dims).
+  WindowDim window(int k) const;
+
+ private:
+  struct Saved;
+  PoolOptions opts_;
+  std::unique_ptr<Saved> saved_;
+};
+
+}  // namespace tessera

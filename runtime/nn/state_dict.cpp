@@ -1,0 +1,70 @@
+#include "runtime/nn/state_dict.hpp"
+
+#include <map>
+#include <set>
+
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/graph.hpp"
+
+namespace tessera {
+
+Tensor host_converted(const Tensor& src, DType dt) {
+  const Tensor h = src.to(MemSpace::Host).contiguous();
+  if (h.dtype() == dt) return h;
+  const bool floats = (h.dtype() == DType::f32 || h.dtype() == DType::f64) &&
+                      (dt == DType::f32 || dt == DType::f64);
+  TESSERA_CHECK(floats, "cannot convert " << name_of(h.dtype()) << " to " << name_of(dt));
+  Tensor out = Tensor::empty(h.shape(), dt);
+  for (Index i = 0; i < h.numel(); ++i) {
+    const double v = h.dtype() == DType::f64 ? h.data<double>()[i] : h.data<float>()[i];
+    if (dt == DType::f64)
+      out.data<double>()[i] = v;
+    else
+      out.data<float>()[i] = static_cast<float>(v);
+  }
+  return out;
+}
+
+std::vector<NamedTensor> parameter_state(const Graph& g) {
+  std::vector<NamedTensor> out;
+  for (const NamedParameter& np : g.parameters())
+    out.push_back({np.name, np.param->value.to(MemSpace::Host)});
+  return out;
+}
+
+void load_parameter_state(const Graph& g, const std::vector<NamedTensor>& state, bool strict) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const NamedTensor& t : state) {
+    TESSERA_CHECK(by_name.emplace(t.name, &t.tensor).second,
+                  "parameter state: entry '" << t.name << "' appears twice");
+  }
+  const auto params = g.parameters();
+  std::set<std::string> known;
+  std::vector<Tensor> converted;
+  // Check everything before changing anything, so a bad state leaves the graph as it was.
+  for (const NamedParameter& np : params) {
+    known.insert(np.name);
+    const auto it = by_name.find(np.name);
+    TESSERA_CHECK(it != by_name.end(),
+                  "parameter state: no entry for parameter '" << np.name << "'");
+    TESSERA_CHECK(it->second->shape() == np.param->value.shape(),
+                  "parameter state: '" << np.name << "' has shape "
+                                       << shape_str(it->second->shape()) << ", the parameter "
+                                       << shape_str(np.param->value.shape()));
+    try {
+      converted.push_back(host_converted(*it->second, np.param->value.dtype()));
+    } catch (const Error& e) {
+      throw Error("parameter state: '" + np.name + "': " + e.what());
+    }
+  }
+  if (strict)
+    for (const NamedTensor& t : state)
+      TESSERA_CHECK(known.count(t.name),
+                    "parameter state: entry '" << t.name << "' is not a parameter of this model");
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const Tensor& v = params[k].param->value;
+    v.copy_from(converted[k].to(v.space()));
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,45 @@
+#pragma once
+// Upsample: sharded nearest or (bi/tri)linear upsampling by an integer factor per spatial
+// dim of an (N, C, spatial...) ShardTensor (PyTorch semantics, align_corners=false). The
+// output is split over the same process grid (balanced, or aligned with the input's
+// cuts); each rank fills a halo
+// sized to the input cells its output block reads (kernels::upsample_input_range), and
+// the kernel evaluates the output block in global coordinates, so shard edges and the
+// global edge (where linear clamps) are exact. Backward: the kernel's adjoint into a
+// zeroed padded buffer, then the adjoint halo exchange.
+#include "runtime/floor.hpp"
+#include <memory>
+#include <vector>
+
+#include "decomp/window_halo.hpp"
+#include "runtime/nn/layer.hpp"
+
+namespace tessera {
+
+struct UpsampleOptions {
+  enum class Mode { Nearest, Linear } mode = Mode::Nearest;
+  std::vector<Index> scale;  // one integer factor >= 1 per spatial dim (1 to 3)
+  // Output partition: balanced over the input's grid, or aligned (output block = scale
+  // times the input block: nearest needs no halo, linear one cell per side).
+  OutputSplit split = OutputSplit::Balanced;
+};
+
+class Upsample : public Layer {
+ public:
+  explicit Upsample(UpsampleOptions opts);
+  ~Upsample() override;
+
+  ShardSpec output_spec(const ShardSpec& in) const override;
+  ShardTensor forward(const ShardTensor& x) override;
+  ShardTensor backward(const ShardTensor& dy) override;
+  std::string name() const override;
+
+  const UpsampleOptions& options() const { return opts_; }
+
+ private:
+  struct Saved;
+  UpsampleOptions opts_;
+  std::unique_ptr<Saved> saved_;
+};
+
+}  // namespace tessera

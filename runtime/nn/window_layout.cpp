@@ -1,0 +1,116 @@
+#include "runtime/nn/window_layout.hpp"
+
+#include <mpi.h>
+
+#include "runtime/comm/comm_timers.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/tensor/mesh.hpp"
+
+namespace tessera {
+
+ShardSpec window_output_spec(const ShardSpec& in, const std::vector<Index>& out_shape,
+                             OutputSplit split,
+                             const std::vector<std::function<Index(Index)>>& first_output_at) {
+  const int nd = in.ndim();
+  TESSERA_CHECK(
+      static_cast<int>(out_shape.size()) == nd && static_cast<int>(first_output_at.size()) == nd,
+      "window_output_spec: input has " << nd << " dims, output shape " << shape_str(out_shape));
+  std::vector<std::vector<Index>> sizes(nd);
+  for (int d = 0; d < nd; ++d) {
+    if (!in.placement(d).sharded()) continue;
+    if (!first_output_at[d]) {
+      TESSERA_CHECK(out_shape[d] == in.global_shape()[d],
+                    "window_output_spec: dim " << d << " has no window but changes extent");
+      sizes[d] = in.sizes(d);
+    } else {
+      sizes[d] = split_output(in.partition(), d, out_shape[d], split, first_output_at[d]);
+    }
+  }
+  return ShardSpec(out_shape, in.placements(), in.mesh_dims(), in.partial_axes(), sizes);
+}
+
+std::vector<int> sharding_axes(const ShardSpec& spec) {
+  std::vector<int> axes;
+  for (int d = 0; d < spec.ndim(); ++d)
+    if (spec.placement(d).sharded()) axes.push_back(spec.placement(d).axis);
+  return axes;
+}
+
+void sum_over_axes(const Mesh& mesh, const std::vector<int>& axes, const Tensor& t) {
+  bool any = false;
+  for (int a : axes) any = any || mesh.dim(a) > 1;
+  if (!any || t.numel() == 0) return;
+  TESSERA_CHECK(t.is_contiguous(), "sum_over_axes: needs a contiguous tensor");
+  TESSERA_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64,
+                "sum_over_axes: float32 or float64 only, got " << name_of(t.dtype()));
+  const ScopedCommTimer timer(comm_times().allreduce_s);
+  const MPI_Datatype type = t.dtype() == DType::f64 ? MPI_DOUBLE : MPI_FLOAT;
+  const Tensor host = t.space() == MemSpace::Host ? t : t.to(MemSpace::Host);
+  // A sum over several axes is the sum over each in turn.
+  for (int a : axes) {
+    if (mesh.dim(a) == 1) continue;
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, host.raw(), static_cast<int>(host.numel()), type,
+                              MPI_SUM, mesh.axis_comm(a)));
+  }
+  if (t.space() != MemSpace::Host) t.copy_from(host);
+}
+
+WindowPlan::WindowPlan(const Mesh& m, const ShardSpec& haloed, const ShardSpec& driver,
+                       const std::vector<HaloReach>& reach)
+    : mesh(m),
+      haloed_spec(haloed),
+      driver_spec(driver),
+      geometry(haloed.partition(), driver.partition(), reach),
+      block(block_of(m, haloed)) {
+  if (geometry.any_ghosts()) {
+    HaloOptions o;
+    o.periodic = geometry.periodic();
+    exchange = std::make_unique<HaloExchange>(mesh, haloed_spec, geometry.widths(), o);
+  }
+}
+
+Tensor HaloFrame::window(const Box& g) const {
+  std::vector<Index> neg(g.ndim);
+  for (int d = 0; d < g.ndim; ++d) neg[d] = -box.lo[d];
+  return buffer.view(shift(g, neg));
+}
+
+HaloFrame fill_halo(const WindowPlan& plan, const ShardTensor& t) {
+  HaloFrame f;
+  if (!plan.exchange) {
+    f.buffer = t.local();
+    f.box = t.local_box();
+    return f;
+  }
+  f.halo = HaloTensor::from_shard(t, plan.geometry.widths());
+  plan.exchange->exchange(f.halo);
+  f.buffer = f.halo.padded();
+  f.box = f.halo.padded_box();
+  return f;
+}
+
+HaloFrame zero_frame(const WindowPlan& plan, DType dtype, MemSpace space, const Box* written) {
+  HaloFrame f;
+  if (!plan.exchange) {
+    f.box = plan.haloed_spec.local_box(plan.mesh.coords());
+    const bool covered = written && written->contains(f.box);
+    f.buffer = covered ? Tensor::empty(f.box.shape(), dtype, space)
+                       : Tensor::zeros(f.box.shape(), dtype, space);
+    return f;
+  }
+  f.halo = HaloTensor(plan.mesh, plan.haloed_spec, plan.geometry.widths(), dtype, space);
+  f.buffer = f.halo.padded();
+  f.box = f.halo.padded_box();
+  return f;
+}
+
+void add_ghosts_to_owners(const WindowPlan& plan, const HaloFrame& f) {
+  if (plan.exchange) plan.exchange->exchange_adjoint(f.halo);
+}
+
+ShardTensor owned_shard(const WindowPlan& plan, const HaloFrame& f) {
+  if (plan.exchange) return f.halo.to_shard();
+  return ShardTensor::unchecked(plan.mesh, plan.haloed_spec, f.buffer);
+}
+
+}  // namespace tessera

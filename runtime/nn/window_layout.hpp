@@ -1,0 +1,69 @@
+#pragma once
+// Runtime side of sliding-window layers (conv, transposed conv, pooling, upsampling): the
+// output ShardSpec derived from the input's on every rank without communication, the
+// halo'd buffer a local kernel reads or writes, and parameter-gradient sums over the mesh
+// axes that shard the input.
+#include "runtime/floor.hpp"
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "decomp/window_halo.hpp"
+#include "runtime/comm/halo_exchange.hpp"
+#include "runtime/tensor/shard_tensor.hpp"
+
+namespace tessera {
+
+// The spec of a layer output of global shape out_shape: the input's placements, and along
+// each sharded dim the sizes split_output gives (first_output_at[d] may be empty where the
+// output keeps the input's extent and sizes, as batch dims do).
+ShardSpec window_output_spec(const ShardSpec& in, const std::vector<Index>& out_shape,
+                             OutputSplit split,
+                             const std::vector<std::function<Index(Index)>>& first_output_at);
+
+// The mesh axes that shard some dim of spec (its parameters' gradients are summed over them).
+std::vector<int> sharding_axes(const ShardSpec& spec);
+// In place: t := sum of t over the ranks that differ in `axes` (host or device tensor;
+// device values travel through host memory). Collective over those axes.
+void sum_over_axes(const Mesh& mesh, const std::vector<int>& axes, const Tensor& t);
+
+// The halo plan of one layer for one input spec: the window geometry of every block, this
+// rank's block, and the exchange (absent when no block has ghosts). Collective to build.
+struct WindowPlan {
+  Mesh mesh;
+  ShardSpec haloed_spec, driver_spec;  // the tensor carrying the halo, and the other one
+  WindowHalo geometry;
+  int block = 0;  // this rank's block id
+  std::unique_ptr<HaloExchange> exchange;
+
+  WindowPlan(const Mesh& mesh, const ShardSpec& haloed, const ShardSpec& driver,
+             const std::vector<HaloReach>& reach);
+  const BlockWindow& mine() const { return geometry.block(block); }
+  bool matches(const Mesh& m, const ShardSpec& haloed) const {
+    return m.comm() == mesh.comm() && haloed == haloed_spec;
+  }
+};
+
+// A local buffer covering a global box of the haloed tensor: the padded buffer of a
+// HaloTensor (when the plan exchanges) or a plain shard.
+struct HaloFrame {
+  HaloTensor halo;                         // set when the plan exchanges
+  Tensor buffer;                           // the padded buffer, or the shard itself
+  Box box;                                 // global box buffer covers
+  Tensor window(const Box& global) const;  // a strided view of a global box inside buffer
+  Tensor owned(const Box& global_owned) const { return window(global_owned); }
+};
+
+// The shard with its ghosts filled (forward exchange); no copy when no block has ghosts.
+HaloFrame fill_halo(const WindowPlan& plan, const ShardTensor& t);
+// A zeroed frame for accumulating into (the adjoint direction), of the haloed spec. Left
+// unzeroed when no block has ghosts and `written` (global) covers this rank's shard, as a
+// kernel that overwrites its window then fills it entirely.
+HaloFrame zero_frame(const WindowPlan& plan, DType dtype, MemSpace space,
+                     const Box* written = nullptr);
+// Adds ghost values into their owners (adjoint exchange); no-op without ghosts.
+void add_ghosts_to_owners(const WindowPlan& plan, const HaloFrame& f);
+// The frame's owned cells as a ShardTensor of the haloed spec.
+ShardTensor owned_shard(const WindowPlan& plan, const HaloFrame& f);
+
+}  // namespace tessera

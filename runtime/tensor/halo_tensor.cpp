@@ -1,0 +1,60 @@
+#include "runtime/tensor/halo_tensor.hpp"
+
+#include "runtime/tensor/mesh.hpp"
+
+namespace tessera {
+
+int block_of(const Mesh& mesh, const ShardSpec& spec) {
+  const auto& c = mesh.coords();
+  std::vector<int> bc(spec.ndim(), 0);
+  for (int d = 0; d < spec.ndim(); ++d)
+    if (spec.placement(d).sharded()) bc[d] = c[spec.placement(d).axis];
+  return spec.partition().id_of(bc);
+}
+
+HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const std::vector<Index>& left,
+                       const std::vector<Index>& right, DType dtype, MemSpace space)
+    : HaloTensor(mesh, spec, HaloWidths(left, right), dtype, space) {}
+
+HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
+                       DType dtype, MemSpace space)
+    : mesh_(mesh), spec_(spec), widths_(widths) {
+  TESSERA_CHECK(!spec.has_partial(), "HaloTensor: resolve Partial axes before a halo exchange");
+  widths.validate(spec.ndim(), spec.partition().num_blocks());  // the geometry's own checks
+  const int block = block_of(mesh, spec);
+  left_ = widths.left(block);
+  right_ = widths.right(block);
+  interior_ = spec.local_box(mesh.coords());
+  // As in the halo geometry, an empty shard still has ghosts around its position.
+  padded_box_ = grow(interior_, left_, right_);
+  padded_ = Tensor::zeros(padded_box_.shape(), dtype, space);
+}
+
+HaloTensor HaloTensor::from_shard(const ShardTensor& t, const HaloWidths& widths) {
+  HaloTensor h(t.mesh(), t.spec(), widths, t.dtype(), t.local().space());
+  h.interior().copy_from(t.local());
+  return h;
+}
+
+HaloTensor HaloTensor::from_shard(const ShardTensor& t, const std::vector<Index>& left,
+                                  const std::vector<Index>& right) {
+  HaloTensor h(t.mesh(), t.spec(), left, right, t.dtype(), t.local().space());
+  h.interior().copy_from(t.local());
+  return h;
+}
+
+Tensor HaloTensor::view_global(const Box& g) const {
+  std::vector<Index> neg(g.ndim);
+  for (int d = 0; d < g.ndim; ++d) neg[d] = -padded_box_.lo[d];
+  return padded_.view(shift(g, neg));
+}
+
+Tensor HaloTensor::interior() const {
+  return view_global(interior_);
+}
+
+ShardTensor HaloTensor::to_shard() const {
+  return ShardTensor::unchecked(mesh_, spec_, interior().clone());
+}
+
+}  // namespace tessera

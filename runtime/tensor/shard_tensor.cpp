@@ -1,0 +1,224 @@
+#include "runtime/tensor/shard_tensor.hpp"
+
+#include <algorithm>
+
+#include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/mpi_datatype.hpp"
+
+namespace tessera {
+
+ShardTensor ShardTensor::unchecked(const Mesh& mesh, const ShardSpec& spec, const Tensor& local) {
+  ShardTensor t;
+  t.mesh_ = mesh;
+  t.spec_ = spec;
+  t.local_ = local.contiguous();
+  return t;
+}
+
+ShardTensor::ShardTensor(const Mesh& mesh, const ShardSpec& spec, const Tensor& local) {
+  std::string why;
+  if (spec.mesh_dims() != mesh.dims())
+    why = "spec is for another mesh shape than " + mesh.str();
+  else if (local.shape() != spec.local_shape(mesh.coords()))
+    why = "local tensor " + shape_str(local.shape()) + " but spec " + spec.str() + " gives " +
+          shape_str(spec.local_shape(mesh.coords()));
+  collective_check(mesh.comm(), why.empty(), "ShardTensor: " + why);
+  *this = unchecked(mesh, spec, local);
+}
+
+ShardTensor ShardTensor::from_local(const Mesh& mesh, const Tensor& local,
+                                    const std::vector<Placement>& dims,
+                                    const std::vector<int>& partial_axes,
+                                    const std::vector<std::vector<Index>>& sizes) {
+  if (!sizes.empty()) {
+    // Sizes given: the global shape follows without communication.
+    std::vector<Index> global = local.shape();
+    for (std::size_t d = 0; d < dims.size() && d < global.size(); ++d)
+      if (dims[d].sharded() && d < sizes.size() && !sizes[d].empty()) {
+        global[d] = 0;
+        for (Index s : sizes[d]) global[d] += s;
+      }
+    std::string why;
+    ShardSpec spec;
+    try {
+      spec = ShardSpec(global, dims, mesh, partial_axes, sizes);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    collective_check(mesh.comm(), why.empty(), "ShardTensor::from_local: " + why);
+    return ShardTensor(mesh, spec, local);
+  }
+  // One allgather of (ndim, dtype, shape) from every rank; every rank then derives the
+  // same sizes and the same verdict, so the checks below are collective by construction.
+  constexpr int kRec = 2 + kMaxDims;
+  std::vector<Index> mine(kRec, 0), all(static_cast<std::size_t>(kRec) * mesh.size());
+  mine[0] = local.ndim();
+  mine[1] = static_cast<Index>(local.dtype());
+  for (int d = 0; d < local.ndim(); ++d) mine[2 + d] = local.shape()[d];
+  TESSERA_MPI(
+      MPI_Allgather(mine.data(), kRec, MPI_INT64_T, all.data(), kRec, MPI_INT64_T, mesh.comm()));
+  auto rec = [&](int r) { return all.data() + static_cast<std::size_t>(r) * kRec; };
+  const int nd = static_cast<int>(rec(0)[0]);
+  for (int r = 0; r < mesh.size(); ++r) {
+    TESSERA_CHECK(rec(r)[0] == nd, "ShardTensor::from_local: rank " << r << " has a tensor of rank "
+                                                                    << rec(r)[0] << ", rank 0 of "
+                                                                    << nd);
+    TESSERA_CHECK(rec(r)[1] == rec(0)[1],
+                  "ShardTensor::from_local: rank "
+                      << r << " has dtype " << name_of(static_cast<DType>(rec(r)[1])) << ", rank 0 "
+                      << name_of(static_cast<DType>(rec(0)[1])));
+  }
+  TESSERA_CHECK(
+      static_cast<int>(dims.size()) == nd,
+      "ShardTensor::from_local: " << dims.size() << " placements for rank-" << nd << " tensors");
+  std::vector<std::vector<Index>> inferred(nd);
+  std::vector<Index> global(nd);
+  for (int d = 0; d < nd; ++d) {
+    const int a = dims[d].axis;
+    TESSERA_CHECK(a < mesh.ndim(), "ShardTensor::from_local: mesh axis " << a << " out of range");
+    if (a >= 0) inferred[d].assign(mesh.dim(a), -1);
+    for (int r = 0; r < mesh.size(); ++r) {
+      const Index e = rec(r)[2 + d];
+      Index& slot = a >= 0 ? inferred[d][mesh.coords_of(r)[a]] : global[d];
+      if (r == 0 || (a >= 0 && slot < 0)) {
+        slot = e;
+      } else {
+        TESSERA_CHECK(slot == e, "ShardTensor::from_local: dim " << d << " has extent " << e
+                                                                 << " on rank " << r
+                                                                 << ", other ranks with the same "
+                                                                    "coordinate have "
+                                                                 << slot);
+      }
+    }
+    if (a >= 0) {
+      global[d] = 0;
+      for (Index s : inferred[d]) global[d] += s;
+    }
+  }
+  ShardSpec spec(global, dims, mesh, partial_axes, inferred);
+  return unchecked(mesh, spec, local);
+}
+
+namespace {
+// The rank (in mesh.comm()) that owns `spec`'s piece for each rank's box without
+// duplicates: coordinate 0 on every axis that shards nothing.
+bool is_canonical_holder(const ShardSpec& spec, const std::vector<int>& coords) {
+  for (std::size_t a = 0; a < coords.size(); ++a)
+    if (spec.dim_on_axis(static_cast<int>(a)) < 0 && coords[a] != 0) return false;
+  return true;
+}
+
+Tensor host_copy(const Tensor& t) {
+  return t.space() == MemSpace::Host ? t.contiguous() : t.to(MemSpace::Host);
+}
+}  // namespace
+
+ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full,
+                                 const std::vector<Placement>& dims, int root) {
+  // Non-roots learn the global shape from root first.
+  constexpr int kRec = 2 + kMaxDims;
+  std::vector<Index> hdr(kRec, 0);
+  if (mesh.rank() == root) {
+    hdr[0] = full.ndim();
+    for (int d = 0; d < full.ndim(); ++d) hdr[2 + d] = full.shape()[d];
+  }
+  TESSERA_MPI(MPI_Bcast(hdr.data(), kRec, MPI_INT64_T, root, mesh.comm()));
+  std::vector<Index> shape(hdr.begin() + 2, hdr.begin() + 2 + hdr[0]);
+  std::string why;
+  ShardSpec spec;
+  try {
+    spec = ShardSpec(shape, dims, mesh);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  collective_check(mesh.comm(), why.empty(), "ShardTensor::scatter: " + why);
+  return scatter(mesh, full, spec, root);
+}
+
+ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full, const ShardSpec& spec,
+                                 int root) {
+  const int me = mesh.rank(), P = mesh.size();
+  TESSERA_CHECK(root >= 0 && root < P, "ShardTensor::scatter: root " << root << " not in mesh");
+  // Root's dtype travels; root's shape must match the spec (checked on all ranks).
+  std::int64_t hdr[2] = {0, 0};
+  std::string why;
+  if (me == root) {
+    hdr[0] = static_cast<std::int64_t>(full.dtype());
+    if (!full.defined())
+      why = "root passed an undefined tensor";
+    else if (full.shape() != spec.global_shape())
+      why = "root's tensor " + shape_str(full.shape()) + " does not match spec " + spec.str();
+  }
+  collective_check(mesh.comm(), why.empty(), "ShardTensor::scatter: " + why);
+  TESSERA_CHECK(!spec.has_partial(), "ShardTensor::scatter: cannot scatter into a Partial spec");
+  TESSERA_MPI(MPI_Bcast(hdr, 2, MPI_INT64_T, root, mesh.comm()));
+  const DType dt = static_cast<DType>(hdr[0]);
+  const std::size_t es = size_of(dt);
+
+  const Tensor src = me == root ? host_copy(full) : Tensor();
+  Tensor local = Tensor::empty(spec.local_shape(mesh.coords()), dt, MemSpace::Host);
+  std::vector<MpiType> stypes, rtypes;
+  std::vector<MPI_Datatype> st(P, MPI_BYTE), rt(P, MPI_BYTE);
+  std::vector<int> sc(P, 0), rc(P, 0), zd(P, 0);
+  if (me == root) {
+    for (int q = 0; q < P; ++q) {
+      const Box b = spec.local_box(mesh.coords_of(q));
+      if (b.empty()) continue;
+      stypes.push_back(subarray_type(full.shape(), b, es));
+      st[q] = stypes.back().get();
+      sc[q] = 1;
+    }
+  }
+  if (local.numel() > 0) {
+    rtypes.push_back(subarray_type(local.shape(), Box::from_shape(local.shape()), es));
+    rt[root] = rtypes.back().get();
+    rc[root] = 1;
+  }
+  TESSERA_MPI(MPI_Alltoallw(src.raw(), sc.data(), zd.data(), st.data(), local.raw(), rc.data(),
+                            zd.data(), rt.data(), mesh.comm()));
+  if (full.defined() && full.space() == MemSpace::Cuda) local = local.to(MemSpace::Cuda);
+  return unchecked(mesh, spec, local);
+}
+
+Tensor ShardTensor::gather(int root) const {
+  if (spec_.has_partial()) return redistribute(spec_.with_partial({})).gather(root);
+  const int me = mesh_.rank(), P = mesh_.size();
+  TESSERA_CHECK(root >= 0 && root < P, "ShardTensor::gather: root " << root << " not in mesh");
+  const std::size_t es = local_.elem_size();
+  const Tensor src = host_copy(local_);
+  Tensor full =
+      me == root ? Tensor::empty(spec_.global_shape(), dtype(), MemSpace::Host) : Tensor();
+  std::vector<MpiType> types;
+  std::vector<MPI_Datatype> st(P, MPI_BYTE), rt(P, MPI_BYTE);
+  std::vector<int> sc(P, 0), rc(P, 0), zd(P, 0);
+  if (is_canonical_holder(spec_, mesh_.coords()) && src.numel() > 0) {
+    types.push_back(subarray_type(src.shape(), Box::from_shape(src.shape()), es));
+    st[root] = types.back().get();
+    sc[root] = 1;
+  }
+  if (me == root) {
+    for (int p = 0; p < P; ++p) {
+      const auto c = mesh_.coords_of(p);
+      const Box b = spec_.local_box(c);
+      if (!is_canonical_holder(spec_, c) || b.empty()) continue;
+      types.push_back(subarray_type(spec_.global_shape(), b, es));
+      rt[p] = types.back().get();
+      rc[p] = 1;
+    }
+  }
+  TESSERA_MPI(MPI_Alltoallw(src.raw(), sc.data(), zd.data(), st.data(), full.raw(), rc.data(),
+                            zd.data(), rt.data(), mesh_.comm()));
+  if (me == root && local_.space() == MemSpace::Cuda) return full.to(MemSpace::Cuda);
+  return full;
+}
+
+Tensor ShardTensor::gather_all() const {
+  return redistribute(ShardSpec::replicated(global_shape(), mesh_)).local();
+}
+
+ShardTensor ShardTensor::redistribute(const std::vector<Placement>& dims,
+                                      const std::vector<int>& partial_axes, RedistMethod m) const {
+  return redistribute(ShardSpec(global_shape(), dims, mesh_, partial_axes), m);
+}
+
+}  // namespace tessera

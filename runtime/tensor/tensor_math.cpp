@@ -1,0 +1,71 @@
+#include "runtime/tensor/tensor_math.hpp"
+
+#include "kernels/elementwise.hpp"
+
+namespace tessera {
+namespace {
+
+DType scalar_of(const Tensor& t, const char* where) {
+  TESSERA_CHECK(t.defined(), where << ": tensor is undefined");
+  TESSERA_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64,
+                where << ": needs float32 or float64, got " << name_of(t.dtype()));
+  TESSERA_CHECK(t.is_contiguous(), where << ": needs a contiguous tensor");
+  return t.dtype() == DType::f64 ? DType::f64 : DType::f32;
+}
+
+void check_like(const Tensor& a, const Tensor& b, const char* where) {
+  TESSERA_CHECK(a.shape() == b.shape(), where << ": shapes " << shape_str(a.shape()) << " and "
+                                              << shape_str(b.shape()) << " differ");
+  TESSERA_CHECK(a.dtype() == b.dtype(), where << ": dtypes " << name_of(a.dtype()) << " and "
+                                              << name_of(b.dtype()) << " differ");
+  TESSERA_CHECK(a.space() == b.space(), where << ": tensors in " << name_of(a.space()) << " and "
+                                              << name_of(b.space()) << " memory");
+}
+
+}  // namespace
+
+void add_into(const Tensor& y, const Tensor& x, double alpha) {
+  const auto s = scalar_of(y, "add_into");
+  scalar_of(x, "add_into");
+  check_like(y, x, "add_into");
+  if (y.space() == MemSpace::Host)
+    kernels::axpy_host(s, y.numel(), alpha, x.raw(), y.raw());
+  else
+    kernels::axpy_cuda(s, y.numel(), alpha, x.raw(), y.raw());
+}
+
+void scale_inplace(const Tensor& y, double alpha) {
+  const auto s = scalar_of(y, "scale_inplace");
+  if (y.space() == MemSpace::Host)
+    kernels::scale_host(s, y.numel(), alpha, y.raw());
+  else
+    kernels::scale_cuda(s, y.numel(), alpha, y.raw());
+}
+
+void scaled_diff(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
+  const auto s = scalar_of(out, "scaled_diff");
+  scalar_of(a, "scaled_diff");
+  scalar_of(b, "scaled_diff");
+  check_like(out, a, "scaled_diff");
+  check_like(a, b, "scaled_diff");
+  if (out.space() == MemSpace::Host)
+    kernels::scaled_diff_host(s, out.numel(), alpha, a.raw(), b.raw(), out.raw());
+  else
+    kernels::scaled_diff_cuda(s, out.numel(), alpha, a.raw(), b.raw(), out.raw());
+}
+
+double sum_squares(const Tensor& x) {
+  const auto s = scalar_of(x, "sum_squares");
+  return x.space() == MemSpace::Host ? kernels::sum_squares_host(s, x.numel(), x.raw())
+                                     : kernels::sum_squares_cuda(s, x.numel(), x.raw());
+}
+
+double sum_sq_diff(const Tensor& a, const Tensor& b) {
+  const auto s = scalar_of(a, "sum_sq_diff");
+  scalar_of(b, "sum_sq_diff");
+  check_like(a, b, "sum_sq_diff");
+  return a.space() == MemSpace::Host ? kernels::sum_sq_diff_host(s, a.numel(), a.raw(), b.raw())
+                                     : kernels::sum_sq_diff_cuda(s, a.numel(), a.raw(), b.raw());
+}
+
+}  // namespace tessera

@@ -1,0 +1,19 @@
+#pragma once
+// Element-wise arithmetic on whole tensors (host or CUDA memory, float32/float64,
+// contiguous): the glue the training runtime needs between layers. Reductions return
+// double, accumulated in double in a fixed order.
+#include "runtime/floor.hpp"
+#include "runtime/tensor/tensor.hpp"
+
+namespace tessera {
+
+// y += alpha * x (same shape, dtype and memory space).
+void add_into(const Tensor& y, const Tensor& x, double alpha = 1.0);
+// y *= alpha
+void scale_inplace(const Tensor& y, double alpha);
+// out = alpha * (a - b)
+void scaled_diff(const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
+double sum_squares(const Tensor& x);
+double sum_sq_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace tessera

@@ -1,0 +1,124 @@
+#include "runtime/train/loss.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/tensor/tensor_math.hpp"
+
+namespace tessera {
+namespace {
+
+// The target in the prediction's spec (redistributed if it is sharded otherwise).
+ShardTensor matched_target(const ShardTensor& pred, const ShardTensor& target) {
+  TESSERA_CHECK(pred.global_shape() == target.global_shape(),
+                "loss: prediction " << shape_str(pred.global_shape()) << " and target "
+                                    << shape_str(target.global_shape())
+                                    << " differ in global shape");
+  TESSERA_CHECK(pred.dtype() == target.dtype() && pred.local().space() == target.local().space(),
+                "loss: prediction and target differ in dtype or memory space");
+  TESSERA_CHECK(!pred.spec().has_partial(),
+                "loss: prediction " << pred.spec().str() << " is partial; reduce it first");
+  TESSERA_CHECK(pred.spec().ndim() >= 1, "loss: needs a tensor of rank >= 1");
+  return target.spec() == pred.spec() ? target : target.redistribute(pred.spec());
+}
+
+// Ranks of the group holding the same cells: the product of group axes that shard no dim.
+double replicas(const Mesh& mesh, const ShardSpec& spec, const std::vector<int>& axes) {
+  double r = 1;
+  for (int a : axes)
+    if (spec.dim_on_axis(a) < 0) r *= mesh.dim(a);
+  return r;
+}
+
+// The contiguous 1-D window [j * seg, (j + 1) * seg) of a contiguous tensor.
+Tensor segment(const Tensor& t, Index j, Index seg) {
+  return t.reshape({t.numel()}).view(Box({j * seg}, {(j + 1) * seg}));
+}
+
+}  // namespace
+
+const AxesComm& Loss::comm_for(const Mesh& mesh) {
+  auto it = comms_.find(mesh.comm());
+  if (it == comms_.end()) {
+    std::vector<int> axes = opts_.axes;
+    if (axes.empty())
+      for (int a = 0; a < mesh.ndim(); ++a) axes.push_back(a);
+    it = comms_.emplace(mesh.comm(), AxesComm(mesh, axes)).first;
+  }
+  return it->second;
+}
+
+LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, bool want_grad) {
+  const ShardTensor target_here = matched_target(pred, target);
+  const Mesh& mesh = pred.mesh();
+  const AxesComm& group = comm_for(mesh);
+  const double rep = replicas(mesh, pred.spec(), group.axes());
+  const Tensor p = pred.local().contiguous(), y = target_here.local().contiguous();
+  LossResult r;
+  Tensor g;
+  if (want_grad) g = Tensor::empty(p.shape(), p.dtype(), p.space());
+
+  if (kind_ == LossKind::Mse) {
+    double sums[2] = {sum_sq_diff(p, y), static_cast<double>(p.numel())};
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, group.comm()));
+    collective_check(mesh.comm(), sums[1] > 0, "MSE loss of an empty tensor");
+    r.value = sums[0] / sums[1];
+    if (want_grad) scaled_diff(g, p, y, 2.0 * rep / sums[1]);
+  } else {
+    const Index n = pred.global_shape()[0];
+    const Box box = pred.local_box();
+    const Index lo = box.lo[0], nloc = box.extent(0);
+    const Index seg = nloc > 0 ? p.numel() / nloc : 0;
+    // Per global sample: sum (p - y)^2, sum y^2, ranks holding a piece of it.
+    std::vector<double> sums(static_cast<std::size_t>(3 * n), 0.0);
+    for (Index j = 0; j < nloc; ++j) {
+      const auto i = static_cast<std::size_t>(lo + j);
+      sums[3 * i] = sum_sq_diff(segment(p, j, seg), segment(y, j, seg));
+      sums[3 * i + 1] = sum_squares(segment(y, j, seg));
+      sums[3 * i + 2] = 1;
+    }
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE,
+                              MPI_SUM, group.comm()));
+    std::string why;
+    double total = 0, count = 0;
+    std::vector<double> rel(static_cast<std::size_t>(n), 0.0);
+    for (Index i = 0; i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      if (sums[3 * k + 2] == 0) continue;  // a sample of another replica group
+      if (!(sums[3 * k + 1] > 0)) {
+        std::ostringstream os;
+        os << "relative L2 loss: target of sample " << i << " has zero norm";
+        why = os.str();
+        break;
+      }
+      rel[k] = std::sqrt(sums[3 * k] / sums[3 * k + 1]);
+      total += rel[k];
+      count += 1;
+    }
+    if (why.empty() && count == 0) why = "relative L2 loss of an empty batch";
+    collective_check(mesh.comm(), why.empty(), why);
+    r.value = total / count;
+    // d r_i / d p = (p - y) / (r_i * ||y_i||^2); ||y_i||^2 counted once per replica.
+    for (Index j = 0; want_grad && j < nloc; ++j) {
+      const auto k = static_cast<std::size_t>(lo + j);
+      const double alpha = rel[k] > 0 ? rep / (count * rel[k] * sums[3 * k + 1]) : 0.0;
+      scaled_diff(segment(g, j, seg), segment(p, j, seg), segment(y, j, seg), alpha);
+    }
+  }
+  if (want_grad) r.grad = ShardTensor::unchecked(mesh, pred.spec(), g);
+  return r;
+}
+
+LossResult mse_loss(const ShardTensor& pred, const ShardTensor& target, bool want_grad) {
+  Loss l(LossKind::Mse);
+  return l(pred, target, want_grad);
+}
+
+LossResult relative_l2_loss(const ShardTensor& pred, const ShardTensor& target, bool want_grad) {
+  Loss l(LossKind::RelativeL2);
+  return l(pred, target, want_grad);
+}
+
+}  // namespace tessera

@@ -1,0 +1,259 @@
+// Training end to end on a small generated dataset, float64:
+//  - the loss curve (20 steps: AdamW, cosine schedule with warm-up, clipping, shuffled
+//    batches, GroupNorm UNet) on the world mesh, a data-parallel mesh and a 2x2 domain x
+//    data mesh equals a one-rank run to 1e-9 relative, validation too;
+//  - 10 steps on one rank, checkpoint, restore at the world's rank count and mesh, 10 more
+//    steps == 20 steps straight on that mesh, to 1e-12 (losses and parameters);
+//  - a checkpoint write that fails midway (fault hook) leaves the previous one in place
+//    and loadable, with the parameters it had;
+//  - configs the data cannot take fail on every rank with a message naming the problem.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "apps/common/trainer.hpp"
+#include "io/file.hpp"
+#include "io/schema.hpp"
+#include "io/transfer.hpp"
+#include "tests/harness/mpi_test.hpp"
+#include "tests/support/expect_error.hpp"
+
+using namespace tessera;
+using namespace tessera::app;
+
+namespace {
+
+std::string test_dir() {
+  const char* t = std::getenv("TESSERA_TEST_TMPDIR");
+  std::string d = std::string(t ? t : "/tmp") + "/train-np" + std::to_string(test::world_size());
+  if (test::world_rank() == 0) std::filesystem::create_directories(d);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return d;
+}
+
+// N samples of a (1, 16, 16) random field a and u = a smoothed target (a 3x3 box mean of
+// a plus a^2), float32, written by rank 0.
+std::string make_dataset(const std::string& dir, Index n = 12) {
+  const std::string path = dir + "/data.h5";
+  io::File f = io::File::create(path, MPI_COMM_WORLD);
+  io::schema::write_root(f, "test_train");
+  const std::vector<Index> shape = {n, 1, 16, 16};
+  Tensor a = Tensor::empty(shape, DType::f32), u = Tensor::empty(shape, DType::f32);
+  std::mt19937_64 rng(42);
+  std::normal_distribution<double> g(0.5, 1.0);
+  for (Index i = 0; i < a.numel(); ++i) a.data<float>()[i] = static_cast<float>(g(rng));
+  for (Index s = 0; s < n; ++s)
+    for (Index y = 0; y < 16; ++y)
+      for (Index x = 0; x < 16; ++x) {
+        double m = 0;
+        for (Index dy = -1; dy <= 1; ++dy)
+          for (Index dx = -1; dx <= 1; ++dx) {
+            const Index yy = y + dy, xx = x + dx;
+            if (yy >= 0 && yy < 16 && xx >= 0 && xx < 16) m += a.at<float>({s, 0, yy, xx});
+          }
+        const double v = a.at<float>({s, 0, y, x});
+        u.at<float>({s, 0, y, x}) = static_cast<float>(m / 9 + 0.3 * v * v + 2.0);
+      }
+  const std::vector<Index> zero(4, 0);
+  const Box mine = test::world_rank() == 0 ? Box::from_shape(shape) : Box(zero, zero);
+  for (const auto& [name, t] : {std::pair{"a", a}, std::pair{"u", u}}) {
+    const std::string dset = std::string("/fields/") + name;
+    f.create_dataset(dset, shape, DType::f32);
+    io::write_box(f, dset, mine, t, mine);
+  }
+  f.close();
+  MPI_Barrier(MPI_COMM_WORLD);
+  return path;
+}
+
+TrainConfig config(const std::string& data, const std::string& ckdir,
+                   const std::vector<std::string>& extra = {}) {
+  const std::string text = R"(
+[data]
+path = ")" + data + R"("
+inputs = ["a"]
+targets = ["u"]
+[model]
+width = 4
+depth = 2
+groups = 2
+dtype = "float64"
+[optim]
+name = "adamw"
+lr = 0.01
+weight_decay = 0.01
+grad_clip = 1.0
+[schedule]
+type = "cosine"
+warmup_steps = 3
+min_lr = 0.001
+[train]
+steps = 20
+batch_size = 4
+validation_split = 0.25
+seed = 7
+checkpoint_dir = ")" + ckdir +
+                           R"("
+)";
+  return parse_config(text, extra, "test.toml");
+}
+
+std::vector<double> losses(Trainer& t, int steps) {
+  std::vector<double> l;
+  for (int i = 0; i < steps; ++i) l.push_back(t.step().loss);
+  return l;
+}
+
+double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::abs(a[i] - b[i]) / std::max(1e-300, std::abs(b[i])));
+  return a.size() == b.size() ? m : 1e300;
+}
+
+double param_diff(Trainer& a, Trainer& b) {
+  const auto pa = a.model().graph().parameters(), pb = b.model().graph().parameters();
+  double num = 0, den = 1e-300;
+  for (std::size_t k = 0; k < pa.size(); ++k)
+    for (Index i = 0; i < pa[k].param->value.numel(); ++i) {
+      const double x = pa[k].param->value.data<double>()[i],
+                   y = pb[k].param->value.data<double>()[i];
+      num = std::max(num, std::abs(x - y));
+      den = std::max(den, std::abs(y));
+    }
+  return num / den;
+}
+
+}  // namespace
+
+TEST_CASE("training: the loss curve on any mesh equals one rank's", "[train]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir();
+  const std::string data = make_dataset(dir);
+  const TrainConfig cfg = config(data, dir + "/ck-eq");
+  Trainer ref(Mesh::line(MPI_COMM_SELF), cfg);
+  const std::vector<double> want = losses(ref, 20);
+  const EvalResult want_val = ref.validate();
+  INFO("one-rank losses: first " << want.front() << ", last " << want.back());
+  MPI_CHECK(want.back() < 0.7 * want.front());  // it learns
+  const int n = test::world_size();
+  std::vector<std::string> meshes = {"domain=" + std::to_string(n)};
+  if (4 % n == 0 && n > 1) meshes.push_back("data=" + std::to_string(n));
+  if (n == 4) meshes.push_back("domain=2,data=2");
+  for (const std::string& m : meshes) {
+    Trainer t(Mesh::parse(MPI_COMM_WORLD, m), cfg);
+    const std::vector<double> got = losses(t, 20);
+    const EvalResult val = t.validate();
+    INFO("mesh " << m << ": first loss " << got.front() << " vs " << want.front() << ", last "
+                 << got.back() << " vs " << want.back() << ", max rel diff " << max_rel(got, want));
+    MPI_CHECK(max_rel(got, want) < 1e-9);
+    MPI_CHECK(std::abs(val.loss - want_val.loss) < 1e-9 * want_val.loss);
+    MPI_CHECK(std::abs(val.rel_l2 - want_val.rel_l2) < 1e-9 * want_val.rel_l2);
+  }
+}
+
+TEST_CASE("checkpoint: 10 steps, save, restart at another rank count, 10 more == 20 straight",
+          "[train][checkpoint]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir();
+  const std::string data = make_dataset(dir);
+  const std::string ckdir = dir + "/ck-restart";
+  const TrainConfig cfg = config(data, ckdir);
+  const int n = test::world_size();
+  const Mesh world =
+      n == 4 ? Mesh::parse(MPI_COMM_WORLD, "domain=2,data=2") : Mesh::line(MPI_COMM_WORLD);
+  Trainer straight(world, cfg);
+  const std::vector<double> want = losses(straight, 20);
+
+  // The first half on rank 0 alone.
+  MPI_Comm solo;
+  MPI_Comm_split(MPI_COMM_WORLD, test::world_rank() == 0 ? 0 : MPI_UNDEFINED, 0, &solo);
+  std::vector<double> got;
+  if (solo != MPI_COMM_NULL) {
+    Trainer first(Mesh::line(solo), cfg);
+    got = losses(first, 10);
+    first.save(io::checkpoint_path(ckdir, 10));
+    MPI_Comm_free(&solo);
+  }
+  got.resize(10);
+  MPI_Bcast(got.data(), 10, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  const std::string latest = io::latest_checkpoint(ckdir, MPI_COMM_WORLD);
+  MPI_CHECK(latest == io::checkpoint_path(ckdir, 10));
+  Trainer second(world, cfg);
+  second.restore(io::load_checkpoint(latest, MPI_COMM_WORLD));
+  MPI_CHECK(second.steps_done() == 10);
+  for (double l : losses(second, 10)) got.push_back(l);
+  INFO("max rel diff of the loss curves " << max_rel(got, want) << ", parameters "
+                                          << param_diff(second, straight));
+  MPI_CHECK(max_rel(got, want) < 1e-12);
+  MPI_CHECK(param_diff(second, straight) < 1e-12);
+}
+
+TEST_CASE("checkpoint: a write that fails midway keeps the previous checkpoint", "[checkpoint]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir();
+  const std::string data = make_dataset(dir);
+  const std::string ckdir = dir + "/ck-fault";
+  if (test::world_rank() == 0) std::filesystem::remove_all(ckdir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const TrainConfig cfg = config(data, ckdir);
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  Trainer t(mesh, cfg);
+  losses(t, 3);
+  t.save(io::checkpoint_path(ckdir, 3));
+  const io::Checkpoint good = t.checkpoint();
+  losses(t, 2);
+  for (const std::string stage : {"params", "optimizer", "close"}) {
+    io::set_checkpoint_fault_hook([&](const std::string& s) {
+      if (s == stage) throw Error("injected fault at " + s);
+    });
+    MPI_CHECK(test::has(test::error_of([&] { t.save(io::checkpoint_path(ckdir, 5)); }),
+                        "injected fault at " + stage));
+    io::set_checkpoint_fault_hook({});
+    MPI_CHECK(!std::filesystem::exists(io::checkpoint_path(ckdir, 5)));
+    MPI_CHECK(io::latest_checkpoint(ckdir, MPI_COMM_WORLD) == io::checkpoint_path(ckdir, 3));
+  }
+  // The previous checkpoint loads, with its step and parameters, into a fresh trainer.
+  const io::Checkpoint c = io::load_checkpoint(io::checkpoint_path(ckdir, 3), MPI_COMM_WORLD);
+  MPI_CHECK(c.step == 3);
+  Trainer fresh(mesh, cfg);
+  fresh.restore(c);
+  bool same = c.params.size() == good.params.size();
+  for (const NamedTensor& g : good.params) {  // the file lists them in name order
+    const NamedTensor* l = nullptr;
+    for (const NamedTensor& x : c.params)
+      if (x.name == g.name) l = &x;
+    same = same && l != nullptr && l->tensor.numel() == g.tensor.numel();
+    for (Index i = 0; same && i < g.tensor.numel(); ++i)
+      same = l->tensor.data<double>()[i] == g.tensor.data<double>()[i];
+  }
+  MPI_CHECK(same);
+  MPI_CHECK(fresh.steps_done() == 3);
+  // The write after the faults succeeds.
+  t.save(io::checkpoint_path(ckdir, 5));
+  MPI_CHECK(io::latest_checkpoint(ckdir, MPI_COMM_WORLD) == io::checkpoint_path(ckdir, 5));
+}
+
+TEST_CASE("training: data the model or mesh cannot take fails on every rank", "[train]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir();
+  const std::string data = make_dataset(dir);
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  auto err = [&](const std::vector<std::string>& o) {
+    return test::error_of([&] { Trainer t(mesh, config(data, dir + "/ck-err", o)); });
+  };
+  MPI_CHECK(test::has(err({"model.depth=5"}), "not divisible by 2^depth = 32"));
+  MPI_CHECK(test::has(err({"data.inputs=[\"nope\"]"}), "field 'nope' not found"));
+  MPI_CHECK(test::has(err({"train.batch_size=10"}), "larger than the 9 training samples"));
+  INFO("groups=3: " << err({"model.groups=3"}));
+  MPI_CHECK(test::has(err({"model.groups=3"}), "does not divide model.width"));
+  if (test::world_size() == 4)
+    MPI_CHECK(test::has(test::error_of([&] {
+                          Trainer t(Mesh::parse(MPI_COMM_WORLD, "domain=1,data=4"),
+                                    config(data, dir + "/ck-err", {"train.batch_size=6"}));
+                        }),
+                        "not divisible by the 4 ranks"));
+}

@@ -1,0 +1,283 @@
+// tessera-train's config: defaults, file values, command-line overrides, the printed
+// config parsing back to itself, and one test per error (unknown section/key, wrong
+// type, out of range, bad choice, syntax, missing file, bad flags, incomplete config,
+// a mesh that does not fit the rank count) - errors name the key and are collective.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "apps/common/builders.hpp"
+#include "apps/common/config.hpp"
+#include "tests/harness/mpi_test.hpp"
+#include "tests/support/expect_error.hpp"
+
+using namespace tessera;
+using namespace tessera::app;
+
+namespace {
+
+TrainConfig parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return parse_config(text, overrides, "test.toml");
+}
+
+const char* kFull = R"(
+[mesh]
+shape = "domain=auto"
+
+[data]
+path = "darcy \"64\".h5"
+inputs = ["a", "mask"]
+targets = ["u"]
+normalize = false
+
+[model]
+width = 8
+depth = 2
+norm = "none"
+
+[optim]
+name = "sgd"
+lr = 1e-2
+momentum = 0.5
+nesterov = true
+grad_clip = 1
+
+[schedule]
+type = "cosine"
+warmup_steps = 10
+
+[train]
+steps = 200
+batch_size = 4
+loss = "mse"
+metrics_csv = "out/metrics.csv"
+seed = 7
+)";
+
+}  // namespace
+
+TEST_CASE("config: defaults, file values and overrides", "[config]") {
+  const TrainConfig d = parse("");
+  const TrainConfig ref;
+  MPI_CHECK(d.mesh.shape == "auto");
+  MPI_CHECK(d.optim.lr == ref.optim.lr);
+  MPI_CHECK(d.train.loss == "rel_l2");
+  MPI_CHECK(d.data.inputs == (std::vector<std::string>{"a"}));
+
+  const TrainConfig c = parse(kFull);
+  MPI_CHECK(c.mesh.shape == "domain=auto");
+  MPI_CHECK(c.data.path == "darcy \"64\".h5");
+  MPI_CHECK(c.data.inputs == (std::vector<std::string>{"a", "mask"}));
+  MPI_CHECK(!c.data.normalize);
+  MPI_CHECK(c.model.width == 8);
+  MPI_CHECK(c.model.norm == "none");
+  MPI_CHECK(c.optim.name == "sgd");
+  MPI_CHECK(c.optim.lr == 1e-2);
+  MPI_CHECK(c.optim.grad_clip == 1.0);  // an integer is a fine float
+  MPI_CHECK(c.optim.nesterov);
+  MPI_CHECK(c.schedule.type == "cosine");
+  MPI_CHECK(c.train.steps == 200);
+  MPI_CHECK(c.train.metrics_csv == "out/metrics.csv");
+  MPI_CHECK(c.model.depth == 2);
+  MPI_CHECK(c.model.kernel_size == 3);  // untouched default
+
+  const TrainConfig o =
+      parse(kFull, {"optim.lr=0.25", "train.steps=5", "optim.lr=0.5", "data.inputs=x,y,z",
+                    "data.targets=[\"p\", \"q\"]", "data.normalize=true",
+                    "mesh.shape=domain=2,data=2", "train.metrics_csv="});
+  MPI_CHECK(o.optim.lr == 0.5);  // the last override wins
+  MPI_CHECK(o.train.steps == 5);
+  MPI_CHECK(o.data.inputs == (std::vector<std::string>{"x", "y", "z"}));
+  MPI_CHECK(o.data.targets == (std::vector<std::string>{"p", "q"}));
+  MPI_CHECK(o.data.normalize);
+  MPI_CHECK(o.mesh.shape == "domain=2,data=2");  // '=' inside a value is kept
+  MPI_CHECK(o.train.metrics_csv.empty());
+}
+
+TEST_CASE("config: --print-config output parses back to the same config", "[config]") {
+  const TrainConfig c = parse(kFull, {"optim.lr=0.1", "optim.eps=1e-12",
+                                      "train.validation_split=0.3", "data.path=we\\ird\tname"});
+  const std::string text = to_toml(c);
+  const TrainConfig back = parse(text);
+  MPI_CHECK(to_toml(back) == text);
+  MPI_CHECK(back.optim.lr == 0.1);
+  MPI_CHECK(back.optim.eps == 1e-12);
+  MPI_CHECK(back.train.validation_split == 0.3);
+  MPI_CHECK(back.data.path == "we\\ird\tname");
+  // Every key of the schema is printed, and documented in --help.
+  const std::string help = usage("tessera-train");
+  for (const char* key :
+       {"shape", "path", "inputs", "width", "lr", "beta2", "warmup_steps", "checkpoint_interval",
+        "validation_split", "resume", "metrics_csv", "seed"}) {
+    MPI_CHECK(text.find(std::string("\n") + key + " = ") != std::string::npos);
+    MPI_CHECK(help.find(std::string(".") + key + "=") != std::string::npos);
+  }
+  MPI_CHECK(test::has(help, "--optim.lr=FLOAT"));
+  MPI_CHECK(test::has(help, "one of sgd, adam, adamw"));
+}
+
+TEST_CASE("config errors: unknown section and key, in file and on the command line", "[config]") {
+  MPI_CHECK_ERROR(parse("[optimizer]\nlr = 1\n"), "unknown section [optimizer] at test.toml:1:");
+  MPI_CHECK_ERROR(parse("[optim]\nlrr = 0.1\n"), "unknown key 'optim.lrr' at test.toml:2:1");
+  MPI_CHECK_ERROR(parse("[optim]\nlrr = 0.1\n"), "did you mean 'optim.lr'?");
+  MPI_CHECK_ERROR(parse("", {"optim.lrr=0.1"}), "unknown key 'optim.lrr' in --optim.lrr=0.1");
+  MPI_CHECK_ERROR(parse("", {"optimizer.lr=0.1"}), "unknown section 'optimizer'");
+  MPI_CHECK_ERROR(parse("", {"lr=0.1"}), "is not --section.key=value");
+  MPI_CHECK_ERROR(parse("lr = 0.1\n"), "key 'lr' at test.toml:1:1 is outside any section");
+  MPI_CHECK_ERROR(parse("[train]\nsteps = 1\n[train.sub]\nx = 1\n"), "unknown key 'train.sub'");
+}
+
+TEST_CASE("config errors: wrong types", "[config]") {
+  MPI_CHECK_ERROR(parse("[optim]\nlr = \"fast\"\n"),
+                  "optim.lr must be a number, got a string at test.toml:2:6");
+  MPI_CHECK_ERROR(parse("[train]\nsteps = 1.5\n"), "train.steps must be an integer, got a float");
+  MPI_CHECK_ERROR(parse("[train]\nresume = 1\n"),
+                  "train.resume must be a boolean (true or false), got an integer");
+  MPI_CHECK_ERROR(parse("[data]\ninputs = \"a\"\n"),
+                  "data.inputs must be an array of strings, got a string");
+  MPI_CHECK_ERROR(parse("[data]\ninputs = [\"a\", 2]\n"), "an element is an integer");
+  MPI_CHECK_ERROR(parse("[mesh]\nshape = 4\n"), "mesh.shape must be a string, got an integer");
+  MPI_CHECK_ERROR(parse("", {"train.steps=abc"}),
+                  "train.steps must be an integer, got 'abc' in --train.steps=abc");
+  MPI_CHECK_ERROR(parse("", {"train.steps=10x"}), "got '10x'");
+  MPI_CHECK_ERROR(parse("", {"optim.lr=1e-3.5"}), "optim.lr must be a number");
+  MPI_CHECK_ERROR(parse("", {"train.resume=maybe"}), "train.resume must be a boolean");
+  MPI_CHECK_ERROR(parse("", {"data.inputs=[1, 2]"}), "data.inputs must be an array of strings");
+}
+
+TEST_CASE("config errors: out of range, bad choices, inconsistent keys", "[config]") {
+  MPI_CHECK_ERROR(parse("[optim]\nlr = 0\n"), "optim.lr = 0.0 is out of range: must be > 0");
+  MPI_CHECK_ERROR(parse("[optim]\nbeta1 = 1.0\n"),
+                  "optim.beta1 = 1.0 is out of range: must be [0.0, 1.0)");
+  MPI_CHECK_ERROR(parse("", {"train.validation_split=-0.1"}),
+                  "train.validation_split = -0.1 is out of range");
+  MPI_CHECK_ERROR(parse("", {"train.batch_size=0"}),
+                  "train.batch_size = 0 is out of range: must be >= 1");
+  MPI_CHECK_ERROR(parse("", {"optim.lr=nan"}), "optim.lr = nan is out of range");
+  MPI_CHECK_ERROR(parse("[optim]\nname = \"adam2\"\n"),
+                  "optim.name = \"adam2\" is not one of sgd, adam, adamw");
+  MPI_CHECK_ERROR(parse("", {"train.loss=l1"}), "train.loss = \"l1\" is not one of mse, rel_l2");
+  MPI_CHECK_ERROR(parse("", {"train.steps=5", "train.epochs=2"}), "are both set");
+  MPI_CHECK_ERROR(parse("", {"model.kernel_size=4"}), "model.kernel_size = 4 must be odd");
+  MPI_CHECK_ERROR(parse("", {"model.width=10", "model.groups=4"}),
+                  "model.groups = 4 does not divide model.width = 10");
+  MPI_CHECK_ERROR(parse("", {"data.targets="}), "data.targets must name at least one field");
+  MPI_CHECK_ERROR(check_complete(parse("", {"train.steps=3"})), "data.path is not set");
+  MPI_CHECK_ERROR(check_complete(parse("", {"data.path=x.h5"})),
+                  "neither train.steps nor train.epochs");
+  MPI_CHECK(test::error_of([] { check_complete(parse(kFull)); }).empty());
+}
+
+TEST_CASE("config errors: syntax, files and command-line flags", "[config]") {
+  MPI_CHECK_ERROR(parse("[optim]\nlr = = 3\n"), "config: test.toml:2:");
+  MPI_CHECK_ERROR(load_config("/nonexistent/train.toml", {}),
+                  "cannot open config file '/nonexistent/train.toml'");
+  const CliArgs a = parse_cli({"run.toml", "--optim.lr=0.1", "--print-config", "--train.steps=3"});
+  MPI_CHECK(a.config_path == "run.toml");
+  MPI_CHECK(a.print_config);
+  MPI_CHECK(!a.help);
+  MPI_CHECK(a.overrides == (std::vector<std::string>{"optim.lr=0.1", "train.steps=3"}));
+  MPI_CHECK(parse_cli({"-h"}).help);
+  MPI_CHECK_ERROR(parse_cli({"--verbose"}), "unknown option '--verbose'");
+  MPI_CHECK_ERROR(parse_cli({"--optim.lr", "0.1"}), "unknown option '--optim.lr'");
+  MPI_CHECK_ERROR(parse_cli({"-x"}), "unknown option '-x'");
+  MPI_CHECK_ERROR(parse_cli({"a.toml", "b.toml"}), "two config files given");
+}
+
+TEST_CASE("config: a file readable on some ranks only fails on every rank", "[config]") {
+  int rank = 0, size = 1, pid = static_cast<int>(getpid());
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const std::string path = "/tmp/tessera_test_config_" + std::to_string(pid) + ".toml";
+  if (rank == 0) std::ofstream(path) << kFull;
+  MPI_Barrier(MPI_COMM_WORLD);
+  CliArgs args;
+  args.config_path = path;
+  args.overrides = {"train.seed=3"};
+  const TrainConfig c = load_config(MPI_COMM_WORLD, args);
+  MPI_CHECK(c.train.seed == 3);
+  MPI_CHECK(c.model.width == 8);
+  // The last rank looks elsewhere: everyone fails, naming that rank's problem.
+  if (rank == size - 1) args.config_path = path + ".missing";
+  MPI_CHECK_ERROR(load_config(MPI_COMM_WORLD, args), "cannot open config file");
+  MPI_CHECK_ERROR(load_config(MPI_COMM_WORLD, args), "rank " + std::to_string(size - 1));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) std::remove(path.c_str());
+}
+
+TEST_CASE("config: mesh.shape against the rank count", "[config]") {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  TrainConfig c;
+  const Mesh line = make_mesh(MPI_COMM_WORLD, c);  // auto: one domain axis
+  MPI_CHECK(line.ndim() == 1);
+  MPI_CHECK(line.dim(0) == size);
+  c.mesh.shape = "domain=auto,data=1";
+  const Mesh two = make_mesh(MPI_COMM_WORLD, c);
+  MPI_CHECK((two.dims() == std::vector<int>{size, 1}));
+  MPI_CHECK(two.names().back() == "data");
+
+  c.mesh.shape = "domain=" + std::to_string(size + 1);
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c),
+                  "mesh.shape = \"domain=" + std::to_string(size + 1) + "\" does not fit " +
+                      std::to_string(size) + " ranks");
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c),
+                  "does not match the " + std::to_string(size) + " ranks");
+  c.mesh.shape = "domain=auto,data=" + std::to_string(size + 1);
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "not divisible by " + std::to_string(size + 1));
+  c.mesh.shape = "domain=two";
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "has size 'two', not an integer");
+  c.mesh.shape = "data=1,data=1,domain=auto";
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "more than one 'data' axis");
+}
+
+TEST_CASE("config builds the optimizer, schedule, loss and dtype it names", "[config]") {
+  auto one_step = [](const TrainConfig& c) {
+    Parameter p{"w", Tensor::empty({3}, DType::f64), Tensor::empty({3}, DType::f64)};
+    for (Index i = 0; i < 3; ++i)
+      p.value.data<double>()[i] = 1.0 + i, p.grad.data<double>()[i] = 0.5 - i;
+    auto opt = make_optimizer(c.optim, {{"w", &p}});
+    opt->step();
+    opt->step();
+    return std::make_pair(opt->name(), p.value.clone());
+  };
+  auto direct = [](Optimizer&& opt, Parameter& p) {
+    opt.step();
+    opt.step();
+    return p.value.clone();
+  };
+  for (const char* name : {"sgd", "adam", "adamw"}) {
+    const TrainConfig c =
+        parse(kFull, {std::string("optim.name=") + name, "optim.weight_decay=0.03",
+                      "optim.beta2=0.95", "optim.momentum=0.7"});
+    const auto [got_name, got] = one_step(c);
+    MPI_CHECK(got_name == name);
+    Parameter p{"w", Tensor::empty({3}, DType::f64), Tensor::empty({3}, DType::f64)};
+    for (Index i = 0; i < 3; ++i)
+      p.value.data<double>()[i] = 1.0 + i, p.grad.data<double>()[i] = 0.5 - i;
+    const std::vector<NamedParameter> np = {{"w", &p}};
+    const AdamOptions ao{1e-2, 0.9, 0.95, 1e-8, 0.03};
+    const Tensor want = std::string(name) == "sgd"
+                            ? direct(Sgd(np, SgdOptions{1e-2, 0.7, 0, 0.03, true}), p)
+                        : std::string(name) == "adam" ? direct(Adam(np, ao), p)
+                                                      : direct(AdamW(np, ao), p);
+    bool same = true;
+    for (Index i = 0; i < 3; ++i) same = same && got.data<double>()[i] == want.data<double>()[i];
+    MPI_CHECK(same);
+  }
+  const TrainConfig c = parse(kFull, {"schedule.min_lr=0.001"});  // cosine, warm-up 10, lr 1e-2
+  const LrSchedule s = make_schedule(c, 200);
+  MPI_CHECK(s.kind == LrSchedule::Kind::Cosine);
+  MPI_CHECK(s.lr(0) == 1e-3);  // warm-up: lr * 1 / 10
+  MPI_CHECK(std::abs(s.lr(200) - 0.001) < 1e-15);
+  MPI_CHECK_ERROR(make_schedule(parse(kFull, {"schedule.min_lr=0.5"}), 200), "exceeds optim.lr");
+  MPI_CHECK(make_schedule(
+                parse("", {"schedule.type=step", "schedule.step_size=5", "schedule.gamma=0.5"}), 0)
+                .lr(5) == 0.5 * TrainConfig{}.optim.lr);
+  MPI_CHECK(loss_kind(parse(kFull).train) == LossKind::Mse);
+  MPI_CHECK(loss_kind(parse("").train) == LossKind::RelativeL2);
+  MPI_CHECK(model_dtype(parse("").model) == DType::f32);
+  MPI_CHECK(model_dtype(parse("", {"model.dtype=float64"}).model) == DType::f64);
+}

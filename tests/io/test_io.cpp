@@ -1,0 +1,407 @@
+// Sharded HDF5 I/O: N-rank writes read back at M ranks exactly, halo reads equal the
+// halo exchange, point ranges, collective-mode reports, h5dump reading our files, and
+// every bad input failing on every rank with the file and dataset named.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "decomp/grid_factor.hpp"
+#include "io/schema.hpp"
+#include "io/sharded.hpp"
+#include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/halo_exchange.hpp"
+#include "tests/harness/mpi_test.hpp"
+#include "tests/support/expect_error.hpp"
+#include "tests/support/helpers.hpp"
+#include "tests/support/io_helpers.hpp"
+
+using namespace tessera;
+
+namespace {
+
+// A random spec of `shape` on `mesh`: dim d sharded over axis d (skipping "data"
+// axes), balanced or random uneven sizes with empty shards.
+ShardSpec random_spec(std::mt19937& rng, const Mesh& mesh, const std::vector<Index>& shape) {
+  std::vector<Placement> dims(shape.size(), Replicate());
+  std::vector<std::vector<Index>> sizes(shape.size());
+  for (int a = 0; a < mesh.ndim() && a < static_cast<int>(shape.size()); ++a) {
+    if (mesh.names()[static_cast<std::size_t>(a)] == "data") continue;
+    dims[static_cast<std::size_t>(a)] = Shard(a);
+    if (rng() % 2)
+      sizes[static_cast<std::size_t>(a)] = test::random_sizes(rng, shape[a], mesh.dim(a));
+  }
+  return ShardSpec(shape, dims, mesh, {}, sizes);
+}
+
+bool equals_reference_box(const Tensor& got, const Tensor& ref, const Box& box) {
+  return test::same(got, box.empty() ? Tensor::empty(box.shape(), ref.dtype()) : ref.view(box));
+}
+
+}  // namespace
+
+TEST_CASE("A tensor written at N ranks reads back exactly at M ranks", "[io]") {
+  const int P = test::world_size();
+  std::mt19937 rng(5);
+  int pairs = 0;
+  for (int N = 1; N <= P; ++N) {
+    for (int M = 1; M <= P; ++M) {
+      for (DType dt : {DType::f32, DType::f64}) {
+        const std::vector<Index> shape = {1 + Index(rng() % 3), 1 + Index(rng() % 2),
+                                          1 + Index(rng() % 9), 1 + Index(rng() % 9)};
+        const std::uint32_t seed_w = rng(), seed_r = rng();
+        const bool contiguous = rng() % 3 == 0;
+        const std::string path = test::temp_file(MPI_COMM_WORLD, "roundtrip");
+        const Tensor ref = test::reference(shape, dt, N * 10 + M);
+        bool ok = true;
+        MPI_Comm wc = test::first_ranks(MPI_COMM_WORLD, N);
+        if (wc != MPI_COMM_NULL) {
+          std::mt19937 r(seed_w);
+          const Mesh mesh = test::test_meshes(wc)[r() % 3];
+          const ShardSpec spec = random_spec(r, mesh, shape);
+          const ShardTensor st =
+              ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+          io::File f = io::File::create(path, wc);
+          io::WriteOptions wo;
+          if (contiguous) wo.chunk = {0};
+          io::write_sharded(f, "/fields/u", st, wo);
+          const io::DatasetInfo in = f.info("/fields/u");
+          ok = ok && in.shape == shape && in.dtype == dt && in.chunk.empty() == contiguous;
+          f.close();
+          MPI_Comm_free(&wc);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Comm rc = test::first_ranks(MPI_COMM_WORLD, M);
+        if (rc != MPI_COMM_NULL) {
+          std::mt19937 r(seed_r);
+          const Mesh mesh = test::test_meshes(rc)[r() % 3];
+          const ShardSpec spec = random_spec(r, mesh, shape);
+          io::File f = io::File::open(path, rc);
+          io::TransferReport rep;
+          const ShardTensor got = io::read_sharded(f, "/fields/u", mesh, spec, dt, {}, &rep);
+          ok = ok && equals_reference_box(got.local(), ref, got.local_box()) && rep.collective;
+          // And the whole tensor, gathered, is the reference.
+          const Tensor all = got.gather_all();
+          ok = ok && test::same(all, ref);
+          f.close();
+          MPI_Comm_free(&rc);
+        }
+        INFO("N=" << N << " M=" << M << " " << name_of(dt) << " shape " << shape_str(shape)
+                  << (contiguous ? " contiguous" : " chunked"));
+        MPI_REQUIRE(ok);
+        test::remove_file(MPI_COMM_WORLD, path);
+        ++pairs;
+      }
+    }
+  }
+  MPI_REQUIRE(pairs == 2 * P * P);
+}
+
+TEST_CASE("Default chunks follow the decomposition", "[io]") {
+  const Mesh mesh = Mesh::for_grid(MPI_COMM_WORLD, {12, 10});
+  const ShardSpec spec({3, 1, 12, 10}, {Replicate(), Replicate(), Shard(0), Shard(1)}, mesh);
+  const std::vector<Index> chunk = io::decomposition_chunk(spec, 4, std::size_t(1) << 30);
+  const Index cy = (12 + mesh.dim(0) - 1) / mesh.dim(0), cx = (10 + mesh.dim(1) - 1) / mesh.dim(1);
+  MPI_REQUIRE((chunk == std::vector<Index>{3, 1, cy, cx}));
+  // A chunk over the byte cap is halved along its outer dims until it fits.
+  const auto cap = static_cast<std::size_t>(4 * cy * cx);
+  const std::vector<Index> capped = io::decomposition_chunk(spec, 4, cap);
+  MPI_REQUIRE((capped == std::vector<Index>{1, 1, cy, cx}));
+  const std::vector<Index> tiny = io::decomposition_chunk(spec, 4, 4);
+  MPI_REQUIRE((tiny == std::vector<Index>{1, 1, 1, 1}));
+}
+
+TEST_CASE("A halo read equals what the halo exchange gives", "[io]") {
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (const Mesh& mesh : test::test_meshes(MPI_COMM_WORLD)) {
+    for (int trial = 0; trial < 6; ++trial) {
+      const DType dt = trial % 2 ? DType::f32 : DType::f64;
+      std::vector<Index> shape, left, right;
+      for (int d = 0; d < 3; ++d) {
+        shape.push_back(1 + Index(rng() % 8));
+        left.push_back(Index(rng() % 4));
+        right.push_back(Index(rng() % 4));
+      }
+      const ShardSpec spec = random_spec(rng, mesh, shape);
+      const Tensor ref = test::reference(shape, dt, trial);
+      const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+      const std::string path = test::temp_file(MPI_COMM_WORLD, "halo");
+      io::File f = io::File::create(path, mesh.comm());
+      io::write_sharded(f, "/fields/u", st);
+      f.close();
+      f = io::File::open(path, mesh.comm(), io::Mode::ReadWrite);
+      // Open boundaries (zero fill) on even trials; random periodic dims on odd ones.
+      std::vector<bool> periodic(3, false);
+      if (trial % 2)
+        for (int d = 0; d < 3; ++d) periodic[static_cast<std::size_t>(d)] = rng() % 2 == 0;
+      for (int d = 0; d < 3; ++d)
+        if (periodic[static_cast<std::size_t>(d)])
+          left[d] = std::min(left[d], shape[d]), right[d] = std::min(right[d], shape[d]);
+      HaloTensor want = HaloTensor::from_shard(st, left, right);
+      HaloOptions ho;
+      ho.periodic = periodic;
+      HaloExchange ex(mesh, spec, left, right, ho);
+      ex.exchange(want);
+      // Each memory path: straight into the padded window (MPI derived types), staged
+      // through contiguous pieces (tiny pieces here, so ranks make different numbers of
+      // calls), and the default.
+      for (io::MemoryPath mp :
+           {io::MemoryPath::Direct, io::MemoryPath::Staged, io::MemoryPath::Auto}) {
+        io::IoOptions o;
+        o.memory = mp;
+        o.staging_bytes = 64;
+        o.periodic = periodic;
+        io::TransferReport rep;
+        const HaloTensor got = io::read_halo(f, "/fields/u", mesh, spec, left, right, dt, o, &rep);
+        INFO("mesh " << mesh.str() << " spec " << spec.str() << " left " << shape_str(left)
+                     << " right " << shape_str(right) << " periodic " << periodic[0] << periodic[1]
+                     << periodic[2] << " " << name_of(dt) << " memory path " << static_cast<int>(mp)
+                     << " calls " << rep.calls);
+        MPI_REQUIRE(got.padded_box() == want.padded_box());
+        MPI_REQUIRE(test::same(got.padded(), want.padded()));
+        MPI_REQUIRE(rep.collective);
+        // And back: the interior window of the padded buffer written through the same
+        // path reads back as the shard.
+        const std::string w = "/fields/w" + std::to_string(static_cast<int>(mp));
+        f.create_dataset(w, shape, dt);
+        std::vector<Index> neg;
+        for (int d = 0; d < 3; ++d) neg.push_back(-got.padded_box().lo[d]);
+        io::write_box(f, w, got.interior_box(), got.padded(), shift(got.interior_box(), neg), o);
+        const ShardTensor back = io::read_sharded(f, w, mesh, spec, dt);
+        MPI_REQUIRE(test::same(back.local(), st.local()));
+      }
+      f.close();
+      test::remove_file(MPI_COMM_WORLD, path);
+      ++checked;
+    }
+  }
+  MPI_REQUIRE(checked > 0);
+}
+
+TEST_CASE("Point clouds are read by ranges", "[io]") {
+  const int P = test::world_size(), rank = test::world_rank();
+  const std::vector<Index> shape = {3, 101, 3};
+  const Tensor ref = test::reference(shape, DType::f32, 4);
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const ShardSpec spec(shape, {Replicate(), Shard(0), Replicate()}, mesh);
+  const ShardTensor st = ShardTensor::scatter(mesh, rank == 0 ? ref : Tensor(), spec);
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "points");
+  io::File f = io::File::create(path, MPI_COMM_WORLD);
+  io::write_sharded(f, io::schema::kCoords, st);
+  bool ok = true;
+  for (Index n = 0; n < shape[0]; ++n) {
+    // Ranges that differ from the write's split: rank r reads the r-th of P+1 pieces,
+    // the last rank also the final piece; rank 0 of an odd sample reads nothing.
+    auto [b, e] = io::balanced_range(shape[1], P + 1, rank);
+    if (rank == P - 1) e = shape[1];
+    if (n % 2 == 1 && rank == 0 && P > 1) e = b;
+    const Tensor pts = io::read_points(f, io::schema::kCoords, n, b, e);
+    ok = ok && pts.shape() == std::vector<Index>{e - b, 3};
+    ok = ok && equals_reference_box(pts.reshape({1, e - b, 3}), ref, Box({n, b, 0}, {n + 1, e, 3}));
+  }
+  f.close();
+  MPI_REQUIRE(ok);
+  test::remove_file(MPI_COMM_WORLD, path);
+}
+
+TEST_CASE("The transfer report says whether HDF5 stayed collective", "[io]") {
+  const std::vector<Index> shape = {2, 1, 6, 5};
+  const Mesh mesh = Mesh::for_grid(MPI_COMM_WORLD, {6, 5});
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Shard(1)}, mesh);
+  const Tensor ref = test::reference(shape, DType::f32);
+  const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "mode");
+  io::File f = io::File::create(path, MPI_COMM_WORLD);
+  const io::TransferReport w = io::write_sharded(f, "/fields/u", st);
+  MPI_REQUIRE(w.collective);
+  MPI_REQUIRE(w.cause.empty());
+  io::IoOptions indep;
+  indep.collective = false;
+  io::TransferReport r;
+  const ShardTensor got = io::read_sharded(f, "/fields/u", mesh, spec, DType::f32, indep, &r);
+  MPI_REQUIRE(!r.collective);
+  MPI_REQUIRE(test::has(r.cause, "independent I/O was requested"));
+  MPI_REQUIRE(test::same(got.local(), st.local()));
+  f.close();
+  test::remove_file(MPI_COMM_WORLD, path);
+}
+
+TEST_CASE("h5dump reads a file we wrote and sees the same values", "[io]") {
+  const std::vector<Index> shape = {2, 1, 3, 4};
+  const Tensor ref = test::reference(shape, DType::f32, 1);
+  const Mesh mesh = Mesh::for_grid(MPI_COMM_WORLD, {3, 4});
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Shard(1)}, mesh);
+  const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "h5dump");
+  {
+    io::File f = io::File::create(path, MPI_COMM_WORLD);
+    io::schema::write_root(f, "test_io");
+    io::write_sharded(f, "/fields/u", st);
+  }
+  bool ok = true;
+  std::string why;
+  if (test::world_rank() == 0) {
+    const std::string out = path + ".txt";
+    const std::string cmd = std::string(TESSERA_H5DUMP) + " -d /fields/u -y -w 0 -o " + out + " " +
+                            path + " > /dev/null";
+    ok = std::system(cmd.c_str()) == 0;
+    std::ifstream in(out);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char& c : text)
+      if (c == ',') c = ' ';
+    std::istringstream is(text);
+    std::vector<double> vals;
+    for (double v; is >> v;) vals.push_back(v);
+    ok = ok && static_cast<Index>(vals.size()) == ref.numel();
+    for (Index i = 0; ok && i < ref.numel(); ++i) ok = vals[i] == ref.data<float>()[i];
+    if (!ok) why = "h5dump gave " + std::to_string(vals.size()) + " values: " + text;
+    // The schema version attribute, as h5dump shows it.
+    const std::string acmd = std::string(TESSERA_H5DUMP) + " -a /tessera_schema_version " + path;
+    FILE* p = popen(acmd.c_str(), "r");
+    std::string attr;
+    char buf[256];
+    while (p && fgets(buf, sizeof buf, p)) attr += buf;
+    if (p) pclose(p);
+    ok = ok && test::has(attr, "(0): 1");
+    std::remove(out.c_str());
+  }
+  INFO(why);
+  MPI_REQUIRE(ok);
+  test::remove_file(MPI_COMM_WORLD, path);
+}
+
+TEST_CASE("Bad inputs fail on every rank, naming the file and the dataset", "[io][errors]") {
+  const int rank = test::world_rank();
+  const std::string good = test::temp_file(MPI_COMM_WORLD, "good");
+  const std::vector<Index> shape = {2, 1, 8, 6};
+  const Mesh mesh = Mesh::for_grid(MPI_COMM_WORLD, {8, 6});
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Shard(1)}, mesh);
+  {
+    const Tensor ref = test::reference(shape, DType::f64);
+    const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+    io::File f = io::File::create(good, MPI_COMM_WORLD);
+    io::write_sharded(f, "/fields/u", st);
+  }
+  auto read = [&](const std::string& path, const std::string& dset, const ShardSpec& s, DType dt) {
+    return test::error_of([&] {
+      io::File f = io::File::open(path, MPI_COMM_WORLD);
+      io::read_sharded(f, dset, mesh, s, dt);
+    });
+  };
+  SECTION("missing file") {
+    const std::string e = read(good + ".nope", "/fields/u", spec, DType::f64);
+    INFO(e);
+    MPI_REQUIRE(test::has(e, good + ".nope") && test::has(e, "no such file"));
+  }
+  SECTION("not an HDF5 file") {
+    const std::string txt = good + ".txt";
+    if (rank == 0) std::ofstream(txt) << "this is not HDF5\n";
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::string e = read(txt, "/fields/u", spec, DType::f64);
+    INFO(e);
+    MPI_REQUIRE(test::has(e, txt) && test::has(e, "not an HDF5 file"));
+    test::remove_file(MPI_COMM_WORLD, txt);
+  }
+  SECTION("truncated file") {
+    const std::string cut = good + ".cut";
+    if (rank == 0) {
+      std::filesystem::copy_file(good, cut);
+      std::filesystem::resize_file(cut, std::filesystem::file_size(good) / 2);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::string e = read(cut, "/fields/u", spec, DType::f64);
+    INFO(e);
+    MPI_REQUIRE(test::has(e, cut) && test::has(e, "truncated"));
+    test::remove_file(MPI_COMM_WORLD, cut);
+  }
+  SECTION("missing dataset") {
+    const std::string e = read(good, "/fields/v", spec, DType::f64);
+    INFO(e);
+    MPI_REQUIRE(test::has(e, "missing dataset '/fields/v' in '" + good + "'"));
+  }
+  SECTION("wrong dtype") {
+    const std::string e = read(good, "/fields/u", spec, DType::f32);
+    INFO(e);
+    MPI_REQUIRE(
+        test::has(e, "dataset '/fields/u' in '" + good + "' holds float64, expected float32"));
+  }
+  SECTION("wrong rank") {
+    const ShardSpec s3({2, 8, 6}, {Replicate(), Shard(0), Shard(1)}, mesh);
+    const std::string e = read(good, "/fields/u", s3, DType::f64);
+    INFO(e);
+    MPI_REQUIRE(test::has(e, "'/fields/u' in '" + good + "' has rank 4") &&
+                test::has(e, "expected rank 3"));
+  }
+  SECTION("shape not matching what was asked") {
+    const ShardSpec s({2, 1, 8, 7}, {Replicate(), Replicate(), Shard(0), Shard(1)}, mesh);
+    const std::string e = read(good, "/fields/u", s, DType::f64);
+    INFO(e);
+    MPI_REQUIRE(test::has(
+        e, "'/fields/u' in '" + good + "' has shape (2, 1, 8, 6), expected (2, 1, 8, 7)"));
+  }
+  SECTION("a box outside the dataset") {
+    const std::string e = test::error_of([&] {
+      io::File f = io::File::open(good, MPI_COMM_WORLD);
+      io::read_slab(f, "/fields/u", rank == 0 ? Box({0, 0, 0, 0}, {3, 1, 1, 1}) : Box(),
+                    DType::f64);
+    });
+    INFO(e);
+    MPI_REQUIRE(test::has(e, "lies outside dataset '/fields/u'"));
+  }
+  test::remove_file(MPI_COMM_WORLD, good);
+}
+
+TEST_CASE("Statistics and the first non-finite value, at any rank count", "[io][schema]") {
+  const std::vector<Index> shape = {3, 2, 7, 5};
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(1.f, 2.f);
+  Tensor ref = Tensor::empty(shape, DType::f32);
+  for (Index i = 0; i < ref.numel(); ++i) ref.data<float>()[i] = g(rng);
+  const std::vector<Index> bad1 = {1, 1, 3, 2}, bad2 = {2, 0, 0, 0};
+  ref.at<float>(bad1) = std::nanf("");
+  ref.at<float>(bad2) = INFINITY;
+  const Mesh mesh = Mesh::for_grid(MPI_COMM_WORLD, {7, 5});
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Shard(1)}, mesh);
+  const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "stats");
+  io::File f = io::File::create(path, MPI_COMM_WORLD);
+  io::write_sharded(f, "/fields/u", st);
+  const io::schema::ChannelStats s = io::schema::scan(f, "/fields/u", 1);
+  // Naive float64 reference over the finite values of each channel.
+  bool ok = s.first_bad == bad1 && std::isnan(s.first_bad_value);
+  for (Index c = 0; c < 2; ++c) {
+    double sum = 0, n = 0, mn = INFINITY, mx = -INFINITY;
+    for (Index i = 0; i < ref.numel(); ++i) {
+      std::vector<Index> p(4);
+      delinearize(Box::from_shape(shape), i, p.data());
+      const double v = ref.data<float>()[i];
+      if (p[1] != c || !std::isfinite(v)) continue;
+      sum += v, n += 1, mn = std::min(mn, v), mx = std::max(mx, v);
+    }
+    const double mean = sum / n;
+    double ss = 0;
+    for (Index i = 0; i < ref.numel(); ++i) {
+      std::vector<Index> p(4);
+      delinearize(Box::from_shape(shape), i, p.data());
+      const double v = ref.data<float>()[i];
+      if (p[1] == c && std::isfinite(v)) ss += (v - mean) * (v - mean);
+    }
+    const auto cc = static_cast<std::size_t>(c);
+    ok = ok && std::abs(s.mean[cc] - mean) < 1e-12 * (1 + std::abs(mean)) &&
+         std::abs(s.std[cc] - std::sqrt(ss / n)) < 1e-12 * std::sqrt(ss / n) && s.min[cc] == mn &&
+         s.max[cc] == mx;
+  }
+  MPI_REQUIRE(ok);
+  // validate names the dataset and the first bad index.
+  const auto problems = io::schema::validate(f);
+  bool named = false;
+  for (const auto& p : problems)
+    named = named || test::has(p, "dataset '/fields/u' in '" + path +
+                                      "': non-finite value nan at index (1, 1, 3, 2)");
+  INFO((problems.empty() ? std::string("no problems") : problems[0]));
+  MPI_REQUIRE(named);
+  f.close();
+  test::remove_file(MPI_COMM_WORLD, path);
+}

@@ -1,0 +1,282 @@
+// CUDA op kernels against their CPU versions (pooling, upsampling, activations, bias,
+// reductions, normalization), float32 and float64. They skip, saying so, where no device
+// exists (the CI machine builds the CUDA code but has no GPU).
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#include "kernels/activation.hpp"
+#include "kernels/bias.hpp"
+#include "kernels/norm.hpp"
+#include "kernels/pool.hpp"
+#include "kernels/reduce.hpp"
+#include "kernels/upsample.hpp"
+#include "kernels/device/device.hpp"
+#include "tests/support/have_device.hpp"
+#include "tests/harness/mpi_test.hpp"
+
+using namespace tessera;
+using namespace tessera::kernels;
+
+namespace {
+
+// A device copy of a host vector, freed on scope exit.
+template <class T>
+struct Dev {
+  std::size_t n;
+  T* p;
+  explicit Dev(const std::vector<T>& h) : n(h.size()), p(static_cast<T*>(device::alloc(bytes()))) {
+    if (n) device::copy(p, h.data(), bytes(), device::Copy::HostToDevice);
+  }
+  ~Dev() { device::free(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  std::size_t bytes() const { return std::max<std::size_t>(n, 1) * sizeof(T); }
+  std::vector<T> host() const {
+    std::vector<T> h(n);
+    if (n) device::copy(h.data(), p, bytes(), device::Copy::DeviceToHost);
+    return h;
+  }
+};
+
+template <class T>
+std::vector<T> random_vec(std::size_t n, std::mt19937& rng, double lo = -1, double hi = 1) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<T> v(n);
+  for (auto& e : v) e = static_cast<T>(u(rng));
+  return v;
+}
+
+Index rnd(std::mt19937& rng, Index lo, Index hi) {
+  return lo + static_cast<Index>(rng() % static_cast<unsigned>(hi - lo + 1));
+}
+
+template <class A, class B>
+bool close(const std::vector<A>& a, const std::vector<B>& b, double rel) {
+  if (a.size() != b.size()) return false;
+  double m = 0, scale = 1;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return m <= rel * scale;
+}
+
+template <class T>
+constexpr DType scalar_of() {
+  return std::is_same_v<T, double> ? DType::f64 : DType::f32;
+}
+template <class T>
+constexpr double tol() {
+  return std::is_same_v<T, double> ? 1e-12 : 1e-5;
+}
+
+// Parent-buffer strides for a window of `shape` with margins of 0..2 on every dim.
+Index window_strides(const std::vector<Index>& shape, std::mt19937& rng, Index* strides,
+                     Index& origin) {
+  Index s = 1;
+  origin = 0;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    const Index lo = rnd(rng, 0, 2), parent = shape[d] + lo + rnd(rng, 0, 2);
+    strides[d] = s;
+    origin += lo * s;
+    s *= parent;
+  }
+  return s;
+}
+
+template <class T>
+void pool_case(std::mt19937& rng, int nd) {
+  PoolDesc d;
+  d.nd = nd;
+  d.type = scalar_of<T>();
+  d.n = rnd(rng, 1, 2);
+  d.c = rnd(rng, 1, 3);
+  d.kind = rng() % 2 ? PoolKind::Max : PoolKind::Avg;
+  d.count_include_pad = rng() % 2;
+  std::vector<Index> shape{d.n, d.c};
+  for (int k = 0; k < nd; ++k) {
+    do {
+      d.in[k] = rnd(rng, 1, 9);
+      d.kernel[k] = rnd(rng, 1, 4);
+      d.stride[k] = rnd(rng, 1, 3);
+      d.pad_lo[k] = rnd(rng, 0, d.kernel[k] - 1);
+      d.pad_hi[k] = rnd(rng, 0, d.kernel[k] - 1);
+    } while (d.in[k] + d.pad_lo[k] + d.pad_hi[k] < d.kernel[k] ||
+             (d.out(k) - 1) * d.stride[k] - d.pad_lo[k] >= d.in[k]);
+    shape.push_back(d.in[k]);
+  }
+  Index origin;
+  const Index size = window_strides(shape, rng, d.x_strides, origin);
+  Index ny = d.n * d.c;
+  for (int k = 0; k < nd; ++k) ny *= d.out(k);
+  std::vector<T> x = random_vec<T>(size, rng);
+  if (rng() % 2)
+    for (auto& v : x) v = static_cast<T>(std::round(v * 2));  // ties
+  const std::vector<T> dy = random_vec<T>(ny, rng), dx0 = random_vec<T>(size, rng);
+  std::vector<T> y(ny), dx = dx0;
+  pool_forward_cpu(d, x.data() + origin, y.data());
+  pool_backward_cpu(d, x.data() + origin, dy.data(), dx.data() + origin);
+  Dev<T> gx(x), gy{std::vector<T>(ny)}, gdy(dy), gdx(dx0);
+  pool_forward_cuda(d, gx.p + origin, gy.p);
+  pool_backward_cuda(d, gx.p + origin, gdy.p, gdx.p + origin);
+  MPI_REQUIRE(close(gy.host(), y, tol<T>()));
+  MPI_REQUIRE(close(gdx.host(), dx, tol<T>()));
+}
+
+template <class T>
+void upsample_case(std::mt19937& rng, int nd) {
+  UpsampleDesc d;
+  d.nd = nd;
+  d.type = scalar_of<T>();
+  d.n = rnd(rng, 1, 2);
+  d.c = rnd(rng, 1, 3);
+  d.mode = rng() % 2 ? UpsampleMode::Linear : UpsampleMode::Nearest;
+  std::vector<Index> shape{d.n, d.c};
+  Index ny = d.n * d.c;
+  for (int k = 0; k < nd; ++k) {
+    d.scale[k] = rnd(rng, 1, 3);
+    d.in_global[k] = rnd(rng, 1, 8);
+    const Index O = d.in_global[k] * d.scale[k];
+    d.out_lo[k] = rnd(rng, 0, O - 1);
+    d.out_n[k] = rnd(rng, 1, O - d.out_lo[k]);
+    Index lo, hi;
+    upsample_input_range(d.mode, d.scale[k], d.in_global[k], d.out_lo[k], d.out_n[k], &lo, &hi);
+    d.in_lo[k] = lo - rnd(rng, 0, 1);
+    d.in_n[k] = hi + rnd(rng, 0, 1) - d.in_lo[k];
+    shape.push_back(d.in_n[k]);
+    ny *= d.out_n[k];
+  }
+  Index origin;
+  const Index size = window_strides(shape, rng, d.x_strides, origin);
+  const std::vector<T> x = random_vec<T>(size, rng), dy = random_vec<T>(ny, rng),
+                       dx0 = random_vec<T>(size, rng);
+  std::vector<T> y(ny), dx = dx0;
+  upsample_forward_cpu(d, x.data() + origin, y.data());
+  upsample_backward_cpu(d, dy.data(), dx.data() + origin);
+  Dev<T> gx(x), gy{std::vector<T>(ny)}, gdy(dy), gdx(dx0);
+  upsample_forward_cuda(d, gx.p + origin, gy.p);
+  upsample_backward_cuda(d, gdy.p, gdx.p + origin);
+  MPI_REQUIRE(close(gy.host(), y, tol<T>()));
+  MPI_REQUIRE(close(gdx.host(), dx, tol<T>()));
+}
+
+template <class T>
+void elementwise_cases(std::mt19937& rng) {
+  const Index n = 100003;
+  const std::vector<T> x = random_vec<T>(n, rng, -8, 8), dy = random_vec<T>(n, rng);
+  Dev<T> gx(x), gdy(dy), gy{std::vector<T>(n)}, gdx{std::vector<T>(n)};
+  for (Activation a : {Activation::ReLU, Activation::GELU, Activation::SiLU, Activation::Tanh}) {
+    std::vector<T> y(n), dx(n);
+    activation_forward_cpu(a, scalar_of<T>(), n, x.data(), y.data());
+    activation_backward_cpu(a, scalar_of<T>(), n, x.data(), dy.data(), dx.data());
+    activation_forward_cuda(a, scalar_of<T>(), n, gx.p, gy.p);
+    activation_backward_cuda(a, scalar_of<T>(), n, gx.p, gdy.p, gdx.p);
+    INFO(name_of(a));
+    MPI_REQUIRE(close(gy.host(), y, tol<T>()));
+    MPI_REQUIRE(close(gdx.host(), dx, tol<T>()));
+  }
+  const Index bn = 2, bc = 5, inner = 3001;
+  const std::vector<T> b = random_vec<T>(bc, rng);
+  std::vector<T> yb(x.begin(), x.begin() + bn * bc * inner), db(bc);
+  Dev<T> gyb(yb), gb(b), gdb{std::vector<T>(bc)};
+  bias_add_cpu(scalar_of<T>(), bn, bc, inner, yb.data(), b.data());
+  bias_add_cuda(scalar_of<T>(), bn, bc, inner, gyb.p, gb.p);
+  MPI_REQUIRE(close(gyb.host(), yb, tol<T>()));
+  bias_backward_cpu(scalar_of<T>(), bn, bc, inner, dy.data(), db.data());
+  bias_backward_cuda(scalar_of<T>(), bn, bc, inner, gdy.p, gdb.p);
+  MPI_REQUIRE(close(gdb.host(), db, tol<T>()));
+}
+
+template <class T>
+void reduce_and_norm_cases(std::mt19937& rng) {
+  const DType type = scalar_of<T>();
+  for (Index n : {Index{0}, Index{1}, Index{1000}, Index{3000017}}) {
+    const std::vector<T> x = random_vec<T>(n, rng, -1, 2);
+    Dev<T> gx(x);
+    const double s = reduce_sum_cpu(type, n, x.data()),
+                 q = reduce_sum_squares_cpu(type, n, x.data());
+    MPI_REQUIRE(std::abs(reduce_sum_cuda(type, n, gx.p) - s) <= 1e-12 * (1 + std::abs(s)));
+    MPI_REQUIRE(std::abs(reduce_sum_squares_cuda(type, n, gx.p) - q) <= 1e-12 * (1 + q));
+    if (n > 0)
+      MPI_REQUIRE(std::abs(reduce_mean_cuda(type, n, gx.p) - reduce_mean_cpu(type, n, x.data())) <=
+                  1e-12);
+  }
+  for (StatKind kind : {StatKind::PerGroup, StatKind::PerChannel, StatKind::PerPosition}) {
+    const Index groups = kind == StatKind::PerGroup ? 2 : 1;
+    const StatLayout l{kind, 2, 6, 517, groups};
+    const std::vector<T> x = random_vec<T>(l.elements(), rng, -1, 2),
+                         dy = random_vec<T>(l.elements(), rng), gamma = random_vec<T>(l.c, rng),
+                         beta = random_vec<T>(l.c, rng);
+    std::vector<double> sum(l.count()), sq(l.count());
+    stat_sums_cpu(l, type, x.data(), sum.data(), sq.data());
+    Dev<T> gx(x), gdy(dy), gg(gamma), gbeta(beta);
+    Dev<double> gsum(sum), gsq(sq);
+    stat_sums_cuda(l, type, gx.p, gsum.p, gsq.p);
+    MPI_REQUIRE(close(gsum.host(), sum, 1e-12));
+    MPI_REQUIRE(close(gsq.host(), sq, 1e-12));
+    const double M = static_cast<double>(l.size());
+    std::vector<double> mean(l.count()), rstd(l.count());
+    for (Index g = 0; g < l.count(); ++g) {
+      mean[g] = sum[g] / M;
+      rstd[g] = 1 / std::sqrt(sq[g] / M - mean[g] * mean[g] + 1e-5);
+    }
+    Dev<double> gmean(mean), grstd(rstd);
+    const NormArgs h{l, type, mean.data(), rstd.data(), gamma.data(), beta.data()};
+    const NormArgs d{l, type, gmean.p, grstd.p, gg.p, gbeta.p};
+    std::vector<T> y(x.size()), dx(x.size());
+    std::vector<double> s1(l.count()), s2(l.count()), dgam(l.c), dbet(l.c);
+    norm_forward_cpu(h, x.data(), y.data());
+    norm_backward_sums_cpu(h, x.data(), dy.data(), s1.data(), s2.data());
+    norm_backward_dx_cpu(h, x.data(), dy.data(), s1.data(), s2.data(), M, dx.data());
+    norm_param_grads_cpu(h, x.data(), dy.data(), dgam.data(), dbet.data());
+    Dev<T> gy(y), gdx(dx);
+    Dev<double> gs1(s1), gs2(s2), gdgam(dgam), gdbet(dbet);
+    norm_forward_cuda(d, gx.p, gy.p);
+    norm_backward_sums_cuda(d, gx.p, gdy.p, gs1.p, gs2.p);
+    MPI_REQUIRE(close(gs1.host(), s1, 1e-12));
+    MPI_REQUIRE(close(gs2.host(), s2, 1e-12));
+    norm_backward_dx_cuda(d, gx.p, gdy.p, gs1.p, gs2.p, M, gdx.p);
+    norm_param_grads_cuda(d, gx.p, gdy.p, gdgam.p, gdbet.p);
+    MPI_REQUIRE(close(gy.host(), y, tol<T>()));
+    MPI_REQUIRE(close(gdx.host(), dx, tol<T>() * 10));
+    MPI_REQUIRE(close(gdgam.host(), dgam, 1e-12));
+    MPI_REQUIRE(close(gdbet.host(), dbet, 1e-12));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA pooling equals CPU pooling", "[gpu]") {
+  if (!test::have_device()) return;
+  std::mt19937 rng(71);
+  for (int trial = 0; trial < 60; ++trial) {
+    pool_case<float>(rng, 1 + trial % 3);
+    pool_case<double>(rng, 1 + trial % 3);
+  }
+}
+
+TEST_CASE("CUDA upsampling equals CPU upsampling", "[gpu]") {
+  if (!test::have_device()) return;
+  std::mt19937 rng(72);
+  for (int trial = 0; trial < 60; ++trial) {
+    upsample_case<float>(rng, 1 + trial % 3);
+    upsample_case<double>(rng, 1 + trial % 3);
+  }
+}
+
+TEST_CASE("CUDA activations and bias equal the CPU ones", "[gpu]") {
+  if (!test::have_device()) return;
+  std::mt19937 rng(73);
+  elementwise_cases<float>(rng);
+  elementwise_cases<double>(rng);
+}
+
+TEST_CASE("CUDA reductions and normalization equal the CPU ones", "[gpu]") {
+  if (!test::have_device()) return;
+  std::mt19937 rng(74);
+  reduce_and_norm_cases<float>(rng);
+  reduce_and_norm_cases<double>(rng);
+}

@@ -1,0 +1,2 @@
+// Must not build: the decomp floor may not include the compute kernels.
+#include "kernels/conv.hpp"

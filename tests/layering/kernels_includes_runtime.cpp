@@ -1,0 +1,2 @@
+// Must not build: a kernels source may not include a runtime header.
+#include "runtime/tensor/tensor.hpp"

@@ -1,0 +1,60 @@
+#include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "tests/harness/mpi_test.hpp"
+
+using namespace tessera;
+
+TEST_CASE("A check failing on one rank throws on every rank with its message", "[errors]") {
+  const int P = test::world_size(), me = test::world_rank();
+  const int bad = P - 1;
+  std::string msg;
+  try {
+    collective_check(MPI_COMM_WORLD, me != bad, "input shape (3, 4) is not (3, 5)");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  MPI_REQUIRE(!msg.empty());
+  MPI_REQUIRE(msg.find("rank " + std::to_string(bad) + ": input shape (3, 4) is not (3, 5)") !=
+              std::string::npos);
+  MPI_REQUIRE(msg.find("1 of " + std::to_string(P) + " ranks") != std::string::npos);
+  // All passing: nothing thrown anywhere.
+  bool threw = false;
+  try {
+    collective_check(MPI_COMM_WORLD, true, "unused");
+  } catch (const Error&) {
+    threw = true;
+  }
+  MPI_REQUIRE(!threw);
+}
+
+TEST_CASE("Several failing ranks are all named", "[errors]") {
+  const int me = test::world_rank();
+  std::string msg;
+  try {
+    collective_check(MPI_COMM_WORLD, me % 2 == 1, "even rank " + std::to_string(me));
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  bool ok = true;
+  for (int r = 0; r < test::world_size(); r += 2)
+    ok = ok && msg.find("rank " + std::to_string(r) + ": even rank " + std::to_string(r)) !=
+                   std::string::npos;
+  MPI_REQUIRE(ok);
+}
+
+TEST_CASE("collective_run turns one rank's exception into an error everywhere", "[errors]") {
+  const int me = test::world_rank();
+  std::string msg;
+  try {
+    collective_run(MPI_COMM_WORLD, [&] {
+      if (me == 0) throw std::runtime_error("file not found: data.h5");
+    });
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  MPI_REQUIRE(msg.find("rank 0: file not found: data.h5") != std::string::npos);
+  // And the job goes on: a collective after the failure completes on all ranks.
+  int one = 1, sum = 0;
+  MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_REQUIRE(sum == test::world_size());
+}

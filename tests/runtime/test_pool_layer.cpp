@@ -1,0 +1,196 @@
+// Sharded max and average pooling against single-rank pooling (forward and input
+// gradient) on 1-D, 2-D and 3-D meshes, even and uneven shards (empty shards and shards
+// thinner than the halo included), overlapping windows, padding; a float64 reference
+// by naive loops; finite differences; errors.
+#include <cmath>
+#include <limits>
+
+#include "runtime/nn/pool_layer.hpp"
+#include "tests/harness/mpi_test.hpp"
+#include "tests/support/helpers.hpp"
+#include "tests/support/layer_sweep.hpp"
+#include "tests/support/ops_layer_check.hpp"
+
+using namespace tessera;
+namespace ops = tessera::test::ops;
+using Kind = PoolOptions::Kind;
+
+namespace {
+PoolOptions pool(Kind kind, std::vector<Index> k, std::vector<Index> s, std::vector<Index> plo,
+                 std::vector<Index> phi = {}, bool include_pad = true) {
+  PoolOptions o;
+  o.kind = kind;
+  o.kernel = std::move(k);
+  o.stride = std::move(s);
+  o.pad_lo = std::move(plo);
+  o.pad_hi = std::move(phi);
+  o.count_include_pad = include_pad;
+  return o;
+}
+
+struct Case {
+  std::string what;
+  PoolOptions opts;
+  std::vector<Index> shape;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"max 2d k3 s2 p1", pool(Kind::Max, {3, 3}, {2, 2}, {1, 1}), {2, 3, 11, 9}},
+      {"avg 2d k2 s2", pool(Kind::Avg, {2, 2}, {}, {}), {2, 2, 12, 10}},
+      {"max 2d k3 s1 p1", pool(Kind::Max, {3, 3}, {1, 1}, {1, 1}), {1, 2, 9, 7}},
+      {"avg 2d k3 s1 p1 exclude pad",
+       pool(Kind::Avg, {3, 3}, {1, 1}, {1, 1}, {}, false),
+       {1, 2, 9, 7}},
+      {"avg 2d k4 s1 pad 2/1 (even kernel, asymmetric)",
+       pool(Kind::Avg, {4, 2}, {1, 1}, {2, 0}, {1, 1}),
+       {2, 2, 10, 8}},
+      {"max 2d k5x3 s3x2 p2x1", pool(Kind::Max, {5, 3}, {3, 2}, {2, 1}), {1, 3, 13, 9}},
+      {"max 1d k3 s2 p1", pool(Kind::Max, {3}, {2}, {1}), {2, 3, 17}},
+      {"avg 1d k3 s1", pool(Kind::Avg, {3}, {1}, {0}), {1, 2, 13}},
+      {"max 3d k3 s2 p1", pool(Kind::Max, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}), {1, 2, 7, 6, 5}},
+      {"avg 3d k2 s2", pool(Kind::Avg, {2, 2, 2}, {}, {}), {1, 2, 6, 4, 8}},
+  };
+}
+
+// Independent float64 reference: pooling by naive loops over a 2-D (N, C, H, W) tensor.
+Tensor naive_pool2d(const PoolOptions& o, const Tensor& x) {
+  const Index N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
+  const Index OH = (H + o.pad_lo[0] + o.pad_hi[0] - o.kernel[0]) / o.stride[0] + 1;
+  const Index OW = (W + o.pad_lo[1] + o.pad_hi[1] - o.kernel[1]) / o.stride[1] + 1;
+  Tensor y = Tensor::empty({N, C, OH, OW}, DType::f64);
+  for (Index n = 0; n < N; ++n)
+    for (Index c = 0; c < C; ++c)
+      for (Index i = 0; i < OH; ++i)
+        for (Index j = 0; j < OW; ++j) {
+          double best = -std::numeric_limits<double>::infinity(), sum = 0;
+          Index real = 0;
+          for (Index a = 0; a < o.kernel[0]; ++a)
+            for (Index b = 0; b < o.kernel[1]; ++b) {
+              const Index h = i * o.stride[0] - o.pad_lo[0] + a;
+              const Index w = j * o.stride[1] - o.pad_lo[1] + b;
+              if (h < 0 || h >= H || w < 0 || w >= W) continue;
+              const double v = x.at<double>({n, c, h, w});
+              best = std::max(best, v);
+              sum += v;
+              ++real;
+            }
+          const double div = o.count_include_pad ? double(o.kernel[0] * o.kernel[1]) : double(real);
+          y.at<double>({n, c, i, j}) = o.kind == Kind::Max ? best : sum / div;
+        }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("Sharded pooling equals single-rank pooling, forward and backward", "[pool]") {
+  std::mt19937 rng(5);
+  const auto [runs, worst] = ops::sweep_layouts(
+      cases(), rng, 11, [](const PoolOptions& o) { return static_cast<int>(o.kernel.size()); },
+      [](const PoolOptions& o) -> std::unique_ptr<Layer> { return std::make_unique<Pool>(o); });
+  INFO("runs " << runs << ", worst relative error " << worst);
+  MPI_CHECK(runs > 0);
+}
+
+TEST_CASE("Pooling on shards thinner than the halo, empty shards included", "[pool]") {
+  const std::vector<PoolOptions> opts{pool(Kind::Max, {5, 5}, {1, 1}, {2, 2}),
+                                      pool(Kind::Avg, {3, 3}, {2, 2}, {1, 1}),
+                                      pool(Kind::Max, {4, 3}, {3, 1}, {2, 1}, {1, 0}),
+                                      pool(Kind::Avg, {2, 2}, {2, 2}, {0, 0}, {0, 0}, false)};
+  int runs = 0;
+  for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
+    if (mesh.ndim() > 2) continue;
+    const auto dims = ops::layer_dims(mesh, 2);
+    std::vector<std::vector<Index>> sizes(4);
+    std::vector<Index> shape{1, 2, 5, 4};
+    for (int d = 2; d < 4; ++d) {
+      if (!dims[d].sharded()) continue;
+      sizes[d] = ops::thin_sizes(mesh.dim(dims[d].axis), 4);
+      shape[d] = ops::total(sizes[d]);
+    }
+    if (dims[0].sharded()) sizes[0] = std::vector<Index>(mesh.dim(dims[0].axis), 0);
+    if (dims[0].sharded()) sizes[0][0] = 1;  // one sample: the other data ranks hold none
+    const Tensor x = ops::random_tensor(shape, DType::f64, 77);
+    for (PoolOptions o : opts) {
+      for (OutputSplit split : {OutputSplit::Balanced, OutputSplit::Aligned}) {
+        o.split = split;
+        const auto e = ops::compare_with_single_rank(
+            mesh, [&] { return std::make_unique<Pool>(o); }, x, dims, sizes);
+        INFO(mesh.str() << " shape " << shape_str(shape) << " kernel " << o.kernel[0] << "x"
+                        << o.kernel[1] << ": y " << e.y << " dx " << e.dx);
+        MPI_CHECK(e.worst() <= 1e-11);
+        ++runs;
+      }
+    }
+  }
+  MPI_CHECK(runs > 0);
+}
+
+TEST_CASE("Pooling matches naive float64 loops", "[pool]") {
+  const Mesh self = Mesh::line(MPI_COMM_SELF);
+  for (const Case& c : cases()) {
+    if (c.opts.kernel.size() != 2) continue;
+    Pool p(c.opts);
+    const PoolOptions& o = p.options();  // defaults resolved
+    const Tensor x = ops::random_tensor(c.shape, DType::f64, 3);
+    const Tensor y =
+        p.forward(ShardTensor::scatter(self, x, ShardSpec::replicated(x.shape(), self))).local();
+    INFO(c.what);
+    MPI_CHECK(ops::rel_error(y, naive_pool2d(o, x)) <= 1e-15);
+  }
+}
+
+TEST_CASE("Pooling: the adjoint identity <pool(x), w> = <x, pool^T(w)> for average pooling",
+          "[pool]") {
+  // Average pooling is linear: its backward is its exact adjoint, on every mesh.
+  for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
+    Pool p(pool(Kind::Avg, {3, 2}, {2, 1}, {1, 0}, {1, 1}));
+    const std::vector<Index> shape{1, 2, 9, 7};
+    const auto dims = ops::layer_dims(mesh, 2);
+    const Tensor x = ops::random_tensor(shape, DType::f64, 1);
+    const ShardTensor y = p.forward(ShardTensor::scatter(mesh, x, dims));
+    const Tensor w = ops::random_tensor(y.global_shape(), DType::f64, 2);
+    const Tensor xt = p.backward(ShardTensor::scatter(mesh, w, y.spec())).gather_all();
+    const Tensor yf = y.gather_all();
+    double a = 0, b = 0;
+    for (Index i = 0; i < yf.numel(); ++i) a += yf.data<double>()[i] * w.data<double>()[i];
+    for (Index i = 0; i < x.numel(); ++i) b += x.data<double>()[i] * xt.data<double>()[i];
+    INFO(mesh.str() << ": " << a << " vs " << b);
+    MPI_CHECK(std::abs(a - b) <= 1e-13 * std::abs(a));
+  }
+}
+
+TEST_CASE("Pooling gradients match finite differences (float64, one rank)", "[pool]") {
+  for (const Case& c : cases()) {
+    const PoolOptions o = c.opts;
+    const Tensor x = ops::random_tensor(c.shape, DType::f64, 9);
+    const double err = ops::finite_difference_error([&] { return std::make_unique<Pool>(o); }, x);
+    INFO(c.what << ": " << err);
+    MPI_CHECK(err <= 1e-7);
+  }
+}
+
+TEST_CASE("Pooling rejects bad parameters and inputs with clear errors", "[pool]") {
+  using ops::throws_error;
+  MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {}, {}, {})); }));
+  MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3, 3, 3, 3}, {}, {})); }));
+  MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3}, {0}, {})); }));
+  MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3}, {1}, {-1})); }));
+  MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3}, {1}, {3})); }));     // pad >= kernel
+  MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3, 3}, {1}, {0})); }));  // stride rank
+  const Mesh mesh = Mesh::line(test::harness_comm());
+  Pool p(pool(Kind::Max, {3, 3}, {2, 2}, {1, 1}));
+  const ShardSpec wrong_rank({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, mesh);
+  MPI_CHECK(throws_error([&] { p.output_spec(wrong_rank); }));
+  const ShardSpec too_small({1, 1, 1, 8}, {Replicate(), Replicate(), Replicate(), Shard(0)}, mesh);
+  Pool big(pool(Kind::Avg, {4, 1}, {1, 1}, {0, 0}));
+  MPI_CHECK(throws_error([&] { big.output_spec(too_small); }));
+  const ShardSpec partial({1, 1, 8, 8}, {Replicate(), Replicate(), Replicate(), Replicate()}, mesh,
+                          {0});
+  MPI_CHECK(throws_error([&] { p.output_spec(partial); }));
+  MPI_CHECK(throws_error([&] { p.backward(ShardTensor()); }));  // before forward
+  // An int64 input.
+  const Tensor xi = Tensor::zeros({1, 1, 4, 4}, DType::i64);
+  MPI_CHECK(throws_error([&] {
+    p.forward(ShardTensor::scatter(mesh, xi, {Replicate(), Replicate(), Shard(0), Replicate()}));
+  }));
+}
