@@ -3,8 +3,14 @@ if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper: sm_90 SASS plus compute_90 PTX
 endif()
 enable_language(CUDA)
-# .cu sources are C++17 (the CMake here does not know nvcc's C++20 flag).
-set(CMAKE_CUDA_STANDARD 17)
+# .cu sources are C++20 like the rest. CMake 3.25 does not know nvcc's C++20 flag, so it
+# is taught here (nvcc 12+ accepts -std=c++20).
+if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+endif()
+set(CMAKE_CUDA_STANDARD 20)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)
 

@@ -16,4 +16,18 @@ const char* name_of(Activation a) {
   return "?";
 }
 
+void activation_forward(const Device& dev, Activation a, DType type, Index n, const void* x,
+                        void* y) {
+  if (dev.is_host()) return cpu::activation_forward(a, type, n, x, y);
+  if constexpr (kCudaEnabled) return cuda::activation_forward(dev, a, type, n, x, y);
+  throw_without_cuda("activation_forward");
+}
+
+void activation_backward(const Device& dev, Activation a, DType type, Index n, const void* x,
+                         const void* dy, void* dx) {
+  if (dev.is_host()) return cpu::activation_backward(a, type, n, x, dy, dx);
+  if constexpr (kCudaEnabled) return cuda::activation_backward(dev, a, type, n, x, dy, dx);
+  throw_without_cuda("activation_backward");
+}
+
 }  // namespace tessera::kernels

@@ -8,6 +8,7 @@
 //   w, dw: (Cout, Cin/groups, kernel...) contiguous
 //   bias, dbias: (Cout)
 #include "kernels/floor.hpp"
+#include "kernels/device/device.hpp"
 #include <cstddef>
 #include <string>
 
@@ -17,7 +18,7 @@
 namespace tessera::kernels {
 
 struct ConvDesc {
-  int nd = 2;                 // spatial dims, 1..3
+  int nd = 2;               // spatial dims, 1..3
   DType type = DType::f32;  // element type of every tensor
   Index n = 1, c_in = 1, c_out = 1, groups = 1;
   Index in[3] = {1, 1, 1};  // input spatial extents (only the first nd used)
@@ -43,18 +44,32 @@ struct ConvDesc {
 };
 
 // Host memory. y contiguous; bias (Cout) or nullptr.
-void conv_forward_cpu(const ConvDesc&, const void* x, const void* w, const void* bias, void* y);
+void conv_forward(const Device& dev, const ConvDesc& desc, const void* x, const void* w,
+                  const void* bias, void* y);
 // dx (x's layout and strides) is overwritten; elements outside the window are untouched.
-void conv_backward_data_cpu(const ConvDesc&, const void* dy, const void* w, void* dx);
+void conv_backward_data(const Device& dev, const ConvDesc& desc, const void* dy, const void* w,
+                        void* dx);
 // dw and dbias (nullable) are overwritten.
-void conv_backward_weights_cpu(const ConvDesc&, const void* x, const void* dy, void* dw,
-                               void* dbias);
+void conv_backward_weights(const Device& dev, const ConvDesc& desc, const void* x, const void* dy,
+                           void* dw, void* dbias);
 
-// Device memory, cuDNN; synchronous on the default stream like the other CUDA kernels.
-// Throw tessera::Error when Tessera was built without CUDA.
-void conv_forward_cuda(const ConvDesc&, const void* x, const void* w, const void* bias, void* y);
-void conv_backward_data_cuda(const ConvDesc&, const void* dy, const void* w, void* dx);
-void conv_backward_weights_cuda(const ConvDesc&, const void* x, const void* dy, void* dw,
-                                void* dbias);
+// The backends behind the entry points above (the entry dispatches on dev.space):
+// host loops, oneDNN, OpenMP ...
+namespace cpu {
+void conv_forward(const ConvDesc&, const void* x, const void* w, const void* bias, void* y);
+void conv_backward_data(const ConvDesc&, const void* dy, const void* w, void* dx);
+void conv_backward_weights(const ConvDesc&, const void* x, const void* dy, void* dw, void* dbias);
+}  // namespace cpu
+// ... and CUDA, defined only where Tessera is built with CUDA (kCudaEnabled): every pointer
+// is a device pointer, work is queued on dev.stream, and a result returned to the host (a
+// sum) is waited for.
+namespace cuda {
+void conv_forward(const Device& dev, const ConvDesc&, const void* x, const void* w,
+                  const void* bias, void* y);
+void conv_backward_data(const Device& dev, const ConvDesc&, const void* dy, const void* w,
+                        void* dx);
+void conv_backward_weights(const Device& dev, const ConvDesc&, const void* x, const void* dy,
+                           void* dw, void* dbias);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

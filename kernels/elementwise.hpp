@@ -4,6 +4,7 @@
 // gradient scaling, norms, loss sums). Reductions accumulate in double in a fixed
 // order, so a result is reproducible run to run on the same device.
 #include "kernels/floor.hpp"
+#include "kernels/device/device.hpp"
 #include <cstdint>
 
 #include "decomp/dtype.hpp"
@@ -13,22 +14,36 @@ namespace tessera::kernels {
 using Count = std::int64_t;
 
 // y[i] += alpha * x[i]
-void axpy_host(DType s, Count n, double alpha, const void* x, void* y);
+void axpy(const Device& dev, DType s, Count n, double alpha, const void* x, void* y);
 // y[i] *= alpha
-void scale_host(DType s, Count n, double alpha, void* y);
+void scale(const Device& dev, DType s, Count n, double alpha, void* y);
 // out[i] = alpha * (a[i] - b[i])
-void scaled_diff_host(DType s, Count n, double alpha, const void* a, const void* b, void* out);
+void scaled_diff(const Device& dev, DType s, Count n, double alpha, const void* a, const void* b,
+                 void* out);
 // sum_i x[i]^2
-double sum_squares_host(DType s, Count n, const void* x);
+double sum_squares(const Device& dev, DType s, Count n, const void* x);
 // sum_i (a[i] - b[i])^2
-double sum_sq_diff_host(DType s, Count n, const void* a, const void* b);
+double sum_sq_diff(const Device& dev, DType s, Count n, const void* a, const void* b);
 
-// CUDA versions: device pointers, synchronous on the default stream. Throw when
-// Tessera was built without CUDA.
-void axpy_cuda(DType s, Count n, double alpha, const void* x, void* y);
-void scale_cuda(DType s, Count n, double alpha, void* y);
-void scaled_diff_cuda(DType s, Count n, double alpha, const void* a, const void* b, void* out);
-double sum_squares_cuda(DType s, Count n, const void* x);
-double sum_sq_diff_cuda(DType s, Count n, const void* a, const void* b);
+// The backends behind the entry points above (the entry dispatches on dev.space):
+// host loops, oneDNN, OpenMP ...
+namespace cpu {
+void axpy(DType s, Count n, double alpha, const void* x, void* y);
+void scale(DType s, Count n, double alpha, void* y);
+void scaled_diff(DType s, Count n, double alpha, const void* a, const void* b, void* out);
+double sum_squares(DType s, Count n, const void* x);
+double sum_sq_diff(DType s, Count n, const void* a, const void* b);
+}  // namespace cpu
+// ... and CUDA, defined only where Tessera is built with CUDA (kCudaEnabled): every pointer
+// is a device pointer, work is queued on dev.stream, and a result returned to the host (a
+// sum) is waited for.
+namespace cuda {
+void axpy(const Device& dev, DType s, Count n, double alpha, const void* x, void* y);
+void scale(const Device& dev, DType s, Count n, double alpha, void* y);
+void scaled_diff(const Device& dev, DType s, Count n, double alpha, const void* a, const void* b,
+                 void* out);
+double sum_squares(const Device& dev, DType s, Count n, const void* x);
+double sum_sq_diff(const Device& dev, DType s, Count n, const void* a, const void* b);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

@@ -12,6 +12,7 @@
 //             dgamma[c] = sum dy * xhat, dbeta[c] = sum dy (local parts, over n and space).
 // gamma and beta (c entries, element type) may be nullptr: gamma = 1, beta = 0.
 #include "kernels/floor.hpp"
+#include "kernels/device/device.hpp"
 #include "decomp/box.hpp"
 #include "decomp/dtype.hpp"
 #include "kernels/stat_layout.hpp"
@@ -27,26 +28,39 @@ struct NormArgs {
   const void* beta = nullptr;   // c entries or nullptr (forward only)
 };
 
-void norm_forward_cpu(const NormArgs& a, const void* x, void* y);
+void norm_forward(const Device& dev, const NormArgs& a, const void* x, void* y);
 // Local s1[g] = sum(dy * gamma), s2[g] = sum(dy * gamma * xhat) (overwritten).
-void norm_backward_sums_cpu(const NormArgs& a, const void* x, const void* dy, double* s1,
-                            double* s2);
+void norm_backward_sums(const Device& dev, const NormArgs& a, const void* x, const void* dy,
+                        double* s1, double* s2);
 // dx (overwritten; may alias dy) from the globally summed S1, S2 and the global group size M.
-void norm_backward_dx_cpu(const NormArgs& a, const void* x, const void* dy, const double* S1,
-                          const double* S2, double M, void* dx);
+void norm_backward_dx(const Device& dev, const NormArgs& a, const void* x, const void* dy,
+                      const double* S1, const double* S2, double M, void* dx);
 // Local dgamma[c] = sum dy * xhat, dbeta[c] = sum dy (overwritten, c doubles; either may be
 // nullptr).
-void norm_param_grads_cpu(const NormArgs& a, const void* x, const void* dy, double* dgamma,
-                          double* dbeta);
+void norm_param_grads(const Device& dev, const NormArgs& a, const void* x, const void* dy,
+                      double* dgamma, double* dbeta);
 
-// CUDA versions: every pointer (mean, rstd, S1, S2, outputs included) is a device pointer;
-// one kernel launch each, synchronous on the default stream.
-void norm_forward_cuda(const NormArgs& a, const void* x, void* y);
-void norm_backward_sums_cuda(const NormArgs& a, const void* x, const void* dy, double* s1,
-                             double* s2);
-void norm_backward_dx_cuda(const NormArgs& a, const void* x, const void* dy, const double* S1,
-                           const double* S2, double M, void* dx);
-void norm_param_grads_cuda(const NormArgs& a, const void* x, const void* dy, double* dgamma,
-                           double* dbeta);
+// The backends behind the entry points above (the entry dispatches on dev.space):
+// host loops, oneDNN, OpenMP ...
+namespace cpu {
+void norm_forward(const NormArgs& a, const void* x, void* y);
+void norm_backward_sums(const NormArgs& a, const void* x, const void* dy, double* s1, double* s2);
+void norm_backward_dx(const NormArgs& a, const void* x, const void* dy, const double* S1,
+                      const double* S2, double M, void* dx);
+void norm_param_grads(const NormArgs& a, const void* x, const void* dy, double* dgamma,
+                      double* dbeta);
+}  // namespace cpu
+// ... and CUDA, defined only where Tessera is built with CUDA (kCudaEnabled): every pointer
+// is a device pointer, work is queued on dev.stream, and a result returned to the host (a
+// sum) is waited for.
+namespace cuda {
+void norm_forward(const Device& dev, const NormArgs& a, const void* x, void* y);
+void norm_backward_sums(const Device& dev, const NormArgs& a, const void* x, const void* dy,
+                        double* s1, double* s2);
+void norm_backward_dx(const Device& dev, const NormArgs& a, const void* x, const void* dy,
+                      const double* S1, const double* S2, double M, void* dx);
+void norm_param_grads(const Device& dev, const NormArgs& a, const void* x, const void* dy,
+                      double* dgamma, double* dbeta);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

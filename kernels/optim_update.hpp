@@ -3,6 +3,7 @@
 // (TESSERA_HD). The formulas are PyTorch's (torch.optim.SGD, Adam, AdamW with
 // amsgrad=False, maximize=False), evaluated in the parameter's precision.
 #include "kernels/floor.hpp"
+#include "kernels/device/device.hpp"
 #include <cmath>
 
 #include "decomp/host_device.hpp"
@@ -57,11 +58,25 @@ TESSERA_HD inline void adam_element(T& p, T g, T& m, T& v, const AdamArgs& a) {
 }
 
 // buf may be null when momentum == 0.
-void sgd_update_host(DType s, Count n, void* p, const void* g, void* buf, const SgdArgs& a);
-void adam_update_host(DType s, Count n, void* p, const void* g, void* m, void* v,
-                      const AdamArgs& a);
-void sgd_update_cuda(DType s, Count n, void* p, const void* g, void* buf, const SgdArgs& a);
-void adam_update_cuda(DType s, Count n, void* p, const void* g, void* m, void* v,
-                      const AdamArgs& a);
+void sgd_update(const Device& dev, DType s, Count n, void* p, const void* g, void* buf,
+                const SgdArgs& a);
+void adam_update(const Device& dev, DType s, Count n, void* p, const void* g, void* m, void* v,
+                 const AdamArgs& a);
+
+// The backends behind the entry points above (the entry dispatches on dev.space):
+// host loops, oneDNN, OpenMP ...
+namespace cpu {
+void sgd_update(DType s, Count n, void* p, const void* g, void* buf, const SgdArgs& a);
+void adam_update(DType s, Count n, void* p, const void* g, void* m, void* v, const AdamArgs& a);
+}  // namespace cpu
+// ... and CUDA, defined only where Tessera is built with CUDA (kCudaEnabled): every pointer
+// is a device pointer, work is queued on dev.stream, and a result returned to the host (a
+// sum) is waited for.
+namespace cuda {
+void sgd_update(const Device& dev, DType s, Count n, void* p, const void* g, void* buf,
+                const SgdArgs& a);
+void adam_update(const Device& dev, DType s, Count n, void* p, const void* g, void* m, void* v,
+                 const AdamArgs& a);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

@@ -39,4 +39,16 @@ PoolGeom pool_geometry(const PoolDesc& d, const char* where) {
   return g;
 }
 
+void pool_forward(const Device& dev, const PoolDesc& d, const void* x, void* y) {
+  if (dev.is_host()) return cpu::pool_forward(d, x, y);
+  if constexpr (kCudaEnabled) return cuda::pool_forward(dev, d, x, y);
+  throw_without_cuda("pool_forward");
+}
+
+void pool_backward(const Device& dev, const PoolDesc& d, const void* x, const void* dy, void* dx) {
+  if (dev.is_host()) return cpu::pool_backward(d, x, dy, dx);
+  if constexpr (kCudaEnabled) return cuda::pool_backward(dev, d, x, dy, dx);
+  throw_without_cuda("pool_backward");
+}
+
 }  // namespace tessera::kernels

@@ -6,9 +6,10 @@
 //
 // Max pooling treats padding as -inf (it never wins: every window must hold a real cell);
 // ties go to the first cell of the window in row-major order, and the backward recomputes
-// that argmax from x, so no index tensor is kept between forward and backward. Average pooling divides by the kernel
-// volume (count_include_pad) or by the number of real cells in the window.
+// that argmax from x, so no index tensor is kept between forward and backward. Average pooling
+// divides by the kernel volume (count_include_pad) or by the number of real cells in the window.
 #include "kernels/floor.hpp"
+#include "kernels/device/device.hpp"
 #include "decomp/box.hpp"
 #include "decomp/host_device.hpp"
 #include "decomp/dtype.hpp"
@@ -37,14 +38,23 @@ struct PoolDesc {
 };
 
 // y (contiguous, (n, c, out...)) = pool(x).
-void pool_forward_cpu(const PoolDesc& d, const void* x, void* y);
+void pool_forward(const Device& dev, const PoolDesc& d, const void* x, void* y);
 // dx (x's layout and strides; the window is overwritten) = adjoint of pooling applied to
 // dy (contiguous). x is read only for max pooling (nullptr allowed for average pooling).
-void pool_backward_cpu(const PoolDesc& d, const void* x, const void* dy, void* dx);
+void pool_backward(const Device& dev, const PoolDesc& d, const void* x, const void* dy, void* dx);
 
-// CUDA versions: device pointers, synchronous on the default stream; one kernel launch
-// (max pooling backward: two, through an argmax scratch buffer the call allocates).
-void pool_forward_cuda(const PoolDesc& d, const void* x, void* y);
-void pool_backward_cuda(const PoolDesc& d, const void* x, const void* dy, void* dx);
+// The backends behind the entry points above (the entry dispatches on dev.space):
+// host loops, oneDNN, OpenMP ...
+namespace cpu {
+void pool_forward(const PoolDesc& d, const void* x, void* y);
+void pool_backward(const PoolDesc& d, const void* x, const void* dy, void* dx);
+}  // namespace cpu
+// ... and CUDA, defined only where Tessera is built with CUDA (kCudaEnabled): every pointer
+// is a device pointer, work is queued on dev.stream, and a result returned to the host (a
+// sum) is waited for.
+namespace cuda {
+void pool_forward(const Device& dev, const PoolDesc& d, const void* x, void* y);
+void pool_backward(const Device& dev, const PoolDesc& d, const void* x, const void* dy, void* dx);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

@@ -5,6 +5,7 @@
 // element i of the buffer maps to a strided position in the tensor through the shared
 // host/device arithmetic below.
 #include "kernels/floor.hpp"
+#include "kernels/device/device.hpp"
 #include <cstddef>
 
 #include "decomp/dtype.hpp"
@@ -42,9 +43,21 @@ enum class PackOp { Pack, Unpack, UnpackAdd };
 
 // buffer[regions[0].buffer_offset, end) <-> the tensor boxes of `n` regions sorted by
 // buffer offset. UnpackAdd adds buffer values into the tensor as `add`.
-void region_pack_host(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
-                      std::size_t elem_size, PackOp op, DType add = DType::f32);
-void region_pack_cuda(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
-                      std::size_t elem_size, PackOp op, DType add = DType::f32);
+void region_pack(const Device& dev, void* tensor, void* buffer, const PackRegion* regions, int n,
+                 Index end, std::size_t elem_size, PackOp op, DType add = DType::f32);
+
+// The backends behind the entry points above (the entry dispatches on dev.space):
+// host loops, oneDNN, OpenMP ...
+namespace cpu {
+void region_pack(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
+                 std::size_t elem_size, PackOp op, DType add = DType::f32);
+}  // namespace cpu
+// ... and CUDA, defined only where Tessera is built with CUDA (kCudaEnabled): every pointer
+// is a device pointer, work is queued on dev.stream, and a result returned to the host (a
+// sum) is waited for.
+namespace cuda {
+void region_pack(const Device& dev, void* tensor, void* buffer, const PackRegion* regions, int n,
+                 Index end, std::size_t elem_size, PackOp op, DType add = DType::f32);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

@@ -40,4 +40,16 @@ UpsampleGeom upsample_geometry(const UpsampleDesc& d, const char* where) {
   return g;
 }
 
+void upsample_forward(const Device& dev, const UpsampleDesc& d, const void* x, void* y) {
+  if (dev.is_host()) return cpu::upsample_forward(d, x, y);
+  if constexpr (kCudaEnabled) return cuda::upsample_forward(dev, d, x, y);
+  throw_without_cuda("upsample_forward");
+}
+
+void upsample_backward(const Device& dev, const UpsampleDesc& d, const void* dy, void* dx) {
+  if (dev.is_host()) return cpu::upsample_backward(d, dy, dx);
+  if constexpr (kCudaEnabled) return cuda::upsample_backward(dev, d, dy, dx);
+  throw_without_cuda("upsample_backward");
+}
+
 }  // namespace tessera::kernels

@@ -9,6 +9,7 @@
 // (out_lo, out_n). A window that lacks an input cell the output window needs is an error;
 // upsample_input_range says which input cells an output window needs, to size halos.
 #include "kernels/floor.hpp"
+#include "kernels/device/device.hpp"
 #include "decomp/box.hpp"
 #include "decomp/host_device.hpp"
 #include "decomp/dtype.hpp"
@@ -59,15 +60,25 @@ TESSERA_HD inline void upsample_input_range(UpsampleMode m, Index scale, Index i
 }
 
 // y (contiguous, (n, c, out_n...)) = the output window of upsample(x).
-void upsample_forward_cpu(const UpsampleDesc& d, const void* x, void* y);
+void upsample_forward(const Device& dev, const UpsampleDesc& d, const void* x, void* y);
 // dx (the input window, x's strides; overwritten) = adjoint of the output window's
 // upsampling applied to dy: each dx cell gets the sum over the cells of the dy window
 // that read it, weighted; cells no output of the window reads get 0. Summing the dx of
 // all windows of a partition of the output (the halo adjoint exchange) gives the full dx.
-void upsample_backward_cpu(const UpsampleDesc& d, const void* dy, void* dx);
+void upsample_backward(const Device& dev, const UpsampleDesc& d, const void* dy, void* dx);
 
-// CUDA versions: device pointers, one kernel launch, synchronous on the default stream.
-void upsample_forward_cuda(const UpsampleDesc& d, const void* x, void* y);
-void upsample_backward_cuda(const UpsampleDesc& d, const void* dy, void* dx);
+// The backends behind the entry points above (the entry dispatches on dev.space):
+// host loops, oneDNN, OpenMP ...
+namespace cpu {
+void upsample_forward(const UpsampleDesc& d, const void* x, void* y);
+void upsample_backward(const UpsampleDesc& d, const void* dy, void* dx);
+}  // namespace cpu
+// ... and CUDA, defined only where Tessera is built with CUDA (kCudaEnabled): every pointer
+// is a device pointer, work is queued on dev.stream, and a result returned to the host (a
+// sum) is waited for.
+namespace cuda {
+void upsample_forward(const Device& dev, const UpsampleDesc& d, const void* x, void* y);
+void upsample_backward(const Device& dev, const UpsampleDesc& d, const void* dy, void* dx);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

@@ -142,7 +142,7 @@ json run(Context& ctx, const Options& opt) {
     }
     // Forward: the library's call and, in float32, the bare oneDNN execute, interleaved.
     auto fwd = [&] {
-      kernels::conv_forward_cpu(c, b.x.data(), b.w.data(), b.b.data(), b.y.data());
+      kernels::conv_forward(Device::host(), c, b.x.data(), b.w.data(), b.b.data(), b.y.data());
     };
     Timing tf;
     Paired pf{};
@@ -154,10 +154,11 @@ json run(Context& ctx, const Options& opt) {
       tf = time_collective(ctx.world(), reps, 1, fwd);
     }
     const Timing td = time_collective(ctx.world(), reps, 1, [&] {
-      kernels::conv_backward_data_cpu(c, b.y.data(), b.w.data(), b.dx.data());
+      kernels::conv_backward_data(Device::host(), c, b.y.data(), b.w.data(), b.dx.data());
     });
     const Timing tw = time_collective(ctx.world(), reps, 1, [&] {
-      kernels::conv_backward_weights_cpu(c, b.x.data(), b.y.data(), b.dw.data(), b.db.data());
+      kernels::conv_backward_weights(Device::host(), c, b.x.data(), b.y.data(), b.dw.data(),
+                                     b.db.data());
     });
     const std::string pass[3] = {"forward", "backward_data", "backward_weights"};
     const Timing* t[3] = {&tf, &td, &tw};
@@ -188,12 +189,13 @@ json run(Context& ctx, const Options& opt) {
     };
     void *x = up(b.x), *w = up(b.w), *bias = up(b.b), *y = up(b.y), *dx = up(b.dx), *dw = up(b.dw),
          *db = up(b.db);
-    const Timing gf = time_collective(ctx.world(), reps, 1,
-                                      [&] { kernels::conv_forward_cuda(c, x, w, bias, y); });
-    const Timing gd = time_collective(ctx.world(), reps, 1,
-                                      [&] { kernels::conv_backward_data_cuda(c, y, w, dx); });
-    const Timing gw = time_collective(
-        ctx.world(), reps, 1, [&] { kernels::conv_backward_weights_cuda(c, x, y, dw, db); });
+    const Timing gf = time_collective(
+        ctx.world(), reps, 1, [&] { kernels::conv_forward(Device::cuda(), c, x, w, bias, y); });
+    const Timing gd = time_collective(
+        ctx.world(), reps, 1, [&] { kernels::conv_backward_data(Device::cuda(), c, y, w, dx); });
+    const Timing gw = time_collective(ctx.world(), reps, 1, [&] {
+      kernels::conv_backward_weights(Device::cuda(), c, x, y, dw, db);
+    });
     for (void* p : {x, w, bias, y, dx, dw, db}) device::free(p);
     const Timing* g[3] = {&gf, &gd, &gw};
     for (int p = 0; p < 3; ++p)

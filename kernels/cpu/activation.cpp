@@ -6,7 +6,7 @@
 
 namespace tessera::kernels {
 
-void activation_forward_cpu(Activation a, DType type, Index n, const void* x, void* y) {
+void cpu::activation_forward(Activation a, DType type, Index n, const void* x, void* y) {
   TESSERA_CHECK(n >= 0, "activation_forward_cpu: negative count " << n);
   dispatch(type, [&](auto t) {
     using T = decltype(t);
@@ -14,8 +14,8 @@ void activation_forward_cpu(Activation a, DType type, Index n, const void* x, vo
   });
 }
 
-void activation_backward_cpu(Activation a, DType type, Index n, const void* x, const void* dy,
-                             void* dx) {
+void cpu::activation_backward(Activation a, DType type, Index n, const void* x, const void* dy,
+                              void* dx) {
   TESSERA_CHECK(n >= 0, "activation_backward_cpu: negative count " << n);
   dispatch(type, [&](auto t) {
     using T = decltype(t);

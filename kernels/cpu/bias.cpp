@@ -6,7 +6,7 @@
 
 namespace tessera::kernels {
 
-void bias_add_cpu(DType type, Index n, Index c, Index inner, void* y, const void* b) {
+void cpu::bias_add(DType type, Index n, Index c, Index inner, void* y, const void* b) {
   const StatLayout l = StatLayout::per_channel(n, c, inner);
   check_stat_layout(l, "bias_add_cpu");
   dispatch(type, [&](auto t) {
@@ -15,7 +15,7 @@ void bias_add_cpu(DType type, Index n, Index c, Index inner, void* y, const void
   });
 }
 
-void bias_backward_cpu(DType type, Index n, Index c, Index inner, const void* dy, void* db) {
+void cpu::bias_backward(DType type, Index n, Index c, Index inner, const void* dy, void* db) {
   const StatLayout l = StatLayout::per_channel(n, c, inner);
   check_stat_layout(l, "bias_backward_cpu");
   dispatch(type, [&](auto t) {

@@ -12,7 +12,7 @@ void check_pointers(const char* where, std::initializer_list<const void*> ps) {
 }
 }  // namespace
 
-void conv_forward_cpu(const ConvDesc& c, const void* x, const void* w, const void* bias, void* y) {
+void cpu::conv_forward(const ConvDesc& c, const void* x, const void* w, const void* bias, void* y) {
   c.validate();
   check_pointers("conv_forward_cpu", {x, w, y});
   if (c.type == DType::f32)
@@ -23,7 +23,7 @@ void conv_forward_cpu(const ConvDesc& c, const void* x, const void* w, const voi
                     static_cast<const double*>(bias), static_cast<double*>(y));
 }
 
-void conv_backward_data_cpu(const ConvDesc& c, const void* dy, const void* w, void* dx) {
+void cpu::conv_backward_data(const ConvDesc& c, const void* dy, const void* w, void* dx) {
   c.validate();
   check_pointers("conv_backward_data_cpu", {dy, w, dx});
   if (c.type == DType::f32)
@@ -34,8 +34,8 @@ void conv_backward_data_cpu(const ConvDesc& c, const void* dy, const void* w, vo
                           static_cast<double*>(dx));
 }
 
-void conv_backward_weights_cpu(const ConvDesc& c, const void* x, const void* dy, void* dw,
-                               void* dbias) {
+void cpu::conv_backward_weights(const ConvDesc& c, const void* x, const void* dy, void* dw,
+                                void* dbias) {
   c.validate();
   check_pointers("conv_backward_weights_cpu", {x, dy, dw});
   if (c.type == DType::f32)

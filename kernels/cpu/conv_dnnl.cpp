@@ -277,7 +277,7 @@ StridedCopy x_copy(const ConvDesc& c, bool to_dense) {
 const float* x_for_dnnl(const ConvDesc& c, bool stage, const float* x, std::vector<float>& tmp) {
   if (!stage) return x;
   tmp.resize(static_cast<std::size_t>(c.x_elems()));
-  strided_copy_host(tmp.data(), x, x_copy(c, true), sizeof(float));
+  cpu::strided_copy(tmp.data(), x, x_copy(c, true), sizeof(float));
   return tmp.data();
 }
 
@@ -325,7 +325,7 @@ void backward_data(const ConvDesc& c, const float* dy, const float* w, float* dx
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(e->g.y_md, dy)},
                                          {DNNL_ARG_DIFF_SRC, wrap(e->pd.diff_src_desc(), dxp)}};
     run_with_weights(*e, args, w);
-    if (e->stage_x) strided_copy_host(dx, dx_tmp.data(), x_copy(c, false), sizeof(float));
+    if (e->stage_x) cpu::strided_copy(dx, dx_tmp.data(), x_copy(c, false), sizeof(float));
   });
 }
 

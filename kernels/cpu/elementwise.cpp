@@ -32,7 +32,7 @@ double chunked_sum(Count n, Term term) {
 
 }  // namespace
 
-void axpy_host(DType s, Count n, double alpha, const void* x, void* y) {
+void cpu::axpy(DType s, Count n, double alpha, const void* x, void* y) {
   dispatch(s, [&](auto t) {
     using T = decltype(t);
     const T* xs = static_cast<const T*>(x);
@@ -43,7 +43,7 @@ void axpy_host(DType s, Count n, double alpha, const void* x, void* y) {
   });
 }
 
-void scale_host(DType s, Count n, double alpha, void* y) {
+void cpu::scale(DType s, Count n, double alpha, void* y) {
   dispatch(s, [&](auto t) {
     using T = decltype(t);
     T* ys = static_cast<T*>(y);
@@ -53,7 +53,7 @@ void scale_host(DType s, Count n, double alpha, void* y) {
   });
 }
 
-void scaled_diff_host(DType s, Count n, double alpha, const void* a, const void* b, void* out) {
+void cpu::scaled_diff(DType s, Count n, double alpha, const void* a, const void* b, void* out) {
   dispatch(s, [&](auto t) {
     using T = decltype(t);
     const T* as = static_cast<const T*>(a);
@@ -65,7 +65,7 @@ void scaled_diff_host(DType s, Count n, double alpha, const void* a, const void*
   });
 }
 
-double sum_squares_host(DType s, Count n, const void* x) {
+double cpu::sum_squares(DType s, Count n, const void* x) {
   return dispatch(s, [&](auto t) {
     using T = decltype(t);
     const T* xs = static_cast<const T*>(x);
@@ -76,7 +76,7 @@ double sum_squares_host(DType s, Count n, const void* x) {
   });
 }
 
-double sum_sq_diff_host(DType s, Count n, const void* a, const void* b) {
+double cpu::sum_sq_diff(DType s, Count n, const void* a, const void* b) {
   return dispatch(s, [&](auto t) {
     using T = decltype(t);
     const T* as = static_cast<const T*>(a);
@@ -88,7 +88,7 @@ double sum_sq_diff_host(DType s, Count n, const void* a, const void* b) {
   });
 }
 
-void sgd_update_host(DType s, Count n, void* p, const void* g, void* buf, const SgdArgs& a) {
+void cpu::sgd_update(DType s, Count n, void* p, const void* g, void* buf, const SgdArgs& a) {
   dispatch(s, [&](auto t) {
     using T = decltype(t);
     T* ps = static_cast<T*>(p);
@@ -102,7 +102,7 @@ void sgd_update_host(DType s, Count n, void* p, const void* g, void* buf, const 
   });
 }
 
-void adam_update_host(DType s, Count n, void* p, const void* g, void* m, void* v,
+void cpu::adam_update(DType s, Count n, void* p, const void* g, void* m, void* v,
                       const AdamArgs& a) {
   dispatch(s, [&](auto t) {
     using T = decltype(t);

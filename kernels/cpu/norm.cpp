@@ -6,7 +6,7 @@
 #include "kernels/norm_impl.hpp"
 
 namespace tessera::kernels {
-void norm_forward_cpu(const NormArgs& a, const void* x, void* y) {
+void cpu::norm_forward(const NormArgs& a, const void* x, void* y) {
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
     host_for_each(
@@ -16,8 +16,8 @@ void norm_forward_cpu(const NormArgs& a, const void* x, void* y) {
   });
 }
 
-void norm_backward_sums_cpu(const NormArgs& a, const void* x, const void* dy, double* s1,
-                            double* s2) {
+void cpu::norm_backward_sums(const NormArgs& a, const void* x, const void* dy, double* s1,
+                             double* s2) {
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
     host_group_reduce(
@@ -27,8 +27,8 @@ void norm_backward_sums_cpu(const NormArgs& a, const void* x, const void* dy, do
   });
 }
 
-void norm_backward_dx_cpu(const NormArgs& a, const void* x, const void* dy, const double* S1,
-                          const double* S2, double M, void* dx) {
+void cpu::norm_backward_dx(const NormArgs& a, const void* x, const void* dy, const double* S1,
+                           const double* S2, double M, void* dx) {
   TESSERA_CHECK(M > 0, "norm_backward_dx_cpu: group size M = " << M);
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
@@ -39,8 +39,8 @@ void norm_backward_dx_cpu(const NormArgs& a, const void* x, const void* dy, cons
   });
 }
 
-void norm_param_grads_cpu(const NormArgs& a, const void* x, const void* dy, double* dgamma,
-                          double* dbeta) {
+void cpu::norm_param_grads(const NormArgs& a, const void* x, const void* dy, double* dgamma,
+                           double* dbeta) {
   const StatLayout byc = StatLayout::per_channel(a.layout.n, a.layout.c, a.layout.inner);
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);

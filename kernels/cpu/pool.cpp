@@ -8,7 +8,7 @@
 
 namespace tessera::kernels {
 
-void pool_forward_cpu(const PoolDesc& d, const void* x, void* y) {
+void cpu::pool_forward(const PoolDesc& d, const void* x, void* y) {
   const PoolGeom g = pool_geometry(d, "pool_forward_cpu");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
@@ -16,7 +16,7 @@ void pool_forward_cpu(const PoolDesc& d, const void* x, void* y) {
   });
 }
 
-void pool_backward_cpu(const PoolDesc& d, const void* x, const void* dy, void* dx) {
+void cpu::pool_backward(const PoolDesc& d, const void* x, const void* dy, void* dx) {
   const PoolGeom g = pool_geometry(d, "pool_backward_cpu");
   TESSERA_CHECK(x || !g.max, "pool_backward_cpu: max pooling needs x");
   dispatch(d.type, [&](auto t) {

@@ -26,31 +26,31 @@ double whole_sum(DType type, Index n, const void* x, const char* where) {
 
 }  // namespace
 
-double reduce_sum_cpu(DType type, Index n, const void* x) {
+double cpu::reduce_sum(DType type, Index n, const void* x) {
   return whole_sum<false>(type, n, x, "reduce_sum_cpu");
 }
-double reduce_mean_cpu(DType type, Index n, const void* x) {
+double cpu::reduce_mean(DType type, Index n, const void* x) {
   TESSERA_CHECK(n > 0, "reduce_mean_cpu: mean of " << n << " elements");
   return whole_sum<false>(type, n, x, "reduce_mean_cpu") / static_cast<double>(n);
 }
-double reduce_sum_squares_cpu(DType type, Index n, const void* x) {
+double cpu::reduce_sum_squares(DType type, Index n, const void* x) {
   return whole_sum<true>(type, n, x, "reduce_sum_squares_cpu");
 }
 
-void stat_sums_cpu(const StatLayout& l, DType type, const void* x, double* sum, double* sumsq) {
+void cpu::stat_sums(const StatLayout& l, DType type, const void* x, double* sum, double* sumsq) {
   check_stat_layout(l, "stat_sums_cpu");
   dispatch(type, [&](auto t) {
     using T = decltype(t);
     host_group_reduce(l.count(), l.size(), StatSums<T>{l, static_cast<const T*>(x), sum, sumsq});
   });
 }
-void channel_sums_cpu(DType type, Index n, Index c, Index inner, const void* x, double* sum,
-                      double* sumsq) {
-  stat_sums_cpu(StatLayout::per_channel(n, c, inner), type, x, sum, sumsq);
+void cpu::channel_sums(DType type, Index n, Index c, Index inner, const void* x, double* sum,
+                       double* sumsq) {
+  cpu::stat_sums(StatLayout::per_channel(n, c, inner), type, x, sum, sumsq);
 }
-void group_sums_cpu(DType type, Index n, Index c, Index groups, Index inner, const void* x,
-                    double* sum, double* sumsq) {
-  stat_sums_cpu(StatLayout::per_group(n, c, inner, groups), type, x, sum, sumsq);
+void cpu::group_sums(DType type, Index n, Index c, Index groups, Index inner, const void* x,
+                     double* sum, double* sumsq) {
+  cpu::stat_sums(StatLayout::per_group(n, c, inner, groups), type, x, sum, sumsq);
 }
 
 }  // namespace tessera::kernels

@@ -21,7 +21,7 @@ void add_strided(T* tensor, const T* buffer, const StridedCopy& c0) {
 
 }  // namespace
 
-void region_pack_host(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
+void cpu::region_pack(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
                       std::size_t es, PackOp op, DType add) {
   auto* t = static_cast<unsigned char*>(tensor);
   auto* b = static_cast<unsigned char*>(buffer);
@@ -35,10 +35,10 @@ void region_pack_host(void* tensor, void* buffer, const PackRegion* regions, int
     unsigned char* tp = t + g.tensor_offset * es;
     unsigned char* bp = b + g.buffer_offset * es;
     if (op == PackOp::Pack) {
-      strided_copy_host(bp, tp, c, es);
+      cpu::strided_copy(bp, tp, c, es);
     } else if (op == PackOp::Unpack) {
       for (int d = 0; d < c.ndim; ++d) std::swap(c.src_stride[d], c.dst_stride[d]);
-      strided_copy_host(tp, bp, c, es);
+      cpu::strided_copy(tp, bp, c, es);
     } else if (add == DType::f32) {
       add_strided(reinterpret_cast<float*>(tp), reinterpret_cast<const float*>(bp), c);
     } else if (add == DType::f64) {

@@ -68,7 +68,7 @@ void copy_rows(unsigned char* d, const unsigned char* s, const StridedCopy& c, s
 }
 }  // namespace
 
-void strided_copy_host(void* dst, const void* src, const StridedCopy& c0, std::size_t es) {
+void cpu::strided_copy(void* dst, const void* src, const StridedCopy& c0, std::size_t es) {
   const StridedCopy c = simplify(c0);
   if (c.count() == 0) return;
   auto* d = static_cast<unsigned char*>(dst);
@@ -106,7 +106,7 @@ void strided_copy_host(void* dst, const void* src, const StridedCopy& c0, std::s
   });
 }
 
-void strided_zero_host(void* dst, const StridedCopy& c0, std::size_t es) {
+void cpu::strided_zero(void* dst, const StridedCopy& c0, std::size_t es) {
   StridedCopy c1 = c0;
   for (int d = 0; d < c1.ndim; ++d) c1.src_stride[d] = c1.dst_stride[d];
   const StridedCopy c = simplify(c1);

@@ -5,7 +5,7 @@
 
 namespace tessera::kernels {
 
-void upsample_forward_cpu(const UpsampleDesc& d, const void* x, void* y) {
+void cpu::upsample_forward(const UpsampleDesc& d, const void* x, void* y) {
   const UpsampleGeom g = upsample_geometry(d, "upsample_forward_cpu");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
@@ -14,7 +14,7 @@ void upsample_forward_cpu(const UpsampleDesc& d, const void* x, void* y) {
   });
 }
 
-void upsample_backward_cpu(const UpsampleDesc& d, const void* dy, void* dx) {
+void cpu::upsample_backward(const UpsampleDesc& d, const void* dy, void* dx) {
   const UpsampleGeom g = upsample_geometry(d, "upsample_backward_cpu");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);

@@ -6,21 +6,22 @@
 
 namespace tessera::kernels {
 
-void activation_forward_cuda(Activation a, DType type, Index n, const void* x, void* y) {
+void cuda::activation_forward(const Device& dev, Activation a, DType type, Index n, const void* x,
+                              void* y) {
   TESSERA_CHECK(n >= 0, "activation_forward_cuda: negative count " << n);
   dispatch(type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(n, ActivationForward<T>{a, static_cast<const T*>(x), static_cast<T*>(y)},
+    cuda_for_each(dev, n, ActivationForward<T>{a, static_cast<const T*>(x), static_cast<T*>(y)},
                   "activation_forward_cuda");
   });
 }
 
-void activation_backward_cuda(Activation a, DType type, Index n, const void* x, const void* dy,
-                              void* dx) {
+void cuda::activation_backward(const Device& dev, Activation a, DType type, Index n, const void* x,
+                               const void* dy, void* dx) {
   TESSERA_CHECK(n >= 0, "activation_backward_cuda: negative count " << n);
   dispatch(type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(n,
+    cuda_for_each(dev, n,
                   ActivationBackward<T>{a, static_cast<const T*>(x), static_cast<const T*>(dy),
                                         static_cast<T*>(dx)},
                   "activation_backward_cuda");

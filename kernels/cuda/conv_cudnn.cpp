@@ -1,5 +1,5 @@
 // CUDA convolution through cuDNN's legacy convolution API (cudnn_cnn), float32 and
-// float64; synchronous on the default stream like the other CUDA kernels.
+// float64; queued on the caller's stream (cudnnSetStream per call), not waited for.
 //
 // Per device: one cuDNN handle, one growable workspace and a cache of plans keyed by the
 // full ConvDesc (descriptors, the algorithm of each pass and its workspace size), all
@@ -26,20 +26,19 @@
 
 #include "decomp/error.hpp"
 #include "kernels/conv.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/device/device.hpp"
+#include "kernels/device/memory.hpp"
 #include "kernels/strided_copy.hpp"
 
 namespace tessera::kernels {
 namespace {
 
-void check(cudnnStatus_t s, const char* call) {
+void check_cudnn(cudnnStatus_t s, const char* call) {
   if (s != CUDNN_STATUS_SUCCESS)
     throw Error(std::string("cuDNN error in ") + call + ": " + cudnnGetErrorString(s));
 }
-void check(cudaError_t e, const char* call) {
-  if (e != cudaSuccess)
-    throw Error(std::string("CUDA error in ") + call + ": " + cudaGetErrorString(e));
-}
-#define TESSERA_CHECK_CALL(call) check((call), #call)
+#define TESSERA_CUDNN_CHECK(call) check_cudnn((call), #call)
 
 // The most workspace one algorithm may ask for; larger ones are passed over.
 constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;
@@ -128,7 +127,8 @@ struct Plan {
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo{};
   cudnnConvolutionBwdFilterAlgo_t bwd_w_algo{};
   std::size_t workspace = 0;
-  void* x_stage = nullptr;   // margins stay zero: only the interior is ever written
+  void* x_stage = nullptr;  // margins stay zero: only the interior is ever written
+  std::size_t stage_bytes = 0;
   void* dx_stage = nullptr;  // cuDNN's dx in the staged layout
   StridedCopy to_stage, from_stage;
   Index stage_offset = 0;  // element offset of x's origin inside the staging buffer
@@ -172,25 +172,25 @@ struct Plan {
     }
     dense_strides(yd, nb, yst);
     dense_strides(bd, nb, bst);
-    TESSERA_CHECK_CALL(cudnnCreateTensorDescriptor(&x));
-    TESSERA_CHECK_CALL(cudnnCreateTensorDescriptor(&y));
-    TESSERA_CHECK_CALL(cudnnCreateTensorDescriptor(&b));
-    TESSERA_CHECK_CALL(cudnnCreateFilterDescriptor(&w));
-    TESSERA_CHECK_CALL(cudnnSetTensorNdDescriptor(x, dt, nb, xd, xst));
-    TESSERA_CHECK_CALL(cudnnSetTensorNdDescriptor(y, dt, nb, yd, yst));
-    TESSERA_CHECK_CALL(cudnnSetTensorNdDescriptor(b, dt, nb, bd, bst));
-    TESSERA_CHECK_CALL(cudnnSetFilterNdDescriptor(w, dt, CUDNN_TENSOR_NCHW, nb, wd));
+    TESSERA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    TESSERA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    TESSERA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&b));
+    TESSERA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    TESSERA_CUDNN_CHECK(cudnnSetTensorNdDescriptor(x, dt, nb, xd, xst));
+    TESSERA_CUDNN_CHECK(cudnnSetTensorNdDescriptor(y, dt, nb, yd, yst));
+    TESSERA_CUDNN_CHECK(cudnnSetTensorNdDescriptor(b, dt, nb, bd, bst));
+    TESSERA_CUDNN_CHECK(cudnnSetFilterNdDescriptor(w, dt, CUDNN_TENSOR_NCHW, nb, wd));
     for (auto& cv : conv) {
-      TESSERA_CHECK_CALL(cudnnCreateConvolutionDescriptor(&cv));
-      TESSERA_CHECK_CALL(
+      TESSERA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cv));
+      TESSERA_CUDNN_CHECK(
           cudnnSetConvolutionNdDescriptor(cv, l.ns, pad, str, dil, CUDNN_CROSS_CORRELATION, dt));
-      TESSERA_CHECK_CALL(cudnnSetConvolutionGroupCount(cv, to_int(c.groups, "groups")));
-      TESSERA_CHECK_CALL(cudnnSetConvolutionMathType(
+      TESSERA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(cv, to_int(c.groups, "groups")));
+      TESSERA_CUDNN_CHECK(cudnnSetConvolutionMathType(
           cv, c.type == DType::f32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
     }
     // cuDNN's output extents must be ours.
     int od[5];
-    TESSERA_CHECK_CALL(cudnnGetConvolutionNdForwardOutputDim(conv[0], x, w, nb, od));
+    TESSERA_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(conv[0], x, w, nb, od));
     for (int d = 0; d < nb; ++d)
       if (od[d] != yd[d])
         throw Error("conv (cuDNN): output extent " + std::to_string(od[d]) + " in dim " +
@@ -203,30 +203,31 @@ struct Plan {
   void choose_algorithms(cudnnHandle_t h) {
     int n = 0;
     cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT], a1{};
-    TESSERA_CHECK_CALL(cudnnGetConvolutionForwardAlgorithm_v7(
+    TESSERA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
         h, x, w, conv[0], y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, pf));
     const bool f1 = pick(pf, n, c.type, a1);
     cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT], a2{};
-    TESSERA_CHECK_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, w, y, conv[1], x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, pd));
     const bool f2 = pick(pd, n, c.type, a2);
     cudnnConvolutionBwdFilterAlgoPerf_t pw[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT], a3{};
-    TESSERA_CHECK_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, x, y, conv[2], w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, pw));
     const bool f3 = pick(pw, n, c.type, a3);
     ok = f1 && f2 && f3;
     if (!ok) return;
     fwd_algo = a1.algo, bwd_data_algo = a2.algo, bwd_w_algo = a3.algo;
     if (c.type == DType::f64) {  // float32 stays on FMA math (no TF32)
-      TESSERA_CHECK_CALL(cudnnSetConvolutionMathType(conv[0], a1.mathType));
-      TESSERA_CHECK_CALL(cudnnSetConvolutionMathType(conv[1], a2.mathType));
-      TESSERA_CHECK_CALL(cudnnSetConvolutionMathType(conv[2], a3.mathType));
+      TESSERA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv[0], a1.mathType));
+      TESSERA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv[1], a2.mathType));
+      TESSERA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv[2], a3.mathType));
     }
     std::size_t s1 = 0, s2 = 0, s3 = 0;
-    TESSERA_CHECK_CALL(cudnnGetConvolutionForwardWorkspaceSize(h, x, w, conv[0], y, fwd_algo, &s1));
-    TESSERA_CHECK_CALL(
+    TESSERA_CUDNN_CHECK(
+        cudnnGetConvolutionForwardWorkspaceSize(h, x, w, conv[0], y, fwd_algo, &s1));
+    TESSERA_CUDNN_CHECK(
         cudnnGetConvolutionBackwardDataWorkspaceSize(h, w, y, conv[1], x, bwd_data_algo, &s2));
-    TESSERA_CHECK_CALL(
+    TESSERA_CUDNN_CHECK(
         cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x, y, conv[2], w, bwd_w_algo, &s3));
     workspace = std::max({s1, s2, s3});
   }
@@ -246,9 +247,10 @@ struct Plan {
       to_stage.dst_stride[d] = from_stage.src_stride[d] = st[d];
     }
     const std::size_t bytes = static_cast<std::size_t>(elems) * size_of(c.type);
-    TESSERA_CHECK_CALL(cudaMalloc(&x_stage, bytes));
-    TESSERA_CHECK_CALL(cudaMalloc(&dx_stage, bytes));
-    TESSERA_CHECK_CALL(cudaMemset(x_stage, 0, bytes));
+    stage_bytes = bytes;
+    x_stage = mem_alloc(MemSpace::Cuda, bytes);
+    dx_stage = mem_alloc(MemSpace::Cuda, bytes);
+    TESSERA_CUDA_CHECK(cudaMemset(x_stage, 0, bytes));
   }
 
   void release() noexcept {
@@ -259,8 +261,8 @@ struct Plan {
     if (w) (void)cudnnDestroyFilterDescriptor(w);
     for (auto& cv : conv)
       if (cv) (void)cudnnDestroyConvolutionDescriptor(cv);
-    if (x_stage) (void)cudaFree(x_stage);
-    if (dx_stage) (void)cudaFree(dx_stage);
+    mem_free(MemSpace::Cuda, x_stage, stage_bytes);
+    mem_free(MemSpace::Cuda, dx_stage, stage_bytes);
     x = y = b = nullptr, w = nullptr, x_stage = dx_stage = nullptr;
     for (auto& cv : conv) cv = nullptr;
   }
@@ -281,9 +283,9 @@ struct DeviceState {
 
   void* workspace_of(std::size_t bytes) {
     if (bytes > workspace_bytes) {
-      if (workspace) TESSERA_CHECK_CALL(cudaFree(workspace));
+      mem_free(MemSpace::Cuda, workspace, workspace_bytes);
       workspace = nullptr, workspace_bytes = 0;
-      TESSERA_CHECK_CALL(cudaMalloc(&workspace, bytes));
+      workspace = mem_alloc(MemSpace::Cuda, bytes);
       workspace_bytes = bytes;
     }
     return workspace;
@@ -320,18 +322,20 @@ struct Session {
     static std::mutex m;
     static auto* states = new std::map<int, std::unique_ptr<DeviceState>>();
     int d = -1;
-    TESSERA_CHECK_CALL(cudaGetDevice(&d));
+    TESSERA_CUDA_CHECK(cudaGetDevice(&d));
     std::lock_guard<std::mutex> g(m);
     auto& s = (*states)[d];
     if (!s) {
       auto n = std::make_unique<DeviceState>();
-      TESSERA_CHECK_CALL(cudnnCreate(&n->handle));
-      TESSERA_CHECK_CALL(cudnnSetStream(n->handle, nullptr));  // the default stream
+      TESSERA_CUDNN_CHECK(cudnnCreate(&n->handle));
       s = std::move(n);
     }
     return *s;
   }
-  explicit Session(const ConvDesc& c) : dev(current()), lock(dev.mutex), p(dev.plan(c)) {}
+  // The handle runs on the caller's stream for this call.
+  Session(const Device& d, const ConvDesc& c) : dev(current()), lock(dev.mutex), p(dev.plan(c)) {
+    TESSERA_CUDNN_CHECK(cudnnSetStream(dev.handle, static_cast<cudaStream_t>(d.stream)));
+  }
 };
 
 // alpha/beta in the compute type: double for float64, float otherwise.
@@ -353,59 +357,62 @@ char* at(void* base, Index elems, DType t) {
 }
 
 // The pointer cuDNN sees as x: the caller's, or the plan's dense staging copy of it.
-const void* x_for_cudnn(const ConvDesc& c, const Plan& p, const void* x) {
+const void* x_for_cudnn(const Device& dev, const ConvDesc& c, const Plan& p, const void* x) {
   if (!p.stage) return x;
-  strided_copy_cuda(at(p.x_stage, p.stage_offset, c.type), x, p.to_stage, size_of(c.type));
+  cuda::strided_copy(dev, at(p.x_stage, p.stage_offset, c.type), x, p.to_stage, size_of(c.type));
   return p.x_stage;
 }
 
 }  // namespace
 
-void conv_forward_cuda(const ConvDesc& c, const void* x, const void* w, const void* bias, void* y) {
+void cuda::conv_forward(const Device& dev, const ConvDesc& c, const void* x, const void* w,
+                        const void* bias, void* y) {
   check_call_args(c, "conv_forward_cuda", {x, w, y});
-  Session s(c);
+  Session s(dev, c);
   const Plan& p = s.p;
   const Scale one(1), zero(0);
-  const void* xp = x_for_cudnn(c, p, x);
+  const void* xp = x_for_cudnn(dev, c, p, x);
   void* ws = s.dev.workspace_of(p.workspace);
-  TESSERA_CHECK_CALL(cudnnConvolutionForward(s.dev.handle, one.of(c.type), p.x, xp, p.w, w,
-                                             p.conv[0], p.fwd_algo, ws, p.workspace,
-                                             zero.of(c.type), p.y, y));
+  TESSERA_CUDNN_CHECK(cudnnConvolutionForward(s.dev.handle, one.of(c.type), p.x, xp, p.w, w,
+                                              p.conv[0], p.fwd_algo, ws, p.workspace,
+                                              zero.of(c.type), p.y, y));
   if (bias)
-    TESSERA_CHECK_CALL(
+    TESSERA_CUDNN_CHECK(
         cudnnAddTensor(s.dev.handle, one.of(c.type), p.b, bias, one.of(c.type), p.y, y));
-  TESSERA_CHECK_CALL(cudaStreamSynchronize(nullptr));
+  device::count_launches(bias ? 2 : 1);
 }
 
-void conv_backward_data_cuda(const ConvDesc& c, const void* dy, const void* w, void* dx) {
+void cuda::conv_backward_data(const Device& dev, const ConvDesc& c, const void* dy, const void* w,
+                              void* dx) {
   check_call_args(c, "conv_backward_data_cuda", {dy, w, dx});
-  Session s(c);
+  Session s(dev, c);
   const Plan& p = s.p;
   const Scale one(1), zero(0);
   void* ws = s.dev.workspace_of(p.workspace);
-  TESSERA_CHECK_CALL(cudnnConvolutionBackwardData(s.dev.handle, one.of(c.type), p.w, w, p.y, dy,
-                                                  p.conv[1], p.bwd_data_algo, ws, p.workspace,
-                                                  zero.of(c.type), p.x, p.stage ? p.dx_stage : dx));
+  TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardData(
+      s.dev.handle, one.of(c.type), p.w, w, p.y, dy, p.conv[1], p.bwd_data_algo, ws, p.workspace,
+      zero.of(c.type), p.x, p.stage ? p.dx_stage : dx));
   if (p.stage)
-    strided_copy_cuda(dx, at(p.dx_stage, p.stage_offset, c.type), p.from_stage, size_of(c.type));
-  TESSERA_CHECK_CALL(cudaStreamSynchronize(nullptr));
+    cuda::strided_copy(dev, dx, at(p.dx_stage, p.stage_offset, c.type), p.from_stage,
+                       size_of(c.type));
+  device::count_launches();
 }
 
-void conv_backward_weights_cuda(const ConvDesc& c, const void* x, const void* dy, void* dw,
-                                void* dbias) {
+void cuda::conv_backward_weights(const Device& dev, const ConvDesc& c, const void* x,
+                                 const void* dy, void* dw, void* dbias) {
   check_call_args(c, "conv_backward_weights_cuda", {x, dy, dw});
-  Session s(c);
+  Session s(dev, c);
   const Plan& p = s.p;
   const Scale one(1), zero(0);
-  const void* xp = x_for_cudnn(c, p, x);
+  const void* xp = x_for_cudnn(dev, c, p, x);
   void* ws = s.dev.workspace_of(p.workspace);
-  TESSERA_CHECK_CALL(cudnnConvolutionBackwardFilter(s.dev.handle, one.of(c.type), p.x, xp, p.y, dy,
-                                                    p.conv[2], p.bwd_w_algo, ws, p.workspace,
-                                                    zero.of(c.type), p.w, dw));
+  TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(s.dev.handle, one.of(c.type), p.x, xp, p.y, dy,
+                                                     p.conv[2], p.bwd_w_algo, ws, p.workspace,
+                                                     zero.of(c.type), p.w, dw));
   if (dbias)
-    TESSERA_CHECK_CALL(cudnnConvolutionBackwardBias(s.dev.handle, one.of(c.type), p.y, dy,
-                                                    zero.of(c.type), p.b, dbias));
-  TESSERA_CHECK_CALL(cudaStreamSynchronize(nullptr));
+    TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardBias(s.dev.handle, one.of(c.type), p.y, dy,
+                                                     zero.of(c.type), p.b, dbias));
+  device::count_launches(dbias ? 2 : 1);
 }
 
 }  // namespace tessera::kernels

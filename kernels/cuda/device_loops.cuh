@@ -1,8 +1,8 @@
 #pragma once
 // CUDA drivers of the element functors shared with the host loops (kernels/cpu/host_loops.hpp):
 // one grid-stride launch over elements, and a per-group reduction (blocks over chunks of
-// groups, shared-memory trees in double, chunk partials added in order). Synchronous on the
-// default stream, like every CUDA kernel entry point of the project.
+// groups, shared-memory trees in double, chunk partials added in order). Launches are
+// asynchronous on the caller's stream; scratch comes from the tracked allocator.
 #include "kernels/floor.hpp"
 #include <cuda_runtime.h>
 
@@ -12,24 +12,40 @@
 
 #include "decomp/box.hpp"
 #include "decomp/error.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/device/device.hpp"
+#include "kernels/device/memory.hpp"
 
 namespace tessera::kernels {
 
-inline void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+// After a launch: a bad configuration is reported with the kernel's name; the launch is
+// counted (device::stats). Errors of the asynchronous work surface at the next sync.
+inline void check_launch(const char* what, unsigned launches = 1) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw_cuda_error(e, what, __FILE__, __LINE__);
+  device::count_launches(launches);
 }
 
-// Device scratch memory that a throw releases; the normal path frees it with a checked
-// cudaFree(p.release()). Empty (null) for count 0.
-template <class T>
-using DeviceScratch = std::unique_ptr<T, cudaError_t (*)(void*)>;
-template <class T>
-DeviceScratch<T> device_scratch(std::size_t count, const char* what) {
-  T* p = nullptr;
-  if (count > 0) cuda_check(cudaMalloc(&p, count * sizeof(T)), what);
-  return DeviceScratch<T>(p, cudaFree);
+inline cudaStream_t stream_of(const Device& d) {
+  return static_cast<cudaStream_t>(d.stream);
 }
+
+// Device scratch from the tracked allocator (memory stats stay true), released when it
+// goes out of scope. cudaFree orders itself after the queued work that uses the block.
+template <class T>
+class DeviceScratch {
+ public:
+  explicit DeviceScratch(std::size_t count)
+      : bytes_(count * sizeof(T)), p_(static_cast<T*>(mem_alloc(MemSpace::Cuda, bytes_))) {}
+  ~DeviceScratch() { mem_free(MemSpace::Cuda, p_, bytes_); }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  T* get() const { return p_; }
+
+ private:
+  std::size_t bytes_;
+  T* p_;
+};
 
 inline unsigned cuda_blocks_for(Index n, unsigned threads) {
   const Index b = (n + threads - 1) / threads;
@@ -44,11 +60,10 @@ __global__ void for_each_kernel(Index n, F f) {
 }
 
 template <class F>
-void cuda_for_each(Index n, const F& f, const char* what) {
+void cuda_for_each(const Device& d, Index n, const F& f, const char* what) {
   if (n <= 0) return;
-  for_each_kernel<F><<<cuda_blocks_for(n, 256), 256>>>(n, f);
-  cuda_check(cudaGetLastError(), what);
-  cuda_check(cudaDeviceSynchronize(), what);
+  for_each_kernel<F><<<cuda_blocks_for(n, 256), 256, 0, stream_of(d)>>>(n, f);
+  check_launch(what);
 }
 
 constexpr unsigned kReduceThreads = 256;
@@ -105,30 +120,25 @@ __global__ void group_finish_kernel(Index groups, Index chunks, R r, const doubl
 // Per-group reduction: one launch when every group fits one chunk, else a partial pass
 // over (group, chunk) blocks and an in-order finish, so few large groups fill the device.
 template <class R>
-void cuda_group_reduce(Index groups, Index size, const R& r, const char* what) {
+void cuda_group_reduce(const Device& d, Index groups, Index size, const R& r, const char* what) {
   if (groups <= 0) return;
   const Index chunks =
       size > kDeviceReduceChunk ? (size + kDeviceReduceChunk - 1) / kDeviceReduceChunk : 1;
   const Index work = groups * chunks;
   const unsigned blocks = static_cast<unsigned>(work < 65535 ? work : 65535);
   if (chunks == 1) {
-    group_partial_kernel<R><<<blocks, kReduceThreads>>>(groups, size, 1, r, nullptr, nullptr);
-    cuda_check(cudaGetLastError(), what);
-    cuda_check(cudaDeviceSynchronize(), what);
+    group_partial_kernel<R>
+        <<<blocks, kReduceThreads, 0, stream_of(d)>>>(groups, size, 1, r, nullptr, nullptr);
+    check_launch(what);
     return;
   }
-  double* part = nullptr;
-  cuda_check(cudaMalloc(&part, 2 * static_cast<std::size_t>(work) * sizeof(double)), what);
-  group_partial_kernel<R><<<blocks, kReduceThreads>>>(groups, size, chunks, r, part, part + work);
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) {
-    group_finish_kernel<R>
-        <<<cuda_blocks_for(groups, 256), 256>>>(groups, chunks, r, part, part + work);
-    e = cudaGetLastError();
-  }
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  cudaFree(part);
-  cuda_check(e, what);
+  DeviceScratch<double> part(2 * static_cast<std::size_t>(work));
+  group_partial_kernel<R><<<blocks, kReduceThreads, 0, stream_of(d)>>>(
+      groups, size, chunks, r, part.get(), part.get() + work);
+  check_launch(what);
+  group_finish_kernel<R><<<cuda_blocks_for(groups, 256), 256, 0, stream_of(d)>>>(
+      groups, chunks, r, part.get(), part.get() + work);
+  check_launch(what);
 }
 
 }  // namespace tessera::kernels

@@ -13,11 +13,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kReduceBlocks = 1024;
 
-void finish(const char* what) {
-  cuda_check(cudaGetLastError(), what);
-  cuda_check(cudaDeviceSynchronize(), what);
-}
-
 #define GRID_LOOP(i, n)                                                              \
   for (Count i = blockIdx.x * static_cast<Count>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<Count>(gridDim.x) * blockDim.x)
@@ -53,18 +48,17 @@ __global__ void sum_sq_kernel(Count n, const T* a, const T* b, double* block_sum
   if (threadIdx.x == 0) block_sums[blockIdx.x] = shared[0];
 }
 
+// The host needs the result: the block sums come back on the stream, which is then waited for.
 template <class T>
-double sum_sq(Count n, const T* a, const T* b) {
+double sum_sq(const Device& dev, Count n, const T* a, const T* b) {
   if (n == 0) return 0;
-  double* d_sums = nullptr;
-  cuda_check(cudaMalloc(&d_sums, kReduceBlocks * sizeof(double)), "sum of squares: cudaMalloc");
+  DeviceScratch<double> d_sums(kReduceBlocks);
   std::vector<double> sums(kReduceBlocks, 0.0);
-  sum_sq_kernel<T><<<kReduceBlocks, kThreads>>>(n, a, b, d_sums);
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess)
-    e = cudaMemcpy(sums.data(), d_sums, kReduceBlocks * sizeof(double), cudaMemcpyDeviceToHost);
-  cudaFree(d_sums);
-  cuda_check(e, "sum of squares kernel");
+  sum_sq_kernel<T><<<kReduceBlocks, kThreads, 0, stream_of(dev)>>>(n, a, b, d_sums.get());
+  check_launch("sum of squares kernel");
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(sums.data(), d_sums.get(), kReduceBlocks * sizeof(double),
+                                     cudaMemcpyDeviceToHost, stream_of(dev)));
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_of(dev)));
   double total = 0;
   for (double v : sums) total += v;
   return total;
@@ -84,70 +78,72 @@ __global__ void adam_kernel(Count n, T* p, const T* g, T* m, T* v, AdamArgs a) {
 
 }  // namespace
 
-void axpy_cuda(DType s, Count n, double alpha, const void* x, void* y) {
+void cuda::axpy(const Device& dev, DType s, Count n, double alpha, const void* x, void* y) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    axpy_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads>>>(
+    axpy_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
         n, static_cast<T>(alpha), static_cast<const T*>(x), static_cast<T*>(y));
   });
-  finish("axpy kernel");
+  check_launch("axpy kernel");
 }
 
-void scale_cuda(DType s, Count n, double alpha, void* y) {
+void cuda::scale(const Device& dev, DType s, Count n, double alpha, void* y) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    scale_kernel<T>
-        <<<cuda_blocks_for(n, kThreads), kThreads>>>(n, static_cast<T>(alpha), static_cast<T*>(y));
+    scale_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
+        n, static_cast<T>(alpha), static_cast<T*>(y));
   });
-  finish("scale kernel");
+  check_launch("scale kernel");
 }
 
-void scaled_diff_cuda(DType s, Count n, double alpha, const void* a, const void* b, void* out) {
+void cuda::scaled_diff(const Device& dev, DType s, Count n, double alpha, const void* a,
+                       const void* b, void* out) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    scaled_diff_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads>>>(
+    scaled_diff_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
         n, static_cast<T>(alpha), static_cast<const T*>(a), static_cast<const T*>(b),
         static_cast<T*>(out));
   });
-  finish("scaled difference kernel");
+  check_launch("scaled difference kernel");
 }
 
-double sum_squares_cuda(DType s, Count n, const void* x) {
+double cuda::sum_squares(const Device& dev, DType s, Count n, const void* x) {
   return dispatch(s, [&](auto t) {
     using T = decltype(t);
-    return sum_sq<T>(n, static_cast<const T*>(x), nullptr);
+    return sum_sq<T>(dev, n, static_cast<const T*>(x), nullptr);
   });
 }
 
-double sum_sq_diff_cuda(DType s, Count n, const void* a, const void* b) {
+double cuda::sum_sq_diff(const Device& dev, DType s, Count n, const void* a, const void* b) {
   return dispatch(s, [&](auto t) {
     using T = decltype(t);
-    return sum_sq<T>(n, static_cast<const T*>(a), static_cast<const T*>(b));
+    return sum_sq<T>(dev, n, static_cast<const T*>(a), static_cast<const T*>(b));
   });
 }
 
-void sgd_update_cuda(DType s, Count n, void* p, const void* g, void* buf, const SgdArgs& a) {
+void cuda::sgd_update(const Device& dev, DType s, Count n, void* p, const void* g, void* buf,
+                      const SgdArgs& a) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    sgd_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads>>>(
+    sgd_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
         n, static_cast<T*>(p), static_cast<const T*>(g), static_cast<T*>(buf), a);
   });
-  finish("SGD update kernel");
+  check_launch("SGD update kernel");
 }
 
-void adam_update_cuda(DType s, Count n, void* p, const void* g, void* m, void* v,
-                      const AdamArgs& a) {
+void cuda::adam_update(const Device& dev, DType s, Count n, void* p, const void* g, void* m,
+                       void* v, const AdamArgs& a) {
   if (n == 0) return;
   dispatch(s, [&](auto t) {
     using T = decltype(t);
-    adam_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads>>>(
+    adam_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
         n, static_cast<T*>(p), static_cast<const T*>(g), static_cast<T*>(m), static_cast<T*>(v), a);
   });
-  finish("Adam update kernel");
+  check_launch("Adam update kernel");
 }
 
 }  // namespace tessera::kernels

@@ -7,29 +7,29 @@
 
 namespace tessera::kernels {
 
-void pool_forward_cuda(const PoolDesc& d, const void* x, void* y) {
+void cuda::pool_forward(const Device& dev, const PoolDesc& d, const void* x, void* y) {
   const PoolGeom g = pool_geometry(d, "pool_forward_cuda");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(g.out_count(), PoolForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)},
+    cuda_for_each(dev, g.out_count(),
+                  PoolForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)},
                   "pool_forward_cuda");
   });
 }
 
-void pool_backward_cuda(const PoolDesc& d, const void* x, const void* dy, void* dx) {
+void cuda::pool_backward(const Device& dev, const PoolDesc& d, const void* x, const void* dy,
+                         void* dx) {
   const PoolGeom g = pool_geometry(d, "pool_backward_cuda");
   TESSERA_CHECK(x || !g.max, "pool_backward_cuda: max pooling needs x");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    DeviceScratch<Index> arg = device_scratch<Index>(
-        g.max ? static_cast<std::size_t>(g.out_count()) : 0, "pool_backward_cuda argmax buffer");
+    DeviceScratch<Index> arg(g.max ? static_cast<std::size_t>(g.out_count()) : 0);
     if (g.max)
-      cuda_for_each(g.out_count(), PoolArgmax<T>{g, static_cast<const T*>(x), arg.get()},
+      cuda_for_each(dev, g.out_count(), PoolArgmax<T>{g, static_cast<const T*>(x), arg.get()},
                     "pool_backward_cuda argmax");
-    cuda_for_each(g.in_count(),
+    cuda_for_each(dev, g.in_count(),
                   PoolBackward<T>{g, arg.get(), static_cast<const T*>(dy), static_cast<T*>(dx)},
                   "pool_backward_cuda");
-    cuda_check(cudaFree(arg.release()), "pool_backward_cuda argmax buffer");
   });
 }
 

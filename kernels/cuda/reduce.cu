@@ -31,22 +31,23 @@ __global__ void partial_sums_kernel(const T* x, Index n, double* part) {
 }
 
 template <bool Squares>
-double whole_sum(DType type, Index n, const void* x, const char* where) {
+double whole_sum(const Device& dev, DType type, Index n, const void* x, const char* where) {
   TESSERA_CHECK(n >= 0, where << ": negative count " << n);
   if (n == 0) return 0.0;
   const Index b = (n + kReduceThreads - 1) / kReduceThreads;
   const unsigned blocks = static_cast<unsigned>(b < 1024 ? b : 1024);
-  DeviceScratch<double> part = device_scratch<double>(blocks, where);
+  DeviceScratch<double> part(blocks);
   std::vector<double> host(blocks);
   dispatch(type, [&](auto t) {
     using T = decltype(t);
     partial_sums_kernel<T, Squares>
-        <<<blocks, kReduceThreads>>>(static_cast<const T*>(x), n, part.get());
+        <<<blocks, kReduceThreads, 0, stream_of(dev)>>>(static_cast<const T*>(x), n, part.get());
   });
-  cuda_check(cudaGetLastError(), where);
-  cuda_check(cudaMemcpy(host.data(), part.get(), blocks * sizeof(double), cudaMemcpyDeviceToHost),
-             where);
-  cuda_check(cudaFree(part.release()), where);
+  check_launch(where);
+  // The host needs the partials: copy on the stream, then wait for it.
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(host.data(), part.get(), blocks * sizeof(double),
+                                     cudaMemcpyDeviceToHost, stream_of(dev)));
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_of(dev)));
   double s = 0;
   for (double v : host) s += v;
   return s;
@@ -54,32 +55,33 @@ double whole_sum(DType type, Index n, const void* x, const char* where) {
 
 }  // namespace
 
-double reduce_sum_cuda(DType type, Index n, const void* x) {
-  return whole_sum<false>(type, n, x, "reduce_sum_cuda");
+double cuda::reduce_sum(const Device& dev, DType type, Index n, const void* x) {
+  return whole_sum<false>(dev, type, n, x, "reduce_sum_cuda");
 }
-double reduce_mean_cuda(DType type, Index n, const void* x) {
+double cuda::reduce_mean(const Device& dev, DType type, Index n, const void* x) {
   TESSERA_CHECK(n > 0, "reduce_mean_cuda: mean of " << n << " elements");
-  return whole_sum<false>(type, n, x, "reduce_mean_cuda") / static_cast<double>(n);
+  return whole_sum<false>(dev, type, n, x, "reduce_mean_cuda") / static_cast<double>(n);
 }
-double reduce_sum_squares_cuda(DType type, Index n, const void* x) {
-  return whole_sum<true>(type, n, x, "reduce_sum_squares_cuda");
+double cuda::reduce_sum_squares(const Device& dev, DType type, Index n, const void* x) {
+  return whole_sum<true>(dev, type, n, x, "reduce_sum_squares_cuda");
 }
 
-void stat_sums_cuda(const StatLayout& l, DType type, const void* x, double* sum, double* sumsq) {
+void cuda::stat_sums(const Device& dev, const StatLayout& l, DType type, const void* x, double* sum,
+                     double* sumsq) {
   check_stat_layout(l, "stat_sums_cuda");
   dispatch(type, [&](auto t) {
     using T = decltype(t);
-    cuda_group_reduce(l.count(), l.size(), StatSums<T>{l, static_cast<const T*>(x), sum, sumsq},
-                      "stat_sums_cuda");
+    cuda_group_reduce(dev, l.count(), l.size(),
+                      StatSums<T>{l, static_cast<const T*>(x), sum, sumsq}, "stat_sums_cuda");
   });
 }
-void channel_sums_cuda(DType type, Index n, Index c, Index inner, const void* x, double* sum,
-                       double* sumsq) {
-  stat_sums_cuda(StatLayout::per_channel(n, c, inner), type, x, sum, sumsq);
+void cuda::channel_sums(const Device& dev, DType type, Index n, Index c, Index inner, const void* x,
+                        double* sum, double* sumsq) {
+  cuda::stat_sums(dev, StatLayout::per_channel(n, c, inner), type, x, sum, sumsq);
 }
-void group_sums_cuda(DType type, Index n, Index c, Index groups, Index inner, const void* x,
-                     double* sum, double* sumsq) {
-  stat_sums_cuda(StatLayout::per_group(n, c, inner, groups), type, x, sum, sumsq);
+void cuda::group_sums(const Device& dev, DType type, Index n, Index c, Index groups, Index inner,
+                      const void* x, double* sum, double* sumsq) {
+  cuda::stat_sums(dev, StatLayout::per_group(n, c, inner, groups), type, x, sum, sumsq);
 }
 
 }  // namespace tessera::kernels

@@ -7,15 +7,11 @@
 #include <vector>
 
 #include "decomp/error.hpp"
+#include "kernels/cuda/device_loops.cuh"
 #include "kernels/region_pack.hpp"
 
 namespace tessera::kernels {
 namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
-}
 
 template <class T, int Op>
 __global__ void pack_kernel(T* tensor, T* buffer, const PackRegion* regions, int n, Index total) {
@@ -32,58 +28,55 @@ __global__ void pack_kernel(T* tensor, T* buffer, const PackRegion* regions, int
 }
 
 template <class T>
-void launch(void* tensor, void* buffer, const PackRegion* d_regions, int n, Index total,
-            PackOp op) {
+void launch(cudaStream_t s, void* tensor, void* buffer, const PackRegion* d_regions, int n,
+            Index total, PackOp op) {
   const Index b = (total + 255) / 256;
   const unsigned blocks = static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
   T* t = static_cast<T*>(tensor);
   T* buf = static_cast<T*>(buffer);
   if (op == PackOp::Pack)
-    pack_kernel<T, 0><<<blocks, 256>>>(t, buf, d_regions, n, total);
+    pack_kernel<T, 0><<<blocks, 256, 0, s>>>(t, buf, d_regions, n, total);
   else if (op == PackOp::Unpack)
-    pack_kernel<T, 1><<<blocks, 256>>>(t, buf, d_regions, n, total);
+    pack_kernel<T, 1><<<blocks, 256, 0, s>>>(t, buf, d_regions, n, total);
   else
-    pack_kernel<T, 2><<<blocks, 256>>>(t, buf, d_regions, n, total);
-  check(cudaGetLastError(), "region pack kernel launch");
+    pack_kernel<T, 2><<<blocks, 256, 0, s>>>(t, buf, d_regions, n, total);
+  check_launch("region pack kernel");
 }
 
 }  // namespace
 
-void region_pack_cuda(void* tensor, void* buffer, const PackRegion* regions, int n, Index end,
-                      std::size_t es, PackOp op, DType add) {
+void cuda::region_pack(const Device& dev, void* tensor, void* buffer, const PackRegion* regions,
+                       int n, Index end, std::size_t es, PackOp op, DType add) {
   if (n == 0 || end <= regions[0].buffer_offset) return;
   // Threads index the buffer from 0: rebase the table on the first region.
   const Index base = regions[0].buffer_offset, total = end - base;
   std::vector<PackRegion> table(regions, regions + n);
   for (auto& r : table) r.buffer_offset -= base;
   buffer = static_cast<unsigned char*>(buffer) + base * es;
-  PackRegion* d = nullptr;
-  const std::size_t bytes = table.size() * sizeof(PackRegion);
-  check(cudaMalloc(&d, bytes), "cudaMalloc(region table)");
-  check(cudaMemcpy(d, table.data(), bytes, cudaMemcpyHostToDevice), "region table upload");
-  try {
+  // The table goes up on the stream; a pageable source may be reused once the call returns.
+  DeviceScratch<PackRegion> table_on_device(table.size());
+  PackRegion* d = table_on_device.get();
+  const cudaStream_t s = stream_of(dev);
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(d, table.data(), table.size() * sizeof(PackRegion),
+                                     cudaMemcpyHostToDevice, s));
+  {
     if (op == PackOp::UnpackAdd) {
       if (add == DType::f32)
-        launch<float>(tensor, buffer, d, n, total, op);
+        launch<float>(s, tensor, buffer, d, n, total, op);
       else if (add == DType::f64)
-        launch<double>(tensor, buffer, d, n, total, op);
+        launch<double>(s, tensor, buffer, d, n, total, op);
       else
-        launch<long long>(tensor, buffer, d, n, total, op);
+        launch<long long>(s, tensor, buffer, d, n, total, op);
     } else if (es == 2) {
-      launch<std::uint16_t>(tensor, buffer, d, n, total, op);
+      launch<std::uint16_t>(s, tensor, buffer, d, n, total, op);
     } else if (es == 4) {
-      launch<std::uint32_t>(tensor, buffer, d, n, total, op);
+      launch<std::uint32_t>(s, tensor, buffer, d, n, total, op);
     } else if (es == 8) {
-      launch<unsigned long long>(tensor, buffer, d, n, total, op);
+      launch<unsigned long long>(s, tensor, buffer, d, n, total, op);
     } else {
       throw Error("region pack: unsupported element size " + std::to_string(es));
     }
-    check(cudaDeviceSynchronize(), "region pack kernel");
-  } catch (...) {
-    cudaFree(d);
-    throw;
   }
-  check(cudaFree(d), "cudaFree(region table)");
 }
 
 }  // namespace tessera::kernels

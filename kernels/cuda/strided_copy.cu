@@ -6,15 +6,11 @@
 #include <string>
 
 #include "decomp/error.hpp"
+#include "kernels/cuda/device_loops.cuh"
 #include "kernels/strided_copy.hpp"
 
 namespace tessera::kernels {
 namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
-}
 
 template <class T>
 __global__ void copy_kernel(T* dst, const T* src, StridedCopy c, Index n) {
@@ -42,55 +38,55 @@ unsigned blocks_for(Index n) {
 }
 
 template <class T>
-void launch_copy(void* dst, const void* src, const StridedCopy& c) {
+void launch_copy(cudaStream_t s, void* dst, const void* src, const StridedCopy& c) {
   const Index n = c.count();
   if (n == 0) return;
-  copy_kernel<T><<<blocks_for(n), 256>>>(static_cast<T*>(dst), static_cast<const T*>(src), c, n);
-  check(cudaGetLastError(), "strided copy kernel launch");
-  check(cudaDeviceSynchronize(), "strided copy kernel");
+  copy_kernel<T>
+      <<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(src), c, n);
+  check_launch("strided copy kernel");
 }
 
 template <class T>
-void launch_zero(void* dst, const StridedCopy& c) {
+void launch_zero(cudaStream_t s, void* dst, const StridedCopy& c) {
   const Index n = c.count();
   if (n == 0) return;
-  zero_kernel<T><<<blocks_for(n), 256>>>(static_cast<T*>(dst), c, n);
-  check(cudaGetLastError(), "strided zero kernel launch");
-  check(cudaDeviceSynchronize(), "strided zero kernel");
+  zero_kernel<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(dst), c, n);
+  check_launch("strided zero kernel");
 }
 
 }  // namespace
 
-void strided_copy_cuda(void* dst, const void* src, const StridedCopy& c0, std::size_t es) {
+void cuda::strided_copy(const Device& dev, void* dst, const void* src, const StridedCopy& c0,
+                        std::size_t es) {
   const StridedCopy c = simplify(c0);
   switch (es) {
     case 1:
-      return launch_copy<std::uint8_t>(dst, src, c);
+      return launch_copy<std::uint8_t>(stream_of(dev), dst, src, c);
     case 2:
-      return launch_copy<std::uint16_t>(dst, src, c);
+      return launch_copy<std::uint16_t>(stream_of(dev), dst, src, c);
     case 4:
-      return launch_copy<std::uint32_t>(dst, src, c);
+      return launch_copy<std::uint32_t>(stream_of(dev), dst, src, c);
     case 8:
-      return launch_copy<std::uint64_t>(dst, src, c);
+      return launch_copy<std::uint64_t>(stream_of(dev), dst, src, c);
   }
-  throw Error("strided_copy_cuda: unsupported element size " + std::to_string(es));
+  throw Error("strided_copy (CUDA): unsupported element size " + std::to_string(es));
 }
 
-void strided_zero_cuda(void* dst, const StridedCopy& c0, std::size_t es) {
+void cuda::strided_zero(const Device& dev, void* dst, const StridedCopy& c0, std::size_t es) {
   StridedCopy c1 = c0;
   for (int d = 0; d < c1.ndim; ++d) c1.src_stride[d] = c1.dst_stride[d];
   const StridedCopy c = simplify(c1);
   switch (es) {
     case 1:
-      return launch_zero<std::uint8_t>(dst, c);
+      return launch_zero<std::uint8_t>(stream_of(dev), dst, c);
     case 2:
-      return launch_zero<std::uint16_t>(dst, c);
+      return launch_zero<std::uint16_t>(stream_of(dev), dst, c);
     case 4:
-      return launch_zero<std::uint32_t>(dst, c);
+      return launch_zero<std::uint32_t>(stream_of(dev), dst, c);
     case 8:
-      return launch_zero<std::uint64_t>(dst, c);
+      return launch_zero<std::uint64_t>(stream_of(dev), dst, c);
   }
-  throw Error("strided_zero_cuda: unsupported element size " + std::to_string(es));
+  throw Error("strided_zero (CUDA): unsupported element size " + std::to_string(es));
 }
 
 }  // namespace tessera::kernels

@@ -5,21 +5,21 @@
 
 namespace tessera::kernels {
 
-void upsample_forward_cuda(const UpsampleDesc& d, const void* x, void* y) {
+void cuda::upsample_forward(const Device& dev, const UpsampleDesc& d, const void* x, void* y) {
   const UpsampleGeom g = upsample_geometry(d, "upsample_forward_cuda");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(g.out_count(),
+    cuda_for_each(dev, g.out_count(),
                   UpsampleForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)},
                   "upsample_forward_cuda");
   });
 }
 
-void upsample_backward_cuda(const UpsampleDesc& d, const void* dy, void* dx) {
+void cuda::upsample_backward(const Device& dev, const UpsampleDesc& d, const void* dy, void* dx) {
   const UpsampleGeom g = upsample_geometry(d, "upsample_backward_cuda");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(g.in_count(),
+    cuda_for_each(dev, g.in_count(),
                   UpsampleBackward<T>{g, static_cast<const T*>(dy), static_cast<T*>(dx)},
                   "upsample_backward_cuda");
   });

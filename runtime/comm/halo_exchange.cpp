@@ -196,12 +196,8 @@ struct HaloExchange::Impl {
   void run_regions(const HaloTensor& t, void* buf, const kernels::PackRegion* regions, int n,
                    Index end, kernels::PackOp op) const {
     const Tensor& p = t.padded();
-    const auto add =
-        op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : DType::f32;
-    if (p.space() == MemSpace::Host)
-      kernels::region_pack_host(p.raw(), buf, regions, n, end, elem_size, op, add);
-    else
-      kernels::region_pack_cuda(p.raw(), buf, regions, n, end, elem_size, op, add);
+    const auto add = op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : DType::f32;
+    kernels::region_pack(p.device(), p.raw(), buf, regions, n, end, elem_size, op, add);
   }
 
   // Packs or unpacks messages [first, last) of `msgs` between t and buf.
@@ -348,7 +344,11 @@ struct HaloExchange::Impl {
       }
     } else {
       pack(t, out, out_buf.raw(), kernels::PackOp::Pack, 0, out.size());
-      if (staged) device::copy(ob, out_buf.raw(), out_bytes, device::Copy::DeviceToHost);
+      // MPI reads the packed buffer: the pack kernel must be done (the staged copy waits too).
+      if (staged)
+        device::copy(ob, out_buf.raw(), out_bytes, device::Copy::DeviceToHost);
+      else
+        device::synchronize(out_buf.device());
       for (std::size_t i = 0; i < out.size(); ++i) send(i);
     }
     target = &t;

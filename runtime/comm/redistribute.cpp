@@ -58,6 +58,7 @@ Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
         rc[q] = 1;
       }
     }
+    device::synchronize(src.device());  // MPI reads what kernels wrote
     TESSERA_MPI(MPI_Alltoallw(src.raw(), sc.data(), zd.data(), st.data(), dst.raw(), rc.data(),
                               zd.data(), rt.data(), comm));
     return dst;
@@ -84,6 +85,7 @@ Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
   Tensor ws = in_space(sbuf, wire),
          wr = wire == rbuf.space() ? rbuf : Tensor::empty({rtot}, src.dtype(), wire);
   MpiType et = element_type(es);
+  device::synchronize(ws.device());  // MPI reads what the packing kernels wrote
   TESSERA_MPI(MPI_Alltoallv(ws.raw(), sc.data(), sd.data(), et.get(), wr.raw(), rc.data(),
                             rd.data(), et.get(), comm));
   if (wr.raw() != rbuf.raw()) rbuf.copy_from(wr);

@@ -137,24 +137,15 @@ void set_x_window(kernels::ConvDesc& desc, const Tensor& w) {
 
 void forward(MemSpace s, const kernels::ConvDesc& d, const void* x, const void* w, const void* bias,
              void* y) {
-  if (s == MemSpace::Cuda)
-    kernels::conv_forward_cuda(d, x, w, bias, y);
-  else
-    kernels::conv_forward_cpu(d, x, w, bias, y);
+  kernels::conv_forward(Device::of(s), d, x, w, bias, y);
 }
 void backward_data(MemSpace s, const kernels::ConvDesc& d, const void* dy, const void* w,
                    void* dx) {
-  if (s == MemSpace::Cuda)
-    kernels::conv_backward_data_cuda(d, dy, w, dx);
-  else
-    kernels::conv_backward_data_cpu(d, dy, w, dx);
+  kernels::conv_backward_data(Device::of(s), d, dy, w, dx);
 }
 void backward_weights(MemSpace s, const kernels::ConvDesc& d, const void* x, const void* dy,
                       void* dw, void* dbias) {
-  if (s == MemSpace::Cuda)
-    kernels::conv_backward_weights_cuda(d, x, dy, dw, dbias);
-  else
-    kernels::conv_backward_weights_cpu(d, x, dy, dw, dbias);
+  kernels::conv_backward_weights(Device::of(s), d, x, dy, dw, dbias);
 }
 
 namespace {
@@ -167,20 +158,15 @@ Index inner_of(const Tensor& t) {
 
 void bias_add(MemSpace s, DType t, const Tensor& y, const Tensor& b) {
   if (y.numel() == 0) return;
-  if (s == MemSpace::Cuda)
-    kernels::bias_add_cuda(t, y.shape(0), y.shape(1), inner_of(y), y.raw(), b.raw());
-  else
-    kernels::bias_add_cpu(t, y.shape(0), y.shape(1), inner_of(y), y.raw(), b.raw());
+  kernels::bias_add(Device::of(s), t, y.shape(0), y.shape(1), inner_of(y), y.raw(), b.raw());
 }
 void bias_grad(MemSpace s, DType t, const Tensor& dy, const Tensor& db) {
   if (dy.numel() == 0) {
     db.zero();
     return;
   }
-  if (s == MemSpace::Cuda)
-    kernels::bias_backward_cuda(t, dy.shape(0), dy.shape(1), inner_of(dy), dy.raw(), db.raw());
-  else
-    kernels::bias_backward_cpu(t, dy.shape(0), dy.shape(1), inner_of(dy), dy.raw(), db.raw());
+  kernels::bias_backward(Device::of(s), t, dy.shape(0), dy.shape(1), inner_of(dy), dy.raw(),
+                         db.raw());
 }
 
 Parameter make_param(const std::string& name, const std::vector<Index>& shape, DType t,

@@ -28,28 +28,23 @@ std::vector<double> host_doubles(const Tensor& t) {
 }
 
 // sum (and sumsq) per statistics group of the local x, on the host.
-void local_sums(const StatLayout& l, Index n, DType t, const Tensor& x,
-                std::vector<double>& sum, std::vector<double>* sumsq) {
+void local_sums(const StatLayout& l, Index n, DType t, const Tensor& x, std::vector<double>& sum,
+                std::vector<double>* sumsq) {
   sum.assign(static_cast<std::size_t>(n), 0.0);
   if (sumsq) sumsq->assign(static_cast<std::size_t>(n), 0.0);
   if (l.elements() == 0 || n == 0) return;
-  if (x.space() == MemSpace::Host) {
-    kernels::stat_sums_cpu(l, t, x.raw(), sum.data(), sumsq ? sumsq->data() : nullptr);
-    return;
-  }
+  // Into a buffer in x's memory space (the kernels write device memory on CUDA), then here.
   Tensor s = Tensor::empty({n}, DType::f64, x.space());
   Tensor q = Tensor::empty({n}, DType::f64, x.space());
-  kernels::stat_sums_cuda(l, t, x.raw(), s.data<double>(), sumsq ? q.data<double>() : nullptr);
+  kernels::stat_sums(x.device(), l, t, x.raw(), s.data<double>(),
+                     sumsq ? q.data<double>() : nullptr);
   sum = host_doubles(s);
   if (sumsq) *sumsq = host_doubles(q);
 }
 
 void norm_forward(const kernels::NormArgs& a, const Tensor& x, const Tensor& y) {
   if (a.layout.elements() == 0) return;
-  if (x.space() == MemSpace::Host)
-    kernels::norm_forward_cpu(a, x.raw(), y.raw());
-  else
-    kernels::norm_forward_cuda(a, x.raw(), y.raw());
+  kernels::norm_forward(x.device(), a, x.raw(), y.raw());
 }
 
 Index spatial_volume(const std::vector<Index>& shape) {
@@ -265,34 +260,24 @@ ShardTensor NormLayer::backward(const ShardTensor& dy) {
   // dependence of the statistics on x) in eval mode.
   std::vector<double> S(2 * count, 0.0);
   if (s.batch_stats && !empty) {
-    if (sp == MemSpace::Host) {
-      kernels::norm_backward_sums_cpu(a, xl.raw(), g.raw(), S.data(), S.data() + count);
-    } else {
-      Tensor t = Tensor::empty({2 * count}, DType::f64, sp);
-      kernels::norm_backward_sums_cuda(a, xl.raw(), g.raw(), t.data<double>(),
-                                       t.data<double>() + count);
-      S = host_doubles(t);
-    }
+    Tensor t = Tensor::empty({2 * count}, DType::f64, sp);
+    kernels::norm_backward_sums(xl.device(), a, xl.raw(), g.raw(), t.data<double>(),
+                                t.data<double>() + count);
+    S = host_doubles(t);
   }
   if (s.batch_stats) allreduce_sum(dy.mesh(), s.stat_axes, S.data(), 2 * count);
   Tensor dx = Tensor::empty(xl.shape(), xl.dtype(), sp);
   if (!empty) {
     const Tensor St = doubles_in(S, sp);
     const double* S1 = St.data<double>();
-    if (sp == MemSpace::Host)
-      kernels::norm_backward_dx_cpu(a, xl.raw(), g.raw(), S1, S1 + count, s.M, dx.raw());
-    else
-      kernels::norm_backward_dx_cuda(a, xl.raw(), g.raw(), S1, S1 + count, s.M, dx.raw());
+    kernels::norm_backward_dx(xl.device(), a, xl.raw(), g.raw(), S1, S1 + count, s.M, dx.raw());
   }
   if (opts_.affine) {
     std::vector<double> dg(channels_, 0.0), db(channels_, 0.0);
     if (!empty) {
       Tensor t = Tensor::empty({2 * c}, DType::f64, sp);
-      if (sp == MemSpace::Host)
-        kernels::norm_param_grads_cpu(a, xl.raw(), g.raw(), t.data<double>(), t.data<double>() + c);
-      else
-        kernels::norm_param_grads_cuda(a, xl.raw(), g.raw(), t.data<double>(),
-                                       t.data<double>() + c);
+      kernels::norm_param_grads(xl.device(), a, xl.raw(), g.raw(), t.data<double>(),
+                                t.data<double>() + c);
       const std::vector<double> h = host_doubles(t);
       for (Index i = 0; i < c; ++i) {
         dg[s.c0 + i] = h[i];

@@ -22,10 +22,7 @@ ShardTensor ActivationLayer::forward(const ShardTensor& x) {
   const DType t = kernel_scalar(x.dtype(), "ActivationLayer");
   const Tensor& in = x.local();
   Tensor y = Tensor::empty(in.shape(), in.dtype(), in.space());
-  if (in.space() == MemSpace::Host)
-    kernels::activation_forward_cpu(kind_, t, in.numel(), in.raw(), y.raw());
-  else
-    kernels::activation_forward_cuda(kind_, t, in.numel(), in.raw(), y.raw());
+  kernels::activation_forward(in.device(), kind_, t, in.numel(), in.raw(), y.raw());
   x_ = x;
   return ShardTensor::unchecked(x.mesh(), x.spec(), y);
 }
@@ -41,10 +38,7 @@ ShardTensor ActivationLayer::backward(const ShardTensor& dy) {
   const Tensor& in = x_.local();
   const Tensor g = dy.local().contiguous();
   Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.space());
-  if (in.space() == MemSpace::Host)
-    kernels::activation_backward_cpu(kind_, t, in.numel(), in.raw(), g.raw(), dx.raw());
-  else
-    kernels::activation_backward_cuda(kind_, t, in.numel(), in.raw(), g.raw(), dx.raw());
+  kernels::activation_backward(in.device(), kind_, t, in.numel(), in.raw(), g.raw(), dx.raw());
   return ShardTensor::unchecked(dy.mesh(), dy.spec(), dx);
 }
 
@@ -90,10 +84,7 @@ ShardTensor ChannelBias::forward(const ShardTensor& x) {
   const Index c0 = x.local_box().lo[1];
   const Tensor b = bias_.value.view(Box({c0}, {c0 + c}));
   if (y.numel() > 0) {
-    if (y.space() == MemSpace::Host)
-      kernels::bias_add_cpu(t, n, c, inner, y.raw(), b.raw());
-    else
-      kernels::bias_add_cuda(t, n, c, inner, y.raw(), b.raw());
+    kernels::bias_add(y.device(), t, n, c, inner, y.raw(), b.raw());
   }
   spec_ = x.spec();
   return ShardTensor::unchecked(x.mesh(), x.spec(), y);
@@ -115,10 +106,7 @@ ShardTensor ChannelBias::backward(const ShardTensor& dy) {
   if (c > 0) {
     Tensor db = Tensor::zeros({c}, g.dtype(), g.space());
     if (n * inner > 0) {
-      if (g.space() == MemSpace::Host)
-        kernels::bias_backward_cpu(t, n, c, inner, g.raw(), db.raw());
-      else
-        kernels::bias_backward_cuda(t, n, c, inner, g.raw(), db.raw());
+      kernels::bias_backward(g.device(), t, n, c, inner, g.raw(), db.raw());
     }
     const Tensor h = db.to(MemSpace::Host);
     for (Index i = 0; i < c; ++i)

@@ -82,17 +82,11 @@ ShardSpec Pool::output_spec(const ShardSpec& in) const {
 
 namespace {
 void pool_forward(const kernels::PoolDesc& d, const Tensor& x, const Tensor& y) {
-  if (x.space() == MemSpace::Host)
-    kernels::pool_forward_cpu(d, x.raw(), y.raw());
-  else
-    kernels::pool_forward_cuda(d, x.raw(), y.raw());
+  kernels::pool_forward(x.device(), d, x.raw(), y.raw());
 }
 void pool_backward(const kernels::PoolDesc& d, const Tensor& x, const Tensor& dy,
                    const Tensor& dx) {
-  if (x.space() == MemSpace::Host)
-    kernels::pool_backward_cpu(d, x.raw(), dy.raw(), dx.raw());
-  else
-    kernels::pool_backward_cuda(d, x.raw(), dy.raw(), dx.raw());
+  kernels::pool_backward(x.device(), d, x.raw(), dy.raw(), dx.raw());
 }
 }  // namespace
 

@@ -97,10 +97,7 @@ ShardTensor Upsample::forward(const ShardTensor& x) {
       d.out_n[k] = out_box.extent(2 + k);
     }
     for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
-    if (xw.space() == MemSpace::Host)
-      kernels::upsample_forward_cpu(d, xw.raw(), y.raw());
-    else
-      kernels::upsample_forward_cuda(d, xw.raw(), y.raw());
+    kernels::upsample_forward(xw.device(), d, xw.raw(), y.raw());
   }
   s.space = x.local().space();
   s.dtype = x.dtype();
@@ -117,10 +114,7 @@ ShardTensor Upsample::backward(const ShardTensor& dy) {
   if (!bw.idle) {
     const Tensor dxw = dx.window(bw.window);
     const Tensor g = dy.local().contiguous();
-    if (s.space == MemSpace::Host)
-      kernels::upsample_backward_cpu(s.desc, g.raw(), dxw.raw());
-    else
-      kernels::upsample_backward_cuda(s.desc, g.raw(), dxw.raw());
+    kernels::upsample_backward(Device::of(s.space), s.desc, g.raw(), dxw.raw());
   }
   add_ghosts_to_owners(*s.plan, dx);
   return owned_shard(*s.plan, dx);

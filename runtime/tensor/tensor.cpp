@@ -141,13 +141,12 @@ void Tensor::copy_from(const Tensor& src) const {
                 "Tensor::copy_from: dtype " << name_of(src.dtype_) << " into " << name_of(dtype_));
   if (numel_ == 0) return;
   const bool both_contig = is_contiguous() && src.is_contiguous();
-  if (space_ == MemSpace::Host && src.space_ == MemSpace::Host) {
-    kernels::strided_copy_host(raw(), src.raw(), copy_desc(*this, src), elem_size());
-  } else if (space_ == MemSpace::Cuda && src.space_ == MemSpace::Cuda) {
-    if (both_contig)
+  if (space_ == src.space_) {
+    // Within one space (one bulk device copy where both are dense).
+    if (both_contig && space_ == MemSpace::Cuda)
       device::copy(raw(), src.raw(), nbytes(), device::Copy::DeviceToDevice);
     else
-      kernels::strided_copy_cuda(raw(), src.raw(), copy_desc(*this, src), elem_size());
+      kernels::strided_copy(device(), raw(), src.raw(), copy_desc(*this, src), elem_size());
   } else if (both_contig) {
     device::copy(
         raw(), src.raw(), nbytes(),
@@ -166,11 +165,7 @@ void Tensor::copy_from(const Tensor& src) const {
 void Tensor::zero() const {
   if (numel_ == 0) return;
   if (space_ == MemSpace::Cuda && is_contiguous()) return device::memset_zero(raw(), nbytes());
-  kernels::StridedCopy c = copy_desc(*this, *this);
-  if (space_ == MemSpace::Host)
-    kernels::strided_zero_host(raw(), c, elem_size());
-  else
-    kernels::strided_zero_cuda(raw(), c, elem_size());
+  kernels::strided_zero(device(), raw(), copy_desc(*this, *this), elem_size());
 }
 
 }  // namespace tessera

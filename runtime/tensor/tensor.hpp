@@ -10,6 +10,7 @@
 #include "decomp/box.hpp"
 #include "decomp/dtype.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "kernels/device/device.hpp"
 #include "kernels/device/memory.hpp"
 
 namespace tessera {
@@ -50,6 +51,8 @@ class Tensor {
   Index numel() const { return numel_; }
   DType dtype() const { return dtype_; }
   MemSpace space() const { return space_; }
+  // Where kernels on this tensor run: its memory space and, on CUDA, the current stream.
+  Device device() const { return Device::of(space_); }
   std::size_t elem_size() const { return size_of(dtype_); }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * elem_size(); }
   bool is_contiguous() const;

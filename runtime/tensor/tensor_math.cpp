@@ -28,18 +28,12 @@ void add_into(const Tensor& y, const Tensor& x, double alpha) {
   const auto s = scalar_of(y, "add_into");
   scalar_of(x, "add_into");
   check_like(y, x, "add_into");
-  if (y.space() == MemSpace::Host)
-    kernels::axpy_host(s, y.numel(), alpha, x.raw(), y.raw());
-  else
-    kernels::axpy_cuda(s, y.numel(), alpha, x.raw(), y.raw());
+  kernels::axpy(y.device(), s, y.numel(), alpha, x.raw(), y.raw());
 }
 
 void scale_inplace(const Tensor& y, double alpha) {
   const auto s = scalar_of(y, "scale_inplace");
-  if (y.space() == MemSpace::Host)
-    kernels::scale_host(s, y.numel(), alpha, y.raw());
-  else
-    kernels::scale_cuda(s, y.numel(), alpha, y.raw());
+  kernels::scale(y.device(), s, y.numel(), alpha, y.raw());
 }
 
 void scaled_diff(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
@@ -48,24 +42,19 @@ void scaled_diff(const Tensor& out, const Tensor& a, const Tensor& b, double alp
   scalar_of(b, "scaled_diff");
   check_like(out, a, "scaled_diff");
   check_like(a, b, "scaled_diff");
-  if (out.space() == MemSpace::Host)
-    kernels::scaled_diff_host(s, out.numel(), alpha, a.raw(), b.raw(), out.raw());
-  else
-    kernels::scaled_diff_cuda(s, out.numel(), alpha, a.raw(), b.raw(), out.raw());
+  kernels::scaled_diff(out.device(), s, out.numel(), alpha, a.raw(), b.raw(), out.raw());
 }
 
 double sum_squares(const Tensor& x) {
   const auto s = scalar_of(x, "sum_squares");
-  return x.space() == MemSpace::Host ? kernels::sum_squares_host(s, x.numel(), x.raw())
-                                     : kernels::sum_squares_cuda(s, x.numel(), x.raw());
+  return kernels::sum_squares(x.device(), s, x.numel(), x.raw());
 }
 
 double sum_sq_diff(const Tensor& a, const Tensor& b) {
   const auto s = scalar_of(a, "sum_sq_diff");
   scalar_of(b, "sum_sq_diff");
   check_like(a, b, "sum_sq_diff");
-  return a.space() == MemSpace::Host ? kernels::sum_sq_diff_host(s, a.numel(), a.raw(), b.raw())
-                                     : kernels::sum_sq_diff_cuda(s, a.numel(), a.raw(), b.raw());
+  return kernels::sum_sq_diff(a.device(), s, a.numel(), a.raw(), b.raw());
 }
 
 }  // namespace tessera

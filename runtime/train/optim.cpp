@@ -120,12 +120,8 @@ void Sgd::update(std::size_t k, std::int64_t t) {
   a.nesterov = o_.nesterov;
   a.first_step = t == 1;
   void* buf = o_.momentum != 0 ? buffer(k, 0).raw() : nullptr;
-  if (p.value.space() == MemSpace::Host)
-    kernels::sgd_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf,
-                             a);
-  else
-    kernels::sgd_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), buf,
-                             a);
+  kernels::sgd_update(p.value.device(), scalar_of(p.value), p.value.numel(), p.value.raw(),
+                      p.grad.raw(), buf, a);
 }
 
 Adam::Adam(std::vector<NamedParameter> params, const AdamOptions& o, bool decoupled)
@@ -153,12 +149,8 @@ void Adam::update(std::size_t k, std::int64_t t) {
   a.bias_correction2_sqrt = std::sqrt(1 - std::pow(o_.beta2, static_cast<double>(t)));
   void* m = buffer(k, 0).raw();
   void* v = buffer(k, 1).raw();
-  if (p.value.space() == MemSpace::Host)
-    kernels::adam_update_host(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m,
-                              v, a);
-  else
-    kernels::adam_update_cuda(scalar_of(p.value), p.value.numel(), p.value.raw(), p.grad.raw(), m,
-                              v, a);
+  kernels::adam_update(p.value.device(), scalar_of(p.value), p.value.numel(), p.value.raw(),
+                       p.grad.raw(), m, v, a);
 }
 
 double LrSchedule::lr(std::int64_t s) const {

@@ -45,12 +45,12 @@ TEST_CASE("activations equal the float64 reference", "[kernels][activation]") {
     std::vector<double> ref(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) ref[i] = ref_value(a, x[i]);
     std::vector<double> y(x.size());
-    activation_forward_cpu(a, DType::f64, n, x.data(), y.data());
+    activation_forward(Device::host(), a, DType::f64, n, x.data(), y.data());
     for (std::size_t i = 0; i < x.size(); ++i)
       REQUIRE(std::abs(y[i] - ref[i]) <= 1e-14 * (1 + std::abs(ref[i])));
     const std::vector<float> xf = as<float>(x);
     std::vector<float> yf(x.size());
-    activation_forward_cpu(a, DType::f32, n, xf.data(), yf.data());
+    activation_forward(Device::host(), a, DType::f32, n, xf.data(), yf.data());
     for (std::size_t i = 0; i < x.size(); ++i) {
       const double r = ref_value(a, static_cast<double>(xf[i]));
       REQUIRE(std::isfinite(yf[i]));
@@ -58,7 +58,7 @@ TEST_CASE("activations equal the float64 reference", "[kernels][activation]") {
     }
     // In place: y aliases x.
     std::vector<double> z = x;
-    activation_forward_cpu(a, DType::f64, n, z.data(), z.data());
+    activation_forward(Device::host(), a, DType::f64, n, z.data(), z.data());
     REQUIRE(z == y);
   }
 }
@@ -74,7 +74,7 @@ TEST_CASE("activation backward matches finite differences (float64) and float32"
   for (Activation a : kAll) {
     INFO(name_of(a));
     std::vector<double> dx(x.size());
-    activation_backward_cpu(a, DType::f64, n, x.data(), dy.data(), dx.data());
+    activation_backward(Device::host(), a, DType::f64, n, x.data(), dy.data(), dx.data());
     const double h = 1e-6;
     for (std::size_t i = 0; i < x.size(); ++i) {
       const double fd = (ref_value(a, x[i] + h) - ref_value(a, x[i] - h)) / (2 * h);
@@ -82,21 +82,21 @@ TEST_CASE("activation backward matches finite differences (float64) and float32"
     }
     const std::vector<float> xf = as<float>(x), dyf = as<float>(dy);
     std::vector<float> dxf(x.size());
-    activation_backward_cpu(a, DType::f32, n, xf.data(), dyf.data(), dxf.data());
+    activation_backward(Device::host(), a, DType::f32, n, xf.data(), dyf.data(), dxf.data());
     std::vector<double> dx32(x.size());
     const std::vector<double> xr = to_double(xf), dyr = to_double(dyf);
-    activation_backward_cpu(a, DType::f64, n, xr.data(), dyr.data(), dx32.data());
+    activation_backward(Device::host(), a, DType::f64, n, xr.data(), dyr.data(), dx32.data());
     REQUIRE(max_abs_diff(to_double(dxf), dx32) <= 1e-6);
     // dx may alias dy.
     std::vector<double> inplace = dy;
-    activation_backward_cpu(a, DType::f64, n, x.data(), inplace.data(), inplace.data());
+    activation_backward(Device::host(), a, DType::f64, n, x.data(), inplace.data(), inplace.data());
     REQUIRE(inplace == dx);
   }
   // Far tails: derivatives are finite and tend to their limits.
   const std::vector<double> tails{-100.0, 100.0}, ones{1.0, 1.0};
   for (Activation a : kAll) {
     std::vector<double> d(2);
-    activation_backward_cpu(a, DType::f64, 2, tails.data(), ones.data(), d.data());
+    activation_backward(Device::host(), a, DType::f64, 2, tails.data(), ones.data(), d.data());
     REQUIRE(std::abs(d[0]) < 1e-12);
     REQUIRE(std::abs(d[1] - (a == Activation::Tanh ? 0.0 : 1.0)) < 1e-12);
   }

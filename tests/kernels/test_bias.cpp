@@ -22,19 +22,19 @@ TEST_CASE("channel bias forward and backward equal direct loops", "[kernels][bia
           db_ref[j] += dy[(i * c + j) * inner + s];
         }
     std::vector<double> y = y0, db(c, 42.0);
-    bias_add_cpu(DType::f64, n, c, inner, y.data(), b.data());
-    bias_backward_cpu(DType::f64, n, c, inner, dy.data(), db.data());
+    bias_add(Device::host(), DType::f64, n, c, inner, y.data(), b.data());
+    bias_backward(Device::host(), DType::f64, n, c, inner, dy.data(), db.data());
     REQUIRE(max_abs_diff(y, y_ref) <= 1e-15);
     REQUIRE(max_abs_diff(db, db_ref) <= 1e-12);
     // Adjoint: <B b, dy> == <b, B* dy> for the linear map b -> (bias_add onto zeros).
     std::vector<double> z(y0.size(), 0.0);
-    bias_add_cpu(DType::f64, n, c, inner, z.data(), b.data());
+    bias_add(Device::host(), DType::f64, n, c, inner, z.data(), b.data());
     REQUIRE(std::abs(dot(z, dy) - dot(b, db)) <= 1e-12);
 
     std::vector<float> yf = as<float>(y0), dbf(c);
     const std::vector<float> bf = as<float>(b), dyf = as<float>(dy);
-    bias_add_cpu(DType::f32, n, c, inner, yf.data(), bf.data());
-    bias_backward_cpu(DType::f32, n, c, inner, dyf.data(), dbf.data());
+    bias_add(Device::host(), DType::f32, n, c, inner, yf.data(), bf.data());
+    bias_backward(Device::host(), DType::f32, n, c, inner, dyf.data(), dbf.data());
     REQUIRE(max_abs_diff(to_double(yf), y_ref) <= 1e-6);
     REQUIRE(max_abs_diff(to_double(dbf), db_ref) <= 1e-5);
   }

@@ -74,9 +74,9 @@ Errors run_case(const SweepCase& sc, Path path, unsigned seed) {
   const T* x0 = xt.data() + win.offset;
   T* dx0 = dx.data() + win.offset;
   if (path == Path::Api) {
-    kernels::conv_forward_cpu(c, x0, wt.data(), bt.data(), y.data());
-    kernels::conv_backward_data_cpu(c, dyt.data(), wt.data(), dx0);
-    kernels::conv_backward_weights_cpu(c, x0, dyt.data(), dw.data(), db.data());
+    kernels::conv_forward(Device::host(), c, x0, wt.data(), bt.data(), y.data());
+    kernels::conv_backward_data(Device::host(), c, dyt.data(), wt.data(), dx0);
+    kernels::conv_backward_weights(Device::host(), c, x0, dyt.data(), dw.data(), db.data());
   } else {
     kernels::direct::forward<T>(c, x0, wt.data(), bt.data(), y.data());
     kernels::direct::backward_data<T>(c, dyt.data(), wt.data(), dx0);
@@ -165,9 +165,9 @@ TEST_CASE("Conv float64 adjoint identities", "[conv]") {
     std::vector<double> y(sz(c.y_elems())), yb(sz(c.y_elems())), dx(sz(win.size), 0.0),
         dw(sz(c.w_elems())), db(sz(c.c_out));
     const double* x0 = xbuf.data() + win.offset;
-    kernels::conv_forward_cpu(c, x0, w.data(), nullptr, y.data());
-    kernels::conv_backward_data_cpu(c, dy.data(), w.data(), dx.data() + win.offset);
-    kernels::conv_backward_weights_cpu(c, x0, dy.data(), dw.data(), db.data());
+    kernels::conv_forward(Device::host(), c, x0, w.data(), nullptr, y.data());
+    kernels::conv_backward_data(Device::host(), c, dy.data(), w.data(), dx.data() + win.offset);
+    kernels::conv_backward_weights(Device::host(), c, x0, dy.data(), dw.data(), db.data());
     // <conv(x; w), dy> == <x, conv_bwd_data(dy; w)>: dx is zero outside the window.
     double s1, s2, s3, s4;
     const double lhs = dot(y, dy, s1);
@@ -177,7 +177,7 @@ TEST_CASE("Conv float64 adjoint identities", "[conv]") {
     const double rhs_w = dot(w, dw, s3);
     CHECK(std::abs(lhs - rhs_w) <= 1e-12 * std::max(s1, s3));
     // Bias: <y(b) - y(0), dy> == <b, dbias>.
-    kernels::conv_forward_cpu(c, x0, w.data(), b.data(), yb.data());
+    kernels::conv_forward(Device::host(), c, x0, w.data(), b.data(), yb.data());
     for (std::size_t i = 0; i < y.size(); ++i) yb[i] -= y[i];
     const double lb = dot(yb, dy, s4);
     double s5;
@@ -196,8 +196,9 @@ TEST_CASE("Conv descriptor checks name the bad field", "[conv]") {
     CHECK_THROWS_AS(c.validate(), Error);
     CHECK_THROWS_WITH(c.validate(), Catch::Contains(field));
     std::vector<float> buf(4096);
-    CHECK_THROWS_AS(kernels::conv_forward_cpu(c, buf.data(), buf.data(), nullptr, buf.data()),
-                    Error);
+    CHECK_THROWS_AS(
+        kernels::conv_forward(Device::host(), c, buf.data(), buf.data(), nullptr, buf.data()),
+        Error);
   };
   bad([](ConvDesc& c) { c.nd = 0; }, "nd");
   bad([](ConvDesc& c) { c.nd = 4; }, "nd");
@@ -220,10 +221,13 @@ TEST_CASE("Conv descriptor checks name the bad field", "[conv]") {
   // Null tensors.
   ConvDesc c = desc2d(4, 4, 8, 3, 1);
   std::vector<float> buf(4096);
-  CHECK_THROWS_AS(kernels::conv_forward_cpu(c, nullptr, buf.data(), nullptr, buf.data()), Error);
-  CHECK_THROWS_AS(kernels::conv_backward_data_cpu(c, buf.data(), buf.data(), nullptr), Error);
-  CHECK_THROWS_AS(kernels::conv_backward_weights_cpu(c, buf.data(), nullptr, buf.data(), nullptr),
+  CHECK_THROWS_AS(
+      kernels::conv_forward(Device::host(), c, nullptr, buf.data(), nullptr, buf.data()), Error);
+  CHECK_THROWS_AS(kernels::conv_backward_data(Device::host(), c, buf.data(), buf.data(), nullptr),
                   Error);
+  CHECK_THROWS_AS(
+      kernels::conv_backward_weights(Device::host(), c, buf.data(), nullptr, buf.data(), nullptr),
+      Error);
 }
 
 TEST_CASE("Conv output extents", "[conv]") {
@@ -251,9 +255,10 @@ TEST_CASE("Conv without bias, cached primitives and concurrent callers agree", "
         using T = decltype(tag);
         const auto xt = cast<T>(x), wt = cast<T>(w), dyt = cast<T>(dy);
         std::vector<T> y(sz(c.y_elems())), dx(sz(c.x_elems())), dw(sz(c.w_elems()));
-        kernels::conv_forward_cpu(c, xt.data(), wt.data(), nullptr, y.data());
-        kernels::conv_backward_data_cpu(c, dyt.data(), wt.data(), dx.data());
-        kernels::conv_backward_weights_cpu(c, xt.data(), dyt.data(), dw.data(), nullptr);
+        kernels::conv_forward(Device::host(), c, xt.data(), wt.data(), nullptr, y.data());
+        kernels::conv_backward_data(Device::host(), c, dyt.data(), wt.data(), dx.data());
+        kernels::conv_backward_weights(Device::host(), c, xt.data(), dyt.data(), dw.data(),
+                                       nullptr);
         out.assign(y.begin(), y.end());
         out.insert(out.end(), dx.begin(), dx.end());
         out.insert(out.end(), dw.begin(), dw.end());
@@ -287,10 +292,10 @@ TEST_CASE("Conv CUDA entry points throw tessera::Error where no device can run t
   const ConvDesc c = desc2d(4, 4, 8, 3, 1);
   std::vector<float> buf(4096);
   float* p = buf.data();
-  CHECK_THROWS_AS(kernels::conv_forward_cuda(c, p, p, nullptr, p), Error);
-  CHECK_THROWS_AS(kernels::conv_backward_data_cuda(c, p, p, p), Error);
-  CHECK_THROWS_AS(kernels::conv_backward_weights_cuda(c, p, p, p, nullptr), Error);
+  CHECK_THROWS_AS(kernels::conv_forward(Device::cuda(), c, p, p, nullptr, p), Error);
+  CHECK_THROWS_AS(kernels::conv_backward_data(Device::cuda(), c, p, p, p), Error);
+  CHECK_THROWS_AS(kernels::conv_backward_weights(Device::cuda(), c, p, p, p, nullptr), Error);
   if (!device::built_with_cuda())
-    CHECK_THROWS_WITH(kernels::conv_forward_cuda(c, p, p, nullptr, p),
+    CHECK_THROWS_WITH(kernels::conv_forward(Device::cuda(), c, p, p, nullptr, p),
                       Catch::Contains("built without CUDA"));
 }

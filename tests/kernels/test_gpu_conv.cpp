@@ -56,16 +56,18 @@ void check_case(const SweepCase& sc, unsigned seed, double tol) {
   // CPU.
   std::vector<T> y(sz(c.y_elems())), dx(sz(win.size), sentinel), dw(sz(c.w_elems())),
       db(sz(c.c_out));
-  kernels::conv_forward_cpu(c, x.data() + win.offset, w.data(), b.data(), y.data());
-  kernels::conv_backward_data_cpu(c, dy.data(), w.data(), dx.data() + win.offset);
-  kernels::conv_backward_weights_cpu(c, x.data() + win.offset, dy.data(), dw.data(), db.data());
+  kernels::conv_forward(Device::host(), c, x.data() + win.offset, w.data(), b.data(), y.data());
+  kernels::conv_backward_data(Device::host(), c, dy.data(), w.data(), dx.data() + win.offset);
+  kernels::conv_backward_weights(Device::host(), c, x.data() + win.offset, dy.data(), dw.data(),
+                                 db.data());
   // CUDA.
   DeviceVec<T> gx(x), gw(w), gb(b), gdy(dy), gy(std::vector<T>(y.size(), sentinel)),
       gdx(std::vector<T>(dx.size(), sentinel)), gdw(std::vector<T>(dw.size(), sentinel)),
       gdb(std::vector<T>(db.size(), sentinel));
-  kernels::conv_forward_cuda(c, gx.at(win.offset), gw.at(0), gb.at(0), gy.at(0));
-  kernels::conv_backward_data_cuda(c, gdy.at(0), gw.at(0), gdx.at(win.offset));
-  kernels::conv_backward_weights_cuda(c, gx.at(win.offset), gdy.at(0), gdw.at(0), gdb.at(0));
+  kernels::conv_forward(Device::cuda(), c, gx.at(win.offset), gw.at(0), gb.at(0), gy.at(0));
+  kernels::conv_backward_data(Device::cuda(), c, gdy.at(0), gw.at(0), gdx.at(win.offset));
+  kernels::conv_backward_weights(Device::cuda(), c, gx.at(win.offset), gdy.at(0), gdw.at(0),
+                                 gdb.at(0));
   INFO(c.str() << (sc.margin ? " (windowed x)" : ""));
   MPI_CHECK(max_rel(gy.host(), y) <= tol);
   // dx: cells outside the window keep the sentinel on both sides, then drop out of the
@@ -107,15 +109,15 @@ TEST_CASE("cuDNN convolution without bias and with a larger 2-D problem", "[gpu]
       const auto x = cast<T>(random_vector(sz(c.x_elems()), 3));
       const auto w = cast<T>(random_vector(sz(c.w_elems()), 4));
       std::vector<T> y(sz(c.y_elems()));
-      kernels::conv_forward_cpu(c, x.data(), w.data(), nullptr, y.data());
+      kernels::conv_forward(Device::host(), c, x.data(), w.data(), nullptr, y.data());
       DeviceVec<T> gx(x), gw(w), gy(y);
-      kernels::conv_forward_cuda(c, gx.at(0), gw.at(0), nullptr, gy.at(0));
+      kernels::conv_forward(Device::cuda(), c, gx.at(0), gw.at(0), nullptr, gy.at(0));
       INFO(c.str());
       MPI_CHECK(max_rel(gy.host(), y) <= (t == DType::f32 ? 1e-5 : 1e-12));
       std::vector<T> dw(sz(c.w_elems()));
-      kernels::conv_backward_weights_cpu(c, x.data(), y.data(), dw.data(), nullptr);
+      kernels::conv_backward_weights(Device::host(), c, x.data(), y.data(), dw.data(), nullptr);
       DeviceVec<T> gdw(dw);
-      kernels::conv_backward_weights_cuda(c, gx.at(0), gy.at(0), gdw.at(0), nullptr);
+      kernels::conv_backward_weights(Device::cuda(), c, gx.at(0), gy.at(0), gdw.at(0), nullptr);
       MPI_CHECK(max_rel(gdw.host(), dw) <= (t == DType::f32 ? 1e-5 : 1e-12));
     };
     if (t == DType::f32)

@@ -117,11 +117,11 @@ void pool_case(std::mt19937& rng, int nd) {
     for (auto& v : x) v = static_cast<T>(std::round(v * 2));  // ties
   const std::vector<T> dy = random_vec<T>(ny, rng), dx0 = random_vec<T>(size, rng);
   std::vector<T> y(ny), dx = dx0;
-  pool_forward_cpu(d, x.data() + origin, y.data());
-  pool_backward_cpu(d, x.data() + origin, dy.data(), dx.data() + origin);
+  pool_forward(Device::host(), d, x.data() + origin, y.data());
+  pool_backward(Device::host(), d, x.data() + origin, dy.data(), dx.data() + origin);
   Dev<T> gx(x), gy{std::vector<T>(ny)}, gdy(dy), gdx(dx0);
-  pool_forward_cuda(d, gx.p + origin, gy.p);
-  pool_backward_cuda(d, gx.p + origin, gdy.p, gdx.p + origin);
+  pool_forward(Device::cuda(), d, gx.p + origin, gy.p);
+  pool_backward(Device::cuda(), d, gx.p + origin, gdy.p, gdx.p + origin);
   MPI_REQUIRE(close(gy.host(), y, tol<T>()));
   MPI_REQUIRE(close(gdx.host(), dx, tol<T>()));
 }
@@ -154,11 +154,11 @@ void upsample_case(std::mt19937& rng, int nd) {
   const std::vector<T> x = random_vec<T>(size, rng), dy = random_vec<T>(ny, rng),
                        dx0 = random_vec<T>(size, rng);
   std::vector<T> y(ny), dx = dx0;
-  upsample_forward_cpu(d, x.data() + origin, y.data());
-  upsample_backward_cpu(d, dy.data(), dx.data() + origin);
+  upsample_forward(Device::host(), d, x.data() + origin, y.data());
+  upsample_backward(Device::host(), d, dy.data(), dx.data() + origin);
   Dev<T> gx(x), gy{std::vector<T>(ny)}, gdy(dy), gdx(dx0);
-  upsample_forward_cuda(d, gx.p + origin, gy.p);
-  upsample_backward_cuda(d, gdy.p, gdx.p + origin);
+  upsample_forward(Device::cuda(), d, gx.p + origin, gy.p);
+  upsample_backward(Device::cuda(), d, gdy.p, gdx.p + origin);
   MPI_REQUIRE(close(gy.host(), y, tol<T>()));
   MPI_REQUIRE(close(gdx.host(), dx, tol<T>()));
 }
@@ -170,10 +170,10 @@ void elementwise_cases(std::mt19937& rng) {
   Dev<T> gx(x), gdy(dy), gy{std::vector<T>(n)}, gdx{std::vector<T>(n)};
   for (Activation a : {Activation::ReLU, Activation::GELU, Activation::SiLU, Activation::Tanh}) {
     std::vector<T> y(n), dx(n);
-    activation_forward_cpu(a, scalar_of<T>(), n, x.data(), y.data());
-    activation_backward_cpu(a, scalar_of<T>(), n, x.data(), dy.data(), dx.data());
-    activation_forward_cuda(a, scalar_of<T>(), n, gx.p, gy.p);
-    activation_backward_cuda(a, scalar_of<T>(), n, gx.p, gdy.p, gdx.p);
+    activation_forward(Device::host(), a, scalar_of<T>(), n, x.data(), y.data());
+    activation_backward(Device::host(), a, scalar_of<T>(), n, x.data(), dy.data(), dx.data());
+    activation_forward(Device::cuda(), a, scalar_of<T>(), n, gx.p, gy.p);
+    activation_backward(Device::cuda(), a, scalar_of<T>(), n, gx.p, gdy.p, gdx.p);
     INFO(name_of(a));
     MPI_REQUIRE(close(gy.host(), y, tol<T>()));
     MPI_REQUIRE(close(gdx.host(), dx, tol<T>()));
@@ -182,11 +182,11 @@ void elementwise_cases(std::mt19937& rng) {
   const std::vector<T> b = random_vec<T>(bc, rng);
   std::vector<T> yb(x.begin(), x.begin() + bn * bc * inner), db(bc);
   Dev<T> gyb(yb), gb(b), gdb{std::vector<T>(bc)};
-  bias_add_cpu(scalar_of<T>(), bn, bc, inner, yb.data(), b.data());
-  bias_add_cuda(scalar_of<T>(), bn, bc, inner, gyb.p, gb.p);
+  bias_add(Device::host(), scalar_of<T>(), bn, bc, inner, yb.data(), b.data());
+  bias_add(Device::cuda(), scalar_of<T>(), bn, bc, inner, gyb.p, gb.p);
   MPI_REQUIRE(close(gyb.host(), yb, tol<T>()));
-  bias_backward_cpu(scalar_of<T>(), bn, bc, inner, dy.data(), db.data());
-  bias_backward_cuda(scalar_of<T>(), bn, bc, inner, gdy.p, gdb.p);
+  bias_backward(Device::host(), scalar_of<T>(), bn, bc, inner, dy.data(), db.data());
+  bias_backward(Device::cuda(), scalar_of<T>(), bn, bc, inner, gdy.p, gdb.p);
   MPI_REQUIRE(close(gdb.host(), db, tol<T>()));
 }
 
@@ -196,13 +196,14 @@ void reduce_and_norm_cases(std::mt19937& rng) {
   for (Index n : {Index{0}, Index{1}, Index{1000}, Index{3000017}}) {
     const std::vector<T> x = random_vec<T>(n, rng, -1, 2);
     Dev<T> gx(x);
-    const double s = reduce_sum_cpu(type, n, x.data()),
-                 q = reduce_sum_squares_cpu(type, n, x.data());
-    MPI_REQUIRE(std::abs(reduce_sum_cuda(type, n, gx.p) - s) <= 1e-12 * (1 + std::abs(s)));
-    MPI_REQUIRE(std::abs(reduce_sum_squares_cuda(type, n, gx.p) - q) <= 1e-12 * (1 + q));
+    const double s = reduce_sum(Device::host(), type, n, x.data()),
+                 q = reduce_sum_squares(Device::host(), type, n, x.data());
+    MPI_REQUIRE(std::abs(reduce_sum(Device::cuda(), type, n, gx.p) - s) <=
+                1e-12 * (1 + std::abs(s)));
+    MPI_REQUIRE(std::abs(reduce_sum_squares(Device::cuda(), type, n, gx.p) - q) <= 1e-12 * (1 + q));
     if (n > 0)
-      MPI_REQUIRE(std::abs(reduce_mean_cuda(type, n, gx.p) - reduce_mean_cpu(type, n, x.data())) <=
-                  1e-12);
+      MPI_REQUIRE(std::abs(reduce_mean(Device::cuda(), type, n, gx.p) -
+                           reduce_mean(Device::host(), type, n, x.data())) <= 1e-12);
   }
   for (StatKind kind : {StatKind::PerGroup, StatKind::PerChannel, StatKind::PerPosition}) {
     const Index groups = kind == StatKind::PerGroup ? 2 : 1;
@@ -211,10 +212,10 @@ void reduce_and_norm_cases(std::mt19937& rng) {
                          dy = random_vec<T>(l.elements(), rng), gamma = random_vec<T>(l.c, rng),
                          beta = random_vec<T>(l.c, rng);
     std::vector<double> sum(l.count()), sq(l.count());
-    stat_sums_cpu(l, type, x.data(), sum.data(), sq.data());
+    stat_sums(Device::host(), l, type, x.data(), sum.data(), sq.data());
     Dev<T> gx(x), gdy(dy), gg(gamma), gbeta(beta);
     Dev<double> gsum(sum), gsq(sq);
-    stat_sums_cuda(l, type, gx.p, gsum.p, gsq.p);
+    stat_sums(Device::cuda(), l, type, gx.p, gsum.p, gsq.p);
     MPI_REQUIRE(close(gsum.host(), sum, 1e-12));
     MPI_REQUIRE(close(gsq.host(), sq, 1e-12));
     const double M = static_cast<double>(l.size());
@@ -228,18 +229,18 @@ void reduce_and_norm_cases(std::mt19937& rng) {
     const NormArgs d{l, type, gmean.p, grstd.p, gg.p, gbeta.p};
     std::vector<T> y(x.size()), dx(x.size());
     std::vector<double> s1(l.count()), s2(l.count()), dgam(l.c), dbet(l.c);
-    norm_forward_cpu(h, x.data(), y.data());
-    norm_backward_sums_cpu(h, x.data(), dy.data(), s1.data(), s2.data());
-    norm_backward_dx_cpu(h, x.data(), dy.data(), s1.data(), s2.data(), M, dx.data());
-    norm_param_grads_cpu(h, x.data(), dy.data(), dgam.data(), dbet.data());
+    norm_forward(Device::host(), h, x.data(), y.data());
+    norm_backward_sums(Device::host(), h, x.data(), dy.data(), s1.data(), s2.data());
+    norm_backward_dx(Device::host(), h, x.data(), dy.data(), s1.data(), s2.data(), M, dx.data());
+    norm_param_grads(Device::host(), h, x.data(), dy.data(), dgam.data(), dbet.data());
     Dev<T> gy(y), gdx(dx);
     Dev<double> gs1(s1), gs2(s2), gdgam(dgam), gdbet(dbet);
-    norm_forward_cuda(d, gx.p, gy.p);
-    norm_backward_sums_cuda(d, gx.p, gdy.p, gs1.p, gs2.p);
+    norm_forward(Device::cuda(), d, gx.p, gy.p);
+    norm_backward_sums(Device::cuda(), d, gx.p, gdy.p, gs1.p, gs2.p);
     MPI_REQUIRE(close(gs1.host(), s1, 1e-12));
     MPI_REQUIRE(close(gs2.host(), s2, 1e-12));
-    norm_backward_dx_cuda(d, gx.p, gdy.p, gs1.p, gs2.p, M, gdx.p);
-    norm_param_grads_cuda(d, gx.p, gdy.p, gdgam.p, gdbet.p);
+    norm_backward_dx(Device::cuda(), d, gx.p, gdy.p, gs1.p, gs2.p, M, gdx.p);
+    norm_param_grads(Device::cuda(), d, gx.p, gdy.p, gdgam.p, gdbet.p);
     MPI_REQUIRE(close(gy.host(), y, tol<T>()));
     MPI_REQUIRE(close(gdx.host(), dx, tol<T>() * 10));
     MPI_REQUIRE(close(gdgam.host(), dgam, 1e-12));

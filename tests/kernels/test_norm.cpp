@@ -82,19 +82,19 @@ Chain<T> run_chain(const Shape& s, const std::vector<double>& x, const std::vect
   const DType type = std::is_same_v<T, double> ? DType::f64 : DType::f32;
   const std::vector<T> xt = as<T>(x), gt = as<T>(gamma), bt = as<T>(beta), dyt = as<T>(dy);
   std::vector<double> sum(l.count()), sq(l.count()), mean, rstd;
-  stat_sums_cpu(l, type, xt.data(), sum.data(), sq.data());
+  stat_sums(Device::host(), l, type, xt.data(), sum.data(), sq.data());
   const double M = group_size(s);
   stats_from_sums(sum, sq, M, mean, rstd);
   NormArgs a{l, type, mean.data(), rstd.data(), gt.data(), bt.data()};
   std::vector<T> y(x.size()), dx(x.size());
-  norm_forward_cpu(a, xt.data(), y.data());
+  norm_forward(Device::host(), a, xt.data(), y.data());
   std::vector<double> s1(l.count()), s2(l.count());
-  norm_backward_sums_cpu(a, xt.data(), dyt.data(), s1.data(), s2.data());
-  norm_backward_dx_cpu(a, xt.data(), dyt.data(), s1.data(), s2.data(), M, dx.data());
+  norm_backward_sums(Device::host(), a, xt.data(), dyt.data(), s1.data(), s2.data());
+  norm_backward_dx(Device::host(), a, xt.data(), dyt.data(), s1.data(), s2.data(), M, dx.data());
   Chain<T> r;
   r.dgamma.resize(s.c);
   r.dbeta.resize(s.c);
-  norm_param_grads_cpu(a, xt.data(), dyt.data(), r.dgamma.data(), r.dbeta.data());
+  norm_param_grads(Device::host(), a, xt.data(), dyt.data(), r.dgamma.data(), r.dbeta.data());
   r.y = to_double(y);
   r.dx = to_double(dx);
   return r;
@@ -126,9 +126,9 @@ TEST_CASE("norm forward equals the float64 reference for every layout", "[kernel
       // No affine parameters: gamma = 1, beta = 0.
       const StatLayout l = s.layout();
       std::vector<double> sum(l.count()), sq(l.count()), mean, rstd, y(x.size());
-      stat_sums_cpu(l, DType::f64, x.data(), sum.data(), sq.data());
+      stat_sums(Device::host(), l, DType::f64, x.data(), sum.data(), sq.data());
       stats_from_sums(sum, sq, group_size(s), mean, rstd);
-      norm_forward_cpu({l, DType::f64, mean.data(), rstd.data()}, x.data(), y.data());
+      norm_forward(Device::host(), {l, DType::f64, mean.data(), rstd.data()}, x.data(), y.data());
       REQUIRE(max_abs_diff(y, ref_forward(s, x, std::vector<double>(s.c, 1.0),
                                           std::vector<double>(s.c, 0.0))) <= 1e-10);
     }
@@ -195,7 +195,7 @@ TEST_CASE("norm on a spatially split tensor with summed local sums equals the wh
         const StatLayout l = part[p].layout();
         sum[p].resize(l.count());
         sq[p].resize(l.count());
-        stat_sums_cpu(l, DType::f64, px[p].data(), sum[p].data(), sq[p].data());
+        stat_sums(Device::host(), l, DType::f64, px[p].data(), sum[p].data(), sq[p].data());
       }
       if (!local)
         for (std::size_t g = 0; g < sum[0].size(); ++g) {  // the all-reduce
@@ -208,13 +208,15 @@ TEST_CASE("norm on a spatially split tensor with summed local sums equals the wh
         stats_from_sums(sum[p], sq[p], M, mean[p], rstd[p]);
         const NormArgs a{l, DType::f64, mean[p].data(), rstd[p].data(), gamma.data(), beta.data()};
         y[p].resize(px[p].size());
-        norm_forward_cpu(a, px[p].data(), y[p].data());
+        norm_forward(Device::host(), a, px[p].data(), y[p].data());
         s1[p].resize(l.count());
         s2[p].resize(l.count());
-        norm_backward_sums_cpu(a, px[p].data(), pdy[p].data(), s1[p].data(), s2[p].data());
+        norm_backward_sums(Device::host(), a, px[p].data(), pdy[p].data(), s1[p].data(),
+                           s2[p].data());
         dg[p].resize(s.c);
         db[p].resize(s.c);
-        norm_param_grads_cpu(a, px[p].data(), pdy[p].data(), dg[p].data(), db[p].data());
+        norm_param_grads(Device::host(), a, px[p].data(), pdy[p].data(), dg[p].data(),
+                         db[p].data());
       }
       if (!local)
         for (std::size_t g = 0; g < s1[0].size(); ++g) {
@@ -222,11 +224,11 @@ TEST_CASE("norm on a spatially split tensor with summed local sums equals the wh
           s2[0][g] = s2[1][g] = s2[0][g] + s2[1][g];
         }
       for (int p = 0; p < 2; ++p) {
-        const NormArgs a{part[p].layout(), DType::f64,  mean[p].data(),
+        const NormArgs a{part[p].layout(), DType::f64,   mean[p].data(),
                          rstd[p].data(),   gamma.data(), beta.data()};
         dx[p].resize(px[p].size());
-        norm_backward_dx_cpu(a, px[p].data(), pdy[p].data(), s1[p].data(), s2[p].data(), M,
-                             dx[p].data());
+        norm_backward_dx(Device::host(), a, px[p].data(), pdy[p].data(), s1[p].data(), s2[p].data(),
+                         M, dx[p].data());
       }
       std::vector<double> y_join, dx_join;
       Index at[2] = {0, 0};

@@ -139,7 +139,7 @@ void check_against_reference(PoolDesc d, std::mt19937& rng, bool strided, bool t
 
   const std::vector<T> xb = w.buffer_with<T>(x, 99.0);
   std::vector<T> y(ny);
-  pool_forward_cpu(d, xb.data() + w.origin, y.data());
+  pool_forward(Device::host(), d, xb.data() + w.origin, y.data());
   const RefPool r = ref_forward(d, x);
   INFO("nd " << d.nd << " max " << (d.kind == PoolKind::Max) << " in " << d.in[0] << "," << d.in[1]
              << "," << d.in[2] << " k " << d.kernel[0] << "," << d.kernel[1] << "," << d.kernel[2]
@@ -150,7 +150,7 @@ void check_against_reference(PoolDesc d, std::mt19937& rng, bool strided, bool t
   // dx over the window only, overwritten (garbage inside beforehand), margins untouched.
   std::vector<T> dxb = w.buffer_with<T>(random_vector(nx, rng), -7.0);
   const std::vector<T> dyt = as<T>(dy);
-  pool_backward_cpu(d, xb.data() + w.origin, dyt.data(), dxb.data() + w.origin);
+  pool_backward(Device::host(), d, xb.data() + w.origin, dyt.data(), dxb.data() + w.origin);
   const std::vector<double> dx_ref = ref_backward(d, to_double(as<T>(x)), to_double(dyt));
   REQUIRE(max_abs_diff(w.gather(dxb), dx_ref) <= tol * (1 + max_abs(dx_ref)) * 4);
   REQUIRE(w.outside_untouched(dxb, -7.0));
@@ -188,9 +188,9 @@ TEST_CASE("max pooling ties go to the first cell of the window", "[kernels][pool
   d.kernel[0] = 3;
   const std::vector<double> x{1, 3, 3, 2, 3}, dy{1, 10, 100};
   std::vector<double> y(3), dx(5, -1.0);
-  pool_forward_cpu(d, x.data(), y.data());
+  pool_forward(Device::host(), d, x.data(), y.data());
   REQUIRE(y == std::vector<double>{3, 3, 3});
-  pool_backward_cpu(d, x.data(), dy.data(), dx.data());
+  pool_backward(Device::host(), d, x.data(), dy.data(), dx.data());
   REQUIRE(dx == std::vector<double>{0, 11, 100, 0, 0});
 }
 
@@ -206,8 +206,8 @@ TEST_CASE("average pooling backward is the adjoint of the forward", "[kernels][p
                               v = random_vector(volume(d, true), rng);
     const std::vector<double> xb = w.buffer_with<double>(x, 0.0);
     std::vector<double> y(v.size()), dxb(xb.size(), 0.0);
-    pool_forward_cpu(d, xb.data() + w.origin, y.data());
-    pool_backward_cpu(d, nullptr, v.data(), dxb.data() + w.origin);
+    pool_forward(Device::host(), d, xb.data() + w.origin, y.data());
+    pool_backward(Device::host(), d, nullptr, v.data(), dxb.data() + w.origin);
     REQUIRE(std::abs(dot(y, v) - dot(x, w.gather(dxb))) <= 1e-12 * (1 + std::abs(dot(y, v))));
   }
 }
@@ -226,11 +226,11 @@ TEST_CASE("pooling gradients match finite differences (float64, no ties)", "[ker
     const std::vector<double> wv = random_vector(ny, rng);
     auto loss = [&](const std::vector<double>& xx) {
       std::vector<double> y(ny);
-      pool_forward_cpu(d, xx.data(), y.data());
+      pool_forward(Device::host(), d, xx.data(), y.data());
       return dot(wv, y);
     };
     std::vector<double> dx(nx);
-    pool_backward_cpu(d, x.data(), wv.data(), dx.data());
+    pool_backward(Device::host(), d, x.data(), wv.data(), dx.data());
     const double h = 1e-6;
     double err = 0;
     for (std::size_t i = 0; i < nx; ++i) {
@@ -250,16 +250,16 @@ TEST_CASE("invalid pooling descriptors throw", "[kernels][pool]") {
   d.in[0] = 4;
   d.kernel[0] = 2;
   d.pad_lo[0] = 2;  // the first window lies entirely in the padding
-  REQUIRE_THROWS_AS(pool_forward_cpu(d, x.data(), y.data()), Error);
+  REQUIRE_THROWS_AS(pool_forward(Device::host(), d, x.data(), y.data()), Error);
   d.pad_lo[0] = 0;
   d.kernel[0] = 5;  // larger than the padded extent
-  REQUIRE_THROWS_AS(pool_forward_cpu(d, x.data(), y.data()), Error);
+  REQUIRE_THROWS_AS(pool_forward(Device::host(), d, x.data(), y.data()), Error);
   d.kernel[0] = 2;
   d.nd = 4;
-  REQUIRE_THROWS_AS(pool_forward_cpu(d, x.data(), y.data()), Error);
+  REQUIRE_THROWS_AS(pool_forward(Device::host(), d, x.data(), y.data()), Error);
   d.nd = 1;
   d.stride[0] = 0;
-  REQUIRE_THROWS_AS(pool_forward_cpu(d, x.data(), y.data()), Error);
+  REQUIRE_THROWS_AS(pool_forward(Device::host(), d, x.data(), y.data()), Error);
 }
 
 TEST_CASE(
@@ -274,8 +274,8 @@ TEST_CASE(
     const std::vector<double> x = random_integers(volume(g, false), rng, 4),  // ties included
         dy = random_vector(volume(g, true), rng);
     std::vector<double> y(dy.size()), dx(x.size());
-    pool_forward_cpu(g, x.data(), y.data());
-    pool_backward_cpu(g, x.data(), dy.data(), dx.data());
+    pool_forward(Device::host(), g, x.data(), y.data());
+    pool_backward(Device::host(), g, x.data(), dy.data(), dx.data());
     // Split the outputs of dim 0 at a random cut; each slab reads the input rows its
     // windows cover, with the global padding only where those windows leave the domain.
     const Index cut = rand_in(rng, 0, out0);
@@ -302,7 +302,7 @@ TEST_CASE(
       }
       REQUIRE(w.out(0) == ohi - olo);
       std::vector<double> yw(g.n * g.c * (ohi - olo) * inner_out);
-      pool_forward_cpu(w, x.data() + a * row, yw.data());
+      pool_forward(Device::host(), w, x.data() + a * row, yw.data());
       // Compare with the slab of the global output; gather the slab's dy likewise.
       std::vector<double> dyw(yw.size());
       bool same = true;
@@ -317,7 +317,7 @@ TEST_CASE(
       REQUIRE(same);
       // Backward into the window rows; the slabs' dx add up to the global dx.
       std::vector<double> dxw(x.size(), 0.0);
-      pool_backward_cpu(w, x.data() + a * row, dyw.data(), dxw.data() + a * row);
+      pool_backward(Device::host(), w, x.data() + a * row, dyw.data(), dxw.data() + a * row);
       for (std::size_t i = 0; i < x.size(); ++i) dx_sum[i] += dxw[i];
     }
     REQUIRE(max_abs_diff(dx_sum, dx) <= 1e-12);

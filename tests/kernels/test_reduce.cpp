@@ -16,19 +16,21 @@ TEST_CASE("whole-array sum, mean and sum of squares", "[kernels][reduce]") {
     long double s = 0, q = 0;
     for (double v : x) s += v, q += static_cast<long double>(v) * v;
     const double tol = 1e-12 * (1 + static_cast<double>(n));
-    REQUIRE(std::abs(reduce_sum_cpu(DType::f64, n, x.data()) - static_cast<double>(s)) <= tol);
-    REQUIRE(std::abs(reduce_sum_squares_cpu(DType::f64, n, x.data()) - static_cast<double>(q)) <=
-            tol);
+    REQUIRE(std::abs(reduce_sum(Device::host(), DType::f64, n, x.data()) -
+                     static_cast<double>(s)) <= tol);
+    REQUIRE(std::abs(reduce_sum_squares(Device::host(), DType::f64, n, x.data()) -
+                     static_cast<double>(q)) <= tol);
     if (n > 0)
-      REQUIRE(std::abs(reduce_mean_cpu(DType::f64, n, x.data()) - static_cast<double>(s / n)) <=
-              1e-13);
+      REQUIRE(std::abs(reduce_mean(Device::host(), DType::f64, n, x.data()) -
+                       static_cast<double>(s / n)) <= 1e-13);
     else
-      REQUIRE_THROWS_AS(reduce_mean_cpu(DType::f64, n, x.data()), Error);
+      REQUIRE_THROWS_AS(reduce_mean(Device::host(), DType::f64, n, x.data()), Error);
     // float32 data, double accumulation: equals the double sum of the rounded values.
     const std::vector<float> xf = as<float>(x);
     long double sf = 0;
     for (float v : xf) sf += v;
-    REQUIRE(std::abs(reduce_sum_cpu(DType::f32, n, xf.data()) - static_cast<double>(sf)) <= tol);
+    REQUIRE(std::abs(reduce_sum(Device::host(), DType::f32, n, xf.data()) -
+                     static_cast<double>(sf)) <= tol);
   }
 }
 
@@ -53,26 +55,27 @@ TEST_CASE("per-group sums for every statistics layout", "[kernels][reduce]") {
             q_ref[g] += v * v;
           }
       std::vector<double> s(l.count(), 9.0), q(l.count(), 9.0);
-      stat_sums_cpu(l, DType::f64, x.data(), s.data(), q.data());
+      stat_sums(Device::host(), l, DType::f64, x.data(), s.data(), q.data());
       REQUIRE(max_abs_diff(s, s_ref) <= 1e-12);
       REQUIRE(max_abs_diff(q, q_ref) <= 1e-12);
       const std::vector<float> xf = as<float>(x);
-      stat_sums_cpu(l, DType::f32, xf.data(), s.data(), nullptr);
+      stat_sums(Device::host(), l, DType::f32, xf.data(), s.data(), nullptr);
       REQUIRE(max_abs_diff(s, s_ref) <= 1e-5);
       if (kind == StatKind::PerChannel) {
-        channel_sums_cpu(DType::f64, n, c, inner, x.data(), s.data(), q.data());
+        channel_sums(Device::host(), DType::f64, n, c, inner, x.data(), s.data(), q.data());
         REQUIRE(max_abs_diff(s, s_ref) <= 1e-12);
         REQUIRE(max_abs_diff(q, q_ref) <= 1e-12);
       }
       if (kind == StatKind::PerGroup) {
-        group_sums_cpu(DType::f64, n, c, groups, inner, x.data(), s.data(), q.data());
+        group_sums(Device::host(), DType::f64, n, c, groups, inner, x.data(), s.data(), q.data());
         REQUIRE(max_abs_diff(s, s_ref) <= 1e-12);
         REQUIRE(max_abs_diff(q, q_ref) <= 1e-12);
       }
     }
   }
   std::vector<double> x(12), s(4);
-  REQUIRE_THROWS_AS(group_sums_cpu(DType::f64, 1, 3, 2, 4, x.data(), s.data(), nullptr), Error);
+  REQUIRE_THROWS_AS(group_sums(Device::host(), DType::f64, 1, 3, 2, 4, x.data(), s.data(), nullptr),
+                    Error);
 }
 
 TEST_CASE("per-group sums of groups larger than one reduction chunk", "[kernels][reduce]") {
@@ -87,7 +90,7 @@ TEST_CASE("per-group sums of groups larger than one reduction chunk", "[kernels]
       s_ref[kind == StatKind::PerGroup ? i * 2 + j / 2 : j] += x[e];
     }
     std::vector<double> s(l.count()), q(l.count());
-    stat_sums_cpu(l, DType::f64, x.data(), s.data(), q.data());
+    stat_sums(Device::host(), l, DType::f64, x.data(), s.data(), q.data());
     for (Index g = 0; g < l.count(); ++g)
       REQUIRE(std::abs(s[g] - static_cast<double>(s_ref[g])) <= 1e-10);
   }

@@ -55,7 +55,7 @@ TEST_CASE("strided_copy_host equals the element-by-element definition", "[kernel
       c.offsets(i, a, b);
       ref[static_cast<std::size_t>(b)] = src[static_cast<std::size_t>(a)];
     }
-    strided_copy_host(dst.data(), src.data(), c, sizeof(double));
+    strided_copy(Device::host(), dst.data(), src.data(), c, sizeof(double));
     REQUIRE(dst == ref);
   }
 }

@@ -180,7 +180,7 @@ void check_window(const Geometry& g, std::mt19937& rng, bool strided) {
 
   const std::vector<T> xb = w.buffer_with<T>(window_values(g, d, xg), 5.0);
   std::vector<T> y(static_cast<std::size_t>(out_count(d)));
-  upsample_forward_cpu(d, xb.data() + w.origin, y.data());
+  upsample_forward(Device::host(), d, xb.data() + w.origin, y.data());
   INFO("nd " << g.nd << " linear " << (g.mode == UpsampleMode::Linear) << " scale " << g.scale[0]
              << "," << g.scale[1] << "," << g.scale[2] << " G " << g.G[0] << "," << g.G[1] << ","
              << g.G[2] << " out_lo " << d.out_lo[0] << " out_n " << d.out_n[0] << " strided "
@@ -192,7 +192,7 @@ void check_window(const Geometry& g, std::mt19937& rng, bool strided) {
   const std::vector<double> dy = random_vector(y.size(), rng);
   const std::vector<T> dyt = as<T>(dy);
   std::vector<T> dxb = w.buffer_with<T>(random_vector(w.count(), rng), -3.0);
-  upsample_backward_cpu(d, dyt.data(), dxb.data() + w.origin);
+  upsample_backward(Device::host(), d, dyt.data(), dxb.data() + w.origin);
   std::vector<double> dyg(yg.size(), 0.0);
   {
     // Scatter the window's dy into the global output.
@@ -257,22 +257,22 @@ TEST_CASE("upsample throws when the input window lacks a needed cell", "[kernels
     upsample_input_range(g.mode, g.scale[k], g.G[k], d.out_lo[k], d.out_n[k], &lo, &hi);
     d.in_lo[k] = lo;
     d.in_n[k] = hi - lo;
-    REQUIRE_NOTHROW(upsample_forward_cpu(d, x.data(), y.data()));
+    REQUIRE_NOTHROW(upsample_forward(Device::host(), d, x.data(), y.data()));
     if (rng() % 2) {
       d.in_lo[k] = lo + 1;
       d.in_n[k] = hi - lo - 1;
     } else {
       d.in_n[k] = hi - lo - 1;
     }
-    REQUIRE_THROWS_AS(upsample_forward_cpu(d, x.data(), y.data()), Error);
-    REQUIRE_THROWS_AS(upsample_backward_cpu(d, y.data(), x.data()), Error);
+    REQUIRE_THROWS_AS(upsample_forward(Device::host(), d, x.data(), y.data()), Error);
+    REQUIRE_THROWS_AS(upsample_backward(Device::host(), d, y.data(), x.data()), Error);
   }
   UpsampleDesc d;
   d.in_global[0] = 3;
   d.scale[0] = 2;
   d.out_lo[0] = 5;
   d.out_n[0] = 2;  // past the global output [0, 6)
-  REQUIRE_THROWS_AS(upsample_forward_cpu(d, x.data(), y.data()), Error);
+  REQUIRE_THROWS_AS(upsample_forward(Device::host(), d, x.data(), y.data()), Error);
 }
 
 TEST_CASE("upsample backward is the adjoint of the window forward", "[kernels][upsample]") {
@@ -287,8 +287,8 @@ TEST_CASE("upsample backward is the adjoint of the window forward", "[kernels][u
                               v = random_vector(out_count(d), rng);
     const std::vector<double> xb = w.buffer_with<double>(x, 0.0);
     std::vector<double> y(v.size()), dxb(xb.size(), 0.0);
-    upsample_forward_cpu(d, xb.data() + w.origin, y.data());
-    upsample_backward_cpu(d, v.data(), dxb.data() + w.origin);
+    upsample_forward(Device::host(), d, xb.data() + w.origin, y.data());
+    upsample_backward(Device::host(), d, v.data(), dxb.data() + w.origin);
     REQUIRE(std::abs(dot(y, v) - dot(x, w.gather(dxb))) <= 1e-12 * (1 + std::abs(dot(y, v))));
   }
 }
@@ -326,7 +326,7 @@ TEST_CASE("upsample backward over a partition of the output sums to the full bac
       const std::vector<double> dyw = extract(
           dy, g.n * g.c, std::vector<Index>(shape_full.begin() + 2, shape_full.end()), lo, ext);
       std::vector<double> dx(g.n * g.c * g.in_plane());
-      upsample_backward_cpu(d, dyw.data(), dx.data());
+      upsample_backward(Device::host(), d, dyw.data(), dx.data());
       return dx;
     };
     const Index cut = rand_in(rng, 1, O0 - 1);
@@ -350,11 +350,11 @@ TEST_CASE("linear upsample gradient matches finite differences (float64)", "[ker
     const std::vector<double> x = random_vector(nx, rng), wv = random_vector(out_count(d), rng);
     auto loss = [&](const std::vector<double>& xx) {
       std::vector<double> y(wv.size());
-      upsample_forward_cpu(d, xx.data(), y.data());
+      upsample_forward(Device::host(), d, xx.data(), y.data());
       return dot(wv, y);
     };
     std::vector<double> dx(nx);
-    upsample_backward_cpu(d, wv.data(), dx.data());
+    upsample_backward(Device::host(), d, wv.data(), dx.data());
     double err = 0;
     const double h = 1e-5;
     for (Index i = 0; i < nx; ++i) {
