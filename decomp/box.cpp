@@ -74,6 +74,35 @@ Box intersect(const Box& a, const Box& b) {
   return r;
 }
 
+Box relative_to(const Box& b, const Box& frame) {
+  if (frame.ndim != b.ndim) throw Error("relative_to: rank mismatch");
+  Box r = b;
+  for (int d = 0; d < b.ndim; ++d) {
+    r.lo[d] -= frame.lo[d];
+    r.hi[d] -= frame.lo[d];
+  }
+  return r;
+}
+
+std::vector<Box> outside_of(const Box& outer, const Box& inner) {
+  if (outer.ndim != inner.ndim) throw Error("outside_of: rank mismatch");
+  std::vector<Box> out;
+  Box core = outer;  // shrinks to inner dim by dim
+  for (int d = 0; d < outer.ndim; ++d) {
+    // inner's range in this dim, clamped into outer's (an empty inner leaves lo == hi)
+    const Index lo = std::clamp(inner.lo[d], outer.lo[d], std::max(outer.lo[d], outer.hi[d]));
+    const Index hi = std::clamp(inner.hi[d], lo, std::max(lo, outer.hi[d]));
+    Box below = core, above = core;
+    below.hi[d] = lo;
+    above.lo[d] = hi;
+    if (!below.empty()) out.push_back(below);
+    if (!above.empty()) out.push_back(above);
+    core.lo[d] = lo;
+    core.hi[d] = hi;
+  }
+  return out;
+}
+
 Box shift(const Box& b, const std::vector<Index>& by) {
   if (static_cast<int>(by.size()) != b.ndim) throw Error("shift: rank mismatch");
   Box r = b;

@@ -59,6 +59,13 @@ Box shift(const Box& b, const std::vector<Index>& by);
 Box grow(const Box& b, const std::vector<Index>& lo_w, const std::vector<Index>& hi_w);
 Box grow(const Box& b, Index w);
 Box clip(const Box& b, const Box& to);  // same as intersect; reads better for domain bounds
+// `b` in the local coordinates of a buffer that holds `frame` (both global): b - frame.lo.
+// The one "global box -> buffer index space" shift.
+Box relative_to(const Box& b, const Box& frame);
+// The disjoint boxes of `outer` outside `inner` (inner inside outer): per dim, the slabs
+// below and above inner, spanning inner's range in earlier dims. Zeroing these zeroes
+// exactly the ghost cells of a padded buffer.
+std::vector<Box> outside_of(const Box& outer, const Box& inner);
 
 // Row-major linear index of point p inside box b, and its inverse.
 TESSERA_HD inline Index linear_index(const Box& b, const Index* p) {

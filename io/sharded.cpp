@@ -74,8 +74,6 @@ TransferReport read_halo_into(const File& f, const std::string& dset, const Halo
   }
   const Box domain = Box::from_shape(shape);
   const Box& pb = h.padded_box();
-  std::vector<Index> to_buffer(static_cast<std::size_t>(nd));
-  for (int d = 0; d < nd; ++d) to_buffer[static_cast<std::size_t>(d)] = -pb.lo[d];
   // One collective read per shift (the same sequence on every rank; empty pieces take
   // part with empty selections): the cells of the shifted domain inside the padded box.
   int combos = 1;
@@ -93,7 +91,7 @@ TransferReport read_halo_into(const File& f, const std::string& dset, const Halo
     std::vector<Index> back(off.size());
     for (std::size_t d = 0; d < off.size(); ++d) back[d] = -off[d];
     const TransferReport r =
-        read_box(f, dset, shift(piece, back), h.padded(), shift(piece, to_buffer), opts);
+        read_box(f, dset, shift(piece, back), h.padded(), relative_to(piece, pb), opts);
     all.collective = all.collective && r.collective;
     all.calls += r.calls;
     if (all.mode.empty() || !r.collective) all.mode = r.mode;

@@ -155,7 +155,6 @@ struct HaloExchange::Impl {
   MpiType elem;  // one element of elem_size bytes
   std::size_t elem_size = 0;
   Box padded_box;                               // of this rank's block, global
-  std::vector<Index> negated_lo;                // global -> padded-buffer index shift
   std::vector<MpiType> send_types, recv_types;  // forward messages, in place (host memory)
   std::vector<Index> send_run, recv_run;        // shortest contiguous run of each message
   // Per message of the exchange in flight: MPI walks the padded buffer through its derived
@@ -243,7 +242,7 @@ struct HaloExchange::Impl {
       std::vector<MpiType> parts;
       std::vector<MPI_Datatype> types;
       for (const Box& b : m.boxes) {
-        parts.push_back(subarray_type(padded_box.shape(), shift(b, negated_lo), elem_size));
+        parts.push_back(subarray_type(padded_box.shape(), relative_to(b, padded_box), elem_size));
         types.push_back(parts.back().get());
       }
       const std::vector<int> ones(types.size(), 1);
@@ -423,8 +422,6 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   const std::vector<Index> strides = row_major_strides(pb.shape());
   m.send_regions = regions_of(m.sends, pb, strides);
   m.padded_box = pb;
-  m.negated_lo.resize(static_cast<std::size_t>(pb.ndim));
-  for (int d = 0; d < pb.ndim; ++d) m.negated_lo[d] = -pb.lo[d];
   m.recv_regions = regions_of(m.recvs, pb, strides);
   m.send_run = shortest_runs(m.sends, pb.shape());
   m.recv_run = shortest_runs(m.recvs, pb.shape());

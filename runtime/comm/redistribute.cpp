@@ -18,9 +18,7 @@ Tensor in_space(const Tensor& t, MemSpace s) {
 
 // Local index space of `box` (given in global coordinates) inside `owner` (a local box).
 Box to_local(const Box& box, const Box& owner) {
-  std::vector<Index> neg(owner.ndim);
-  for (int d = 0; d < owner.ndim; ++d) neg[d] = -owner.lo[d];
-  return shift(box, neg);
+  return relative_to(box, owner);
 }
 
 bool use_derived_types(const Tensor& t, RedistMethod m) {

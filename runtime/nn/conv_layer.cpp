@@ -166,9 +166,7 @@ void ConvNd::forward_piece(const WindowPlan& p, const Box& piece, const Tensor& 
   // The kernel writes a dense y: a part of the block goes through a buffer.
   const Tensor part = Tensor::empty(piece.shape(), opts_.dtype, opts_.space);
   cs::forward(opts_.space, d, xw.raw(), weight_.value.raw(), b, part.raw());
-  std::vector<Index> neg(piece.ndim);
-  for (int i = 0; i < piece.ndim; ++i) neg[i] = -out_box.lo[i];
-  y.view(shift(piece, neg)).copy_from(part);
+  y.view(relative_to(piece, out_box)).copy_from(part);
 }
 
 void ConvNd::forward_overlapped(const WindowPlan& p, const ShardTensor& x, const Tensor& y) {

@@ -70,9 +70,7 @@ WindowPlan::WindowPlan(const Mesh& m, const ShardSpec& haloed, const ShardSpec& 
 }
 
 Tensor HaloFrame::window(const Box& g) const {
-  std::vector<Index> neg(g.ndim);
-  for (int d = 0; d < g.ndim; ++d) neg[d] = -box.lo[d];
-  return buffer.view(shift(g, neg));
+  return buffer.view(relative_to(g, box));
 }
 
 HaloFrame fill_halo(const WindowPlan& plan, const ShardTensor& t) {

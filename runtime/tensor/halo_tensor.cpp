@@ -18,6 +18,10 @@ HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const std::vecto
 
 HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
                        DType dtype, MemSpace space)
+    : HaloTensor(mesh, spec, widths, dtype, space, Fill::Zero) {}
+
+HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
+                       DType dtype, MemSpace space, Fill fill)
     : mesh_(mesh), spec_(spec), widths_(widths) {
   TESSERA_CHECK(!spec.has_partial(), "HaloTensor: resolve Partial axes before a halo exchange");
   widths.validate(spec.ndim(), spec.partition().num_blocks());  // the geometry's own checks
@@ -27,26 +31,34 @@ HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths
   interior_ = spec.local_box(mesh.coords());
   // As in the halo geometry, an empty shard still has ghosts around its position.
   padded_box_ = grow(interior_, left_, right_);
-  padded_ = Tensor::zeros(padded_box_.shape(), dtype, space);
+  if (fill == Fill::Zero) {
+    padded_ = Tensor::zeros(padded_box_.shape(), dtype, space);
+  } else {
+    padded_ = Tensor::empty(padded_box_.shape(), dtype, space);
+    zero_ghosts();
+  }
+}
+
+void HaloTensor::zero_ghosts() const {
+  for (const Box& slab : outside_of(padded_box_, interior_)) view_global(slab).zero();
 }
 
 HaloTensor HaloTensor::from_shard(const ShardTensor& t, const HaloWidths& widths) {
-  HaloTensor h(t.mesh(), t.spec(), widths, t.dtype(), t.local().space());
+  HaloTensor h(t.mesh(), t.spec(), widths, t.dtype(), t.local().space(), Fill::GhostsZero);
   h.interior().copy_from(t.local());
   return h;
 }
 
 HaloTensor HaloTensor::from_shard(const ShardTensor& t, const std::vector<Index>& left,
                                   const std::vector<Index>& right) {
-  HaloTensor h(t.mesh(), t.spec(), left, right, t.dtype(), t.local().space());
+  HaloTensor h(t.mesh(), t.spec(), HaloWidths(left, right), t.dtype(), t.local().space(),
+               Fill::GhostsZero);
   h.interior().copy_from(t.local());
   return h;
 }
 
 Tensor HaloTensor::view_global(const Box& g) const {
-  std::vector<Index> neg(g.ndim);
-  for (int d = 0; d < g.ndim; ++d) neg[d] = -padded_box_.lo[d];
-  return padded_.view(shift(g, neg));
+  return padded_.view(relative_to(g, padded_box_));
 }
 
 Tensor HaloTensor::interior() const {

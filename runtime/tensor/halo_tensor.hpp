@@ -23,7 +23,8 @@ class HaloTensor {
   // this rank's padded buffer uses its own block's widths.
   HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths, DType dtype,
              MemSpace space = MemSpace::Host);
-  // The shard's values copied into the interior; ghosts zero.
+  // The shard's values copied into the interior; ghosts zero (only the ghost slabs are
+  // written besides the copy: no pass over the whole buffer).
   static HaloTensor from_shard(const ShardTensor& t, const std::vector<Index>& left,
                                const std::vector<Index>& right);
   static HaloTensor from_shard(const ShardTensor& t, const HaloWidths& widths);
@@ -40,8 +41,13 @@ class HaloTensor {
   const ShardSpec& spec() const { return spec_; }
   // The view of a global box inside the padded buffer.
   Tensor view_global(const Box& global) const;
+  // Zeroes the ghost cells only (the slabs of the padded box outside the interior).
+  void zero_ghosts() const;
 
  private:
+  enum class Fill { Zero, GhostsZero };  // the whole buffer, or the ghost slabs only
+  HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths, DType dtype,
+             MemSpace space, Fill fill);
   Mesh mesh_;
   ShardSpec spec_;
   HaloWidths widths_;

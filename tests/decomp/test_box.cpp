@@ -121,3 +121,32 @@ TEST_CASE("Box linear index round-trips and is row-major", "[box]") {
     REQUIRE(ok);
   }
 }
+
+TEST_CASE("outside_of tiles outer minus inner exactly, disjointly (property)", "[box]") {
+  std::mt19937 rng(7);
+  for (int ndim = 1; ndim <= 3; ++ndim) {
+    for (int trial = 0; trial < 60; ++trial) {
+      const Box outer = test::random_box(rng, ndim);
+      // inner: a random box clipped into outer (possibly empty or equal to outer)
+      const Box inner = intersect(test::random_box(rng, ndim), outer);
+      const std::vector<Box> slabs = outside_of(outer, inner);
+      bool ok = true;
+      for_all_points(ndim, [&](const std::vector<Index>& p) {
+        int covered = 0;
+        for (const Box& s : slabs) covered += in(s, p);
+        const bool want = in(outer, p) && !in(inner, p);
+        ok = ok && covered == (want ? 1 : 0);
+      });
+      INFO(outer.str() << " minus " << inner.str());
+      REQUIRE(ok);
+      REQUIRE(static_cast<int>(slabs.size()) <= 2 * ndim);
+    }
+  }
+}
+
+TEST_CASE("relative_to is the shift by -frame.lo", "[box]") {
+  const Box frame({-2, 3}, {6, 9}), b({0, 4}, {3, 8});
+  CHECK(relative_to(b, frame) == Box({2, 1}, {5, 5}));
+  CHECK(relative_to(frame, frame) == Box::from_shape(frame.shape()));
+  CHECK_THROWS_AS(relative_to(Box({0}, {1}), frame), Error);
+}
