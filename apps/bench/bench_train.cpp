@@ -8,8 +8,8 @@
 // (tensor allocations, the largest rank). Threads: like the conv case, cores per node /
 // ranks per node (--threads), so 1 rank uses every core and C ranks one core each.
 // Goals: strong-scaling T(1 rank, C threads) / T(2 ranks, 1 thread each) >= 0.85 on C = 2
-// cores (the conv case's method) and, to keep it honest, the plain efficiency
-// T(1 rank, 1 thread) / (2 T(2 ranks)) against the same target; weak-scaling peak memory
+// cores (the conv case's former method) and the plain efficiency
+// E = T(1 rank, 1 thread) / (2 T(2 ranks, 1 thread each)) >= 0.95; weak-scaling peak memory
 // per rank at 4 ranks within 10% of 1 rank's.
 #include <omp.h>
 
@@ -166,10 +166,10 @@ json goals(const json& rows) {
                      double((*s1)["t_step_s"]) / double((*s2)["t_step_s"]), ">=", 0.85));
     // The plain efficiency against one rank on one core: shows whether the ratio above
     // owes more to poor thread scaling at 1 rank than to good rank scaling.
-    if (const json* serial = row_of(rows, "strong", 1, 1); serial && serial != s1)
-      g.push_back(goal("strong: T(1 rank, 1 thread) / (2 T(2 ranks, 1 thread each))",
+    if (const json* serial = row_of(rows, "strong", 1, 1); serial && (*s2)["threads"] == 1)
+      g.push_back(goal("strong: E = T(1 rank, 1 thread) / (2 T(2 ranks, 1 thread each))",
                        double((*serial)["t_step_s"]) / (2 * double((*s2)["t_step_s"])),
-                       ">=", 0.85));
+                       ">=", 0.95));
   }
   const json* w1 = row_of(rows, "weak", 1);
   const json* w4 = row_of(rows, "weak", 4);
