@@ -41,8 +41,8 @@ json run(Context& ctx, const Options& opt) {
                  static_cast<int>(per_peer), MPI_FLOAT, mesh.comm());
   });
   json rows = json::array();
-  for (auto [m, name] : {std::pair{RedistMethod::DerivedTypes, "derived-types"},
-                         std::pair{RedistMethod::Packed, "packed"}}) {
+  for (auto [m, name] :
+       {std::pair{Transport::InPlace, "derived-types"}, std::pair{Transport::Packed, "packed"}}) {
     ShardTensor y;
     const Timing t = time_collective(mesh.comm(), reps, 1, [&] { y = x.redistribute(b, m); });
     // Check every cell, untimed: a fast wrong answer is no result.

@@ -11,6 +11,10 @@
 #include <memory>
 #include <vector>
 
+#include <string>
+#include <utility>
+
+#include "runtime/comm/transport.hpp"
 #include "runtime/tensor/halo_tensor.hpp"
 
 namespace tessera {
@@ -51,15 +55,19 @@ class HaloExchange {
   HaloExchange(const HaloExchange&) = delete;
   HaloExchange& operator=(const HaloExchange&) = delete;
 
+  // One plan, two directions (as PETSc's VecScatterBegin/End with SCATTER_FORWARD or
+  // SCATTER_REVERSE): Forward, ghosts := owners' values; Adjoint, owners += ghost values and
+  // the ghosts end at zero. finish() completes whichever direction began.
+  void begin(const HaloTensor& t, Direction d);
   // Forward: ghosts := owners' values.
-  void begin(const HaloTensor& t);
+  void begin(const HaloTensor& t) { begin(t, Direction::Forward); }
   void finish();
   void exchange(const HaloTensor& t) {
     begin(t);
     finish();
   }
   // Adjoint: owners += ghost values; ghosts are then zero (the adjoint of a copy).
-  void begin_adjoint(const HaloTensor& t);
+  void begin_adjoint(const HaloTensor& t) { begin(t, Direction::Adjoint); }
   void finish_adjoint();
   void exchange_adjoint(const HaloTensor& t) {
     begin_adjoint(t);
@@ -79,6 +87,10 @@ class HaloExchange {
   // Whether on-node peers go through node-shared buffers (HaloOptions::node_shared, and
   // room for them in the node's shared memory).
   bool node_shared() const;
+  // (peer, transport) of each message this rank sent in the last begin(), and a printable
+  // summary ("forward: 2 in-place, 1 node-shared"): which transport the engine chose.
+  std::vector<std::pair<int, Transport>> last_transports() const;
+  std::string describe() const;
 
  private:
   struct Impl;

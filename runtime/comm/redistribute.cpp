@@ -21,13 +21,19 @@ Box to_local(const Box& box, const Box& owner) {
   return relative_to(box, owner);
 }
 
-bool use_derived_types(const Tensor& t, RedistMethod m) {
-  if (m == RedistMethod::DerivedTypes) {
+// In place (MPI's derived datatypes over the tensor) or packed; Auto: in place on host
+// memory, packed (and staged where MPI cannot take device pointers) on the device.
+bool use_derived_types(const Tensor& t, Transport m) {
+  TESSERA_CHECK(
+      m == Transport::Auto || m == Transport::InPlace || m == Transport::Packed,
+      "redistribute: transport " << name_of(m) << " is not offered (auto, in-place or packed)");
+  if (m == Transport::InPlace) {
     TESSERA_CHECK(t.space() == MemSpace::Host,
-                  "redistribute: derived datatypes are for host memory; use Packed on CUDA");
+                  "redistribute: in-place (derived datatypes) is for host memory; use packed on "
+                  "CUDA");
     return true;
   }
-  return m == RedistMethod::Auto && t.space() == MemSpace::Host;
+  return m == Transport::Auto && t.space() == MemSpace::Host;
 }
 
 // Moves boxes between the ranks of `comm`: this rank holds `src` (covering global box
@@ -35,7 +41,7 @@ bool use_derived_types(const Tensor& t, RedistMethod m) {
 // tensor covering `dst_box`. Boxes are global; empty boxes move nothing.
 Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
                       const std::vector<Box>& send, const std::vector<Box>& recv,
-                      const Box& dst_box, RedistMethod m) {
+                      const Box& dst_box, Transport m) {
   const int P = static_cast<int>(send.size());
   const std::size_t es = src.elem_size();
   Tensor dst = Tensor::empty(dst_box.shape(), src.dtype(), src.space());
@@ -103,7 +109,7 @@ bool pairs(const ShardSpec& src, const std::vector<int>& p, const std::vector<in
   return true;
 }
 
-ShardTensor general(const ShardTensor& t, const ShardSpec& target, RedistMethod m) {
+ShardTensor general(const ShardTensor& t, const ShardSpec& target, Transport m) {
   const Mesh& mesh = t.mesh();
   const ShardSpec& src = t.spec();
   const auto& me = mesh.coords();
@@ -123,7 +129,7 @@ ShardTensor general(const ShardTensor& t, const ShardSpec& target, RedistMethod 
 }
 
 // All-to-all along one mesh axis (Shard(i) -> Shard(j) over the same axis).
-ShardTensor axis_alltoall(const ShardTensor& t, int axis, const ShardSpec& target, RedistMethod m) {
+ShardTensor axis_alltoall(const ShardTensor& t, int axis, const ShardSpec& target, Transport m) {
   const Mesh& mesh = t.mesh();
   const int n = mesh.dim(axis);
   std::vector<int> c = mesh.coords();
@@ -255,7 +261,7 @@ bool same_dim(const ShardSpec& a, const ShardSpec& b, int d) {
 
 }  // namespace
 
-ShardTensor ShardTensor::redistribute(const ShardSpec& target, RedistMethod m) const {
+ShardTensor ShardTensor::redistribute(const ShardSpec& target, Transport m) const {
   TESSERA_CHECK(target.global_shape() == global_shape(), "redistribute: target global shape "
                                                              << shape_str(target.global_shape())
                                                              << " differs from "

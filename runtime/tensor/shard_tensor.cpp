@@ -217,7 +217,7 @@ Tensor ShardTensor::gather_all() const {
 }
 
 ShardTensor ShardTensor::redistribute(const std::vector<Placement>& dims,
-                                      const std::vector<int>& partial_axes, RedistMethod m) const {
+                                      const std::vector<int>& partial_axes, Transport m) const {
   return redistribute(ShardSpec(global_shape(), dims, mesh_, partial_axes), m);
 }
 

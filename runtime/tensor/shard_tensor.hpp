@@ -5,18 +5,12 @@
 #include "runtime/floor.hpp"
 #include <vector>
 
+#include "runtime/comm/transport.hpp"
 #include "runtime/tensor/mesh.hpp"
 #include "runtime/tensor/shard_spec.hpp"
 #include "runtime/tensor/tensor.hpp"
 
 namespace tessera {
-
-// How redistribute moves data between ranks.
-enum class RedistMethod {
-  Auto,          // derived datatypes on host memory, packed buffers on device memory
-  DerivedTypes,  // MPI subarray types: MPI packs straight into its transport buffers
-  Packed,        // pack into contiguous buffers, alltoallv / allgatherv, unpack
-};
 
 class ShardTensor {
  public:
@@ -43,11 +37,11 @@ class ShardTensor {
   // The global tensor on every rank.
   Tensor gather_all() const;
 
-  ShardTensor redistribute(const ShardSpec& target, RedistMethod m = RedistMethod::Auto) const;
+  ShardTensor redistribute(const ShardSpec& target, Transport m = Transport::Auto) const;
   // Balanced sizes on newly sharded dims.
   ShardTensor redistribute(const std::vector<Placement>& dims,
                            const std::vector<int>& partial_axes = {},
-                           RedistMethod m = RedistMethod::Auto) const;
+                           Transport m = Transport::Auto) const;
 
   const Mesh& mesh() const { return mesh_; }
   const ShardSpec& spec() const { return spec_; }

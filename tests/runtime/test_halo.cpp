@@ -359,3 +359,54 @@ TEST_CASE("Without room in the node's shared memory the exchange uses messages",
     MPI_REQUIRE(holds_expected(h, c, 0));
   }
 }
+
+TEST_CASE("begin(direction) runs one plan both ways; the chosen transports are reported",
+          "[halo]") {
+  Mesh mesh = Mesh::for_grid(MPI_COMM_WORLD, {12, 10});
+  const std::vector<Index> shape = {12, 10, 2}, w = {2, 1, 0};
+  const ShardSpec spec(shape, {Shard(0), Shard(1), Replicate()}, mesh);
+  const Tensor ref = test::reference(shape, DType::i64);
+  const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+  const std::vector<bool> periodic = {true, false, false};
+  for (bool node_shared : {false, true}) {
+    for (bool in_place : {false, true}) {
+      HaloOptions o;
+      o.periodic = periodic;
+      o.node_shared = node_shared;
+      o.in_place = in_place;
+      o.in_place_min_run_bytes = 0;
+      HaloExchange ex(mesh, spec, w, w, o);
+      // Forward through begin(t, Direction::Forward) + finish() == exchange().
+      HaloTensor a = HaloTensor::from_shard(st, w, w), b = HaloTensor::from_shard(st, w, w);
+      ex.begin(a, Direction::Forward);
+      ex.finish();
+      ex.exchange(b);
+      MPI_REQUIRE(holds_expected(a, Config{shape, w, w, periodic, {}, {}}, 0));
+      MPI_REQUIRE(test::same(a.padded(), b.padded()));
+      // Every message went by the transport the options allow, and says so (one collective
+      // check: ranks have different numbers of messages).
+      bool allowed = true;
+      for (const auto& [peer, t] : ex.last_transports()) {
+        if (ex.node_shared() && peer != test::world_rank())
+          allowed = allowed && t == Transport::NodeShared;
+        else if (in_place)
+          allowed = allowed && (t == Transport::InPlace || t == Transport::NodeShared);
+        else
+          allowed = allowed && (t == Transport::Packed || t == Transport::NodeShared);
+      }
+      INFO("shared " << node_shared << " in place " << in_place << ": " << ex.describe());
+      MPI_REQUIRE(allowed);
+      MPI_REQUIRE(ex.describe().rfind("forward:", 0) == 0);
+      // Adjoint through begin(t, Direction::Adjoint) + finish() == exchange_adjoint().
+      ex.begin(a, Direction::Adjoint);
+      ex.finish();
+      ex.exchange_adjoint(b);
+      MPI_REQUIRE(test::same(a.padded(), b.padded()));
+      MPI_REQUIRE(ex.describe().rfind("adjoint:", 0) == 0);
+      bool packed = true;
+      for (const auto& pt : ex.last_transports())
+        packed = packed && (pt.second == Transport::Packed || pt.second == Transport::NodeShared);
+      MPI_REQUIRE(packed);
+    }
+  }
+}

@@ -57,7 +57,7 @@ TEST_CASE("Every redistribute pair equals its serial definition and round-trips"
     for (const auto& a : specs) {
       const ShardTensor x = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), a);
       for (const auto& b : specs) {
-        for (RedistMethod m : {RedistMethod::DerivedTypes, RedistMethod::Packed}) {
+        for (Transport m : {Transport::InPlace, Transport::Packed}) {
           INFO("mesh " << mesh.str() << ": " << str(a) << "-> " << str(b) << " method "
                        << static_cast<int>(m));
           const ShardTensor y = x.redistribute(b, {}, m);
