@@ -120,12 +120,12 @@ Paired time_paired(int reps, const std::function<void()>& a, const std::function
   return {ta[ta.size() / 2], tb[tb.size() / 2], ta.front(), tb.front()};
 }
 
-json run(Context& ctx, const Options& opt) {
-  const int reps = static_cast<int>(opt.num("reps", 5));
-  const DType type = opt.str("dtype", "f32") == "f64" ? DType::f64 : DType::f32;
+json run(Context& ctx, const cli::Args& opt) {
+  const int reps = static_cast<int>(opt.num("reps"));
+  const DType type = opt.str("dtype") == "f64" ? DType::f64 : DType::f32;
   const std::vector<std::pair<std::string, ConvDesc>> problems = {
-      {"conv2d", problem(2, 32, static_cast<Index>(opt.num("hw", 512)), type)},
-      {"conv3d", problem(3, 16, static_cast<Index>(opt.num("d", 64)), type)}};
+      {"conv2d", problem(2, 32, static_cast<Index>(opt.num("hw")), type)},
+      {"conv3d", problem(3, 16, static_cast<Index>(opt.num("d")), type)}};
   const bool gpu = device::count() > 0;
   json rows = json::array();
   for (const auto& [name, c] : problems) {
@@ -228,6 +228,10 @@ Case conv_kernel_case() {
   return {"conv-kernel",
           "local conv fwd/bwd: Conv2d 32->32 3x3 on 1x32xHxW (--hw=512), Conv3d 16->16 3x3x3 on "
           "1x16xD^3 (--d=64); host (oneDNN) and device (cuDNN); --dtype=f32|f64 --reps=5",
+          {{"hw", "N", "Conv2d grid side", "512"},
+           {"d", "N", "Conv3d grid side", "64"},
+           {"dtype", "T", "f32 or f64", "f32"},
+           {"reps", "N", "timed repetitions", "5"}},
           {1},
           {"problem", "shape", "dtype", "memory", "pass", "impl", "ms", "GFLOPs", "bare_ms",
            "overhead_pct", "min_ms", "bare_min_ms", "overhead_min_pct"},

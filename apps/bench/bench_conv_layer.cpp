@@ -110,9 +110,9 @@ double max_over(MPI_Comm comm, double v) {
   return m;
 }
 
-json run_one(Context& ctx, const Options& opt, int nd, Index n, Index c, int threads) {
-  const int reps = static_cast<int>(opt.num("reps", 5));
-  const int warmup = static_cast<int>(opt.num("warmup", 1));
+json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int threads) {
+  const int reps = static_cast<int>(opt.num("reps"));
+  const int warmup = static_cast<int>(opt.num("warmup"));
   std::vector<Index> shape = {1, c};
   for (int d = 0; d < nd; ++d) shape.push_back(n);
   const std::vector<Index> spatial(shape.begin() + 2, shape.end());
@@ -219,25 +219,26 @@ json run_one(Context& ctx, const Options& opt, int nd, Index n, Index c, int thr
   return row;
 }
 
-json run(Context& ctx, const Options& opt) {
+json run(Context& ctx, const cli::Args& opt) {
   const int per_node = ranks_per_node(ctx.world());
   const int cores = std::max(1, omp_get_num_procs());
-  const int threads = static_cast<int>(opt.num("threads", std::max(1, cores / per_node)));
+  const int threads =
+      opt.has("threads") ? static_cast<int>(opt.num("threads")) : std::max(1, cores / per_node);
   omp_set_num_threads(threads);
-  const std::string which = opt.str("which", "2d,3d");
+  const std::string which = opt.str("which");
   json rows = json::array();
   if (which.find("2d") != std::string::npos) {
-    const std::string sizes = opt.str("n2d", "2048");
+    const std::string sizes = opt.str("n2d");
     for (std::size_t at = 0; at < sizes.size();) {
       const std::size_t comma = std::min(sizes.find(',', at), sizes.size());
       const Index n = std::stoll(sizes.substr(at, comma - at));
-      rows.push_back(run_one(ctx, opt, 2, n, static_cast<Index>(opt.num("c2d", 32)), threads));
+      rows.push_back(run_one(ctx, opt, 2, n, static_cast<Index>(opt.num("c2d")), threads));
       at = comma + 1;
     }
   }
   if (which.find("3d") != std::string::npos)
-    rows.push_back(run_one(ctx, opt, 3, static_cast<Index>(opt.num("n3d", 256)),
-                           static_cast<Index>(opt.num("c3d", 16)), threads));
+    rows.push_back(run_one(ctx, opt, 3, static_cast<Index>(opt.num("n3d")),
+                           static_cast<Index>(opt.num("c3d")), threads));
   return rows;
 }
 
@@ -276,6 +277,14 @@ Case conv_case() {
   Case c;
   c.name = "conv";
   c.help = "sharded Conv2d/Conv3d forward+backward vs bare oneDNN, rank scaling, peak memory";
+  c.options = {{"n2d", "N[,N...]", "Conv2d grid side(s), one row each", "2048"},
+               {"c2d", "C", "Conv2d channels", "32"},
+               {"n3d", "N", "Conv3d grid side", "256"},
+               {"c3d", "C", "Conv3d channels", "16"},
+               {"which", "LIST", "which layers: 2d, 3d or both", "2d,3d"},
+               {"reps", "N", "timed repetitions", "5"},
+               {"warmup", "N", "untimed repetitions first", "1"},
+               {"threads", "N", "OpenMP threads per rank (default cores per node / ranks)", ""}};
   c.rank_counts = {1, 2, 4};
   c.columns = {"conv",      "shape",     "ranks",     "mesh",        "threads",
                "t_layer_s", "t_bare_s",  "overhead",  "t_overlap_s", "overlap_speedup",

@@ -19,11 +19,11 @@
 namespace tessera::bench {
 namespace {
 
-json run(Context& ctx, const Options& opt) {
-  const Index n = static_cast<Index>(opt.num("n", 256));
-  const int reps = static_cast<int>(opt.num("reps", 15));
+json run(Context& ctx, const cli::Args& opt) {
+  const Index n = static_cast<Index>(opt.num("n"));
+  const int reps = static_cast<int>(opt.num("reps"));
   const std::vector<Index> shape = {n, n, n};
-  const std::string grid = opt.str("grid", "auto");
+  const std::string grid = opt.str("grid");
   std::vector<int> dims;
   if (grid == "surface") {
     dims = min_surface_grid(ctx.size(), shape);
@@ -36,7 +36,7 @@ json run(Context& ctx, const Options& opt) {
   const ShardSpec spec(shape, {Shard(0), Shard(1), Shard(2)}, mesh);
   const Box domain = Box::from_shape(shape);
   json rows = json::array();
-  const bool uniform = opt.str("ghosts", "neighbours") == "uniform";
+  const bool uniform = opt.str("ghosts") == "uniform";
   const BlockPartition& part = spec.partition();
   for (Index w : {Index(1), Index(4)}) {
     HaloWidths ws(std::vector<Index>(3, w), std::vector<Index>(3, w));
@@ -54,11 +54,11 @@ json run(Context& ctx, const Options& opt) {
     }
     HaloTensor h(mesh, spec, ws, DType::f32);
     HaloOptions o;
-    o.open_fill = opt.str("open", "zero") == "keep" ? HaloOptions::OpenFill::Keep
-                                                    : HaloOptions::OpenFill::Zero;
-    o.in_place = opt.str("method", "in-place") == "in-place";
-    o.in_place_min_run_bytes = static_cast<std::size_t>(opt.num("min-run", 64));
-    o.node_shared = opt.str("transport", "shared") == "shared";
+    o.open_fill =
+        opt.str("open") == "keep" ? HaloOptions::OpenFill::Keep : HaloOptions::OpenFill::Zero;
+    o.in_place = opt.str("method") == "in-place";
+    o.in_place_min_run_bytes = static_cast<std::size_t>(opt.num("min-run"));
+    o.node_shared = opt.str("transport") == "shared";
     HaloExchange ex(mesh, spec, ws, o);
     // Theoretical ghost volume: padded cells inside the domain that this rank does not own.
     const Index ghost = intersect(h.padded_box(), domain).volume() - h.interior_box().volume();
@@ -138,6 +138,14 @@ json goals(const json& rows) {
 Case halo_case() {
   return {"halo",
           "ghost exchange of a 3-D float32 field (--n=256) with 1- and 4-cell ghosts vs raw p2p",
+          {{"n", "N", "grid side", "256"},
+           {"reps", "N", "timed repetitions", "15"},
+           {"grid", "SPEC", "rank grid: auto, surface or AxBxC", "auto"},
+           {"ghosts", "KIND", "neighbours or uniform", "neighbours"},
+           {"open", "KIND", "open sides with uniform ghosts: zero or keep", "zero"},
+           {"method", "KIND", "in-place or packed", "in-place"},
+           {"min-run", "BYTES", "shortest contiguous run sent in place", "64"},
+           {"transport", "KIND", "shared or messages", "shared"}},
           {2, 4, 8},
           {"ranks", "grid", "field", "ghost", "ghosts", "transport", "method", "MiB_moved",
            "MiB_theory", "t_halo_ms", "t_p2p_ms", "GBps_halo", "GBps_p2p", "ratio", "bytes_equal"},

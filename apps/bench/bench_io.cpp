@@ -46,13 +46,13 @@ bool pread_all(int fd, char* buf, std::size_t n, off_t off) {
   return true;
 }
 
-json run(Context& ctx, const Options& opt) {
-  const Index mib = static_cast<Index>(opt.num("mib", 1024));
-  const int reps = static_cast<int>(opt.num("reps", 5));
+json run(Context& ctx, const cli::Args& opt) {
+  const Index mib = static_cast<Index>(opt.num("mib"));
+  const int reps = static_cast<int>(opt.num("reps"));
   const Index X = 512, Y = 512, Z = std::max<Index>(1, mib * (Index(1) << 20) / (4 * X * Y));
   const std::vector<Index> shape = {1, 1, Z, Y, X};
   const char* tmp = std::getenv("TMPDIR");
-  const std::string dir = opt.str("dir", tmp && *tmp ? tmp : "/tmp");
+  const std::string dir = opt.has("dir") ? opt.str("dir") : tmp && *tmp ? tmp : "/tmp";
   long pid = static_cast<long>(getpid());
   MPI_Bcast(&pid, 1, MPI_LONG, 0, ctx.world());
   const std::string path = dir + "/tessera-bench-io-" + std::to_string(pid) + ".h5";
@@ -143,7 +143,7 @@ json run(Context& ctx, const Options& opt) {
     };
     measure("slab", line, slab, 0);
     measure("slab", line, slab, 1);
-    if (opt.str("grid", "yes") == "yes") {
+    if (opt.str("grid") == "yes") {
       const Mesh grid = Mesh::for_grid(ctx.world(), {Z, Y, X});
       const ShardSpec g(shape, {Replicate(), Replicate(), Shard(0), Shard(1), Shard(2)}, grid);
       measure("grid", grid, g, 0);
@@ -155,7 +155,7 @@ json run(Context& ctx, const Options& opt) {
     throw;
   }
   MPI_Barrier(ctx.world());
-  if (ctx.rank() == 0 && opt.str("keep", "no") != "yes") std::filesystem::remove(path);
+  if (ctx.rank() == 0 && opt.str("keep") != "yes") std::filesystem::remove(path);
   (void)bytes;
   (void)all_ok;
   return rows;
@@ -181,6 +181,11 @@ Case io_case() {
   return {"io",
           "sharded collective HDF5 read of a float32 dataset (--mib=1024) vs POSIX pread of the "
           "same bytes, warm page cache",
+          {{"mib", "N", "dataset size in MiB", "1024"},
+           {"reps", "N", "timed repetitions", "5"},
+           {"dir", "DIR", "where the file goes (default $TMPDIR, else /tmp)", ""},
+           {"grid", "yes|no", "also read through a 3-D rank grid, not only slabs", "yes"},
+           {"keep", "yes|no", "keep the file afterwards", "no"}},
           {1, 2, 4},
           {"ranks", "io", "layout", "ghost", "MiB", "t_h5_ms", "t_posix_ms", "GBps_h5",
            "GBps_posix", "ratio", "collective", "correct"},

@@ -11,9 +11,9 @@
 namespace tessera::bench {
 namespace {
 
-json run(Context& ctx, const Options& opt) {
-  const double mib = opt.num("mib", 256);
-  const int reps = static_cast<int>(opt.num("reps", 7));
+json run(Context& ctx, const cli::Args& opt) {
+  const double mib = opt.num("mib");
+  const int reps = static_cast<int>(opt.num("reps"));
   Mesh mesh = Mesh::line(ctx.world());
   const int P = mesh.size();
   // (n, n, 256) float32, n a multiple of 8 chosen so the tensor holds at least `mib` MiB.
@@ -89,6 +89,7 @@ json goals(const json& rows) {
 Case redistribute_case() {
   return {"redistribute",
           "Shard(0)->Shard(1) of a 3-D float32 tensor (--mib=256) vs raw MPI_Alltoall",
+          {{"mib", "N", "tensor size in MiB", "256"}, {"reps", "N", "timed repetitions", "7"}},
           {2, 4},
           {"ranks", "method", "shape", "MiB", "t_redist_ms", "t_alltoall_ms", "GBps_redist",
            "GBps_alltoall", "ratio", "correct"},

@@ -43,14 +43,14 @@ Tensor random_local(const std::vector<Index>& shape, unsigned seed) {
   return t;
 }
 
-json run_one(Context& ctx, const Options& opt, const std::string& scaling, Index batch,
+json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Index batch,
              const std::vector<Index>& grid, int threads) {
-  const int reps = static_cast<int>(opt.num("reps", 5));
-  const int warmup = static_cast<int>(opt.num("warmup", 2));
+  const int reps = static_cast<int>(opt.num("reps"));
+  const int warmup = static_cast<int>(opt.num("warmup"));
   const Mesh mesh = Mesh::line(ctx.world(), "domain");
   UNetOptions uo;
-  uo.width = static_cast<Index>(opt.num("width", 8));
-  uo.depth = static_cast<int>(opt.num("depth", 3));
+  uo.width = static_cast<Index>(opt.num("width"));
+  uo.depth = static_cast<int>(opt.num("depth"));
   uo.groups = 4;
   UNet net(uo);
   const std::vector<Index> shape = {batch, 1, grid[0], grid[1]};
@@ -122,16 +122,17 @@ json run_one(Context& ctx, const Options& opt, const std::string& scaling, Index
           {"peak_mib", peak}};
 }
 
-json run(Context& ctx, const Options& opt) {
+json run(Context& ctx, const cli::Args& opt) {
   const int per_node = ranks_per_node(ctx.world());
   const int cores = std::max(1, omp_get_num_procs());
-  const int threads = static_cast<int>(opt.num("threads", std::max(1, cores / per_node)));
+  const int threads =
+      opt.has("threads") ? static_cast<int>(opt.num("threads")) : std::max(1, cores / per_node);
   omp_set_num_threads(threads);
-  const Index batch = static_cast<Index>(opt.num("batch", 2));
+  const Index batch = static_cast<Index>(opt.num("batch"));
   json rows = json::array();
-  const std::string which = opt.str("which", "strong,weak");
+  const std::string which = opt.str("which");
   if (which.find("strong") != std::string::npos) {
-    const auto grid = parse_grid(opt.str("strong", "256x256"));
+    const auto grid = parse_grid(opt.str("strong"));
     rows.push_back(run_one(ctx, opt, "strong", batch, grid, threads));
     if (ctx.size() == 1 && threads > 1) {  // the serial baseline of the plain efficiency
       omp_set_num_threads(1);
@@ -140,7 +141,7 @@ json run(Context& ctx, const Options& opt) {
     }
   }
   if (which.find("weak") != std::string::npos) {
-    std::vector<Index> g = parse_grid(opt.str("weak", "128x128"));
+    std::vector<Index> g = parse_grid(opt.str("weak"));
     g[0] *= ctx.size();
     rows.push_back(run_one(ctx, opt, "weak", batch, g, threads));
   }
@@ -188,6 +189,15 @@ Case train_case() {
   c.help =
       "training step of the demo UNet: strong and weak scaling over domain ranks, "
       "compute / halo / all-reduce split, peak memory per rank";
+  c.options = {{"which", "LIST", "strong, weak or both", "strong,weak"},
+               {"strong", "HxW", "grid of the strong-scaling run", "256x256"},
+               {"weak", "HxW", "grid per rank of the weak-scaling run", "128x128"},
+               {"batch", "N", "samples per step", "2"},
+               {"width", "N", "UNet width", "8"},
+               {"depth", "N", "UNet depth", "3"},
+               {"reps", "N", "timed steps", "5"},
+               {"warmup", "N", "untimed steps first", "2"},
+               {"threads", "N", "OpenMP threads per rank (default cores per node / ranks)", ""}};
   c.rank_counts = {1, 2, 4};
   c.columns = {"scaling",    "ranks",   "threads",      "shape",         "t_step_s",
                "ms_compute", "ms_halo", "ms_allreduce", "samples_per_s", "peak_mib"};

@@ -3,26 +3,21 @@
 // with and returns rows (meaningful on rank 0); its goals are computed from the rows
 // of all rank counts once scripts/bench.sh has merged them.
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "apps/bench/report.hpp"
+#include "apps/common/cli.hpp"
 #include "runtime/tensor/context.hpp"
 
 namespace tessera::bench {
 
-struct Options {
-  std::map<std::string, std::string> kv;  // --key=value pairs
-  double num(const std::string& k, double dflt) const;
-  std::string str(const std::string& k, const std::string& dflt) const;
-};
-
 struct Case {
   std::string name, help;
-  std::vector<int> rank_counts;  // what scripts/bench.sh launches it at
+  std::vector<cli::Option> options;  // with their defaults; others are errors
+  std::vector<int> rank_counts;      // what scripts/bench.sh launches it at
   std::vector<std::string> columns;
-  std::function<json(Context&, const Options&)> run;
+  std::function<json(Context&, const cli::Args&)> run;
   std::function<json(const json& rows)> goals;
 };
 

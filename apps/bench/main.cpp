@@ -13,9 +13,10 @@ using namespace tessera::bench;
 
 namespace {
 void usage() {
-  std::cout << "usage: tessera-bench CASE [--key=value ...] [--out=FILE]\n"
+  std::cout << "usage: tessera-bench CASE [--key=value ...] [--out=FILE]   (under mpirun)\n"
                "       tessera-bench merge CASE OUT.json PART.json...\n"
-               "       tessera-bench ranks CASE\ncases:\n";
+               "       tessera-bench ranks CASE\ncases (`tessera-bench CASE --help` lists the "
+               "options of each):\n";
   for (const auto& c : all_cases()) std::cout << "  " << c.name << ": " << c.help << '\n';
 }
 
@@ -26,72 +27,82 @@ const Case& find_case(const std::string& name) {
   throw Error("unknown benchmark case '" + name + "' (tessera-bench --help lists them)");
 }
 
-int merge(int argc, char** argv) {
-  if (argc < 5) throw Error("merge needs CASE OUT.json and at least one PART.json");
-  const Case& c = find_case(argv[2]);
-  json out = merge_parts(c.name, std::vector<std::string>(argv + 4, argv + argc));
+int merge(const std::vector<std::string>& args) {
+  const cli::Args a(args, {});
+  if (a.help()) {
+    std::cout << cli::help_text("tessera-bench merge CASE OUT.json PART.json...",
+                                "Merges the rows of a case's runs (one PART.json per rank "
+                                "count) into OUT.json with\nthe case's goals, and prints both "
+                                "as tables.",
+                                {});
+    return 0;
+  }
+  const auto& p = a.positional();
+  if (p.size() < 3) throw Error("merge needs CASE OUT.json and at least one PART.json");
+  const Case& c = find_case(p[0]);
+  json out = merge_parts(c.name, std::vector<std::string>(p.begin() + 2, p.end()));
   out["goals"] = c.goals(out["rows"]);
-  std::ofstream(argv[3]) << out.dump(2) << '\n';
+  std::ofstream(p[1]) << out.dump(2) << '\n';
   std::cout << "benchmark " << c.name << '\n';
   print_table(out["rows"], c.columns);
   std::cout << '\n';
   print_table(out["goals"], {"name", "value", "op", "target", "met"});
-  std::cout << "wrote " << argv[3] << '\n';
+  std::cout << "wrote " << p[1] << '\n';
+  return 0;
+}
+
+int ranks(const std::vector<std::string>& args) {
+  const cli::Args a(args, {});
+  if (a.help()) {
+    std::cout << cli::help_text("tessera-bench ranks CASE",
+                                "Prints the rank counts scripts/bench.sh launches CASE at.", {});
+    return 0;
+  }
+  if (a.positional().size() != 1) throw Error("ranks needs CASE");
+  for (int n : find_case(a.positional()[0]).rank_counts) std::cout << n << ' ';
+  std::cout << '\n';
+  return 0;
+}
+
+// One run of a case at the rank count it is launched with; rank 0 prints the rows.
+int run_case(const Case& c, const std::vector<std::string>& args, int argc, char** argv) {
+  std::vector<cli::Option> options = c.options;
+  options.push_back({"out", "FILE", "write the rows as JSON, a part for merge", ""});
+  const cli::Args a(args, options);
+  if (a.help()) {
+    std::cout << cli::help_text("tessera-bench " + c.name + " [options]   (under mpirun)", c.help,
+                                options);
+    return 0;
+  }
+  if (!a.positional().empty())
+    throw Error("unexpected argument '" + a.positional()[0] + "' (see --help)");
+  Context ctx(argc, argv);
+  json rows = c.run(ctx, a);
+  if (ctx.rank() == 0) {
+    json part = {{"case", c.name}, {"rows", rows}};
+    if (a.has("out")) std::ofstream(a.str("out")) << part.dump(2) << '\n';
+    print_table(rows, c.columns);
+  }
   return 0;
 }
 }  // namespace
 
-double Options::num(const std::string& k, double d) const {
-  auto it = kv.find(k);
-  if (it == kv.end()) return d;
-  try {
-    return std::stod(it->second);
-  } catch (const std::exception&) {
-    throw Error("option --" + k + "=" + it->second + " is not a number");
-  }
-}
-std::string Options::str(const std::string& k, const std::string& d) const {
-  auto it = kv.find(k);
-  return it == kv.end() ? d : it->second;
-}
-
 std::vector<Case> tessera::bench::all_cases() {
-  return {redistribute_case(), halo_case(), conv_kernel_case(), conv_case(), io_case(),
-          train_case()};
+  return {redistribute_case(), halo_case(), conv_kernel_case(),
+          conv_case(),         io_case(),   train_case()};
 }
 
 int main(int argc, char** argv) {
   try {
-    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
       usage();
-      return argc < 2 ? 2 : 0;
+      return args.empty() ? 2 : 0;
     }
-    const std::string first = argv[1];
-    if (first == "merge") return merge(argc, argv);
-    if (first == "ranks") {
-      if (argc < 3) throw Error("ranks needs CASE");
-      for (int n : find_case(argv[2]).rank_counts) std::cout << n << ' ';
-      std::cout << '\n';
-      return 0;
-    }
-    const Case& c = find_case(first);
-    Options opt;
-    for (int i = 2; i < argc; ++i) {
-      std::string a = argv[i];
-      const auto eq = a.find('=');
-      if (a.rfind("--", 0) != 0 || eq == std::string::npos)
-        throw Error("argument '" + a + "' is not --key=value");
-      opt.kv[a.substr(2, eq - 2)] = a.substr(eq + 1);
-    }
-    Context ctx(argc, argv);
-    json rows = c.run(ctx, opt);
-    if (ctx.rank() == 0) {
-      json part = {{"case", c.name}, {"rows", rows}};
-      const std::string out = opt.str("out", "");
-      if (!out.empty()) std::ofstream(out) << part.dump(2) << '\n';
-      print_table(rows, c.columns);
-    }
-    return 0;
+    const std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (args[0] == "merge") return merge(rest);
+    if (args[0] == "ranks") return ranks(rest);
+    return run_case(find_case(args[0]), rest, argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "tessera-bench: " << e.what() << std::endl;
     return 1;

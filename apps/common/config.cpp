@@ -11,6 +11,7 @@
 #include <sstream>
 #include <variant>
 
+#include "apps/common/cli.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -407,6 +408,15 @@ void validate(TrainConfig& c) {
          " does not divide model.width = " + std::to_string(c.model.width));
 }
 
+// tessera-train's own options; any other dotted --section.key=value is a config override.
+const std::vector<cli::Option>& train_options() {
+  static const std::vector<cli::Option> options = {
+      {"print-config", "", "print the resolved config as TOML and exit", ""},
+      {"resume", "",
+       "continue from the latest checkpoint in train.checkpoint_dir (= --train.resume=true)", ""}};
+  return options;
+}
+
 }  // namespace
 
 TrainConfig parse_config(const std::string& text, const std::vector<std::string>& overrides,
@@ -479,11 +489,11 @@ std::string to_toml(const TrainConfig& c) {
 std::string usage(const std::string& program) {
   TrainConfig defaults;
   std::ostringstream os;
-  os << "usage: " << program
-     << " [CONFIG.toml] [--section.key=value ...] [--print-config] [--help]\n\n"
-     << "Trains a model on sharded data. CONFIG is TOML with the sections below; every key\n"
-     << "can be set or overridden on the command line. --print-config prints the resolved\n"
-     << "config as TOML and exits.\n";
+  os << cli::help_text(
+      program + " [CONFIG.toml] [--section.key=value ...] [--resume] [--print-config]",
+      "Trains a model on sharded data. CONFIG is TOML with the sections below; every key\n"
+      "can be set or overridden on the command line as --section.key=value.",
+      train_options());
   std::string current;
   for (const Field& f : schema()) {
     if (current != f.section) {
@@ -503,27 +513,16 @@ std::string usage(const std::string& program) {
 }
 
 CliArgs parse_cli(const std::vector<std::string>& args) {
-  CliArgs a;
-  for (const std::string& s : args) {
-    if (s == "--help" || s == "-h") {
-      a.help = true;
-    } else if (s == "--print-config") {
-      a.print_config = true;
-    } else if (s.rfind("--", 0) == 0) {
-      const std::string body = s.substr(2);
-      const auto eq = body.find('='), dot = body.find('.');
-      if (dot == std::string::npos || eq == std::string::npos || dot > eq)
-        fail("unknown option '" + s + "' (options: --help, --print-config, --section.key=value)");
-      a.overrides.push_back(body);
-    } else if (!s.empty() && s[0] == '-') {
-      fail("unknown option '" + s + "'");
-    } else {
-      if (!a.config_path.empty())
-        fail("two config files given: '" + a.config_path + "' and '" + s + "'");
-      a.config_path = s;
-    }
-  }
-  return a;
+  const cli::Args a(args, train_options(), cli::Overrides::Accept);
+  CliArgs c;
+  c.help = a.help();
+  c.print_config = a.flag("print-config");
+  c.overrides = a.overrides();
+  if (a.flag("resume")) c.overrides.push_back("train.resume=true");
+  const auto& files = a.positional();
+  if (files.size() > 1) fail("two config files given: '" + files[0] + "' and '" + files[1] + "'");
+  if (!files.empty()) c.config_path = files[0];
+  return c;
 }
 
 CliArgs parse_cli(int argc, char** argv) {

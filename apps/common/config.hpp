@@ -79,13 +79,14 @@ struct TrainConfig {
   TrainLoopConfig train;
 };
 
-// The command line: [CONFIG] [--section.key=value ...] [--help] [--print-config].
+// The command line, read by the apps' one parser (apps/common/cli.hpp):
+// [CONFIG] [--section.key=value ...] [--resume] [--print-config] [--help].
 struct CliArgs {
   std::string config_path;             // empty: defaults and overrides only
-  std::vector<std::string> overrides;  // "section.key=value"
+  std::vector<std::string> overrides;  // "section.key=value"; --resume adds train.resume=true
   bool help = false, print_config = false;
 };
-CliArgs parse_cli(int argc, char** argv);  // throws on unknown flags
+CliArgs parse_cli(int argc, char** argv);  // throws on unknown options
 CliArgs parse_cli(const std::vector<std::string>& args);
 
 // Defaults, then the file (if any), then the overrides in order; every value is
@@ -103,7 +104,7 @@ void check_complete(const TrainConfig& c);
 
 // The fully resolved config as TOML (parses back to the same config).
 std::string to_toml(const TrainConfig& c);
-// --help text: usage and every key with its type, default and range.
+// --help text: usage, the options, and every key with its type, default and range.
 std::string usage(const std::string& program);
 
 // The mesh of mesh.shape over comm; collective. A shape that does not fit the rank

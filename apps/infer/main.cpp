@@ -7,9 +7,9 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
-#include <map>
 
 #include "apps/common/builders.hpp"
+#include "apps/common/cli.hpp"
 #include "apps/common/report_errors.hpp"
 #include "apps/common/trainer.hpp"
 #include "io/schema.hpp"
@@ -22,12 +22,20 @@ using namespace tessera::app;
 
 namespace {
 
-const char* kUsage =
-    "usage: tessera-infer --checkpoint CKPT.h5 --input IN.h5 --output OUT.h5 [--mesh SPEC]\n"
-    "  --checkpoint  a tessera-train checkpoint (its config names the input and target fields)\n"
-    "  --input       HDF5 file with the input fields (/fields/NAME, (N, C, spatial...))\n"
-    "  --output      HDF5 file to create with the predicted target fields\n"
-    "  --mesh        rank mesh, e.g. domain=4 (default: all ranks on one domain axis)\n";
+const std::vector<cli::Option> kOptions = {
+    {"checkpoint", "CKPT.h5",
+     "a tessera-train checkpoint (its config names the input and target fields)", ""},
+    {"input", "IN.h5", "HDF5 file with the input fields (/fields/NAME, (N, C, spatial...))", ""},
+    {"output", "OUT.h5", "HDF5 file to create with the predicted target fields", ""},
+    {"mesh", "SPEC", "rank mesh, e.g. domain=4; auto puts all ranks on one domain axis", "auto"}};
+
+std::string help() {
+  return cli::help_text(
+      "tessera-infer --checkpoint CKPT.h5 --input IN.h5 --output OUT.h5 [--mesh SPEC]",
+      "Runs a trained checkpoint on every sample of IN.h5, sharded over the ranks, and writes\n"
+      "the prediction to OUT.h5; prints the relative L2 error when IN.h5 holds the targets.",
+      kOptions);
+}
 
 std::string field(const std::string& n) {
   return std::string(io::schema::kFields) + "/" + n;
@@ -54,37 +62,25 @@ Tensor read_sample(const io::File& f, const FieldSet& fs, Index n, const Box& bl
 }
 
 int run(Context& ctx, int argc, char** argv) {
-  std::map<std::string, std::string> a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--help" || s == "-h") {
-      if (ctx.rank() == 0) std::cout << kUsage;
-      return 0;
-    }
-    TESSERA_CHECK(s.rfind("--", 0) == 0, "unexpected argument '" << s << "'\n" << kUsage);
-    const auto eq = s.find('=');
-    if (eq != std::string::npos) {
-      a[s.substr(2, eq - 2)] = s.substr(eq + 1);
-    } else {
-      TESSERA_CHECK(i + 1 < argc, "option " << s << " needs a value");
-      a[s.substr(2)] = argv[++i];
-    }
+  const cli::Args args(std::vector<std::string>(argv + 1, argv + argc), kOptions);
+  if (args.help()) {
+    if (ctx.rank() == 0) std::cout << help();
+    return 0;
   }
-  for (const auto& [k, v] : a)
-    TESSERA_CHECK(k == "checkpoint" || k == "input" || k == "output" || k == "mesh",
-                  "unknown option --" << k << "\n"
-                                      << kUsage);
-  for (const char* k : {"checkpoint", "input", "output"})
-    TESSERA_CHECK(a.count(k), "--" << k << " is required\n" << kUsage);
+  TESSERA_CHECK(args.positional().empty(),
+                "unexpected argument '" << args.positional()[0] << "' (see --help)");
+  // Read now, so a missing one fails before the long work and not after it.
+  const std::string checkpoint = args.str("checkpoint"), input = args.str("input"),
+                    output = args.str("output");
 
   const double t0 = MPI_Wtime();
-  const io::Checkpoint ck = io::load_checkpoint(a["checkpoint"], ctx.world());
-  const TrainConfig cfg = parse_config(ck.config, {}, a["checkpoint"] + " (config attribute)");
-  const Mesh mesh = Mesh::parse(ctx.world(), a.count("mesh") ? a["mesh"] : "auto");
+  const io::Checkpoint ck = io::load_checkpoint(checkpoint, ctx.world());
+  const TrainConfig cfg = parse_config(ck.config, {}, checkpoint + " (config attribute)");
+  const Mesh mesh = Mesh::parse(ctx.world(), args.str("mesh"));
   const MemSpace space = ctx.device() >= 0 ? MemSpace::Cuda : MemSpace::Host;
   const DType dtype = model_dtype(cfg.model);
 
-  const io::File in = io::File::open(a["input"], ctx.world());
+  const io::File in = io::File::open(input, ctx.world());
   const FieldSet inputs = field_set(in, cfg.data.inputs);
   const std::vector<Index> shape = in.info(field(inputs.names[0])).shape;
   const Index n = shape[0];
@@ -112,7 +108,7 @@ int run(Context& ctx, int argc, char** argv) {
   std::vector<Index> xshape = {1, inputs.total_channels()};
   xshape.insert(xshape.end(), spatial.begin(), spatial.end());
   const std::string problem = model.input_problem(xshape);
-  TESSERA_CHECK(problem.empty(), a["input"] << ": the model cannot take it: " << problem);
+  TESSERA_CHECK(problem.empty(), input << ": the model cannot take it: " << problem);
   // Parameters and buffers from the checkpoint (its signature must match the model).
   const std::string sig = model_signature(model.options());
   TESSERA_CHECK(ck.model == sig,
@@ -148,10 +144,10 @@ int run(Context& ctx, int argc, char** argv) {
   FieldSet truth_fs;
   if (have_truth) truth_fs = field_set(in, cfg.data.targets);
 
-  io::File out = io::File::create(a["output"], ctx.world());
+  io::File out = io::File::create(output, ctx.world());
   io::schema::write_root(out, "tessera-infer");
-  out.set_attr("/", "checkpoint", a["checkpoint"]);
-  out.set_attr("/", "input", a["input"]);
+  out.set_attr("/", "checkpoint", checkpoint);
+  out.set_attr("/", "input", input);
   for (std::size_t i = 0; i < cfg.data.targets.size(); ++i) {
     std::vector<Index> s = {n, tch[i]};
     s.insert(s.end(), spatial.begin(), spatial.end());
@@ -213,7 +209,7 @@ int run(Context& ctx, int argc, char** argv) {
               << MPI_Wtime() - t0 << " s with loading)";
     if (have_truth)
       std::cout << "; mean relative L2 error " << std::setprecision(4) << err_sum / double(n);
-    std::cout << "; prediction in " << a["output"] << std::endl;
+    std::cout << "; prediction in " << output << std::endl;
   }
   return 0;
 }

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/prep/args.hpp"
+#include "apps/common/cli.hpp"
 #include "io/schema.hpp"
 #include "runtime/tensor/context.hpp"
 #include "runtime/tensor/shard_tensor.hpp"
@@ -15,8 +15,8 @@ namespace tessera::prep {
 struct Command {
   std::string name;  // "generate darcy", "inspect", ...
   std::string usage, description;
-  std::vector<OptionSpec> options;
-  std::function<int(Context&, const Args&)> run;
+  std::vector<cli::Option> options;
+  std::function<int(Context&, const cli::Args&)> run;
 };
 
 Command generate_darcy_command();

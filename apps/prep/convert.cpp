@@ -21,7 +21,7 @@ struct Input {
   bool is_double = false;
 };
 
-Input describe_input(const std::string& path, const Args& a) {
+Input describe_input(const std::string& path, const cli::Args& a) {
   Input in;
   if (path.size() >= 4 && path.substr(path.size() - 4) == ".npy") {
     const NpyHeader h = read_npy_header(path);
@@ -56,7 +56,7 @@ Input describe_input(const std::string& path, const Args& a) {
   return in;
 }
 
-int run(Context& ctx, const Args& a) {
+int run(Context& ctx, const cli::Args& a) {
   if (a.positional().size() != 1) throw Error("convert needs one input file (see --help)");
   const std::string src = a.positional()[0], kind = a.str("kind");
   Input in;

@@ -10,7 +10,7 @@
 namespace tessera::prep {
 namespace {
 
-int run(Context& ctx, const Args& a) {
+int run(Context& ctx, const cli::Args& a) {
   const std::vector<Index> grid = a.shape("grid");
   TESSERA_CHECK(grid.size() == 2 || grid.size() == 3,
                 "--grid " << a.str("grid") << ": Darcy needs a 2-D or 3-D grid");

@@ -9,7 +9,7 @@
 namespace tessera::prep {
 namespace {
 
-int run(Context& ctx, const Args& a) {
+int run(Context& ctx, const cli::Args& a) {
   const Index P = a.integer("points"), samples = a.integer("samples");
   TESSERA_CHECK(P >= 1 && samples >= 1, "--points and --samples must be at least 1");
   PointsParams p;

@@ -28,7 +28,7 @@ std::string attr_text(const io::File& f, const std::string& obj, const std::stri
   return os.str();
 }
 
-int run(Context& ctx, const Args& a) {
+int run(Context& ctx, const cli::Args& a) {
   if (a.positional().size() != 1) throw Error("inspect needs one HDF5 file (see --help)");
   const io::File f = io::File::open(a.positional()[0], ctx.world());
   const bool root = ctx.rank() == 0;

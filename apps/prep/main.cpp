@@ -77,10 +77,12 @@ int main(int argc, char** argv) {
       for (const Command& c : all)
         if (c.name == name) cmd = &c;
       if (!cmd) throw Error("unknown command '" + name + "' (tessera-prep --help lists them)");
-      const Args a(std::vector<std::string>(args.begin() + static_cast<long>(used), args.end()),
-                   cmd->options);
+      const cli::Args a(
+          std::vector<std::string>(args.begin() + static_cast<long>(used), args.end()),
+          cmd->options);
       if (a.help()) {
-        if (ctx.rank() == 0) std::cout << help_text(cmd->usage, cmd->description, cmd->options);
+        if (ctx.rank() == 0)
+          std::cout << cli::help_text(cmd->usage, cmd->description, cmd->options);
       } else {
         rc = cmd->run(ctx, a);
       }

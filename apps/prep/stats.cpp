@@ -7,7 +7,7 @@
 namespace tessera::prep {
 namespace {
 
-int run(Context& ctx, const Args& a) {
+int run(Context& ctx, const cli::Args& a) {
   if (a.positional().size() != 1) throw Error("stats needs one HDF5 file (see --help)");
   io::File f = io::File::open(a.positional()[0], ctx.world(), io::Mode::ReadWrite);
   std::vector<std::string> dsets;

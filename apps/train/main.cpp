@@ -1,5 +1,5 @@
 // tessera-train CONFIG [--section.key=value ...] [--resume] [--print-config] [--help]
-// Trains a UNet on sharded HDF5 grid data (see apps/train/trainer.hpp): a progress line
+// Trains a UNet on sharded HDF5 grid data (see apps/common/trainer.hpp): a progress line
 // on rank 0, metrics to CSV, checkpoints at an interval and at the end, --resume from the
 // latest checkpoint in train.checkpoint_dir (at any rank count and mesh shape).
 #include <cmath>
@@ -35,16 +35,9 @@ std::string fmt(double v, int prec = 4) {
 }
 
 int run(Context& ctx, int argc, char** argv) {
-  std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    args.push_back(a == "--resume" ? "--train.resume=true" : a);
-  }
-  const CliArgs cli = parse_cli(args);
+  const CliArgs cli = parse_cli(argc, argv);
   if (cli.help) {
-    if (ctx.rank() == 0)
-      std::cout << usage("tessera-train")
-                << "\n  --resume  continue from the latest checkpoint (= --train.resume=true)\n";
+    if (ctx.rank() == 0) std::cout << usage("tessera-train");
     return 0;
   }
   const TrainConfig cfg = load_config(ctx.world(), cli);

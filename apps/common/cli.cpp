@@ -1,0 +1,184 @@
+#include "apps/common/cli.hpp"
+
+#include <sstream>
+
+#include "decomp/error.hpp"
+
+namespace tessera::cli {
+namespace {
+
+// Lists what the command takes, so a typo is answered with the right spelling nearby.
+[[noreturn]] void unknown(const std::string& arg, const std::string& hint,
+                          const std::vector<Option>& options, Overrides overrides) {
+  std::string known;
+  for (const auto& o : options) known += "--" + o.name + ", ";
+  known += "--help";
+  if (overrides == Overrides::Accept) known += ", --section.key=value";
+  throw Error("unknown option '" + arg + "' (" + (hint.empty() ? "" : hint + "; ") +
+              "options: " + known + ")");
+}
+
+bool is_option(const std::string& a) {
+  return a.size() > 2 && a.rfind("--", 0) == 0;
+}
+
+}  // namespace
+
+Args::Args(const std::vector<std::string>& argv, const std::vector<Option>& options,
+           Overrides overrides)
+    : options_(options) {
+  bool options_ended = false;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (options_ended || a.empty() || a[0] != '-' || a == "-") {  // "-": stdin, by custom
+      positional_.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      options_ended = true;
+      continue;
+    }
+    if (a == "--help" || a == "-h") {
+      help_ = true;
+      continue;
+    }
+    if (!is_option(a)) unknown(a, "", options_, overrides);
+    std::string key = a.substr(2), value;
+    const auto eq = key.find('=');
+    const bool has_value = eq != std::string::npos;
+    if (has_value) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    }
+    const Option* o = option(key);
+    if (!o) {
+      const bool dotted = key.find('.') != std::string::npos;
+      if (overrides == Overrides::Accept && dotted && has_value) {
+        overrides_.push_back(a.substr(2));
+        continue;
+      }
+      const std::string hint = overrides == Overrides::Accept && dotted
+                                   ? "a config override is --" + key + "=VALUE"
+                                   : "";
+      unknown("--" + key, hint, options_, overrides);
+    }
+    if (o->value.empty()) {
+      if (has_value) throw Error("option --" + key + " takes no value");
+    } else if (!has_value) {
+      // A following option is not taken for the value: `--out --quiet` lacks the file.
+      if (i + 1 >= argv.size() || is_option(argv[i + 1]))
+        throw Error("option --" + key + " needs a value " + o->value);
+      value = argv[++i];
+    }
+    values_.emplace_back(key, value);
+  }
+}
+
+const Option* Args::option(const std::string& name) const {
+  for (const auto& o : options_)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+bool Args::has(const std::string& name) const {
+  for (const auto& [k, v] : values_)
+    if (k == name) return true;
+  return false;
+}
+
+std::string Args::str(const std::string& name) const {
+  for (auto it = values_.rbegin(); it != values_.rend(); ++it)
+    if (it->first == name) return it->second;
+  const Option* o = option(name);
+  if (o && !o->fallback.empty()) return o->fallback;
+  throw Error("missing option --" + name + (o ? " " + o->value : std::string()) + " (see --help)");
+}
+
+double Args::num(const std::string& name) const {
+  const std::string v = str(name);
+  try {
+    std::size_t used = 0;
+    const double d = std::stod(v, &used);
+    if (used == v.size()) return d;
+  } catch (const std::exception&) {
+  }
+  throw Error("option --" + name + " " + v + " is not a number");
+}
+
+Index Args::integer(const std::string& name) const {
+  const std::string v = str(name);
+  try {
+    std::size_t used = 0;
+    const long long d = std::stoll(v, &used);
+    if (used == v.size()) return d;
+  } catch (const std::exception&) {
+  }
+  throw Error("option --" + name + " " + v + " is not an integer");
+}
+
+std::vector<Index> parse_shape(const std::string& text, const std::string& what) {
+  std::vector<Index> out;
+  std::string cur;
+  auto flush = [&] {
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(cur, &used);
+      if (used != cur.size() || v < 0) throw Error("");
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw Error(what + " '" + text + "' is not a shape like 64x64 or 4,1,64,64");
+    }
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == 'x' || c == ',')
+      flush();
+    else
+      cur += c;
+  }
+  flush();
+  return out;
+}
+
+std::vector<Index> Args::shape(const std::string& name) const {
+  return parse_shape(str(name), "--" + name);
+}
+
+std::vector<std::string> Args::list(const std::string& name) const {
+  std::vector<std::string> out;
+  std::stringstream ss(str(name));
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+std::vector<double> Args::numbers(const std::string& name) const {
+  std::vector<double> out;
+  for (const std::string& s : list(name)) {
+    try {
+      out.push_back(std::stod(s));
+    } catch (const std::exception&) {
+      throw Error("option --" + name + ": '" + s + "' is not a number");
+    }
+  }
+  return out;
+}
+
+std::string help_text(const std::string& usage, const std::string& description,
+                      const std::vector<Option>& options) {
+  constexpr std::size_t kColumn = 26;
+  auto line = [&](std::string left, const std::string& help) {
+    if (left.size() < kColumn) left += std::string(kColumn - left.size(), ' ');
+    return left + " " + help;
+  };
+  std::ostringstream os;
+  os << "usage: " << usage << "\n\n" << description << "\n\noptions:\n";
+  for (const auto& o : options) {
+    os << line("  --" + o.name + (o.value.empty() ? "" : " " + o.value), o.help);
+    if (!o.fallback.empty()) os << " (default " << o.fallback << ")";
+    os << "\n";
+  }
+  os << line("  --help", "this text") << "\n";
+  return os.str();
+}
+
+}  // namespace tessera::cli
