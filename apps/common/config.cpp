@@ -113,6 +113,8 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(train, metrics_csv), "write per-step metrics to this CSV file; empty: none"},
       {TESSERA_FIELD(train, seed), "seed of initialization, shuffling and the split", kNonNegative},
       {TESSERA_FIELD(train, log_interval), "steps between progress lines", kAtLeastOne},
+      {TESSERA_FIELD(train, device_stats),
+       "print rank 0's host<->device copies, bytes and kernel launches of each logged step"},
   };
   return fields;
 }

@@ -68,6 +68,7 @@ struct TrainLoopConfig {
   std::string metrics_csv;        // per-step metrics, empty: none
   std::int64_t seed = 0;
   std::int64_t log_interval = 1;  // steps between progress lines
+  bool device_stats = false;      // print host<->device copies, bytes and launches per step
 };
 
 struct TrainConfig {

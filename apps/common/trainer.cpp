@@ -211,6 +211,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
 }
 
 StepResult Trainer::step() {
+  device::reset_stats();
   std::vector<Index> idx = sampler_->next();
   for (Index& i : idx) i = train_[static_cast<std::size_t>(i)];
   auto [x, y] = data_->batch(idx, space_);
@@ -246,6 +247,7 @@ StepResult Trainer::step() {
   r.lr = lr;
   r.grad_norm = gn;
   r.samples = static_cast<Index>(idx.size());
+  r.dev = device::stats();
   return r;
 }
 

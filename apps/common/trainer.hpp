@@ -17,6 +17,7 @@
 #include "apps/common/config.hpp"
 #include "apps/common/data.hpp"
 #include "io/checkpoint.hpp"
+#include "kernels/device/device.hpp"
 #include "runtime/comm/grad_sync.hpp"
 #include "runtime/train/loss.hpp"
 #include "runtime/train/optim.hpp"
@@ -36,6 +37,7 @@ struct StepResult {
   double loss = 0, lr = 0, grad_norm = 0;
   Index samples = 0;  // global batch
   StepTimes t;
+  device::Stats dev;  // this rank's copies, bytes and launches in the step (batch included)
 };
 
 struct EvalResult {

@@ -120,6 +120,14 @@ int run(Context& ctx, int argc, char** argv) {
                 << fmt(r.t.compute() * 1e3, 3) << ", halo " << fmt(r.t.halo * 1e3, 3)
                 << ", allreduce " << fmt(r.t.allreduce * 1e3, 3) << ") | peak " << fmt(peak, 4)
                 << " MiB/rank" << std::endl;
+    if (root && log && cfg.train.device_stats) {
+      const device::Stats& d = r.dev;
+      const auto mib = [](std::uint64_t b) { return fmt(static_cast<double>(b) / (1 << 20), 4); };
+      std::cout << "  device (rank 0): h2d " << d.h2d_copies << " copies " << mib(d.h2d_bytes)
+                << " MiB | d2h " << d.d2h_copies << " copies " << mib(d.d2h_bytes) << " MiB | d2d "
+                << d.d2d_copies << " copies " << mib(d.d2d_bytes) << " MiB | launches "
+                << d.launches << std::endl;
+    }
     if (csv.is_open()) {
       csv << r.step << ','
           << static_cast<double>(r.step * cfg.train.batch_size) /

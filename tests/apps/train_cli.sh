@@ -2,7 +2,7 @@
 # tessera-train and tessera-infer from the command line, at 1 and 2 ranks:
 #  - bad configs (unknown key, wrong type, a mesh that does not fit the ranks, a dataset
 #    the model cannot take, a missing data file) exit non-zero with the error on every rank;
-#  - --help, --print-config (which parses back to itself);
+#  - --help, --print-config (which parses back to itself); train.device_stats lines;
 #  - a run with checkpoints and metrics; a run killed in the middle of a checkpoint write
 #    (TESSERA_CHECKPOINT_FAULT) keeps the previous checkpoint, and --resume from it at
 #    another rank count reproduces the uninterrupted run's losses (float64, 1e-9);
@@ -70,6 +70,14 @@ mpi 1 "$bin/tessera-train" cfg.toml --print-config >resolved.toml || fail "--pri
 mpi 1 "$bin/tessera-train" resolved.toml --print-config | cmp -s - resolved.toml ||
   fail "--print-config does not parse back to itself"
 echo "ok: --help, --print-config round trip"
+
+# train.device_stats: one line per logged step with the step's device traffic (none on the
+# host, so zero copies and launches; the counters themselves are tested in tests/kernels).
+mpi 2 "$bin/tessera-train" cfg.toml --train.steps=2 --train.checkpoint_dir=ck-stats \
+  --train.metrics_csv= --train.device_stats=true >stats.log 2>&1 || { cat stats.log; fail "device_stats run"; }
+[ "$(grep -c '^  device (rank 0): h2d 0 copies 0 MiB | d2h 0 copies 0 MiB | d2d 0 copies 0 MiB | launches 0$' stats.log)" = 2 ] ||
+  { cat stats.log; fail "train.device_stats: expected one device line per step"; }
+echo "ok: train.device_stats"
 
 # The uninterrupted run (2 ranks, domain x data).
 mpi 2 "$bin/tessera-train" cfg.toml --mesh.shape=domain=1,data=2 >straight.log 2>&1 ||
