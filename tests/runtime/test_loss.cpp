@@ -226,7 +226,8 @@ TEST_CASE("loss errors are collective and say what is wrong", "[loss]") {
   const ShardTensor ps =
       ShardTensor::scatter(mesh, test::reference({2, 1, 6}, DType::f64, 1), dims);
   MPI_CHECK_ERROR(relative_l2_loss(ps, ys), "target of sample 1 has zero norm");
-  const ShardTensor wrong = ShardTensor::scatter(mesh, test::reference({2, 1, 5}, DType::f64), dims);
+  const ShardTensor wrong =
+      ShardTensor::scatter(mesh, test::reference({2, 1, 5}, DType::f64), dims);
   MPI_CHECK_ERROR(mse_loss(ps, wrong), "differ in global shape");
   const ShardTensor f32 = ShardTensor::scatter(mesh, test::reference({2, 1, 6}, DType::f32), dims);
   MPI_CHECK_ERROR(mse_loss(ps, f32), "differ in dtype");
