@@ -14,6 +14,9 @@ using Count = std::int64_t;
 
 // y[i] += alpha * x[i]
 void axpy_host(DType s, Count n, double alpha, const void* x, void* y);
+// y[i] += x[i], x float64, y of type s (kernels that accumulate in double feed a
+// float32 or float64 gradient without leaving the device)
+void add_f64_host(DType s, Count n, const double* x, void* y);
 // y[i] *= alpha
 void scale_host(DType s, Count n, double alpha, void* y);
 // out[i] = alpha * (a[i] - b[i])
@@ -26,6 +29,7 @@ double sum_sq_diff_host(DType s, Count n, const void* a, const void* b);
 // CUDA versions: device pointers, synchronous on the default stream. Throw when
 // Tessera was built without CUDA.
 void axpy_cuda(DType s, Count n, double alpha, const void* x, void* y);
+void add_f64_cuda(DType s, Count n, const double* x, void* y);
 void scale_cuda(DType s, Count n, double alpha, void* y);
 void scaled_diff_cuda(DType s, Count n, double alpha, const void* a, const void* b, void* out);
 double sum_squares_cuda(DType s, Count n, const void* x);

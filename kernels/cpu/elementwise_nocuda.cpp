@@ -14,6 +14,9 @@ namespace {
 void axpy_cuda(DType, Count, double, const void*, void*) {
   no_cuda("axpy_cuda");
 }
+void add_f64_cuda(DType, Count, const double*, void*) {
+  no_cuda("add_f64_cuda");
+}
 void scale_cuda(DType, Count, double, void*) {
   no_cuda("scale_cuda");
 }
