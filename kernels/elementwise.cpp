@@ -34,4 +34,10 @@ double sum_sq_diff(const Device& dev, DType s, Count n, const void* a, const voi
   throw_without_cuda("sum_sq_diff");
 }
 
+void add_f64(const Device& dev, DType s, Count n, const double* x, void* y) {
+  if (dev.is_host()) return cpu::add_f64(s, n, x, y);
+  if constexpr (kCudaEnabled) return cuda::add_f64(dev, s, n, x, y);
+  throw_without_cuda("add_f64");
+}
+
 }  // namespace tessera::kernels

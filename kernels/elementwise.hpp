@@ -15,6 +15,9 @@ using Count = std::int64_t;
 
 // y[i] += alpha * x[i]
 void axpy(const Device& dev, DType s, Count n, double alpha, const void* x, void* y);
+// y[i] += x[i], x float64, y of type s (kernels that accumulate in double feed a
+// float32 or float64 gradient without leaving the device)
+void add_f64(const Device& dev, DType s, Count n, const double* x, void* y);
 // y[i] *= alpha
 void scale(const Device& dev, DType s, Count n, double alpha, void* y);
 // out[i] = alpha * (a[i] - b[i])
@@ -29,6 +32,7 @@ double sum_sq_diff(const Device& dev, DType s, Count n, const void* a, const voi
 // host loops, oneDNN, OpenMP ...
 namespace cpu {
 void axpy(DType s, Count n, double alpha, const void* x, void* y);
+void add_f64(DType s, Count n, const double* x, void* y);
 void scale(DType s, Count n, double alpha, void* y);
 void scaled_diff(DType s, Count n, double alpha, const void* a, const void* b, void* out);
 double sum_squares(DType s, Count n, const void* x);
@@ -39,6 +43,7 @@ double sum_sq_diff(DType s, Count n, const void* a, const void* b);
 // sum) is waited for.
 namespace cuda {
 void axpy(const Device& dev, DType s, Count n, double alpha, const void* x, void* y);
+void add_f64(const Device& dev, DType s, Count n, const double* x, void* y);
 void scale(const Device& dev, DType s, Count n, double alpha, void* y);
 void scaled_diff(const Device& dev, DType s, Count n, double alpha, const void* a, const void* b,
                  void* out);

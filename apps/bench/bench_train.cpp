@@ -60,8 +60,7 @@ json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Ind
   // The step tessera-train takes (apps/train/trainer.cpp), on random data.
   std::vector<Parameter*> ps;
   for (const auto& np : net.graph().parameters()) ps.push_back(np.param);
-  net.graph().set_reduce_grads(false);
-  GradSync sync(mesh, ps, GradSyncOptions{{0}, {}, std::size_t{4} << 20});
+  GradSync sync(mesh, ps, GradSyncOptions{{}, {}, std::size_t{4} << 20});  // layers declare axes
   net.graph().on_grads_ready([&](const std::vector<Parameter*>& ready) { sync.mark_ready(ready); });
   AdamOptions ao;
   ao.lr = 1e-3;

@@ -199,13 +199,11 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   loss_ = std::make_unique<Loss>(loss_kind(cfg.train));
 
   // The loss is a mean over the global batch: gradients are summed over every axis that
-  // splits the batch, in buckets started as backward finishes each layer.
-  std::vector<int> sum_axes = data_->layout().domain_axes;
-  if (data_->layout().data_axis >= 0) sum_axes.push_back(data_->layout().data_axis);
+  // splits the batch (the axes each layer declares: domain and data), in buckets started
+  // as backward finishes each layer.
   std::vector<Parameter*> ps;
   for (const auto& np : model_->graph().parameters()) ps.push_back(np.param);
-  model_->graph().set_reduce_grads(false);
-  sync_ = std::make_unique<GradSync>(mesh, ps, GradSyncOptions{sum_axes, {}, std::size_t{4} << 20});
+  sync_ = std::make_unique<GradSync>(mesh, ps, GradSyncOptions{{}, {}, std::size_t{4} << 20});
   model_->graph().on_grads_ready(
       [this](const std::vector<Parameter*>& ready) { sync_->mark_ready(ready); });
 }

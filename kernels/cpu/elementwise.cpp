@@ -43,6 +43,15 @@ void cpu::axpy(DType s, Count n, double alpha, const void* x, void* y) {
   });
 }
 
+void cpu::add_f64(DType s, Count n, const double* x, void* y) {
+  dispatch(s, [&](auto t) {
+    using T = decltype(t);
+    T* ys = static_cast<T*>(y);
+#pragma omp parallel for schedule(static) if (n > kChunk)
+    for (Count i = 0; i < n; ++i) ys[i] += static_cast<T>(x[i]);
+  });
+}
+
 void cpu::scale(DType s, Count n, double alpha, void* y) {
   dispatch(s, [&](auto t) {
     using T = decltype(t);

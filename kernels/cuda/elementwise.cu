@@ -22,6 +22,10 @@ __global__ void axpy_kernel(Count n, T alpha, const T* x, T* y) {
   GRID_LOOP(i, n) y[i] += alpha * x[i];
 }
 template <class T>
+__global__ void add_f64_kernel(Count n, const double* x, T* y) {
+  GRID_LOOP(i, n) y[i] += static_cast<T>(x[i]);
+}
+template <class T>
 __global__ void scale_kernel(Count n, T alpha, T* y) {
   GRID_LOOP(i, n) y[i] *= alpha;
 }
@@ -86,6 +90,16 @@ void cuda::axpy(const Device& dev, DType s, Count n, double alpha, const void* x
         n, static_cast<T>(alpha), static_cast<const T*>(x), static_cast<T*>(y));
   });
   check_launch("axpy kernel");
+}
+
+void cuda::add_f64(const Device& dev, DType s, Count n, const double* x, void* y) {
+  if (n == 0) return;
+  dispatch(s, [&](auto t) {
+    using T = decltype(t);
+    add_f64_kernel<T>
+        <<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(n, x, static_cast<T*>(y));
+  });
+  check_launch("float64 accumulate kernel");
 }
 
 void cuda::scale(const Device& dev, DType s, Count n, double alpha, void* y) {

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "runtime/comm/collective_error.hpp"
-#include "runtime/tensor/context.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "runtime/tensor/context.hpp"
 #include "runtime/tensor/tensor_math.hpp"
 
 namespace tessera {
@@ -21,14 +21,18 @@ Tensor flat_window(const Tensor& buffer, Index off, const std::vector<Index>& sh
   return buffer.view(Box({off}, {off + n})).reshape(shape);
 }
 
+bool contains(const std::vector<int>& v, int a) {
+  return std::find(v.begin(), v.end(), a) != v.end();
+}
+
 }  // namespace
 
 GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOptions opts)
-    : params_(std::move(params)) {
+    : mesh_(mesh), opts_(std::move(opts)), params_(std::move(params)) {
   std::string why;
-  std::vector<int> axes = opts.sum_axes;
-  for (int a : opts.mean_axes) {
-    if (std::find(opts.sum_axes.begin(), opts.sum_axes.end(), a) != opts.sum_axes.end())
+  std::vector<int> axes = opts_.sum_axes;
+  for (int a : opts_.mean_axes) {
+    if (contains(opts_.sum_axes, a))
       why = "GradSync: mesh axis " + std::to_string(a) + " is both summed and averaged";
     axes.push_back(a);
   }
@@ -41,16 +45,20 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
     if (!p)
       os << "GradSync: parameter " << i << " is null";
     else if (!p->grad.defined() || p->grad.shape() != p->value.shape() ||
-             p->grad.dtype() != p->value.dtype())
+             p->grad.dtype() != p->value.dtype() || p->grad.space() != p->value.space())
       os << "GradSync: parameter '" << p->name
-         << "' has no gradient of its value's shape and dtype";
+         << "' has no gradient of its value's shape, dtype and memory space";
     else if (p->grad.dtype() != DType::f32 && p->grad.dtype() != DType::f64)
       os << "GradSync: parameter '" << p->name << "' is " << name_of(p->grad.dtype())
          << "; gradients must be float32 or float64";
-    else if (!p->grad.is_contiguous())
-      os << "GradSync: gradient of '" << p->name << "' is not contiguous";
+    else if (!p->grad.is_contiguous() || !p->value.is_contiguous())
+      os << "GradSync: parameter '" << p->name << "' is not contiguous";
     else if (!index_of_.emplace(p, i).second)
       os << "GradSync: parameter '" << p->name << "' is registered twice";
+    for (int a : p ? p->grad_axes : std::vector<int>{})
+      if (a < 0 || a >= mesh.ndim())
+        os << "GradSync: parameter '" << p->name << "' declares mesh axis " << a
+           << ", out of range for mesh " << mesh.str();
     why = os.str();
   }
   // Every rank must bucket the same parameters, or the all-reduces would not match.
@@ -64,15 +72,14 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
           " parameters here)";
   collective_check(mesh.comm(), why.empty(), why);
 
-  comm_ = AxesComm(mesh, axes);
-  for (int a : opts.mean_axes) scale_ /= mesh.dim(a);
+  for (int a : opts_.mean_axes) scale_ /= mesh.dim(a);
 
   // Reverse registration order: the order backward completes the gradients.
   bucket_of_.assign(params_.size(), -1);
   std::size_t bytes = 0;
   for (std::size_t k = params_.size(); k-- > 0;) {
     const Tensor& g = params_[k]->grad;
-    bool fresh = buckets_.empty() || bytes + g.nbytes() > opts.bucket_bytes;
+    bool fresh = buckets_.empty() || bytes + g.nbytes() > opts_.bucket_bytes;
     if (!fresh) {
       const Tensor& first = params_[static_cast<std::size_t>(buckets_.back().params.front())]->grad;
       fresh = first.dtype() != g.dtype() || first.space() != g.space();
@@ -81,7 +88,7 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
       buckets_.emplace_back();
       bytes = 0;
     }
-    Bucket& b = buckets_.back();
+    GradBucket& b = buckets_.back();
     b.offsets.push_back(b.params.empty()
                             ? 0
                             : b.offsets.back() +
@@ -90,15 +97,30 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
     bucket_of_[k] = static_cast<int>(buckets_.size()) - 1;
     bytes += g.nbytes();
   }
-  for (Bucket& b : buckets_) {
+  // The parameters move into their buckets' flat buffers (values kept).
+  for (GradBucket& b : buckets_) {
     const Tensor& g0 = params_[static_cast<std::size_t>(b.params.front())]->grad;
     const Index n =
         b.offsets.back() + params_[static_cast<std::size_t>(b.params.back())]->grad.numel();
     TESSERA_CHECK(n <= INT_MAX,
                   "GradSync: a bucket of " << n << " elements exceeds MPI's int count");
-    b.buffer = Tensor::empty({n}, g0.dtype(), g0.space());
-    if (!mpi_accepts(g0.space())) b.host = Tensor::empty({n}, g0.dtype(), MemSpace::Host);
+    b.grad = Tensor::empty({n}, g0.dtype(), g0.space());
+    b.value = Tensor::empty({n}, g0.dtype(), g0.space());
+    for (std::size_t i = 0; i < b.params.size(); ++i) {
+      Parameter& p = *params_[static_cast<std::size_t>(b.params[i])];
+      const Tensor g = flat_window(b.grad, b.offsets[i], p.grad.shape());
+      const Tensor v = flat_window(b.value, b.offsets[i], p.value.shape());
+      g.copy_from(p.grad);
+      v.copy_from(p.value);
+      p.grad = g;
+      p.value = v;
+    }
   }
+  flights_.resize(buckets_.size());
+  for (std::size_t i = 0; i < buckets_.size(); ++i)
+    if (!mpi_accepts(buckets_[i].grad.space()))
+      flights_[i].host =
+          Tensor::empty({buckets_[i].grad.numel()}, buckets_[i].grad.dtype(), MemSpace::Host);
   reset_step();
 }
 
@@ -106,50 +128,89 @@ GradSync::~GradSync() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (Bucket& b : buckets_)
-    if (b.req != MPI_REQUEST_NULL) MPI_Wait(&b.req, MPI_STATUS_IGNORE);
+  for (Flight& f : flights_)
+    for (MPI_Request& r : f.reqs)
+      if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
 }
 
 void GradSync::reset_step() {
   marked_.assign(params_.size(), false);
-  for (Bucket& b : buckets_) b.pending = static_cast<int>(b.params.size());
+  pending_.clear();
+  for (const GradBucket& b : buckets_) pending_.push_back(static_cast<int>(b.params.size()));
   next_to_start_ = 0;
 }
 
 std::vector<std::vector<int>> GradSync::bucket_layout() const {
   std::vector<std::vector<int>> out;
-  for (const Bucket& b : buckets_) out.push_back(b.params);
+  for (const GradBucket& b : buckets_) out.push_back(b.params);
   return out;
 }
 
-void GradSync::start(Bucket& b) {
-  if (comm_.size() == 1) return;  // nothing to reduce; finish() only scales
+std::vector<int> GradSync::axes_of(const Parameter& p) const {
+  std::vector<int> axes;
+  for (int a : opts_.sum_axes) axes.push_back(a);
+  for (int a : p.grad_axes)
+    if (!contains(opts_.mean_axes, a)) axes.push_back(a);
+  for (int a : opts_.mean_axes) axes.push_back(a);
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+// Collective over the mesh the first time a set of axes is seen: every rank starts the
+// same buckets in the same order, and the axes come from global specs, so all agree.
+const AxesComm& GradSync::comm_for(const std::vector<int>& axes) {
+  auto it = comms_.find(axes);
+  if (it == comms_.end()) it = comms_.emplace(axes, AxesComm(mesh_, axes)).first;
+  return it->second;
+}
+
+void GradSync::start(std::size_t bi) {
   const double t0 = MPI_Wtime();
+  const GradBucket& b = buckets_[bi];
+  Flight& f = flights_[bi];
+  f.reqs.clear();
+  f.ranges.clear();
+  // Runs of consecutive parameters reduced over the same axes: one all-reduce each.
+  std::vector<std::pair<Index, const AxesComm*>> runs;  // (first element, group)
+  std::vector<int> last;
   for (std::size_t i = 0; i < b.params.size(); ++i) {
-    const Tensor& g = params_[static_cast<std::size_t>(b.params[i])]->grad;
-    flat_window(b.buffer, b.offsets[i], g.shape()).copy_from(g);
+    std::vector<int> axes = axes_of(*params_[static_cast<std::size_t>(b.params[i])]);
+    if (i == 0 || axes != last) runs.emplace_back(b.offsets[i], &comm_for(axes));
+    last = std::move(axes);
   }
-  const Tensor& wire = b.host.defined() ? b.host : b.buffer;
-  if (b.host.defined()) b.host.copy_from(b.buffer);
-  TESSERA_MPI(MPI_Iallreduce(MPI_IN_PLACE, wire.raw(), static_cast<int>(wire.numel()),
-                             mpi_type_of(wire.dtype()), MPI_SUM, comm_.comm(), &b.req));
-  stats_.bytes += static_cast<std::int64_t>(wire.nbytes());
-  ++stats_.allreduces;
+  if (f.host.defined()) f.host.copy_from(b.grad);
+  const Tensor& wire = f.host.defined() ? f.host : b.grad;
+  device::synchronize(wire.device());  // MPI reads what the backward kernels wrote
+  const std::size_t esize = wire.elem_size();
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const Index begin = runs[r].first;
+    const Index end = r + 1 < runs.size() ? runs[r + 1].first : wire.numel();
+    const AxesComm& c = *runs[r].second;
+    if (c.size() == 1 || end == begin) continue;
+    MPI_Request req;
+    TESSERA_MPI(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(wire.raw()) + begin * esize,
+                               static_cast<int>(end - begin), mpi_type_of(wire.dtype()), MPI_SUM,
+                               c.comm(), &req));
+    f.reqs.push_back(req);
+    f.ranges.emplace_back(begin, end);
+    stats_.bytes += static_cast<std::int64_t>((end - begin) * static_cast<Index>(esize));
+    ++stats_.allreduces;
+  }
   stats_.seconds += MPI_Wtime() - t0;
 }
 
 void GradSync::start_ready_in_order() {
-  while (next_to_start_ < num_buckets() &&
-         buckets_[static_cast<std::size_t>(next_to_start_)].pending == 0)
-    start(buckets_[static_cast<std::size_t>(next_to_start_++)]);
+  while (next_to_start_ < num_buckets() && pending_[static_cast<std::size_t>(next_to_start_)] == 0)
+    start(static_cast<std::size_t>(next_to_start_++));
   // Open MPI progresses non-blocking collectives inside MPI calls: poke the ones in flight.
   const double t0 = MPI_Wtime();
-  for (int i = 0; i < next_to_start_; ++i) {
-    Bucket& b = buckets_[static_cast<std::size_t>(i)];
-    if (b.req == MPI_REQUEST_NULL) continue;
-    int done = 0;
-    TESSERA_MPI(MPI_Test(&b.req, &done, MPI_STATUS_IGNORE));
-  }
+  for (int i = 0; i < next_to_start_; ++i)
+    for (MPI_Request& r : flights_[static_cast<std::size_t>(i)].reqs) {
+      if (r == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      TESSERA_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+    }
   stats_.seconds += MPI_Wtime() - t0;
 }
 
@@ -161,7 +222,7 @@ void GradSync::mark_ready(const Parameter* p) {
   TESSERA_CHECK(!marked_[k],
                 "GradSync::mark_ready: parameter '" << p->name << "' marked twice in one step");
   marked_[k] = true;
-  --buckets_[static_cast<std::size_t>(bucket_of_[k])].pending;
+  --pending_[static_cast<std::size_t>(bucket_of_[k])];
   start_ready_in_order();
 }
 
@@ -171,24 +232,21 @@ void GradSync::mark_ready(const std::vector<Parameter*>& ps) {
 
 void GradSync::finish() {
   while (next_to_start_ < num_buckets())
-    start(buckets_[static_cast<std::size_t>(next_to_start_++)]);  // timed in start()
+    start(static_cast<std::size_t>(next_to_start_++));  // timed in start()
   const double t0 = MPI_Wtime();
   double waited = 0;
-  for (Bucket& b : buckets_) {
-    if (comm_.size() == 1) {
-      if (scale_ != 1.0)
-        for (int k : b.params) scale_inplace(params_[static_cast<std::size_t>(k)]->grad, scale_);
-      continue;
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    const GradBucket& b = buckets_[i];
+    Flight& f = flights_[i];
+    if (!f.reqs.empty()) {
+      const double w0 = MPI_Wtime();
+      TESSERA_MPI(MPI_Waitall(static_cast<int>(f.reqs.size()), f.reqs.data(), MPI_STATUSES_IGNORE));
+      waited += MPI_Wtime() - w0;
+      if (f.host.defined())
+        for (const auto& [begin, end] : f.ranges)
+          b.grad.view(Box({begin}, {end})).copy_from(f.host.view(Box({begin}, {end})));
     }
-    const double w0 = MPI_Wtime();
-    TESSERA_MPI(MPI_Wait(&b.req, MPI_STATUS_IGNORE));
-    waited += MPI_Wtime() - w0;
-    if (b.host.defined()) b.buffer.copy_from(b.host);
-    if (scale_ != 1.0) scale_inplace(b.buffer, scale_);
-    for (std::size_t i = 0; i < b.params.size(); ++i) {
-      const Tensor& g = params_[static_cast<std::size_t>(b.params[i])]->grad;
-      g.copy_from(flat_window(b.buffer, b.offsets[i], g.shape()));
-    }
+    if (scale_ != 1.0) scale_inplace(b.grad, scale_);
   }
   reset_step();
   stats_.wait_seconds += waited;
@@ -199,6 +257,24 @@ void GradSync::sync() {
   for (std::size_t k = 0; k < params_.size(); ++k)
     if (!marked_[k]) mark_ready(params_[k]);
   finish();
+}
+
+void sync_grads(const Mesh& mesh, const std::vector<Parameter*>& params,
+                const GradSyncOptions& opts) {
+  std::vector<Tensor> values, grads;
+  for (const Parameter* p : params) {
+    values.push_back(p ? p->value : Tensor());
+    grads.push_back(p ? p->grad : Tensor());
+  }
+  {
+    GradSync sync(mesh, params, opts);
+    sync.sync();
+    for (std::size_t k = 0; k < params.size(); ++k) grads[k].copy_from(params[k]->grad);
+  }
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    params[k]->value = values[k];
+    params[k]->grad = grads[k];
+  }
 }
 
 }  // namespace tessera

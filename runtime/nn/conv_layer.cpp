@@ -214,8 +214,8 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
     p.exchange->finish_adjoint();
     saved_x_ = HaloFrame();
     have_saved_ = false;
-    cs::accumulate_grad(weight_, dw, p.mesh, p.haloed_spec, reduce_grads);
-    if (opts_.bias) cs::accumulate_grad(bias_, db, p.mesh, p.haloed_spec, reduce_grads);
+    cs::accumulate_grad(weight_, dw, p.haloed_spec);
+    if (opts_.bias) cs::accumulate_grad(bias_, db, p.haloed_spec);
     return owned_shard(p, g);
   }
   if (!bw.idle) {
@@ -233,8 +233,8 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
     cs::backward_data(opts_.space, d, dy.local().raw(), weight_.value.raw(), gw.raw());
   }
   add_ghosts_to_owners(p, g);
-  cs::accumulate_grad(weight_, dw, p.mesh, p.haloed_spec, reduce_grads);
-  if (opts_.bias) cs::accumulate_grad(bias_, db, p.mesh, p.haloed_spec, reduce_grads);
+  cs::accumulate_grad(weight_, dw, p.haloed_spec);
+  if (opts_.bias) cs::accumulate_grad(bias_, db, p.haloed_spec);
   return owned_shard(p, g);
 }
 

@@ -9,7 +9,8 @@
 // zero padding is the local kernel's own (clipped per rank), circular padding is a
 // periodic halo. Backward: the local backward-data writes into a zeroed halo'd buffer
 // whose ghosts are added into their owners (adjoint exchange); weight and bias gradients
-// are summed over the mesh axes that shard the input.
+// are this rank's contribution, partial over the mesh axes that shard the input (GradSync
+// sums them).
 #include "runtime/floor.hpp"
 #include <memory>
 #include <string>

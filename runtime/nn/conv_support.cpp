@@ -8,6 +8,7 @@
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/ops_support.hpp"
 #include "runtime/nn/window_layout.hpp"
+#include "runtime/tensor/tensor_math.hpp"
 
 namespace tessera::conv_support {
 
@@ -200,13 +201,6 @@ void fill_uniform(const Tensor& t, std::mt19937_64& rng, double bound) {
   }
   t.copy_from(h);
 }
-
-template <class T>
-void add_into(const Tensor& acc, const Tensor& x) {
-  T* a = acc.data<T>();
-  const T* b = x.data<T>();
-  for (Index i = 0; i < acc.numel(); ++i) a[i] += b[i];
-}
 }  // namespace
 
 void init_uniform(Parameter& weight, Parameter* bias, Index fan_in, unsigned seed) {
@@ -216,16 +210,9 @@ void init_uniform(Parameter& weight, Parameter* bias, Index fan_in, unsigned see
   if (bias) fill_uniform(bias->value, rng, bound);
 }
 
-void accumulate_grad(Parameter& p, const Tensor& local, const Mesh& mesh, const ShardSpec& spec,
-                     bool reduce) {
-  const Tensor host = local.space() == MemSpace::Host ? local : local.to(MemSpace::Host);
-  if (reduce) sum_over_axes(mesh, sharding_axes(spec), host);
-  const Tensor acc = p.grad.space() == MemSpace::Host ? p.grad : p.grad.to(MemSpace::Host);
-  if (acc.dtype() == DType::f64)
-    add_into<double>(acc, host);
-  else
-    add_into<float>(acc, host);
-  if (p.grad.space() != MemSpace::Host) p.grad.copy_from(acc);
+void accumulate_grad(Parameter& p, const Tensor& local, const ShardSpec& spec) {
+  add_into(p.grad, local.contiguous());
+  p.grad_axes = sharding_axes(spec);
 }
 
 }  // namespace tessera::conv_support

@@ -80,8 +80,8 @@ Parameter make_param(const std::string& name, const std::vector<Index>& shape, D
 void make_params(Parameter& weight, Parameter* bias, Index c0, Index c1, Index c_bias,
                  const std::vector<WindowDim>& win, DType t, MemSpace s, unsigned seed);
 
-// p.grad += local, after summing local over the mesh axes that shard `spec` if `reduce`.
-void accumulate_grad(Parameter& p, const Tensor& local, const Mesh& mesh, const ShardSpec& spec,
-                     bool reduce);
+// p.grad += local (this rank's contribution, in p.grad's dtype and memory space), and
+// p.grad_axes := the mesh axes that shard `spec`, over which GradSync sums it.
+void accumulate_grad(Parameter& p, const Tensor& local, const ShardSpec& spec);
 
 }  // namespace tessera::conv_support

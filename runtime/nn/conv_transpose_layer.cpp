@@ -123,11 +123,11 @@ ShardTensor ConvTransposeNd::backward(const ShardTensor& dy) {
     cs::forward(opts_.space, d, fw.raw(), weight_.value.raw(), nullptr, dx.raw());
     cs::backward_weights(opts_.space, d, fw.raw(), saved_x_.local().raw(), dw.raw(), nullptr);
   }
-  cs::accumulate_grad(weight_, dw, p.mesh, p.driver_spec, reduce_grads);
+  cs::accumulate_grad(weight_, dw, p.driver_spec);
   if (opts_.bias) {
     Tensor db = Tensor::zeros({opts_.out_channels}, opts_.dtype, opts_.space);
     cs::bias_grad(opts_.space, type, dy.local(), db);
-    cs::accumulate_grad(bias_, db, p.mesh, p.driver_spec, reduce_grads);
+    cs::accumulate_grad(bias_, db, p.driver_spec);
   }
   saved_x_ = ShardTensor();
   have_saved_ = false;

@@ -356,11 +356,6 @@ void Graph::zero_grad() const {
     if (np.param->grad.defined()) np.param->grad.zero();
 }
 
-void Graph::set_reduce_grads(bool on) const {
-  for (const Node& nd : nodes_)
-    if (nd.layer) nd.layer->reduce_grads = on;
-}
-
 const ShardTensor& Graph::value(Value v) const {
   node(v, "value");
   const ShardTensor& t = values_[static_cast<std::size_t>(v.id)];

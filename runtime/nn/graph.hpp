@@ -8,7 +8,8 @@
 // the graph frees an intermediate value as soon as its last consumer has run.
 // backward() runs the nodes in reverse and accumulates the gradient of a value that
 // fans out (a skip connection) over all its consumers; parameter gradients are ADDED
-// into Parameter::grad (zero_grad() between steps).
+// into Parameter::grad (zero_grad() between steps), each rank's local contribution: a
+// GradSync sums them (on_grads_ready starts its buckets while backward runs).
 //
 // Parameter registry: every parameter has a stable name "<node>.<parameter>" (e.g.
 // "enc1.conv.weight"), in node order; checkpoints are keyed by these names.
@@ -67,8 +68,6 @@ class Graph {
   std::vector<NamedParameter> parameters() const;
   Parameter& parameter(const std::string& name) const;  // throws naming unknown names
   void zero_grad() const;
-  // Sets Layer::reduce_grads on every layer (off when a GradSync does the reduction).
-  void set_reduce_grads(bool on) const;
   // Called during backward with each layer's parameters once its backward has run
   // (their gradients are final for this step): the hook that starts bucketed
   // all-reduces while the rest of backward runs.

@@ -2,10 +2,13 @@
 // Layer: one sharded operation with an exact backward. forward() takes the input shard
 // and saves what backward() needs; backward() takes the output gradient and returns the
 // input gradient, *adding* parameter gradients into Parameter::grad (so a parameter
-// used twice accumulates; callers zero them between steps). Parameters are replicated
-// over the mesh; their gradients are summed over the mesh axes that shard the input
-// (every rank ends with the full gradient) unless reduce_grads is off, which leaves
-// the local contribution for a caller that buckets the all-reduce itself.
+// used twice accumulates; callers zero them between steps).
+//
+// Parameters are replicated over the mesh, and a layer's backward adds only this rank's
+// contribution, on the device where the parameter lives, with no communication. The
+// layer declares in Parameter::grad_axes the mesh axes over which those contributions
+// are partial (the axes that shard its input); GradSync (runtime/comm/grad_sync.hpp) is
+// the one place that sums them, in buckets, after or overlapped with backward.
 #include "runtime/floor.hpp"
 #include <string>
 #include <vector>
@@ -18,6 +21,9 @@ struct Parameter {
   std::string name;  // "weight", "bias", ...
   Tensor value;      // full (replicated) value on every rank
   Tensor grad;       // same shape and dtype as value
+  // Mesh axes over which grad holds this rank's share of a sum, ascending; set by the
+  // layer when it accumulates (the same on every rank). Empty: grad is already whole.
+  std::vector<int> grad_axes = {};
 };
 
 class Layer {
@@ -29,8 +35,6 @@ class Layer {
   virtual ShardTensor backward(const ShardTensor& dy) = 0;
   virtual std::vector<Parameter*> parameters() { return {}; }
   virtual std::string name() const = 0;
-
-  bool reduce_grads = true;
 };
 
 }  // namespace tessera

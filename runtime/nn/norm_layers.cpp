@@ -273,20 +273,15 @@ ShardTensor NormLayer::backward(const ShardTensor& dy) {
     kernels::norm_backward_dx(xl.device(), a, xl.raw(), g.raw(), S1, S1 + count, s.M, dx.raw());
   }
   if (opts_.affine) {
-    std::vector<double> dg(channels_, 0.0), db(channels_, 0.0);
+    // This rank's channels [c0, c0 + c): its share, summed over the sharding axes by GradSync.
+    Tensor t = Tensor::zeros({2 * c}, DType::f64, sp);
     if (!empty) {
-      Tensor t = Tensor::empty({2 * c}, DType::f64, sp);
       kernels::norm_param_grads(xl.device(), a, xl.raw(), g.raw(), t.data<double>(),
                                 t.data<double>() + c);
-      const std::vector<double> h = host_doubles(t);
-      for (Index i = 0; i < c; ++i) {
-        dg[s.c0 + i] = h[i];
-        db[s.c0 + i] = h[c + i];
-      }
     }
     const std::vector<int> axes = sharding_axes(s.x.spec());
-    add_param_grad(dy.mesh(), axes, reduce_grads, std::move(dg), gamma_);
-    add_param_grad(dy.mesh(), axes, reduce_grads, std::move(db), beta_);
+    add_param_grad(axes, t.view(Box({0}, {c})), s.c0, gamma_);
+    add_param_grad(axes, t.view(Box({c}, {2 * c})), s.c0, beta_);
   }
   return ShardTensor::unchecked(dy.mesh(), s.x.spec(), dx);
 }

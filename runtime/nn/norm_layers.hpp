@@ -14,8 +14,8 @@
 // loses about log10(mean^2 / var) digits, which fields with a large offset (temperatures
 // in kelvin) cannot afford in float64. The backward uses the globally reduced sums
 // S1 = sum(dy*gamma) and S2 = sum(dy*gamma*xhat). gamma ("weight", ones) and beta ("bias",
-// zeros) are replicated Parameters of C entries; their gradients are summed over the mesh
-// axes that shard the input.
+// zeros) are replicated Parameters of C entries; their gradients are this rank's
+// contribution, partial over the mesh axes that shard the input (GradSync sums them).
 #include "runtime/floor.hpp"
 #include <memory>
 #include <vector>

@@ -4,6 +4,7 @@
 
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "runtime/tensor/tensor_math.hpp"
 
 namespace tessera {
 
@@ -32,28 +33,19 @@ void allreduce_sum(const Mesh& mesh, const std::vector<int>& axes, double* buf, 
   }
 }
 
-namespace {
-template <class T>
-void add_into(const Tensor& host, const std::vector<double>& v) {
-  T* p = host.data<T>();
-  for (std::size_t i = 0; i < v.size(); ++i) p[i] += static_cast<T>(v[i]);
-}
-}  // namespace
-
-void add_param_grad(const Mesh& mesh, const std::vector<int>& axes, bool reduce,
-                    std::vector<double> local, Parameter& p) {
-  TESSERA_CHECK(static_cast<Index>(local.size()) == p.grad.numel(),
-                "add_param_grad: " << local.size() << " values for gradient '" << p.name << "' of "
-                                   << p.grad.numel());
-  if (reduce) allreduce_sum(mesh, axes, local.data(), static_cast<Index>(local.size()));
-  // Parameters are small: the device case adds on a host copy.
-  Tensor host = p.grad.space() == MemSpace::Host ? p.grad : p.grad.to(MemSpace::Host);
-  TESSERA_CHECK(host.is_contiguous(), "add_param_grad: gradient '" << p.name << "' not contiguous");
-  if (host.dtype() == DType::f64)
-    add_into<double>(host, local);
+void add_param_grad(const std::vector<int>& axes, const Tensor& local, Index offset, Parameter& p) {
+  const Index n = local.numel();
+  TESSERA_CHECK(p.grad.is_contiguous() && offset >= 0 && offset + n <= p.grad.numel(),
+                "add_param_grad: " << n << " values at " << offset << " for gradient '" << p.name
+                                   << "' of " << p.grad.numel());
+  p.grad_axes = axes;
+  if (n == 0) return;
+  const Tensor dst = p.grad.reshape({p.grad.numel()}).view(Box({offset}, {offset + n}));
+  const Tensor src = local.contiguous().reshape({n});
+  if (src.dtype() == dst.dtype())
+    add_into(dst, src);
   else
-    add_into<float>(host, local);
-  if (p.grad.space() != MemSpace::Host) p.grad.copy_from(host);
+    add_f64_into(dst, src);
 }
 
 Parameter make_param(const std::string& name, const std::vector<Index>& shape, double fill,

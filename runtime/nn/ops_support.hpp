@@ -1,7 +1,7 @@
 #pragma once
 // Shared pieces of the sharded pooling, upsampling, normalization and pointwise layers:
 // the kernels' element type for a tensor, the mesh axes a spec shards, sums over those
-// axes, and the reduction of replicated parameter gradients.
+// axes, and the accumulation of local parameter gradients.
 #include "runtime/floor.hpp"
 #include <string>
 #include <vector>
@@ -22,10 +22,10 @@ std::vector<int> axes_sharding_dims(const ShardSpec& spec, const std::vector<int
 // per axis, so the result is the same on every rank of the group).
 void allreduce_sum(const Mesh& mesh, const std::vector<int>& axes, double* buf, Index n);
 
-// Adds `local` (host, float64, the rank's contribution) into p.grad, first summed over
-// `axes` unless `reduce` is off. p.grad may live on host or device, f32 or f64.
-void add_param_grad(const Mesh& mesh, const std::vector<int>& axes, bool reduce,
-                    std::vector<double> local, Parameter& p);
+// Adds `local` (this rank's contribution to the flat elements [offset, offset + n) of
+// p.grad: n values in p.grad's memory space, float64 or p.grad's dtype) into p.grad where
+// it lives, and declares p.grad_axes = axes (GradSync sums over them).
+void add_param_grad(const std::vector<int>& axes, const Tensor& local, Index offset, Parameter& p);
 
 // A parameter of `shape` filled with `fill` (grad zero) in dtype and space.
 Parameter make_param(const std::string& name, const std::vector<Index>& shape, double fill,

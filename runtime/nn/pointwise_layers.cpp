@@ -102,17 +102,11 @@ ShardTensor ChannelBias::backward(const ShardTensor& dy) {
   Index n, c, inner;
   ncs(g, n, c, inner);
   const Index c0 = dy.local_box().lo[1];
-  std::vector<double> full(static_cast<std::size_t>(bias_.value.numel()), 0.0);
-  if (c > 0) {
-    Tensor db = Tensor::zeros({c}, g.dtype(), g.space());
-    if (n * inner > 0) {
-      kernels::bias_backward(g.device(), t, n, c, inner, g.raw(), db.raw());
-    }
-    const Tensor h = db.to(MemSpace::Host);
-    for (Index i = 0; i < c; ++i)
-      full[c0 + i] = h.dtype() == DType::f64 ? h.data<double>()[i] : h.data<float>()[i];
+  Tensor db = Tensor::zeros({c}, g.dtype(), g.space());
+  if (c > 0 && n * inner > 0) {
+    kernels::bias_backward(g.device(), t, n, c, inner, g.raw(), db.raw());
   }
-  add_param_grad(dy.mesh(), sharding_axes(dy.spec()), reduce_grads, std::move(full), bias_);
+  add_param_grad(sharding_axes(dy.spec()), db, c0, bias_);
   return dy;  // d(x + b)/dx is the identity
 }
 

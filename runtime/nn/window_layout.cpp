@@ -1,8 +1,5 @@
 #include "runtime/nn/window_layout.hpp"
 
-#include <mpi.h>
-
-#include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/tensor/mesh.hpp"
 
@@ -34,25 +31,6 @@ std::vector<int> sharding_axes(const ShardSpec& spec) {
   for (int d = 0; d < spec.ndim(); ++d)
     if (spec.placement(d).sharded()) axes.push_back(spec.placement(d).axis);
   return axes;
-}
-
-void sum_over_axes(const Mesh& mesh, const std::vector<int>& axes, const Tensor& t) {
-  bool any = false;
-  for (int a : axes) any = any || mesh.dim(a) > 1;
-  if (!any || t.numel() == 0) return;
-  TESSERA_CHECK(t.is_contiguous(), "sum_over_axes: needs a contiguous tensor");
-  TESSERA_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64,
-                "sum_over_axes: float32 or float64 only, got " << name_of(t.dtype()));
-  const ScopedCommTimer timer(comm_times().allreduce_s);
-  const MPI_Datatype type = t.dtype() == DType::f64 ? MPI_DOUBLE : MPI_FLOAT;
-  const Tensor host = t.space() == MemSpace::Host ? t : t.to(MemSpace::Host);
-  // A sum over several axes is the sum over each in turn.
-  for (int a : axes) {
-    if (mesh.dim(a) == 1) continue;
-    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, host.raw(), static_cast<int>(host.numel()), type,
-                              MPI_SUM, mesh.axis_comm(a)));
-  }
-  if (t.space() != MemSpace::Host) t.copy_from(host);
 }
 
 WindowPlan::WindowPlan(const Mesh& m, const ShardSpec& haloed, const ShardSpec& driver,

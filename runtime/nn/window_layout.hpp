@@ -1,8 +1,8 @@
 #pragma once
 // Runtime side of sliding-window layers (conv, transposed conv, pooling, upsampling): the
 // output ShardSpec derived from the input's on every rank without communication, the
-// halo'd buffer a local kernel reads or writes, and parameter-gradient sums over the mesh
-// axes that shard the input.
+// halo'd buffer a local kernel reads or writes, and the mesh axes that shard the input
+// (over which its parameters' gradients are partial).
 #include "runtime/floor.hpp"
 #include <functional>
 #include <memory>
@@ -21,11 +21,8 @@ ShardSpec window_output_spec(const ShardSpec& in, const std::vector<Index>& out_
                              OutputSplit split,
                              const std::vector<std::function<Index(Index)>>& first_output_at);
 
-// The mesh axes that shard some dim of spec (its parameters' gradients are summed over them).
+// The mesh axes that shard some dim of spec (its parameters' gradients are partial over them).
 std::vector<int> sharding_axes(const ShardSpec& spec);
-// In place: t := sum of t over the ranks that differ in `axes` (host or device tensor;
-// device values travel through host memory). Collective over those axes.
-void sum_over_axes(const Mesh& mesh, const std::vector<int>& axes, const Tensor& t);
 
 // The halo plan of one layer for one input spec: the window geometry of every block, this
 // rank's block, and the exchange (absent when no block has ghosts). Collective to build.

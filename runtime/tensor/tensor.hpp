@@ -88,6 +88,8 @@ class Tensor {
   // Element-wise copy of an equally shaped tensor of the same dtype, any strides/spaces.
   void copy_from(const Tensor& src) const;
   void zero() const;
+  // True when both view the same allocation (flat buffers shared by several tensors).
+  bool same_storage(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
 
  private:
   std::shared_ptr<Storage> storage_;

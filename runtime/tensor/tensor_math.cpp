@@ -31,6 +31,16 @@ void add_into(const Tensor& y, const Tensor& x, double alpha) {
   kernels::axpy(y.device(), s, y.numel(), alpha, x.raw(), y.raw());
 }
 
+void add_f64_into(const Tensor& y, const Tensor& x) {
+  const auto s = scalar_of(y, "add_f64_into");
+  scalar_of(x, "add_f64_into");
+  TESSERA_CHECK(x.dtype() == DType::f64, "add_f64_into: x is " << name_of(x.dtype()));
+  TESSERA_CHECK(x.shape() == y.shape() && x.space() == y.space(),
+                "add_f64_into: shapes " << shape_str(y.shape()) << " and " << shape_str(x.shape())
+                                        << " or memory spaces differ");
+  kernels::add_f64(y.device(), s, y.numel(), x.data<double>(), y.raw());
+}
+
 void scale_inplace(const Tensor& y, double alpha) {
   const auto s = scalar_of(y, "scale_inplace");
   kernels::scale(y.device(), s, y.numel(), alpha, y.raw());

@@ -9,6 +9,8 @@ namespace tessera {
 
 // y += alpha * x (same shape, dtype and memory space).
 void add_into(const Tensor& y, const Tensor& x, double alpha = 1.0);
+// y += x for a float64 x of y's shape and memory space (y float32 or float64).
+void add_f64_into(const Tensor& y, const Tensor& x);
 // y *= alpha
 void scale_inplace(const Tensor& y, double alpha);
 // out = alpha * (a - b)

@@ -3,18 +3,12 @@
 #include <cmath>
 #include <numbers>
 
+#include "kernels/elementwise.hpp"
 #include "kernels/optim_update.hpp"
 #include "runtime/comm/mpi_error.hpp"
-#include "runtime/tensor/tensor_math.hpp"
+#include "runtime/train/flat_runs.hpp"
 
 namespace tessera {
-namespace {
-
-DType scalar_of(const Tensor& t) {
-  return t.dtype() == DType::f64 ? DType::f64 : DType::f32;
-}
-
-}  // namespace
 
 Optimizer::Optimizer(std::vector<NamedParameter> params, double lr)
     : params_(std::move(params)), lr_(lr) {
@@ -34,19 +28,47 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr)
   state_.resize(params_.size());
 }
 
-Tensor& Optimizer::buffer(std::size_t k, std::size_t which) {
-  auto& s = state_[k];
-  if (s.size() <= which) s.resize(which + 1);
-  if (!s[which].defined()) {
-    const Tensor& v = params_[k].param->value;
-    s[which] = Tensor::zeros(v.shape(), v.dtype(), v.space());
+void Optimizer::plan() {
+  std::vector<const void*> now;
+  for (const NamedParameter& np : params_) {
+    now.push_back(np.param->value.raw());
+    now.push_back(np.param->grad.raw());
   }
-  return s[which];
+  if (now == planned_ && (!buckets_.empty() || params_.empty())) return;
+  const auto suffixes = state_suffixes();
+  state_.resize(params_.size());
+  std::vector<Bucket> buckets;
+  for (const FlatRun& r : flat_runs(params_, true)) {
+    Bucket b;
+    const Parameter& first = *params_[r.params.front()].param;
+    b.span = Span{r.dtype, r.space, r.numel, first.value.raw(), first.grad.raw(), {}};
+    for (std::size_t w = 0; w < suffixes.size(); ++w) {
+      b.state.push_back(Tensor::zeros({r.numel}, r.dtype, r.space));
+      b.span.state.push_back(b.state.back().raw());
+    }
+    // Each parameter's state becomes a view into the flat state, keeping its values.
+    Index off = 0;
+    for (std::size_t k : r.params) {
+      const Tensor& v = params_[k].param->value;
+      auto& st = state_[k];
+      st.resize(suffixes.size());
+      for (std::size_t w = 0; w < suffixes.size(); ++w) {
+        const Tensor view = b.state[w].view(Box({off}, {off + v.numel()})).reshape(v.shape());
+        if (st[w].defined()) view.copy_from(st[w]);
+        st[w] = view;
+      }
+      off += v.numel();
+    }
+    buckets.push_back(std::move(b));
+  }
+  buckets_ = std::move(buckets);
+  planned_ = std::move(now);
 }
 
 void Optimizer::step() {
   ++step_;
-  for (std::size_t k = 0; k < params_.size(); ++k) update(k, step_);
+  plan();
+  for (const Bucket& b : buckets_) update(b.span, step_);
 }
 
 void Optimizer::zero_grad() const {
@@ -94,6 +116,8 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
       loaded[k].push_back(dst);
     }
   state_ = std::move(loaded);
+  buckets_.clear();  // the next step lays the loaded state out flat again
+  planned_.clear();
   step_ = step->to(MemSpace::Host).data<std::int64_t>()[0];
 }
 
@@ -110,8 +134,7 @@ std::vector<std::string> Sgd::state_suffixes() const {
   return {"momentum_buffer"};
 }
 
-void Sgd::update(std::size_t k, std::int64_t t) {
-  const Parameter& p = *params_[k].param;
+void Sgd::update(const Span& s, std::int64_t t) {
   kernels::SgdArgs a;
   a.lr = lr_;
   a.momentum = o_.momentum;
@@ -119,9 +142,8 @@ void Sgd::update(std::size_t k, std::int64_t t) {
   a.weight_decay = o_.weight_decay;
   a.nesterov = o_.nesterov;
   a.first_step = t == 1;
-  void* buf = o_.momentum != 0 ? buffer(k, 0).raw() : nullptr;
-  kernels::sgd_update(p.value.device(), scalar_of(p.value), p.value.numel(), p.value.raw(),
-                      p.grad.raw(), buf, a);
+  void* buf = o_.momentum != 0 ? s.state[0] : nullptr;
+  kernels::sgd_update(Device::of(s.space), s.type, s.n, s.value, s.grad, buf, a);
 }
 
 Adam::Adam(std::vector<NamedParameter> params, const AdamOptions& o, bool decoupled)
@@ -136,8 +158,7 @@ std::vector<std::string> Adam::state_suffixes() const {
   return {"exp_avg", "exp_avg_sq"};
 }
 
-void Adam::update(std::size_t k, std::int64_t t) {
-  const Parameter& p = *params_[k].param;
+void Adam::update(const Span& s, std::int64_t t) {
   kernels::AdamArgs a;
   a.lr = lr_;
   a.beta1 = o_.beta1;
@@ -147,10 +168,8 @@ void Adam::update(std::size_t k, std::int64_t t) {
   a.decoupled = decoupled_;
   a.bias_correction1 = 1 - std::pow(o_.beta1, static_cast<double>(t));
   a.bias_correction2_sqrt = std::sqrt(1 - std::pow(o_.beta2, static_cast<double>(t)));
-  void* m = buffer(k, 0).raw();
-  void* v = buffer(k, 1).raw();
-  kernels::adam_update(p.value.device(), scalar_of(p.value), p.value.numel(), p.value.raw(),
-                       p.grad.raw(), m, v, a);
+  kernels::adam_update(Device::of(s.space), s.type, s.n, s.value, s.grad, s.state[0], s.state[1],
+                       a);
 }
 
 double LrSchedule::lr(std::int64_t s) const {
@@ -176,7 +195,10 @@ double LrSchedule::lr(std::int64_t s) const {
 
 double grad_norm(const std::vector<NamedParameter>& params) {
   double ss = 0;
-  for (const NamedParameter& np : params) ss += sum_squares(np.param->grad);
+  for (const FlatRun& r : flat_runs(params, false)) {
+    const void* g = params[r.params.front()].param->grad.raw();
+    ss += kernels::sum_squares(Device::of(r.space), r.dtype, r.numel, g);
+  }
   return std::sqrt(ss);
 }
 
@@ -185,7 +207,10 @@ double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm
   const double norm = grad_norm(params);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1)
-    for (const NamedParameter& np : params) scale_inplace(np.param->grad, coef);
+    for (const FlatRun& r : flat_runs(params, false)) {
+      void* g = params[r.params.front()].param->grad.raw();
+      kernels::scale(Device::of(r.space), r.dtype, r.numel, coef, g);
+    }
   return norm;
 }
 

@@ -7,6 +7,11 @@
 // here - not for the update, not for the global gradient norm (the norm of the
 // replicated gradients is the same on every rank).
 //
+// Fused updates: parameters whose values and gradients lie back to back in one buffer
+// (GradSync's buckets) are updated by one kernel call per bucket, with the optimizer state
+// flat per bucket too; a parameter stored on its own is its own bucket. The result is the
+// per-parameter update, element for element.
+//
 // State: exposed as named tensors ("<param>.exp_avg", "<param>.exp_avg_sq",
 // "<param>.momentum_buffer", and "step") for checkpoints; load_state() takes them back.
 #include "runtime/floor.hpp"
@@ -40,19 +45,39 @@ class Optimizer {
 
   const std::vector<NamedParameter>& parameters() const { return params_; }
   virtual std::string name() const = 0;
+  // Flat buckets the last step() updated, one kernel call each.
+  int num_buckets() const { return static_cast<int>(buckets_.size()); }
 
  protected:
-  // Per-parameter state buffers, by suffix ("exp_avg"...), created zeroed on demand.
+  // One fused update: n elements of one dtype and memory space, back to back.
+  struct Span {
+    DType type = DType::f32;
+    MemSpace space = MemSpace::Host;
+    Index n = 0;
+    void* value = nullptr;
+    const void* grad = nullptr;
+    std::vector<void*> state;  // one per state_suffixes() entry
+  };
+  // State buffers per parameter, by suffix ("exp_avg"...).
   virtual std::vector<std::string> state_suffixes() const = 0;
-  virtual void update(std::size_t k, std::int64_t t) = 0;  // t: 1-based step count
-  Tensor& buffer(std::size_t k, std::size_t which);
+  virtual void update(const Span& s, std::int64_t t) = 0;  // t: 1-based step count
 
   std::vector<NamedParameter> params_;
   double lr_;
   std::int64_t step_ = 0;
 
  private:
-  std::vector<std::vector<Tensor>> state_;  // [param][suffix]
+  struct Bucket {
+    Span span;
+    std::vector<Tensor> state;  // flat, one per suffix
+  };
+  // (Re)builds the buckets when the parameters' storage changed since the last step,
+  // keeping the state's values.
+  void plan();
+
+  std::vector<std::vector<Tensor>> state_;  // [param][suffix]: views into the buckets' state
+  std::vector<Bucket> buckets_;
+  std::vector<const void*> planned_;  // value and grad address per parameter at plan()
 };
 
 struct SgdOptions {
@@ -66,7 +91,7 @@ class Sgd : public Optimizer {
 
  private:
   std::vector<std::string> state_suffixes() const override;
-  void update(std::size_t k, std::int64_t t) override;
+  void update(const Span& s, std::int64_t t) override;
   SgdOptions o_;
 };
 
@@ -83,7 +108,7 @@ class Adam : public Optimizer {
 
  private:
   std::vector<std::string> state_suffixes() const override;
-  void update(std::size_t k, std::int64_t t) override;
+  void update(const Span& s, std::int64_t t) override;
   AdamOptions o_;
   bool decoupled_;
 };
@@ -110,7 +135,8 @@ struct LrSchedule {
 
 // Scales all gradients by min(1, max_norm / (norm + 1e-6)) (torch.nn.utils.
 // clip_grad_norm_) and returns the global L2 norm of the gradients before clipping.
-// No communication: gradients are replicated after GradSync (see above).
+// No communication: gradients are replicated after GradSync (see above). One pass per
+// flat bucket of gradients (flat_runs.hpp).
 double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm);
 double grad_norm(const std::vector<NamedParameter>& params);
 

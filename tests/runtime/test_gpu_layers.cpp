@@ -32,6 +32,7 @@ Run run(const Mesh& mesh, const std::function<std::unique_ptr<Layer>(MemSpace)>&
   const ShardTensor ys = l->forward(xs);
   const Tensor dy = ops::random_tensor(ys.global_shape(), x.dtype(), 9);
   const ShardTensor dxs = l->backward(ShardTensor::scatter(mesh, dy.to(space), ys.spec()));
+  sync_grads(mesh, l->parameters());
   Run r{ys.gather_all().to(MemSpace::Host), dxs.gather_all().to(MemSpace::Host), {}};
   for (Parameter* p : l->parameters()) r.grads.push_back(p->grad.to(MemSpace::Host));
   return r;

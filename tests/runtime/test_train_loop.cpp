@@ -84,7 +84,6 @@ Run train(const Mesh& mesh, const std::vector<Placement>& dims, const std::vecto
   for (const Placement& p : dims)
     if (p.sharded() && std::find(mean_axes.begin(), mean_axes.end(), p.axis) == mean_axes.end())
       sum_axes.push_back(p.axis);
-  g->set_reduce_grads(false);
   GradSync sync(mesh, ps, GradSyncOptions{sum_axes, mean_axes, 256});
   g->on_grads_ready([&](const std::vector<Parameter*>& ready) { sync.mark_ready(ready); });
   AdamW opt(named, AdamOptions{2e-2, 0.9, 0.999, 1e-8, 0.01});

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/comm/grad_sync.hpp"
 #include "runtime/train/unet.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/expect_error.hpp"
@@ -38,6 +39,9 @@ Result run(const UNetOptions& o, const Mesh& mesh, const std::vector<Placement>&
   const ShardTensor y = net.forward(x);
   const ShardTensor dy = ShardTensor::scatter(mesh, dy_full, y.spec());
   const ShardTensor dx = net.backward(dy);
+  std::vector<Parameter*> ps;
+  for (const auto& p : net.graph().parameters()) ps.push_back(p.param);
+  sync_grads(mesh, ps);
   Result r{y.gather_all(), dx.gather_all(), {}};
   for (const auto& p : net.graph().parameters())
     r.grads.emplace_back(p.name, p.param->grad.clone());

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "runtime/comm/grad_sync.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/layer.hpp"
 #include "tests/support/helpers.hpp"
@@ -111,6 +112,7 @@ inline LayerComparison compare_with_one_rank(
   c.y = rel_error(host(yp.gather_all()), host(ys.local()));
   const ShardTensor dyp = ShardTensor::scatter(mesh, dy_full.to(space), yp.spec());
   const ShardTensor dxp = sharded->backward(dyp);
+  sync_grads(mesh, sharded->parameters());
   c.spec_ok = c.spec_ok && dxp.spec() == in_spec;
   c.dx = rel_error(host(dxp.gather_all()), host(dxs.local()));
   const auto ps = serial->parameters(), pp = sharded->parameters();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/grad_sync.hpp"
 #include "runtime/nn/layer.hpp"
 #include "tests/support/random_tensor.hpp"
 
@@ -89,6 +90,7 @@ inline LayerErrors compare_with_single_rank(const Mesh& mesh, const LayerFactory
     e.y = rel_error(ys.gather_all(), yr.gather_all());
     e.dx = rel_error(dxs.gather_all(), dxr);
   }
+  sync_grads(mesh, sh->parameters());  // the steps' local contributions, summed once
   const auto pr = ref->parameters(), ps = sh->parameters();
   e.grads.clear();
   for (std::size_t i = 0; i < pr.size() && i < ps.size(); ++i)

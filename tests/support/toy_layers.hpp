@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/axes_comm.hpp"
 #include "runtime/nn/layer.hpp"
 
 namespace tessera::test {
@@ -19,14 +18,6 @@ inline std::vector<int> sharding_axes(const ShardSpec& spec) {
   for (const Placement& p : spec.placements())
     if (p.sharded()) axes.push_back(p.axis);
   return axes;
-}
-
-// Sums parameter gradients of this step's local contribution over the sharding axes.
-inline void allreduce_sum(const Mesh& mesh, const ShardSpec& in, Tensor& g) {
-  AxesComm c(mesh, sharding_axes(in));
-  if (c.size() > 1)
-    MPI_Allreduce(MPI_IN_PLACE, g.data<double>(), static_cast<int>(g.numel()), MPI_DOUBLE, MPI_SUM,
-                  c.comm());
 }
 
 inline Index spatial_size(const Tensor& t) {
@@ -66,7 +57,7 @@ class ChannelScale : public Layer {
         for (Index j = 0; j < s; ++j)
           dw.data<double>()[k] +=
               g.data<double>()[(i * c + k) * s + j] * in.data<double>()[(i * c + k) * s + j];
-    if (reduce_grads) allreduce_sum(dy.mesh(), dy.spec(), dw);
+    p_.grad_axes = sharding_axes(dy.spec());  // local contribution: GradSync sums it
     for (Index k = 0; k < c; ++k) p_.grad.data<double>()[k] += dw.data<double>()[k];
     return ShardTensor::unchecked(dy.mesh(), x_.spec(), dx);
   }
@@ -146,10 +137,7 @@ class ChannelMix : public Layer {
             dW.data<double>()[o * cin_ + c] += gy * in.data<double>()[(i * cin_ + c) * s + j];
           }
         }
-    if (reduce_grads) {
-      allreduce_sum(dy.mesh(), x_.spec(), dW);
-      allreduce_sum(dy.mesh(), x_.spec(), db);
-    }
+    w_.grad_axes = b_.grad_axes = sharding_axes(x_.spec());  // local: GradSync sums them
     add(w_.grad, dW);
     add(b_.grad, db);
     return ShardTensor::unchecked(dy.mesh(), x_.spec(), dx);
