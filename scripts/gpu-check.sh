@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: builds with CUDA (sm_90), runs the GPU tests (CUDA
 # against CPU for every kernel, device halo exchange, device layers, training pieces) and
-# the CUDA conv kernel benchmark, and prints a short table. Meant to run as one call well
+# the CUDA conv kernel benchmark, a short training run on the device with its
+# host<->device copies and kernel launches per step (train.device_stats), and prints a short
+# table. Meant to run as one call well
 # inside 10 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,22 @@ else
   printf '%-40s %s\n' "conv-kernel benchmark" FAIL
   tail -20 gpu-bench.log
 fi
+# Training on the device: three steps of a small UNet, the device traffic of each step.
+tdir=$(mktemp -d)
+if "${TESSERA_MPIRUN[@]}" -np 1 build-gpu/apps/tessera-prep generate darcy --grid 32x32 \
+    --samples 16 --seed 1 --out "$tdir/d.h5" --quiet >"$tdir/prep.log" 2>&1 &&
+  sed -e "s|path = .*|path = \"$tdir/d.h5\"|" -e 's|^steps = .*|steps = 3|' \
+    -e 's|^log_interval = .*|log_interval = 1|' -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$tdir/ck\"|" \
+    -e 's|^metrics_csv = .*|metrics_csv = ""|' scripts/demo/darcy_unet.toml >"$tdir/cfg.toml" &&
+  "${TESSERA_MPIRUN[@]}" -np 1 build-gpu/apps/tessera-train "$tdir/cfg.toml" \
+    --train.device_stats=true >gpu-train.log 2>&1; then
+  printf '%-40s %s\n' "training step on the device (step 3)" \
+    "$(grep '^  device' gpu-train.log | tail -1 | sed 's/^  device (rank 0): //')"
+else
+  printf '%-40s %s\n' "training on the device" FAIL
+  tail -20 gpu-train.log "$tdir/prep.log" 2>/dev/null
+fi
+rm -rf "$tdir"
 printf '%-40s %s s\n' "wall time" "$(( $(date +%s) - start ))"
 [ $rc = 0 ] || tail -40 gpu-tests.log
 exit $rc
