@@ -251,15 +251,22 @@ const HaloPlan& HaloGeometry::plan(int block) const {
   return *slot;
 }
 
-const HaloGeometry& cached_halo_geometry(const BlockPartition& part, const HaloWidths& widths,
-                                         const std::vector<bool>& periodic) {
+std::shared_ptr<const HaloGeometry> cached_halo_geometry(const BlockPartition& part,
+                                                         const HaloWidths& widths,
+                                                         const std::vector<bool>& periodic) {
   static std::mutex mu;
-  static std::vector<std::unique_ptr<HaloGeometry>> cache;  // unique_ptr: references stay valid
+  static std::vector<std::shared_ptr<const HaloGeometry>> cache;  // most recently used last
   std::lock_guard<std::mutex> lock(mu);
-  for (const auto& g : cache)
-    if (g->partition() == part && g->widths() == widths && g->periodic() == periodic) return *g;
-  cache.push_back(std::make_unique<HaloGeometry>(part, widths, periodic));  // validates first
-  return *cache.back();
+  for (auto it = cache.begin(); it != cache.end(); ++it) {
+    const HaloGeometry& g = **it;
+    if (g.partition() == part && g.widths() == widths && g.periodic() == periodic) {
+      std::rotate(it, it + 1, cache.end());  // now the most recently used
+      return cache.back();
+    }
+  }
+  cache.push_back(std::make_shared<const HaloGeometry>(part, widths, periodic));  // validates
+  if (cache.size() > kHaloGeometryCacheEntries) cache.erase(cache.begin());
+  return cache.back();
 }
 
 }  // namespace tessera

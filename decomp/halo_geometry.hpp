@@ -97,8 +97,12 @@ class HaloGeometry {
 
 // Process-wide cache keyed by (partition, widths, periodicity), as AMReX caches its
 // FillBoundary metadata: repeated exchanges on one layout compute their plans once.
-// Thread-safe; entries live until the process exits.
-const HaloGeometry& cached_halo_geometry(const BlockPartition& part, const HaloWidths& widths,
-                                         const std::vector<bool>& periodic);
+// Thread-safe and bounded: the least recently asked-for geometry beyond
+// kHaloGeometryCacheEntries leaves the cache (a holder of its pointer keeps it alive), so
+// a run over many layouts (inference at many sizes) does not grow without end.
+inline constexpr std::size_t kHaloGeometryCacheEntries = 64;
+std::shared_ptr<const HaloGeometry> cached_halo_geometry(const BlockPartition& part,
+                                                         const HaloWidths& widths,
+                                                         const std::vector<bool>& periodic);
 
 }  // namespace tessera

@@ -422,7 +422,9 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   const auto& c = mesh.coords();
   const int block = block_of(mesh, spec);
   // The geometry validates widths and periodic flags, before any communicator exists.
-  const HaloGeometry& geo = cached_halo_geometry(spec.partition(), widths, periodic);
+  const std::shared_ptr<const HaloGeometry> cached =
+      cached_halo_geometry(spec.partition(), widths, periodic);
+  const HaloGeometry& geo = *cached;
   const HaloPlan& plan = geo.plan(block);
   m.sends = send_messages(plan);
   m.recvs = recv_messages(plan);

@@ -430,10 +430,12 @@ TEST_CASE("Halo geometry rejects inputs that do not fit the partition", "[halo]"
 TEST_CASE("Plans and geometries are cached, also across threads", "[halo]") {
   const BlockPartition part(Box({0, 0, 0}, {5, 4, 3}), std::vector<int>{2, 2, 1});
   const HaloWidths w({1, 2, 0}, {2, 1, 3});
-  const HaloGeometry& a = cached_halo_geometry(part, w, {true, false, true});
-  CHECK(&a == &cached_halo_geometry(part, w, {true, false, true}));
-  CHECK(&a != &cached_halo_geometry(part, w, {false, false, true}));
-  CHECK(&a != &cached_halo_geometry(part, HaloWidths({1, 2, 0}, {2, 1, 2}), {true, false, true}));
+  const auto held = cached_halo_geometry(part, w, {true, false, true});
+  const HaloGeometry& a = *held;
+  CHECK(&a == cached_halo_geometry(part, w, {true, false, true}).get());
+  CHECK(&a != cached_halo_geometry(part, w, {false, false, true}).get());
+  CHECK(&a !=
+        cached_halo_geometry(part, HaloWidths({1, 2, 0}, {2, 1, 2}), {true, false, true}).get());
   CHECK(&a.plan(1) == &a.plan(1));
 
   // Many threads asking at once get one geometry and one plan object per block.
@@ -443,7 +445,8 @@ TEST_CASE("Plans and geometries are cached, also across threads", "[halo]") {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&, t] {
-      const HaloGeometry& g = cached_halo_geometry(part2, HaloWidths({2, 1}, {1, 3}), {true, true});
+      const auto held2 = cached_halo_geometry(part2, HaloWidths({2, 1}, {1, 3}), {true, true});
+      const HaloGeometry& g = *held2;
       geos[t] = &g;
       plans[t].assign(6, nullptr);
       for (int i = 0; i < 6; ++i) {
@@ -457,4 +460,23 @@ TEST_CASE("Plans and geometries are cached, also across threads", "[halo]") {
     CHECK(plans[t] == plans[0]);
   }
   CHECK_THROWS_AS(cached_halo_geometry(part2, HaloWidths({1}, {1}), {true, true}), Error);
+}
+
+TEST_CASE("The geometry cache is bounded; held geometries outlive eviction", "[halo]") {
+  const BlockPartition part(Box({0, 0}, {8, 8}), std::vector<int>{2, 2});
+  const auto first = cached_halo_geometry(part, HaloWidths({1, 1}, {1, 1}), {false, false});
+  const HaloGeometry* first_raw = first.get();
+  // Recently used entries stay: asking for `first` again in between keeps it cached.
+  for (Index k = 2; k < 2 + static_cast<Index>(kHaloGeometryCacheEntries) / 2; ++k)
+    (void)cached_halo_geometry(part, HaloWidths({k, 1}, {1, 1}), {false, false});
+  CHECK(cached_halo_geometry(part, HaloWidths({1, 1}, {1, 1}), {false, false}).get() == first_raw);
+  // More distinct layouts than the cache holds: the least recently used leave it.
+  const auto other = cached_halo_geometry(part, HaloWidths({1, 2}, {1, 1}), {false, false});
+  const HaloGeometry* other_raw = other.get();
+  for (Index k = 0; k < 2 * static_cast<Index>(kHaloGeometryCacheEntries); ++k)
+    (void)cached_halo_geometry(part, HaloWidths({1, 1}, {k + 2, 1}), {false, false});
+  const auto again = cached_halo_geometry(part, HaloWidths({1, 2}, {1, 1}), {false, false});
+  CHECK(again.get() != other_raw);            // recomputed: it had been evicted
+  CHECK(other->widths() == again->widths());  // the held one is still alive and equal
+  CHECK(&other->plan(0) != nullptr);
 }

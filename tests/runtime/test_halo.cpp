@@ -277,8 +277,8 @@ TEST_CASE("Work between begin() and finish() leaves the exchange exact", "[halo]
   const Box pb = h.padded_box();
   MPI_REQUIRE(holds_expected(h, Config{shape, w, w, o.periodic, {}, {}}, 0));
   // Cells received plus open cells are exactly the ghost volume.
-  const HaloPlan& plan = cached_halo_geometry(spec.partition(), HaloWidths(w, w), o.periodic)
-                             .plan(spec.partition().id_of({mesh.coords()[0], mesh.coords()[1], 0}));
+  const auto geo = cached_halo_geometry(spec.partition(), HaloWidths(w, w), o.periodic);
+  const HaloPlan& plan = geo->plan(spec.partition().id_of({mesh.coords()[0], mesh.coords()[1], 0}));
   const Index ghost = pb.volume() - h.interior_box().volume();
   MPI_REQUIRE(ex.cells_received() + plan.open_cells == ghost);
 }
