@@ -15,14 +15,6 @@ ShardTensor zeros_like_spec(const Mesh& mesh, const ShardSpec& spec, DType dt, M
                                 Tensor::zeros(spec.local_shape(mesh.coords()), dt, space));
 }
 
-// The box of channels [c0, c1) in a local (N, C, ...) tensor of shape `shape`.
-Box channel_box(const std::vector<Index>& shape, Index c0, Index c1) {
-  std::vector<Index> lo(shape.size(), 0), hi = shape;
-  lo[1] = c0;
-  hi[1] = c1;
-  return Box(lo, hi);
-}
-
 std::string kind_name(Graph::Kind k) {
   switch (k) {
     case Graph::Kind::Input:
@@ -33,36 +25,13 @@ std::string kind_name(Graph::Kind k) {
       return "concat";
     case Graph::Kind::Add:
       return "add";
+    case Graph::Kind::Op:
+      return "op";
   }
   return "?";
 }
 
 }  // namespace
-
-ShardSpec concat_spec(const ShardSpec& a, const ShardSpec& b) {
-  TESSERA_CHECK(a.ndim() >= 2 && a.ndim() == b.ndim(),
-                "concat: needs two (N, C, ...) tensors of the same rank, got " << a.str() << " and "
-                                                                               << b.str());
-  TESSERA_CHECK(
-      !a.placement(1).sharded() && !b.placement(1).sharded(),
-      "concat: the channel dim must not be sharded, got " << a.str() << " and " << b.str());
-  TESSERA_CHECK(a.mesh_dims() == b.mesh_dims(), "concat: inputs live on different meshes");
-  TESSERA_CHECK(
-      a.partial_axes() == b.partial_axes(),
-      "concat: inputs are partial over different mesh axes: " << a.str() << " and " << b.str());
-  std::vector<Index> shape = a.global_shape();
-  std::vector<std::vector<Index>> sizes(static_cast<std::size_t>(a.ndim()));
-  for (int d = 0; d < a.ndim(); ++d) {
-    if (d == 1) continue;
-    TESSERA_CHECK(a.global_shape()[d] == b.global_shape()[d] && a.placement(d) == b.placement(d) &&
-                      a.sizes(d) == b.sizes(d),
-                  "concat: inputs differ in dim " << d << " (size, placement or shard sizes): "
-                                                  << a.str() << " and " << b.str());
-    if (a.placement(d).sharded()) sizes[static_cast<std::size_t>(d)] = a.sizes(d);
-  }
-  shape[1] = a.global_shape()[1] + b.global_shape()[1];
-  return ShardSpec(shape, a.placements(), a.mesh_dims(), a.partial_axes(), sizes);
-}
 
 int Graph::add_node(Node n) {
   for (const Node& m : nodes_)
@@ -83,7 +52,7 @@ const Graph::Node& Graph::node(Value v, const char* what) const {
 }
 
 Value Graph::input(const std::string& name) {
-  const int id = add_node(Node{Kind::Input, name, nullptr, {}, {}, 0});
+  const int id = add_node(Node{Kind::Input, name, nullptr, nullptr, {}, {}});
   inputs_.push_back(id);
   return Value{id};
 }
@@ -94,15 +63,30 @@ Value Graph::layer(const std::string& name, std::shared_ptr<Layer> l, Value x) {
     TESSERA_CHECK(m.layer != l, "Graph: the layer of node '"
                                     << name << "' is already node '" << m.name
                                     << "'; a layer object keeps one forward's state, use two");
-  return Value{add_node(Node{Kind::Layer, name, std::move(l), {x.id}, {}, 0})};
+  auto op = std::make_shared<LayerOp>(l);
+  return Value{add_node(Node{Kind::Layer, name, std::move(op), std::move(l), {x.id}, {}})};
 }
 
 Value Graph::concat(const std::string& name, Value a, Value b) {
-  return Value{add_node(Node{Kind::Concat, name, nullptr, {a.id, b.id}, {}, 0})};
+  return Value{add_node(
+      Node{Kind::Concat, name, std::make_shared<ConcatOp>(name), nullptr, {a.id, b.id}, {}})};
 }
 
 Value Graph::add(const std::string& name, Value a, Value b) {
-  return Value{add_node(Node{Kind::Add, name, nullptr, {a.id, b.id}, {}, 0})};
+  return Value{
+      add_node(Node{Kind::Add, name, std::make_shared<AddOp>(name), nullptr, {a.id, b.id}, {}})};
+}
+
+Value Graph::op(const std::string& name, std::shared_ptr<Op> o, const std::vector<Value>& inputs) {
+  TESSERA_CHECK(o != nullptr, "Graph: op node '" << name << "' has no op");
+  TESSERA_CHECK(!inputs.empty(), "Graph: op node '" << name << "' takes no input");
+  for (const Node& m : nodes_)
+    TESSERA_CHECK(m.op != o, "Graph: the op of node '"
+                                 << name << "' is already node '" << m.name
+                                 << "'; an op object keeps one forward's state, use two");
+  std::vector<int> ids;
+  for (const Value& v : inputs) ids.push_back(v.id);
+  return Value{add_node(Node{Kind::Op, name, std::move(o), nullptr, std::move(ids), {}})};
 }
 
 void Graph::output(Value v) {
@@ -136,53 +120,18 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
     nd.input_specs.clear();
     for (int in : nd.inputs) nd.input_specs.push_back(values_[static_cast<std::size_t>(in)].spec());
     ShardTensor out;
-    switch (nd.kind) {
-      case Kind::Input:
-        out = values_[id];
-        break;
-      case Kind::Layer: {
-        out = nd.layer->forward(values_[static_cast<std::size_t>(nd.inputs[0])]);
-        // Every rank sees the same specs, so this check is consistent across ranks.
-        const ShardSpec want = nd.layer->output_spec(nd.input_specs[0]);
-        TESSERA_CHECK(out.spec() == want, "layer node '" << nd.name << "' (" << nd.layer->name()
-                                                         << ") returned " << out.spec().str()
-                                                         << " but its output_spec says "
-                                                         << want.str());
-        break;
-      }
-      case Kind::Concat: {
-        const ShardTensor& a = values_[static_cast<std::size_t>(nd.inputs[0])];
-        const ShardTensor& b = values_[static_cast<std::size_t>(nd.inputs[1])];
-        TESSERA_CHECK(a.dtype() == b.dtype() && a.local().space() == b.local().space(),
-                      "concat '" << nd.name << "': inputs differ in dtype or memory space");
-        ShardSpec spec;
-        try {
-          spec = concat_spec(a.spec(), b.spec());
-        } catch (const Error& e) {
-          throw Error("node '" + nd.name + "': " + e.what());
-        }
-        const auto shape = spec.local_shape(mesh_.coords());
-        const Tensor local = Tensor::empty(shape, a.dtype(), a.local().space());
-        const Index ca = a.global_shape()[1];
-        local.view(channel_box(shape, 0, ca)).copy_from(a.local());
-        local.view(channel_box(shape, ca, shape[1])).copy_from(b.local());
-        nd.split = ca;
-        out = ShardTensor::unchecked(mesh_, spec, local);
-        break;
-      }
-      case Kind::Add: {
-        const ShardTensor& a = values_[static_cast<std::size_t>(nd.inputs[0])];
-        ShardTensor b = values_[static_cast<std::size_t>(nd.inputs[1])];
-        TESSERA_CHECK(a.global_shape() == b.global_shape() && a.dtype() == b.dtype(),
-                      "add '" << nd.name << "': inputs " << a.spec().str() << " ("
-                              << name_of(a.dtype()) << ") and " << b.spec().str() << " ("
-                              << name_of(b.dtype()) << ") differ in shape or dtype");
-        if (b.spec() != a.spec()) b = b.redistribute(a.spec());
-        const Tensor local = a.local().clone();
-        add_into(local, b.local().contiguous());
-        out = ShardTensor::unchecked(mesh_, a.spec(), local);
-        break;
-      }
+    if (nd.kind == Kind::Input) {
+      out = values_[id];
+    } else {
+      std::vector<ShardTensor> in;
+      for (int v : nd.inputs) in.push_back(values_[static_cast<std::size_t>(v)]);
+      out = nd.op->forward(in);
+      // Every rank sees the same specs, so this check is consistent across ranks.
+      const ShardSpec want = nd.op->output_spec(nd.input_specs);
+      TESSERA_CHECK(out.spec() == want, kind_name(nd.kind)
+                                            << " node '" << nd.name << "' (" << nd.op->name()
+                                            << ") returned " << out.spec().str()
+                                            << " but its output_spec says " << want.str());
     }
     value_specs_[id] = out.spec();
     values_[id] = std::move(out);
@@ -247,28 +196,11 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
     ShardTensor dy = std::move(grads_[id]);
     grads_[id] = ShardTensor();
     if (!dy.local().defined()) continue;  // nothing downstream depends on this value
-    switch (nd.kind) {
-      case Kind::Input:
-        break;
-      case Kind::Layer: {
-        accumulate(nd.inputs[0], nd.layer->backward(dy));
-        if (grads_ready_) grads_ready_(nd.layer->parameters());
-        break;
-      }
-      case Kind::Concat: {
-        const auto& shape = dy.local().shape();
-        const Tensor da = dy.local().view(channel_box(shape, 0, nd.split)).clone();
-        const Tensor db = dy.local().view(channel_box(shape, nd.split, shape[1])).clone();
-        accumulate(nd.inputs[0], ShardTensor::unchecked(mesh_, nd.input_specs[0], da));
-        accumulate(nd.inputs[1], ShardTensor::unchecked(mesh_, nd.input_specs[1], db));
-        break;
-      }
-      case Kind::Add: {
-        accumulate(nd.inputs[0], dy);
-        accumulate(nd.inputs[1], dy);  // redistributed to b's spec there if needed
-        break;
-      }
-    }
+    const std::vector<ShardTensor> dx = nd.op->backward(dy);
+    for (std::size_t k = 0; k < nd.inputs.size(); ++k) accumulate(nd.inputs[k], dx.at(k));
+    // A layer's parameter gradients are final now: gradient sync may start their buckets.
+    if (grads_ready_ && (nd.kind == Kind::Layer || nd.kind == Kind::Op))
+      grads_ready_(nd.op->parameters());
   }
   std::vector<ShardTensor> dx;
   for (int i : inputs_) {
@@ -300,25 +232,11 @@ std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_s
     specs[static_cast<std::size_t>(inputs_[k])] = input_specs[k];
   for (std::size_t id = 0; id < nodes_.size(); ++id) {
     const Node& nd = nodes_[id];
-    auto in = [&](int k) -> const ShardSpec& {
-      return specs[static_cast<std::size_t>(nd.inputs[static_cast<std::size_t>(k)])];
-    };
     try {
-      switch (nd.kind) {
-        case Kind::Input:
-          break;
-        case Kind::Layer:
-          specs[id] = nd.layer->output_spec(in(0));
-          break;
-        case Kind::Concat:
-          specs[id] = concat_spec(in(0), in(1));
-          break;
-        case Kind::Add:
-          TESSERA_CHECK(in(0).global_shape() == in(1).global_shape(),
-                        "add of global shapes " << shape_str(in(0).global_shape()) << " and "
-                                                << shape_str(in(1).global_shape()));
-          specs[id] = in(0);
-          break;
+      if (nd.kind != Kind::Input) {
+        std::vector<ShardSpec> in;
+        for (int v : nd.inputs) in.push_back(specs[static_cast<std::size_t>(v)]);
+        specs[id] = nd.op->output_spec(in);
       }
     } catch (const Error& e) {
       throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name +
@@ -334,8 +252,8 @@ std::vector<NamedParameter> Graph::parameters() const {
   std::vector<NamedParameter> out;
   std::set<std::string> seen;
   for (const Node& nd : nodes_) {
-    if (nd.kind != Kind::Layer) continue;
-    for (Parameter* p : nd.layer->parameters()) {
+    if (!nd.op) continue;
+    for (Parameter* p : nd.op->parameters()) {
       TESSERA_CHECK(p != nullptr, "Graph: layer '" << nd.name << "' lists a null parameter");
       std::string name = nd.name + "." + p->name;
       TESSERA_CHECK(seen.insert(name).second, "Graph: two parameters are named '" << name << "'");

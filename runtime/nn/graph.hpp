@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/nn/layer.hpp"
+#include "runtime/nn/op.hpp"
 
 namespace tessera {
 
@@ -36,7 +37,7 @@ struct NamedParameter {
 
 class Graph {
  public:
-  enum class Kind { Input, Layer, Concat, Add };
+  enum class Kind { Input, Layer, Concat, Add, Op };
 
   // Graph inputs, in the order forward() takes them.
   Value input(const std::string& name);
@@ -50,6 +51,9 @@ class Graph {
   Value concat(const std::string& name, Value a, Value b);
   // Element-wise a + b (residual). b is redistributed to a's spec if they differ.
   Value add(const std::string& name, Value a, Value b);
+  // Any op over any number of values (runtime/nn/op.hpp): the families beyond the conv
+  // layers (attention over several inputs, point ops) enter the graph here.
+  Value op(const std::string& name, std::shared_ptr<Op> op, const std::vector<Value>& inputs);
   // Marks graph outputs, in the order forward() returns them.
   void output(Value v);
 
@@ -85,14 +89,14 @@ class Graph {
   Kind node_kind(Value v) const;
 
  private:
+  // The graph schedules and frees; the op computes (runtime/nn/op.hpp).
   struct Node {
     Kind kind;
     std::string name;
-    std::shared_ptr<Layer> layer;
+    std::shared_ptr<Op> op;        // null for inputs
+    std::shared_ptr<Layer> layer;  // layer nodes: the layer, so one is not used twice
     std::vector<int> inputs;
-    // Saved by forward for backward.
-    std::vector<ShardSpec> input_specs;
-    Index split = 0;  // Concat: channels of the first input
+    std::vector<ShardSpec> input_specs;  // of the last forward
   };
 
   int add_node(Node n);
@@ -108,8 +112,5 @@ class Graph {
   bool forwarded_ = false, keep_values_ = false;
   std::function<void(const std::vector<Parameter*>&)> grads_ready_;
 };
-
-// The spec of concat(a, b) along dim 1; throws saying what differs.
-ShardSpec concat_spec(const ShardSpec& a, const ShardSpec& b);
 
 }  // namespace tessera

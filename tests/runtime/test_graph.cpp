@@ -431,3 +431,73 @@ TEST_CASE("graph forward frees an intermediate once its consumers ran", "[graph]
   INFO("kept " << kept << " freed " << freed << " one 3-channel value " << residual);
   MPI_CHECK(kept - freed == 2 * residual);
 }
+
+namespace {
+// A two-input op for the test: out = a * b element-wise (same spec), d/da = dy * b,
+// d/db = dy * a: each gradient depends on the other input, so the saved state matters.
+class Multiply : public Op {
+ public:
+  ShardSpec output_spec(const std::vector<ShardSpec>& in) const override {
+    TESSERA_CHECK(in.size() == 2 && in[0] == in[1], "multiply: two inputs of one spec");
+    return in[0];
+  }
+  ShardTensor forward(const std::vector<ShardTensor>& in) override {
+    a_ = in.at(0);
+    b_ = in.at(1);
+    const Tensor y = a_.local().clone();
+    for (Index i = 0; i < y.numel(); ++i)
+      y.data<double>()[i] *= b_.local().contiguous().data<double>()[i];
+    return ShardTensor::unchecked(a_.mesh(), a_.spec(), y);
+  }
+  std::vector<ShardTensor> backward(const ShardTensor& dy) override {
+    const Tensor g = dy.local().contiguous(), a = a_.local().contiguous(),
+                 b = b_.local().contiguous();
+    Tensor da = g.clone(), db = g.clone();
+    for (Index i = 0; i < g.numel(); ++i) {
+      da.data<double>()[i] *= b.data<double>()[i];
+      db.data<double>()[i] *= a.data<double>()[i];
+    }
+    return {ShardTensor::unchecked(dy.mesh(), dy.spec(), da),
+            ShardTensor::unchecked(dy.mesh(), dy.spec(), db)};
+  }
+  std::string name() const override { return "multiply"; }
+
+ private:
+  ShardTensor a_, b_;
+};
+}  // namespace
+
+TEST_CASE("graph op nodes: a multi-input op is scheduled like any other", "[graph]") {
+  // y = x * s(x) with s = scale by 3: y = 3 x^2, dy/dx = 6 x, dw = sum x^2 = 30.
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  Tensor x = Tensor::empty({1, 1, 2, 2}, DType::f64);
+  for (int i = 0; i < 4; ++i) x.data<double>()[i] = i + 1;
+  const std::vector<Placement> dims = {Replicate(), Replicate(), Shard(0), Replicate()};
+  const ShardTensor xs = ShardTensor::scatter(mesh, x, dims);
+  Graph g;
+  const Value in = g.input("x");
+  auto scale = std::make_shared<ChannelScale>(std::vector<double>{3.0});
+  auto mul = std::make_shared<Multiply>();
+  g.output(g.op("mul", mul, {in, g.layer("s", scale, in)}));
+  MPI_REQUIRE(g.node_kind(Value{2}) == Graph::Kind::Op);
+  MPI_REQUIRE(g.output_specs({xs.spec()}).front() == xs.spec());
+  const Tensor y = g.forward(xs).gather_all();
+  for (int i = 0; i < 4; ++i) MPI_CHECK(y.data<double>()[i] == 3.0 * (i + 1) * (i + 1));
+  Tensor ones = Tensor::empty({1, 1, 2, 2}, DType::f64);
+  for (int i = 0; i < 4; ++i) ones.data<double>()[i] = 1;
+  g.zero_grad();
+  const Tensor dx = g.backward(ShardTensor::scatter(mesh, ones, dims)).gather_all();
+  for (int i = 0; i < 4; ++i) MPI_CHECK(dx.data<double>()[i] == 6.0 * (i + 1));
+  sync_grads(mesh, {&g.parameter("s.weight")});
+  MPI_CHECK(g.parameter("s.weight").grad.data<double>()[0] == 30.0);
+  // One op object per node, and clear errors for what an op refuses.
+  MPI_REQUIRE(test::has(test::error_of([&] {
+                          g.op("mul2", mul, {in, in});
+                        }),
+                        "already node 'mul'"));
+  Graph bad;
+  const Value b0 = bad.input("x");
+  bad.output(bad.op("mul", std::make_shared<Multiply>(), {b0}));
+  MPI_REQUIRE(test::has(test::error_of([&] { bad.output_specs({xs.spec()}); }),
+                        "op node 'mul' cannot take its input"));
+}

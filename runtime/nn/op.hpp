@@ -1,0 +1,83 @@
+#pragma once
+// Op: a graph node's computation with any number of inputs and one output. The graph only
+// schedules ops and frees values; what an op does, checks and saves for its backward lives
+// in the op. Layers (one input, parameters) become ops through LayerOp; the structural ops
+// (concatenation, addition) and the families to come (attention over several inputs,
+// point-cloud ops over coordinates and features) implement Op directly.
+#include "runtime/floor.hpp"
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/nn/layer.hpp"
+
+namespace tessera {
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  // The output's spec for the inputs' specs, per rank without communication; throws
+  // saying why an input cannot be taken.
+  virtual ShardSpec output_spec(const std::vector<ShardSpec>& in) const = 0;
+  // Saves what backward needs.
+  virtual ShardTensor forward(const std::vector<ShardTensor>& in) = 0;
+  // One gradient per input (undefined: none), parameter gradients added locally.
+  virtual std::vector<ShardTensor> backward(const ShardTensor& dy) = 0;
+  virtual std::vector<Parameter*> parameters() { return {}; }
+  virtual std::string name() const = 0;
+};
+
+// A one-input Layer as an Op.
+class LayerOp : public Op {
+ public:
+  explicit LayerOp(std::shared_ptr<Layer> layer) : layer_(std::move(layer)) {}
+  ShardSpec output_spec(const std::vector<ShardSpec>& in) const override {
+    return layer_->output_spec(in.at(0));
+  }
+  ShardTensor forward(const std::vector<ShardTensor>& in) override {
+    return layer_->forward(in.at(0));
+  }
+  std::vector<ShardTensor> backward(const ShardTensor& dy) override {
+    return {layer_->backward(dy)};
+  }
+  std::vector<Parameter*> parameters() override { return layer_->parameters(); }
+  std::string name() const override { return layer_->name(); }
+  const std::shared_ptr<Layer>& layer() const { return layer_; }
+
+ private:
+  std::shared_ptr<Layer> layer_;
+};
+
+// Channel concatenation [a, b] along dim 1 of (N, C, ...) tensors: local, no communication;
+// backward splits the gradient. `node` names the graph node in errors.
+class ConcatOp : public Op {
+ public:
+  explicit ConcatOp(std::string node) : node_(std::move(node)) {}
+  ShardSpec output_spec(const std::vector<ShardSpec>& in) const override;
+  ShardTensor forward(const std::vector<ShardTensor>& in) override;
+  std::vector<ShardTensor> backward(const ShardTensor& dy) override;
+  std::string name() const override { return "concat"; }
+
+ private:
+  std::string node_;
+  std::vector<ShardSpec> in_specs_;  // saved by forward
+  Index split_ = 0;                  // channels of the first input
+};
+
+// Element-wise a + b (residual); b is redistributed to a's spec where they differ.
+class AddOp : public Op {
+ public:
+  explicit AddOp(std::string node) : node_(std::move(node)) {}
+  ShardSpec output_spec(const std::vector<ShardSpec>& in) const override;
+  ShardTensor forward(const std::vector<ShardTensor>& in) override;
+  std::vector<ShardTensor> backward(const ShardTensor& dy) override { return {dy, dy}; }
+  std::string name() const override { return "add"; }
+
+ private:
+  std::string node_;
+};
+
+// The spec of concat(a, b) along dim 1; throws saying what differs.
+ShardSpec concat_spec(const ShardSpec& a, const ShardSpec& b);
+
+}  // namespace tessera
