@@ -228,13 +228,9 @@ json run(Context& ctx, const cli::Args& opt) {
   const std::string which = opt.str("which");
   json rows = json::array();
   if (which.find("2d") != std::string::npos) {
-    const std::string sizes = opt.str("n2d");
-    for (std::size_t at = 0; at < sizes.size();) {
-      const std::size_t comma = std::min(sizes.find(',', at), sizes.size());
-      const Index n = std::stoll(sizes.substr(at, comma - at));
-      rows.push_back(run_one(ctx, opt, 2, n, static_cast<Index>(opt.num("c2d")), threads));
-      at = comma + 1;
-    }
+    for (double n : opt.numbers("n2d"))
+      rows.push_back(
+          run_one(ctx, opt, 2, static_cast<Index>(n), static_cast<Index>(opt.num("c2d")), threads));
   }
   if (which.find("3d") != std::string::npos)
     rows.push_back(run_one(ctx, opt, 3, static_cast<Index>(opt.num("n3d")),

@@ -25,17 +25,11 @@ struct PeerMessage {
   int first_region = 0;    // this message's regions in the direction's region table
 };
 
-DType add_type_of(DType t) {
-  switch (t) {
-    case DType::f32:
-      return DType::f32;
-    case DType::f64:
-      return DType::f64;
-    case DType::i64:
-      return DType::i64;
-    default:
-      throw Error("halo adjoint: cannot add " + name_of(t) + " values; use float32/64");
-  }
+// The adjoint adds ghost values into owners: element types with an addition only.
+DType addable(DType t) {
+  TESSERA_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i64,
+                "halo adjoint: cannot add " << name_of(t) << " values; use float32/64");
+  return t;
 }
 
 // Groups plan entries by peer (the plan is sorted by peer, then box) into messages.
@@ -198,7 +192,7 @@ struct HaloExchange::Impl {
   void run_regions(const HaloTensor& t, void* buf, const kernels::PackRegion* regions, int n,
                    Index end, kernels::PackOp op) const {
     const Tensor& p = t.padded();
-    const auto add = op == kernels::PackOp::UnpackAdd ? add_type_of(p.dtype()) : DType::f32;
+    const auto add = op == kernels::PackOp::UnpackAdd ? addable(p.dtype()) : DType::f32;
     kernels::region_pack(p.device(), p.raw(), buf, regions, n, end, elem_size, op, add);
   }
 
@@ -507,7 +501,7 @@ void HaloExchange::begin(const HaloTensor& t, Direction d) {
     m.start(t, m.sends, m.recvs, 11, t.padded().space() == MemSpace::Host && m.opts.in_place);
     m.phase = Impl::Phase::Forward;
   } else {
-    add_type_of(t.padded().dtype());          // refuse non-addable dtypes before anything is posted
+    addable(t.padded().dtype());              // refuse non-addable dtypes before anything is posted
     m.start(t, m.recvs, m.sends, 12, false);  // ghosts travel back to their owners
     m.phase = Impl::Phase::Adjoint;
   }

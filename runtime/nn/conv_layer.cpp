@@ -93,8 +93,8 @@ ShardTensor ConvNd::forward(const ShardTensor& x) {
       TESSERA_CHECK(d.out(i) == out_box.extent(2 + i),
                     name() << ": internal: local output " << d.out(i) << " != block "
                            << out_box.extent(2 + i) << " in dim " << i);
-    cs::forward(opts_.space, d, xw.raw(), weight_.value.raw(),
-                opts_.bias ? bias_.value.raw() : nullptr, y.raw());
+    kernels::conv_forward(Device::of(opts_.space), d, xw.raw(), weight_.value.raw(),
+                          opts_.bias ? bias_.value.raw() : nullptr, y.raw());
   }
   return ShardTensor::unchecked(p.mesh, p.driver_spec, y);
 }
@@ -160,12 +160,12 @@ void ConvNd::forward_piece(const WindowPlan& p, const Box& piece, const Tensor& 
   const Box out_box = p.driver_spec.local_box(p.mesh.coords());
   const void* b = opts_.bias ? bias_.value.raw() : nullptr;
   if (piece == out_box) {
-    cs::forward(opts_.space, d, xw.raw(), weight_.value.raw(), b, y.raw());
+    kernels::conv_forward(Device::of(opts_.space), d, xw.raw(), weight_.value.raw(), b, y.raw());
     return;
   }
   // The kernel writes a dense y: a part of the block goes through a buffer.
   const Tensor part = Tensor::empty(piece.shape(), opts_.dtype, opts_.space);
-  cs::forward(opts_.space, d, xw.raw(), weight_.value.raw(), b, part.raw());
+  kernels::conv_forward(Device::of(opts_.space), d, xw.raw(), weight_.value.raw(), b, part.raw());
   y.view(relative_to(piece, out_box)).copy_from(part);
 }
 
@@ -202,14 +202,15 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
     if (!bw.idle) {
       const Tensor gw = g.window(bw.window);
       cs::set_x_window(d, gw);
-      cs::backward_data(opts_.space, d, dy.local().raw(), weight_.value.raw(), gw.raw());
+      kernels::conv_backward_data(Device::of(opts_.space), d, dy.local().raw(), weight_.value.raw(),
+                                  gw.raw());
     }
     p.exchange->begin_adjoint(g.halo);
     if (!bw.idle) {
       const Tensor xw = saved_x_.window(bw.window);
       cs::set_x_window(d, xw);
-      cs::backward_weights(opts_.space, d, xw.raw(), dy.local().raw(), dw.raw(),
-                           opts_.bias ? db.raw() : nullptr);
+      kernels::conv_backward_weights(Device::of(opts_.space), d, xw.raw(), dy.local().raw(),
+                                     dw.raw(), opts_.bias ? db.raw() : nullptr);
     }
     p.exchange->finish_adjoint();
     saved_x_ = HaloFrame();
@@ -221,8 +222,8 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
   if (!bw.idle) {
     const Tensor xw = saved_x_.window(bw.window);
     cs::set_x_window(d, xw);
-    cs::backward_weights(opts_.space, d, xw.raw(), dy.local().raw(), dw.raw(),
-                         opts_.bias ? db.raw() : nullptr);
+    kernels::conv_backward_weights(Device::of(opts_.space), d, xw.raw(), dy.local().raw(), dw.raw(),
+                                   opts_.bias ? db.raw() : nullptr);
   }
   saved_x_ = HaloFrame();  // free the saved input before the gradient buffer exists
   have_saved_ = false;
@@ -230,7 +231,8 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
   if (!bw.idle) {
     const Tensor gw = g.window(bw.window);
     cs::set_x_window(d, gw);
-    cs::backward_data(opts_.space, d, dy.local().raw(), weight_.value.raw(), gw.raw());
+    kernels::conv_backward_data(Device::of(opts_.space), d, dy.local().raw(), weight_.value.raw(),
+                                gw.raw());
   }
   add_ghosts_to_owners(p, g);
   cs::accumulate_grad(weight_, dw, p.haloed_spec);

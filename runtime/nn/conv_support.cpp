@@ -136,19 +136,6 @@ void set_x_window(kernels::ConvDesc& desc, const Tensor& w) {
     for (int i = 0; i < w.ndim(); ++i) desc.x_strides[i] = w.strides()[i];
 }
 
-void forward(MemSpace s, const kernels::ConvDesc& d, const void* x, const void* w, const void* bias,
-             void* y) {
-  kernels::conv_forward(Device::of(s), d, x, w, bias, y);
-}
-void backward_data(MemSpace s, const kernels::ConvDesc& d, const void* dy, const void* w,
-                   void* dx) {
-  kernels::conv_backward_data(Device::of(s), d, dy, w, dx);
-}
-void backward_weights(MemSpace s, const kernels::ConvDesc& d, const void* x, const void* dy,
-                      void* dw, void* dbias) {
-  kernels::conv_backward_weights(Device::of(s), d, x, dy, dw, dbias);
-}
-
 namespace {
 Index inner_of(const Tensor& t) {
   Index inner = 1;
@@ -157,16 +144,16 @@ Index inner_of(const Tensor& t) {
 }
 }  // namespace
 
-void bias_add(MemSpace s, DType t, const Tensor& y, const Tensor& b) {
+void bias_add(DType t, const Tensor& y, const Tensor& b) {
   if (y.numel() == 0) return;
-  kernels::bias_add(Device::of(s), t, y.shape(0), y.shape(1), inner_of(y), y.raw(), b.raw());
+  kernels::bias_add(y.device(), t, y.shape(0), y.shape(1), inner_of(y), y.raw(), b.raw());
 }
-void bias_grad(MemSpace s, DType t, const Tensor& dy, const Tensor& db) {
+void bias_grad(DType t, const Tensor& dy, const Tensor& db) {
   if (dy.numel() == 0) {
     db.zero();
     return;
   }
-  kernels::bias_backward(Device::of(s), t, dy.shape(0), dy.shape(1), inner_of(dy), dy.raw(),
+  kernels::bias_backward(dy.device(), t, dy.shape(0), dy.shape(1), inner_of(dy), dy.raw(),
                          db.raw());
 }
 

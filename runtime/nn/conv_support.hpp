@@ -62,14 +62,9 @@ kernels::ConvDesc local_desc(int nd, DType t, Index c_in, Index c_out, Index gro
 // desc.n, desc.in and desc.x_strides from a (N, C, spatial...) window into a larger buffer.
 void set_x_window(kernels::ConvDesc& desc, const Tensor& window);
 
-void forward(MemSpace s, const kernels::ConvDesc& d, const void* x, const void* w, const void* bias,
-             void* y);
-void backward_data(MemSpace s, const kernels::ConvDesc& d, const void* dy, const void* w, void* dx);
-void backward_weights(MemSpace s, const kernels::ConvDesc& d, const void* x, const void* dy,
-                      void* dw, void* dbias);
 // y (N, C, inner...) contiguous: y[n, c, ...] += b[c]; db[c] = sum of dy over n and inner.
-void bias_add(MemSpace s, DType t, const Tensor& y, const Tensor& b);
-void bias_grad(MemSpace s, DType t, const Tensor& dy, const Tensor& db);
+void bias_add(DType t, const Tensor& y, const Tensor& b);
+void bias_grad(DType t, const Tensor& dy, const Tensor& db);
 
 // PyTorch's default init: weight and bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn in
 // float64 from one seeded generator, so every rank holds the same values.

@@ -95,13 +95,13 @@ ShardTensor ConvTransposeNd::forward(const ShardTensor& x) {
     const Tensor gw = g.window(bw.window);
     cs::set_x_window(d, gw);
     check_local(d, x.local_box(), name());
-    cs::backward_data(opts_.space, d, x.local().raw(), weight_.value.raw(), gw.raw());
+    kernels::conv_backward_data(Device::of(opts_.space), d, x.local().raw(), weight_.value.raw(),
+                                gw.raw());
   }
   add_ghosts_to_owners(p, g);
   ShardTensor y = owned_shard(p, g);
   if (opts_.bias)
-    cs::bias_add(opts_.space, kernel_scalar(opts_.dtype, "ConvTransposeNd"), y.local(),
-                 bias_.value);
+    cs::bias_add(kernel_scalar(opts_.dtype, "ConvTransposeNd"), y.local(), bias_.value);
   return y;
 }
 
@@ -120,13 +120,15 @@ ShardTensor ConvTransposeNd::backward(const ShardTensor& dy) {
     const Tensor fw = f.window(bw.window);
     cs::set_x_window(d, fw);
     check_local(d, in_box, name());
-    cs::forward(opts_.space, d, fw.raw(), weight_.value.raw(), nullptr, dx.raw());
-    cs::backward_weights(opts_.space, d, fw.raw(), saved_x_.local().raw(), dw.raw(), nullptr);
+    kernels::conv_forward(Device::of(opts_.space), d, fw.raw(), weight_.value.raw(), nullptr,
+                          dx.raw());
+    kernels::conv_backward_weights(Device::of(opts_.space), d, fw.raw(), saved_x_.local().raw(),
+                                   dw.raw(), nullptr);
   }
   cs::accumulate_grad(weight_, dw, p.driver_spec);
   if (opts_.bias) {
     Tensor db = Tensor::zeros({opts_.out_channels}, opts_.dtype, opts_.space);
-    cs::bias_grad(opts_.space, type, dy.local(), db);
+    cs::bias_grad(type, dy.local(), db);
     cs::accumulate_grad(bias_, db, p.driver_spec);
   }
   saved_x_ = ShardTensor();

@@ -51,10 +51,7 @@ HaloTensor HaloTensor::from_shard(const ShardTensor& t, const HaloWidths& widths
 
 HaloTensor HaloTensor::from_shard(const ShardTensor& t, const std::vector<Index>& left,
                                   const std::vector<Index>& right) {
-  HaloTensor h(t.mesh(), t.spec(), HaloWidths(left, right), t.dtype(), t.local().space(),
-               Fill::GhostsZero);
-  h.interior().copy_from(t.local());
-  return h;
+  return from_shard(t, HaloWidths(left, right));
 }
 
 Tensor HaloTensor::view_global(const Box& g) const {

@@ -10,7 +10,7 @@ DType scalar_of(const Tensor& t, const char* where) {
   TESSERA_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64,
                 where << ": needs float32 or float64, got " << name_of(t.dtype()));
   TESSERA_CHECK(t.is_contiguous(), where << ": needs a contiguous tensor");
-  return t.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  return t.dtype();
 }
 
 void check_like(const Tensor& a, const Tensor& b, const char* where) {
