@@ -34,9 +34,9 @@ double fft_scale(FftNorm norm, bool inverse, double points) {
 
 namespace {
 void check_block(const FftBlock& b, const char* what) {
-  TESSERA_CHECK(b.outer >= 0 && b.n >= 1 && b.inner >= 0,
-                what << ": bad block (outer " << b.outer << ", n " << b.n << ", inner " << b.inner
-                     << ")");
+  TESSERA_CHECK(b.outer >= 0 && b.n >= 1 && b.inner >= 0, what << ": bad block (outer " << b.outer
+                                                               << ", n " << b.n << ", inner "
+                                                               << b.inner << ")");
 }
 void check_real(DType t, const char* what) {
   TESSERA_CHECK(t == DType::f32 || t == DType::f64,
@@ -66,8 +66,8 @@ void fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, v
 
 void fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void* in, void* out, int sign,
              double scale) {
-  TESSERA_CHECK(is_complex(cplx), "fft_c2c takes complex64 or complex128 data, not "
-                                      << name_of(cplx));
+  TESSERA_CHECK(is_complex(cplx),
+                "fft_c2c takes complex64 or complex128 data, not " << name_of(cplx));
   TESSERA_CHECK(sign == -1 || sign == 1, "fft_c2c: sign is -1 or +1, not " << sign);
   check_block(b, "fft_c2c");
   if (b.outer * b.inner == 0) return;

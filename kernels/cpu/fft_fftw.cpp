@@ -130,9 +130,13 @@ typename Fftw<R>::Plan get_plan(Kind kind, const FftBlock& b, const void* in, vo
   const int threads = plan_threads();
   const bool aligned = F::alignment_of(in) == 0 && F::alignment_of(out) == 0;
   std::lock_guard<std::mutex> lock(planner_lock);
-  const PlanKey key{kind, std::is_same_v<R, double>, b.outer, b.n, b.inner, sign,
-                    in == out, aligned, threads, measure_plans};
-  if (auto it = plans.find(key); it != plans.end()) return static_cast<typename F::Plan>(it->second);
+  const PlanKey key{kind,      std::is_same_v<R, double>,
+                    b.outer,   b.n,
+                    b.inner,   sign,
+                    in == out, aligned,
+                    threads,   measure_plans};
+  if (auto it = plans.find(key); it != plans.end())
+    return static_cast<typename F::Plan>(it->second);
   const Index bins = b.bins();
   const Index n_in = kind == Kind::C2R ? bins : b.n, n_out = kind == Kind::R2C ? bins : b.n;
   const std::size_t in_bytes = static_cast<std::size_t>(b.outer * n_in * b.inner) *
@@ -155,7 +159,7 @@ typename Fftw<R>::Plan get_plan(Kind kind, const FftBlock& b, const void* in, vo
   else
     p = F::c2c(d, h, static_cast<Cpx*>(a.in), static_cast<Cpx*>(a.out), sign, flags);
   TESSERA_CHECK(p, "FFTW could not plan a transform of " << b.n << " points (batch " << b.outer
-                                                          << " x " << b.inner << ")");
+                                                         << " x " << b.inner << ")");
   plans.emplace(key, static_cast<void*>(p));
   return p;
 }
@@ -164,7 +168,9 @@ typename Fftw<R>::Plan get_plan(Kind kind, const FftBlock& b, const void* in, vo
 template <class R>
 void weigh(std::complex<R>* z, const FftBlock& b, double scale, HalfWeight w) {
   const Index bins = b.bins(), last_interior = (b.n - 1) / 2;
-  const double wi = w == HalfWeight::DoubleInterior ? 2.0 : w == HalfWeight::HalveInterior ? 0.5 : 1;
+  const double wi = w == HalfWeight::DoubleInterior  ? 2.0
+                    : w == HalfWeight::HalveInterior ? 0.5
+                                                     : 1;
   if (scale == 1.0 && wi == 1.0) return;
 #pragma omp parallel for collapse(2) schedule(static)
   for (Index o = 0; o < b.outer; ++o)
@@ -213,7 +219,8 @@ template <class R>
 void c2r(const FftBlock& b, const void* in, void* out, double scale, HalfWeight w) {
   using F = Fftw<R>;
   const Index count = b.outer * b.bins() * b.inner;
-  auto* z = static_cast<std::complex<R>*>(c2r_scratch(static_cast<std::size_t>(count) * sizeof(std::complex<R>)));
+  auto* z = static_cast<std::complex<R>*>(
+      c2r_scratch(static_cast<std::size_t>(count) * sizeof(std::complex<R>)));
   std::memcpy(z, in, static_cast<std::size_t>(count) * sizeof(std::complex<R>));
   weigh(z, b, 1.0, w);
   auto p = get_plan<R>(Kind::C2R, b, z, out, 1);

@@ -137,7 +137,8 @@ void cuda::fft_c2r(const Device& dev, DType real, const FftBlock& b, const void*
   const cufftType type = dbl ? CUFFT_Z2D : CUFFT_C2R;
   const Index count = b.outer * b.bins() * b.inner;
   const std::size_t cbytes = dbl ? sizeof(cuDoubleComplex) : sizeof(cuComplex);
-  DeviceScratch<unsigned char> z(static_cast<std::size_t>(count) * cbytes);  // cuFFT's c2r overwrites its input
+  DeviceScratch<unsigned char> z(static_cast<std::size_t>(count) *
+                                 cbytes);  // cuFFT's c2r overwrites its input
   TESSERA_CUDA_CHECK(cudaMemcpyAsync(z.get(), in, static_cast<std::size_t>(count) * cbytes,
                                      cudaMemcpyDeviceToDevice, stream_of(dev)));
   if (dbl)
@@ -172,8 +173,9 @@ void cuda::fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void*
   const int dir = sign < 0 ? CUFFT_FORWARD : CUFFT_INVERSE;
   per_slice(b, type, [&](Index io, Index oo) {
     if (dbl)
-      cufft_check(cufftExecZ2Z(h, const_cast<cuDoubleComplex*>(static_cast<const cuDoubleComplex*>(in)) + io,
-                               static_cast<cuDoubleComplex*>(out) + oo, dir),
+      cufft_check(cufftExecZ2Z(
+                      h, const_cast<cuDoubleComplex*>(static_cast<const cuDoubleComplex*>(in)) + io,
+                      static_cast<cuDoubleComplex*>(out) + oo, dir),
                   "cufftExecZ2Z");
     else
       cufft_check(cufftExecC2C(h, const_cast<cuComplex*>(static_cast<const cuComplex*>(in)) + io,

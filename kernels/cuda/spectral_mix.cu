@@ -51,8 +51,8 @@ void run(const Device& dev, DType t, const Product& p, const void* a, const void
 
 }  // namespace
 
-void cuda::spectral_mix(const Device& dev, DType t, const MixShape& s, const void* x,
-                        const void* w, void* out) {
+void cuda::spectral_mix(const Device& dev, DType t, const MixShape& s, const void* x, const void* w,
+                        void* out) {
   const Index M = s.modes;
   // out[n, o] = sum_i x[n, i] w[i, o]
   run(dev, t, Product{s.batch, s.cout, s.cin, M, s.cin * M, M, s.cout * M, M, false, false, false},
@@ -71,8 +71,8 @@ void cuda::spectral_mix_dw(const Device& dev, DType t, const MixShape& s, const 
                            const void* dy, void* dw) {
   const Index M = s.modes;
   // dw[i, o] += sum_n conj(x[n, i]) dy[n, o]: A[r = i, k = n] = x[n, i]
-  run(dev, t, Product{s.cin, s.cout, s.batch, M, M, s.cin * M, s.cout * M, M, true, false, true},
-      x, dy, dw);
+  run(dev, t, Product{s.cin, s.cout, s.batch, M, M, s.cin * M, s.cout * M, M, true, false, true}, x,
+      dy, dw);
 }
 
 }  // namespace tessera::kernels

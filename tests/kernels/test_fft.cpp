@@ -31,8 +31,8 @@ std::vector<cd> dft(const std::vector<cd>& x, const FftBlock& b, int s) {
           const cd v = x[(o * b.n + j) * b.inner + i];
           acc += cld(v.real(), v.imag()) * cld(std::cos(a), std::sin(a));
         }
-        y[(o * b.n + k) * b.inner + i] = cd(static_cast<double>(acc.real()),
-                                            static_cast<double>(acc.imag()));
+        y[(o * b.n + k) * b.inner + i] =
+            cd(static_cast<double>(acc.real()), static_cast<double>(acc.imag()));
       }
   return y;
 }
@@ -61,7 +61,7 @@ double max_rel(const std::vector<cd>& a, const std::vector<cd>& b) {
   return m / s;
 }
 
-const std::vector<FftBlock> kBlocks = {{1, 1, 1}, {1, 8, 1}, {3, 7, 1}, {1, 13, 5},
+const std::vector<FftBlock> kBlocks = {{1, 1, 1},  {1, 8, 1}, {3, 7, 1},  {1, 13, 5},
                                        {2, 12, 3}, {4, 1, 6}, {2, 17, 2}, {1, 32, 4}};
 
 }  // namespace

@@ -42,8 +42,7 @@ TEST_CASE("spectral_mix equals the per-mode complex matrix product") {
           ref += x[(n * s.cin + i) * s.modes + m] * w[(i * s.cout + o) * s.modes + m];
         CHECK(std::abs(out[(n * s.cout + o) * s.modes + m] - ref) < 1e-13);
       }
-  std::vector<std::complex<float>> xf(x.begin(), x.end()), wf(w.begin(), w.end()),
-      of(out.size());
+  std::vector<std::complex<float>> xf(x.begin(), x.end()), wf(w.begin(), w.end()), of(out.size());
   spectral_mix(Device::host(), DType::c64, s, xf.data(), wf.data(), of.data());
   for (std::size_t i = 0; i < out.size(); ++i) CHECK(std::abs(cd(of[i]) - out[i]) < 1e-5);
 }
