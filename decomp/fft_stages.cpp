@@ -28,7 +28,8 @@ struct Planner {
   explicit Planner(const FftLayout& l) : in(l), shape(l.shape), placement(l.axis) {}
 
   void move(int axis, int from, int to) {
-    TESSERA_CHECK(placement[static_cast<std::size_t>(to)] < 0, "FFT plan: dim " << to << " is taken");
+    TESSERA_CHECK(placement[static_cast<std::size_t>(to)] < 0,
+                  "FFT plan: dim " << to << " is taken");
     placement[static_cast<std::size_t>(from)] = -1;
     placement[static_cast<std::size_t>(to)] = axis;
     FftStage s;
@@ -102,8 +103,9 @@ struct Planner {
         moved = true;
       }
       if (!left) return;
-      TESSERA_CHECK(moved, "FFT plan: cannot reach the requested spectrum layout (a cycle of "
-                           "axes; request it in two steps)");
+      TESSERA_CHECK(moved,
+                    "FFT plan: cannot reach the requested spectrum layout (a cycle of "
+                    "axes; request it in two steps)");
     }
   }
 
@@ -132,8 +134,7 @@ std::vector<FftStage> plan_fft_stages(const FftLayout& in) {
   TESSERA_CHECK(in.modes.empty() || in.modes.size() == in.dims.size(),
                 "FFT plan: " << in.modes.size() << " mode counts for " << in.dims.size()
                              << " transformed dims");
-  for (int d : in.dims)
-    TESSERA_CHECK(d >= 0 && d < static_cast<int>(nd), "FFT plan: no dim " << d);
+  for (int d : in.dims) TESSERA_CHECK(d >= 0 && d < static_cast<int>(nd), "FFT plan: no dim " << d);
   Planner p(in);
   // The real dim first (its input is real), then the whole ones, then those still sharded,
   // each group from the last dim backwards.
@@ -157,7 +158,8 @@ std::vector<FftStage> plan_fft_stages(const FftLayout& in) {
       int to = -1;
       for (int c : in.dims)
         if (want[static_cast<std::size_t>(c)] < 0 &&
-            (to < 0 || p.shape[static_cast<std::size_t>(c)] > p.shape[static_cast<std::size_t>(to)]))
+            (to < 0 ||
+             p.shape[static_cast<std::size_t>(c)] > p.shape[static_cast<std::size_t>(to)]))
           to = c;
       TESSERA_CHECK(to >= 0, "FFT plan: no transformed dim is free for mesh axis " << a);
       want[static_cast<std::size_t>(to)] = a;
@@ -185,8 +187,8 @@ std::string describe_fft_stages(const FftLayout& in, const std::vector<FftStage>
       o << "  all-to-all on axis " << s.axis << ": dim " << s.dim << " -> dim " << s.to;
     else
       o << "  " << (s.real ? "r2c" : "c2c") << " dim " << s.dim << ": " << s.n << " points"
-        << (s.real ? " -> " + std::to_string(s.n / 2 + 1) + " bins" : std::string())
-        << ", keep " << s.kept;
+        << (s.real ? " -> " + std::to_string(s.n / 2 + 1) + " bins" : std::string()) << ", keep "
+        << s.kept;
     o << "  => " << layout(s.shape, s.placement) << "\n";
   }
   return o.str();

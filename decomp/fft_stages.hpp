@@ -20,11 +20,11 @@ namespace tessera {
 Index kept_extent(Index n, Index modes, bool real_dim);
 
 struct FftLayout {
-  std::vector<Index> shape;   // global tensor shape (e.g. batch, channel, spatial...)
-  std::vector<int> axis;      // per dim: the mesh axis sharding it, or -1
-  std::vector<int> axis_size; // per mesh axis: its number of ranks
-  std::vector<int> dims;      // dims to transform; the last is the real (halved) one
-  std::vector<Index> modes;   // per transformed dim (same order): retained modes, 0 = all
+  std::vector<Index> shape;    // global tensor shape (e.g. batch, channel, spatial...)
+  std::vector<int> axis;       // per dim: the mesh axis sharding it, or -1
+  std::vector<int> axis_size;  // per mesh axis: its number of ranks
+  std::vector<int> dims;       // dims to transform; the last is the real (halved) one
+  std::vector<Index> modes;    // per transformed dim (same order): retained modes, 0 = all
   // Placement wanted for the spectrum (per dim, axis or -1); empty: the transposed layout.
   std::vector<int> spectrum_axis;
 };
@@ -32,13 +32,13 @@ struct FftLayout {
 struct FftStage {
   enum class Kind { Transform, Move };
   Kind kind = Kind::Transform;
-  int dim = -1;        // Transform: the dim; Move: the dim the axis leaves
-  int to = -1;         // Move: the dim the axis lands on
-  int axis = -1;       // Move: the mesh axis
-  bool real = false;   // Transform: the real-to-complex dim
-  Index n = 0;         // Transform: points (real length for the real dim)
-  Index kept = 0;      // Transform: extent after truncation
-  std::vector<Index> shape;  // global shape after the stage
+  int dim = -1;                // Transform: the dim; Move: the dim the axis leaves
+  int to = -1;                 // Move: the dim the axis lands on
+  int axis = -1;               // Move: the mesh axis
+  bool real = false;           // Transform: the real-to-complex dim
+  Index n = 0;                 // Transform: points (real length for the real dim)
+  Index kept = 0;              // Transform: extent after truncation
+  std::vector<Index> shape;    // global shape after the stage
   std::vector<int> placement;  // per dim: axis after the stage
 };
 

@@ -29,8 +29,8 @@ DistFft::DistFft(const Mesh& mesh, const ShardSpec& input, DType real, const Fft
     : mesh_(mesh), real_(real), opts_(opts) {
   TESSERA_CHECK(real == DType::f32 || real == DType::f64,
                 "DistFft: real input is float32 or float64, not " << name_of(real));
-  TESSERA_CHECK(!input.has_partial(), "DistFft: input spec " << input.str()
-                                                             << " has a pending sum; resolve it first");
+  TESSERA_CHECK(!input.has_partial(),
+                "DistFft: input spec " << input.str() << " has a pending sum; resolve it first");
   layout_.shape = input.global_shape();
   layout_.axis = placements_of(input);
   layout_.axis_size = mesh.dims();
@@ -45,7 +45,8 @@ DistFft::DistFft(const Mesh& mesh, const ShardSpec& input, DType real, const Fft
   stages_ = plan_fft_stages(layout_);
   specs_.push_back(input);
   for (const FftStage& st : stages_) specs_.push_back(spec_after(specs_.back(), st));
-  for (int d : layout_.dims) points_ *= static_cast<double>(input.global_shape()[static_cast<std::size_t>(d)]);
+  for (int d : layout_.dims)
+    points_ *= static_cast<double>(input.global_shape()[static_cast<std::size_t>(d)]);
 }
 
 ShardTensor DistFft::forward(const ShardTensor& x) const {
@@ -65,8 +66,8 @@ ShardTensor DistFft::run_down(const ShardTensor& x, Pass pass) const {
   TESSERA_CHECK(x.spec() == input_spec(), "DistFft: input is " << x.spec().str()
                                                                << ", the plan is for "
                                                                << input_spec().str());
-  TESSERA_CHECK(x.dtype() == real_, "DistFft: input is " << name_of(x.dtype()) << ", the plan is for "
-                                                         << name_of(real_));
+  TESSERA_CHECK(x.dtype() == real_, "DistFft: input is " << name_of(x.dtype())
+                                                         << ", the plan is for " << name_of(real_));
   const bool adj = pass == Pass::InverseAdjoint;
   const double scale = kernels::fft_scale(opts_.norm, adj, points_);
   ShardTensor cur = x;
@@ -91,9 +92,9 @@ ShardTensor DistFft::run_down(const ShardTensor& x, Pass pass) const {
 }
 
 ShardTensor DistFft::run_up(const ShardTensor& X, Pass pass) const {
-  TESSERA_CHECK(X.spec() == spectrum_spec(), "DistFft: spectrum is "
-                                                 << X.spec().str() << ", the plan's is "
-                                                 << spectrum_spec().str());
+  TESSERA_CHECK(X.spec() == spectrum_spec(), "DistFft: spectrum is " << X.spec().str()
+                                                                     << ", the plan's is "
+                                                                     << spectrum_spec().str());
   TESSERA_CHECK(X.dtype() == complex_type(), "DistFft: spectrum is " << name_of(X.dtype())
                                                                      << ", the plan's is "
                                                                      << name_of(complex_type()));

@@ -23,8 +23,8 @@
 namespace tessera {
 
 struct FftOptions {
-  std::vector<int> dims;      // dims to transform (last: the real one); empty: 2 .. ndim-1
-  std::vector<Index> modes;   // retained modes per transformed dim; empty or 0: all
+  std::vector<int> dims;     // dims to transform (last: the real one); empty: 2 .. ndim-1
+  std::vector<Index> modes;  // retained modes per transformed dim; empty or 0: all
   kernels::FftNorm norm = kernels::FftNorm::Backward;
   // Spectrum placement per dim (mesh axis or -1); empty: the plan's transposed layout.
   std::vector<int> spectrum_axis;
@@ -42,10 +42,10 @@ class DistFft {
   DType complex_type() const { return complex_of(real_); }
   const std::vector<FftStage>& stages() const { return stages_; }
 
-  ShardTensor forward(const ShardTensor& x) const;            // real -> spectrum
-  ShardTensor inverse(const ShardTensor& X) const;            // spectrum -> real
-  ShardTensor forward_adjoint(const ShardTensor& G) const;    // F*: spectrum -> real
-  ShardTensor inverse_adjoint(const ShardTensor& g) const;    // (F^-1)*: real -> spectrum
+  ShardTensor forward(const ShardTensor& x) const;          // real -> spectrum
+  ShardTensor inverse(const ShardTensor& X) const;          // spectrum -> real
+  ShardTensor forward_adjoint(const ShardTensor& G) const;  // F*: spectrum -> real
+  ShardTensor inverse_adjoint(const ShardTensor& g) const;  // (F^-1)*: real -> spectrum
 
   // The stages with global shapes and placements, and this rank's box at each.
   std::string describe() const;

@@ -43,8 +43,8 @@ Tensor r2c(const Tensor& x, int d, double scale, kernels::HalfWeight w) {
 Tensor c2r(const Tensor& z, int d, Index n, double scale, kernels::HalfWeight w) {
   TESSERA_CHECK(z.is_contiguous(), "c2r: input must be contiguous");
   auto b = block_along(z.shape(), d);
-  TESSERA_CHECK(b.n == n / 2 + 1, "c2r: " << b.n << " bins along dim " << d << " do not make " << n
-                                          << " points");
+  TESSERA_CHECK(b.n == n / 2 + 1,
+                "c2r: " << b.n << " bins along dim " << d << " do not make " << n << " points");
   b.n = n;
   Tensor x = Tensor::empty(with_extent(z.shape(), d, n), real_part_of(z.dtype()), z.space());
   kernels::fft_c2r(z.device(), x.dtype(), b, z.raw(), x.raw(), scale, w);

@@ -42,8 +42,8 @@ Tensor reference_spectrum(const Tensor& x, const std::vector<Index>& modes, kern
   Tensor in = x.clone();
   fftw_plan p = fftw_plan_many_dft_r2c(r, n.data(), static_cast<int>(s[0] * s[1]),
                                        in.data<double>(), nullptr, 1, static_cast<int>(pts),
-                                       reinterpret_cast<fftw_complex*>(full.data<cd>()), nullptr,
-                                       1, static_cast<int>(bins), FFTW_ESTIMATE);
+                                       reinterpret_cast<fftw_complex*>(full.data<cd>()), nullptr, 1,
+                                       static_cast<int>(bins), FFTW_ESTIMATE);
   fftw_execute(p);
   fftw_destroy_plan(p);
   const double sc = kernels::fft_scale(norm, false, static_cast<double>(pts));
@@ -52,7 +52,8 @@ Tensor reference_spectrum(const Tensor& x, const std::vector<Index>& modes, kern
   for (int d = 0; d < r; ++d) {
     const bool real = d == r - 1;
     const Index m = modes.empty() ? 0 : modes[static_cast<std::size_t>(d)];
-    out = spectral::truncate(out.contiguous(), d + 2, kept_extent(n[static_cast<std::size_t>(d)], m, real), real);
+    out = spectral::truncate(out.contiguous(), d + 2,
+                             kept_extent(n[static_cast<std::size_t>(d)], m, real), real);
   }
   return out.contiguous();
 }
@@ -69,7 +70,8 @@ double max_rel_diff(const Tensor& a, const Tensor& b) {
 double real_dot(const Tensor& a, const Tensor& b) {
   double s = 0;
   if (is_complex(a.dtype())) {
-    for (Index i = 0; i < a.numel(); ++i) s += (std::conj(a.data<cd>()[i]) * b.data<cd>()[i]).real();
+    for (Index i = 0; i < a.numel(); ++i)
+      s += (std::conj(a.data<cd>()[i]) * b.data<cd>()[i]).real();
   } else {
     for (Index i = 0; i < a.numel(); ++i) s += a.data<double>()[i] * b.data<double>()[i];
   }
@@ -95,7 +97,8 @@ std::vector<Layout> layouts(MPI_Comm comm, int nd) {
   };
   with(line, {{2, 0}}, "slab on the first spatial dim");
   with(line, {{nd - 1, 0}}, "slab on the real dim");
-  const Mesh grid(comm, {P >= 4 && P % 2 == 0 ? P / 2 : P, P >= 4 && P % 2 == 0 ? 2 : 1}, {"x", "y"});
+  const Mesh grid(comm, {P >= 4 && P % 2 == 0 ? P / 2 : P, P >= 4 && P % 2 == 0 ? 2 : 1},
+                  {"x", "y"});
   with(grid, {{2, 0}, {3, 1}}, "pencil on the first two spatial dims");
   if (nd == 5) with(grid, {{3, 0}, {4, 1}}, "pencil on the last two spatial dims");
   if (nd == 4) with(grid, {{2, 1}, {3, 0}}, "every spatial dim sharded");
@@ -112,10 +115,10 @@ struct Case {
 };
 
 const std::vector<Case> kCases = {
-    {{2, 3, 7, 10}, {}},         // 2-D, prime and even extents, all modes
-    {{1, 2, 11, 9}, {3, 4}},     // 2-D pruned, odd real extent
-    {{2, 2, 5, 6, 7}, {}},       // 3-D
-    {{1, 3, 9, 8, 5}, {2, 3, 2}} // 3-D pruned
+    {{2, 3, 7, 10}, {}},          // 2-D, prime and even extents, all modes
+    {{1, 2, 11, 9}, {3, 4}},      // 2-D pruned, odd real extent
+    {{2, 2, 5, 6, 7}, {}},        // 3-D
+    {{1, 3, 9, 8, 5}, {2, 3, 2}}  // 3-D pruned
 };
 
 }  // namespace
@@ -131,7 +134,8 @@ TEST_CASE("distributed rfftn equals FFTW's serial transform at every layout") {
           for (const Placement& p : l.dims) o.spectrum_axis.push_back(p.axis);
         const DistFft fft(l.mesh, spec, DType::f64, o);
         INFO(l.what << (transposed ? ", transposed spectrum" : ", spectrum in the input layout")
-                    << "\n" << fft.describe());
+                    << "\n"
+                    << fft.describe());
         const Tensor x = test::random_tensor(c.shape, DType::f64, 17);
         const ShardTensor xs = ShardTensor::scatter(l.mesh, x, spec);
         const ShardTensor X = fft.forward(xs);
@@ -177,7 +181,8 @@ TEST_CASE("normalizations scale as numpy's; float32 agrees with float64") {
   const Mesh line = Mesh::line(test::harness_comm());
   const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, line);
   const Tensor x = test::random_tensor(shape, DType::f64, 9);
-  for (auto norm : {kernels::FftNorm::Backward, kernels::FftNorm::Ortho, kernels::FftNorm::Forward}) {
+  for (auto norm :
+       {kernels::FftNorm::Backward, kernels::FftNorm::Ortho, kernels::FftNorm::Forward}) {
     FftOptions o;
     o.norm = norm;
     const DistFft fft(line, spec, DType::f64, o);
@@ -214,7 +219,8 @@ TEST_CASE("pruning moves fewer bytes; bad inputs are refused with a message") {
   if (line.size() > 1) MPI_CHECK(some.bytes_moved() * 4 < all.bytes_moved());
   const Tensor x = test::random_tensor(shape, DType::f64, 1);
   const ShardTensor wrong = ShardTensor::scatter(
-      line, x, ShardSpec(shape, {Replicate(), Replicate(), Replicate(), Shard(0), Replicate()}, line));
+      line, x,
+      ShardSpec(shape, {Replicate(), Replicate(), Replicate(), Shard(0), Replicate()}, line));
   bool refused = false;
   try {
     all.forward(wrong);
