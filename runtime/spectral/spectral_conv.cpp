@@ -116,7 +116,8 @@ void SpectralConv::plan_for(const ShardTensor& x) {
   o.modes = modes_;
   fft_in_ = std::make_unique<DistFft>(x.mesh(), x.spec(), opts_.dtype, o);
   // The output spectrum in the same layout as the input's, so each rank mixes its modes.
-  for (const Placement& p : fft_in_->spectrum_spec().placements()) o.spectrum_axis.push_back(p.axis);
+  for (const Placement& p : fft_in_->spectrum_spec().placements())
+    o.spectrum_axis.push_back(p.axis);
   fft_out_ = std::make_unique<DistFft>(x.mesh(), out, opts_.dtype, o);
   in_spec_ = x.spec();
   mesh_ = x.mesh();

@@ -56,7 +56,8 @@ TEST_CASE("sharded SpectralConv equals one rank, forward and backward") {
           o.dtype = dt;
           o.seed = 3;
           const auto r = test::compare_with_one_rank(
-              mesh, spec, [&] { return std::make_unique<SpectralConv>(o); }, dt, MemSpace::Host, 11);
+              mesh, spec, [&] { return std::make_unique<SpectralConv>(o); }, dt, MemSpace::Host,
+              11);
           INFO(mesh.str() << " " << spec.str() << " " << name_of(dt) << ": " << r.str());
           MPI_CHECK(r.worst() <= (dt == DType::f64 ? 1e-11 : 1e-5));
         }
@@ -97,8 +98,8 @@ TEST_CASE("the layer is the truncated Fourier series with the reference FNO's co
   const double pi = std::acos(-1.0);
   for (Index i = 0; i < nx; ++i)
     for (Index j = 0; j < ny; ++j)  // the mode (-1, 1) and one the layer drops, (3, 0)
-      x.at<double>({0, 0, i, j}) = std::cos(2 * pi * (-1.0 * i / nx + 1.0 * j / ny)) +
-                                   std::cos(2 * pi * 3.0 * i / nx);
+      x.at<double>({0, 0, i, j}) =
+          std::cos(2 * pi * (-1.0 * i / nx + 1.0 * j / ny)) + std::cos(2 * pi * 3.0 * i / nx);
   const ShardTensor y = layer.forward(ShardTensor(self, ShardSpec::replicated(x.shape(), self), x));
   double err = 0;
   for (Index i = 0; i < nx; ++i)
@@ -119,13 +120,19 @@ TEST_CASE("SpectralConv refuses grids too small for its modes and sharded channe
   const std::vector<Index> small{1, 2, 6, 8};
   const Tensor x = test::random_tensor(small, DType::f64, 1);
   MPI_CHECK(test::throws_with(
-      [&] { layer.forward(ShardTensor::scatter(line, x, {Replicate(), Replicate(), Shard(0), Replicate()})); },
+      [&] {
+        layer.forward(
+            ShardTensor::scatter(line, x, {Replicate(), Replicate(), Shard(0), Replicate()}));
+      },
       "need at least 8 points"));
   if (line.size() > 1) {
     const std::vector<Index> shape{1, 2, 8, 8};
     const Tensor x2 = test::random_tensor(shape, DType::f64, 1);
     MPI_CHECK(test::throws_with(
-        [&] { layer.forward(ShardTensor::scatter(line, x2, {Replicate(), Shard(0), Replicate(), Replicate()})); },
+        [&] {
+          layer.forward(
+              ShardTensor::scatter(line, x2, {Replicate(), Shard(0), Replicate(), Replicate()}));
+        },
         "whole channels"));
   }
 }
