@@ -55,12 +55,12 @@ void fft_r2c(const Device& dev, DType real, const FftBlock& b, const void* in, v
 }
 
 void fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
-             double scale, HalfWeight w) {
+             double scale, HalfWeight w, bool keep_input) {
   check_real(real, "fft_c2r");
   check_block(b, "fft_c2r");
   if (b.outer * b.inner == 0) return;
-  if (dev.is_host()) return cpu::fft_c2r(real, b, in, out, scale, w);
-  if constexpr (kCudaEnabled) return cuda::fft_c2r(dev, real, b, in, out, scale, w);
+  if (dev.is_host()) return cpu::fft_c2r(real, b, in, out, scale, w, keep_input);
+  if constexpr (kCudaEnabled) return cuda::fft_c2r(dev, real, b, in, out, scale, w, keep_input);
   throw_without_cuda("fft_c2r");
 }
 

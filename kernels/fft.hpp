@@ -40,10 +40,11 @@ enum class HalfWeight { None, DoubleInterior, HalveInterior };
 void fft_r2c(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
              double scale, HalfWeight w = HalfWeight::None);
 // complex (outer, n/2+1, inner) -> real (outer, n, inner), weighted first, times scale.
-// `in` is left as it was (the transform runs on a copy); the imaginary parts of bin 0
-// (and of bin n/2 for even n) are ignored, as numpy's irfft does.
+// With keep_input `in` is left as it was (the transform runs on a copy); without, it is
+// overwritten (the caller's scratch). The imaginary parts of bin 0 (and of bin n/2 for
+// even n) are ignored, as numpy's irfft does.
 void fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
-             double scale, HalfWeight w = HalfWeight::None);
+             double scale, HalfWeight w = HalfWeight::None, bool keep_input = true);
 // complex (outer, n, inner) -> complex, sign -1 (forward) or +1, times scale; in == out
 // transforms in place.
 void fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void* in, void* out, int sign,
@@ -57,7 +58,8 @@ std::size_t fft_cached_plans();  // host and device plans made so far, all alive
 
 namespace cpu {
 void fft_r2c(DType real, const FftBlock& b, const void* in, void* out, double scale, HalfWeight w);
-void fft_c2r(DType real, const FftBlock& b, const void* in, void* out, double scale, HalfWeight w);
+void fft_c2r(DType real, const FftBlock& b, const void* in, void* out, double scale, HalfWeight w,
+             bool keep_input);
 void fft_c2c(DType cplx, const FftBlock& b, const void* in, void* out, int sign, double scale);
 void set_fft_planning(FftPlanning p);
 std::size_t fft_cached_plans();
@@ -66,7 +68,7 @@ namespace cuda {
 void fft_r2c(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
              double scale, HalfWeight w);
 void fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
-             double scale, HalfWeight w);
+             double scale, HalfWeight w, bool keep_input);
 void fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void* in, void* out, int sign,
              double scale);
 std::size_t fft_cached_plans();

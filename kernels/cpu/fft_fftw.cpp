@@ -216,12 +216,15 @@ void r2c(const FftBlock& b, const void* in, void* out, double scale, HalfWeight 
 }
 
 template <class R>
-void c2r(const FftBlock& b, const void* in, void* out, double scale, HalfWeight w) {
+void c2r(const FftBlock& b, const void* in, void* out, double scale, HalfWeight w, bool keep) {
   using F = Fftw<R>;
   const Index count = b.outer * b.bins() * b.inner;
-  auto* z = static_cast<std::complex<R>*>(
-      c2r_scratch(static_cast<std::size_t>(count) * sizeof(std::complex<R>)));
-  std::memcpy(z, in, static_cast<std::size_t>(count) * sizeof(std::complex<R>));
+  auto* z = static_cast<std::complex<R>*>(const_cast<void*>(in));
+  if (keep) {  // FFTW's c2r overwrites its input: run on a copy
+    z = static_cast<std::complex<R>*>(
+        c2r_scratch(static_cast<std::size_t>(count) * sizeof(std::complex<R>)));
+    std::memcpy(z, in, static_cast<std::size_t>(count) * sizeof(std::complex<R>));
+  }
   weigh(z, b, 1.0, w);
   auto p = get_plan<R>(Kind::C2R, b, z, out, 1);
   F::run_c2r(p, reinterpret_cast<typename F::Cpx*>(z), static_cast<R*>(out));
@@ -246,9 +249,9 @@ void cpu::fft_r2c(DType real, const FftBlock& b, const void* in, void* out, doub
 }
 
 void cpu::fft_c2r(DType real, const FftBlock& b, const void* in, void* out, double scale,
-                  HalfWeight w) {
-  if (real == DType::f64) return c2r<double>(b, in, out, scale, w);
-  return c2r<float>(b, in, out, scale, w);
+                  HalfWeight w, bool keep_input) {
+  if (real == DType::f64) return c2r<double>(b, in, out, scale, w, keep_input);
+  return c2r<float>(b, in, out, scale, w, keep_input);
 }
 
 void cpu::fft_c2c(DType cplx, const FftBlock& b, const void* in, void* out, int sign,

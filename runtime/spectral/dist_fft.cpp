@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "runtime/comm/comm_timers.hpp"
 #include "runtime/spectral/spectral_slices.hpp"
 
 namespace tessera {
@@ -74,6 +75,7 @@ ShardTensor DistFft::run_down(const ShardTensor& x, Pass pass) const {
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     const FftStage& st = stages_[i];
     if (st.kind == FftStage::Kind::Move) {
+      ScopedCommTimer timer(comm_times().alltoall_s);
       cur = cur.redistribute(specs_[i + 1]);
       continue;
     }
@@ -82,8 +84,8 @@ ShardTensor DistFft::run_down(const ShardTensor& x, Pass pass) const {
     if (st.real) {  // the first transform: the scale goes here, once
       out = spectral::r2c(in, st.dim, scale,
                           adj ? kernels::HalfWeight::DoubleInterior : kernels::HalfWeight::None);
-    } else {
-      out = spectral::c2c(in, st.dim, -1);
+    } else {  // the input is a spectrum this pass made (the real transform came first)
+      out = spectral::c2c(in, st.dim, -1, !in.same_storage(x.local()));
     }
     out = spectral::truncate(out, st.dim, st.kept, st.real);
     cur = ShardTensor::unchecked(mesh_, specs_[i + 1], out);
@@ -104,16 +106,20 @@ ShardTensor DistFft::run_up(const ShardTensor& X, Pass pass) const {
   for (std::size_t i = stages_.size(); i-- > 0;) {
     const FftStage& st = stages_[i];
     if (st.kind == FftStage::Kind::Move) {
+      ScopedCommTimer timer(comm_times().alltoall_s);
       cur = cur.redistribute(specs_[i]);
       continue;
     }
     const Tensor padded = spectral::zero_pad(cur.local().contiguous(), st.dim, st.n, st.real);
+    // Temporaries of this pass are transformed in place; the caller's spectrum never.
+    const bool owned = !padded.same_storage(X.local());
     Tensor out;
     if (st.real) {  // the last transform: the scale goes here, once
       out = spectral::c2r(padded, st.dim, st.n, scale,
-                          adj ? kernels::HalfWeight::HalveInterior : kernels::HalfWeight::None);
+                          adj ? kernels::HalfWeight::HalveInterior : kernels::HalfWeight::None,
+                          owned);
     } else {
-      out = spectral::c2c(padded, st.dim, +1);
+      out = spectral::c2c(padded, st.dim, +1, owned);
     }
     cur = ShardTensor::unchecked(mesh_, specs_[i], out);
   }

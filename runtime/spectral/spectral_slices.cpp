@@ -40,20 +40,20 @@ Tensor r2c(const Tensor& x, int d, double scale, kernels::HalfWeight w) {
   return z;
 }
 
-Tensor c2r(const Tensor& z, int d, Index n, double scale, kernels::HalfWeight w) {
+Tensor c2r(const Tensor& z, int d, Index n, double scale, kernels::HalfWeight w, bool may_destroy) {
   TESSERA_CHECK(z.is_contiguous(), "c2r: input must be contiguous");
   auto b = block_along(z.shape(), d);
   TESSERA_CHECK(b.n == n / 2 + 1,
                 "c2r: " << b.n << " bins along dim " << d << " do not make " << n << " points");
   b.n = n;
   Tensor x = Tensor::empty(with_extent(z.shape(), d, n), real_part_of(z.dtype()), z.space());
-  kernels::fft_c2r(z.device(), x.dtype(), b, z.raw(), x.raw(), scale, w);
+  kernels::fft_c2r(z.device(), x.dtype(), b, z.raw(), x.raw(), scale, w, !may_destroy);
   return x;
 }
 
-Tensor c2c(const Tensor& z, int d, int sign) {
+Tensor c2c(const Tensor& z, int d, int sign, bool in_place) {
   TESSERA_CHECK(z.is_contiguous(), "c2c: input must be contiguous");
-  Tensor out = Tensor::empty(z.shape(), z.dtype(), z.space());
+  Tensor out = in_place ? z : Tensor::empty(z.shape(), z.dtype(), z.space());
   kernels::fft_c2c(z.device(), z.dtype(), block_along(z.shape(), d), z.raw(), out.raw(), sign, 1.0);
   return out;
 }
