@@ -113,7 +113,8 @@ json transform_row(Context& ctx, const Grid& g, int reps, int threads) {
   // Untimed checks: the round trip, and the spectra's energies.
   double err = 0;
   for (Index i = 0; i < x.numel(); ++i)
-    err = std::max(err, static_cast<double>(std::fabs(back.local().data<float>()[i] - x.data<float>()[i])));
+    err = std::max(
+        err, static_cast<double>(std::fabs(back.local().data<float>()[i] - x.data<float>()[i])));
   load_fftw();
   fftwf_execute(fwd);
   // FFTW's transposed spectrum holds local_n1 x n0 x (the other dims, bins last).
@@ -150,7 +151,8 @@ json pruned_row(Context& ctx, Index n, int reps, int threads) {
   pruned.modes = {n / 8, n / 8, (n / 2 + 1) / 4};
   const DistFft all(mesh, spec, DType::f32), some(mesh, spec, DType::f32, pruned);
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
-  for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::cos(0.003 * i));
+  for (Index i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = static_cast<float>(std::cos(0.003 * i));
   const ShardTensor xs = ShardTensor::unchecked(mesh, spec, x);
   const auto [tp, ta] = time_interleaved(
       ctx.world(), reps, 1, [&] { some.inverse(some.forward(xs)); },
@@ -211,11 +213,14 @@ json run(Context& ctx, const cli::Args& opt) {
   const std::string which = opt.str("which");
   const Index n3 = static_cast<Index>(opt.num("n3d")), n2 = static_cast<Index>(opt.num("n2d"));
   json rows = json::array();
-  if (which.find("3d") != std::string::npos) rows.push_back(transform_row(ctx, {{n3, n3, n3}}, reps, threads));
-  if (which.find("2d") != std::string::npos) rows.push_back(transform_row(ctx, {{n2, n2}}, reps, threads));
+  if (which.find("3d") != std::string::npos)
+    rows.push_back(transform_row(ctx, {{n3, n3, n3}}, reps, threads));
+  if (which.find("2d") != std::string::npos)
+    rows.push_back(transform_row(ctx, {{n2, n2}}, reps, threads));
   if (which.find("pruned") != std::string::npos) rows.push_back(pruned_row(ctx, n3, reps, threads));
   if (which.find("fno") != std::string::npos)
-    rows.push_back(fno_row(ctx, static_cast<Index>(opt.num("nfno")), static_cast<Index>(opt.num("width")),
+    rows.push_back(fno_row(ctx, static_cast<Index>(opt.num("nfno")),
+                           static_cast<Index>(opt.num("width")),
                            static_cast<Index>(opt.num("modes")), reps, threads));
   kernels::set_fft_planning(kernels::FftPlanning::Estimate);
   return rows;
@@ -227,8 +232,8 @@ json goals(const json& rows) {
     const std::string what = std::string(r["what"]) + " " + std::string(r["shape"]) + ", " +
                              std::to_string(int(r["ranks"])) + " ranks";
     if (r.contains("t_fftw_mpi_s"))
-      g.push_back(goal(what + ": Tessera / FFTW-MPI", r["correct"] ? double(r["ratio"]) : 1e9,
-                       "<=", 1.0));
+      g.push_back(
+          goal(what + ": Tessera / FFTW-MPI", r["correct"] ? double(r["ratio"]) : 1e9, "<=", 1.0));
     if (r.contains("MiB_moved_unpruned") && int(r["ranks"]) > 1)
       g.push_back(goal(what + ": bytes moved / unpruned",
                        double(r["MiB_moved"]) / double(r["MiB_moved_unpruned"]), "<=", 0.25));
@@ -238,8 +243,8 @@ json goals(const json& rows) {
           const int used = std::min(int(r["ranks"]), int(r.value("cores", 1)));
           g.push_back(goal(what + ": E = T(1 rank) / (" + std::to_string(used) + " x T(" +
                                std::to_string(int(r["ranks"])) + " ranks)), 1 thread each",
-                           double(one["t_tessera_s"]) / (used * double(r["t_tessera_s"])), ">=",
-                           0.85));
+                           double(one["t_tessera_s"]) / (used * double(r["t_tessera_s"])),
+                           ">=", 0.85));
         }
   }
   return g;
@@ -260,7 +265,7 @@ Case fft_case() {
                {"reps", "N", "timed repetitions", "5"},
                {"threads", "N", "OpenMP threads per rank", "1"}};
   c.rank_counts = {1, 2, 4};
-  c.columns = {"what",         "shape",      "ranks",       "threads",
+  c.columns = {"what",         "shape",        "ranks",     "threads",
                "t_tessera_s",  "t_fftw_mpi_s", "ratio",     "t_unpruned_s",
                "t_alltoall_s", "t_compute_s",  "MiB_moved", "MiB_moved_unpruned",
                "correct"};
