@@ -18,7 +18,8 @@ using namespace tessera;
 namespace {
 std::string tmp_path(const std::string& name) {
   const char* t = std::getenv("TESSERA_TEST_TMPDIR");
-  const std::string d = std::string(t ? t : "/tmp") + "/complex-io-np" + std::to_string(test::world_size());
+  const std::string d =
+      std::string(t ? t : "/tmp") + "/complex-io-np" + std::to_string(test::world_size());
   if (test::world_rank() == 0) std::filesystem::create_directories(d);
   MPI_Barrier(MPI_COMM_WORLD);
   return d + "/" + name;
@@ -44,8 +45,10 @@ TEST_CASE("complex64/complex128 round trip through sharded HDF5 as h5py's compou
   const Tensor c128 = random_complex<double>(shape, DType::c128);
   {
     io::File f = io::File::create(path, MPI_COMM_WORLD);
-    io::write_sharded(f, "/c64", ShardTensor::scatter(mesh, c64, {Shard(0), Replicate(), Replicate()}));
-    io::write_sharded(f, "/c128", ShardTensor::scatter(mesh, c128, {Replicate(), Shard(0), Replicate()}));
+    io::write_sharded(f, "/c64",
+                      ShardTensor::scatter(mesh, c64, {Shard(0), Replicate(), Replicate()}));
+    io::write_sharded(f, "/c128",
+                      ShardTensor::scatter(mesh, c128, {Replicate(), Shard(0), Replicate()}));
     f.close();
   }
   io::File f = io::File::open(path, MPI_COMM_WORLD);
