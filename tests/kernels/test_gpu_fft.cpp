@@ -110,7 +110,8 @@ TEST_CASE("CUDA spectral mixing equals the host's") {
     const double tol = t == DType::c128 ? 1e-12 : 1e-5;
     const auto x = random_reals<double>(static_cast<std::size_t>(2 * s.batch * s.cin * s.modes), 4);
     const auto w = random_reals<double>(static_cast<std::size_t>(2 * s.cin * s.cout * s.modes), 5);
-    const auto y = random_reals<double>(static_cast<std::size_t>(2 * s.batch * s.cout * s.modes), 6);
+    const auto y =
+        random_reals<double>(static_cast<std::size_t>(2 * s.batch * s.cout * s.modes), 6);
     auto as = [&](const std::vector<double>& v) {
       std::vector<float> f(v.begin(), v.end());
       return f;
@@ -152,11 +153,13 @@ TEST_CASE("distributed FFT and SpectralConv on CUDA tensors equal the host path"
   const DistFft fft(line, spec, DType::f64, o);
   const Tensor x = test::random_tensor(shape, DType::f64, 8);
   const Tensor host = fft.forward(ShardTensor::scatter(line, x, spec)).gather_all();
-  const Tensor dev =
-      fft.forward(ShardTensor::scatter(line, x.to(MemSpace::Cuda), spec)).gather_all().to(MemSpace::Host);
+  const Tensor dev = fft.forward(ShardTensor::scatter(line, x.to(MemSpace::Cuda), spec))
+                         .gather_all()
+                         .to(MemSpace::Host);
   double m = 0, s = 1e-300;
   for (Index i = 0; i < host.numel(); ++i) {
-    m = std::max(m, std::abs(host.data<std::complex<double>>()[i] - dev.data<std::complex<double>>()[i]));
+    m = std::max(
+        m, std::abs(host.data<std::complex<double>>()[i] - dev.data<std::complex<double>>()[i]));
     s = std::max(s, std::abs(host.data<std::complex<double>>()[i]));
   }
   MPI_CHECK(m / s < 1e-12);
