@@ -13,6 +13,7 @@
 #include "kernels/floor.hpp"
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "decomp/dtype.hpp"
 #include "decomp/index.hpp"
@@ -32,6 +33,9 @@ struct FftBlock {
   Index bins() const { return n / 2 + 1; }  // complex length of a real transform of n
 };
 
+// The (outer, n, inner) view of a contiguous array of `shape` around dim d.
+FftBlock fft_block_around(const std::vector<Index>& shape, int d);
+
 // Hermitian weights of the half spectrum of a real transform, for exact adjoints:
 // interior bins (1 .. (n-1)/2) stand for two bins of the full spectrum.
 enum class HalfWeight { None, DoubleInterior, HalveInterior };
@@ -50,6 +54,19 @@ void fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, v
 void fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void* in, void* out, int sign,
              double scale);
 
+// Several dims at once of a contiguous array of (real) `shape`, along `dims` (ascending;
+// for r2c and c2r the last of them is the real, halved dim): one FFTW plan on the host, as
+// its own multi-dim transforms do; a sequence of the 1-D transforms on the device. Weights
+// apply along the halved dim, scale once.
+void fft_r2c_dims(const Device& dev, DType real, const std::vector<Index>& shape,
+                  const std::vector<int>& dims, const void* in, void* out, double scale,
+                  HalfWeight w = HalfWeight::None);
+void fft_c2r_dims(const Device& dev, DType real, const std::vector<Index>& shape,
+                  const std::vector<int>& dims, const void* in, void* out, double scale,
+                  HalfWeight w = HalfWeight::None, bool keep_input = true);
+void fft_c2c_dims(const Device& dev, DType cplx, const std::vector<Index>& shape,
+                  const std::vector<int>& dims, const void* in, void* out, int sign, double scale);
+
 // FFTW planner effort for plans made from now on (host): Estimate plans at once without
 // touching data; Measure times candidates once per shape (the benchmark's choice).
 enum class FftPlanning { Estimate, Measure };
@@ -61,6 +78,12 @@ void fft_r2c(DType real, const FftBlock& b, const void* in, void* out, double sc
 void fft_c2r(DType real, const FftBlock& b, const void* in, void* out, double scale, HalfWeight w,
              bool keep_input);
 void fft_c2c(DType cplx, const FftBlock& b, const void* in, void* out, int sign, double scale);
+void fft_r2c_dims(DType real, const std::vector<Index>& shape, const std::vector<int>& dims,
+                  const void* in, void* out, double scale, HalfWeight w);
+void fft_c2r_dims(DType real, const std::vector<Index>& shape, const std::vector<int>& dims,
+                  const void* in, void* out, double scale, HalfWeight w, bool keep_input);
+void fft_c2c_dims(DType cplx, const std::vector<Index>& shape, const std::vector<int>& dims,
+                  const void* in, void* out, int sign, double scale);
 void set_fft_planning(FftPlanning p);
 std::size_t fft_cached_plans();
 }  // namespace cpu
