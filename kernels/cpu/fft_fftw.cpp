@@ -189,7 +189,8 @@ typename Fftw<R>::Plan get_plan(Kind kind, const Geometry& g, const void* in, vo
   return p;
 }
 
-// Multiplies the half spectrum (outer, bins, inner) by scale and the Hermitian weights.
+// Multiplies the half spectrum (outer, bins, inner) by scale and the Hermitian weights:
+// one factor per bin, applied in contiguous runs (rows of `inner`, or rows of bins).
 template <class R>
 void weigh(std::complex<R>* z, const FftBlock& b, double scale, HalfWeight w) {
   const Index bins = b.bins(), last_interior = (b.n - 1) / 2;
@@ -197,12 +198,27 @@ void weigh(std::complex<R>* z, const FftBlock& b, double scale, HalfWeight w) {
                     : w == HalfWeight::HalveInterior ? 0.5
                                                      : 1;
   if (scale == 1.0 && wi == 1.0) return;
+  std::vector<R> f(static_cast<std::size_t>(bins));
+  for (Index k = 0; k < bins; ++k)
+    f[static_cast<std::size_t>(k)] =
+        static_cast<R>(k >= 1 && k <= last_interior ? scale * wi : scale);
+  R* x = reinterpret_cast<R*>(z);  // (re, im) pairs: both parts take the bin's factor
+  if (b.inner == 1) {
+#pragma omp parallel for schedule(static)
+    for (Index o = 0; o < b.outer; ++o) {
+      R* row = x + 2 * o * bins;
+#pragma omp simd
+      for (Index j = 0; j < 2 * bins; ++j) row[j] *= f[static_cast<std::size_t>(j / 2)];
+    }
+    return;
+  }
 #pragma omp parallel for collapse(2) schedule(static)
   for (Index o = 0; o < b.outer; ++o)
     for (Index k = 0; k < bins; ++k) {
-      const R f = static_cast<R>(k >= 1 && k <= last_interior ? scale * wi : scale);
-      std::complex<R>* row = z + (o * bins + k) * b.inner;
-      for (Index i = 0; i < b.inner; ++i) row[i] *= f;
+      const R fk = f[static_cast<std::size_t>(k)];
+      R* row = x + 2 * (o * bins + k) * b.inner;
+#pragma omp simd
+      for (Index i = 0; i < 2 * b.inner; ++i) row[i] *= fk;
     }
 }
 

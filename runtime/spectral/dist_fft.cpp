@@ -20,8 +20,9 @@ ShardSpec spec_after(const ShardSpec& before, const FftStage& st) {
   if (st.kind == FftStage::Kind::Move)
     return before.with_placement(st.dim, Replicate()).with_placement(st.to, Shard(st.axis));
   std::vector<std::vector<Index>> sizes(static_cast<std::size_t>(before.ndim()));
-  for (int d = 0; d < before.ndim(); ++d)
-    if (before.placement(d).sharded()) sizes[static_cast<std::size_t>(d)] = before.sizes(d);
+  for (int d = 0; d < before.ndim(); ++d)  // the transformed dim is whole (an axis of 1 rank)
+    if (before.placement(d).sharded() && d != st.dim)
+      sizes[static_cast<std::size_t>(d)] = before.sizes(d);
   return ShardSpec(st.shape, before.placements(), before.mesh_dims(), {}, sizes);
 }
 
