@@ -52,7 +52,8 @@ TEST_CASE("slab: the real dim first, one transpose onto a transformed dim, prune
   CHECK(s.back().shape == std::vector<Index>{1, 2, 8, 8, 4});
   // Only the kept modes travel: 8 x 8 x 4 of 16 x 16 x 9 complex entries per channel.
   CHECK(fft_elements_moved(l, s) == 2 * 16 * 8 * 4 * 3 / 4);
-  CHECK(describe_fft_stages(l, s).find("all-to-all on axis 0: dim 2 -> dim 3") != std::string::npos);
+  CHECK(describe_fft_stages(l, s).find("all-to-all on axis 0: dim 2 -> dim 3") !=
+        std::string::npos);
 }
 
 TEST_CASE("pencil: one transpose per sharded dim; axes of one rank stay") {
