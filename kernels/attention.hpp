@@ -18,10 +18,10 @@
 namespace tessera::kernels {
 
 struct AttentionDesc {
-  Index batch = 1;    // B: independent (batch x head) problems
+  Index batch = 1;       // B: independent (batch x head) problems
   Index sq = 0, sk = 0;  // query and key rows
-  Index d = 0;        // head dim (q, k and v alike)
-  double scale = 0;   // 0: 1/sqrt(d)
+  Index d = 0;           // head dim (q, k and v alike)
+  double scale = 0;      // 0: 1/sqrt(d)
   // Causal: key j may be seen by query i iff j + k_offset <= i + q_offset (global positions
   // of the blocks' first rows).
   bool causal = false;

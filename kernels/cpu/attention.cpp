@@ -82,7 +82,8 @@ void forward(const AttentionDesc& a, const T* q, const T* k, const T* v, T* out,
           T* o = out + (b * a.sq + i) * a.d;
           const double inv = l[r] > 0 ? 1.0 / l[r] : 0.0;
           for (Index e = 0; e < a.d; ++e)
-            o[e] = static_cast<T>(acc[r * static_cast<std::size_t>(a.d) + static_cast<std::size_t>(e)] * inv);
+            o[e] = static_cast<T>(
+                acc[r * static_cast<std::size_t>(a.d) + static_cast<std::size_t>(e)] * inv);
           lse[b * a.sq + i] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
         }
       }
@@ -98,7 +99,7 @@ void backward(const AttentionDesc& a, const T* q, const T* k, const T* v, const 
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < a.batch * a.sq; ++r)
     di[static_cast<std::size_t>(r)] = dot(dout + r * a.d, out + r * a.d, a.d);
-  // dq (and dbias) by rows.
+    // dq (and dbias) by rows.
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (Index b = 0; b < a.batch; ++b)
     for (Index i = 0; i < a.sq; ++i) {
@@ -111,20 +112,24 @@ void backward(const AttentionDesc& a, const T* q, const T* k, const T* v, const 
           const double s = w.score(b, i, j);
           if (s != kNegInf) {
             const double p = std::exp(s - li);
-            ds = p * (dot(dout + r * a.d, v + (b * a.sk + j) * a.d, a.d) - di[static_cast<std::size_t>(r)]);
+            ds = p * (dot(dout + r * a.d, v + (b * a.sk + j) * a.d, a.d) -
+                      di[static_cast<std::size_t>(r)]);
             const T* kj = k + (b * a.sk + j) * a.d;
-            for (Index e = 0; e < a.d; ++e) g[static_cast<std::size_t>(e)] += ds * static_cast<double>(kj[e]);
+            for (Index e = 0; e < a.d; ++e)
+              g[static_cast<std::size_t>(e)] += ds * static_cast<double>(kj[e]);
           }
         }
         if (dbias) dbias[r * a.sk + j] = static_cast<T>(ds);
       }
-      for (Index e = 0; e < a.d; ++e) dq[r * a.d + e] = static_cast<T>(w.scale * g[static_cast<std::size_t>(e)]);
+      for (Index e = 0; e < a.d; ++e)
+        dq[r * a.d + e] = static_cast<T>(w.scale * g[static_cast<std::size_t>(e)]);
     }
-  // dk, dv by keys.
+    // dk, dv by keys.
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (Index b = 0; b < a.batch; ++b)
     for (Index j = 0; j < a.sk; ++j) {
-      std::vector<double> gk(static_cast<std::size_t>(a.d), 0.0), gv(static_cast<std::size_t>(a.d), 0.0);
+      std::vector<double> gk(static_cast<std::size_t>(a.d), 0.0),
+          gv(static_cast<std::size_t>(a.d), 0.0);
       for (Index i = 0; i < a.sq; ++i) {
         const Index r = b * a.sq + i;
         if (lse[r] == kNegInf) continue;
@@ -132,7 +137,8 @@ void backward(const AttentionDesc& a, const T* q, const T* k, const T* v, const 
         if (s == kNegInf) continue;
         const double p = std::exp(s - lse[r]);
         const T* go = dout + r * a.d;
-        const double ds = p * (dot(go, v + (b * a.sk + j) * a.d, a.d) - di[static_cast<std::size_t>(r)]);
+        const double ds =
+            p * (dot(go, v + (b * a.sk + j) * a.d, a.d) - di[static_cast<std::size_t>(r)]);
         const T* qi = q + r * a.d;
         for (Index e = 0; e < a.d; ++e) {
           gv[static_cast<std::size_t>(e)] += p * static_cast<double>(go[e]);
@@ -187,7 +193,8 @@ void cpu::attention_backward(const AttentionDesc& a, const void* q, const void* 
     return backward(a, static_cast<const double*>(q), static_cast<const double*>(k),
                     static_cast<const double*>(v), static_cast<const double*>(out),
                     static_cast<const double*>(dout), lse, static_cast<double*>(dq),
-                    static_cast<double*>(dk), static_cast<double*>(dv), static_cast<double*>(dbias));
+                    static_cast<double*>(dk), static_cast<double*>(dv),
+                    static_cast<double*>(dbias));
   backward(a, static_cast<const float*>(q), static_cast<const float*>(k),
            static_cast<const float*>(v), static_cast<const float*>(out),
            static_cast<const float*>(dout), lse, static_cast<float*>(dq), static_cast<float*>(dk),

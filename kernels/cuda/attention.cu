@@ -17,7 +17,14 @@ struct Dims {
 };
 
 Dims dims_of(const AttentionDesc& a) {
-  return {a.batch,    a.sq, a.sk, a.d, a.q_offset, a.k_offset, a.bias_batch_stride, a.causal,
+  return {a.batch,
+          a.sq,
+          a.sk,
+          a.d,
+          a.q_offset,
+          a.k_offset,
+          a.bias_batch_stride,
+          a.causal,
           a.effective_scale()};
 }
 
@@ -82,7 +89,8 @@ __global__ void dq_kernel(Dims p, const T* q, const T* k, const T* v, const T* b
       ds = pr * (row_dot(dout + r * p.d, v + (b * p.sk + j) * p.d, p.d) - di);
       const T* kj = k + (b * p.sk + j) * p.d;
       for (Index e = 0; e < p.d; ++e)
-        g[e] = static_cast<T>(static_cast<double>(g[e]) + p.scale * ds * static_cast<double>(kj[e]));
+        g[e] =
+            static_cast<T>(static_cast<double>(g[e]) + p.scale * ds * static_cast<double>(kj[e]));
     }
     if (dbias) dbias[r * p.sk + j] = static_cast<T>(ds);
   }
@@ -109,7 +117,8 @@ __global__ void dkv_kernel(Dims p, const T* q, const T* k, const T* v, const T* 
     const T* qi = q + r * p.d;
     for (Index e = 0; e < p.d; ++e) {
       gv[e] = static_cast<T>(static_cast<double>(gv[e]) + pr * static_cast<double>(go[e]));
-      gk[e] = static_cast<T>(static_cast<double>(gk[e]) + p.scale * ds * static_cast<double>(qi[e]));
+      gk[e] =
+          static_cast<T>(static_cast<double>(gk[e]) + p.scale * ds * static_cast<double>(qi[e]));
     }
   }
 }

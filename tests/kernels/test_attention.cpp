@@ -50,7 +50,8 @@ Ref reference(const AttentionDesc& a, const std::vector<double>& q, const std::v
       for (Index j = 0; j < a.sk; ++j) {
         if (a.causal && j + a.k_offset > i + a.q_offset) continue;
         double x = 0;
-        for (Index e = 0; e < a.d; ++e) x += q[(b * a.sq + i) * a.d + e] * k[(b * a.sk + j) * a.d + e];
+        for (Index e = 0; e < a.d; ++e)
+          x += q[(b * a.sq + i) * a.d + e] * k[(b * a.sk + j) * a.d + e];
         x *= sc;
         if (bias) x += (*bias)[b * a.bias_batch_stride + i * a.sk + j];
         s[j] = x;
@@ -138,7 +139,7 @@ TEST_CASE("attention equals the dense reference, forward and backward") {
     for (int variant = 0; variant < 3; ++variant) {
       AttentionDesc a;
       a.batch = 3;
-      a.sq = 37;  // more than one row tile, odd
+      a.sq = 37;   // more than one row tile, odd
       a.sk = 131;  // more than one key block, odd
       a.d = 5;
       a.causal = causal;
@@ -206,7 +207,8 @@ TEST_CASE("the LSE merge of two key halves equals attention over all keys") {
     std::vector<double> o1(72), o2(72), l1(18), l2(18);
     attention_forward(Device::host(), h1, q.data(), k1.data(), v1.data(), o1.data(), l1.data());
     attention_forward(Device::host(), h2, q.data(), k2.data(), v2.data(), o2.data(), l2.data());
-    attention_merge(Device::host(), DType::f64, 2, 9, 4, o1.data(), l1.data(), o2.data(), l2.data());
+    attention_merge(Device::host(), DType::f64, 2, 9, 4, o1.data(), l1.data(), o2.data(),
+                    l2.data());
     CHECK(max_diff(o1, whole) < 1e-13);
     CHECK(max_diff(l1, lw) < 1e-13);
   }
