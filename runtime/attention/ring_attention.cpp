@@ -10,12 +10,13 @@
 #include "runtime/tensor/tensor_math.hpp"
 
 namespace tessera {
-namespace {
+namespace {}  // namespace
 
-void check_inputs(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v, int axis) {
+void check_sequence_inputs(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v,
+                           int axis) {
   for (const ShardTensor* t : {&q, &k, &v}) {
-    TESSERA_CHECK(t->spec().ndim() == 3, "ring attention: tensors are (B, S, D), got "
-                                             << shape_str(t->global_shape()));
+    TESSERA_CHECK(t->spec().ndim() == 3,
+                  "ring attention: tensors are (B, S, D), got " << shape_str(t->global_shape()));
     TESSERA_CHECK(!t->spec().has_partial(), "ring attention: a pending sum in " << t->spec().str());
     TESSERA_CHECK(t->spec().placement(1).axis == axis && !t->spec().placement(2).sharded(),
                   "ring attention: the sequence (dim 1) must be sharded on mesh axis "
@@ -30,6 +31,8 @@ void check_inputs(const ShardTensor& q, const ShardTensor& k, const ShardTensor&
                 "ring attention: q " << q.spec().str() << " and k " << k.spec().str()
                                      << " differ in batch or head dim");
 }
+
+namespace {
 
 // Where block c of the sequence starts (global row) and its length.
 struct Blocks {
@@ -75,8 +78,10 @@ kernels::AttentionDesc desc(const Tensor& q, const Tensor& k, Index q0, Index k0
 // k and v of one block side by side in one buffer, so one message carries both.
 Tensor pack_kv(const Tensor& k, const Tensor& v) {
   Tensor kv = Tensor::empty({2, k.shape(0), k.shape(1), k.shape(2)}, k.dtype(), k.space());
-  kv.view(Box({0, 0, 0, 0}, {1, k.shape(0), k.shape(1), k.shape(2)})).copy_from(k.reshape({1, k.shape(0), k.shape(1), k.shape(2)}));
-  kv.view(Box({1, 0, 0, 0}, {2, k.shape(0), k.shape(1), k.shape(2)})).copy_from(v.reshape({1, k.shape(0), k.shape(1), k.shape(2)}));
+  kv.view(Box({0, 0, 0, 0}, {1, k.shape(0), k.shape(1), k.shape(2)}))
+      .copy_from(k.reshape({1, k.shape(0), k.shape(1), k.shape(2)}));
+  kv.view(Box({1, 0, 0, 0}, {2, k.shape(0), k.shape(1), k.shape(2)}))
+      .copy_from(v.reshape({1, k.shape(0), k.shape(1), k.shape(2)}));
   return kv;
 }
 
@@ -87,8 +92,9 @@ Tensor half(const Tensor& kv, int which) {
 
 }  // namespace
 
-ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v) {
-  check_inputs(q, k, v, opts_.axis);
+ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k,
+                                   const ShardTensor& v) {
+  check_sequence_inputs(q, k, v, opts_.axis);
   const Mesh& mesh = q.mesh();
   const MPI_Comm comm = mesh.axis_comm(opts_.axis);
   const int P = mesh.dim(opts_.axis), me = mesh.coords()[static_cast<std::size_t>(opts_.axis)];
@@ -106,8 +112,9 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
     Tensor nxt;
     if (step + 1 < P) {  // post the next hop before computing on this block
       const int incoming = (me - step - 1 + 2 * P) % P;
-      nxt = Tensor::empty({2, cur.shape(1), kb.size[static_cast<std::size_t>(incoming)], cur.shape(3)},
-                          cur.dtype(), cur.space());
+      nxt = Tensor::empty(
+          {2, cur.shape(1), kb.size[static_cast<std::size_t>(incoming)], cur.shape(3)}, cur.dtype(),
+          cur.space());
       hop.start(comm, cur, nxt, next, prev, step);
     }
     const Tensor kk = half(cur, 0), vv = half(cur, 1);
@@ -157,7 +164,9 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
   for (int step = 0; step < P; ++step) {
     const int owner = (me - step + P) % P;
     const Index b = cur.shape(1), s = cur.shape(2), d = cur.shape(3);
-    auto slot = [&](int i) { return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}); };
+    auto slot = [&](int i) {
+      return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d});
+    };
     const Tensor kk = slot(0), vv = slot(1), dk = slot(2), dv = slot(3);
     const auto a = desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
                         kb.start[static_cast<std::size_t>(owner)], opts_);
@@ -183,7 +192,8 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
   auto slot = [&](int i) {
     return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}).contiguous();
   };
-  return {ShardTensor::unchecked(mesh, q_.spec(), dq), ShardTensor::unchecked(mesh, k_.spec(), slot(2)),
+  return {ShardTensor::unchecked(mesh, q_.spec(), dq),
+          ShardTensor::unchecked(mesh, k_.spec(), slot(2)),
           ShardTensor::unchecked(mesh, v_.spec(), slot(3))};
 }
 

@@ -16,10 +16,15 @@
 
 namespace tessera {
 
+// q, k, v as sequence attention takes them: (B, S, D), S sharded on `axis`, D whole, k and
+// v alike, q and k agreeing in B and D. Throws naming what differs.
+void check_sequence_inputs(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v,
+                           int axis);
+
 struct RingAttentionOptions {
-  int axis = 0;        // the mesh axis the sequence is sharded on
+  int axis = 0;  // the mesh axis the sequence is sharded on
   bool causal = false;
-  double scale = 0;    // 0: 1/sqrt(D)
+  double scale = 0;  // 0: 1/sqrt(D)
 };
 
 class RingAttention {

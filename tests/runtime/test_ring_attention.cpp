@@ -6,6 +6,7 @@
 
 #include "kernels/attention.hpp"
 #include "runtime/attention/ring_attention.hpp"
+#include "runtime/attention/sequence_attention.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/layer_check.hpp"
 
@@ -30,14 +31,14 @@ Full one_rank(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d
   Tensor lse = Tensor::empty({a.batch, a.sq}, DType::f64);
   kernels::attention_forward(Device::host(), a, q.raw(), k.raw(), v.raw(), f.out.raw(),
                              lse.data<double>());
-  kernels::attention_backward(Device::host(), a, q.raw(), k.raw(), v.raw(), f.out.raw(),
-                              dout.raw(), lse.data<double>(), f.dq.raw(), f.dk.raw(), f.dv.raw());
+  kernels::attention_backward(Device::host(), a, q.raw(), k.raw(), v.raw(), f.out.raw(), dout.raw(),
+                              lse.data<double>(), f.dq.raw(), f.dk.raw(), f.dv.raw());
   return f;
 }
 
 }  // namespace
 
-TEST_CASE("ring attention equals attention over the whole sequence") {
+TEST_CASE("ring, all-to-all and all-gather attention equal attention over the whole sequence") {
   MPI_Comm comm = test::harness_comm();
   int P = 1;
   MPI_Comm_size(comm, &P);
@@ -48,31 +49,50 @@ TEST_CASE("ring attention equals attention over the whole sequence") {
   for (const auto& [mesh, axis] : meshes)
     for (bool uneven : {false, true})
       for (bool causal : {false, true})
-        for (DType dt : {DType::f64, DType::f32}) {
-          const std::vector<Index> shape{4, 13, 5};
-          std::vector<std::vector<Index>> sizes(3);
-          if (uneven) sizes[1] = test::random_sizes(rng, shape[1], mesh.dim(axis));
-          std::vector<Placement> dims{Replicate(), Shard(axis), Replicate()};
-          if (mesh.ndim() == 2) dims[0] = Shard(0);  // the batch over "data"
-          const ShardSpec spec(shape, dims, mesh, {}, sizes);
-          const Tensor q = test::random_tensor(shape, dt, 1), k = test::random_tensor(shape, dt, 2),
-                       v = test::random_tensor(shape, dt, 3), g = test::random_tensor(shape, dt, 4);
-          const Full want = one_rank(q, k, v, g, causal);
-          RingAttentionOptions o;
-          o.axis = axis;
-          o.causal = causal;
-          RingAttention ring(o);
-          const ShardTensor out = ring.forward(ShardTensor::scatter(mesh, q, spec),
-                                               ShardTensor::scatter(mesh, k, spec),
-                                               ShardTensor::scatter(mesh, v, spec));
-          const auto grads = ring.backward(ShardTensor::scatter(mesh, g, spec));
-          const double tol = dt == DType::f64 ? 1e-11 : 1e-5;
-          INFO(mesh.str() << " " << spec.str() << (causal ? " causal " : " ") << name_of(dt));
-          MPI_CHECK(test::rel_error(out.gather_all(), want.out) < tol);
-          MPI_CHECK(test::rel_error(grads[0].gather_all(), want.dq) < tol);
-          MPI_CHECK(test::rel_error(grads[1].gather_all(), want.dk) < tol);
-          MPI_CHECK(test::rel_error(grads[2].gather_all(), want.dv) < tol);
-        }
+        for (DType dt : {DType::f64, DType::f32})
+          for (auto algo : {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll,
+                            SequenceAlgorithm::AllGather, SequenceAlgorithm::Auto}) {
+            if (algo == SequenceAlgorithm::AllToAll && mesh.ndim() == 2) continue;  // dim 0 taken
+            const std::vector<Index> shape{4, 13, 5};
+            std::vector<std::vector<Index>> sizes(3);
+            if (uneven) sizes[1] = test::random_sizes(rng, shape[1], mesh.dim(axis));
+            std::vector<Placement> dims{Replicate(), Shard(axis), Replicate()};
+            if (mesh.ndim() == 2) dims[0] = Shard(0);  // the batch over "data"
+            const ShardSpec spec(shape, dims, mesh, {}, sizes);
+            const Tensor q = test::random_tensor(shape, dt, 1),
+                         k = test::random_tensor(shape, dt, 2),
+                         v = test::random_tensor(shape, dt, 3),
+                         g = test::random_tensor(shape, dt, 4);
+            const Full want = one_rank(q, k, v, g, causal);
+            RingAttentionOptions o;
+            o.axis = axis;
+            o.causal = causal;
+            SequenceAttention ring(o, algo);
+            const ShardTensor out = ring.forward(ShardTensor::scatter(mesh, q, spec),
+                                                 ShardTensor::scatter(mesh, k, spec),
+                                                 ShardTensor::scatter(mesh, v, spec));
+            const auto grads = ring.backward(ShardTensor::scatter(mesh, g, spec));
+            const double tol = dt == DType::f64 ? 1e-11 : 1e-5;
+            INFO(mesh.str() << " " << spec.str() << (causal ? " causal " : " ") << name_of(dt)
+                            << " " << ring.describe());
+            MPI_CHECK(test::rel_error(out.gather_all(), want.out) < tol);
+            MPI_CHECK(test::rel_error(grads[0].gather_all(), want.dq) < tol);
+            MPI_CHECK(test::rel_error(grads[1].gather_all(), want.dk) < tol);
+            MPI_CHECK(test::rel_error(grads[2].gather_all(), want.dv) < tol);
+          }
+}
+
+TEST_CASE("auto picks all-to-all when the problems can be split; refusals") {
+  const Mesh line = Mesh::line(test::harness_comm());
+  const std::vector<Index> shape{8, 6, 3};
+  const Tensor x = test::random_tensor(shape, DType::f64, 1);
+  const ShardTensor s = ShardTensor::scatter(line, x, {Replicate(), Shard(0), Replicate()});
+  SequenceAttention a({});
+  a.forward(s, s, s);
+  MPI_CHECK(a.chosen() ==
+            (line.size() <= 8 ? SequenceAlgorithm::AllToAll : SequenceAlgorithm::Ring));
+  MPI_CHECK(a.describe().find("(auto)") != std::string::npos);
+  MPI_CHECK(test::throws_with([] { sequence_algorithm_from_name("ulysses"); }, "all_to_all"));
 }
 
 TEST_CASE("ring attention refuses layouts it cannot take") {

@@ -1,0 +1,48 @@
+#pragma once
+// SequenceAttention: exact attention over a sequence sharded on one mesh axis by one of
+// three algorithms, chosen by name or automatically, and printable:
+//  - Ring: key/value blocks travel the ring (runtime/attention/ring_attention.hpp); memory
+//    O(S/P) per rank, moves each K/V block through every rank;
+//  - AllToAll (DeepSpeed-Ulysses): one redistribution makes the sequence whole and splits the
+//    independent (batch x head) problems instead, full local attention, and back; moves
+//    ~4/P of the tensors per rank; needs at least one problem per rank to be useful (uneven
+//    counts are fine);
+//  - AllGather: every rank gathers K and V whole (short sequences); backward reduce-scatters
+//    their gradients.
+// Auto: AllToAll where the problems (dim 0, unsharded) number at least the ranks of the axis,
+// else Ring.
+#include "runtime/floor.hpp"
+#include <array>
+#include <string>
+
+#include "runtime/attention/ring_attention.hpp"
+
+namespace tessera {
+
+enum class SequenceAlgorithm { Auto, Ring, AllToAll, AllGather };
+std::string name_of(SequenceAlgorithm a);
+SequenceAlgorithm sequence_algorithm_from_name(const std::string& name);  // ring | all_to_all | ...
+
+class SequenceAttention {
+ public:
+  SequenceAttention(const RingAttentionOptions& opts, SequenceAlgorithm algo = SequenceAlgorithm::Auto)
+      : opts_(opts), algo_(algo), ring_(opts) {}
+
+  ShardTensor forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v);
+  std::array<ShardTensor, 3> backward(const ShardTensor& dout);
+  // The algorithm the last forward ran (Auto resolved).
+  SequenceAlgorithm chosen() const { return chosen_; }
+  std::string describe() const;
+
+ private:
+  SequenceAlgorithm resolve(const ShardTensor& q) const;
+
+  RingAttentionOptions opts_;
+  SequenceAlgorithm algo_, chosen_ = SequenceAlgorithm::Auto;
+  RingAttention ring_;
+  // Saved by the gather algorithms: inputs in the layout the local kernel ran on.
+  ShardTensor q_, k_, v_, qw_, kw_, vw_, out_w_;
+  Tensor lse_;
+};
+
+}  // namespace tessera
