@@ -29,5 +29,6 @@ Case conv_kernel_case();
 Case train_case();
 Case io_case();
 Case fft_case();
+Case attention_case();
 
 }  // namespace tessera::bench

@@ -53,8 +53,9 @@ SequenceAlgorithm sequence_algorithm_from_name(const std::string& n) {
 SequenceAlgorithm SequenceAttention::resolve(const ShardTensor& q) const {
   if (algo_ != SequenceAlgorithm::Auto) return algo_;
   const bool problems_free = !q.spec().placement(0).sharded();
-  return problems_free && q.global_shape()[0] >= q.mesh().dim(opts_.axis) ? SequenceAlgorithm::AllToAll
-                                                                          : SequenceAlgorithm::Ring;
+  return problems_free && q.global_shape()[0] >= q.mesh().dim(opts_.axis)
+             ? SequenceAlgorithm::AllToAll
+             : SequenceAlgorithm::Ring;
 }
 
 std::string SequenceAttention::describe() const {
@@ -115,8 +116,8 @@ std::array<ShardTensor, 3> SequenceAttention::backward(const ShardTensor& dout) 
   Tensor dk = Tensor::empty(kl.shape(), kl.dtype(), kl.space());
   Tensor dv = Tensor::empty(vl.shape(), vl.dtype(), vl.space());
   kernels::attention_backward(ql.device(), whole_desc(ql, kl, q0, opts_), ql.raw(), kl.raw(),
-                              vl.raw(), ol.raw(), go.raw(), lse_.data<double>(), dq.raw(),
-                              dk.raw(), dv.raw());
+                              vl.raw(), ol.raw(), go.raw(), lse_.data<double>(), dq.raw(), dk.raw(),
+                              dv.raw());
   if (chosen_ == SequenceAlgorithm::AllToAll)
     return {moved(ShardTensor::unchecked(mesh, qw_.spec(), dq), q_.spec()),
             moved(ShardTensor::unchecked(mesh, kw_.spec(), dk), k_.spec()),

@@ -25,7 +25,8 @@ SequenceAlgorithm sequence_algorithm_from_name(const std::string& name);  // rin
 
 class SequenceAttention {
  public:
-  SequenceAttention(const RingAttentionOptions& opts, SequenceAlgorithm algo = SequenceAlgorithm::Auto)
+  SequenceAttention(const RingAttentionOptions& opts,
+                    SequenceAlgorithm algo = SequenceAlgorithm::Auto)
       : opts_(opts), algo_(algo), ring_(opts) {}
 
   ShardTensor forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v);

@@ -1,0 +1,171 @@
+// Case "attention": the local attention kernel and the sequence-sharded algorithms.
+//  (a) local attention forward + backward, --heads x --dim, sequence lengths --seq, float32,
+//      achieved GFLOP/s (4 S^2 D per head forward, 2.5x that backward) against the machine's
+//      matmul GFLOP/s measured in the same run (a --gemm^3 SGEMM through oneDNN);
+//  (b) ring attention forward + backward at --ring_seq over the ranks: time and the
+//      transfer time not hidden (waits), for E = T(1 rank, 1 thread) / (min(N, cores) x
+//      T(N ranks, 1 thread each));
+//  (c) ring vs all-to-all vs all-gather on the same problem and ranks.
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "apps/bench/cases.hpp"
+#include "apps/bench/timing.hpp"
+#include "kernels/attention.hpp"
+#include "runtime/attention/sequence_attention.hpp"
+#include "runtime/comm/comm_timers.hpp"
+
+namespace tessera::bench {
+namespace {
+
+// GFLOP/s of an n^3 float32 matmul through oneDNN (the machine's matmul speed).
+double sgemm_gflops(Index n, int reps) {
+  using dnnl::memory;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream s(eng);
+  const memory::dims dims{n, n};
+  const memory::desc md(dims, memory::data_type::f32, memory::format_tag::ab);
+  memory a(md, eng), b(md, eng), c(md, eng);
+  for (Index i = 0; i < n * n; ++i) {
+    static_cast<float*>(a.get_data_handle())[i] = static_cast<float>(std::sin(0.001 * i));
+    static_cast<float*>(b.get_data_handle())[i] = static_cast<float>(std::cos(0.001 * i));
+  }
+  const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(md, md, md), eng));
+  const Timing t = time_collective(MPI_COMM_SELF, reps, 1, [&] {
+    mm.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    s.wait();
+  });
+  return 2.0 * n * n * n / t.median_s / 1e9;
+}
+
+json local_rows(const cli::Args& opt, int threads) {
+  json rows = json::array();
+  const Index heads = static_cast<Index>(opt.num("heads")), d = static_cast<Index>(opt.num("dim"));
+  const double gemm = sgemm_gflops(static_cast<Index>(opt.num("gemm")), 3);
+  for (double sd : opt.numbers("seq")) {
+    const Index S = static_cast<Index>(sd);
+    kernels::AttentionDesc a;
+    a.batch = heads;
+    a.sq = a.sk = S;
+    a.d = d;
+    a.type = DType::f32;
+    std::vector<float> q(static_cast<std::size_t>(heads * S * d)), k(q.size()), v(q.size()),
+        out(q.size()), g(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      q[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+      k[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i)));
+      v[i] = static_cast<float>(std::sin(0.05 * static_cast<double>(i)));
+      g[i] = 1e-3f;
+    }
+    std::vector<double> lse(static_cast<std::size_t>(heads * S));
+    const Timing tf = time_collective(MPI_COMM_SELF, 1, 0, [&] {
+      kernels::attention_forward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
+                                 lse.data());
+    });
+    const Timing tb = time_collective(MPI_COMM_SELF, 1, 0, [&] {
+      kernels::attention_backward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
+                                  g.data(), lse.data(), dq.data(), dk.data(), dv.data());
+    });
+    const double flops_f = 4.0 * static_cast<double>(S) * S * d * heads;
+    const double gf = (flops_f + 2.5 * flops_f) / (tf.median_s + tb.median_s) / 1e9;
+    rows.push_back({{"what", "local fwd+bwd"},
+                    {"S", S},
+                    {"ranks", 1},
+                    {"threads", threads},
+                    {"t_s", tf.median_s + tb.median_s},
+                    {"GFLOPs", gf},
+                    {"gemm_GFLOPs", gemm},
+                    {"of_gemm", gf / gemm}});
+  }
+  return rows;
+}
+
+json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
+  json rows = json::array();
+  const Mesh mesh = Mesh::line(ctx.world(), "seq");
+  const Index heads = static_cast<Index>(opt.num("heads")), d = static_cast<Index>(opt.num("dim"));
+  const Index S = static_cast<Index>(opt.num("ring_seq"));
+  const std::vector<Index> shape{heads, S, d};
+  const ShardSpec spec(shape, {Replicate(), Shard(0), Replicate()}, mesh);
+  Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
+  for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
+  const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
+  for (auto algo : {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll,
+                    SequenceAlgorithm::AllGather}) {
+    SequenceAttention att({}, algo);
+    comm_times() = {};
+    const int reps = static_cast<int>(opt.num("reps"));
+    const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
+      const ShardTensor y = att.forward(t, t, t);
+      att.backward(y);
+    });
+    rows.push_back({{"what", name_of(algo) + " fwd+bwd"},
+                    {"S", S},
+                    {"ranks", mesh.size()},
+                    {"threads", threads},
+                    {"cores", std::max(1, omp_get_num_procs())},
+                    {"t_s", tm.median_s},
+                    {"t_comm_wait_s", comm_times().alltoall_s / (reps + 1)}});
+  }
+  return rows;
+}
+
+json run(Context& ctx, const cli::Args& opt) {
+  const int threads = static_cast<int>(opt.num("threads"));
+  omp_set_num_threads(threads);
+  const std::string which = opt.str("which");
+  json rows = json::array();
+  if (which.find("local") != std::string::npos && ctx.size() == 1)
+    for (auto& r : local_rows(opt, threads)) rows.push_back(r);
+  if (which.find("sharded") != std::string::npos)
+    for (auto& r : sharded_rows(ctx, opt, threads)) rows.push_back(r);
+  return rows;
+}
+
+json goals(const json& rows) {
+  json g = json::array();
+  for (const auto& r : rows) {
+    if (r.contains("of_gemm"))
+      g.push_back(goal("local attention fwd+bwd S=" + std::to_string(int(r["S"])) +
+                           ": GFLOP/s / SGEMM GFLOP/s",
+                       r["of_gemm"], ">=", 0.8));
+    if (r["what"] == "ring fwd+bwd" && int(r["ranks"]) == 2 && int(r["threads"]) == 1)
+      for (const auto& one : rows)
+        if (one["what"] == r["what"] && int(one["ranks"]) == 1 && int(one["threads"]) == 1) {
+          const int used = std::min(2, int(r.value("cores", 2)));
+          g.push_back(goal("ring fwd+bwd S=" + std::to_string(int(r["S"])) +
+                               ": E = T(1 rank) / (" + std::to_string(used) +
+                               " x T(2 ranks)), 1 thread each",
+                           double(one["t_s"]) / (used * double(r["t_s"])), ">=", 0.9));
+        }
+  }
+  return g;
+}
+
+}  // namespace
+
+Case attention_case() {
+  Case c;
+  c.name = "attention";
+  c.help = "local attention GFLOP/s vs SGEMM; ring, all-to-all and all-gather attention scaling";
+  c.options = {{"seq", "S[,S...]", "local kernel sequence lengths", "4096"},
+               {"heads", "H", "heads", "8"},
+               {"dim", "D", "head dim", "64"},
+               {"gemm", "N", "SGEMM size of the machine's matmul rate", "2048"},
+               {"ring_seq", "S", "sequence length of the sharded rows", "4096"},
+               {"which", "LIST", "rows: local, sharded", "local,sharded"},
+               {"reps", "N", "timed repetitions (sharded rows)", "3"},
+               {"threads", "N", "OpenMP threads per rank", "1"}};
+  c.rank_counts = {1, 2, 4};
+  c.columns = {"what", "S", "ranks", "threads", "t_s", "GFLOPs", "gemm_GFLOPs", "of_gemm",
+               "t_comm_wait_s"};
+  c.run = run;
+  c.goals = goals;
+  return c;
+}
+
+}  // namespace tessera::bench
