@@ -94,8 +94,8 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
   const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
-  for (auto algo : {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll,
-                    SequenceAlgorithm::AllGather}) {
+  for (auto algo :
+       {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll, SequenceAlgorithm::AllGather}) {
     SequenceAttention att({}, algo);
     comm_times() = {};
     const int reps = static_cast<int>(opt.num("reps"));
@@ -130,16 +130,15 @@ json goals(const json& rows) {
   json g = json::array();
   for (const auto& r : rows) {
     if (r.contains("of_gemm"))
-      g.push_back(goal("local attention fwd+bwd S=" + std::to_string(int(r["S"])) +
-                           ": GFLOP/s / SGEMM GFLOP/s",
-                       r["of_gemm"], ">=", 0.8));
+      g.push_back(goal(
+          "local attention fwd+bwd S=" + std::to_string(int(r["S"])) + ": GFLOP/s / SGEMM GFLOP/s",
+          r["of_gemm"], ">=", 0.8));
     if (r["what"] == "ring fwd+bwd" && int(r["ranks"]) == 2 && int(r["threads"]) == 1)
       for (const auto& one : rows)
         if (one["what"] == r["what"] && int(one["ranks"]) == 1 && int(one["threads"]) == 1) {
           const int used = std::min(2, int(r.value("cores", 2)));
-          g.push_back(goal("ring fwd+bwd S=" + std::to_string(int(r["S"])) +
-                               ": E = T(1 rank) / (" + std::to_string(used) +
-                               " x T(2 ranks)), 1 thread each",
+          g.push_back(goal("ring fwd+bwd S=" + std::to_string(int(r["S"])) + ": E = T(1 rank) / (" +
+                               std::to_string(used) + " x T(2 ranks)), 1 thread each",
                            double(one["t_s"]) / (used * double(r["t_s"])), ">=", 0.9));
         }
   }
@@ -161,8 +160,8 @@ Case attention_case() {
                {"reps", "N", "timed repetitions (sharded rows)", "3"},
                {"threads", "N", "OpenMP threads per rank", "1"}};
   c.rank_counts = {1, 2, 4};
-  c.columns = {"what", "S", "ranks", "threads", "t_s", "GFLOPs", "gemm_GFLOPs", "of_gemm",
-               "t_comm_wait_s"};
+  c.columns = {"what",   "S",           "ranks",   "threads",      "t_s",
+               "GFLOPs", "gemm_GFLOPs", "of_gemm", "t_comm_wait_s"};
   c.run = run;
   c.goals = goals;
   return c;

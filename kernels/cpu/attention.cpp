@@ -1,12 +1,17 @@
-// Host attention: a row tile of queries against blocks of keys with the online softmax
-// (forward), and the two gradient passes of FlashAttention-2 recomputing probabilities from
-// the saved LSE - dq per row tile, dk and dv per key tile - so no thread writes another's
-// rows and results do not depend on the thread count. Dot products vectorize over d.
+// Host attention. float64: a row tile of queries against blocks of keys with the online
+// softmax (forward), and the two gradient passes of FlashAttention-2 recomputing the
+// probabilities from the saved LSE - dq per row tile, dk and dv per key tile - so no thread
+// writes another's rows. float32: the same algebra as matrix products (oneDNN sgemm) per row
+// tile against all keys, each problem on one thread. Results do not depend on the thread
+// count.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include <oneapi/dnnl/dnnl.h>
+
+#include "decomp/error.hpp"
 #include "kernels/attention.hpp"
 
 namespace tessera::kernels {
@@ -175,6 +180,132 @@ void merge(Index rows, Index d, T* out, double* lse, const T* out2, const double
   }
 }
 
+// float32: the blocks as matrix products through oneDNN's sgemm (row-major), one row tile
+// of queries against all keys at a time: S = scale Q K^T (+ bias, masks), the exact softmax
+// of each row (its LSE kept), O = P V; backward dP = dO V^T, dS = P (dP - D), dQ = scale dS K,
+// dK += scale dS^T Q, dV += P^T dO. Each (batch x head) problem belongs to one thread, so dK
+// and dV accumulate without races; memory per thread is two row tiles of scores, O(S).
+constexpr Index kGemmRows = 64;
+
+void sgemm(char ta, char tb, Index m, Index n, Index k, float alpha, const float* a, Index lda,
+           const float* b, Index ldb, float beta, float* c, Index ldc) {
+  if (m == 0 || n == 0) return;
+  const dnnl_status_t st = dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  TESSERA_CHECK(st == dnnl_success, "attention: oneDNN sgemm failed (status " << st << ")");
+}
+
+// Scores of rows [i0, i1) of problem b against every key, masked, into s (rows x sk).
+void scores(const AttentionDesc& a, Index b, Index i0, Index i1, const float* q, const float* k,
+            float* s) {
+  const float sc = static_cast<float>(a.effective_scale());
+  if (a.sk == 0 || i1 == i0) return;
+  sgemm('N', 'T', i1 - i0, a.sk, a.d, sc, q + (b * a.sq + i0) * a.d, a.d, k + b * a.sk * a.d, a.d,
+        0.0f, s, a.sk);
+  const auto* bias = static_cast<const float*>(a.bias);
+  for (Index i = i0; i < i1; ++i) {
+    float* row = s + (i - i0) * a.sk;
+    if (bias) {
+      const float* br = bias + b * a.bias_batch_stride + i * a.sk;
+#pragma omp simd
+      for (Index j = 0; j < a.sk; ++j) row[j] += br[j];
+    }
+    if (a.causal) {
+      const Index first_hidden = std::max<Index>(0, i + a.q_offset - a.k_offset + 1);
+      for (Index j = first_hidden; j < a.sk; ++j) row[j] = -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+void forward_gemm(const AttentionDesc& a, const float* q, const float* k, const float* v,
+                  float* out, double* lse) {
+#pragma omp parallel
+  {
+    std::vector<float> s(static_cast<std::size_t>(kGemmRows * std::max<Index>(a.sk, 1)));
+#pragma omp for schedule(dynamic)
+    for (Index b = 0; b < a.batch; ++b)
+      for (Index i0 = 0; i0 < a.sq; i0 += kGemmRows) {
+        const Index i1 = std::min(a.sq, i0 + kGemmRows);
+        scores(a, b, i0, i1, q, k, s.data());
+        for (Index i = i0; i < i1; ++i) {
+          float* row = s.data() + (i - i0) * a.sk;
+          float m = -std::numeric_limits<float>::infinity();
+          for (Index j = 0; j < a.sk; ++j) m = std::max(m, row[j]);
+          if (m == -std::numeric_limits<float>::infinity()) {
+            std::fill(row, row + a.sk, 0.0f);
+            lse[b * a.sq + i] = kNegInf;
+            continue;
+          }
+          double l = 0;
+          for (Index j = 0; j < a.sk; ++j) {
+            row[j] = std::exp(row[j] - m);
+            l += row[j];
+          }
+          const float inv = static_cast<float>(1.0 / l);
+#pragma omp simd
+          for (Index j = 0; j < a.sk; ++j) row[j] *= inv;
+          lse[b * a.sq + i] = static_cast<double>(m) + std::log(l);
+        }
+        if (a.sk == 0) {
+          std::fill(out + (b * a.sq + i0) * a.d, out + (b * a.sq + i1) * a.d, 0.0f);
+          continue;
+        }
+        sgemm('N', 'N', i1 - i0, a.d, a.sk, 1.0f, s.data(), a.sk, v + b * a.sk * a.d, a.d, 0.0f,
+              out + (b * a.sq + i0) * a.d, a.d);
+      }
+  }
+}
+
+void backward_gemm(const AttentionDesc& a, const float* q, const float* k, const float* v,
+                   const float* out, const float* dout, const double* lse, float* dq, float* dk,
+                   float* dv, float* dbias) {
+  const float sc = static_cast<float>(a.effective_scale());
+  std::fill(dk, dk + a.batch * a.sk * a.d, 0.0f);
+  std::fill(dv, dv + a.batch * a.sk * a.d, 0.0f);
+#pragma omp parallel
+  {
+    const std::size_t tile = static_cast<std::size_t>(kGemmRows * std::max<Index>(a.sk, 1));
+    std::vector<float> p(tile), dp(tile);
+#pragma omp for schedule(dynamic)
+    for (Index b = 0; b < a.batch; ++b)
+      for (Index i0 = 0; i0 < a.sq; i0 += kGemmRows) {
+        const Index i1 = std::min(a.sq, i0 + kGemmRows), rows = i1 - i0;
+        if (a.sk == 0) {
+          std::fill(dq + (b * a.sq + i0) * a.d, dq + (b * a.sq + i1) * a.d, 0.0f);
+          continue;
+        }
+        scores(a, b, i0, i1, q, k, p.data());
+        for (Index i = i0; i < i1; ++i) {  // P from the saved LSE
+          float* row = p.data() + (i - i0) * a.sk;
+          const double li = lse[b * a.sq + i];
+          if (li == kNegInf) {
+            std::fill(row, row + a.sk, 0.0f);
+            continue;
+          }
+          for (Index j = 0; j < a.sk; ++j)
+            row[j] = static_cast<float>(std::exp(static_cast<double>(row[j]) - li));
+        }
+        const float* go = dout + (b * a.sq + i0) * a.d;
+        sgemm('N', 'T', rows, a.sk, a.d, 1.0f, go, a.d, v + b * a.sk * a.d, a.d, 0.0f, dp.data(),
+              a.sk);
+        for (Index i = i0; i < i1; ++i) {  // dS = P (dP - D_i), in place of dP
+          const Index r = b * a.sq + i;
+          const float di = static_cast<float>(dot(dout + r * a.d, out + r * a.d, a.d));
+          float* ds = dp.data() + (i - i0) * a.sk;
+          const float* pr = p.data() + (i - i0) * a.sk;
+#pragma omp simd
+          for (Index j = 0; j < a.sk; ++j) ds[j] = pr[j] * (ds[j] - di);
+          if (dbias) std::copy(ds, ds + a.sk, dbias + r * a.sk);
+        }
+        sgemm('N', 'N', rows, a.d, a.sk, sc, dp.data(), a.sk, k + b * a.sk * a.d, a.d, 0.0f,
+              dq + (b * a.sq + i0) * a.d, a.d);
+        sgemm('T', 'N', a.sk, a.d, rows, sc, dp.data(), a.sk, q + (b * a.sq + i0) * a.d, a.d, 1.0f,
+              dk + b * a.sk * a.d, a.d);
+        sgemm('T', 'N', a.sk, a.d, rows, 1.0f, p.data(), a.sk, go, a.d, 1.0f, dv + b * a.sk * a.d,
+              a.d);
+      }
+  }
+}
+
 }  // namespace
 
 void cpu::attention_forward(const AttentionDesc& a, const void* q, const void* k, const void* v,
@@ -182,8 +313,8 @@ void cpu::attention_forward(const AttentionDesc& a, const void* q, const void* k
   if (a.type == DType::f64)
     return forward(a, static_cast<const double*>(q), static_cast<const double*>(k),
                    static_cast<const double*>(v), static_cast<double*>(out), lse);
-  forward(a, static_cast<const float*>(q), static_cast<const float*>(k),
-          static_cast<const float*>(v), static_cast<float*>(out), lse);
+  forward_gemm(a, static_cast<const float*>(q), static_cast<const float*>(k),
+               static_cast<const float*>(v), static_cast<float*>(out), lse);
 }
 
 void cpu::attention_backward(const AttentionDesc& a, const void* q, const void* k, const void* v,
@@ -195,10 +326,10 @@ void cpu::attention_backward(const AttentionDesc& a, const void* q, const void* 
                     static_cast<const double*>(dout), lse, static_cast<double*>(dq),
                     static_cast<double*>(dk), static_cast<double*>(dv),
                     static_cast<double*>(dbias));
-  backward(a, static_cast<const float*>(q), static_cast<const float*>(k),
-           static_cast<const float*>(v), static_cast<const float*>(out),
-           static_cast<const float*>(dout), lse, static_cast<float*>(dq), static_cast<float*>(dk),
-           static_cast<float*>(dv), static_cast<float*>(dbias));
+  backward_gemm(a, static_cast<const float*>(q), static_cast<const float*>(k),
+                static_cast<const float*>(v), static_cast<const float*>(out),
+                static_cast<const float*>(dout), lse, static_cast<float*>(dq),
+                static_cast<float*>(dk), static_cast<float*>(dv), static_cast<float*>(dbias));
 }
 
 void cpu::attention_merge(DType t, Index batch, Index sq, Index d, void* out, double* lse,
