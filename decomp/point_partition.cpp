@@ -65,15 +65,17 @@ void bisect(const std::vector<Point3>& pts, const std::vector<double>& w, std::v
   while (cut < last && acc + weight_of(w, idx[cut]) / 2 < target) acc += weight_of(w, idx[cut++]);
   double plane;
   if (last == first)
-    plane = std::isfinite(box.lo[dim]) && std::isfinite(box.hi[dim]) ? (box.lo[dim] + box.hi[dim]) / 2
-                                                                    : 0.0;
+    plane = std::isfinite(box.lo[dim]) && std::isfinite(box.hi[dim])
+                ? (box.lo[dim] + box.hi[dim]) / 2
+                : 0.0;
   else if (cut == first)
     plane = pts[static_cast<std::size_t>(idx[first])][dim];
   else if (cut == last)
     plane = pts[static_cast<std::size_t>(idx[last - 1])][dim];
   else
     plane = (pts[static_cast<std::size_t>(idx[cut - 1])][dim] +
-             pts[static_cast<std::size_t>(idx[cut])][dim]) / 2;
+             pts[static_cast<std::size_t>(idx[cut])][dim]) /
+            2;
   plane = std::clamp(plane, box.lo[dim], box.hi[dim]);
   Region3 lbox = box, rbox = box;
   lbox.hi[dim] = plane;
@@ -188,8 +190,8 @@ PointPartition sfc_partition(const std::vector<Point3>& pts, const std::vector<d
   for (const auto& [key, i] : keys) {
     const double wi = weight_of(w, i);
     // The part whose share of the weight holds this point's midpoint along the curve.
-    const int p = total > 0 ? std::min(parts - 1, static_cast<int>((acc + wi / 2) / total * parts))
-                            : 0;
+    const int p =
+        total > 0 ? std::min(parts - 1, static_cast<int>((acc + wi / 2) / total * parts)) : 0;
     acc += wi;
     out.owner[static_cast<std::size_t>(i)] = p;
   }
@@ -199,10 +201,12 @@ PointPartition sfc_partition(const std::vector<Point3>& pts, const std::vector<d
   for (std::size_t i = 0; i < pts.size(); ++i) {
     Region3& b = box[static_cast<std::size_t>(out.owner[i])];
     any[static_cast<std::size_t>(out.owner[i])] = true;
-    for (int d = 0; d < 3; ++d) b.lo[d] = std::min(b.lo[d], pts[i][d]), b.hi[d] = std::max(b.hi[d], pts[i][d]);
+    for (int d = 0; d < 3; ++d)
+      b.lo[d] = std::min(b.lo[d], pts[i][d]), b.hi[d] = std::max(b.hi[d], pts[i][d]);
   }
   for (int p = 0; p < parts; ++p)
-    if (any[static_cast<std::size_t>(p)]) out.region[static_cast<std::size_t>(p)] = {box[static_cast<std::size_t>(p)]};
+    if (any[static_cast<std::size_t>(p)])
+      out.region[static_cast<std::size_t>(p)] = {box[static_cast<std::size_t>(p)]};
   finish(out, w);
   return out;
 }

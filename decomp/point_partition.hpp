@@ -20,15 +20,15 @@ namespace tessera {
 using Point3 = std::array<double, 3>;
 
 struct Region3 {
-  Point3 lo, hi;  // closed box; +-infinity where unbounded
+  Point3 lo, hi;                              // closed box; +-infinity where unbounded
   double distance_to(const Point3& p) const;  // 0 inside
 };
 
 struct PointPartition {
-  std::vector<int> owner;                   // per point, its part
+  std::vector<int> owner;                    // per point, its part
   std::vector<std::vector<Region3>> region;  // per part, boxes whose union holds its points
-  std::vector<double> weight;               // per part, the weight it holds
-  double imbalance() const;                 // max / mean part weight (1: perfect)
+  std::vector<double> weight;                // per part, the weight it holds
+  double imbalance() const;                  // max / mean part weight (1: perfect)
 };
 
 enum class Curve { Morton, Hilbert };

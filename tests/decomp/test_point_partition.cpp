@@ -61,7 +61,8 @@ void check_partition(const PointPartition& part, const std::vector<Point3>& pts,
     REQUIRE(o >= 0);
     REQUIRE(o < parts);
     double d = INFINITY;
-    for (const Region3& b : part.region[static_cast<std::size_t>(o)]) d = std::min(d, b.distance_to(pts[i]));
+    for (const Region3& b : part.region[static_cast<std::size_t>(o)])
+      d = std::min(d, b.distance_to(pts[i]));
     CHECK(d == 0.0);
   }
   if (max_imbalance > 0) CHECK(part.imbalance() <= max_imbalance);
@@ -98,7 +99,8 @@ TEST_CASE("the ghost plan is the points within r of other regions, and covers ev
   for (int parts : {2, 3, 5, 8})
     for (double r : {0.05, 0.5, 4.0})  // the last spans several regions
       for (bool rcb : {true, false}) {
-        const PointPartition part = rcb ? rcb_partition(pts, {}, parts) : sfc_partition(pts, {}, parts);
+        const PointPartition part =
+            rcb ? rcb_partition(pts, {}, parts) : sfc_partition(pts, {}, parts);
         INFO(parts << " parts, r " << r << (rcb ? " RCB" : " SFC"));
         std::set<std::pair<Index, int>> all;
         for (int me = 0; me < parts; ++me) {

@@ -1,0 +1,87 @@
+#include "runtime/points/migration.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera {
+
+Migration::Migration(MPI_Comm comm, const std::vector<int>& dest) : comm_(comm), dest_(dest) {
+  int P = 1;
+  TESSERA_MPI(MPI_Comm_size(comm, &P));
+  send_count_.assign(static_cast<std::size_t>(P), 0);
+  for (int d : dest) {
+    TESSERA_CHECK(d >= 0 && d < P, "migration: destination rank " << d << " of " << P);
+    ++send_count_[static_cast<std::size_t>(d)];
+  }
+  order_.resize(dest.size());
+  std::iota(order_.begin(), order_.end(), Index{0});
+  std::stable_sort(order_.begin(), order_.end(), [&](Index a, Index b) {
+    return dest[static_cast<std::size_t>(a)] < dest[static_cast<std::size_t>(b)];
+  });
+  recv_count_.assign(static_cast<std::size_t>(P), 0);
+  TESSERA_MPI(MPI_Alltoall(send_count_.data(), 1, MPI_INT64_T, recv_count_.data(), 1, MPI_INT64_T,
+                           comm));
+  recv_total_ = std::accumulate(recv_count_.begin(), recv_count_.end(), Index{0});
+}
+
+Tensor Migration::forward(const Tensor& rows) const {
+  return move(rows, false);
+}
+
+Tensor Migration::reverse(const Tensor& rows) const {
+  return move(rows, true);
+}
+
+Tensor Migration::move(const Tensor& rows, bool back) const {
+  TESSERA_CHECK(rows.space() == MemSpace::Host, "migration: host tensors only");
+  const Index have = back ? recv_total_ : sent();
+  TESSERA_CHECK(rows.ndim() >= 1 && rows.shape(0) == have,
+                "migration: " << (back ? "reverse" : "forward") << " takes " << have
+                              << " rows, got " << shape_str(rows.shape()));
+  const Tensor src = rows.contiguous();
+  const Index row_elems = have > 0 ? src.numel() / have : [&] {
+    Index e = 1;
+    for (int d = 1; d < rows.ndim(); ++d) e *= rows.shape(d);
+    return e;
+  }();
+  const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * src.elem_size();
+  const auto& scount = back ? recv_count_ : send_count_;
+  const auto& rcount = back ? send_count_ : recv_count_;
+  const int P = static_cast<int>(scount.size());
+  std::vector<int> sc(P), sd(P), rc(P), rd(P);
+  Index soff = 0, roff = 0;
+  for (int p = 0; p < P; ++p) {
+    sc[p] = checked_count(scount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes), "migration send");
+    sd[p] = checked_count(soff, "migration send offset");
+    rc[p] = checked_count(rcount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes), "migration receive");
+    rd[p] = checked_count(roff, "migration receive offset");
+    soff += scount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);
+    roff += rcount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);
+  }
+  std::vector<Index> out_shape = rows.shape();
+  out_shape[0] = back ? sent() : recv_total_;
+  Tensor out = Tensor::empty(out_shape, rows.dtype());
+  const auto* s = static_cast<const unsigned char*>(src.raw());
+  auto* o = static_cast<unsigned char*>(out.raw());
+  if (!back) {  // pack by destination, exchange into place
+    std::vector<unsigned char> buf(static_cast<std::size_t>(soff));
+    for (std::size_t k = 0; k < order_.size(); ++k)
+      std::copy_n(s + static_cast<std::size_t>(order_[k]) * row_bytes, row_bytes,
+                  buf.data() + k * row_bytes);
+    TESSERA_MPI(MPI_Alltoallv(buf.data(), sc.data(), sd.data(), MPI_BYTE, o, rc.data(), rd.data(),
+                              MPI_BYTE, comm_));
+    return out;
+  }
+  std::vector<unsigned char> buf(static_cast<std::size_t>(roff));  // back in destination order
+  TESSERA_MPI(MPI_Alltoallv(s, sc.data(), sd.data(), MPI_BYTE, buf.data(), rc.data(), rd.data(),
+                            MPI_BYTE, comm_));
+  for (std::size_t k = 0; k < order_.size(); ++k)
+    std::copy_n(buf.data() + k * row_bytes, row_bytes,
+                o + static_cast<std::size_t>(order_[k]) * row_bytes);
+  return out;
+}
+
+}  // namespace tessera

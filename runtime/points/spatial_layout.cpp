@@ -1,0 +1,142 @@
+#include "runtime/points/spatial_layout.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera {
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+Point3 row(const Tensor& c, Index i) {
+  const double* p = c.data<double>() + 3 * i;
+  return {p[0], p[1], p[2]};
+}
+
+}  // namespace
+
+SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
+  TESSERA_CHECK(coords.space() == MemSpace::Host && coords.dtype() == DType::f64 &&
+                    coords.ndim() == 2 && coords.shape(1) == 3 && coords.is_contiguous(),
+                "spatial layout: coordinates are a contiguous host (n, 3) float64 tensor, not "
+                    << name_of(coords.dtype()) << " " << shape_str(coords.shape()));
+  const Index n = coords.shape(0);
+  TESSERA_CHECK(!weights.defined() || (weights.dtype() == DType::f64 && weights.numel() == n),
+                "spatial layout: one float64 weight per point");
+  int P = 1;
+  TESSERA_MPI(MPI_Comm_size(comm, &P));
+  for (Index i = 0; i < 3 * n; ++i)
+    TESSERA_CHECK(std::isfinite(coords.data<double>()[i]), "spatial layout: a coordinate is not finite");
+  auto w = [&](Index i) { return weights.defined() ? weights.data<double>()[i] : 1.0; };
+
+  SpatialLayout out;
+  out.region_.assign(static_cast<std::size_t>(P), Region3{});
+  struct Open {
+    int node, p0, np;
+    Region3 box;
+  };
+  out.nodes_.push_back({});
+  std::vector<Open> open{{0, 0, P, Region3{{-kInf, -kInf, -kInf}, {kInf, kInf, kInf}}}};
+  // Index into `open` of each point's region; -1 once its region is a leaf.
+  std::vector<int> where(static_cast<std::size_t>(n), 0);
+  while (!open.empty()) {
+    std::vector<Open> next;
+    const std::size_t m = open.size();
+    // The points' bounding box per open region (all ranks), and its total weight.
+    std::vector<double> lo(3 * m, kInf), hi(3 * m, kInf), tot(m, 0.0);  // hi stored negated
+    for (Index i = 0; i < n; ++i) {
+      if (where[static_cast<std::size_t>(i)] < 0) continue;
+      const auto k = static_cast<std::size_t>(where[static_cast<std::size_t>(i)]);
+      const Point3 p = row(coords, i);
+      for (int d = 0; d < 3; ++d) lo[3 * k + d] = std::min(lo[3 * k + d], p[d]), hi[3 * k + d] = std::min(hi[3 * k + d], -p[d]);
+      tot[k] += w(i);
+    }
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, tot.data(), static_cast<int>(m), MPI_DOUBLE, MPI_SUM, comm));
+    std::vector<int> dim(m, 0);
+    std::vector<double> a(m), b(m), target(m);
+    for (std::size_t k = 0; k < m; ++k) {
+      for (int d = 1; d < 3; ++d)
+        if (-hi[3 * k + d] - lo[3 * k + d] > -hi[3 * k + dim[k]] - lo[3 * k + dim[k]]) dim[k] = d;
+      const bool empty = !(lo[3 * k] <= -hi[3 * k]);
+      a[k] = empty ? 0.0 : lo[3 * k + dim[k]];
+      b[k] = empty ? 0.0 : -hi[3 * k + dim[k]];
+      const Open& o = open[k];
+      target[k] = o.np > 1 ? tot[k] * (o.np / 2) / o.np : 0.0;
+    }
+    // Bisection on each plane: the smallest plane with weight(x < plane) >= target, 64 steps.
+    std::vector<double> below(m);
+    for (int step = 0; step < 64; ++step) {
+      std::fill(below.begin(), below.end(), 0.0);
+      std::vector<double> mid(m);
+      for (std::size_t k = 0; k < m; ++k) mid[k] = a[k] + (b[k] - a[k]) / 2;
+      for (Index i = 0; i < n; ++i) {
+        if (where[static_cast<std::size_t>(i)] < 0) continue;
+        const auto k = static_cast<std::size_t>(where[static_cast<std::size_t>(i)]);
+        if (coords.data<double>()[3 * i + dim[k]] < mid[k]) below[k] += w(i);
+      }
+      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, below.data(), static_cast<int>(m), MPI_DOUBLE, MPI_SUM, comm));
+      for (std::size_t k = 0; k < m; ++k) (below[k] >= target[k] ? b[k] : a[k]) = mid[k];
+    }
+    std::vector<int> left_of(m), right_of(m);
+    for (std::size_t k = 0; k < m; ++k) {
+      const Open o = open[k];
+      Node& nd = out.nodes_[static_cast<std::size_t>(o.node)];
+      if (o.np == 1) {
+        nd.part = o.p0;
+        out.region_[static_cast<std::size_t>(o.p0)] = o.box;
+        left_of[k] = right_of[k] = -1;
+        continue;
+      }
+      const int d = dim[k];
+      const double plane = std::clamp(b[k], o.box.lo[d], o.box.hi[d]);
+      nd.dim = d;
+      nd.plane = plane;
+      const int l = static_cast<int>(out.nodes_.size());
+      out.nodes_.push_back({});
+      out.nodes_.push_back({});
+      out.nodes_[static_cast<std::size_t>(o.node)].left = l;
+      out.nodes_[static_cast<std::size_t>(o.node)].right = l + 1;
+      Region3 lb = o.box, rb = o.box;
+      lb.hi[d] = plane;
+      rb.lo[d] = plane;
+      left_of[k] = static_cast<int>(next.size());
+      next.push_back({l, o.p0, o.np / 2, lb});
+      right_of[k] = static_cast<int>(next.size());
+      next.push_back({l + 1, o.p0 + o.np / 2, o.np - o.np / 2, rb});
+    }
+    for (Index i = 0; i < n; ++i) {
+      auto& k = where[static_cast<std::size_t>(i)];
+      if (k < 0) continue;
+      const auto kk = static_cast<std::size_t>(k);
+      if (left_of[kk] < 0) {
+        k = -1;  // its region is a leaf: done
+        continue;
+      }
+      const Node& nd = out.nodes_[static_cast<std::size_t>(open[kk].node)];
+      k = coords.data<double>()[3 * i + nd.dim] < nd.plane ? left_of[kk] : right_of[kk];
+    }
+    open = next;
+  }
+  return out;
+}
+
+int SpatialLayout::owner_of(const Point3& p) const {
+  std::size_t k = 0;
+  while (nodes_[k].dim >= 0)
+    k = static_cast<std::size_t>(p[static_cast<std::size_t>(nodes_[k].dim)] < nodes_[k].plane ? nodes_[k].left
+                                                                                               : nodes_[k].right);
+  return nodes_[k].part;
+}
+
+std::vector<int> SpatialLayout::owners(const Tensor& coords) const {
+  std::vector<int> o(static_cast<std::size_t>(coords.shape(0)));
+  for (Index i = 0; i < coords.shape(0); ++i) o[static_cast<std::size_t>(i)] = owner_of(row(coords, i));
+  return o;
+}
+
+}  // namespace tessera
