@@ -55,3 +55,8 @@ target_link_libraries(tessera_fftw INTERFACE ${FFTW_fftw3_omp_LIBRARY} ${FFTW_ff
 add_library(tessera_fftw_mpi INTERFACE)
 target_link_libraries(tessera_fftw_mpi INTERFACE ${FFTW_fftw3_mpi_LIBRARY}
   ${FFTW_fftw3f_mpi_LIBRARY} tessera_fftw)
+# nanoflann: the k-d tree of the exact neighbour queries (header only).
+find_path(NANOFLANN_INCLUDE_DIR nanoflann.hpp)
+if(NOT NANOFLANN_INCLUDE_DIR)
+  message(FATAL_ERROR "Tessera needs nanoflann: apt-get install libnanoflann-dev (scripts/setup.sh does this)")
+endif()

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
   hdf5-tools libdnnl-dev libfftw3-dev libfftw3-mpi-dev catch2 libtomlplusplus-dev
-  nlohmann-json3-dev)
+  nlohmann-json3-dev libnanoflann-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -22,8 +22,8 @@ Migration::Migration(MPI_Comm comm, const std::vector<int>& dest) : comm_(comm),
     return dest[static_cast<std::size_t>(a)] < dest[static_cast<std::size_t>(b)];
   });
   recv_count_.assign(static_cast<std::size_t>(P), 0);
-  TESSERA_MPI(MPI_Alltoall(send_count_.data(), 1, MPI_INT64_T, recv_count_.data(), 1, MPI_INT64_T,
-                           comm));
+  TESSERA_MPI(
+      MPI_Alltoall(send_count_.data(), 1, MPI_INT64_T, recv_count_.data(), 1, MPI_INT64_T, comm));
   recv_total_ = std::accumulate(recv_count_.begin(), recv_count_.end(), Index{0});
 }
 
@@ -54,9 +54,11 @@ Tensor Migration::move(const Tensor& rows, bool back) const {
   std::vector<int> sc(P), sd(P), rc(P), rd(P);
   Index soff = 0, roff = 0;
   for (int p = 0; p < P; ++p) {
-    sc[p] = checked_count(scount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes), "migration send");
+    sc[p] = checked_count(scount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes),
+                          "migration send");
     sd[p] = checked_count(soff, "migration send offset");
-    rc[p] = checked_count(rcount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes), "migration receive");
+    rc[p] = checked_count(rcount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes),
+                          "migration receive");
     rd[p] = checked_count(roff, "migration receive offset");
     soff += scount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);
     roff += rcount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);

@@ -31,8 +31,8 @@ class Migration {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::vector<int> dest_;
-  std::vector<Index> order_;                      // local rows sorted by destination (stable)
-  std::vector<Index> send_count_, recv_count_;    // rows per peer
+  std::vector<Index> order_;                    // local rows sorted by destination (stable)
+  std::vector<Index> send_count_, recv_count_;  // rows per peer
   Index recv_total_ = 0;
 };
 

@@ -29,7 +29,8 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
   int P = 1;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   for (Index i = 0; i < 3 * n; ++i)
-    TESSERA_CHECK(std::isfinite(coords.data<double>()[i]), "spatial layout: a coordinate is not finite");
+    TESSERA_CHECK(std::isfinite(coords.data<double>()[i]),
+                  "spatial layout: a coordinate is not finite");
   auto w = [&](Index i) { return weights.defined() ? weights.data<double>()[i] : 1.0; };
 
   SpatialLayout out;
@@ -51,12 +52,17 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
       if (where[static_cast<std::size_t>(i)] < 0) continue;
       const auto k = static_cast<std::size_t>(where[static_cast<std::size_t>(i)]);
       const Point3 p = row(coords, i);
-      for (int d = 0; d < 3; ++d) lo[3 * k + d] = std::min(lo[3 * k + d], p[d]), hi[3 * k + d] = std::min(hi[3 * k + d], -p[d]);
+      for (int d = 0; d < 3; ++d)
+        lo[3 * k + d] = std::min(lo[3 * k + d], p[d]),
+                   hi[3 * k + d] = std::min(hi[3 * k + d], -p[d]);
       tot[k] += w(i);
     }
-    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
-    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
-    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, tot.data(), static_cast<int>(m), MPI_DOUBLE, MPI_SUM, comm));
+    TESSERA_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
+    TESSERA_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
+    TESSERA_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, tot.data(), static_cast<int>(m), MPI_DOUBLE, MPI_SUM, comm));
     std::vector<int> dim(m, 0);
     std::vector<double> a(m), b(m), target(m);
     for (std::size_t k = 0; k < m; ++k) {
@@ -79,7 +85,8 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
         const auto k = static_cast<std::size_t>(where[static_cast<std::size_t>(i)]);
         if (coords.data<double>()[3 * i + dim[k]] < mid[k]) below[k] += w(i);
       }
-      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, below.data(), static_cast<int>(m), MPI_DOUBLE, MPI_SUM, comm));
+      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, below.data(), static_cast<int>(m), MPI_DOUBLE,
+                                MPI_SUM, comm));
       for (std::size_t k = 0; k < m; ++k) (below[k] >= target[k] ? b[k] : a[k]) = mid[k];
     }
     std::vector<int> left_of(m), right_of(m);
@@ -128,14 +135,16 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
 int SpatialLayout::owner_of(const Point3& p) const {
   std::size_t k = 0;
   while (nodes_[k].dim >= 0)
-    k = static_cast<std::size_t>(p[static_cast<std::size_t>(nodes_[k].dim)] < nodes_[k].plane ? nodes_[k].left
-                                                                                               : nodes_[k].right);
+    k = static_cast<std::size_t>(p[static_cast<std::size_t>(nodes_[k].dim)] < nodes_[k].plane
+                                     ? nodes_[k].left
+                                     : nodes_[k].right);
   return nodes_[k].part;
 }
 
 std::vector<int> SpatialLayout::owners(const Tensor& coords) const {
   std::vector<int> o(static_cast<std::size_t>(coords.shape(0)));
-  for (Index i = 0; i < coords.shape(0); ++i) o[static_cast<std::size_t>(i)] = owner_of(row(coords, i));
+  for (Index i = 0; i < coords.shape(0); ++i)
+    o[static_cast<std::size_t>(i)] = owner_of(row(coords, i));
   return o;
 }
 

@@ -29,10 +29,10 @@ class SpatialLayout {
 
  private:
   struct Node {
-    int dim = -1;        // -1: a leaf
+    int dim = -1;  // -1: a leaf
     double plane = 0;
     int left = -1, right = -1;
-    int part = -1;       // leaves: the part
+    int part = -1;  // leaves: the part
   };
   std::vector<Node> nodes_;  // nodes_[0] the root
   std::vector<Region3> region_;

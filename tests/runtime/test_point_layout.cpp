@@ -48,10 +48,12 @@ TEST_CASE("collective RCB: one tree everywhere, balanced; migration there and ba
         for (auto& x : wt) x = u(g);
       // This rank's contiguous range of the global ids.
       const Index lo = static_cast<Index>(n) * me / P, hi = static_cast<Index>(n) * (me + 1) / P;
-      Tensor coords = Tensor::empty({hi - lo, 3}, DType::f64), ids = Tensor::empty({hi - lo}, DType::i64);
+      Tensor coords = Tensor::empty({hi - lo, 3}, DType::f64),
+             ids = Tensor::empty({hi - lo}, DType::i64);
       Tensor weights = Tensor::empty({hi - lo}, DType::f64);
       for (Index i = lo; i < hi; ++i) {
-        for (int d = 0; d < 3; ++d) coords.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
+        for (int d = 0; d < 3; ++d)
+          coords.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
         ids.data<std::int64_t>()[i - lo] = i;
         weights.data<double>()[i - lo] = wt[static_cast<std::size_t>(i)];
       }
@@ -81,15 +83,17 @@ TEST_CASE("collective RCB: one tree everywhere, balanced; migration there and ba
       const Tensor got = mig.forward(coords), got_ids = mig.forward(ids);
       bool mine = true, ordered = true;
       for (Index i = 0; i < got.shape(0); ++i) {
-        const Point3 p{got.data<double>()[3 * i], got.data<double>()[3 * i + 1], got.data<double>()[3 * i + 2]};
+        const Point3 p{got.data<double>()[3 * i], got.data<double>()[3 * i + 1],
+                       got.data<double>()[3 * i + 2]};
         mine = mine && layout.owner_of(p) == me;
-        if (i > 0) ordered = ordered && got_ids.data<std::int64_t>()[i] > got_ids.data<std::int64_t>()[i - 1];
+        if (i > 0)
+          ordered =
+              ordered && got_ids.data<std::int64_t>()[i] > got_ids.data<std::int64_t>()[i - 1];
       }
       MPI_CHECK(mine);
       MPI_CHECK(ordered);  // by source rank, then source order: increasing global ids here
-      const Index expect = static_cast<Index>(std::count_if(pts.begin(), pts.end(), [&](const Point3& p) {
-        return layout.owner_of(p) == me;
-      }));
+      const Index expect = static_cast<Index>(std::count_if(
+          pts.begin(), pts.end(), [&](const Point3& p) { return layout.owner_of(p) == me; }));
       MPI_CHECK(got.shape(0) == expect);
       const Tensor back = mig.reverse(got);
       MPI_CHECK(std::memcmp(back.raw(), coords.raw(), coords.nbytes()) == 0);

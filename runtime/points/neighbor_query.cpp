@@ -1,0 +1,148 @@
+#include "runtime/points/neighbor_query.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/neighbors.hpp"
+#include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera {
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+void check_rows3(const Tensor& t, const char* what) {
+  TESSERA_CHECK(t.space() == MemSpace::Host && t.dtype() == DType::f64 && t.ndim() == 2 &&
+                    t.shape(1) == 3 && t.is_contiguous(),
+                "neighbour query: " << what << " are a contiguous host (n, 3) float64 tensor, not "
+                                    << name_of(t.dtype()) << " " << shape_str(t.shape()));
+}
+
+struct Request {  // a query sent to another rank
+  double xyz[3];
+  double r2;  // answer points with d2 <= r2
+  std::int64_t query;
+};
+
+struct Answer {
+  double d2;
+  std::int64_t id;
+};
+
+// Exchanges variable-length lists of trivially copyable records with every rank.
+template <class T>
+std::vector<std::vector<T>> exchange_records(MPI_Comm comm, const std::vector<std::vector<T>>& out) {
+  const int P = static_cast<int>(out.size());
+  std::vector<int> sc(P), sd(P), rc(P), rd(P);
+  for (int p = 0; p < P; ++p) sc[p] = checked_count(static_cast<Index>(out[p].size() * sizeof(T)), "query bytes");
+  TESSERA_MPI(MPI_Alltoall(sc.data(), 1, MPI_INT, rc.data(), 1, MPI_INT, comm));
+  std::vector<char> sbuf, rbuf;
+  int st = 0, rt = 0;
+  for (int p = 0; p < P; ++p) sd[p] = st, st += sc[p], rd[p] = rt, rt += rc[p];
+  sbuf.resize(static_cast<std::size_t>(st));
+  rbuf.resize(static_cast<std::size_t>(rt));
+  for (int p = 0; p < P; ++p)
+    if (sc[p]) std::memcpy(sbuf.data() + sd[p], out[p].data(), static_cast<std::size_t>(sc[p]));
+  TESSERA_MPI(MPI_Alltoallv(sbuf.data(), sc.data(), sd.data(), MPI_BYTE, rbuf.data(), rc.data(),
+                            rd.data(), MPI_BYTE, comm));
+  std::vector<std::vector<T>> in(static_cast<std::size_t>(P));
+  for (int p = 0; p < P; ++p) {
+    in[p].resize(static_cast<std::size_t>(rc[p]) / sizeof(T));
+    if (rc[p]) std::memcpy(in[p].data(), rbuf.data() + rd[p], static_cast<std::size_t>(rc[p]));
+  }
+  return in;
+}
+
+// The shared second round: each query's local candidates `mine` (sorted) and its bound r2;
+// asks every other rank whose region lies within the bound, merges, keeps `keep`.
+NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::PointIndex& index,
+                     const Tensor& queries, std::vector<std::vector<kernels::Neighbor>> mine,
+                     const std::vector<double>& bound, Index keep) {
+  int P = 1, me = 0;
+  TESSERA_MPI(MPI_Comm_size(comm, &P));
+  TESSERA_MPI(MPI_Comm_rank(comm, &me));
+  const Index m = queries.shape(0);
+  std::vector<std::vector<Request>> req(static_cast<std::size_t>(P));
+  for (Index qi = 0; qi < m; ++qi) {
+    const double* x = queries.data<double>() + 3 * qi;
+    const Point3 p{x[0], x[1], x[2]};
+    for (int r = 0; r < P; ++r) {
+      if (r == me) continue;
+      const double d = layout.region(r).distance_to(p);
+      if (d * d <= bound[static_cast<std::size_t>(qi)])
+        req[static_cast<std::size_t>(r)].push_back({{x[0], x[1], x[2]}, bound[static_cast<std::size_t>(qi)], qi});
+    }
+  }
+  const auto got = exchange_records(comm, req);
+  std::vector<std::vector<Answer>> ans(static_cast<std::size_t>(P));
+  for (int r = 0; r < P; ++r)
+    for (const Request& q : got[static_cast<std::size_t>(r)]) {
+      const auto hits = index.within(q.xyz, q.r2, keep);
+      ans[static_cast<std::size_t>(r)].push_back({static_cast<double>(hits.size()), -2});  // header
+      for (const auto& h : hits) ans[static_cast<std::size_t>(r)].push_back({h.d2, h.id});
+    }
+  const auto back = exchange_records(comm, ans);
+  for (int r = 0; r < P; ++r) {  // answers come in the order the requests were sent
+    std::size_t pos = 0;
+    for (const Request& q : req[static_cast<std::size_t>(r)]) {
+      const auto count = static_cast<std::size_t>(back[static_cast<std::size_t>(r)][pos++].d2);
+      auto& list = mine[static_cast<std::size_t>(q.query)];
+      for (std::size_t c = 0; c < count; ++c, ++pos)
+        list.push_back({back[static_cast<std::size_t>(r)][pos].d2, back[static_cast<std::size_t>(r)][pos].id, -1});
+    }
+  }
+  NeighborLists out{Tensor::empty({m, keep}, DType::i64), Tensor::empty({m, keep}, DType::f64)};
+  for (Index qi = 0; qi < m; ++qi) {
+    auto& list = mine[static_cast<std::size_t>(qi)];
+    std::sort(list.begin(), list.end());
+    for (Index j = 0; j < keep; ++j) {
+      const bool have = j < static_cast<Index>(list.size());
+      out.ids.data<std::int64_t>()[qi * keep + j] = have ? list[static_cast<std::size_t>(j)].id : -1;
+      out.d2.data<double>()[qi * keep + j] = have ? list[static_cast<std::size_t>(j)].d2 : kInf;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
+                        const Tensor& ids, const Tensor& queries, Index k) {
+  check_rows3(points, "points");
+  check_rows3(queries, "queries");
+  TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
+                "neighbour query: one int64 id per point");
+  TESSERA_CHECK(k >= 1, "kNN: k = " << k);
+  const kernels::PointIndex index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0));
+  const Index m = queries.shape(0);
+  std::vector<std::vector<kernels::Neighbor>> mine(static_cast<std::size_t>(m));
+  std::vector<double> bound(static_cast<std::size_t>(m));
+  for (Index qi = 0; qi < m; ++qi) {  // round one: the local k nearest bound the search
+    mine[static_cast<std::size_t>(qi)] = index.knn(queries.data<double>() + 3 * qi, k);
+    const auto& l = mine[static_cast<std::size_t>(qi)];
+    bound[static_cast<std::size_t>(qi)] = static_cast<Index>(l.size()) < k ? kInf : l.back().d2;
+  }
+  return finish(comm, layout, index, queries, std::move(mine), bound, k);
+}
+
+NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
+                         const Tensor& ids, const Tensor& queries, double r, Index max_points) {
+  check_rows3(points, "points");
+  check_rows3(queries, "queries");
+  TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
+                "neighbour query: one int64 id per point");
+  TESSERA_CHECK(r >= 0 && std::isfinite(r) && max_points >= 1,
+                "ball query: radius " << r << ", max_points " << max_points);
+  const kernels::PointIndex index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0));
+  const Index m = queries.shape(0);
+  std::vector<std::vector<kernels::Neighbor>> mine(static_cast<std::size_t>(m));
+  std::vector<double> bound(static_cast<std::size_t>(m), r * r);
+  for (Index qi = 0; qi < m; ++qi)
+    mine[static_cast<std::size_t>(qi)] = index.within(queries.data<double>() + 3 * qi, r * r, max_points);
+  return finish(comm, layout, index, queries, std::move(mine), bound, max_points);
+}
+
+}  // namespace tessera

@@ -1,0 +1,30 @@
+#pragma once
+// Exact distributed neighbour queries on a point cloud laid out by a SpatialLayout (each rank
+// owns the points in its region): the k nearest points of any query points, and the points
+// within a radius, with ties broken by global id - the same answer at every rank count and
+// partition. kNN runs in two rounds (as ArborX does): the local k-th distance bounds which
+// other regions can hold closer points, and only those ranks are asked; the ball query asks
+// the ranks whose region lies within the radius.
+#include "runtime/floor.hpp"
+#include <mpi.h>
+
+#include "runtime/points/spatial_layout.hpp"
+#include "runtime/tensor/tensor.hpp"
+
+namespace tessera {
+
+struct NeighborLists {
+  Tensor ids;  // (queries, k) int64, -1 where fewer than k points exist (or are in range)
+  Tensor d2;   // (queries, k) float64 squared distances, +inf where ids is -1
+};
+
+// points: this rank's owned points (n, 3) float64 with their global ids (n) int64;
+// queries: any (m, 3) float64 points on this rank. Collective over comm.
+NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
+                        const Tensor& ids, const Tensor& queries, Index k);
+// The points within radius r of each query (distance <= r), nearest first, at most
+// max_points of them.
+NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
+                         const Tensor& ids, const Tensor& queries, double r, Index max_points);
+
+}  // namespace tessera
