@@ -28,5 +28,6 @@ Case conv_case();
 Case conv_kernel_case();
 Case train_case();
 Case io_case();
+Case scaling_case();
 
 }  // namespace tessera::bench

@@ -1,0 +1,26 @@
+#pragma once
+// One training step of the demo UNet on random data, as tessera-train takes it (forward,
+// relative-L2 loss, backward with the bucketed gradient all-reduce, clipping, AdamW), on
+// (batch, 1, H, W) grids split over the ranks along H; shared by the train and scaling
+// benchmark cases.
+#include <vector>
+
+#include "apps/bench/report.hpp"
+#include "decomp/index.hpp"
+#include "runtime/tensor/context.hpp"
+
+namespace tessera::bench {
+
+struct UNetStepSetup {
+  Index width = 8, batch = 2;
+  int depth = 3;
+  std::vector<Index> grid;  // global H, W
+  int reps = 5, warmup = 2;
+};
+
+// Times `reps` steps after `warmup` untimed ones. Row: ranks, shape, cells, t_step_s
+// (median of the slowest rank per step), t_min_s, ms_compute / ms_halo / ms_allreduce (the
+// slowest rank's split), samples_per_s, peak_mib (tracked bytes, largest rank, timed steps).
+json time_unet_step(Context& ctx, const UNetStepSetup& s);
+
+}  // namespace tessera::bench
