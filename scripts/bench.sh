@@ -24,10 +24,13 @@ for n in $ranks; do
   parts+=("$tmp/part-$n.json")
 done
 if [ "$case_name" = scaling ] && [ "${TESSERA_CAPACITY:-1}" = 1 ]; then
+  start=4
   for n in $ranks; do
     echo "== capacity at $n rank(s)"
-    scripts/bench_capacity.sh "$n" "$tmp/capacity-$n.json" "$@"
+    # The search starts from the rows per rank of the previous rank count (weak scaling).
+    TESSERA_CAPACITY_START=$start scripts/bench_capacity.sh "$n" "$tmp/capacity-$n.json" "$@"
     parts+=("$tmp/capacity-$n.json")
+    start=$(grep -o '"rows": [0-9]*' "$tmp/capacity-$n.json" | grep -o '[0-9]*$')
   done
 fi
 echo

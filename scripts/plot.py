@@ -227,6 +227,8 @@ def read_metrics(path):
     out = {c: [] for c in METRIC_COLUMNS[1:]}
     for r in rows:
         step = float(r["step"])
+        if r["loss"] in ("", None):  # the validation before the first step: no step's lr
+            r = dict(r, lr="")
         for c in out:
             v = r.get(c, "")
             if v not in ("", None) and math.isfinite(float(v)):
