@@ -5,7 +5,7 @@
 # set to it). A try is one launch of `tessera-bench scaling --which=capacity --rows=M`
 # (grid M * N * 2^depth rows); a try past the limit fails on the rank that passes it
 # and ends the job. Grows M from TESSERA_CAPACITY_START (default 4) until a try fails,
-# then bisects to within 1/32. Writes the row of the largest grid that fits to PART.json.
+# then bisects to the exact M. Writes the row of the largest grid that fits to PART.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=$1 part=$2
@@ -50,7 +50,7 @@ else
   while [ "$lo" -ge 1 ] && ! fits "$lo" "$@"; do hi=$lo; lo=$((lo / 2)); done
   [ "$lo" -ge 1 ] || { echo "bench_capacity: nothing fits $limit MiB per rank at $n ranks" >&2; exit 1; }
 fi
-while [ $((hi - lo)) -gt $(((lo + 31) / 32)) ]; do
+while [ $((hi - lo)) -gt 1 ]; do
   mid=$(((lo + hi) / 2))
   if fits "$mid" "$@"; then lo=$mid; else hi=$mid; fi
 done

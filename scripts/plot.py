@@ -349,6 +349,20 @@ def plot_scaling(a):
     if all_ranks:
         ax_sp.plot(all_ranks, all_ranks, "k:", label="ideal")
         ax_eff.axhline(1.0, color="k", ls=":", label="ideal")
+        # Ranks beyond the machine's cores share them: the best such a machine can do.
+        cores = min((r["cores"] for r in rows if r.get("cores")), default=0)
+        if cores and all_ranks[-1] > cores:
+            ax_sp.plot(all_ranks, [min(n, cores) for n in all_ranks], "--", color="grey",
+                       label=f"ideal on {cores} cores")
+            ax_eff.plot(all_ranks, [min(n, cores) / n for n in all_ranks], "--", color="grey",
+                        label=f"ideal on {cores} cores")
+            for i, s in enumerate(series):
+                weak = [r for r in per_rank(rows, s, "weak") if r.get("t_step_s")]
+                if weak and weak[0]["ranks"] == 1:
+                    ax_weak.plot([r["ranks"] for r in weak],
+                                 [weak[0]["t_step_s"] * 1e3 * max(1, r["ranks"] / cores)
+                                  for r in weak], "--", color="grey",
+                                 label=f"ideal on {cores} cores" if i == 0 else None)
     titles = ((ax_sp, "strong scaling: speedup T(1)/T(n)", "speedup"),
               (ax_eff, "strong scaling: efficiency T(1)/(n T(n))", "efficiency"),
               (ax_weak, "weak scaling: time per step (dotted: 1 rank)", "ms per step"),

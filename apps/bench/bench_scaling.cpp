@@ -36,6 +36,7 @@ json tagged(json row, const std::string& scaling) {
   row["scaling"] = scaling;
   row["model"] = "unet";
   row["threads"] = omp_get_max_threads();
+  row["cores"] = omp_get_num_procs();  // more ranks than cores share them (plot.py's ideal)
   return row;
 }
 
@@ -123,9 +124,8 @@ Case scaling_case() {
                {"capacity-width", "W", "capacity: grid width", "64"},
                {"capacity-batch", "N", "capacity: samples per step", "1"}};
   c.rank_counts = {1, 2, 4, 8};
-  c.columns = {"scaling",      "ranks",        "shape",         "cells",
-               "t_step_s",     "ms_compute",   "ms_halo",       "ms_allreduce",
-               "peak_mib",     "limit_mib"};
+  c.columns = {"scaling",    "ranks",   "shape",        "cells",    "t_step_s",
+               "ms_compute", "ms_halo", "ms_allreduce", "peak_mib", "limit_mib"};
   c.run = run;
   c.goals = goals;
   return c;

@@ -116,7 +116,7 @@ def make_bench(d):
     rows = []
     for n in (1, 2, 4, 8):
         for scaling, t in (("strong", 0.4 / n ** 0.8), ("weak", 0.1 * (1 + 0.05 * n))):
-            rows.append({"scaling": scaling, "model": "unet", "ranks": n, "threads": 1,
+            rows.append({"scaling": scaling, "model": "unet", "ranks": n, "threads": 1, "cores": 2,
                          "shape": f"2x1x{64 * n if scaling == 'weak' else 256}x64",
                          "t_step_s": t, "ms_compute": t * 800, "ms_halo": t * 150,
                          "ms_allreduce": t * 50, "peak_mib": 40 / n + 3})

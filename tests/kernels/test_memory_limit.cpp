@@ -36,7 +36,7 @@ TEST_CASE("Memory limit: allocations up to it succeed, past it are refused", "[m
     msg = e.what();
   }
   CHECK(msg.find("memory limit") != std::string::npos);
-  CHECK(msg.find("1536 bytes") != std::string::npos);            // the request
+  CHECK(msg.find("1536 bytes") != std::string::npos);               // the request
   CHECK(msg.find("TESSERA_MEMORY_LIMIT_MB") != std::string::npos);  // the limit, by name
   CHECK(msg.find("in use") != std::string::npos);
   CHECK(msg.find("host") != std::string::npos);
