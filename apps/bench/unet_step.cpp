@@ -94,7 +94,9 @@ json time_unet_step(Context& ctx, const UNetStepSetup& s) {
           {"ms_halo", med.halo * 1e3},
           {"ms_allreduce", med.allreduce * 1e3},
           {"samples_per_s", static_cast<double>(s.batch) / med.total},
-          {"peak_mib", peak}};
+          {"peak_mib", peak},
+          // Counted by GradSync in the last timed step (the same every step).
+          {"grad_allreduce_bytes", sync.stats().bytes}};
 }
 
 }  // namespace tessera::bench

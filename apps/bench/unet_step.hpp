@@ -20,7 +20,8 @@ struct UNetStepSetup {
 
 // Times `reps` steps after `warmup` untimed ones. Row: ranks, shape, cells, t_step_s
 // (median of the slowest rank per step), t_min_s, ms_compute / ms_halo / ms_allreduce (the
-// slowest rank's split), samples_per_s, peak_mib (tracked bytes, largest rank, timed steps).
+// slowest rank's split), samples_per_s, peak_mib (tracked bytes, largest rank, timed steps),
+// grad_allreduce_bytes (per rank and step, as GradSync counts them).
 json time_unet_step(Context& ctx, const UNetStepSetup& s);
 
 }  // namespace tessera::bench
