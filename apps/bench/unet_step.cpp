@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "apps/bench/mpi_counters.hpp"
 #include "kernels/device/memory.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/grad_sync.hpp"
@@ -65,12 +66,15 @@ json time_unet_step(Context& ctx, const UNetStepSetup& s) {
     double total, halo, allreduce;
   };
   std::vector<Rep> rs;
+  MpiCounters sent;  // of the last timed step (the same every step)
   for (int i = 0; i < s.reps; ++i) {
     MPI_Barrier(mesh.comm());
     comm_times() = {};
     sync.reset_stats();
+    mpi_counters() = {};
     const double t0 = MPI_Wtime();
     step();
+    sent = mpi_counters();
     double t[3] = {MPI_Wtime() - t0, comm_times().halo_s,
                    comm_times().allreduce_s + sync.stats().seconds};
     struct {
@@ -85,6 +89,9 @@ json time_unet_step(Context& ctx, const UNetStepSetup& s) {
   const Rep med = rs[rs.size() / 2];
   double peak = static_cast<double>(memory_stats(MemSpace::Host).peak) / (1 << 20);
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, mesh.comm());
+  // The busiest rank's MPI traffic (the dry run reports the busiest rank too).
+  std::int64_t most[3] = {sent.send_bytes, sent.sends, sent.iallreduce_bytes};
+  MPI_Allreduce(MPI_IN_PLACE, most, 3, MPI_INT64_T, MPI_MAX, mesh.comm());
   return {{"ranks", mesh.size()},
           {"shape", shape_str(shape)},
           {"cells", s.grid[0] * s.grid[1]},
@@ -96,7 +103,10 @@ json time_unet_step(Context& ctx, const UNetStepSetup& s) {
           {"samples_per_s", static_cast<double>(s.batch) / med.total},
           {"peak_mib", peak},
           // Counted by GradSync in the last timed step (the same every step).
-          {"grad_allreduce_bytes", sync.stats().bytes}};
+          {"grad_allreduce_bytes", sync.stats().bytes},
+          {"mpi_send_bytes", most[0]},
+          {"mpi_sends", most[1]},
+          {"mpi_iallreduce_bytes", most[2]}};
 }
 
 }  // namespace tessera::bench

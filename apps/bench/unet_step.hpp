@@ -21,7 +21,9 @@ struct UNetStepSetup {
 // Times `reps` steps after `warmup` untimed ones. Row: ranks, shape, cells, t_step_s
 // (median of the slowest rank per step), t_min_s, ms_compute / ms_halo / ms_allreduce (the
 // slowest rank's split), samples_per_s, peak_mib (tracked bytes, largest rank, timed steps),
-// grad_allreduce_bytes (per rank and step, as GradSync counts them).
+// grad_allreduce_bytes (per rank and step, as GradSync counts them), and what the busiest
+// rank handed to MPI in a step (mpi_counters.hpp): mpi_send_bytes, mpi_sends (the halo
+// messages), mpi_iallreduce_bytes.
 json time_unet_step(Context& ctx, const UNetStepSetup& s);
 
 }  // namespace tessera::bench

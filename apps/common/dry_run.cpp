@@ -30,8 +30,8 @@ class Walker {
     return ShardSpec(shape, dims, std::vector<int>{ranks_});
   }
 
-  ShardSpec conv(const std::string& name, const ShardSpec& in, Index cin, Index cout,
-                 Index kernel, Index stride, Index pad, bool bias) {
+  ShardSpec conv(const std::string& name, const ShardSpec& in, Index cin, Index cout, Index kernel,
+                 Index stride, Index pad, bool bias) {
     ConvOptions c;
     c.nd = o_.nd;
     c.in_channels = cin;
@@ -68,7 +68,7 @@ class Walker {
     LayerVolume v = base(name, group ? "groupnorm" : "batchnorm", in);
     for (int b = 0; b < ranks_; ++b) {
       const double x = elems(in, b);
-      v.flops = std::max(v.flops, 16 * x);            // two passes forward, two backward
+      v.flops = std::max(v.flops, 16 * x);        // two passes forward, two backward
       v.bytes = std::max(v.bytes, 7 * x * es());  // x twice, y; x, dy twice, dx
     }
     if (ranks_ > 1) {
@@ -87,7 +87,7 @@ class Walker {
     LayerVolume v = base(name, "activation", in);
     for (int b = 0; b < ranks_; ++b) {
       const double x = elems(in, b);
-      v.flops = std::max(v.flops, 30 * x);  // GELU's erf and its derivative
+      v.flops = std::max(v.flops, 30 * x);        // GELU's erf and its derivative
       v.bytes = std::max(v.bytes, 5 * x * es());  // x, y; x, dy, dx
     }
     layers_.push_back(v);
@@ -215,7 +215,8 @@ double StepVolumes::bytes() const {
   return sum_of(layers, [](const LayerVolume& l) { return l.bytes; });
 }
 std::int64_t StepVolumes::halo_bytes() const {
-  return static_cast<std::int64_t>(sum_of(layers, [](const LayerVolume& l) { return l.halo_bytes; }));
+  return static_cast<std::int64_t>(
+      sum_of(layers, [](const LayerVolume& l) { return l.halo_bytes; }));
 }
 int StepVolumes::halo_messages() const {
   return static_cast<int>(sum_of(layers, [](const LayerVolume& l) { return l.halo_messages; }));
@@ -276,8 +277,7 @@ StepVolumes dry_run(const UNetOptions& o, Index batch, const std::vector<Index>&
   StepVolumes v = w.finish(input);
 
   Index ref_params = 0;
-  for (const auto& np : reference.graph().parameters())
-    ref_params += np.param->value.numel();
+  for (const auto& np : reference.graph().parameters()) ref_params += np.param->value.numel();
   TESSERA_CHECK(v.parameters == ref_params, "dry run: the walk counts "
                                                 << v.parameters << " parameters, the UNet has "
                                                 << ref_params << " (the walk is out of date)");
@@ -291,19 +291,19 @@ std::string dry_run_table(const StepVolumes& v) {
      << " parameters; per step, busiest rank:\n";
   os << std::left << std::setw(14) << "layer" << std::setw(11) << "kind" << std::right
      << std::setw(22) << "output" << std::setw(12) << "MFLOP" << std::setw(11) << "MB"
-     << std::setw(12) << "halo bytes" << std::setw(6) << "msgs" << std::setw(14)
-     << "allreduce B" << '\n';
+     << std::setw(12) << "halo bytes" << std::setw(6) << "msgs" << std::setw(14) << "allreduce B"
+     << '\n';
   for (const auto& l : v.layers)
     os << std::left << std::setw(14) << l.name << std::setw(11) << l.kind << std::right
        << std::setw(22) << shape_str(l.out_shape) << std::setw(12) << std::fixed
-       << std::setprecision(2) << l.flops / 1e6 << std::setw(11) << l.bytes / 1e6
-       << std::setw(12) << l.halo_bytes << std::setw(6) << l.halo_messages << std::setw(14)
-       << l.allreduce_bytes << '\n';
+       << std::setprecision(2) << l.flops / 1e6 << std::setw(11) << l.bytes / 1e6 << std::setw(12)
+       << l.halo_bytes << std::setw(6) << l.halo_messages << std::setw(14) << l.allreduce_bytes
+       << '\n';
   os << std::defaultfloat << std::setprecision(4) << "total: " << v.flops() / 1e9 << " GFLOP, "
-     << v.bytes() / 1e6 << " MB of local kernel traffic, halo " << v.halo_bytes()
-     << " bytes in " << v.halo_messages() << " messages, statistics all-reduce "
-     << v.stat_allreduce_bytes() << " bytes in " << v.stat_allreduces()
-     << " calls, gradient all-reduce " << v.grad_allreduce_bytes << " bytes\n";
+     << v.bytes() / 1e6 << " MB of local kernel traffic, halo " << v.halo_bytes() << " bytes in "
+     << v.halo_messages() << " messages, statistics all-reduce " << v.stat_allreduce_bytes()
+     << " bytes in " << v.stat_allreduces() << " calls, gradient all-reduce "
+     << v.grad_allreduce_bytes << " bytes\n";
   return os.str();
 }
 

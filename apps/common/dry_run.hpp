@@ -17,12 +17,12 @@
 namespace tessera::app {
 
 struct LayerVolume {
-  std::string name, kind;          // "enc0.conv1", "conv"
-  std::vector<Index> out_shape;    // global output shape
-  double flops = 0, bytes = 0;     // local kernels, forward + backward, busiest rank
-  std::int64_t halo_bytes = 0;     // sent to other ranks per step, busiest rank
-  int halo_exchanges = 0;          // exchanges per step (forward + adjoint) when ranks > 1
-  int halo_messages = 0;           // messages per step of the busiest rank
+  std::string name, kind;            // "enc0.conv1", "conv"
+  std::vector<Index> out_shape;      // global output shape
+  double flops = 0, bytes = 0;       // local kernels, forward + backward, busiest rank
+  std::int64_t halo_bytes = 0;       // sent to other ranks per step, busiest rank
+  int halo_exchanges = 0;            // exchanges per step (forward + adjoint) when ranks > 1
+  int halo_messages = 0;             // messages per step of the busiest rank
   std::int64_t allreduce_bytes = 0;  // statistics all-reduces per step (per rank)
   int allreduces = 0;
 };
