@@ -32,8 +32,8 @@ extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest
   return PMPI_Isend(buf, count, type, dest, tag, comm, req);
 }
 
-extern "C" int MPI_Iallreduce(const void* send, void* recv, int count, MPI_Datatype type,
-                              MPI_Op op, MPI_Comm comm, MPI_Request* req) {
+extern "C" int MPI_Iallreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
+                              MPI_Comm comm, MPI_Request* req) {
   auto& c = tessera::bench::mpi_counters();
   c.iallreduce_bytes += tessera::bench::bytes_of(count, type);
   ++c.iallreduces;

@@ -164,11 +164,12 @@ class Walker {
   double elems(const ShardSpec& s, int rank) const {
     return static_cast<double>(s.local_box({rank}).volume());
   }
-  static LayerVolume base(const std::string& name, const std::string& kind, const ShardSpec& out) {
+  LayerVolume base(const std::string& name, const std::string& kind, const ShardSpec& out) const {
     LayerVolume v;
     v.name = name;
     v.kind = kind;
     v.out_shape = out.global_shape();
+    for (int b = 0; b < ranks_; ++b) v.out_bytes = std::max(v.out_bytes, elems(out, b) * es());
     return v;
   }
   // The halo of a window layer as WindowPlan plans it (runtime/nn/window_layout.cpp): the
@@ -213,6 +214,9 @@ double StepVolumes::flops() const {
 }
 double StepVolumes::bytes() const {
   return sum_of(layers, [](const LayerVolume& l) { return l.bytes; });
+}
+double StepVolumes::activation_bytes() const {
+  return sum_of(layers, [](const LayerVolume& l) { return l.out_bytes; });
 }
 std::int64_t StepVolumes::halo_bytes() const {
   return static_cast<std::int64_t>(
@@ -315,6 +319,7 @@ std::string dry_run_json(const StepVolumes& v) {
                       {"out_shape", l.out_shape},
                       {"flops", l.flops},
                       {"bytes", l.bytes},
+                      {"out_bytes", l.out_bytes},
                       {"halo_bytes", l.halo_bytes},
                       {"halo_exchanges", l.halo_exchanges},
                       {"halo_messages", l.halo_messages},
@@ -326,6 +331,7 @@ std::string dry_run_json(const StepVolumes& v) {
                             {"elem_size", v.elem_size},
                             {"flops", v.flops()},
                             {"bytes", v.bytes()},
+                            {"activation_bytes", v.activation_bytes()},
                             {"halo_bytes", v.halo_bytes()},
                             {"halo_messages", v.halo_messages()},
                             {"stat_allreduce_bytes", v.stat_allreduce_bytes()},

@@ -20,6 +20,7 @@ struct LayerVolume {
   std::string name, kind;            // "enc0.conv1", "conv"
   std::vector<Index> out_shape;      // global output shape
   double flops = 0, bytes = 0;       // local kernels, forward + backward, busiest rank
+  double out_bytes = 0;              // the busiest rank\'s output block (kept for backward)
   std::int64_t halo_bytes = 0;       // sent to other ranks per step, busiest rank
   int halo_exchanges = 0;            // exchanges per step (forward + adjoint) when ranks > 1
   int halo_messages = 0;             // messages per step of the busiest rank
@@ -37,6 +38,7 @@ struct StepVolumes {
   // Per-step totals over the layers (each the busiest rank's).
   double flops() const;
   double bytes() const;
+  double activation_bytes() const;  // outputs of every layer: what backward keeps
   std::int64_t halo_bytes() const;
   int halo_messages() const;
   std::int64_t stat_allreduce_bytes() const;
