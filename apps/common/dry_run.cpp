@@ -245,6 +245,11 @@ StepVolumes dry_run(const UNetOptions& o, Index batch, const std::vector<Index>&
   shape.insert(shape.end(), grid.begin(), grid.end());
   const std::string problem = reference.input_problem(shape);
   TESSERA_CHECK(problem.empty(), "dry run: " << problem);
+  // As the trainer demands: every rank holds rows at the coarsest level.
+  TESSERA_CHECK((grid[0] >> o.depth) >= ranks,
+                "dry run: grid " << shape_str(grid) << " has " << (grid[0] >> o.depth)
+                                 << " cells along dim 0 at the UNet's coarsest level (depth "
+                                 << o.depth << "), fewer than its " << ranks << " domain ranks");
 
   Walker w(o, ranks);
   const ShardSpec input = w.input(batch, grid);

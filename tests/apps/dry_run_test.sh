@@ -45,5 +45,28 @@ check 1 64x32 2
 check 2 64x32 2
 check 4 64x32 2
 check 8 128x16 1
+
+# The rank count defaults to the ranks launched; one report, from rank 0.
+timeout 120 "$mpiexec" "$npflag" 2 "${flags[@]}" "$bin/tessera-train" \
+  "$src/scripts/demo/darcy_unet.toml" --dry-run=json --grid=64x32 >launched.json 2>&1
+python3 -c 'import json,sys; d=json.load(open("launched.json")); sys.exit(d["ranks"] != 2)' ||
+  { cat launched.json; echo "dry_run_test: under 2 launched ranks, not one report for 2 ranks"; fail=1; }
+# Bad requests fail with a message.
+expect_error() {  # message args...
+  local msg=$1
+  shift
+  if "$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" "$@" >err.log 2>&1 ||
+    ! grep -qF "$msg" err.log; then
+    cat err.log
+    echo "dry_run_test: '$*' should fail with: $msg"
+    fail=1
+  fi
+}
+expect_error "the format is table or json" --dry-run=xml --grid=64x32
+expect_error "--dry-run needs --grid" --dry-run=table
+expect_error "belong to --dry-run" --grid=64x32
+expect_error "not divisible" --dry-run=table --grid=60x32
+expect_error "fewer than its 16 domain ranks" --dry-run=table --grid=64x32 --ranks=16
+expect_error "model.up = " --dry-run=table --grid=64x32 --model.up=transposed_conv
 [ $fail = 0 ] && echo "dry_run_test: passed" || echo "dry_run_test: FAILED"
 exit $fail
