@@ -56,7 +56,7 @@ expect_error() {  # message args...
   local msg=$1
   shift
   if "$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" "$@" >err.log 2>&1 ||
-    ! grep -qF "$msg" err.log; then
+    ! grep -qF -- "$msg" err.log; then
     cat err.log
     echo "dry_run_test: '$*' should fail with: $msg"
     fail=1
