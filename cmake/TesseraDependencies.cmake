@@ -38,3 +38,20 @@ target_include_directories(tessera_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
 target_link_libraries(tessera_dnnl INTERFACE ${DNNL_LIBRARY})
 # OpenMP: CPU kernels that no library provides.
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+# FFTW: the CPU FFTs (double and single precision, OpenMP threads); FFTW-MPI only as the
+# distributed FFT benchmark's baseline.
+find_path(FFTW_INCLUDE_DIR fftw3.h)
+foreach(lib fftw3 fftw3f fftw3_omp fftw3f_omp fftw3_mpi fftw3f_mpi)
+  find_library(FFTW_${lib}_LIBRARY ${lib})
+  if(NOT FFTW_${lib}_LIBRARY)
+    message(FATAL_ERROR "Tessera needs FFTW (${lib}): apt-get install libfftw3-dev libfftw3-mpi-dev "
+      "(scripts/setup.sh does this)")
+  endif()
+endforeach()
+add_library(tessera_fftw INTERFACE)
+target_include_directories(tessera_fftw INTERFACE ${FFTW_INCLUDE_DIR})
+target_link_libraries(tessera_fftw INTERFACE ${FFTW_fftw3_omp_LIBRARY} ${FFTW_fftw3f_omp_LIBRARY}
+  ${FFTW_fftw3_LIBRARY} ${FFTW_fftw3f_LIBRARY})
+add_library(tessera_fftw_mpi INTERFACE)
+target_link_libraries(tessera_fftw_mpi INTERFACE ${FFTW_fftw3_mpi_LIBRARY}
+  ${FFTW_fftw3f_mpi_LIBRARY} tessera_fftw)

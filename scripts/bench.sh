@@ -2,7 +2,8 @@
 # scripts/bench.sh CASE [--key=value ...]: runs tessera-bench CASE at each rank count
 # the case needs, prints one merged table with the goals, writes bench-CASE.json.
 # TESSERA_BENCH_RANKS="2 4" overrides the rank counts; TESSERA_BUILD_DIR (default build/)
-# holds the binaries. The scaling case also runs the capacity search at each rank count
+# holds the binaries. The scaling case also runs the capacity search of each model
+# (TESSERA_BENCH_MODELS, default "unet fno") at each rank count
 # (scripts/bench_capacity.sh; TESSERA_CAPACITY=0 leaves it out) and draws scaling.png
 # (scripts/plot.py, where matplotlib exists).
 set -euo pipefail
@@ -24,13 +25,16 @@ for n in $ranks; do
   parts+=("$tmp/part-$n.json")
 done
 if [ "$case_name" = scaling ] && [ "${TESSERA_CAPACITY:-1}" = 1 ]; then
-  start=4
-  for n in $ranks; do
-    echo "== capacity at $n rank(s)"
-    # The search starts from the rows per rank of the previous rank count (weak scaling).
-    TESSERA_CAPACITY_START=$start scripts/bench_capacity.sh "$n" "$tmp/capacity-$n.json" "$@"
-    parts+=("$tmp/capacity-$n.json")
-    start=$(grep -o '"rows": [0-9]*' "$tmp/capacity-$n.json" | grep -o '[0-9]*$')
+  for model in ${TESSERA_BENCH_MODELS:-unet fno}; do
+    start=4
+    for n in $ranks; do
+      echo "== capacity of the $model at $n rank(s)"
+      # The search starts from the rows per rank of the previous rank count (weak scaling).
+      part=$tmp/capacity-$model-$n.json
+      TESSERA_CAPACITY_START=$start scripts/bench_capacity.sh "$n" "$part" "$@" --models="$model"
+      parts+=("$part")
+      start=$(grep -o '"rows": [0-9]*' "$part" | grep -o '[0-9]*$')
+    done
   done
 fi
 echo

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # scripts/bench_capacity.sh N PART.json [--key=value ...]: the capacity search of the
-# scaling case at N ranks: the largest grid whose training step fits the per-rank memory
-# limit TESSERA_CAPACITY_LIMIT_MB (default 24; each try runs with TESSERA_MEMORY_LIMIT_MB
-# set to it). A try is one launch of `tessera-bench scaling --which=capacity --rows=M`
-# (grid M * N * 2^depth rows); a try past the limit fails on the rank that passes it
-# and ends the job. Grows M from TESSERA_CAPACITY_START (default 4) until a try fails,
-# then bisects to the exact M. Writes the row of the largest grid that fits to PART.json.
+# scaling case at N ranks for one model (--models=NAME): the largest grid whose training
+# step fits the per-rank memory limit TESSERA_CAPACITY_LIMIT_MB (default 24; each try runs
+# with TESSERA_MEMORY_LIMIT_MB set to it). A try is one launch of `tessera-bench scaling
+# --which=capacity --rows=M` (grid M * N * 8 rows); a try past the limit fails on the rank
+# that passes it and ends the job. Grows M from TESSERA_CAPACITY_START (default 4) until a
+# try fails, then bisects to the exact M. Writes the row of the largest grid that fits to
+# PART.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=$1 part=$2

@@ -18,7 +18,7 @@
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
-#include "apps/bench/unet_step.hpp"
+#include "apps/bench/train_step.hpp"
 #include "decomp/error.hpp"
 
 namespace tessera::bench {
@@ -32,14 +32,14 @@ std::vector<Index> parse_grid(const std::string& s) {
 
 json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Index batch,
              const std::vector<Index>& grid, int threads) {
-  UNetStepSetup s;
+  StepSetup s;
   s.width = static_cast<Index>(opt.num("width"));
   s.depth = static_cast<int>(opt.num("depth"));
   s.batch = batch;
   s.grid = grid;
   s.reps = static_cast<int>(opt.num("reps"));
   s.warmup = static_cast<int>(opt.num("warmup"));
-  json row = time_unet_step(ctx, s);
+  json row = time_train_step(ctx, s);
   row["scaling"] = scaling;
   row["threads"] = threads;
   return row;

@@ -58,9 +58,14 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(data, targets), "target fields, in channel order"},
       {TESSERA_FIELD(data, normalize), "normalize each field by the training split's mean and std"},
       {TESSERA_FIELD(data, shuffle), "shuffle training samples every epoch (seeded by train.seed)"},
-      {TESSERA_FIELD(model, type), "model architecture", {}, {"unet"}},
-      {TESSERA_FIELD(model, width), "channels of the first level (doubled per level down)",
+      {TESSERA_FIELD(model, type), "model architecture", {}, {"unet", "fno"}},
+      {TESSERA_FIELD(model, width),
+       "unet: channels of the first level (doubled per level down); fno: channels of the Fourier "
+       "blocks",
        kAtLeastOne},
+      {TESSERA_FIELD(model, modes), "fno: retained Fourier modes per spatial dim", kAtLeastOne},
+      {TESSERA_FIELD(model, layers), "fno: Fourier blocks", kAtLeastOne},
+      {TESSERA_FIELD(model, projection), "fno: hidden channels of the projection", kAtLeastOne},
       {TESSERA_FIELD(model, depth), "number of levels down (and up)", kAtLeastOne},
       {TESSERA_FIELD(model, kernel_size), "conv kernel size per spatial dim", kAtLeastOne},
       {TESSERA_FIELD(model, norm), "normalization layer", {}, {"group", "batch", "none"}},
@@ -405,7 +410,7 @@ void validate(TrainConfig& c) {
   if (c.model.kernel_size % 2 == 0)
     fail("model.kernel_size = " + std::to_string(c.model.kernel_size) +
          " must be odd (same-size convs)");
-  if (c.model.norm == "group" && c.model.width % c.model.groups != 0)
+  if (c.model.type == "unet" && c.model.norm == "group" && c.model.width % c.model.groups != 0)
     fail("model.groups = " + std::to_string(c.model.groups) +
          " does not divide model.width = " + std::to_string(c.model.width));
 }

@@ -26,12 +26,15 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string type = "unet";
-  std::int64_t width = 16;       // channels of the first level, doubled per level down
-  std::int64_t depth = 3;        // levels (down/up steps)
-  std::int64_t kernel_size = 3;  // conv kernel per spatial dim
-  std::string norm = "group";    // group | batch | none
-  std::int64_t groups = 4;       // GroupNorm groups
+  std::string type = "unet";      // unet | fno
+  std::int64_t width = 16;        // unet: channels of level 0 (doubled per level); fno: of blocks
+  std::int64_t modes = 12;        // fno: retained Fourier modes per spatial dim
+  std::int64_t layers = 4;        // fno: Fourier blocks
+  std::int64_t projection = 128;  // fno: hidden channels of the projection
+  std::int64_t depth = 3;         // levels (down/up steps)
+  std::int64_t kernel_size = 3;   // conv kernel per spatial dim
+  std::string norm = "group";     // group | batch | none
+  std::int64_t groups = 4;        // GroupNorm groups
   std::string activation = "gelu";
   std::string down = "pool";      // pool | conv (strided)
   std::string up = "upsample";    // upsample | transposed_conv

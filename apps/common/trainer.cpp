@@ -15,8 +15,6 @@ namespace tessera::app {
 
 UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
                          MemSpace space) {
-  TESSERA_CHECK(c.model.type == "unet",
-                "model.type = '" << c.model.type << "': tessera-train builds 'unet' models");
   UNetOptions o;
   o.nd = spatial_dims;
   o.in_channels = cin;
@@ -35,14 +33,30 @@ UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index cin, Inde
   return o;
 }
 
-std::string model_signature(const UNetOptions& o) {
-  std::ostringstream os;
-  os << "unet nd=" << o.nd << " in=" << o.in_channels << " out=" << o.out_channels
-     << " width=" << o.width << " depth=" << o.depth << " kernel=" << o.kernel
-     << " norm=" << static_cast<int>(o.norm) << " groups=" << o.groups
-     << " activation=" << kernels::name_of(o.activation) << " down=" << static_cast<int>(o.down)
-     << " up=" << static_cast<int>(o.up) << " dtype=" << name_of(o.dtype);
-  return os.str();
+FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
+                       MemSpace space) {
+  FnoOptions o;
+  o.nd = spatial_dims;
+  o.in_channels = cin;
+  o.out_channels = cout;
+  o.width = c.model.width;
+  o.layers = static_cast<int>(c.model.layers);
+  o.modes = {c.model.modes};
+  o.projection = c.model.projection;
+  o.activation = activation_by_name(c.model.activation);
+  o.dtype = model_dtype(c.model);
+  o.space = space;
+  o.seed = static_cast<unsigned>(c.train.seed);
+  return o;
+}
+
+std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
+                                  MemSpace space) {
+  if (c.model.type == "fno")
+    return std::make_unique<Fno>(fno_options(c, spatial_dims, cin, cout, space));
+  TESSERA_CHECK(c.model.type == "unet",
+                "model.type = '" << c.model.type << "' is not one of unet, fno");
+  return std::make_unique<UNet>(unet_options(c, spatial_dims, cin, cout, space));
 }
 
 // ---------------------------------------------------------------------------- Sampler
@@ -166,23 +180,17 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
                                       << " ranks of the mesh's data axis (" << mesh.str() << ")");
   for (Index i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(i);
 
-  const UNetOptions uo = unet_options(cfg, data_->spatial_dims(), data_->input_channels(),
-                                      data_->target_channels(), space_);
-  model_ = std::make_unique<UNet>(uo);
+  model_ = make_model(cfg, data_->spatial_dims(), data_->input_channels(), data_->target_channels(),
+                      space_);
   std::vector<Index> shape = {bsz, data_->input_channels()};
   shape.insert(shape.end(), data_->spatial().begin(), data_->spatial().end());
   const std::string problem = model_->input_problem(shape);
   TESSERA_CHECK(problem.empty(), "dataset " << cfg.data.path << " (fields " << inputs.names[0]
                                             << "...): the model cannot take it: " << problem);
-  // Every domain rank needs at least one cell at the coarsest level.
-  for (std::size_t k = 0; k < data_->layout().domain_axes.size(); ++k) {
-    const Index coarse = data_->spatial()[k] >> uo.depth;
-    const int ranks = mesh.dim(data_->layout().domain_axes[k]);
-    TESSERA_CHECK(coarse >= ranks,
-                  "dataset grid " << shape_str(data_->spatial()) << ": spatial dim " << k << " has "
-                                  << coarse << " cells at the UNet's coarsest level (depth "
-                                  << uo.depth << "), fewer than its " << ranks << " domain ranks");
-  }
+  std::vector<int> ranks;
+  for (int a : data_->layout().domain_axes) ranks.push_back(mesh.dim(a));
+  const std::string split = model_->decomposition_problem(data_->spatial(), ranks);
+  TESSERA_CHECK(split.empty(), "dataset grid " << shape_str(data_->spatial()) << ": " << split);
 
   if (cfg.data.normalize) {
     in_norm_ = data_->statistics(true, train_);
@@ -287,7 +295,7 @@ io::Checkpoint Trainer::checkpoint() const {
   c.step = optimizer_->steps_taken();
   c.config = config_text_;
   c.rng = sampler_->state();
-  c.model = model_signature(model_->options());
+  c.model = model_->signature();
   c.params = parameter_state(model_->graph());
   c.optimizer = optimizer_->state();
   for (const auto& b : model_->buffers()) c.buffers.push_back({b.name, vector_tensor(b.value)});
@@ -302,12 +310,12 @@ void Trainer::save(const std::string& path) const {
 }
 
 void Trainer::restore(const io::Checkpoint& c) {
-  const std::string mine = model_signature(model_->options());
+  const std::string mine = model_->signature();
   TESSERA_CHECK(c.model == mine, "checkpoint of another model: it has '"
                                      << c.model << "', the config builds '" << mine << "'");
   load_parameter_state(model_->graph(), c.params);
   optimizer_->load_state(c.optimizer);
-  std::vector<UNet::Buffer> bufs;
+  std::vector<Model::Buffer> bufs;
   for (const auto& b : c.buffers) bufs.push_back({b.name, tensor_vector(b.tensor)});
   model_->load_buffers(bufs);
   auto [in, out] = normalizers_from(c.buffers);

@@ -22,6 +22,7 @@
 #include "runtime/train/loss.hpp"
 #include "runtime/train/optim.hpp"
 #include "runtime/nn/state_dict.hpp"
+#include "runtime/train/fno.hpp"
 #include "runtime/train/unet.hpp"
 
 namespace tessera::app {
@@ -46,11 +47,15 @@ struct EvalResult {
   Index samples = 0;
 };
 
-// The UNet a config describes for data of these channels and spatial dims.
+// The UNet or FNO a config describes for data of these channels and spatial dims.
 UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index in_channels,
                          Index out_channels, MemSpace space);
-// A one-line description stored in checkpoints (a mismatch on resume is an error).
-std::string model_signature(const UNetOptions& o);
+FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index in_channels,
+                       Index out_channels, MemSpace space);
+// The model of model.type; its signature() is stored in checkpoints (a mismatch on resume
+// is an error).
+std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index in_channels,
+                                  Index out_channels, MemSpace space);
 
 // Data-sampling state: the epoch's permutation of the training samples and the position
 // in it, with the generator that draws the next permutation.
@@ -87,7 +92,7 @@ class Trainer {
   Index train_samples() const { return static_cast<Index>(train_.size()); }
   Index val_samples() const { return static_cast<Index>(val_.size()); }
   const GridData& data() const { return *data_; }
-  UNet& model() { return *model_; }
+  Model& model() { return *model_; }
   const Mesh& mesh() const { return mesh_; }
   const Normalizer& input_norm() const { return in_norm_; }
   const Normalizer& target_norm() const { return out_norm_; }
@@ -106,7 +111,7 @@ class Trainer {
   std::vector<Index> train_, val_;
   std::vector<Index> target_channels_;  // per target field
   Normalizer in_norm_, out_norm_;
-  std::unique_ptr<UNet> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
   std::unique_ptr<GradSync> sync_;

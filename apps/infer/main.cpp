@@ -104,17 +104,18 @@ int run(Context& ctx, int argc, char** argv) {
   Index cout = 0;
   for (Index c : tch) cout += c;
 
-  UNet model(unet_options(cfg, nd, inputs.total_channels(), cout, space));
+  const std::unique_ptr<Model> net = make_model(cfg, nd, inputs.total_channels(), cout, space);
+  Model& model = *net;
   std::vector<Index> xshape = {1, inputs.total_channels()};
   xshape.insert(xshape.end(), spatial.begin(), spatial.end());
   const std::string problem = model.input_problem(xshape);
   TESSERA_CHECK(problem.empty(), input << ": the model cannot take it: " << problem);
   // Parameters and buffers from the checkpoint (its signature must match the model).
-  const std::string sig = model_signature(model.options());
+  const std::string sig = model.signature();
   TESSERA_CHECK(ck.model == sig,
                 "checkpoint model '" << ck.model << "' but its config builds '" << sig << "'");
   load_parameter_state(model.graph(), ck.params);
-  std::vector<UNet::Buffer> bufs;
+  std::vector<Model::Buffer> bufs;
   for (const auto& b : ck.buffers)
     if (b.tensor.dtype() == DType::f64)
       bufs.push_back({b.name, std::vector<double>(b.tensor.data<double>(),
@@ -130,10 +131,10 @@ int run(Context& ctx, int argc, char** argv) {
   std::vector<Index> blo, bhi;
   for (int d = 0; d < nd; ++d) blo.push_back(xbox.lo[d + 2]), bhi.push_back(xbox.hi[d + 2]);
   const Box block(blo, bhi);
-  for (std::size_t k = 0; k < layout.domain_axes.size(); ++k)
-    TESSERA_CHECK((spatial[k] >> cfg.model.depth) >= mesh.dim(layout.domain_axes[k]),
-                  "grid " << shape_str(spatial) << ": too few cells at the coarsest level for "
-                          << mesh.dim(layout.domain_axes[k]) << " domain ranks along dim " << k);
+  std::vector<int> ranks;
+  for (int a : layout.domain_axes) ranks.push_back(mesh.dim(a));
+  const std::string split = model.decomposition_problem(spatial, ranks);
+  TESSERA_CHECK(split.empty(), "grid " << shape_str(spatial) << ": " << split);
   // Ranks that replicate a block over the data axis: only coordinate 0 writes it.
   const bool writer =
       layout.data_axis < 0 || mesh.coords()[static_cast<std::size_t>(layout.data_axis)] == 0;

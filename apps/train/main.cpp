@@ -1,5 +1,5 @@
 // tessera-train CONFIG [--section.key=value ...] [--resume] [--print-config] [--help]
-// Trains a UNet on sharded HDF5 grid data (see apps/common/trainer.hpp): a progress line
+// Trains a UNet or an FNO on sharded HDF5 grid data (see apps/common/trainer.hpp): a progress line
 // on rank 0, metrics to CSV, checkpoints at an interval and at the end, --resume from the
 // latest checkpoint in train.checkpoint_dir (at any rank count and mesh shape).
 #include <cmath>
@@ -44,7 +44,11 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
   const UNetOptions o = unet_options(cfg, nd, static_cast<Index>(cfg.data.inputs.size()),
                                      static_cast<Index>(cfg.data.targets.size()), MemSpace::Host);
   StepVolumes v;
-  collective_run(ctx.world(), [&] { v = dry_run(o, batch, cli.dry_grid, ranks); });
+  collective_run(ctx.world(), [&] {
+    TESSERA_CHECK(cfg.model.type == "unet",
+                  "--dry-run: model.type = '" << cfg.model.type << "': the dry run covers UNets");
+    v = dry_run(o, batch, cli.dry_grid, ranks);
+  });
   if (ctx.rank() == 0) std::cout << (cli.dry_run == "json" ? dry_run_json(v) : dry_run_table(v));
   return 0;
 }
@@ -71,10 +75,10 @@ int run(Context& ctx, int argc, char** argv) {
     std::cout << "tessera-train: " << ctx.size() << " ranks, mesh " << mesh.str() << ", data "
               << cfg.data.path << " (" << tr.data().samples() << " samples, grid "
               << shape_str(tr.data().spatial()) << ": " << tr.train_samples() << " train, "
-              << tr.val_samples() << " validation), UNet width " << cfg.model.width << " depth "
-              << cfg.model.depth << " (" << tr.model().graph().parameters().size()
-              << " parameter tensors), " << cfg.model.dtype << ", " << cfg.optim.name << ", batch "
-              << cfg.train.batch_size << ", " << tr.total_steps() << " steps" << std::endl;
+              << tr.val_samples() << " validation), model " << tr.model().signature() << " ("
+              << tr.model().graph().parameters().size() << " parameter tensors), "
+              << cfg.model.dtype << ", " << cfg.optim.name << ", batch " << cfg.train.batch_size
+              << ", " << tr.total_steps() << " steps" << std::endl;
 
   bool resumed = false;
   if (cfg.train.resume) {

@@ -68,6 +68,8 @@ void cuda::strided_copy(const Device& dev, void* dst, const void* src, const Str
       return launch_copy<std::uint32_t>(stream_of(dev), dst, src, c);
     case 8:
       return launch_copy<std::uint64_t>(stream_of(dev), dst, src, c);
+    case 16:  // complex128
+      return launch_copy<ulonglong2>(stream_of(dev), dst, src, c);
   }
   throw Error("strided_copy (CUDA): unsupported element size " + std::to_string(es));
 }
@@ -85,6 +87,8 @@ void cuda::strided_zero(const Device& dev, void* dst, const StridedCopy& c0, std
       return launch_zero<std::uint32_t>(stream_of(dev), dst, c);
     case 8:
       return launch_zero<std::uint64_t>(stream_of(dev), dst, c);
+    case 16:
+      return launch_zero<ulonglong2>(stream_of(dev), dst, c);
   }
   throw Error("strided_zero (CUDA): unsupported element size " + std::to_string(es));
 }

@@ -14,6 +14,10 @@ MPI_Datatype mpi_type_of(DType t) {
       return MPI_INT64_T;
     case DType::bf16:
       return MPI_UINT16_T;
+    case DType::c64:
+      return MPI_C_FLOAT_COMPLEX;
+    case DType::c128:
+      return MPI_C_DOUBLE_COMPLEX;
   }
   throw Error("mpi_type_of: unknown dtype");
 }

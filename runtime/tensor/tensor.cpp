@@ -111,6 +111,31 @@ Tensor Tensor::reshape(const std::vector<Index>& shape) const {
   return v;
 }
 
+Tensor Tensor::view_as_complex() const {
+  TESSERA_CHECK(is_contiguous() && ndim() >= 1 && shape_.back() == 2 &&
+                    (dtype_ == DType::f32 || dtype_ == DType::f64),
+                "Tensor::view_as_complex needs a contiguous float32/float64 tensor (..., 2), not "
+                    << name_of(dtype_) << " " << shape_str(shape_));
+  Tensor v = *this;
+  v.shape_.pop_back();
+  v.strides_ = row_major_strides(v.shape_);
+  v.numel_ = numel_ / 2;
+  v.dtype_ = complex_of(dtype_);
+  return v;
+}
+
+Tensor Tensor::view_as_real() const {
+  TESSERA_CHECK(is_contiguous() && is_complex(dtype_),
+                "Tensor::view_as_real needs a contiguous complex tensor, not "
+                    << name_of(dtype_) << " " << shape_str(shape_));
+  Tensor v = *this;
+  v.shape_.push_back(2);
+  v.strides_ = row_major_strides(v.shape_);
+  v.numel_ = numel_ * 2;
+  v.dtype_ = real_part_of(dtype_);
+  return v;
+}
+
 Tensor Tensor::clone() const {
   return to(space_);
 }

@@ -81,6 +81,10 @@ class Tensor {
   Tensor view(const Box& b) const;
   // Same storage read with another shape; requires a contiguous tensor.
   Tensor reshape(const std::vector<Index>& shape) const;
+  // The same storage read as complex (the last dim of 2 parts dropped) or as real parts
+  // (a last dim of 2 added), as torch.view_as_complex / view_as_real; contiguous only.
+  Tensor view_as_complex() const;
+  Tensor view_as_real() const;
   // A contiguous deep copy in `space` (default: the same space).
   Tensor clone() const;
   Tensor to(MemSpace space) const;

@@ -23,6 +23,7 @@
 #include "kernels/activation.hpp"
 #include "runtime/nn/graph.hpp"
 #include "runtime/nn/norm_layers.hpp"
+#include "runtime/train/model.hpp"
 
 namespace tessera {
 
@@ -48,30 +49,27 @@ UNetOptions::Down unet_down(const std::string& name);             // pool | conv
 UNetOptions::Up unet_up(const std::string& name);                 // upsample | transposed_conv
 kernels::Activation activation_by_name(const std::string& name);  // relu | gelu | silu | tanh
 
-class UNet {
+class UNet : public Model {
  public:
   explicit UNet(const UNetOptions& opts);
 
-  Graph& graph() { return graph_; }
+  Graph& graph() override { return graph_; }
   const UNetOptions& options() const { return opts_; }
-  // Collective over x's mesh.
-  ShardTensor forward(const ShardTensor& x) { return graph_.forward(x); }
-  ShardTensor backward(const ShardTensor& dy) { return graph_.backward(dy); }
 
   // Why a global input shape (N, C, spatial...) cannot be taken, or "" if it can
   // (same verdict on every rank: it depends on the shape only).
-  std::string input_problem(const std::vector<Index>& shape) const;
+  std::string input_problem(const std::vector<Index>& shape) const override;
+  // Every domain rank needs at least one cell at the coarsest level.
+  std::string decomposition_problem(const std::vector<Index>& spatial,
+                                    const std::vector<int>& ranks) const override;
+  std::string signature() const override;
   // Training mode (BatchNorm batch statistics) or evaluation (running statistics).
-  void train(bool on);
+  void train(bool on) override;
 
   // State that is not a parameter: BatchNorm running statistics, "<node>.running_mean"
   // and "<node>.running_var" (float64, C entries), for checkpoints.
-  struct Buffer {
-    std::string name;
-    std::vector<double> value;
-  };
-  std::vector<Buffer> buffers() const;
-  void load_buffers(const std::vector<Buffer>& b);  // throws naming a missing buffer
+  std::vector<Buffer> buffers() const override;
+  void load_buffers(const std::vector<Buffer>& b) override;  // throws naming a missing buffer
 
  private:
   Value block(const std::string& name, Value x, Index cin, Index cout);

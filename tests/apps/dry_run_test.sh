@@ -17,8 +17,8 @@ fail=0
 check() {  # n grid batch
   local n=$1 grid=$2 batch=$3
   TESSERA_NODE_SHARED_FREE_BYTES=0 OMP_NUM_THREADS=1 timeout 300 "$mpiexec" "$npflag" "$n" \
-    "${flags[@]}" "$bin/tessera-bench" scaling --which=strong --strong="$grid" --batch="$batch" \
-    --reps=1 --warmup=1 --out="measured-$n.json" >"bench-$n.log" 2>&1 ||
+    "${flags[@]}" "$bin/tessera-bench" scaling --which=strong --models=unet --strong="$grid" \
+    --batch="$batch" --reps=1 --warmup=1 --out="measured-$n.json" >"bench-$n.log" 2>&1 ||
     { cat "bench-$n.log"; echo "dry_run_test: the bench failed at $n ranks"; fail=1; return; }
   "$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" --dry-run=json --grid="$grid" \
     --ranks="$n" --batch="$batch" >"dry-$n.json" 2>"dry-$n.log" ||
@@ -67,6 +67,7 @@ expect_error "--dry-run needs --grid" --dry-run=table
 expect_error "belong to --dry-run" --grid=64x32
 expect_error "not divisible" --dry-run=table --grid=60x32
 expect_error "fewer than its 16 domain ranks" --dry-run=table --grid=64x32 --ranks=16
+expect_error "the dry run covers UNets" --dry-run=table --grid=64x32 --model.type=fno
 expect_error "model.up = " --dry-run=table --grid=64x32 --model.up=transposed_conv
 [ $fail = 0 ] && echo "dry_run_test: passed" || echo "dry_run_test: FAILED"
 exit $fail

@@ -1,4 +1,4 @@
-#include "apps/bench/unet_step.hpp"
+#include "apps/bench/train_step.hpp"
 
 #include <algorithm>
 #include <random>
@@ -9,6 +9,8 @@
 #include "runtime/comm/grad_sync.hpp"
 #include "runtime/train/loss.hpp"
 #include "runtime/train/optim.hpp"
+#include "decomp/error.hpp"
+#include "runtime/train/fno.hpp"
 #include "runtime/train/unet.hpp"
 
 namespace tessera::bench {
@@ -22,18 +24,35 @@ Tensor random_local(const std::vector<Index>& shape, unsigned seed) {
   return t;
 }
 
+std::unique_ptr<Model> make(const StepSetup& s) {
+  if (s.model == "fno") {
+    FnoOptions f;
+    f.width = s.width;
+    f.layers = s.depth;
+    f.modes = {s.modes};
+    f.projection = 2 * s.width;
+    return std::make_unique<Fno>(f);
+  }
+  if (s.model != "unet") throw Error("bench: model '" + s.model + "' is not unet or fno");
+  UNetOptions u;
+  u.width = s.width;
+  u.depth = s.depth;
+  u.groups = 4;
+  return std::make_unique<UNet>(u);
+}
+
 }  // namespace
 
-json time_unet_step(Context& ctx, const UNetStepSetup& s) {
+json time_train_step(Context& ctx, const StepSetup& s) {
   const Mesh mesh = Mesh::line(ctx.world(), "domain");
-  UNetOptions uo;
-  uo.width = s.width;
-  uo.depth = s.depth;
-  uo.groups = 4;
-  UNet net(uo);
+  const std::unique_ptr<Model> model = make(s);
+  Model& net = *model;
   const std::vector<Index> shape = {s.batch, 1, s.grid[0], s.grid[1]};
   const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
   const auto local_shape = spec.local_shape(mesh.coords());
+  std::string problem = net.input_problem(shape);
+  if (problem.empty()) problem = net.decomposition_problem(s.grid, {mesh.size(), 1});
+  if (!problem.empty()) throw Error("bench " + s.model + ": " + problem);
 
   // The step tessera-train takes (apps/common/trainer.cpp), on random data.
   std::vector<Parameter*> ps;
@@ -92,7 +111,8 @@ json time_unet_step(Context& ctx, const UNetStepSetup& s) {
   // The busiest rank's MPI traffic (the dry run reports the busiest rank too).
   std::int64_t most[3] = {sent.send_bytes, sent.sends, sent.iallreduce_bytes};
   MPI_Allreduce(MPI_IN_PLACE, most, 3, MPI_INT64_T, MPI_MAX, mesh.comm());
-  return {{"ranks", mesh.size()},
+  return {{"model", s.model},
+          {"ranks", mesh.size()},
           {"shape", shape_str(shape)},
           {"cells", s.grid[0] * s.grid[1]},
           {"t_step_s", med.total},

@@ -1,0 +1,198 @@
+// CUDA FFTs through cuFFT: one plan per (device, kind, precision, block shape), kept for the
+// process; executed on the Device's stream. A block (outer, n, inner) with inner == 1 is one
+// batched plan over outer; otherwise the plan batches over inner (stride inner, distance 1)
+// and runs once per outer slice. Scaling and the Hermitian weights are one extra launch.
+#include <cuComplex.h>
+#include <cufft.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "decomp/error.hpp"
+#include "kernels/cuda/device_loops.cuh"
+#include "kernels/fft.hpp"
+
+namespace tessera::kernels {
+namespace {
+
+void cufft_check(cufftResult r, const char* what) {
+  if (r != CUFFT_SUCCESS)
+    throw Error(std::string("cuFFT: ") + what + " failed (cufftResult " + std::to_string(r) + ")");
+}
+
+struct PlanKey {
+  int device;
+  cufftType type;
+  Index n, outer, inner;
+  auto tie() const { return std::tie(device, type, n, outer, inner); }
+  bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
+};
+
+std::mutex plan_lock;
+std::map<PlanKey, cufftHandle> plans;
+
+Index in_len(cufftType t, Index n) {
+  return (t == CUFFT_C2R || t == CUFFT_Z2D) ? n / 2 + 1 : n;
+}
+Index out_len(cufftType t, Index n) {
+  return (t == CUFFT_R2C || t == CUFFT_D2Z) ? n / 2 + 1 : n;
+}
+
+cufftHandle get_plan(cufftType type, const FftBlock& b) {
+  std::lock_guard<std::mutex> lock(plan_lock);
+  const PlanKey key{device::current(), type, b.n, b.inner == 1 ? b.outer : 1, b.inner};
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  long long n = b.n;
+  const long long ni = in_len(type, b.n), no = out_len(type, b.n);
+  cufftHandle h;
+  cufft_check(cufftCreate(&h), "cufftCreate");
+  std::size_t work = 0;
+  if (b.inner == 1)
+    cufft_check(cufftMakePlanMany64(h, 1, &n, &n, 1, ni, &n, 1, no, type, b.outer, &work),
+                "cufftMakePlanMany64");
+  else
+    cufft_check(cufftMakePlanMany64(h, 1, &n, &n, b.inner, 1, &n, b.inner, 1, type, b.inner, &work),
+                "cufftMakePlanMany64");
+  plans.emplace(key, h);
+  return h;
+}
+
+template <class F>
+void per_slice(const FftBlock& b, cufftType type, F run) {
+  const Index ni = in_len(type, b.n) * b.inner, no = out_len(type, b.n) * b.inner;
+  if (b.inner == 1) return run(Index{0}, Index{0});
+  for (Index o = 0; o < b.outer; ++o) run(o * ni, o * no);
+}
+
+template <class C>
+__global__ void weigh_kernel(C* z, Index count, Index bins, Index inner, Index last_interior,
+                             double scale, double wi) {
+  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const Index k = (i / inner) % bins;
+    const double f = (k >= 1 && k <= last_interior) ? scale * wi : scale;
+    z[i].x *= f;
+    z[i].y *= f;
+  }
+}
+
+template <class T>
+__global__ void scale_kernel(T* x, Index count, double scale) {
+  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<Index>(gridDim.x) * blockDim.x)
+    x[i] *= scale;
+}
+
+double weight_of(HalfWeight w) {
+  return w == HalfWeight::DoubleInterior ? 2.0 : w == HalfWeight::HalveInterior ? 0.5 : 1.0;
+}
+
+template <class C>
+void weigh(const Device& dev, C* z, const FftBlock& b, double scale, HalfWeight w) {
+  const double wi = weight_of(w);
+  if (scale == 1.0 && wi == 1.0) return;
+  const Index count = b.outer * b.bins() * b.inner;
+  weigh_kernel<C><<<cuda_blocks_for(count, 256), 256, 0, stream_of(dev)>>>(
+      z, count, b.bins(), b.inner, (b.n - 1) / 2, scale, wi);
+  check_launch("FFT weights");
+}
+
+template <class T>
+void scale_real(const Device& dev, T* x, Index count, double scale) {
+  if (scale == 1.0) return;
+  scale_kernel<T><<<cuda_blocks_for(count, 256), 256, 0, stream_of(dev)>>>(x, count, scale);
+  check_launch("FFT scale");
+}
+
+}  // namespace
+
+void cuda::fft_r2c(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
+                   double scale, HalfWeight w) {
+  const bool dbl = real == DType::f64;
+  const cufftType type = dbl ? CUFFT_D2Z : CUFFT_R2C;
+  const cufftHandle h = get_plan(type, b);
+  cufft_check(cufftSetStream(h, stream_of(dev)), "cufftSetStream");
+  per_slice(b, type, [&](Index io, Index oo) {
+    if (dbl)
+      cufft_check(cufftExecD2Z(h, const_cast<double*>(static_cast<const double*>(in)) + io,
+                               static_cast<cuDoubleComplex*>(out) + oo),
+                  "cufftExecD2Z");
+    else
+      cufft_check(cufftExecR2C(h, const_cast<float*>(static_cast<const float*>(in)) + io,
+                               static_cast<cuComplex*>(out) + oo),
+                  "cufftExecR2C");
+    device::count_launches(1);
+  });
+  if (dbl)
+    weigh(dev, static_cast<cuDoubleComplex*>(out), b, scale, w);
+  else
+    weigh(dev, static_cast<cuComplex*>(out), b, scale, w);
+}
+
+void cuda::fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
+                   double scale, HalfWeight w) {
+  const bool dbl = real == DType::f64;
+  const cufftType type = dbl ? CUFFT_Z2D : CUFFT_C2R;
+  const Index count = b.outer * b.bins() * b.inner;
+  const std::size_t cbytes = dbl ? sizeof(cuDoubleComplex) : sizeof(cuComplex);
+  DeviceScratch<unsigned char> z(static_cast<std::size_t>(count) *
+                                 cbytes);  // cuFFT's c2r overwrites its input
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(z.get(), in, static_cast<std::size_t>(count) * cbytes,
+                                     cudaMemcpyDeviceToDevice, stream_of(dev)));
+  if (dbl)
+    weigh(dev, reinterpret_cast<cuDoubleComplex*>(z.get()), b, 1.0, w);
+  else
+    weigh(dev, reinterpret_cast<cuComplex*>(z.get()), b, 1.0, w);
+  const cufftHandle h = get_plan(type, b);
+  cufft_check(cufftSetStream(h, stream_of(dev)), "cufftSetStream");
+  per_slice(b, type, [&](Index io, Index oo) {
+    if (dbl)
+      cufft_check(cufftExecZ2D(h, reinterpret_cast<cuDoubleComplex*>(z.get()) + io,
+                               static_cast<double*>(out) + oo),
+                  "cufftExecZ2D");
+    else
+      cufft_check(cufftExecC2R(h, reinterpret_cast<cuComplex*>(z.get()) + io,
+                               static_cast<float*>(out) + oo),
+                  "cufftExecC2R");
+    device::count_launches(1);
+  });
+  if (dbl)
+    scale_real(dev, static_cast<double*>(out), b.outer * b.n * b.inner, scale);
+  else
+    scale_real(dev, static_cast<float*>(out), b.outer * b.n * b.inner, scale);
+}
+
+void cuda::fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void* in, void* out,
+                   int sign, double scale) {
+  const bool dbl = cplx == DType::c128;
+  const cufftType type = dbl ? CUFFT_Z2Z : CUFFT_C2C;
+  const cufftHandle h = get_plan(type, b);
+  cufft_check(cufftSetStream(h, stream_of(dev)), "cufftSetStream");
+  const int dir = sign < 0 ? CUFFT_FORWARD : CUFFT_INVERSE;
+  per_slice(b, type, [&](Index io, Index oo) {
+    if (dbl)
+      cufft_check(cufftExecZ2Z(
+                      h, const_cast<cuDoubleComplex*>(static_cast<const cuDoubleComplex*>(in)) + io,
+                      static_cast<cuDoubleComplex*>(out) + oo, dir),
+                  "cufftExecZ2Z");
+    else
+      cufft_check(cufftExecC2C(h, const_cast<cuComplex*>(static_cast<const cuComplex*>(in)) + io,
+                               static_cast<cuComplex*>(out) + oo, dir),
+                  "cufftExecC2C");
+    device::count_launches(1);
+  });
+  const Index count = b.outer * b.n * b.inner;
+  if (dbl)
+    scale_real(dev, static_cast<double*>(out), 2 * count, scale);
+  else
+    scale_real(dev, static_cast<float*>(out), 2 * count, scale);
+}
+
+std::size_t cuda::fft_cached_plans() {
+  std::lock_guard<std::mutex> lock(plan_lock);
+  return plans.size();
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,183 @@
+#include "runtime/spectral/spectral_conv.hpp"
+
+#include <random>
+#include <sstream>
+
+#include "kernels/spectral_mix.hpp"
+#include "runtime/nn/ops_support.hpp"
+#include "runtime/nn/window_layout.hpp"
+#include "runtime/tensor/tensor_math.hpp"
+
+namespace tessera {
+namespace {
+
+std::vector<Index> per_dim(const std::vector<Index>& v, int nd, const char* what) {
+  TESSERA_CHECK(v.size() == 1 || static_cast<int>(v.size()) == nd,
+                "SpectralConv: " << what << " needs 1 or " << nd << " values, not " << v.size());
+  return v.size() == 1 ? std::vector<Index>(static_cast<std::size_t>(nd), v[0]) : v;
+}
+
+// Kept extent per spatial dim of the weights: 2m of a complex dim, m of the real (last).
+std::vector<Index> weight_modes(const std::vector<Index>& modes) {
+  std::vector<Index> k;
+  for (std::size_t d = 0; d < modes.size(); ++d)
+    k.push_back(d + 1 == modes.size() ? modes[d] : 2 * modes[d]);
+  return k;
+}
+
+// The local box of a spectrum (N, C, kept...) spec as a box of the weights (C_in, C_out,
+// kept...): all channels, this rank's modes.
+Box weight_box(const Box& spectrum_box, Index cin, Index cout) {
+  Box b = spectrum_box;
+  b.lo[0] = 0;
+  b.hi[0] = cin;
+  b.lo[1] = 0;
+  b.hi[1] = cout;
+  return b;
+}
+
+kernels::MixShape mix_shape(const Tensor& x_hat, Index cout) {
+  kernels::MixShape s;
+  s.batch = x_hat.shape(0);
+  s.cin = x_hat.shape(1);
+  s.cout = cout;
+  s.modes = s.batch * s.cin > 0 ? x_hat.numel() / (s.batch * s.cin) : 0;
+  if (s.batch * s.cin == 0) {
+    s.modes = 1;
+    for (int d = 2; d < x_hat.ndim(); ++d) s.modes *= x_hat.shape(d);
+  }
+  return s;
+}
+
+}  // namespace
+
+SpectralConv::SpectralConv(const SpectralConvOptions& opts) : opts_(opts) {
+  TESSERA_CHECK(opts.nd >= 1 && opts.nd <= 3, "SpectralConv: 1 to 3 spatial dims, not " << opts.nd);
+  TESSERA_CHECK(opts.in_channels >= 1 && opts.out_channels >= 1,
+                "SpectralConv: channels must be positive");
+  TESSERA_CHECK(opts.dtype == DType::f32 || opts.dtype == DType::f64,
+                "SpectralConv: float32 or float64 parameters, not " << name_of(opts.dtype));
+  modes_ = per_dim(opts.modes, opts.nd, "modes");
+  for (Index m : modes_) TESSERA_CHECK(m >= 1, "SpectralConv: modes must be at least 1, not " << m);
+  std::vector<Index> shape = {opts.in_channels, opts.out_channels};
+  for (Index k : weight_modes(modes_)) shape.push_back(k);
+  shape.push_back(2);
+  Tensor w = Tensor::empty(shape, opts.dtype);
+  std::mt19937_64 rng(opts.seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const double scale = 1.0 / static_cast<double>(opts.in_channels * opts.out_channels);
+  for (Index i = 0; i < w.numel(); ++i) {
+    const double v = scale * u(rng);
+    if (opts.dtype == DType::f64)
+      w.data<double>()[i] = v;
+    else
+      w.data<float>()[i] = static_cast<float>(v);
+  }
+  weight_.name = "weight";
+  weight_.value = w.to(opts.space);
+  weight_.grad = Tensor::zeros(shape, opts.dtype, opts.space);
+}
+
+std::string SpectralConv::name() const {
+  std::ostringstream o;
+  o << "SpectralConv" << opts_.nd << "d(" << opts_.in_channels << " -> " << opts_.out_channels
+    << ", modes";
+  for (Index m : modes_) o << " " << m;
+  o << ")";
+  return o.str();
+}
+
+ShardSpec SpectralConv::output_spec(const ShardSpec& in) const {
+  check_spatial_spec(in, opts_.nd, name());
+  TESSERA_CHECK(in.global_shape()[1] == opts_.in_channels,
+                name() << ": input has " << in.global_shape()[1] << " channels");
+  TESSERA_CHECK(!in.placement(1).sharded(),
+                name() << ": the channel dim is sharded; spectral mixing needs whole channels");
+  std::vector<Index> shape = in.global_shape();
+  shape[1] = opts_.out_channels;
+  std::vector<std::vector<Index>> sizes(static_cast<std::size_t>(in.ndim()));
+  for (int d = 0; d < in.ndim(); ++d)
+    if (in.placement(d).sharded()) sizes[static_cast<std::size_t>(d)] = in.sizes(d);
+  return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
+}
+
+void SpectralConv::plan_for(const ShardTensor& x) {
+  if (fft_in_ && x.spec() == in_spec_) return;
+  const ShardSpec out = output_spec(x.spec());
+  for (int d = 0; d < opts_.nd; ++d) {
+    const Index n = x.global_shape()[static_cast<std::size_t>(d + 2)];
+    const bool real = d + 1 == opts_.nd;
+    const Index m = modes_[static_cast<std::size_t>(d)];
+    TESSERA_CHECK(real ? m <= n / 2 + 1 : 2 * m <= n,
+                  name() << ": " << m << " modes along spatial dim " << d << " need at least "
+                         << (real ? 2 * (m - 1) : 2 * m) << " points, the grid has " << n);
+  }
+  FftOptions o;
+  o.modes = modes_;
+  fft_in_ = std::make_unique<DistFft>(x.mesh(), x.spec(), opts_.dtype, o);
+  // The output spectrum in the same layout as the input's, so each rank mixes its modes.
+  for (const Placement& p : fft_in_->spectrum_spec().placements())
+    o.spectrum_axis.push_back(p.axis);
+  fft_out_ = std::make_unique<DistFft>(x.mesh(), out, opts_.dtype, o);
+  in_spec_ = x.spec();
+  mesh_ = x.mesh();
+}
+
+Tensor SpectralConv::local_weight() const {
+  const Box b = weight_box(fft_in_->spectrum_spec().local_box(mesh_.coords()), opts_.in_channels,
+                           opts_.out_channels);
+  Box wb = Box::from_shape(weight_.value.shape());
+  for (int d = 0; d < b.ndim; ++d) {
+    wb.lo[d] = b.lo[d];
+    wb.hi[d] = b.hi[d];
+  }
+  return weight_.value.view(wb).contiguous().view_as_complex();
+}
+
+ShardTensor SpectralConv::forward(const ShardTensor& x) {
+  check_layer_input(x, opts_.nd + 2, opts_.nd + 2, name());
+  TESSERA_CHECK(x.dtype() == opts_.dtype && x.local().space() == opts_.space,
+                name() << ": input is " << name_of(x.dtype()) << " in "
+                       << (x.local().space() == MemSpace::Host ? "host" : "CUDA")
+                       << " memory; the layer's parameters differ");
+  plan_for(x);
+  x_hat_ = fft_in_->forward(x);
+  const Tensor& xh = x_hat_.local();
+  const kernels::MixShape s = mix_shape(xh, opts_.out_channels);
+  std::vector<Index> yshape = xh.shape();
+  yshape[1] = opts_.out_channels;
+  Tensor yh = Tensor::empty(yshape, xh.dtype(), xh.space());
+  const Tensor w = local_weight();
+  kernels::spectral_mix(xh.device(), xh.dtype(), s, xh.raw(), w.raw(), yh.raw());
+  return fft_out_->inverse(ShardTensor::unchecked(mesh_, fft_out_->spectrum_spec(), yh));
+}
+
+ShardTensor SpectralConv::backward(const ShardTensor& dy) {
+  TESSERA_CHECK(fft_out_, name() << ": backward before forward");
+  check_output_grad(dy, fft_out_->input_spec(), opts_.dtype, opts_.space, name());
+  const ShardTensor dyh = fft_out_->inverse_adjoint(dy);
+  const Tensor& g = dyh.local();
+  const Tensor& xh = x_hat_.local();
+  const kernels::MixShape s = mix_shape(xh, opts_.out_channels);
+  // Weight gradient of this rank's modes, added into its block of the full gradient.
+  const Tensor w = local_weight();
+  Tensor dw = Tensor::zeros(w.shape(), w.dtype(), w.space());
+  kernels::spectral_mix_dw(g.device(), g.dtype(), s, xh.raw(), g.raw(), dw.raw());
+  const Box b = weight_box(fft_in_->spectrum_spec().local_box(mesh_.coords()), opts_.in_channels,
+                           opts_.out_channels);
+  Box wb = Box::from_shape(weight_.grad.shape());
+  for (int d = 0; d < b.ndim; ++d) {
+    wb.lo[d] = b.lo[d];
+    wb.hi[d] = b.hi[d];
+  }
+  const Tensor block = weight_.grad.view(wb);
+  Tensor sum = block.contiguous();
+  add_into(sum, dw.view_as_real());
+  block.copy_from(sum);
+  weight_.grad_axes = sharding_axes(fft_in_->spectrum_spec());
+  Tensor dxh = Tensor::empty(xh.shape(), xh.dtype(), xh.space());
+  kernels::spectral_mix_dx(g.device(), g.dtype(), s, g.raw(), w.raw(), dxh.raw());
+  return fft_in_->forward_adjoint(ShardTensor::unchecked(mesh_, fft_in_->spectrum_spec(), dxh));
+}
+
+}  // namespace tessera

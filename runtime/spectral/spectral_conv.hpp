@@ -1,0 +1,63 @@
+#pragma once
+// SpectralConv: the Fourier layer of an FNO on (N, C, spatial...) tensors sharded over any
+// spatial (and batch) dims: y = F^-1( W . F(x) ), F the real FFT over the spatial dims
+// truncated to the retained modes (per dim, the lowest and highest `modes` frequencies of a
+// complex dim and the lowest `modes` bins of the last, real dim: the reference FNO's weight
+// corners), W a complex (C_in, C_out) matrix per retained mode.
+//
+// The FFT is distributed (DistFft): pruned before each transpose, the spectrum left in the
+// transposed layout, where each rank mixes channels for its own modes and inverts. Backward
+// runs the exact adjoints of both transforms. The weights are replicated (stored as real
+// (C_in, C_out, kept..., 2): real and imaginary parts, so optimizers, checkpoints and
+// GradSync treat them as any real parameter); each rank adds the gradient of its own modes,
+// partial over the mesh axes that shard the spectrum, which GradSync sums.
+#include "runtime/floor.hpp"
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/nn/layer.hpp"
+#include "runtime/spectral/dist_fft.hpp"
+
+namespace tessera {
+
+struct SpectralConvOptions {
+  int nd = 2;  // spatial dims, 1..3
+  Index in_channels = 1, out_channels = 1;
+  std::vector<Index> modes = {8};  // per spatial dim, or one value for all
+  DType dtype = DType::f32;
+  MemSpace space = MemSpace::Host;
+  // The reference FNO's init: real and imaginary parts U(0, 1) / (C_in * C_out), the same
+  // on every rank.
+  unsigned seed = 0;
+};
+
+class SpectralConv : public Layer {
+ public:
+  explicit SpectralConv(const SpectralConvOptions& opts);
+
+  ShardSpec output_spec(const ShardSpec& in) const override;
+  ShardTensor forward(const ShardTensor& x) override;
+  ShardTensor backward(const ShardTensor& dy) override;
+  std::vector<Parameter*> parameters() override { return {&weight_}; }
+  std::string name() const override;
+
+  Parameter& weight() { return weight_; }  // (C_in, C_out, kept..., 2)
+  const SpectralConvOptions& options() const { return opts_; }
+  // The plans of the last input (null before the first forward).
+  const DistFft* input_fft() const { return fft_in_.get(); }
+
+ private:
+  void plan_for(const ShardTensor& x);
+  Tensor local_weight() const;  // this rank's modes, (C_in, C_out, local kept...) complex
+
+  SpectralConvOptions opts_;
+  std::vector<Index> modes_;  // per spatial dim
+  Parameter weight_;
+  ShardSpec in_spec_;
+  Mesh mesh_;
+  std::unique_ptr<DistFft> fft_in_, fft_out_;
+  ShardTensor x_hat_;  // forward's input spectrum, for the weight gradient
+};
+
+}  // namespace tessera

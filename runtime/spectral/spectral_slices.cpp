@@ -1,0 +1,89 @@
+#include "runtime/spectral/spectral_slices.hpp"
+
+namespace tessera::spectral {
+namespace {
+
+Box whole(const std::vector<Index>& shape) {
+  return Box(std::vector<Index>(shape.size(), 0), shape);
+}
+
+Box along(const std::vector<Index>& shape, int d, Index lo, Index hi) {
+  Box b = whole(shape);
+  b.lo[static_cast<std::size_t>(d)] = lo;
+  b.hi[static_cast<std::size_t>(d)] = hi;
+  return b;
+}
+
+std::vector<Index> with_extent(std::vector<Index> shape, int d, Index n) {
+  shape.at(static_cast<std::size_t>(d)) = n;
+  return shape;
+}
+
+}  // namespace
+
+kernels::FftBlock block_along(const std::vector<Index>& shape, int d) {
+  kernels::FftBlock b;
+  for (int e = 0; e < static_cast<int>(shape.size()); ++e) {
+    const Index s = shape[static_cast<std::size_t>(e)];
+    if (e < d) b.outer *= s;
+    if (e > d) b.inner *= s;
+  }
+  b.n = shape.at(static_cast<std::size_t>(d));
+  return b;
+}
+
+Tensor r2c(const Tensor& x, int d, double scale, kernels::HalfWeight w) {
+  TESSERA_CHECK(x.is_contiguous(), "r2c: input must be contiguous");
+  const auto b = block_along(x.shape(), d);
+  Tensor z = Tensor::empty(with_extent(x.shape(), d, b.bins()), complex_of(x.dtype()), x.space());
+  kernels::fft_r2c(x.device(), x.dtype(), b, x.raw(), z.raw(), scale, w);
+  return z;
+}
+
+Tensor c2r(const Tensor& z, int d, Index n, double scale, kernels::HalfWeight w) {
+  TESSERA_CHECK(z.is_contiguous(), "c2r: input must be contiguous");
+  auto b = block_along(z.shape(), d);
+  TESSERA_CHECK(b.n == n / 2 + 1,
+                "c2r: " << b.n << " bins along dim " << d << " do not make " << n << " points");
+  b.n = n;
+  Tensor x = Tensor::empty(with_extent(z.shape(), d, n), real_part_of(z.dtype()), z.space());
+  kernels::fft_c2r(z.device(), x.dtype(), b, z.raw(), x.raw(), scale, w);
+  return x;
+}
+
+Tensor c2c(const Tensor& z, int d, int sign) {
+  TESSERA_CHECK(z.is_contiguous(), "c2c: input must be contiguous");
+  Tensor out = Tensor::empty(z.shape(), z.dtype(), z.space());
+  kernels::fft_c2c(z.device(), z.dtype(), block_along(z.shape(), d), z.raw(), out.raw(), sign, 1.0);
+  return out;
+}
+
+Tensor truncate(const Tensor& z, int d, Index kept, bool real_dim) {
+  const Index n = z.shape(d);
+  if (kept == n) return z;
+  Tensor out = Tensor::empty(with_extent(z.shape(), d, kept), z.dtype(), z.space());
+  if (real_dim) {
+    out.copy_from(z.view(along(z.shape(), d, 0, kept)));
+    return out;
+  }
+  const Index m = kept / 2;
+  out.view(along(out.shape(), d, 0, m)).copy_from(z.view(along(z.shape(), d, 0, m)));
+  out.view(along(out.shape(), d, m, kept)).copy_from(z.view(along(z.shape(), d, n - m, n)));
+  return out;
+}
+
+Tensor zero_pad(const Tensor& z, int d, Index n, bool real_dim) {
+  const Index full = real_dim ? n / 2 + 1 : n, kept = z.shape(d);
+  if (kept == full) return z;
+  Tensor out = Tensor::zeros(with_extent(z.shape(), d, full), z.dtype(), z.space());
+  if (real_dim) {
+    out.view(along(out.shape(), d, 0, kept)).copy_from(z);
+    return out;
+  }
+  const Index m = kept / 2;
+  out.view(along(out.shape(), d, 0, m)).copy_from(z.view(along(z.shape(), d, 0, m)));
+  out.view(along(out.shape(), d, n - m, n)).copy_from(z.view(along(z.shape(), d, m, kept)));
+  return out;
+}
+
+}  // namespace tessera::spectral

@@ -1,0 +1,92 @@
+#include "runtime/train/fno.hpp"
+
+#include <sstream>
+
+#include "runtime/nn/conv_layer.hpp"
+#include "runtime/nn/coordinate_channels.hpp"
+#include "runtime/nn/pointwise_layers.hpp"
+#include "runtime/spectral/spectral_conv.hpp"
+
+namespace tessera {
+
+Fno::Fno(const FnoOptions& o) : opts_(o) {
+  TESSERA_CHECK(o.nd >= 1 && o.nd <= 3, "fno: " << o.nd << " spatial dims (1 to 3 supported)");
+  TESSERA_CHECK(o.in_channels >= 1 && o.out_channels >= 1 && o.width >= 1 && o.projection >= 1,
+                "fno: channels must be positive (in " << o.in_channels << ", out "
+                                                      << o.out_channels << ", width " << o.width
+                                                      << ", projection " << o.projection << ")");
+  TESSERA_CHECK(o.layers >= 1 && o.layers <= 64, "fno: layers " << o.layers << " (1 to 64)");
+  TESSERA_CHECK(o.modes.size() == 1 || static_cast<int>(o.modes.size()) == o.nd,
+                "fno: modes needs 1 or " << o.nd << " values, not " << o.modes.size());
+  modes_ = o.modes.size() == 1 ? std::vector<Index>(static_cast<std::size_t>(o.nd), o.modes[0])
+                               : o.modes;
+  for (Index m : modes_) TESSERA_CHECK(m >= 1, "fno: modes must be at least 1, not " << m);
+  unsigned seed = o.seed * 7919u;
+  auto pointwise = [&](Index cin, Index cout) {
+    ConvOptions c;
+    c.nd = o.nd;
+    c.in_channels = cin;
+    c.out_channels = cout;
+    c.kernel = {1};
+    c.dtype = o.dtype;
+    c.space = o.space;
+    c.seed = seed++;
+    return std::make_shared<ConvNd>(c);
+  };
+  Value x = graph_.layer("coords", std::make_shared<CoordinateChannels>(o.nd), graph_.input("x"));
+  x = graph_.layer("lift", pointwise(o.in_channels + o.nd, o.width), x);
+  for (int l = 0; l < o.layers; ++l) {
+    const std::string b = "block" + std::to_string(l);
+    SpectralConvOptions s;
+    s.nd = o.nd;
+    s.in_channels = s.out_channels = o.width;
+    s.modes = modes_;
+    s.dtype = o.dtype;
+    s.space = o.space;
+    s.seed = seed++;
+    const Value spectral = graph_.layer(b + ".spectral", std::make_shared<SpectralConv>(s), x);
+    const Value bypass = graph_.layer(b + ".bypass", pointwise(o.width, o.width), x);
+    x = graph_.add(b + ".sum", spectral, bypass);
+    if (l + 1 < o.layers)
+      x = graph_.layer(b + ".act", std::make_shared<ActivationLayer>(o.activation), x);
+  }
+  x = graph_.layer("proj1", pointwise(o.width, o.projection), x);
+  x = graph_.layer("proj1.act", std::make_shared<ActivationLayer>(o.activation), x);
+  graph_.output(graph_.layer("proj2", pointwise(o.projection, o.out_channels), x));
+}
+
+std::string Fno::input_problem(const std::vector<Index>& shape) const {
+  std::ostringstream os;
+  if (static_cast<int>(shape.size()) != opts_.nd + 2) {
+    os << "the FNO takes (N, C, " << opts_.nd << " spatial dims), the data has shape "
+       << shape_str(shape);
+    return os.str();
+  }
+  if (shape[1] != opts_.in_channels) {
+    os << "the FNO takes " << opts_.in_channels << " input channels, the data has " << shape[1];
+    return os.str();
+  }
+  for (int d = 0; d < opts_.nd; ++d) {
+    const Index n = shape[static_cast<std::size_t>(d) + 2], m = modes_[static_cast<std::size_t>(d)];
+    const bool real = d + 1 == opts_.nd;
+    const Index need = real ? 2 * (m - 1) : 2 * m;
+    if (n < need) {
+      os << "spatial extent " << n << " (dim " << d + 2 << " of " << shape_str(shape) << ") is too "
+         << "small for " << m << " Fourier modes (needs at least " << need << ")";
+      return os.str();
+    }
+  }
+  return "";
+}
+
+std::string Fno::signature() const {
+  std::ostringstream os;
+  os << "fno nd=" << opts_.nd << " in=" << opts_.in_channels << " out=" << opts_.out_channels
+     << " width=" << opts_.width << " layers=" << opts_.layers << " modes=";
+  for (std::size_t d = 0; d < modes_.size(); ++d) os << (d ? "x" : "") << modes_[d];
+  os << " projection=" << opts_.projection << " activation=" << kernels::name_of(opts_.activation)
+     << " dtype=" << name_of(opts_.dtype);
+  return os.str();
+}
+
+}  // namespace tessera

@@ -1,0 +1,126 @@
+#pragma once
+// A small training fixture shared by the end-to-end training tests: a generated dataset of
+// (1, 16, 16) fields whose target needs neighbourhood information, a float64 config, and
+// comparisons of loss curves and parameters.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "apps/common/trainer.hpp"
+#include "io/file.hpp"
+#include "io/schema.hpp"
+#include "io/transfer.hpp"
+#include "tests/harness/mpi_test.hpp"
+#include "tests/support/random_tensor.hpp"
+
+namespace tessera::test {
+
+using app::TrainConfig;
+using app::Trainer;
+
+// A folder of its own per test binary (tag) and rank count: ctest runs them concurrently.
+inline std::string test_dir(const std::string& tag = "train") {
+  const char* t = std::getenv("TESSERA_TEST_TMPDIR");
+  std::string d = std::string(t ? t : "/tmp") + "/" + tag + "-np" + std::to_string(test::world_size());
+  if (test::world_rank() == 0) std::filesystem::create_directories(d);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return d;
+}
+
+// N samples of a (1, 16, 16) random field a and u = a smoothed target (a 3x3 box mean of
+// a plus a^2), float32, written by rank 0.
+inline std::string make_dataset(const std::string& dir, Index n = 12) {
+  const std::string path = dir + "/data.h5";
+  io::File f = io::File::create(path, MPI_COMM_WORLD);
+  io::schema::write_root(f, "test_train");
+  const std::vector<Index> shape = {n, 1, 16, 16};
+  Tensor a = Tensor::empty(shape, DType::f32), u = Tensor::empty(shape, DType::f32);
+  std::mt19937_64 rng(42);
+  std::normal_distribution<double> g(0.5, 1.0);
+  for (Index i = 0; i < a.numel(); ++i) a.data<float>()[i] = static_cast<float>(g(rng));
+  for (Index s = 0; s < n; ++s)
+    for (Index y = 0; y < 16; ++y)
+      for (Index x = 0; x < 16; ++x) {
+        double m = 0;
+        for (Index dy = -1; dy <= 1; ++dy)
+          for (Index dx = -1; dx <= 1; ++dx) {
+            const Index yy = y + dy, xx = x + dx;
+            if (yy >= 0 && yy < 16 && xx >= 0 && xx < 16) m += a.at<float>({s, 0, yy, xx});
+          }
+        const double v = a.at<float>({s, 0, y, x});
+        u.at<float>({s, 0, y, x}) = static_cast<float>(m / 9 + 0.3 * v * v + 2.0);
+      }
+  const std::vector<Index> zero(4, 0);
+  const Box mine = test::world_rank() == 0 ? Box::from_shape(shape) : Box(zero, zero);
+  for (const auto& [name, t] : {std::pair{"a", a}, std::pair{"u", u}}) {
+    const std::string dset = std::string("/fields/") + name;
+    f.create_dataset(dset, shape, DType::f32);
+    io::write_box(f, dset, mine, t, mine);
+  }
+  f.close();
+  MPI_Barrier(MPI_COMM_WORLD);
+  return path;
+}
+
+inline TrainConfig config(const std::string& data, const std::string& ckdir,
+                   const std::vector<std::string>& extra = {}) {
+  const std::string text = R"(
+[data]
+path = ")" + data + R"("
+inputs = ["a"]
+targets = ["u"]
+[model]
+width = 4
+depth = 2
+groups = 2
+dtype = "float64"
+[optim]
+name = "adamw"
+lr = 0.01
+weight_decay = 0.01
+grad_clip = 1.0
+[schedule]
+type = "cosine"
+warmup_steps = 3
+min_lr = 0.001
+[train]
+steps = 20
+batch_size = 4
+validation_split = 0.25
+seed = 7
+checkpoint_dir = ")" + ckdir +
+                           R"("
+)";
+  return app::parse_config(text, extra, "test.toml");
+}
+
+inline std::vector<double> losses(Trainer& t, int steps) {
+  std::vector<double> l;
+  for (int i = 0; i < steps; ++i) l.push_back(t.step().loss);
+  return l;
+}
+
+inline double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::abs(a[i] - b[i]) / std::max(1e-300, std::abs(b[i])));
+  return a.size() == b.size() ? m : 1e300;
+}
+
+inline double param_diff(Trainer& a, Trainer& b) {
+  const auto pa = a.model().graph().parameters(), pb = b.model().graph().parameters();
+  double num = 0, den = 1e-300;
+  for (std::size_t k = 0; k < pa.size(); ++k)
+    for (Index i = 0; i < pa[k].param->value.numel(); ++i) {
+      const double x = pa[k].param->value.data<double>()[i],
+                   y = pb[k].param->value.data<double>()[i];
+      num = std::max(num, std::abs(x - y));
+      den = std::max(den, std::abs(y));
+    }
+  return num / den;
+}
+
+}  // namespace tessera::test
