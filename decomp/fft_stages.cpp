@@ -68,7 +68,8 @@ struct Planner {
   void transform(std::size_t i) {
     const int dim = in.dims[i];
     const auto d = static_cast<std::size_t>(dim);
-    if (const int a = placement[d]; a >= 0) {
+    // An axis of one rank leaves the dim whole: nothing to move.
+    if (const int a = placement[d]; a >= 0 && in.axis_size.at(static_cast<std::size_t>(a)) > 1) {
       const int to = landing_for(dim);
       TESSERA_CHECK(to >= 0, "FFT plan: dim " << dim << " is sharded over mesh axis " << a
                                               << " and every other dim is sharded too; "

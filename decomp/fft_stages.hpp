@@ -6,7 +6,8 @@
 // retained modes right after its transform so that only retained modes travel (pruning);
 // a freed axis lands on a dim already transformed where one is whole (the slab/pencil
 // transposes of heFFTe and FFTW-MPI), else on a batch/channel dim, else on a dim still to
-// come. The spectrum may stay in that transposed layout or be moved to a requested one.
+// come; an axis of one rank stays where it is (the dim is whole). The spectrum may stay in
+// that transposed layout or be moved to a requested one.
 #include <string>
 #include <vector>
 

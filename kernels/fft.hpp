@@ -13,6 +13,7 @@
 #include "kernels/floor.hpp"
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "decomp/dtype.hpp"
 #include "decomp/index.hpp"
@@ -32,6 +33,9 @@ struct FftBlock {
   Index bins() const { return n / 2 + 1; }  // complex length of a real transform of n
 };
 
+// The (outer, n, inner) view of a contiguous array of `shape` around dim d.
+FftBlock fft_block_around(const std::vector<Index>& shape, int d);
+
 // Hermitian weights of the half spectrum of a real transform, for exact adjoints:
 // interior bins (1 .. (n-1)/2) stand for two bins of the full spectrum.
 enum class HalfWeight { None, DoubleInterior, HalveInterior };
@@ -40,14 +44,28 @@ enum class HalfWeight { None, DoubleInterior, HalveInterior };
 void fft_r2c(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
              double scale, HalfWeight w = HalfWeight::None);
 // complex (outer, n/2+1, inner) -> real (outer, n, inner), weighted first, times scale.
-// `in` is left as it was (the transform runs on a copy); the imaginary parts of bin 0
-// (and of bin n/2 for even n) are ignored, as numpy's irfft does.
+// With keep_input `in` is left as it was (the transform runs on a copy); without, it is
+// overwritten (the caller's scratch). The imaginary parts of bin 0 (and of bin n/2 for
+// even n) are ignored, as numpy's irfft does.
 void fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
-             double scale, HalfWeight w = HalfWeight::None);
+             double scale, HalfWeight w = HalfWeight::None, bool keep_input = true);
 // complex (outer, n, inner) -> complex, sign -1 (forward) or +1, times scale; in == out
 // transforms in place.
 void fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void* in, void* out, int sign,
              double scale);
+
+// Several dims at once of a contiguous array of (real) `shape`, along `dims` (ascending;
+// for r2c and c2r the last of them is the real, halved dim): one FFTW plan on the host, as
+// its own multi-dim transforms do; a sequence of the 1-D transforms on the device. Weights
+// apply along the halved dim, scale once.
+void fft_r2c_dims(const Device& dev, DType real, const std::vector<Index>& shape,
+                  const std::vector<int>& dims, const void* in, void* out, double scale,
+                  HalfWeight w = HalfWeight::None);
+void fft_c2r_dims(const Device& dev, DType real, const std::vector<Index>& shape,
+                  const std::vector<int>& dims, const void* in, void* out, double scale,
+                  HalfWeight w = HalfWeight::None, bool keep_input = true);
+void fft_c2c_dims(const Device& dev, DType cplx, const std::vector<Index>& shape,
+                  const std::vector<int>& dims, const void* in, void* out, int sign, double scale);
 
 // FFTW planner effort for plans made from now on (host): Estimate plans at once without
 // touching data; Measure times candidates once per shape (the benchmark's choice).
@@ -57,8 +75,15 @@ std::size_t fft_cached_plans();  // host and device plans made so far, all alive
 
 namespace cpu {
 void fft_r2c(DType real, const FftBlock& b, const void* in, void* out, double scale, HalfWeight w);
-void fft_c2r(DType real, const FftBlock& b, const void* in, void* out, double scale, HalfWeight w);
+void fft_c2r(DType real, const FftBlock& b, const void* in, void* out, double scale, HalfWeight w,
+             bool keep_input);
 void fft_c2c(DType cplx, const FftBlock& b, const void* in, void* out, int sign, double scale);
+void fft_r2c_dims(DType real, const std::vector<Index>& shape, const std::vector<int>& dims,
+                  const void* in, void* out, double scale, HalfWeight w);
+void fft_c2r_dims(DType real, const std::vector<Index>& shape, const std::vector<int>& dims,
+                  const void* in, void* out, double scale, HalfWeight w, bool keep_input);
+void fft_c2c_dims(DType cplx, const std::vector<Index>& shape, const std::vector<int>& dims,
+                  const void* in, void* out, int sign, double scale);
 void set_fft_planning(FftPlanning p);
 std::size_t fft_cached_plans();
 }  // namespace cpu
@@ -66,7 +91,7 @@ namespace cuda {
 void fft_r2c(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
              double scale, HalfWeight w);
 void fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
-             double scale, HalfWeight w);
+             double scale, HalfWeight w, bool keep_input);
 void fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void* in, void* out, int sign,
              double scale);
 std::size_t fft_cached_plans();

@@ -6,6 +6,8 @@
 # says where everything is.
 #   TESSERA_DEMO_OUT   output folder (default: demo-out/)
 #   TESSERA_DEMO_RANKS ranks (default 4)
+#   TESSERA_DEMO_MODEL unet (default: 32x32 training, 64x64 inference) or fno (64x64
+#                      training, 128x128 inference; scripts/demo/darcy_fno.toml)
 #   TESSERA_DEMO_SKIP_SETUP=1  use the binaries in TESSERA_BUILD_DIR (default build/) as they are
 # Extra arguments go to tessera-train (e.g. --train.steps=400).
 set -euo pipefail
@@ -23,28 +25,36 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 run() { "${TESSERA_MPIRUN[@]}" -np "$ranks" "$@"; }
 start=$(date +%s)
+model=${TESSERA_DEMO_MODEL:-unet}
+case "$model" in
+  unet) train_n=32 train_samples=128 test_n=64 ;;
+  fno) train_n=64 train_samples=256 test_n=128 ;;
+  *) echo "demo: TESSERA_DEMO_MODEL=$model is not unet or fno" >&2; exit 2 ;;
+esac
+test_h5="$out/darcy_test$test_n.h5"
 
-echo "== 1. data: Darcy flow on 32x32 (128 samples) and 64x64 (8 samples) grids"
-run "$bin/tessera-prep" generate darcy --grid 32x32 --samples 128 --seed 1 --out "$out/darcy_train.h5" --quiet
-run "$bin/tessera-prep" generate darcy --grid 64x64 --samples 8 --seed 2 --out "$out/darcy_test64.h5" --quiet
+echo "== 1. data: Darcy flow on ${train_n}x$train_n ($train_samples samples) and ${test_n}x$test_n (8 samples) grids"
+run "$bin/tessera-prep" generate darcy --grid "${train_n}x$train_n" --samples "$train_samples" --seed 1 \
+  --out "$out/darcy_train.h5" --quiet
+run "$bin/tessera-prep" generate darcy --grid "${test_n}x$test_n" --samples 8 --seed 2 --out "$test_h5" --quiet
 
-echo "== 2. training a UNet on $ranks ranks"
+echo "== 2. training a model of type $model on $ranks ranks"
 rm -rf "$out/checkpoints"
-(cd "$out" && run "$bin/tessera-train" "$root/scripts/demo/darcy_unet.toml" "$@") | tee "$out/train.log"
+(cd "$out" && run "$bin/tessera-train" "$root/scripts/demo/darcy_$model.toml" "$@") | tee "$out/train.log"
 t_train=$(($(date +%s) - start))
 
-echo "== 3. inference on the 64x64 grids (4x the cells of training)"
+echo "== 3. inference on the ${test_n}x$test_n grids (4x the cells of training)"
 ckpt=$(ls "$out"/checkpoints/ckpt_*.h5 | sort | tail -1)
-run "$bin/tessera-infer" --checkpoint "$ckpt" --input "$out/darcy_test64.h5" \
-  --output "$out/prediction64.h5" | tee "$out/infer.log"
+run "$bin/tessera-infer" --checkpoint "$ckpt" --input "$test_h5" \
+  --output "$out/prediction$test_n.h5" | tee "$out/infer.log"
 
 first=$(awk -F, 'NR > 1 && $6 != "" { print $6; exit }' "$out/metrics.csv")
 last=$(awk -F, 'NR > 1 && $6 != "" { v = $6 } END { print v }' "$out/metrics.csv")
 echo "== 4. pictures"
 pictures=0
 if python3 "$root/scripts/plot.py" --check 2>/dev/null; then
-  python3 "$root/scripts/plot.py" fields "$out/fields.png" --input "$out/darcy_test64.h5" \
-    --prediction "$out/prediction64.h5"
+  python3 "$root/scripts/plot.py" fields "$out/fields.png" --input "$test_h5" \
+    --prediction "$out/prediction$test_n.h5"
   python3 "$root/scripts/plot.py" training "$out/training.png" "$out/metrics.csv"
   pictures=1
 else
@@ -54,9 +64,9 @@ fi
 echo
 echo "demo: validation relative L2 error $first (step $(awk -F, 'NR > 1 && $6 != "" { print $1; exit }' "$out/metrics.csv")) -> $last (last step), in $t_train s up to the end of training"
 echo "demo: outputs in $out"
-echo "  darcy_train.h5, darcy_test64.h5   the generated datasets (tessera-prep inspect FILE)"
+echo "  darcy_train.h5, darcy_test$test_n.h5   the generated datasets (tessera-prep inspect FILE)"
 echo "  train.log, metrics.csv             progress and per-step metrics"
 echo "  checkpoints/                       HDF5 checkpoints (tessera-train ... --resume continues)"
-echo "  prediction64.h5, infer.log         the prediction on the 64x64 grids and its error"
+echo "  prediction$test_n.h5, infer.log        the prediction on the ${test_n}x$test_n grids and its error"
 [ $pictures = 0 ] ||
   echo "  fields.png, training.png           the prediction beside the truth; loss curves"

@@ -389,17 +389,21 @@ def plot_scaling(a):
 
 
 def stacked_bars(ax, rs, i, count, label):
-    """Compute / halo / all-reduce per rank count, one bar group per series."""
+    """Compute / halo / all-reduce (/ all-to-all) per rank count, one bar group per series."""
     if not rs:
         return
     width = 0.8 / count
     x = [j + (i - (count - 1) / 2) * width for j in range(len(rs))]
     bottom = [0.0] * len(rs)
     for col, part, colour in (("ms_compute", "compute", "C0"), ("ms_halo", "halo", "C1"),
-                              ("ms_allreduce", "all-reduce", "C2")):
+                              ("ms_allreduce", "all-reduce", "C2"),
+                              ("ms_alltoall", "all-to-all", "C3")):
         vals = [r.get(col, 0.0) for r in rs]
+        if col == "ms_alltoall" and not any(vals):
+            continue  # models without transposes
         ax.bar(x, vals, width, bottom=bottom, color=colour,
-               label=part if i == 0 else None, edgecolor="k", lw=0.3)
+               label=None if part in ax.get_legend_handles_labels()[1] else part,
+               edgecolor="k", lw=0.3)
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(range(len(rs)), [str(r["ranks"]) for r in rs])
     if count > 1:

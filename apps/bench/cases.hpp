@@ -28,6 +28,7 @@ Case conv_case();
 Case conv_kernel_case();
 Case train_case();
 Case io_case();
+Case fft_case();
 Case scaling_case();
 
 }  // namespace tessera::bench

@@ -22,12 +22,12 @@ struct StepSetup {
   int reps = 5, warmup = 2;
 };
 
-// Times `reps` steps after `warmup` untimed ones. Row: ranks, shape, cells, t_step_s
-// (median of the slowest rank per step), t_min_s, ms_compute / ms_halo / ms_allreduce (the
-// slowest rank's split), samples_per_s, peak_mib (tracked bytes, largest rank, timed steps),
-// grad_allreduce_bytes (per rank and step, as GradSync counts them), and what the busiest
-// rank handed to MPI in a step (mpi_counters.hpp): mpi_send_bytes, mpi_sends (the halo
-// messages), mpi_iallreduce_bytes.
+// Times `reps` steps after `warmup` untimed ones. Row: model, ranks, shape, cells, t_step_s
+// (median of the slowest rank per step), t_min_s, the slowest rank's split into
+// ms_compute / ms_halo / ms_allreduce / ms_alltoall (the FFT's transposes), samples_per_s,
+// peak_mib (tracked bytes, largest rank, timed steps), grad_allreduce_bytes (per rank and
+// step, as GradSync counts them), and what the busiest rank handed to MPI in a step
+// (mpi_counters.hpp): mpi_send_bytes, mpi_sends (the halo messages), mpi_iallreduce_bytes.
 json time_train_step(Context& ctx, const StepSetup& s);
 
 }  // namespace tessera::bench

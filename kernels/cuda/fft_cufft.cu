@@ -7,6 +7,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -132,15 +133,24 @@ void cuda::fft_r2c(const Device& dev, DType real, const FftBlock& b, const void*
 }
 
 void cuda::fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
-                   double scale, HalfWeight w) {
+                   double scale, HalfWeight w, bool keep_input) {
   const bool dbl = real == DType::f64;
   const cufftType type = dbl ? CUFFT_Z2D : CUFFT_C2R;
   const Index count = b.outer * b.bins() * b.inner;
   const std::size_t cbytes = dbl ? sizeof(cuDoubleComplex) : sizeof(cuComplex);
-  DeviceScratch<unsigned char> z(static_cast<std::size_t>(count) *
-                                 cbytes);  // cuFFT's c2r overwrites its input
-  TESSERA_CUDA_CHECK(cudaMemcpyAsync(z.get(), in, static_cast<std::size_t>(count) * cbytes,
-                                     cudaMemcpyDeviceToDevice, stream_of(dev)));
+  // cuFFT's c2r overwrites its input: a copy unless the caller gives it up.
+  std::optional<DeviceScratch<unsigned char>> scratch;
+  unsigned char* zp = static_cast<unsigned char*>(const_cast<void*>(in));
+  if (keep_input) {
+    scratch.emplace(static_cast<std::size_t>(count) * cbytes);
+    zp = scratch->get();
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(zp, in, static_cast<std::size_t>(count) * cbytes,
+                                       cudaMemcpyDeviceToDevice, stream_of(dev)));
+  }
+  const struct {
+    unsigned char* p;
+    unsigned char* get() const { return p; }
+  } z{zp};
   if (dbl)
     weigh(dev, reinterpret_cast<cuDoubleComplex*>(z.get()), b, 1.0, w);
   else

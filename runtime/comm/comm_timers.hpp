@@ -1,7 +1,8 @@
 #pragma once
 // Process-wide accumulators of the time spent in communication, so a training loop can
 // split a step into compute, halo exchange and all-reduce without the layers knowing
-// about it. Halo: HaloExchange's begin/finish (forward and adjoint). All-reduce: the
+// about it. Halo: HaloExchange's begin/finish (forward and adjoint). All-to-all: the
+// transposes of the distributed FFT (runtime/spectral). All-reduce: the
 // statistics and parameter-gradient sums of the layers (ops_support, window_layout);
 // callers add their own (the bucketed gradient sync) with ScopedCommTimer.
 #include "runtime/floor.hpp"
@@ -10,6 +11,7 @@ namespace tessera {
 struct CommTimes {
   double halo_s = 0;
   double allreduce_s = 0;
+  double alltoall_s = 0;  // the distributed FFT's transposes
 };
 
 CommTimes& comm_times();  // this process's accumulators (reset by assigning {})

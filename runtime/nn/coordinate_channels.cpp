@@ -40,9 +40,9 @@ ShardTensor CoordinateChannels::forward(const ShardTensor& x) {
           rest /= ext;
         }
         const Index n_glob = x.global_shape()[static_cast<std::size_t>(d) + 2];
-        const double v = n_glob > 1 ? static_cast<double>(box.lo[d + 2] + idx) /
-                                          static_cast<double>(n_glob - 1)
-                                    : 0.0;
+        const double v =
+            n_glob > 1 ? static_cast<double>(box.lo[d + 2] + idx) / static_cast<double>(n_glob - 1)
+                       : 0.0;
         const Index at = (n * nd_ + d) * cells + i;
         if (xl.dtype() == DType::f64)
           coords.data<double>()[at] = v;

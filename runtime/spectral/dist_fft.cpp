@@ -1,7 +1,9 @@
 #include "runtime/spectral/dist_fft.hpp"
 
+#include <algorithm>
 #include <sstream>
 
+#include "runtime/comm/comm_timers.hpp"
 #include "runtime/spectral/spectral_slices.hpp"
 
 namespace tessera {
@@ -18,8 +20,9 @@ ShardSpec spec_after(const ShardSpec& before, const FftStage& st) {
   if (st.kind == FftStage::Kind::Move)
     return before.with_placement(st.dim, Replicate()).with_placement(st.to, Shard(st.axis));
   std::vector<std::vector<Index>> sizes(static_cast<std::size_t>(before.ndim()));
-  for (int d = 0; d < before.ndim(); ++d)
-    if (before.placement(d).sharded()) sizes[static_cast<std::size_t>(d)] = before.sizes(d);
+  for (int d = 0; d < before.ndim(); ++d)  // the transformed dim is whole (an axis of 1 rank)
+    if (before.placement(d).sharded() && d != st.dim)
+      sizes[static_cast<std::size_t>(d)] = before.sizes(d);
   return ShardSpec(st.shape, before.placements(), before.mesh_dims(), {}, sizes);
 }
 
@@ -43,10 +46,41 @@ DistFft::DistFft(const Mesh& mesh, const ShardSpec& input, DType real, const Fft
   layout_.modes = opts.modes;
   layout_.spectrum_axis = opts.spectrum_axis;
   stages_ = plan_fft_stages(layout_);
+  group_stages();
   specs_.push_back(input);
   for (const FftStage& st : stages_) specs_.push_back(spec_after(specs_.back(), st));
   for (int d : layout_.dims)
     points_ *= static_cast<double>(input.global_shape()[static_cast<std::size_t>(d)]);
+}
+
+void DistFft::group_stages() {
+  const std::size_t n = stages_.size();
+  group_first_.assign(n, 0);
+  group_last_.assign(n, 0);
+  auto whole = [](const FftStage& s) { return s.kept == (s.real ? s.n / 2 + 1 : s.n); };
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i;
+    if (stages_[i].kind == FftStage::Kind::Transform)
+      while (j + 1 < n && stages_[j + 1].kind == FftStage::Kind::Transform && whole(stages_[j]) &&
+             !stages_[j + 1].real)
+        ++j;
+    // A multi-dim real transform halves its highest dim: the real dim must be it.
+    if (stages_[i].real)
+      for (std::size_t k = i + 1; k <= j; ++k)
+        if (stages_[k].dim > stages_[i].dim) j = i;
+    for (std::size_t k = i; k <= j; ++k) {
+      group_first_[k] = i;
+      group_last_[k] = j;
+    }
+    i = j + 1;
+  }
+}
+
+std::vector<int> DistFft::group_dims(std::size_t i) const {
+  std::vector<int> dims;
+  for (std::size_t k = group_first_[i]; k <= group_last_[i]; ++k) dims.push_back(stages_[k].dim);
+  std::sort(dims.begin(), dims.end());
+  return dims;
 }
 
 ShardTensor DistFft::forward(const ShardTensor& x) const {
@@ -74,19 +108,24 @@ ShardTensor DistFft::run_down(const ShardTensor& x, Pass pass) const {
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     const FftStage& st = stages_[i];
     if (st.kind == FftStage::Kind::Move) {
+      ScopedCommTimer timer(comm_times().alltoall_s);
       cur = cur.redistribute(specs_[i + 1]);
       continue;
     }
+    // A run of transforms at once; only its last stage may truncate.
+    const std::size_t last = group_last_[i];
+    const std::vector<int> dims = group_dims(i);
     const Tensor in = cur.local().contiguous();
     Tensor out;
     if (st.real) {  // the first transform: the scale goes here, once
-      out = spectral::r2c(in, st.dim, scale,
-                          adj ? kernels::HalfWeight::DoubleInterior : kernels::HalfWeight::None);
-    } else {
-      out = spectral::c2c(in, st.dim, -1);
+      out = spectral::r2c_dims(
+          in, dims, scale, adj ? kernels::HalfWeight::DoubleInterior : kernels::HalfWeight::None);
+    } else {  // the input is a spectrum this pass made (the real transform came first)
+      out = spectral::c2c_dims(in, dims, -1, !in.same_storage(x.local()));
     }
-    out = spectral::truncate(out, st.dim, st.kept, st.real);
-    cur = ShardTensor::unchecked(mesh_, specs_[i + 1], out);
+    out = spectral::truncate(out, stages_[last].dim, stages_[last].kept, stages_[last].real);
+    cur = ShardTensor::unchecked(mesh_, specs_[last + 1], out);
+    i = last;
   }
   return cur;
 }
@@ -104,18 +143,27 @@ ShardTensor DistFft::run_up(const ShardTensor& X, Pass pass) const {
   for (std::size_t i = stages_.size(); i-- > 0;) {
     const FftStage& st = stages_[i];
     if (st.kind == FftStage::Kind::Move) {
+      ScopedCommTimer timer(comm_times().alltoall_s);
       cur = cur.redistribute(specs_[i]);
       continue;
     }
+    // A run of transforms at once (the last stage of the run is the one truncated).
+    const std::size_t first = group_first_[i];
+    const FftStage& head = stages_[first];
+    const std::vector<int> dims = group_dims(i);
     const Tensor padded = spectral::zero_pad(cur.local().contiguous(), st.dim, st.n, st.real);
+    // Temporaries of this pass are transformed in place; the caller's spectrum never.
+    const bool owned = !padded.same_storage(X.local());
     Tensor out;
-    if (st.real) {  // the last transform: the scale goes here, once
-      out = spectral::c2r(padded, st.dim, st.n, scale,
-                          adj ? kernels::HalfWeight::HalveInterior : kernels::HalfWeight::None);
+    if (head.real) {  // the last transform: the scale goes here, once
+      out = spectral::c2r_dims(padded, dims, head.n, scale,
+                               adj ? kernels::HalfWeight::HalveInterior : kernels::HalfWeight::None,
+                               owned);
     } else {
-      out = spectral::c2c(padded, st.dim, +1);
+      out = spectral::c2c_dims(padded, dims, +1, owned);
     }
-    cur = ShardTensor::unchecked(mesh_, specs_[i], out);
+    cur = ShardTensor::unchecked(mesh_, specs_[first], out);
+    i = first;
   }
   return cur;
 }

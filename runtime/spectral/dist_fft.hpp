@@ -56,6 +56,8 @@ class DistFft {
   enum class Pass { Forward, Inverse, ForwardAdjoint, InverseAdjoint };
   ShardTensor run_down(const ShardTensor& x, Pass p) const;  // real -> spectrum order
   ShardTensor run_up(const ShardTensor& X, Pass p) const;    // spectrum -> real order
+  void group_stages();
+  std::vector<int> group_dims(std::size_t i) const;  // of the run holding stage i, ascending
 
   Mesh mesh_;
   DType real_;
@@ -63,7 +65,10 @@ class DistFft {
   FftLayout layout_;
   std::vector<FftStage> stages_;
   std::vector<ShardSpec> specs_;  // specs_[i]: before stage i; specs_.back(): the spectrum
-  double points_ = 1;             // product of the transformed extents
+  // Runs of transform stages done as one multi-dim transform (no truncation inside a run,
+  // no transpose between): group_last_[i] / group_first_[i] for each stage of a run.
+  std::vector<std::size_t> group_first_, group_last_;
+  double points_ = 1;  // product of the transformed extents
 };
 
 }  // namespace tessera

@@ -123,15 +123,19 @@ void SpectralConv::plan_for(const ShardTensor& x) {
   mesh_ = x.mesh();
 }
 
-Tensor SpectralConv::local_weight() const {
+Box SpectralConv::weight_block() const {
   const Box b = weight_box(fft_in_->spectrum_spec().local_box(mesh_.coords()), opts_.in_channels,
                            opts_.out_channels);
-  Box wb = Box::from_shape(weight_.value.shape());
+  Box wb = Box::from_shape(weight_.value.shape());  // the trailing (re, im) dim whole
   for (int d = 0; d < b.ndim; ++d) {
     wb.lo[d] = b.lo[d];
     wb.hi[d] = b.hi[d];
   }
-  return weight_.value.view(wb).contiguous().view_as_complex();
+  return wb;
+}
+
+Tensor SpectralConv::local_weight() const {
+  return weight_.value.view(weight_block()).contiguous().view_as_complex();
 }
 
 ShardTensor SpectralConv::forward(const ShardTensor& x) {
@@ -163,14 +167,7 @@ ShardTensor SpectralConv::backward(const ShardTensor& dy) {
   const Tensor w = local_weight();
   Tensor dw = Tensor::zeros(w.shape(), w.dtype(), w.space());
   kernels::spectral_mix_dw(g.device(), g.dtype(), s, xh.raw(), g.raw(), dw.raw());
-  const Box b = weight_box(fft_in_->spectrum_spec().local_box(mesh_.coords()), opts_.in_channels,
-                           opts_.out_channels);
-  Box wb = Box::from_shape(weight_.grad.shape());
-  for (int d = 0; d < b.ndim; ++d) {
-    wb.lo[d] = b.lo[d];
-    wb.hi[d] = b.hi[d];
-  }
-  const Tensor block = weight_.grad.view(wb);
+  const Tensor block = weight_.grad.view(weight_block());
   Tensor sum = block.contiguous();
   add_into(sum, dw.view_as_real());
   block.copy_from(sum);

@@ -49,6 +49,7 @@ class SpectralConv : public Layer {
 
  private:
   void plan_for(const ShardTensor& x);
+  Box weight_block() const;     // this rank's modes as a box of the weight tensor
   Tensor local_weight() const;  // this rank's modes, (C_in, C_out, local kept...) complex
 
   SpectralConvOptions opts_;

@@ -22,14 +22,7 @@ std::vector<Index> with_extent(std::vector<Index> shape, int d, Index n) {
 }  // namespace
 
 kernels::FftBlock block_along(const std::vector<Index>& shape, int d) {
-  kernels::FftBlock b;
-  for (int e = 0; e < static_cast<int>(shape.size()); ++e) {
-    const Index s = shape[static_cast<std::size_t>(e)];
-    if (e < d) b.outer *= s;
-    if (e > d) b.inner *= s;
-  }
-  b.n = shape.at(static_cast<std::size_t>(d));
-  return b;
+  return kernels::fft_block_around(shape, d);
 }
 
 Tensor r2c(const Tensor& x, int d, double scale, kernels::HalfWeight w) {
@@ -40,21 +33,50 @@ Tensor r2c(const Tensor& x, int d, double scale, kernels::HalfWeight w) {
   return z;
 }
 
-Tensor c2r(const Tensor& z, int d, Index n, double scale, kernels::HalfWeight w) {
+Tensor c2r(const Tensor& z, int d, Index n, double scale, kernels::HalfWeight w, bool may_destroy) {
   TESSERA_CHECK(z.is_contiguous(), "c2r: input must be contiguous");
   auto b = block_along(z.shape(), d);
   TESSERA_CHECK(b.n == n / 2 + 1,
                 "c2r: " << b.n << " bins along dim " << d << " do not make " << n << " points");
   b.n = n;
   Tensor x = Tensor::empty(with_extent(z.shape(), d, n), real_part_of(z.dtype()), z.space());
-  kernels::fft_c2r(z.device(), x.dtype(), b, z.raw(), x.raw(), scale, w);
+  kernels::fft_c2r(z.device(), x.dtype(), b, z.raw(), x.raw(), scale, w, !may_destroy);
   return x;
 }
 
-Tensor c2c(const Tensor& z, int d, int sign) {
+Tensor c2c(const Tensor& z, int d, int sign, bool in_place) {
   TESSERA_CHECK(z.is_contiguous(), "c2c: input must be contiguous");
-  Tensor out = Tensor::empty(z.shape(), z.dtype(), z.space());
+  Tensor out = in_place ? z : Tensor::empty(z.shape(), z.dtype(), z.space());
   kernels::fft_c2c(z.device(), z.dtype(), block_along(z.shape(), d), z.raw(), out.raw(), sign, 1.0);
+  return out;
+}
+
+Tensor r2c_dims(const Tensor& x, const std::vector<int>& dims, double scale,
+                kernels::HalfWeight w) {
+  TESSERA_CHECK(x.is_contiguous(), "r2c: input must be contiguous");
+  const int h = dims.back();
+  Tensor z = Tensor::empty(with_extent(x.shape(), h, x.shape(h) / 2 + 1), complex_of(x.dtype()),
+                           x.space());
+  kernels::fft_r2c_dims(x.device(), x.dtype(), x.shape(), dims, x.raw(), z.raw(), scale, w);
+  return z;
+}
+
+Tensor c2r_dims(const Tensor& z, const std::vector<int>& dims, Index n, double scale,
+                kernels::HalfWeight w, bool may_destroy) {
+  TESSERA_CHECK(z.is_contiguous(), "c2r: input must be contiguous");
+  const int h = dims.back();
+  TESSERA_CHECK(z.shape(h) == n / 2 + 1, "c2r: " << z.shape(h) << " bins along dim " << h
+                                                 << " do not make " << n << " points");
+  Tensor x = Tensor::empty(with_extent(z.shape(), h, n), real_part_of(z.dtype()), z.space());
+  kernels::fft_c2r_dims(z.device(), x.dtype(), x.shape(), dims, z.raw(), x.raw(), scale, w,
+                        !may_destroy);
+  return x;
+}
+
+Tensor c2c_dims(const Tensor& z, const std::vector<int>& dims, int sign, bool in_place) {
+  TESSERA_CHECK(z.is_contiguous(), "c2c: input must be contiguous");
+  Tensor out = in_place ? z : Tensor::empty(z.shape(), z.dtype(), z.space());
+  kernels::fft_c2c_dims(z.device(), z.dtype(), z.shape(), dims, z.raw(), out.raw(), sign, 1.0);
   return out;
 }
 

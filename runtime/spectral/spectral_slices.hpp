@@ -12,11 +12,20 @@ namespace tessera::spectral {
 kernels::FftBlock block_along(const std::vector<Index>& shape, int d);
 // Real tensor -> complex tensor with n/2+1 bins along d.
 Tensor r2c(const Tensor& x, int d, double scale, kernels::HalfWeight w = kernels::HalfWeight::None);
-// Complex tensor with n/2+1 bins along d -> real tensor with n points along d.
+// Complex tensor with n/2+1 bins along d -> real tensor with n points along d; z survives
+// unless may_destroy (a temporary the caller owns: saves a copy).
 Tensor c2r(const Tensor& z, int d, Index n, double scale,
-           kernels::HalfWeight w = kernels::HalfWeight::None);
-// Complex -> complex along d (sign -1 forward, +1 backward), unscaled.
-Tensor c2c(const Tensor& z, int d, int sign);
+           kernels::HalfWeight w = kernels::HalfWeight::None, bool may_destroy = false);
+// Complex -> complex along d (sign -1 forward, +1 backward), unscaled; in_place transforms
+// z itself (a temporary the caller owns) and returns it.
+Tensor c2c(const Tensor& z, int d, int sign, bool in_place = false);
+// The same over several dims at once (ascending; for r2c / c2r the last is the real dim):
+// one multi-dim transform (FFTW's own on the host).
+Tensor r2c_dims(const Tensor& x, const std::vector<int>& dims, double scale,
+                kernels::HalfWeight w = kernels::HalfWeight::None);
+Tensor c2r_dims(const Tensor& z, const std::vector<int>& dims, Index n, double scale,
+                kernels::HalfWeight w = kernels::HalfWeight::None, bool may_destroy = false);
+Tensor c2c_dims(const Tensor& z, const std::vector<int>& dims, int sign, bool in_place = false);
 // Keeps `kept` entries along d: [0, kept) of a real dim's bins; [0, m) and [n-m, n) with
 // m = kept/2 of a complex dim. Returns z itself when nothing is dropped.
 Tensor truncate(const Tensor& z, int d, Index kept, bool real_dim);

@@ -12,9 +12,9 @@ namespace tessera {
 Fno::Fno(const FnoOptions& o) : opts_(o) {
   TESSERA_CHECK(o.nd >= 1 && o.nd <= 3, "fno: " << o.nd << " spatial dims (1 to 3 supported)");
   TESSERA_CHECK(o.in_channels >= 1 && o.out_channels >= 1 && o.width >= 1 && o.projection >= 1,
-                "fno: channels must be positive (in " << o.in_channels << ", out "
-                                                      << o.out_channels << ", width " << o.width
-                                                      << ", projection " << o.projection << ")");
+                "fno: channels must be positive (in " << o.in_channels << ", out " << o.out_channels
+                                                      << ", width " << o.width << ", projection "
+                                                      << o.projection << ")");
   TESSERA_CHECK(o.layers >= 1 && o.layers <= 64, "fno: layers " << o.layers << " (1 to 64)");
   TESSERA_CHECK(o.modes.size() == 1 || static_cast<int>(o.modes.size()) == o.nd,
                 "fno: modes needs 1 or " << o.nd << " values, not " << o.modes.size());

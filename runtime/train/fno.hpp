@@ -22,10 +22,10 @@ namespace tessera {
 struct FnoOptions {
   int nd = 2;  // spatial dims, 1..3
   Index in_channels = 1, out_channels = 1;
-  Index width = 32;                  // channels of the Fourier blocks
-  int layers = 4;                    // Fourier blocks
-  std::vector<Index> modes = {12};   // retained modes per spatial dim (or one for all)
-  Index projection = 128;            // hidden channels of the projection
+  Index width = 32;                 // channels of the Fourier blocks
+  int layers = 4;                   // Fourier blocks
+  std::vector<Index> modes = {12};  // retained modes per spatial dim (or one for all)
+  Index projection = 128;           // hidden channels of the projection
   kernels::Activation activation = kernels::Activation::GELU;
   DType dtype = DType::f32;
   MemSpace space = MemSpace::Host;

@@ -115,13 +115,17 @@ def make_bench(d):
     """The rows bench cases write (apps/bench/bench_train.cpp, bench_scaling.cpp)."""
     rows = []
     for n in (1, 2, 4, 8):
-        for scaling, t in (("strong", 0.4 / n ** 0.8), ("weak", 0.1 * (1 + 0.05 * n))):
-            rows.append({"scaling": scaling, "model": "unet", "ranks": n, "threads": 1, "cores": 2,
-                         "shape": f"2x1x{64 * n if scaling == 'weak' else 256}x64",
-                         "t_step_s": t, "ms_compute": t * 800, "ms_halo": t * 150,
-                         "ms_allreduce": t * 50, "peak_mib": 40 / n + 3})
-        rows.append({"scaling": "capacity", "model": "unet", "ranks": n, "shape": f"{96 * n}x64",
-                     "cells": 96 * n * 64 * (1 - 0.02 * n), "limit_mib": 32})
+        # Two models: the second with the all-to-all part (an FNO's transposes).
+        for model, a2a in (("unet", 0.0), ("fno", 100.0)):
+            for scaling, t in (("strong", 0.4 / n ** 0.8), ("weak", 0.1 * (1 + 0.05 * n))):
+                rows.append({"scaling": scaling, "model": model, "ranks": n, "threads": 1,
+                             "cores": 2, "shape": f"2x1x{64 * n if scaling == 'weak' else 256}x64",
+                             "t_step_s": t, "ms_compute": t * 800, "ms_halo": t * 150,
+                             "ms_allreduce": t * 50, "ms_alltoall": t * a2a,
+                             "peak_mib": 40 / n + 3})
+            rows.append({"scaling": "capacity", "model": model, "ranks": n,
+                         "shape": f"{96 * n}x64", "cells": 96 * n * 64 * (1 - 0.02 * n),
+                         "limit_mib": 32})
     rows.append(dict(rows[0], threads=2, t_step_s=0.3))  # a 2-thread baseline is not used
     with open(f"{d}/bench-scaling.json", "w") as f:
         json.dump({"case": "scaling", "rows": rows, "goals": []}, f)

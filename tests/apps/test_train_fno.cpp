@@ -9,9 +9,8 @@ using namespace tessera::app;
 using namespace tessera::test;
 
 namespace {
-const std::vector<std::string> kFno = {"model.type=fno",  "model.width=6",
-                                       "model.modes=4",   "model.layers=2",
-                                       "model.projection=8", "optim.lr=0.02"};
+const std::vector<std::string> kFno = {"model.type=fno", "model.width=6",      "model.modes=4",
+                                       "model.layers=2", "model.projection=8", "optim.lr=0.02"};
 }
 
 TEST_CASE("fno: the loss curve on any mesh equals one rank's", "[fno]") {
@@ -80,9 +79,11 @@ TEST_CASE("fno: the same parameters run on a finer grid, sharded or not", "[fno]
     MPI_CHECK(net.input_problem(shape).empty());
     const Tensor x = random_tensor(shape, DType::f64, 5);
     const Mesh self = Mesh::line(MPI_COMM_SELF);
-    const Tensor one = net.forward(ShardTensor(self, ShardSpec::replicated(shape, self), x)).local();
+    const Tensor one =
+        net.forward(ShardTensor(self, ShardSpec::replicated(shape, self), x)).local();
     const Tensor many =
-        net.forward(ShardTensor::scatter(world, x, {Replicate(), Replicate(), Shard(0), Replicate()}))
+        net.forward(
+               ShardTensor::scatter(world, x, {Replicate(), Replicate(), Shard(0), Replicate()}))
             .gather_all();
     double err = 0, scale = 1e-300;
     for (Index i = 0; i < one.numel(); ++i) {
@@ -91,5 +92,6 @@ TEST_CASE("fno: the same parameters run on a finer grid, sharded or not", "[fno]
     }
     MPI_CHECK(err / scale < 1e-12);
   }
-  MPI_CHECK(net.input_problem({1, 1, 4, 4}).find("too small for 3 Fourier modes") != std::string::npos);
+  MPI_CHECK(net.input_problem({1, 1, 4, 4}).find("too small for 3 Fourier modes") !=
+            std::string::npos);
 }

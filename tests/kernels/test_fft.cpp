@@ -178,3 +178,43 @@ TEST_CASE("bad arguments are refused with a message") {
   CHECK_THROWS_WITH(fft_c2c(Device::host(), DType::c128, {1, 4, 1}, y.data(), y.data(), 2, 1.0),
                     Catch::Contains("sign"));
 }
+
+TEST_CASE("multi-dim transforms equal the 1-D transforms one dim after another") {
+  const std::vector<Index> shape{2, 6, 5, 7};
+  const std::vector<int> dims{1, 3};
+  const std::size_t nr = 2 * 6 * 5 * 7, nc = 2 * 6 * 5 * 4;
+  const auto x = random_real(nr, 21);
+  // r2c over {1, 3} with doubled interior and a scale, against r2c along 3 then c2c along 1.
+  std::vector<cd> want(nc), got(nc);
+  fft_r2c(Device::host(), DType::f64, fft_block_around(shape, 3), x.data(), want.data(), 0.5,
+          HalfWeight::DoubleInterior);
+  const std::vector<Index> half{2, 6, 5, 4};
+  fft_c2c(Device::host(), DType::c128, fft_block_around(half, 1), want.data(), want.data(), -1, 1);
+  fft_r2c_dims(Device::host(), DType::f64, shape, dims, x.data(), got.data(), 0.5,
+               HalfWeight::DoubleInterior);
+  CHECK(max_rel(got, want) < 1e-13);
+  // c2r over {1, 3} with halved interior: c2c (+1) along 1, then c2r along 3.
+  const auto z = random_complex(nc, 22);
+  std::vector<cd> tmp(nc);
+  fft_c2c(Device::host(), DType::c128, fft_block_around(half, 1), z.data(), tmp.data(), 1, 1);
+  std::vector<double> xw(nr), xg(nr);
+  fft_c2r(Device::host(), DType::f64, fft_block_around(shape, 3), tmp.data(), xw.data(), 0.25,
+          HalfWeight::HalveInterior);
+  const auto z_before = z;
+  fft_c2r_dims(Device::host(), DType::f64, shape, dims, z.data(), xg.data(), 0.25,
+               HalfWeight::HalveInterior);
+  CHECK(z == z_before);
+  double err = 0;
+  for (std::size_t i = 0; i < nr; ++i) err = std::max(err, std::abs(xg[i] - xw[i]));
+  CHECK(err < 1e-12);
+  // c2c over {0, 2} against two 1-D passes.
+  const auto c = random_complex(nr, 23);
+  std::vector<cd> a(nr), b(nr);
+  fft_c2c(Device::host(), DType::c128, fft_block_around(shape, 0), c.data(), a.data(), -1, 1);
+  fft_c2c(Device::host(), DType::c128, fft_block_around(shape, 2), a.data(), a.data(), -1, 2);
+  fft_c2c_dims(Device::host(), DType::c128, shape, {0, 2}, c.data(), b.data(), -1, 2);
+  CHECK(max_rel(b, a) < 1e-13);
+  CHECK_THROWS_WITH(
+      fft_c2c_dims(Device::host(), DType::c128, shape, {2, 0}, c.data(), b.data(), -1, 1),
+      Catch::Contains("ascending"));
+}

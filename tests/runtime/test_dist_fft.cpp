@@ -236,3 +236,33 @@ TEST_CASE("pruning moves fewer bytes; bad inputs are refused with a message") {
   }
   MPI_CHECK(bad_type);
 }
+
+TEST_CASE("stage adjoints: truncation and zero-padding, and each transpose, are exact") {
+  // Truncation T keeps [0, m) and [n-m, n) of a complex dim ([0, m) of a real dim's bins);
+  // its adjoint is the zero-padding: <T z, y> == <z, T* y>.
+  for (bool real : {false, true}) {
+    const Index n = 11, kept = real ? 4 : 6;
+    const std::vector<Index> full{2, real ? n / 2 + 1 : n, 3};
+    const Tensor z = random_complex(full, 5);
+    const Tensor tz = spectral::truncate(z, 1, kept, real).contiguous();
+    const Tensor y = random_complex(tz.shape(), 6);
+    const Tensor ty = spectral::zero_pad(y, 1, n, real);
+    MPI_CHECK(std::abs(real_dot(tz, y) - real_dot(z, ty)) < 1e-12);
+  }
+  // A transpose moves entries between ranks: its adjoint (the reverse move) is its inverse,
+  // so <P x, y> == <x, P^-1 y> for every move of a plan.
+  const std::vector<Index> shape{1, 2, 6, 5, 7};
+  const Mesh line = Mesh::line(test::harness_comm());
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate(), Replicate()}, line);
+  const DistFft fft(line, spec, DType::f64);
+  for (const FftStage& st : fft.stages()) {
+    if (st.kind != FftStage::Kind::Move) continue;
+    std::vector<Placement> from(shape.size(), Replicate()), to(shape.size(), Replicate());
+    from[static_cast<std::size_t>(st.dim)] = Shard(st.axis);
+    to[static_cast<std::size_t>(st.to)] = Shard(st.axis);
+    const Tensor x = random_complex(st.shape, 7), y = random_complex(st.shape, 8);
+    const ShardTensor px = ShardTensor::scatter(line, x, from).redistribute(to);
+    const ShardTensor qy = ShardTensor::scatter(line, y, to).redistribute(from);
+    MPI_CHECK(std::abs(real_dot(px.gather_all(), y) - real_dot(x, qy.gather_all())) < 1e-12);
+  }
+}

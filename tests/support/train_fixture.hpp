@@ -24,7 +24,8 @@ using app::Trainer;
 // A folder of its own per test binary (tag) and rank count: ctest runs them concurrently.
 inline std::string test_dir(const std::string& tag = "train") {
   const char* t = std::getenv("TESSERA_TEST_TMPDIR");
-  std::string d = std::string(t ? t : "/tmp") + "/" + tag + "-np" + std::to_string(test::world_size());
+  std::string d =
+      std::string(t ? t : "/tmp") + "/" + tag + "-np" + std::to_string(test::world_size());
   if (test::world_rank() == 0) std::filesystem::create_directories(d);
   MPI_Barrier(MPI_COMM_WORLD);
   return d;
@@ -66,7 +67,7 @@ inline std::string make_dataset(const std::string& dir, Index n = 12) {
 }
 
 inline TrainConfig config(const std::string& data, const std::string& ckdir,
-                   const std::vector<std::string>& extra = {}) {
+                          const std::vector<std::string>& extra = {}) {
   const std::string text = R"(
 [data]
 path = ")" + data + R"("

@@ -1,0 +1,277 @@
+// Case "fft": the distributed real FFT and the FNO block.
+//  (a) forward + inverse real FFT of a 3-D (--n3d, float32) and a 2-D (--n2d) grid against
+//      FFTW-MPI on the same grid and ranks (its slab layout, transposed spectrum, MEASURE
+//      plans for both, planning untimed), timed interleaved: ratio Tessera / FFTW-MPI;
+//  (b) the pruned 3-D transform keeping a quarter of the modes per dim: bytes that leave
+//      their rank and time against the unpruned;
+//  (c) an FNO block (spectral conv + 1x1 bypass, --width, --modes, on --nfno^2, batch 2)
+//      forward + backward, with the compute / all-to-all split: E = T(1 rank, 1 thread) /
+//      (min(N, cores) x T(N ranks, 1 thread each)).
+// Every timed result is checked untimed: the round trip returns the input, the spectra of
+// both libraries carry the same energy.
+#include <fftw3-mpi.h>
+#include <omp.h>
+
+#include <cmath>
+#include <complex>
+
+#include "apps/bench/cases.hpp"
+#include "apps/bench/timing.hpp"
+#include "runtime/comm/comm_timers.hpp"
+#include "runtime/nn/conv_layer.hpp"
+#include "runtime/spectral/dist_fft.hpp"
+#include "runtime/spectral/spectral_conv.hpp"
+#include "runtime/tensor/tensor_math.hpp"
+
+namespace tessera::bench {
+namespace {
+
+double allreduce(MPI_Comm comm, double v) {
+  double out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm);
+  return out;
+}
+
+// sum |X|^2 over the half-spectrum entries a rank holds: the same total for any layout
+// that holds each entry once (both libraries' transposed spectra).
+double energy(const std::complex<float>* z, Index count) {
+  double e = 0;
+  for (Index i = 0; i < count; ++i) e += std::norm(std::complex<double>(z[i]));
+  return e;
+}
+
+struct Grid {
+  std::vector<Index> spatial;
+  Index points() const {
+    Index p = 1;
+    for (Index s : spatial) p *= s;
+    return p;
+  }
+};
+
+// Tessera's round trip and FFTW-MPI's on the same grid; one row.
+json transform_row(Context& ctx, const Grid& g, int reps, int threads) {
+  const MPI_Comm comm = ctx.world();
+  const Mesh mesh = Mesh::line(comm);
+  const int nd = static_cast<int>(g.spatial.size());
+  std::vector<Index> shape = {1, 1};
+  shape.insert(shape.end(), g.spatial.begin(), g.spatial.end());
+  std::vector<Placement> dims(shape.size(), Replicate());
+  dims[2] = Shard(0);
+  // FFTW-MPI decides its slabs; Tessera takes the same sizes.
+  std::vector<ptrdiff_t> n(g.spatial.begin(), g.spatial.end());
+  const Index bins = g.spatial.back() / 2 + 1;
+  std::vector<ptrdiff_t> nc = n;
+  nc.back() = bins;
+  ptrdiff_t ln0 = 0, l0 = 0, ln1 = 0, l1 = 0;
+  const ptrdiff_t alloc = fftwf_mpi_local_size_many_transposed(
+      nd, nc.data(), 1, FFTW_MPI_DEFAULT_BLOCK, FFTW_MPI_DEFAULT_BLOCK, comm, &ln0, &l0, &ln1, &l1);
+  std::vector<Index> sizes0(static_cast<std::size_t>(mesh.size()));
+  Index mine = ln0;
+  MPI_Allgather(&mine, 1, MPI_INT64_T, sizes0.data(), 1, MPI_INT64_T, comm);
+  std::vector<std::vector<Index>> sizes(shape.size());
+  sizes[2] = sizes0;
+  const ShardSpec spec(shape, dims, mesh, {}, sizes);
+  FftOptions o;
+  const DistFft fft(mesh, spec, DType::f32, o);
+
+  // Input: a smooth field plus noise, the same on both sides.
+  const Box box = spec.local_box(mesh.coords());
+  Tensor x = Tensor::empty(box.shape(), DType::f32);
+  const Index inner = x.numel() / std::max<Index>(1, box.extent(2));
+  for (Index i = 0; i < x.numel(); ++i) {
+    const Index row = box.lo[2] + i / std::max<Index>(1, inner);
+    x.data<float>()[i] = static_cast<float>(std::sin(0.01 * static_cast<double>(i % 977 + row)));
+  }
+  const ShardTensor xs = ShardTensor::unchecked(mesh, spec, x);
+
+  // FFTW-MPI in place: rows of the last dim padded to 2 * bins reals.
+  float* buf = fftwf_alloc_real(static_cast<std::size_t>(2 * std::max<ptrdiff_t>(alloc, 1)));
+  fftwf_plan fwd = fftwf_mpi_plan_many_dft_r2c(
+      nd, n.data(), 1, FFTW_MPI_DEFAULT_BLOCK, FFTW_MPI_DEFAULT_BLOCK, buf,
+      reinterpret_cast<fftwf_complex*>(buf), comm, FFTW_MEASURE | FFTW_MPI_TRANSPOSED_OUT);
+  fftwf_plan inv = fftwf_mpi_plan_many_dft_c2r(
+      nd, n.data(), 1, FFTW_MPI_DEFAULT_BLOCK, FFTW_MPI_DEFAULT_BLOCK,
+      reinterpret_cast<fftwf_complex*>(buf), buf, comm, FFTW_MEASURE | FFTW_MPI_TRANSPOSED_IN);
+  const Index rows = x.numel() / g.spatial.back();
+  auto load_fftw = [&] {
+    for (Index r = 0; r < rows; ++r)
+      for (Index j = 0; j < g.spatial.back(); ++j)
+        buf[r * 2 * bins + j] = x.data<float>()[r * g.spatial.back() + j];
+  };
+  load_fftw();
+  const float inv_n = 1.0f / static_cast<float>(g.points());
+  auto fftw_round_trip = [&] {
+    fftwf_execute(fwd);
+    fftwf_execute(inv);
+    for (Index i = 0; i < rows * 2 * bins; ++i) buf[i] *= inv_n;  // Tessera's inverse scales too
+  };
+  ShardTensor back;
+  auto tessera_round_trip = [&] { back = fft.inverse(fft.forward(xs)); };
+  const auto [tt, tf] = time_interleaved(comm, reps, 1, tessera_round_trip, fftw_round_trip);
+
+  // Untimed checks: the round trip, and the spectra's energies.
+  double err = 0;
+  for (Index i = 0; i < x.numel(); ++i)
+    err = std::max(
+        err, static_cast<double>(std::fabs(back.local().data<float>()[i] - x.data<float>()[i])));
+  load_fftw();
+  fftwf_execute(fwd);
+  // FFTW's transposed spectrum holds local_n1 x n0 x (the other dims, bins last).
+  Index fftw_count = static_cast<Index>(ln1) * nc[0];
+  for (std::size_t d = 2; d < nc.size(); ++d) fftw_count *= nc[d];
+  const double e_fftw =
+      allreduce(comm, energy(reinterpret_cast<std::complex<float>*>(buf), fftw_count));
+  const ShardTensor X = fft.forward(xs);
+  const double e_ours =
+      allreduce(comm, energy(X.local().data<std::complex<float>>(), X.local().numel()));
+  fftwf_destroy_plan(fwd);
+  fftwf_destroy_plan(inv);
+  fftwf_free(buf);
+  double max_err = 0;
+  MPI_Allreduce(&err, &max_err, 1, MPI_DOUBLE, MPI_MAX, comm);
+  const bool ok = max_err < 1e-3 && std::fabs(e_ours - e_fftw) <= 1e-3 * e_fftw;
+  return {{"what", std::to_string(nd) + "d round trip"},
+          {"shape", shape_str(g.spatial)},
+          {"ranks", mesh.size()},
+          {"threads", threads},
+          {"t_tessera_s", tt.median_s},
+          {"t_fftw_mpi_s", tf.median_s},
+          {"ratio", tt.median_s / tf.median_s},
+          {"MiB_moved", static_cast<double>(fft.bytes_moved()) / (1 << 20)},
+          {"correct", ok}};
+}
+
+// The pruned 3-D transform (a quarter of the modes per dim) against the unpruned.
+json pruned_row(Context& ctx, Index n, int reps, int threads) {
+  const Mesh mesh = Mesh::line(ctx.world());
+  const std::vector<Index> shape = {1, 1, n, n, n};
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate(), Replicate()}, mesh);
+  FftOptions pruned;
+  pruned.modes = {n / 8, n / 8, (n / 2 + 1) / 4};
+  const DistFft all(mesh, spec, DType::f32), some(mesh, spec, DType::f32, pruned);
+  Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
+  for (Index i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = static_cast<float>(std::cos(0.003 * i));
+  const ShardTensor xs = ShardTensor::unchecked(mesh, spec, x);
+  const auto [tp, ta] = time_interleaved(
+      ctx.world(), reps, 1, [&] { some.inverse(some.forward(xs)); },
+      [&] { all.inverse(all.forward(xs)); });
+  return {{"what", "3d pruned (1/4 modes per dim)"},
+          {"shape", shape_str({n, n, n})},
+          {"ranks", mesh.size()},
+          {"threads", threads},
+          {"t_tessera_s", tp.median_s},
+          {"t_unpruned_s", ta.median_s},
+          {"MiB_moved", static_cast<double>(some.bytes_moved()) / (1 << 20)},
+          {"MiB_moved_unpruned", static_cast<double>(all.bytes_moved()) / (1 << 20)},
+          {"correct", true}};
+}
+
+// Forward + backward of an FNO block: spectral conv + 1x1 conv bypass (summed).
+json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int threads) {
+  const Mesh mesh = Mesh::line(ctx.world());
+  const std::vector<Index> shape = {2, width, n, n};
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
+  SpectralConvOptions so;
+  so.in_channels = so.out_channels = width;
+  so.modes = {modes};
+  SpectralConv spectral(so);
+  ConvOptions co;
+  co.in_channels = co.out_channels = width;
+  co.kernel = {1};
+  ConvNd bypass(co);
+  Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
+  for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.01 * i));
+  const ShardTensor xs = ShardTensor::unchecked(mesh, spec, x);
+  comm_times() = {};
+  const Timing t = time_collective(ctx.world(), reps, 1, [&] {
+    const ShardTensor a = spectral.forward(xs), b = bypass.forward(xs);
+    add_into(a.local(), b.local());
+    spectral.backward(a);
+    bypass.backward(a);
+  });
+  const double a2a = comm_times().alltoall_s / (reps + 1);
+  return {{"what", "FNO block fwd+bwd (width " + std::to_string(width) + ", modes " +
+                       std::to_string(modes) + ", batch 2)"},
+          {"shape", shape_str({n, n})},
+          {"ranks", mesh.size()},
+          {"threads", threads},
+          {"cores", std::max(1, omp_get_num_procs())},
+          {"t_tessera_s", t.median_s},
+          {"t_alltoall_s", a2a},
+          {"t_compute_s", t.median_s - a2a},
+          {"correct", true}};
+}
+
+json run(Context& ctx, const cli::Args& opt) {
+  const int threads = static_cast<int>(opt.num("threads"));
+  omp_set_num_threads(threads);
+  fftwf_mpi_init();
+  kernels::set_fft_planning(kernels::FftPlanning::Measure);
+  const int reps = static_cast<int>(opt.num("reps"));
+  const std::string which = opt.str("which");
+  const Index n3 = static_cast<Index>(opt.num("n3d")), n2 = static_cast<Index>(opt.num("n2d"));
+  json rows = json::array();
+  if (which.find("3d") != std::string::npos)
+    rows.push_back(transform_row(ctx, {{n3, n3, n3}}, reps, threads));
+  if (which.find("2d") != std::string::npos)
+    rows.push_back(transform_row(ctx, {{n2, n2}}, reps, threads));
+  if (which.find("pruned") != std::string::npos) rows.push_back(pruned_row(ctx, n3, reps, threads));
+  if (which.find("fno") != std::string::npos)
+    rows.push_back(fno_row(ctx, static_cast<Index>(opt.num("nfno")),
+                           static_cast<Index>(opt.num("width")),
+                           static_cast<Index>(opt.num("modes")), reps, threads));
+  kernels::set_fft_planning(kernels::FftPlanning::Estimate);
+  return rows;
+}
+
+json goals(const json& rows) {
+  json g = json::array();
+  for (const auto& r : rows) {
+    const std::string what = std::string(r["what"]) + " " + std::string(r["shape"]) + ", " +
+                             std::to_string(int(r["ranks"])) + " ranks";
+    if (r.contains("t_fftw_mpi_s"))
+      g.push_back(
+          goal(what + ": Tessera / FFTW-MPI", r["correct"] ? double(r["ratio"]) : 1e9, "<=", 1.0));
+    if (r.contains("MiB_moved_unpruned") && int(r["ranks"]) > 1)
+      g.push_back(goal(what + ": bytes moved / unpruned",
+                       double(r["MiB_moved"]) / double(r["MiB_moved_unpruned"]), "<=", 0.25));
+    if (r.contains("t_alltoall_s") && int(r["ranks"]) > 1 && int(r["threads"]) == 1)
+      for (const auto& one : rows)
+        if (one["what"] == r["what"] && int(one["ranks"]) == 1 && int(one["threads"]) == 1) {
+          const int used = std::min(int(r["ranks"]), int(r.value("cores", 1)));
+          g.push_back(goal(what + ": E = T(1 rank) / (" + std::to_string(used) + " x T(" +
+                               std::to_string(int(r["ranks"])) + " ranks)), 1 thread each",
+                           double(one["t_tessera_s"]) / (used * double(r["t_tessera_s"])),
+                           ">=", 0.85));
+        }
+  }
+  return g;
+}
+
+}  // namespace
+
+Case fft_case() {
+  Case c;
+  c.name = "fft";
+  c.help = "distributed real FFT vs FFTW-MPI, pruned transform, FNO block scaling";
+  c.options = {{"n3d", "N", "3-D grid side (float32)", "256"},
+               {"n2d", "N", "2-D grid side (float32)", "4096"},
+               {"nfno", "N", "FNO block grid side", "256"},
+               {"width", "C", "FNO block channels", "32"},
+               {"modes", "M", "FNO block modes per dim", "16"},
+               {"which", "LIST", "rows: 3d, 2d, pruned, fno", "3d,2d,pruned,fno"},
+               {"reps", "N", "timed repetitions", "5"},
+               {"threads", "N", "OpenMP threads per rank", "1"}};
+  c.rank_counts = {1, 2, 4};
+  c.columns = {"what",         "shape",        "ranks",     "threads",
+               "t_tessera_s",  "t_fftw_mpi_s", "ratio",     "t_unpruned_s",
+               "t_alltoall_s", "t_compute_s",  "MiB_moved", "MiB_moved_unpruned",
+               "correct"};
+  c.run = run;
+  c.goals = goals;
+  return c;
+}
+
+}  // namespace tessera::bench

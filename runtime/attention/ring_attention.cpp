@@ -1,0 +1,190 @@
+#include "runtime/attention/ring_attention.hpp"
+
+#include <numeric>
+
+#include "kernels/attention.hpp"
+#include "runtime/comm/comm_timers.hpp"
+#include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/comm/mpi_types.hpp"
+#include "runtime/tensor/tensor_math.hpp"
+
+namespace tessera {
+namespace {
+
+void check_inputs(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v, int axis) {
+  for (const ShardTensor* t : {&q, &k, &v}) {
+    TESSERA_CHECK(t->spec().ndim() == 3, "ring attention: tensors are (B, S, D), got "
+                                             << shape_str(t->global_shape()));
+    TESSERA_CHECK(!t->spec().has_partial(), "ring attention: a pending sum in " << t->spec().str());
+    TESSERA_CHECK(t->spec().placement(1).axis == axis && !t->spec().placement(2).sharded(),
+                  "ring attention: the sequence (dim 1) must be sharded on mesh axis "
+                      << axis << " and D whole, got " << t->spec().str());
+    TESSERA_CHECK(t->dtype() == q.dtype() && t->local().space() == q.local().space(),
+                  "ring attention: q, k and v differ in type or memory space");
+  }
+  TESSERA_CHECK(k.spec() == v.spec(), "ring attention: k and v are laid out differently");
+  TESSERA_CHECK(q.global_shape()[0] == k.global_shape()[0] &&
+                    q.global_shape()[2] == k.global_shape()[2] &&
+                    q.spec().placement(0) == k.spec().placement(0),
+                "ring attention: q " << q.spec().str() << " and k " << k.spec().str()
+                                     << " differ in batch or head dim");
+}
+
+// Where block c of the sequence starts (global row) and its length.
+struct Blocks {
+  std::vector<Index> size, start;
+  explicit Blocks(const std::vector<Index>& sizes) : size(sizes), start(sizes.size(), 0) {
+    std::partial_sum(sizes.begin(), sizes.end() - 1, start.begin() + 1);
+  }
+};
+
+// Sends `send` (contiguous) to the next rank on the ring and receives the previous rank's
+// block into `recv`; returns the requests to wait on.
+struct Hop {
+  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  void start(MPI_Comm comm, const Tensor& send, const Tensor& recv, int next, int prev, int tag) {
+    device::synchronize(send.device());  // MPI reads what kernels wrote
+    const MPI_Datatype t = mpi_type_of(send.dtype());
+    TESSERA_MPI(MPI_Irecv(recv.raw(), checked_count(recv.numel(), "ring receive"), t, prev, tag,
+                          comm, &req[0]));
+    TESSERA_MPI(MPI_Isend(send.raw(), checked_count(send.numel(), "ring send"), t, next, tag, comm,
+                          &req[1]));
+  }
+  void wait() {
+    ScopedCommTimer timer(comm_times().alltoall_s);
+    TESSERA_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+  }
+};
+
+kernels::AttentionDesc desc(const Tensor& q, const Tensor& k, Index q0, Index k0,
+                            const RingAttentionOptions& o) {
+  kernels::AttentionDesc a;
+  a.batch = q.shape(0);
+  a.sq = q.shape(1);
+  a.sk = k.shape(1);
+  a.d = q.shape(2);
+  a.causal = o.causal;
+  a.q_offset = q0;
+  a.k_offset = k0;
+  a.scale = o.scale;
+  a.type = q.dtype();
+  return a;
+}
+
+// k and v of one block side by side in one buffer, so one message carries both.
+Tensor pack_kv(const Tensor& k, const Tensor& v) {
+  Tensor kv = Tensor::empty({2, k.shape(0), k.shape(1), k.shape(2)}, k.dtype(), k.space());
+  kv.view(Box({0, 0, 0, 0}, {1, k.shape(0), k.shape(1), k.shape(2)})).copy_from(k.reshape({1, k.shape(0), k.shape(1), k.shape(2)}));
+  kv.view(Box({1, 0, 0, 0}, {2, k.shape(0), k.shape(1), k.shape(2)})).copy_from(v.reshape({1, k.shape(0), k.shape(1), k.shape(2)}));
+  return kv;
+}
+
+Tensor half(const Tensor& kv, int which) {
+  const Index b = kv.shape(1), s = kv.shape(2), d = kv.shape(3);
+  return kv.view(Box({which, 0, 0, 0}, {which + 1, b, s, d})).reshape({b, s, d});
+}
+
+}  // namespace
+
+ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v) {
+  check_inputs(q, k, v, opts_.axis);
+  const Mesh& mesh = q.mesh();
+  const MPI_Comm comm = mesh.axis_comm(opts_.axis);
+  const int P = mesh.dim(opts_.axis), me = mesh.coords()[static_cast<std::size_t>(opts_.axis)];
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  const Blocks qb(q.spec().sizes(1)), kb(k.spec().sizes(1));
+  const Tensor ql = q.local().contiguous();
+  Tensor out = Tensor::zeros(ql.shape(), ql.dtype(), ql.space());
+  Tensor lse = Tensor::empty({ql.shape(0), ql.shape(1)}, DType::f64, ql.space());
+  Tensor part = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
+  Tensor part_lse = Tensor::empty(lse.shape(), DType::f64, ql.space());
+  Tensor cur = pack_kv(k.local().contiguous(), v.local().contiguous());
+  for (int step = 0; step < P; ++step) {
+    const int owner = (me - step + P) % P;  // whose key block is here now
+    Hop hop;
+    Tensor nxt;
+    if (step + 1 < P) {  // post the next hop before computing on this block
+      const int incoming = (me - step - 1 + 2 * P) % P;
+      nxt = Tensor::empty({2, cur.shape(1), kb.size[static_cast<std::size_t>(incoming)], cur.shape(3)},
+                          cur.dtype(), cur.space());
+      hop.start(comm, cur, nxt, next, prev, step);
+    }
+    const Tensor kk = half(cur, 0), vv = half(cur, 1);
+    const auto a = desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
+                        kb.start[static_cast<std::size_t>(owner)], opts_);
+    if (step == 0) {
+      kernels::attention_forward(ql.device(), a, ql.raw(), kk.raw(), vv.raw(), out.raw(),
+                                 lse.data<double>());
+    } else {
+      kernels::attention_forward(ql.device(), a, ql.raw(), kk.raw(), vv.raw(), part.raw(),
+                                 part_lse.data<double>());
+      kernels::attention_merge(ql.device(), ql.dtype(), a.batch, a.sq, a.d, out.raw(),
+                               lse.data<double>(), part.raw(), part_lse.data<double>());
+    }
+    if (step + 1 < P) {
+      hop.wait();
+      cur = nxt;
+    }
+  }
+  q_ = q;
+  k_ = k;
+  v_ = v;
+  out_ = ShardTensor::unchecked(mesh, q.spec(), out);
+  lse_ = lse;
+  return out_;
+}
+
+std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
+  TESSERA_CHECK(lse_.defined(), "ring attention: backward before forward");
+  TESSERA_CHECK(dout.spec() == q_.spec() && dout.dtype() == q_.dtype(),
+                "ring attention: the output gradient is " << dout.spec().str() << ", forward gave "
+                                                          << q_.spec().str());
+  const Mesh& mesh = q_.mesh();
+  const MPI_Comm comm = mesh.axis_comm(opts_.axis);
+  const int P = mesh.dim(opts_.axis), me = mesh.coords()[static_cast<std::size_t>(opts_.axis)];
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  const Blocks qb(q_.spec().sizes(1)), kb(k_.spec().sizes(1));
+  const Tensor ql = q_.local().contiguous(), go = dout.local().contiguous(),
+               ol = out_.local().contiguous();
+  Tensor dq = Tensor::zeros(ql.shape(), ql.dtype(), ql.space());
+  Tensor dq_part = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
+  // The travelling block: k, v and their accumulating gradients, one message per hop.
+  const Tensor kl = k_.local().contiguous(), vl = v_.local().contiguous();
+  Tensor cur = Tensor::zeros({4, kl.shape(0), kl.shape(1), kl.shape(2)}, kl.dtype(), kl.space());
+  const Tensor kv = pack_kv(kl, vl);
+  cur.view(Box({0, 0, 0, 0}, {2, kl.shape(0), kl.shape(1), kl.shape(2)})).copy_from(kv);
+  for (int step = 0; step < P; ++step) {
+    const int owner = (me - step + P) % P;
+    const Index b = cur.shape(1), s = cur.shape(2), d = cur.shape(3);
+    auto slot = [&](int i) { return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}); };
+    const Tensor kk = slot(0), vv = slot(1), dk = slot(2), dv = slot(3);
+    const auto a = desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
+                        kb.start[static_cast<std::size_t>(owner)], opts_);
+    Tensor dk_part = Tensor::empty(kk.shape(), kk.dtype(), kk.space());
+    Tensor dv_part = Tensor::empty(vv.shape(), vv.dtype(), vv.space());
+    kernels::attention_backward(ql.device(), a, ql.raw(), kk.raw(), vv.raw(), ol.raw(), go.raw(),
+                                lse_.data<double>(), dq_part.raw(), dk_part.raw(), dv_part.raw());
+    add_into(dq, dq_part);
+    add_into(dk, dk_part);
+    add_into(dv, dv_part);
+    // The block moves on (after the last step it arrives home with complete gradients).
+    const int incoming = (me - step - 1 + 2 * P) % P;
+    Tensor nxt = Tensor::empty({4, b, kb.size[static_cast<std::size_t>(incoming)], d}, cur.dtype(),
+                               cur.space());
+    if (P > 1) {
+      Hop hop;
+      hop.start(comm, cur, nxt, next, prev, 1000 + step);
+      hop.wait();
+      cur = nxt;
+    }
+  }
+  const Index b = cur.shape(1), s = cur.shape(2), d = cur.shape(3);
+  auto slot = [&](int i) {
+    return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}).contiguous();
+  };
+  return {ShardTensor::unchecked(mesh, q_.spec(), dq), ShardTensor::unchecked(mesh, k_.spec(), slot(2)),
+          ShardTensor::unchecked(mesh, v_.spec(), slot(3))};
+}
+
+}  // namespace tessera

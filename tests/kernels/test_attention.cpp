@@ -1,0 +1,228 @@
+// Local attention kernels against a naive float64 reference (dense softmax), forward (output
+// and LSE) and every gradient (q, k, v, bias), with odd lengths, causal blocks with offsets,
+// additive biases with masked entries (broadcast and per problem), rows with no visible key,
+// float64 and float32; the reference's gradients against finite differences; and the LSE
+// merge of two key halves equal to attention over all keys.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.hpp"
+
+using namespace tessera;
+using namespace tessera::kernels;
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<double> rnd(std::size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+struct Ref {
+  std::vector<double> out, lse, dq, dk, dv, dbias;
+};
+
+// Dense attention and its gradients for loss <out, dout>.
+Ref reference(const AttentionDesc& a, const std::vector<double>& q, const std::vector<double>& k,
+              const std::vector<double>& v, const std::vector<double>* bias,
+              const std::vector<double>& dout) {
+  const double sc = a.effective_scale();
+  Ref r;
+  r.out.assign(static_cast<std::size_t>(a.batch * a.sq * a.d), 0);
+  r.lse.assign(static_cast<std::size_t>(a.batch * a.sq), -kInf);
+  r.dq.assign(r.out.size(), 0);
+  r.dk.assign(static_cast<std::size_t>(a.batch * a.sk * a.d), 0);
+  r.dv.assign(r.dk.size(), 0);
+  r.dbias.assign(static_cast<std::size_t>(a.batch * a.sq * a.sk), 0);
+  for (Index b = 0; b < a.batch; ++b)
+    for (Index i = 0; i < a.sq; ++i) {
+      std::vector<double> s(static_cast<std::size_t>(a.sk), -kInf), p(s.size(), 0);
+      double mx = -kInf;
+      for (Index j = 0; j < a.sk; ++j) {
+        if (a.causal && j + a.k_offset > i + a.q_offset) continue;
+        double x = 0;
+        for (Index e = 0; e < a.d; ++e)
+          x += q[(b * a.sq + i) * a.d + e] * k[(b * a.sk + j) * a.d + e];
+        x *= sc;
+        if (bias) x += (*bias)[b * a.bias_batch_stride + i * a.sk + j];
+        s[j] = x;
+        mx = std::max(mx, x);
+      }
+      if (mx == -kInf) continue;
+      double z = 0;
+      for (Index j = 0; j < a.sk; ++j) z += p[j] = std::exp(s[j] - mx);
+      const Index row = b * a.sq + i;
+      r.lse[row] = mx + std::log(z);
+      for (Index j = 0; j < a.sk; ++j) p[j] /= z;
+      for (Index j = 0; j < a.sk; ++j)
+        for (Index e = 0; e < a.d; ++e) r.out[row * a.d + e] += p[j] * v[(b * a.sk + j) * a.d + e];
+      double di = 0;
+      for (Index e = 0; e < a.d; ++e) di += dout[row * a.d + e] * r.out[row * a.d + e];
+      for (Index j = 0; j < a.sk; ++j) {
+        double dp = 0;
+        for (Index e = 0; e < a.d; ++e) dp += dout[row * a.d + e] * v[(b * a.sk + j) * a.d + e];
+        const double ds = p[j] * (dp - di);
+        r.dbias[row * a.sk + j] = ds;
+        for (Index e = 0; e < a.d; ++e) {
+          r.dq[row * a.d + e] += sc * ds * k[(b * a.sk + j) * a.d + e];
+          r.dk[(b * a.sk + j) * a.d + e] += sc * ds * q[row * a.d + e];
+          r.dv[(b * a.sk + j) * a.d + e] += p[j] * dout[row * a.d + e];
+        }
+      }
+    }
+  return r;
+}
+
+double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;  // equal infinities too
+    m = std::max(m, std::abs(a[i] - b[i]));
+  }
+  return m;
+}
+
+template <class T>
+std::vector<T> as(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+template <class T>
+std::vector<double> back(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+template <class T>
+void check_case(AttentionDesc a, bool with_bias, bool broadcast, double tol) {
+  a.type = std::is_same_v<T, double> ? DType::f64 : DType::f32;
+  const auto q = rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 1);
+  const auto k = rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 2);
+  const auto v = rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 3);
+  const auto dout = rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 4);
+  std::vector<double> bias;
+  if (with_bias) {
+    bias = rnd(static_cast<std::size_t>((broadcast ? 1 : a.batch) * a.sq * a.sk), 5);
+    for (std::size_t i = 0; i < bias.size(); i += 3) bias[i] = -kInf;  // masked entries
+    if (a.sq > 1)  // a row that sees no key at all
+      for (Index j = 0; j < a.sk; ++j) bias[static_cast<std::size_t>(1 * a.sk + j)] = -kInf;
+    a.bias_batch_stride = broadcast ? 0 : a.sq * a.sk;
+  }
+  const Ref ref = reference(a, q, k, v, with_bias ? &bias : nullptr, dout);
+  const auto qt = as<T>(q), kt = as<T>(k), vt = as<T>(v), dt = as<T>(dout), bt = as<T>(bias);
+  a.bias = with_bias ? bt.data() : nullptr;
+  std::vector<T> out(ref.out.size()), dq(ref.dq.size()), dk(ref.dk.size()), dv(ref.dv.size()),
+      db(ref.dbias.size());
+  std::vector<double> lse(ref.lse.size());
+  attention_forward(Device::host(), a, qt.data(), kt.data(), vt.data(), out.data(), lse.data());
+  CHECK(max_diff(back(out), ref.out) < tol);
+  CHECK(max_diff(lse, ref.lse) < tol);
+  attention_backward(Device::host(), a, qt.data(), kt.data(), vt.data(), out.data(), dt.data(),
+                     lse.data(), dq.data(), dk.data(), dv.data(), with_bias ? db.data() : nullptr);
+  CHECK(max_diff(back(dq), ref.dq) < tol);
+  CHECK(max_diff(back(dk), ref.dk) < tol);
+  CHECK(max_diff(back(dv), ref.dv) < tol);
+  if (with_bias) CHECK(max_diff(back(db), ref.dbias) < tol);
+}
+
+}  // namespace
+
+TEST_CASE("attention equals the dense reference, forward and backward") {
+  for (bool causal : {false, true})
+    for (int variant = 0; variant < 3; ++variant) {
+      AttentionDesc a;
+      a.batch = 3;
+      a.sq = 37;   // more than one row tile, odd
+      a.sk = 131;  // more than one key block, odd
+      a.d = 5;
+      a.causal = causal;
+      a.q_offset = causal ? 100 : 0;  // a query block late in the sequence
+      INFO("causal " << causal << ", bias variant " << variant);
+      check_case<double>(a, variant > 0, variant == 1, 1e-12);
+      check_case<float>(a, variant > 0, variant == 1, 2e-5);
+    }
+}
+
+TEST_CASE("the reference's gradients are the loss's finite differences") {
+  AttentionDesc a;
+  a.batch = 1;
+  a.sq = 3;
+  a.sk = 4;
+  a.d = 2;
+  a.type = DType::f64;
+  auto q = rnd(6, 1), k = rnd(8, 2), v = rnd(8, 3);
+  const auto dout = rnd(6, 4);
+  const Ref r = reference(a, q, k, v, nullptr, dout);
+  auto loss = [&] {
+    const Ref x = reference(a, q, k, v, nullptr, dout);
+    double s = 0;
+    for (std::size_t i = 0; i < x.out.size(); ++i) s += x.out[i] * dout[i];
+    return s;
+  };
+  const double h = 1e-6;
+  for (auto [vec, grad] : {std::pair{&q, &r.dq}, std::pair{&k, &r.dk}, std::pair{&v, &r.dv}})
+    for (std::size_t i = 0; i < vec->size(); ++i) {
+      const double x0 = (*vec)[i];
+      (*vec)[i] = x0 + h;
+      const double lp = loss();
+      (*vec)[i] = x0 - h;
+      const double lm = loss();
+      (*vec)[i] = x0;
+      CHECK(std::abs((lp - lm) / (2 * h) - (*grad)[i]) < 1e-8);
+    }
+}
+
+TEST_CASE("the LSE merge of two key halves equals attention over all keys") {
+  for (bool causal : {false, true}) {
+    AttentionDesc a;
+    a.batch = 2;
+    a.sq = 9;
+    a.sk = 10;
+    a.d = 4;
+    a.type = DType::f64;
+    a.causal = causal;
+    const auto q = rnd(72, 1), k = rnd(80, 2), v = rnd(80, 3);
+    std::vector<double> whole(72), lw(18);
+    attention_forward(Device::host(), a, q.data(), k.data(), v.data(), whole.data(), lw.data());
+    // Keys [0, 6) and [6, 10) separately (the causal rule on global positions), merged.
+    std::vector<double> k1, k2, v1, v2;
+    for (Index b = 0; b < 2; ++b)
+      for (Index j = 0; j < 10; ++j)
+        for (Index e = 0; e < 4; ++e) {
+          const double kv = k[(b * 10 + j) * 4 + e], vv = v[(b * 10 + j) * 4 + e];
+          (j < 6 ? k1 : k2).push_back(kv);
+          (j < 6 ? v1 : v2).push_back(vv);
+        }
+    AttentionDesc h1 = a, h2 = a;
+    h1.sk = 6;
+    h2.sk = 4;
+    h2.k_offset = 6;
+    std::vector<double> o1(72), o2(72), l1(18), l2(18);
+    attention_forward(Device::host(), h1, q.data(), k1.data(), v1.data(), o1.data(), l1.data());
+    attention_forward(Device::host(), h2, q.data(), k2.data(), v2.data(), o2.data(), l2.data());
+    attention_merge(Device::host(), DType::f64, 2, 9, 4, o1.data(), l1.data(), o2.data(),
+                    l2.data());
+    CHECK(max_diff(o1, whole) < 1e-13);
+    CHECK(max_diff(l1, lw) < 1e-13);
+  }
+}
+
+TEST_CASE("attention refuses bad arguments") {
+  AttentionDesc a;
+  a.type = DType::c64;
+  a.sq = a.sk = a.d = 1;
+  double x = 0, l = 0;
+  CHECK_THROWS_WITH(attention_forward(Device::host(), a, &x, &x, &x, &x, &l),
+                    Catch::Contains("float32 or float64"));
+  a.type = DType::f64;
+  a.d = 0;
+  CHECK_THROWS_WITH(attention_forward(Device::host(), a, &x, &x, &x, &x, &l),
+                    Catch::Contains("bad shape"));
+}
