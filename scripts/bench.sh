@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # scripts/bench.sh CASE [--key=value ...]: runs tessera-bench CASE at each rank count
 # the case needs, prints one merged table with the goals, writes bench-CASE.json.
-# TESSERA_BENCH_RANKS="2 4" overrides the rank counts.
+# TESSERA_BENCH_RANKS="2 4" overrides the rank counts; TESSERA_BUILD_DIR (default build/)
+# holds the binaries. The scaling case also runs the capacity search of each model
+# (TESSERA_BENCH_MODELS, default "unet fno") at each rank count
+# (scripts/bench_capacity.sh; TESSERA_CAPACITY=0 leaves it out) and draws scaling.png
+# (scripts/plot.py, where matplotlib exists).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: scripts/bench.sh CASE [--key=value ...]"; exit 2; }
 case_name=$1
 shift
-[ -x build/apps/tessera-bench ] || scripts/setup.sh
+build=${TESSERA_BUILD_DIR:-build}
+[ -x "$build/apps/tessera-bench" ] || scripts/setup.sh
 source scripts/mpi-env.sh
-bench=build/apps/tessera-bench
+bench=$build/apps/tessera-bench
 ranks=${TESSERA_BENCH_RANKS:-$($bench ranks "$case_name")}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -19,5 +24,25 @@ for n in $ranks; do
   "${TESSERA_MPIRUN[@]}" -np "$n" "$bench" "$case_name" "$@" --out="$tmp/part-$n.json"
   parts+=("$tmp/part-$n.json")
 done
+if [ "$case_name" = scaling ] && [ "${TESSERA_CAPACITY:-1}" = 1 ]; then
+  for model in ${TESSERA_BENCH_MODELS:-unet fno}; do
+    start=4
+    for n in $ranks; do
+      echo "== capacity of the $model at $n rank(s)"
+      # The search starts from the rows per rank of the previous rank count (weak scaling).
+      part=$tmp/capacity-$model-$n.json
+      TESSERA_CAPACITY_START=$start scripts/bench_capacity.sh "$n" "$part" "$@" --models="$model"
+      parts+=("$part")
+      start=$(grep -o '"rows": [0-9]*' "$part" | grep -o '[0-9]*$')
+    done
+  done
+fi
 echo
 $bench merge "$case_name" "bench-$case_name.json" "${parts[@]}"
+if [ "$case_name" = scaling ]; then
+  if python3 scripts/plot.py --check 2>/dev/null; then
+    python3 scripts/plot.py scaling scaling.png "bench-$case_name.json"
+  else
+    echo "bench: no scaling.png: scripts/plot.py needs matplotlib, h5py and numpy"
+  fi
+fi

@@ -2,7 +2,8 @@
 # The demo, one command on a fresh machine: sets up (packages, build), generates a small
 # Darcy dataset with tessera-prep, trains a UNet on 4 ranks (each sample split across
 # them) for 200 steps with a falling loss, runs the trained model on grids twice as large,
-# and says where everything is.
+# draws the prediction beside the truth and the training curves (scripts/plot.py), and
+# says where everything is.
 #   TESSERA_DEMO_OUT   output folder (default: demo-out/)
 #   TESSERA_DEMO_RANKS ranks (default 4)
 #   TESSERA_DEMO_MODEL unet (default: 32x32 training, 64x64 inference) or fno (64x64
@@ -49,6 +50,17 @@ run "$bin/tessera-infer" --checkpoint "$ckpt" --input "$test_h5" \
 
 first=$(awk -F, 'NR > 1 && $6 != "" { print $6; exit }' "$out/metrics.csv")
 last=$(awk -F, 'NR > 1 && $6 != "" { v = $6 } END { print v }' "$out/metrics.csv")
+echo "== 4. pictures"
+pictures=0
+if python3 "$root/scripts/plot.py" --check 2>/dev/null; then
+  python3 "$root/scripts/plot.py" fields "$out/fields.png" --input "$test_h5" \
+    --prediction "$out/prediction$test_n.h5"
+  python3 "$root/scripts/plot.py" training "$out/training.png" "$out/metrics.csv"
+  pictures=1
+else
+  echo "demo: no pictures: scripts/plot.py needs matplotlib, h5py and numpy (scripts/setup.sh)"
+fi
+
 echo
 echo "demo: validation relative L2 error $first (step $(awk -F, 'NR > 1 && $6 != "" { print $1; exit }' "$out/metrics.csv")) -> $last (last step), in $t_train s up to the end of training"
 echo "demo: outputs in $out"
@@ -56,3 +68,5 @@ echo "  darcy_train.h5, darcy_test$test_n.h5   the generated datasets (tessera-p
 echo "  train.log, metrics.csv             progress and per-step metrics"
 echo "  checkpoints/                       HDF5 checkpoints (tessera-train ... --resume continues)"
 echo "  prediction$test_n.h5, infer.log        the prediction on the ${test_n}x$test_n grids and its error"
+[ $pictures = 0 ] ||
+  echo "  fields.png, training.png           the prediction beside the truth; loss curves"

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Tessera needs (only those missing), then configures and
-# builds into build/ (Release). Idempotent: a second run installs nothing and only
-# rebuilds what changed. Options: --no-build (packages only); env TESSERA_BUILD_DIR,
-# TESSERA_CMAKE_ARGS (e.g. "-DTESSERA_CUDA=OFF").
+# Installs the Debian packages Tessera needs (only those missing; the python3-* ones draw
+# scripts/plot.py's pictures), then configures and builds into build/ (Release).
+# Idempotent: a second run installs nothing and only rebuilds what changed.
+# Options: --no-build (packages only); env TESSERA_BUILD_DIR, TESSERA_CMAKE_ARGS
+# (e.g. "-DTESSERA_CUDA=OFF").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
   hdf5-tools libdnnl-dev libfftw3-dev libfftw3-mpi-dev catch2 libtomlplusplus-dev
-  nlohmann-json3-dev libnanoflann-dev)
+  nlohmann-json3-dev libnanoflann-dev python3-matplotlib python3-h5py python3-numpy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,16 +15,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
-#include "runtime/comm/comm_timers.hpp"
-#include "runtime/comm/grad_sync.hpp"
-#include "runtime/train/loss.hpp"
-#include "kernels/device/memory.hpp"
-#include "runtime/train/optim.hpp"
-#include "runtime/train/unet.hpp"
+#include "apps/bench/train_step.hpp"
+#include "decomp/error.hpp"
 
 namespace tessera::bench {
 namespace {
@@ -35,90 +30,19 @@ std::vector<Index> parse_grid(const std::string& s) {
   return {std::stoll(s.substr(0, x)), std::stoll(s.substr(x + 1))};
 }
 
-Tensor random_local(const std::vector<Index>& shape, unsigned seed) {
-  Tensor t = Tensor::empty(shape, DType::f32);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (Index i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
 json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Index batch,
              const std::vector<Index>& grid, int threads) {
-  const int reps = static_cast<int>(opt.num("reps"));
-  const int warmup = static_cast<int>(opt.num("warmup"));
-  const Mesh mesh = Mesh::line(ctx.world(), "domain");
-  UNetOptions uo;
-  uo.width = static_cast<Index>(opt.num("width"));
-  uo.depth = static_cast<int>(opt.num("depth"));
-  uo.groups = 4;
-  UNet net(uo);
-  const std::vector<Index> shape = {batch, 1, grid[0], grid[1]};
-  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
-  const auto local_shape = spec.local_shape(mesh.coords());
-
-  // The step tessera-train takes (apps/train/trainer.cpp), on random data.
-  std::vector<Parameter*> ps;
-  for (const auto& np : net.graph().parameters()) ps.push_back(np.param);
-  GradSync sync(mesh, ps, GradSyncOptions{{}, {}, std::size_t{4} << 20});  // layers declare axes
-  net.graph().on_grads_ready([&](const std::vector<Parameter*>& ready) { sync.mark_ready(ready); });
-  AdamOptions ao;
-  ao.lr = 1e-3;
-  ao.weight_decay = 1e-4;
-  AdamW opt_w(net.graph().parameters(), ao);
-  Loss loss(LossKind::RelativeL2);
-  const unsigned seed = static_cast<unsigned>(mesh.rank()) + 1;
-  const ShardTensor x(mesh, spec, random_local(local_shape, seed));
-  std::vector<Index> yshape = local_shape;
-  const ShardTensor y(mesh, net.graph().output_specs({spec})[0], random_local(yshape, seed + 99));
-  auto step = [&] {
-    opt_w.zero_grad();
-    const ShardTensor pred = net.forward(x);
-    const LossResult l = loss(pred, y);
-    net.backward(l.grad);
-    sync.finish();
-    clip_grad_norm(opt_w.parameters(), 1.0);
-    opt_w.step();
-  };
-
-  for (int i = 0; i < warmup; ++i) step();
-  release_cached_host_memory();
-  reset_peak_memory(MemSpace::Host);
-  struct Rep {
-    double total, halo, allreduce;
-  };
-  std::vector<Rep> rs;
-  for (int i = 0; i < reps; ++i) {
-    MPI_Barrier(mesh.comm());
-    comm_times() = {};
-    sync.reset_stats();
-    const double t0 = MPI_Wtime();
-    step();
-    double t[3] = {MPI_Wtime() - t0, comm_times().halo_s,
-                   comm_times().allreduce_s + sync.stats().seconds};
-    struct {
-      double v;
-      int rank;
-    } slowest{t[0], mesh.rank()};
-    MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, mesh.comm());
-    MPI_Bcast(t, 3, MPI_DOUBLE, slowest.rank, mesh.comm());
-    rs.push_back({t[0], t[1], t[2]});
-  }
-  std::sort(rs.begin(), rs.end(), [](const Rep& a, const Rep& b) { return a.total < b.total; });
-  const Rep med = rs[rs.size() / 2];
-  double peak = static_cast<double>(memory_stats(MemSpace::Host).peak) / (1 << 20);
-  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, mesh.comm());
-  return {{"scaling", scaling},
-          {"ranks", mesh.size()},
-          {"threads", threads},
-          {"shape", shape_str(shape)},
-          {"t_step_s", med.total},
-          {"t_min_s", rs.front().total},
-          {"ms_compute", (med.total - med.halo - med.allreduce) * 1e3},
-          {"ms_halo", med.halo * 1e3},
-          {"ms_allreduce", med.allreduce * 1e3},
-          {"samples_per_s", static_cast<double>(batch) / med.total},
-          {"peak_mib", peak}};
+  StepSetup s;
+  s.width = static_cast<Index>(opt.num("width"));
+  s.depth = static_cast<int>(opt.num("depth"));
+  s.batch = batch;
+  s.grid = grid;
+  s.reps = static_cast<int>(opt.num("reps"));
+  s.warmup = static_cast<int>(opt.num("warmup"));
+  json row = time_train_step(ctx, s);
+  row["scaling"] = scaling;
+  row["threads"] = threads;
+  return row;
 }
 
 json run(Context& ctx, const cli::Args& opt) {

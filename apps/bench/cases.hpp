@@ -30,5 +30,6 @@ Case train_case();
 Case io_case();
 Case fft_case();
 Case attention_case();
+Case scaling_case();
 
 }  // namespace tessera::bench

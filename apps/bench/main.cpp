@@ -2,6 +2,7 @@
 //   tessera-bench CASE [--key=value ...] [--out=part.json]   (under mpirun)
 //   tessera-bench merge CASE OUT.json PART.json...           (serial: table + goals)
 //   tessera-bench ranks CASE                                 (rank counts the case needs)
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -77,7 +78,18 @@ int run_case(const Case& c, const std::vector<std::string>& args, int argc, char
   if (!a.positional().empty())
     throw Error("unexpected argument '" + a.positional()[0] + "' (see --help)");
   Context ctx(argc, argv);
-  json rows = c.run(ctx, a);
+  json rows;
+  try {
+    rows = c.run(ctx, a);
+  } catch (const std::exception& e) {
+    // A rank that fails alone (a memory limit passed on one rank) would leave the others
+    // waiting in the step's communication: say why, then end the whole job.
+    const std::string line =
+        "tessera-bench: error (rank " + std::to_string(ctx.rank()) + "): " + e.what() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    MPI_Abort(ctx.world(), 1);
+  }
   if (ctx.rank() == 0) {
     json part = {{"case", c.name}, {"rows", rows}};
     if (a.has("out")) std::ofstream(a.str("out")) << part.dump(2) << '\n';
@@ -89,7 +101,8 @@ int run_case(const Case& c, const std::vector<std::string>& args, int argc, char
 
 std::vector<Case> tessera::bench::all_cases() {
   return {redistribute_case(), halo_case(),  conv_kernel_case(), conv_case(),
-          io_case(),           train_case(), fft_case(),         attention_case()};
+          io_case(),           train_case(), fft_case(),         attention_case(),
+          scaling_case()};
 }
 
 int main(int argc, char** argv) {

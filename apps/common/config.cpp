@@ -420,7 +420,14 @@ const std::vector<cli::Option>& train_options() {
   static const std::vector<cli::Option> options = {
       {"print-config", "", "print the resolved config as TOML and exit", ""},
       {"resume", "",
-       "continue from the latest checkpoint in train.checkpoint_dir (= --train.resume=true)", ""}};
+       "continue from the latest checkpoint in train.checkpoint_dir (= --train.resume=true)", ""},
+      {"dry-run", "FORMAT",
+       "print the FLOPs, bytes, halo and all-reduce volumes of one step per layer for --grid "
+       "over --ranks, without data (table or json), and exit",
+       ""},
+      {"grid", "HxW", "dry run: the global grid (HxW or DxHxW)", ""},
+      {"ranks", "N", "dry run: domain ranks (default: the ranks launched)", ""},
+      {"batch", "N", "dry run: samples per step (default train.batch_size)", ""}};
   return options;
 }
 
@@ -526,6 +533,17 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
   c.print_config = a.flag("print-config");
   c.overrides = a.overrides();
   if (a.flag("resume")) c.overrides.push_back("train.resume=true");
+  if (a.has("dry-run")) {
+    c.dry_run = a.str("dry-run");
+    if (c.dry_run != "table" && c.dry_run != "json")
+      fail("--dry-run=" + c.dry_run + ": the format is table or json");
+    if (!a.has("grid")) fail("--dry-run needs --grid (e.g. --grid=256x256)");
+    c.dry_grid = a.shape("grid");
+    if (a.has("ranks")) c.dry_ranks = static_cast<int>(a.integer("ranks"));
+    if (a.has("batch")) c.dry_batch = a.integer("batch");
+  } else if (a.has("grid") || a.has("ranks") || a.has("batch")) {
+    fail("--grid, --ranks and --batch belong to --dry-run");
+  }
   const auto& files = a.positional();
   if (files.size() > 1) fail("two config files given: '" + files[0] + "' and '" + files[1] + "'");
   if (!files.empty()) c.config_path = files[0];

@@ -89,6 +89,11 @@ struct CliArgs {
   std::string config_path;             // empty: defaults and overrides only
   std::vector<std::string> overrides;  // "section.key=value"; --resume adds train.resume=true
   bool help = false, print_config = false;
+  // --dry-run[=json]: the step's volumes for --grid over --ranks, without data (dry_run.hpp).
+  std::string dry_run;          // "", "table" or "json"
+  std::vector<Index> dry_grid;  // global spatial extents
+  int dry_ranks = 0;            // 0: the ranks launched
+  Index dry_batch = 0;          // 0: train.batch_size
 };
 CliArgs parse_cli(int argc, char** argv);  // throws on unknown options
 CliArgs parse_cli(const std::vector<std::string>& args);

@@ -9,9 +9,11 @@
 #include <iostream>
 #include <sstream>
 
+#include "apps/common/dry_run.hpp"
 #include "apps/common/report_errors.hpp"
 #include "apps/common/trainer.hpp"
 #include "runtime/tensor/context.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "kernels/device/memory.hpp"
 
@@ -34,6 +36,23 @@ std::string fmt(double v, int prec = 4) {
   return os.str();
 }
 
+// --dry-run: the volumes of one step of the configured UNet, on rank 0, without data.
+int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
+  const int ranks = cli.dry_ranks > 0 ? cli.dry_ranks : ctx.size();
+  const Index batch = cli.dry_batch > 0 ? cli.dry_batch : cfg.train.batch_size;
+  const auto nd = static_cast<int>(cli.dry_grid.size());
+  const UNetOptions o = unet_options(cfg, nd, static_cast<Index>(cfg.data.inputs.size()),
+                                     static_cast<Index>(cfg.data.targets.size()), MemSpace::Host);
+  StepVolumes v;
+  collective_run(ctx.world(), [&] {
+    TESSERA_CHECK(cfg.model.type == "unet",
+                  "--dry-run: model.type = '" << cfg.model.type << "': the dry run covers UNets");
+    v = dry_run(o, batch, cli.dry_grid, ranks);
+  });
+  if (ctx.rank() == 0) std::cout << (cli.dry_run == "json" ? dry_run_json(v) : dry_run_table(v));
+  return 0;
+}
+
 int run(Context& ctx, int argc, char** argv) {
   const CliArgs cli = parse_cli(argc, argv);
   if (cli.help) {
@@ -46,6 +65,7 @@ int run(Context& ctx, int argc, char** argv) {
     if (ctx.rank() == 0) std::cout << resolved;
     return 0;
   }
+  if (!cli.dry_run.empty()) return dry_run_main(ctx, cfg, cli);
   check_complete(cfg);
   const Mesh mesh = make_mesh(ctx.world(), cfg);
   const bool root = ctx.rank() == 0;

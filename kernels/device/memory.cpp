@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <iomanip>
 #include <new>
+#include <sstream>
 #include <string>
 
 #include <sys/mman.h>
@@ -18,11 +20,18 @@ namespace tessera {
 namespace {
 struct Counter {
   std::atomic<std::size_t> current{0}, peak{0};
-  void add(std::size_t b) {
-    const std::size_t now = current.fetch_add(b) + b;
+  // Adds b unless that passes limit (0: none); returns false, counting nothing, then.
+  // `before` is the use it saw.
+  bool add(std::size_t b, std::size_t limit, std::size_t& before) {
+    before = current.load();
+    do {
+      if (limit != 0 && before + b > limit) return false;
+    } while (!current.compare_exchange_weak(before, before + b));
+    const std::size_t now = before + b;
     std::size_t p = peak.load();
     while (now > p && !peak.compare_exchange_weak(p, now)) {
     }
+    return true;
   }
   void sub(std::size_t b) { current.fetch_sub(b); }
 };
@@ -123,7 +132,44 @@ HostCache& host_cache() {
   static HostCache c;
   return c;
 }
+
+std::atomic<std::size_t>& limit_bytes() {
+  static std::atomic<std::size_t> l = [] {
+    const char* v = std::getenv("TESSERA_MEMORY_LIMIT_MB");
+    if (!v || !*v) return std::size_t{0};
+    char* end = nullptr;
+    const double mb = std::strtod(v, &end);
+    if (*end != '\0' || !(mb >= 0))
+      throw Error(std::string("TESSERA_MEMORY_LIMIT_MB = '") + v + "' is not a number of MiB");
+    return static_cast<std::size_t>(mb * (1 << 20));
+  }();
+  return l;
+}
+
+std::string mib(std::size_t bytes) {
+  std::ostringstream os;
+  os << std::setprecision(4) << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return os.str();
+}
+
+// Counts the bytes, or refuses them (counting nothing) when they pass the limit.
+void reserve(MemSpace s, std::size_t bytes) {
+  const std::size_t limit = limit_bytes().load();
+  std::size_t in_use = 0;
+  if (counter(s).add(bytes, limit, in_use)) return;
+  throw Error("memory limit: allocating " + mib(bytes) + " (" + std::to_string(bytes) +
+              " bytes) of " + (s == MemSpace::Host ? "host" : "device") +
+              " memory would pass TESSERA_MEMORY_LIMIT_MB = " + mib(limit) + " per rank (" +
+              mib(in_use) + " in use)");
+}
 }  // namespace
+
+std::size_t memory_limit() {
+  return limit_bytes().load();
+}
+void set_memory_limit(std::size_t bytes) {
+  limit_bytes().store(bytes);
+}
 
 std::size_t cached_host_bytes() {
   return host_cache().cached();
@@ -142,16 +188,24 @@ void reset_peak_memory(MemSpace s) {
 
 void* mem_alloc(MemSpace s, std::size_t bytes) {
   if (bytes == 0) return nullptr;
+  reserve(s, bytes);  // before the allocation: a refused request allocates nothing
   void* p = nullptr;
   if (s == MemSpace::Host) {
     const std::size_t rounded = (bytes + 63) / 64 * 64;
     p = host_cache().take(rounded);
     if (!p) p = host_alloc(rounded);
-    if (!p) throw Error("host allocation of " + std::to_string(bytes) + " bytes failed");
+    if (!p) {
+      counter(s).sub(bytes);
+      throw Error("host allocation of " + std::to_string(bytes) + " bytes failed");
+    }
   } else {
-    p = device::alloc(bytes);
+    try {
+      p = device::alloc(bytes);
+    } catch (...) {
+      counter(s).sub(bytes);
+      throw;
+    }
   }
-  counter(s).add(bytes);
   return p;
 }
 

@@ -21,7 +21,15 @@ void reset_peak_memory(MemSpace s);  // peak := current
 std::size_t cached_host_bytes();
 std::size_t release_cached_host_memory();  // returns the bytes given back to the OS
 
-// Raw allocation in a memory space, 64-byte aligned on the host. Tracked.
+// A per-rank cap on the tracked bytes of each memory space: an allocation that would take
+// current use past it throws a tessera::Error naming the request, the limit and the use,
+// so a run can model a smaller machine (capacity benchmarks) or fail early and clearly.
+// The start value is TESSERA_MEMORY_LIMIT_MB (MiB; unset or 0: no limit).
+std::size_t memory_limit();                // bytes, 0: none
+void set_memory_limit(std::size_t bytes);  // 0: none
+
+// Raw allocation in a memory space, 64-byte aligned on the host. Tracked; honours the
+// memory limit.
 void* mem_alloc(MemSpace s, std::size_t bytes);
 void mem_free(MemSpace s, void* p, std::size_t bytes) noexcept;
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo (scripts/demo.sh, without its set-up step) must learn: the validation relative
 # L2 error of the pressure after its 200 steps must be below 0.25 (it starts near 0.9 and
-# reaches about 0.19) and below where it started. Args: BUILD_DIR OUT_DIR
+# reaches about 0.19) and below where it started; where scripts/plot.py can draw, the demo
+# leaves fields.png and training.png. Args: BUILD_DIR OUT_DIR
 set -uo pipefail
 build=$1 out=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,6 +15,11 @@ csv=$out/metrics.csv
 first=$(awk -F, 'NR > 1 && $6 != "" { print $6; exit }' "$csv")
 last=$(awk -F, 'NR > 1 && $6 != "" { v = $6 } END { print v }' "$csv")
 [ -f "$out/prediction64.h5" ] || { echo "demo_test: no prediction written"; exit 1; }
+if python3 "$src/scripts/plot.py" --check 2>/dev/null; then
+  for png in fields.png training.png; do
+    [ -s "$out/$png" ] || { echo "demo_test: no $png written"; exit 1; }
+  done
+fi
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < 0.25 && l < f) }' ||
   { echo "demo_test: validation relative L2 $first -> $last, needs < 0.25 and falling"; exit 1; }
 echo "demo_test: validation relative L2 $first -> $last (threshold 0.25): passed"

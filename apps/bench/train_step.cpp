@@ -1,0 +1,133 @@
+#include "apps/bench/train_step.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include "apps/bench/mpi_counters.hpp"
+#include "kernels/device/memory.hpp"
+#include "runtime/comm/comm_timers.hpp"
+#include "runtime/comm/grad_sync.hpp"
+#include "runtime/train/loss.hpp"
+#include "runtime/train/optim.hpp"
+#include "decomp/error.hpp"
+#include "runtime/train/fno.hpp"
+#include "runtime/train/unet.hpp"
+
+namespace tessera::bench {
+namespace {
+
+Tensor random_local(const std::vector<Index>& shape, unsigned seed) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (Index i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+std::unique_ptr<Model> make(const StepSetup& s) {
+  if (s.model == "fno") {
+    FnoOptions f;
+    f.width = s.width;
+    f.layers = s.depth;
+    f.modes = {s.modes};
+    f.projection = 2 * s.width;
+    return std::make_unique<Fno>(f);
+  }
+  if (s.model != "unet") throw Error("bench: model '" + s.model + "' is not unet or fno");
+  UNetOptions u;
+  u.width = s.width;
+  u.depth = s.depth;
+  u.groups = 4;
+  return std::make_unique<UNet>(u);
+}
+
+}  // namespace
+
+json time_train_step(Context& ctx, const StepSetup& s) {
+  const Mesh mesh = Mesh::line(ctx.world(), "domain");
+  const std::unique_ptr<Model> model = make(s);
+  Model& net = *model;
+  const std::vector<Index> shape = {s.batch, 1, s.grid[0], s.grid[1]};
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
+  const auto local_shape = spec.local_shape(mesh.coords());
+  std::string problem = net.input_problem(shape);
+  if (problem.empty()) problem = net.decomposition_problem(s.grid, {mesh.size(), 1});
+  if (!problem.empty()) throw Error("bench " + s.model + ": " + problem);
+
+  // The step tessera-train takes (apps/common/trainer.cpp), on random data.
+  std::vector<Parameter*> ps;
+  for (const auto& np : net.graph().parameters()) ps.push_back(np.param);
+  GradSync sync(mesh, ps, GradSyncOptions{{}, {}, std::size_t{4} << 20});  // layers declare axes
+  net.graph().on_grads_ready([&](const std::vector<Parameter*>& ready) { sync.mark_ready(ready); });
+  AdamOptions ao;
+  ao.lr = 1e-3;
+  ao.weight_decay = 1e-4;
+  AdamW opt_w(net.graph().parameters(), ao);
+  Loss loss(LossKind::RelativeL2);
+  const unsigned seed = static_cast<unsigned>(mesh.rank()) + 1;
+  const ShardTensor x(mesh, spec, random_local(local_shape, seed));
+  const ShardTensor y(mesh, net.graph().output_specs({spec})[0],
+                      random_local(local_shape, seed + 99));
+  auto step = [&] {
+    opt_w.zero_grad();
+    const ShardTensor pred = net.forward(x);
+    const LossResult l = loss(pred, y);
+    net.backward(l.grad);
+    sync.finish();
+    clip_grad_norm(opt_w.parameters(), 1.0);
+    opt_w.step();
+  };
+
+  for (int i = 0; i < s.warmup; ++i) step();
+  release_cached_host_memory();
+  reset_peak_memory(MemSpace::Host);
+  struct Rep {
+    double total, halo, allreduce, alltoall;
+  };
+  std::vector<Rep> rs;
+  MpiCounters sent;  // of the last timed step (the same every step)
+  for (int i = 0; i < s.reps; ++i) {
+    MPI_Barrier(mesh.comm());
+    comm_times() = {};
+    sync.reset_stats();
+    mpi_counters() = {};
+    const double t0 = MPI_Wtime();
+    step();
+    sent = mpi_counters();
+    double t[4] = {MPI_Wtime() - t0, comm_times().halo_s,
+                   comm_times().allreduce_s + sync.stats().seconds, comm_times().alltoall_s};
+    struct {
+      double v;
+      int rank;
+    } slowest{t[0], mesh.rank()};
+    MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, mesh.comm());
+    MPI_Bcast(t, 4, MPI_DOUBLE, slowest.rank, mesh.comm());
+    rs.push_back({t[0], t[1], t[2], t[3]});
+  }
+  std::sort(rs.begin(), rs.end(), [](const Rep& a, const Rep& b) { return a.total < b.total; });
+  const Rep med = rs[rs.size() / 2];
+  double peak = static_cast<double>(memory_stats(MemSpace::Host).peak) / (1 << 20);
+  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, mesh.comm());
+  // The busiest rank's MPI traffic (the dry run reports the busiest rank too).
+  std::int64_t most[3] = {sent.send_bytes, sent.sends, sent.iallreduce_bytes};
+  MPI_Allreduce(MPI_IN_PLACE, most, 3, MPI_INT64_T, MPI_MAX, mesh.comm());
+  return {{"model", s.model},
+          {"ranks", mesh.size()},
+          {"shape", shape_str(shape)},
+          {"cells", s.grid[0] * s.grid[1]},
+          {"t_step_s", med.total},
+          {"t_min_s", rs.front().total},
+          {"ms_compute", (med.total - med.halo - med.allreduce - med.alltoall) * 1e3},
+          {"ms_halo", med.halo * 1e3},
+          {"ms_allreduce", med.allreduce * 1e3},
+          {"ms_alltoall", med.alltoall * 1e3},  // the FNO's FFT transposes
+          {"samples_per_s", static_cast<double>(s.batch) / med.total},
+          {"peak_mib", peak},
+          // Counted by GradSync in the last timed step (the same every step).
+          {"grad_allreduce_bytes", sync.stats().bytes},
+          {"mpi_send_bytes", most[0]},
+          {"mpi_sends", most[1]},
+          {"mpi_iallreduce_bytes", most[2]}};
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,33 @@
+#pragma once
+// One training step of a model on random data, as tessera-train takes it (forward,
+// relative-L2 loss, backward with the bucketed gradient all-reduce, clipping, AdamW), on
+// (batch, 1, H, W) grids split over the ranks along H; shared by the train and scaling
+// benchmark cases. Models: the demo's UNet (width, depth; GroupNorm with 4 groups, GELU,
+// pooling and upsampling) and an FNO (width, Fourier blocks, modes; projection 2x width).
+#include <string>
+#include <vector>
+
+#include "apps/bench/report.hpp"
+#include "decomp/index.hpp"
+#include "runtime/tensor/context.hpp"
+
+namespace tessera::bench {
+
+struct StepSetup {
+  std::string model = "unet";  // unet | fno
+  Index width = 8, batch = 2;
+  int depth = 3;            // unet: levels down; fno: Fourier blocks
+  Index modes = 8;          // fno: retained modes per dim
+  std::vector<Index> grid;  // global H, W
+  int reps = 5, warmup = 2;
+};
+
+// Times `reps` steps after `warmup` untimed ones. Row: model, ranks, shape, cells, t_step_s
+// (median of the slowest rank per step), t_min_s, the slowest rank's split into
+// ms_compute / ms_halo / ms_allreduce / ms_alltoall (the FFT's transposes), samples_per_s,
+// peak_mib (tracked bytes, largest rank, timed steps), grad_allreduce_bytes (per rank and
+// step, as GradSync counts them), and what the busiest rank handed to MPI in a step
+// (mpi_counters.hpp): mpi_send_bytes, mpi_sends (the halo messages), mpi_iallreduce_bytes.
+json time_train_step(Context& ctx, const StepSetup& s);
+
+}  // namespace tessera::bench

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Performance model of a training step: step time, efficiency and memory per device for
+strong and weak scaling, from the volumes tessera-train --dry-run reports and a machine
+description (scripts/machines/*.json).
+
+  scaling_model.py predict --machine M.json --grid HxW [--batch N] [--ranks 1,2,...,1024]
+                           [--weak] [--config CFG.toml]
+  scaling_model.py check --machine M.json bench-scaling.json [--config CFG.toml]
+
+The model, per step of the busiest rank (every figure from the dry run):
+  compute   = sum over layers of max(FLOPs / flops_per_s, bytes / mem_bw_bytes_per_s)
+  halo      = sum over layers of messages * latency + halo bytes / link bandwidth
+              (the inter-node link once the ranks span nodes: a slab's neighbour is there)
+  all-reduce= gradients: ring, 2 (p-1)/p * bytes / bandwidth + 2 log2(p) * latency (within a
+              node, then across nodes); statistics: calls * 2 log2(p) * latency
+  step      = compute + halo + all-reduce (no overlap assumed)
+  memory    = layer outputs kept for backward + parameters, gradients and two AdamW moments
+Ranks beyond cores_per_node (CPU machines) share the cores: every term takes
+ranks/cores times longer. Only the Python standard library; runs the dry run itself.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_CONFIG = os.path.join(HERE, "demo", "darcy_unet.toml")
+
+
+def dry_run(train, config, grid, ranks, batch):
+    """tessera-train --dry-run=json for one configuration -> dict."""
+    cmd = [train, config, "--dry-run=json", f"--grid={grid}", f"--ranks={ranks}",
+           f"--batch={batch}"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"scaling_model.py: {' '.join(cmd)} failed:\n{p.stderr}")
+    return json.loads(p.stdout)
+
+
+def ring_allreduce(nbytes, p, bw, lat):
+    if p <= 1 or nbytes == 0:
+        return 0.0
+    return 2 * (p - 1) / p * nbytes / bw + 2 * math.log2(p) * lat
+
+
+def predict(m, v):
+    """Machine m and dry-run volumes v -> dict of seconds and bytes."""
+    n = v["ranks"]
+    per_node = min(n, m["ranks_per_node"])
+    nodes = math.ceil(n / m["ranks_per_node"])
+    cores = m.get("cores_per_node") or 0
+    share = max(1.0, per_node / cores) if cores else 1.0  # time-slicing of shared cores
+    compute = sum(max(l["flops"] / m["flops_per_s"], l["bytes"] / m["mem_bw_bytes_per_s"])
+                  for l in v["layers"])
+    off_node = nodes > 1
+    bw = m["inter_bw_bytes_per_s"] if off_node else m["intra_bw_bytes_per_s"]
+    lat = m["inter_latency_s"] if off_node else m["intra_latency_s"]
+    halo = sum(l["halo_messages"] * lat + l["halo_bytes"] / bw for l in v["layers"])
+    g = v["grad_allreduce_bytes"]
+    allreduce = ring_allreduce(g, per_node, m["intra_bw_bytes_per_s"], m["intra_latency_s"])
+    if nodes > 1:
+        allreduce += ring_allreduce(g, nodes, m["inter_bw_bytes_per_s"], m["inter_latency_s"])
+    if n > 1:
+        allreduce += v["stat_allreduces"] * 2 * math.log2(n) * lat
+    memory = v["activation_bytes"] + 4 * v["parameters"] * v["elem_size"]
+    return {"compute": compute * share, "halo": halo * share, "allreduce": allreduce * share,
+            "step": (compute + halo + allreduce) * share, "memory": memory}
+
+
+def parse_grid(text):
+    try:
+        return [int(x) for x in text.lower().split("x")]
+    except ValueError:
+        raise SystemExit(f"scaling_model.py: grid '{text}' is not HxW or DxHxW")
+
+
+def cmd_predict(a, m):
+    ranks = [int(x) for x in a.ranks.split(",")]
+    base = parse_grid(a.grid)
+    kind = "weak (grid per rank)" if a.weak else "strong (global grid)"
+    print(f"# {m['name']}\n# {kind}: {a.grid}, batch {a.batch}\n")
+    print("| ranks | global grid | compute ms | halo ms | all-reduce ms | step ms | efficiency "
+          "| memory per rank GB | fits |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    t1 = None
+    for n in ranks:
+        g = list(base)
+        if a.weak:
+            g[0] *= n
+        grid = "x".join(str(x) for x in g)
+        v = dry_run(a.train, a.config, grid, n, a.batch)
+        p = predict(m, v)
+        if t1 is None:
+            t1, n1 = p["step"], n
+        eff = (t1 / p["step"]) if a.weak else (t1 * n1 / (n * p["step"]))
+        fits = "yes" if p["memory"] <= m["memory_bytes"] else "no"
+        print(f"| {n} | {grid} | {p['compute'] * 1e3:.4g} | {p['halo'] * 1e3:.3g} | "
+              f"{p['allreduce'] * 1e3:.3g} | {p['step'] * 1e3:.4g} | {eff:.2f} | "
+              f"{p['memory'] / 1e9:.3g} | {fits} |")
+
+
+def cmd_check(a, m):
+    with open(a.bench) as f:
+        rows = [r for r in json.load(f)["rows"] if r.get("scaling") in ("strong", "weak")]
+    # The dry run describes UNets; rows of other models are left out.
+    rows = [r for r in rows if r.get("model", "unet") == "unet"]
+    if not rows:
+        raise SystemExit(f"scaling_model.py: no strong or weak UNet rows in {a.bench}")
+    print(f"# {m['name']}\n")
+    print("| scaling | ranks | shape | measured ms | predicted ms | predicted / measured "
+          "| measured MiB | predicted MiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    worst = 0.0
+    for r in sorted(rows, key=lambda r: (r["scaling"], r["ranks"])):
+        shape = [int(x) for x in r["shape"].strip("()").split(",")]
+        grid = "x".join(str(x) for x in shape[2:])
+        v = dry_run(a.train, a.config, grid, r["ranks"], shape[0])
+        p = predict(m, v)
+        ratio = p["step"] / r["t_step_s"]
+        worst = max(worst, abs(ratio - 1))
+        print(f"| {r['scaling']} | {r['ranks']} | {r['shape']} | {r['t_step_s'] * 1e3:.4g} | "
+              f"{p['step'] * 1e3:.4g} | {ratio:.2f} | {r['peak_mib']:.3g} | "
+              f"{p['memory'] / 2**20:.3g} |")
+    print(f"\nlargest deviation of the step time: {worst:.0%} (target: within 25%)")
+    return 0 if worst <= 0.25 else 1
+
+
+def main(argv):
+    p = argparse.ArgumentParser(prog="scaling_model.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def common(sp):
+        sp.add_argument("--machine", required=True, metavar="M.json",
+                        help="machine description (scripts/machines/)")
+        sp.add_argument("--config", default=DEFAULT_CONFIG, metavar="CFG.toml",
+                        help="tessera-train config of the model (default: the demo's UNet)")
+        sp.add_argument("--train", default=os.path.join(
+            os.environ.get("TESSERA_BUILD_DIR", "build"), "apps", "tessera-train"),
+            help="tessera-train binary (default $TESSERA_BUILD_DIR/apps/tessera-train)")
+
+    pr = sub.add_parser("predict", help="step time, efficiency and memory at each rank count",
+                        description="Predicted step time (compute / halo / all-reduce), "
+                        "efficiency against the first rank count and memory per rank, as a "
+                        "markdown table.")
+    common(pr)
+    pr.add_argument("--grid", required=True, help="global grid (strong) or grid per rank "
+                    "(--weak; the first dim grows with the ranks)")
+    pr.add_argument("--batch", type=int, default=1, help="samples per step (default 1)")
+    pr.add_argument("--ranks", default="1,2,4,8,16,32,64,128,256,512,1024",
+                    help="rank counts (default 1 to 1024 in powers of 2)")
+    pr.add_argument("--weak", action="store_true", help="weak scaling")
+    ck = sub.add_parser("check", help="predicted against measured steps",
+                        description="Predicts every strong and weak UNet row of a "
+                        "bench-scaling.json "
+                        "and prints predicted against measured (exit 1 when a step time is "
+                        "off by more than 25%%).")
+    common(ck)
+    ck.add_argument("bench", metavar="bench-scaling.json")
+    a = p.parse_args(argv)
+    if not os.access(a.train, os.X_OK):
+        raise SystemExit(f"scaling_model.py: no tessera-train at {a.train} (--train or "
+                         "TESSERA_BUILD_DIR)")
+    with open(a.machine) as f:
+        m = json.load(f)
+    if a.command == "predict":
+        cmd_predict(a, m)
+        return 0
+    return cmd_check(a, m)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
