@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "apps/prep/common.hpp"
+#include "io/output_file.hpp"
 #include "apps/prep/darcy.hpp"
 #include "apps/prep/progress.hpp"
 
@@ -24,7 +25,8 @@ int run(Context& ctx, const cli::Args& a) {
   p.max_iter = static_cast<int>(a.integer("max-iter"));
   const Mesh mesh = grid_mesh(ctx.world(), grid, a.str("mesh"));
   const ShardSpec spec = grid_spec(mesh, grid);
-  io::File f = io::File::create(a.str("out"), ctx.world());
+  io::NewFile out(a.str("out"), ctx.world());  // renamed into place when complete
+  io::File& f = out.file();
   io::schema::write_root(f, "tessera-prep generate darcy");
   f.set_attr("/", "problem",
              std::string("-div(k grad p) = f on [0,1]^d, p = 0 on the boundary, "
@@ -52,6 +54,7 @@ int run(Context& ctx, const cli::Args& a) {
     max_res = std::max(max_res, s.residual);
     progress.update(n + 1);
   }
+  out.commit();
   if (ctx.rank() == 0 && !a.flag("quiet"))
     std::cerr << "[darcy] wrote " << a.str("out") << ": " << samples << " samples on mesh "
               << mesh.str() << ", CG at most " << max_it

@@ -8,10 +8,12 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "apps/common/report_errors.hpp"
 #include "apps/common/trainer.hpp"
 #include "runtime/tensor/context.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "kernels/device/memory.hpp"
 
@@ -32,6 +34,56 @@ std::string fmt(double v, int prec = 4) {
   std::ostringstream os;
   os << std::setprecision(prec) << v;
   return os.str();
+}
+
+// Collective: the checkpoint folder (created if missing) and the metrics file's folder
+// (which must exist) take a new file, so a typo fails now and not at the first checkpoint.
+void check_writable(MPI_Comm comm, const TrainConfig& cfg) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  collective_run(comm, [&] {
+    if (rank != 0) return;
+    namespace fs = std::filesystem;
+    std::vector<std::pair<std::string, fs::path>> dirs = {
+        {"train.checkpoint_dir", fs::path(cfg.train.checkpoint_dir)}};
+    if (!cfg.train.metrics_csv.empty()) {
+      const fs::path parent = fs::path(cfg.train.metrics_csv).parent_path();
+      dirs.push_back({"the folder of train.metrics_csv", parent.empty() ? fs::path(".") : parent});
+    }
+    for (const auto& [what, dir] : dirs) {
+      std::error_code ec;
+      if (what == "train.checkpoint_dir") fs::create_directories(dir, ec);  // as saving would
+      const fs::path probe = dir / ".tessera-write-test";
+      std::ofstream f(probe);
+      TESSERA_CHECK(f && (f << "x") && f.flush(),
+                    what << " = '" << dir.string() << "' does not take files"
+                         << (ec ? " (" + ec.message() + ")" : std::string()));
+      f.close();
+      fs::remove(probe, ec);
+    }
+  });
+}
+
+// Keeps the header and the rows of steps <= step; written to a temporary file and
+// renamed, so the file is whole whatever happens.
+void truncate_metrics(const std::string& path, std::int64_t step) {
+  std::ifstream in(path);
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  TESSERA_CHECK(in && out, "cannot rewrite train.metrics_csv = " << path);
+  std::string line;
+  for (bool header = true; std::getline(in, line); header = false) {
+    if (!header) {
+      const std::string first = line.substr(0, line.find(','));
+      char* end = nullptr;
+      const long long s = std::strtoll(first.c_str(), &end, 10);
+      if (first.empty() || *end != '\0' || s > step) continue;
+    }
+    out << line << '\n';
+  }
+  out.close();
+  TESSERA_CHECK(out, "cannot rewrite train.metrics_csv = " << path);
+  std::filesystem::rename(tmp, path);
 }
 
 int run(Context& ctx, int argc, char** argv) {
@@ -60,25 +112,44 @@ int run(Context& ctx, int argc, char** argv) {
               << " parameter tensors), " << cfg.model.dtype << ", " << cfg.optim.name << ", batch "
               << cfg.train.batch_size << ", " << tr.total_steps() << " steps" << std::endl;
 
+  // Before step 1: the folders outputs go to must take files (not at the first checkpoint).
+  check_writable(ctx.world(), cfg);
+
   bool resumed = false;
   if (cfg.train.resume) {
-    const std::string path = io::latest_checkpoint(cfg.train.checkpoint_dir, ctx.world());
-    if (path.empty()) {
-      if (root)
-        std::cout << "resume: no checkpoint in " << cfg.train.checkpoint_dir
-                  << ", starting at step 0" << std::endl;
-    } else {
-      tr.restore(io::load_checkpoint(path, ctx.world()));
+    // The newest checkpoint that loads; a damaged or non-finite one is passed over, saying so.
+    const std::vector<std::string> all =
+        io::list_checkpoints(cfg.train.checkpoint_dir, ctx.world());
+    for (const std::string& path : all) {
+      io::Checkpoint c;
+      try {
+        c = io::load_checkpoint(path, ctx.world());
+      } catch (const Error& e) {
+        if (root) std::cout << "resume: passing over " << path << ": " << e.what() << std::endl;
+        continue;
+      }
+      tr.restore(c);
       resumed = true;
       if (root) std::cout << "resume: " << path << " (step " << tr.steps_done() << ")" << std::endl;
+      break;
     }
+    if (!resumed && root)
+      std::cout << "resume: no " << (all.empty() ? "" : "readable ") << "checkpoint in "
+                << cfg.train.checkpoint_dir << ", starting at step 0" << std::endl;
   }
 
   std::ofstream csv;
-  if (root && !cfg.train.metrics_csv.empty()) {
-    const bool append = resumed && std::filesystem::exists(cfg.train.metrics_csv);
+  // Only rank 0 writes it, but every rank learns when it cannot.
+  bool append = false;
+  collective_run(ctx.world(), [&] {
+    if (!root || cfg.train.metrics_csv.empty()) return;
+    append = resumed && std::filesystem::exists(cfg.train.metrics_csv);
+    // Rows after the resumed step were written by the run that failed: they go.
+    if (append) truncate_metrics(cfg.train.metrics_csv, tr.steps_done());
     csv.open(cfg.train.metrics_csv, append ? std::ios::app : std::ios::trunc);
     TESSERA_CHECK(csv, "cannot write train.metrics_csv = " << cfg.train.metrics_csv);
+  });
+  if (csv.is_open()) {
     if (!append)
       csv << "step,epoch,lr,loss,val_loss,val_rel_l2,grad_norm,samples_per_s,ms_step,ms_compute,"
              "ms_halo,ms_allreduce,peak_mib_per_rank\n";
@@ -105,6 +176,10 @@ int run(Context& ctx, int argc, char** argv) {
   EvalResult last_eval;
   while (tr.steps_done() < total) {
     const StepResult r = tr.step();
+    if (!r.skipped.empty()) {  // train.nonfinite = "skip_step": no row, no checkpoint
+      if (root) std::cout << r.skipped << std::endl;
+      continue;
+    }
     ++steps_run;
     const bool last = r.step == total;
     const bool log = r.step % log_every == 0 || last;
@@ -147,6 +222,13 @@ int run(Context& ctx, int argc, char** argv) {
       const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, r.step);
       tr.save(path);
       if (root) std::cout << "checkpoint " << path << std::endl;
+      const int keep =
+          static_cast<int>(std::min<std::int64_t>(cfg.train.keep_checkpoints, 1 << 30));
+      for (const std::string& gone :
+           io::prune_checkpoints(cfg.train.checkpoint_dir, keep, ctx.world()))
+        if (root)
+          std::cout << "checkpoint " << gone << " removed (train.keep_checkpoints = " << keep << ")"
+                    << std::endl;
     }
   }
   if (root) {
@@ -165,7 +247,8 @@ int run(Context& ctx, int argc, char** argv) {
 }  // namespace
 
 // The checks that can differ between ranks are collective: every rank has the same error
-// and leaves with it; none is left waiting in a collective.
+// and leaves with it; an error on some ranks only ends the job within a bounded time
+// (run_reporting_errors), one message either way.
 int main(int argc, char** argv) {
   return run_reporting_errors("tessera-train", argc, argv, run);
 }
