@@ -126,8 +126,8 @@ Watch::Watch(const std::string& message) {
   const int rank = world_rank(&size);
   std::lock_guard<std::mutex> l(s.m);
   std::ostringstream line;
-  line << s.program << ": error (rank " << rank << " of " << size << "): " << message
-       << "\n" << s.program << ": the other ranks did not join within " << s.deadline
+  line << s.program << ": error (rank " << rank << " of " << size << "): " << message << "\n"
+       << s.program << ": the other ranks did not join within " << s.deadline
        << " s (TESSERA_FAILURE_TIMEOUT): ending the job\n";
   id_ = s.next_id++;
   const auto when = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -157,17 +157,19 @@ int conclude(MPI_Comm comm, const std::string& error) {
     int len = static_cast<int>(error.size());
     TESSERA_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
     int total = 0;
-    for (int r = 0; r < size; ++r) displs[static_cast<std::size_t>(r)] = total, total += lens[static_cast<std::size_t>(r)];
+    for (int r = 0; r < size; ++r)
+      displs[static_cast<std::size_t>(r)] = total, total += lens[static_cast<std::size_t>(r)];
     all.resize(static_cast<std::size_t>(total));
-    TESSERA_MPI(MPI_Allgatherv(error.data(), len, MPI_CHAR, all.data(), lens.data(),
-                               displs.data(), MPI_CHAR, comm));
+    TESSERA_MPI(MPI_Allgatherv(error.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                               MPI_CHAR, comm));
   }
   // Distinct messages in order of their lowest rank, each with its ranks.
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (int r = 0; r < size; ++r) {
     const auto i = static_cast<std::size_t>(r);
     if (lens[i] == 0) continue;
-    const std::string msg = all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i]));
+    const std::string msg =
+        all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i]));
     auto g = groups.begin();
     while (g != groups.end() && g->first != msg) ++g;
     if (g == groups.end())
@@ -181,8 +183,8 @@ int conclude(MPI_Comm comm, const std::string& error) {
     for (const auto& [msg, ranks] : groups) {
       out += program() + ": error";
       if (static_cast<int>(ranks.size()) < size)
-        out += std::string(ranks.size() == 1 ? " (rank " : " (ranks ") + rank_list(ranks) +
-               " of " + std::to_string(size) + ")";
+        out += std::string(ranks.size() == 1 ? " (rank " : " (ranks ") + rank_list(ranks) + " of " +
+               std::to_string(size) + ")";
       out += ": " + msg + "\n";
     }
     std::fflush(stdout);

@@ -75,6 +75,30 @@ metrics_csv = "metrics.csv"
 EOF
 }
 
+# raw FILE COUNT [NAN_AT]: COUNT float32 values (smooth, non-zero), NaN at index NAN_AT.
+raw() {
+  python3 -c "
+import math, struct, sys
+n, bad = int(sys.argv[2]), int(sys.argv[3])
+v = [1.0 + 0.5 * math.sin(0.37 * i) for i in range(n)]
+if 0 <= bad < n: v[bad] = float('nan')
+open(sys.argv[1], 'wb').write(struct.pack('<%df' % n, *v))" "$1" "$2" "${3:--1}"
+}
+# field FILE NAME SHAPE [NAN_AT]: adds /fields/NAME of SHAPE (N,C,H,W) to FILE.
+field() {
+  local file=$1 name=$2 shape=$3 count=1 append=()
+  for x in ${shape//,/ }; do count=$((count * x)); done
+  raw "$name.raw" "$count" "${4:--1}"
+  [ -e "$file" ] && append=(--append)
+  expect_ok 1 tessera-prep convert "$name.raw" --shape "$shape" --dtype float32 --out "$file" \
+    --name "$name" "${append[@]}" --quiet
+}
+# A trained checkpoint (one step) for the inference cases: ck/ckpt_00000001.h5.
+trained() {
+  data
+  expect_ok 3 tessera-train cfg.toml --train.steps=1
+}
+
 case "$case_name" in
   step_error_rank2)  # an exception inside the forward pass on rank 2 only
     data
@@ -134,6 +158,71 @@ case "$case_name" in
     TESSERA_FAULT_INJECT=h5write:1:2 expect_fail 30 "No space left on device" 3 tessera-prep \
       generate darcy --grid 24x24 --samples 4 --seed 3 --out out.h5 --quiet
     [ -e out.h5 ] && fail "a partial out.h5 was left under its final name"
+    ;;
+  infer_output_is_input)  # --output naming --input (through another name): refused
+    trained
+    ln -s train.h5 alias.h5
+    before=$(sums train.h5)
+    expect_fail 30 "is the same file as --input" 3 tessera-infer --checkpoint ck/ckpt_00000001.h5 \
+      --input train.h5 --output alias.h5
+    [ "$(sums train.h5)" = "$before" ] || fail "the input changed"
+    ;;
+  infer_output_is_checkpoint)  # --output naming the checkpoint: refused, the model intact
+    trained
+    before=$(sums ck/ckpt_00000001.h5)
+    expect_fail 30 "is the same file as --checkpoint" 3 tessera-infer \
+      --checkpoint ck/ckpt_00000001.h5 --input train.h5 --output ck/ckpt_00000001.h5
+    [ "$(sums ck/ckpt_00000001.h5)" = "$before" ] || fail "the checkpoint changed"
+    ;;
+  infer_target_grid)  # targets on another grid than the inputs
+    trained
+    field bad.h5 permeability 2,1,32,24
+    field bad.h5 pressure 2,1,16,16
+    expect_fail 30 "'/fields/pressure' in 'bad.h5' has shape \(2, 1, 16, 16\), the inputs need \(2, 1, 32, 24\)" \
+      3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input bad.h5 --output pred.h5
+    [ -e pred.h5 ] && fail "a partial prediction was left"
+    ;;
+  infer_target_count)  # targets with another sample count
+    trained
+    field bad.h5 permeability 2,1,32,24
+    field bad.h5 pressure 3,1,32,24
+    expect_fail 30 "has shape \(3, 1, 32, 24\), the inputs need \(2, 1, 32, 24\)" \
+      3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input bad.h5 --output pred.h5
+    [ -e pred.h5 ] && fail "a partial prediction was left"
+    ;;
+  infer_zero_samples)
+    trained
+    field empty.h5 permeability 0,1,32,24
+    expect_fail 30 "holds 0 samples" 3 tessera-infer --checkpoint ck/ckpt_00000001.h5 \
+      --input empty.h5 --output pred.h5
+    [ -e pred.h5 ] && fail "an empty prediction was written"
+    ;;
+  nonfinite_input)  # a NaN in the training data: refused as loaded, naming the sample
+    field nan.h5 permeability 6,1,24,24 1500
+    field nan.h5 pressure 6,1,24,24
+    data
+    expect_fail 30 "'/fields/permeability' in 'nan.h5': non-finite value nan in sample 2" \
+      3 tessera-train cfg.toml --data.path=nan.h5
+    ;;
+  nonfinite_lr)
+    data
+    expect_fail 30 "optim.lr = inf is not a finite number" 3 tessera-train cfg.toml --optim.lr=inf
+    ;;
+  divergence)  # a learning rate that blows up: stopped at the step, nothing non-finite saved
+    data
+    diverge=(--model.dtype=float32 --optim.name=sgd --optim.lr=1e30)
+    expect_fail 60 "non-finite" 3 tessera-train cfg.toml "${diverge[@]}" --train.steps=6 \
+      --train.checkpoint_interval=1
+    # Whatever was saved loads (a non-finite checkpoint would be passed over, saying so).
+    expect_ok 3 tessera-train cfg.toml "${diverge[@]}" --train.steps=1 --resume
+    echo "$out" | grep -q "passing over" && { echo "$out"; fail "a non-finite checkpoint was saved"; }
+    ;;
+  divergence_skip)  # train.nonfinite = skip_step: skipped updates, then stopped after max_skips
+    data
+    expect_fail 60 "training stopped after 2 skipped steps in a row" 3 tessera-train cfg.toml \
+      --model.dtype=float32 --optim.name=sgd --optim.lr=1e30 --train.steps=8 \
+      --train.nonfinite=skip_step --train.max_skips=2
+    echo "$out" | grep -q "update skipped (1 in a row)" || fail "no skipped-update line"
     ;;
   *)
     fail "unknown case"
