@@ -10,7 +10,8 @@
 // Goals: strong-scaling T(1 rank, C threads) / T(2 ranks, 1 thread each) >= 0.85 on C = 2
 // cores (the conv case's former method) and the plain efficiency
 // E = T(1 rank, 1 thread) / (2 T(2 ranks, 1 thread each)) >= 0.95; weak-scaling peak memory
-// per rank at 4 ranks within 10% of 1 rank's.
+// per rank at 4 ranks within 10% of 1 rank's. --deterministic=0 measures the cost of the
+// fixed halo-adjoint order tessera-train uses by default.
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "apps/bench/timing.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/grad_sync.hpp"
+#include "runtime/comm/halo_exchange.hpp"
 #include "runtime/train/loss.hpp"
 #include "kernels/device/memory.hpp"
 #include "runtime/train/optim.hpp"
@@ -48,6 +50,8 @@ json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Ind
   const int reps = static_cast<int>(opt.num("reps"));
   const int warmup = static_cast<int>(opt.num("warmup"));
   const Mesh mesh = Mesh::line(ctx.world(), "domain");
+  // The halo adjoint's order for the layers built below (tessera-train's train.deterministic).
+  set_halo_deterministic_default(opt.num("deterministic") != 0);
   UNetOptions uo;
   uo.width = static_cast<Index>(opt.num("width"));
   uo.depth = static_cast<int>(opt.num("depth"));
@@ -109,6 +113,7 @@ json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Ind
   double peak = static_cast<double>(memory_stats(MemSpace::Host).peak) / (1 << 20);
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, mesh.comm());
   return {{"scaling", scaling},
+          {"deterministic", halo_deterministic_default()},
           {"ranks", mesh.size()},
           {"threads", threads},
           {"shape", shape_str(shape)},
@@ -196,10 +201,15 @@ Case train_case() {
                {"depth", "N", "UNet depth", "3"},
                {"reps", "N", "timed steps", "5"},
                {"warmup", "N", "untimed steps first", "2"},
+               {"deterministic", "0|1",
+                "halo-adjoint additions in a fixed order (1, tessera-train's default) or in "
+                "arrival order (0)",
+                "1"},
                {"threads", "N", "OpenMP threads per rank (default cores per node / ranks)", ""}};
   c.rank_counts = {1, 2, 4};
-  c.columns = {"scaling",    "ranks",   "threads",      "shape",         "t_step_s",
-               "ms_compute", "ms_halo", "ms_allreduce", "samples_per_s", "peak_mib"};
+  c.columns = {"scaling",      "deterministic", "ranks",      "threads",
+               "shape",        "t_step_s",      "ms_compute", "ms_halo",
+               "ms_allreduce", "samples_per_s", "peak_mib"};
   c.run = run;
   c.goals = goals;
   return c;

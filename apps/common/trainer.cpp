@@ -173,6 +173,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   FieldSet inputs, targets;
   {
     const io::File f = io::File::open(cfg.data.path, mesh.comm());
+    io::schema::require_valid(f);
     inputs = field_set(f, cfg.data.inputs);
     targets = field_set(f, cfg.data.targets);
     // Before the data and the model are allocated: do they fit the node?

@@ -87,6 +87,7 @@ int run(Context& ctx, int argc, char** argv) {
   const DType dtype = model_dtype(cfg.model);
 
   const io::File in = io::File::open(input, ctx.world());
+  io::schema::require_valid(in);
   const FieldSet inputs = field_set(in, cfg.data.inputs);
   const std::vector<Index> shape = in.info(field(inputs.names[0])).shape;
   const Index n = shape[0];

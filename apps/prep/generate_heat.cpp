@@ -11,6 +11,8 @@ namespace {
 
 int run(Context& ctx, const cli::Args& a) {
   const std::vector<Index> grid = a.shape("grid");
+  for (Index g : grid)
+    TESSERA_CHECK(g >= 1, "--grid " << a.str("grid") << ": every extent must be at least 1");
   TESSERA_CHECK(grid.size() == 2 || grid.size() == 3,
                 "--grid " << a.str("grid") << ": heat needs a 2-D or 3-D grid");
   const Index samples = a.integer("samples");

@@ -204,6 +204,15 @@ case "$case_name" in
     expect_fail 30 "'/fields/permeability' in 'nan.h5': non-finite value nan in sample 2" \
       3 tessera-train cfg.toml --data.path=nan.h5
     ;;
+  invalid_data)  # a data file that fails the schema is refused before training
+    field bad.h5 permeability 6,1,24,24
+    field bad.h5 pressure 6,1,24,24
+    expect_ok 1 tessera-prep convert pressure.raw --shape 6,1,24,24 --dtype float32 --out bad.h5 \
+      --name extra --spacing 1,1 --append --quiet
+    data
+    expect_fail 30 "'/fields/extra' in 'bad.h5': spatial dim 0 has 24 nodes at spacing 1.000000" \
+      3 tessera-train cfg.toml --data.path=bad.h5
+    ;;
   nonfinite_lr)
     data
     expect_fail 30 "optim.lr = inf is not a finite number" 3 tessera-train cfg.toml --optim.lr=inf

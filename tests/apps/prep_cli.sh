@@ -148,5 +148,14 @@ case $case_name in
     expect_ok 2 convert a.raw --shape 2,1,4,6 --dtype float32 --out x.h5 --name u --quiet
     expect_error "dataset '/fields/u' in 'x.h5': non-finite value nan at index (1, 0, 0, 5)" validate x.h5
     ;;
+  empty_grid) expect_error "--grid 0x5: every extent must be at least 1" generate darcy --grid 0x5 --out z.h5 ;;
+  stats_invalid)  # a file that fails the schema (its nodes span more than the extent)
+    ramp 48 a.raw
+    expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out c.h5 --name u --spacing 1,1 --quiet
+    run 3 validate c.h5 --quiet
+    [ "$rc" -ne 0 ] || fail "validate accepted spacing 1 for 4 nodes in an extent of 1"
+    expect_error "spatial dim 0 has 4 nodes at spacing 1.000000, which span 3.000000, more than its extent" \
+      stats c.h5
+    ;;
   *) fail "unknown case" ;;
 esac
