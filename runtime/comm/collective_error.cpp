@@ -50,6 +50,9 @@ void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
     what += (what.empty() ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") +
             failure::rank_list(ranks) + ": " + m;
   if (failed == 0) what = "a rank failed a check without a message";
+  // Every rank failed alike (a bad config, a missing file): the message once, no list.
+  if (size > 1 && failed == size && groups.size() == 1)
+    throw Error(groups.front().first + " (on all " + std::to_string(size) + " ranks)");
   throw Error("check failed on " + std::to_string(failed) + " of " + std::to_string(size) +
               " ranks: " + what);
 }

@@ -213,6 +213,41 @@ case "$case_name" in
     expect_fail 30 "'/fields/extra' in 'bad.h5': spatial dim 0 has 24 nodes at spacing 1.000000" \
       3 tessera-train cfg.toml --data.path=bad.h5
     ;;
+  retention_resume)  # keep_checkpoints; --resume passes over a damaged newest one and
+    # truncates metrics.csv to the step it resumed from
+    data
+    expect_ok 3 tessera-train cfg.toml --train.steps=5 --train.checkpoint_interval=1 \
+      --train.keep_checkpoints=2
+    [ "$(ls ck)" = "$(printf 'ckpt_00000004.h5\nckpt_00000005.h5')" ] ||
+      { ls ck; fail "train.keep_checkpoints=2 kept something else"; }
+    truncate -s 100 ck/ckpt_00000005.h5
+    expect_ok 3 tessera-train cfg.toml --train.steps=6 --train.checkpoint_interval=1 \
+      --train.keep_checkpoints=2 --resume
+    echo "$out" | grep -q "resume: passing over ck/ckpt_00000005.h5" || fail "no word of the damaged one"
+    echo "$out" | grep -q "resume: ck/ckpt_00000004.h5 (step 4)" || { echo "$out"; fail "did not fall back"; }
+    steps=$(cut -d, -f1 metrics.csv | tail -n +2 | tr '\n' ' ')
+    [ "$steps" = "0 1 2 3 4 5 6 " ] || fail "metrics.csv steps after resume: $steps"
+    echo "ok: kept 2, fell back to step 4, metrics.csv steps $steps"
+    ;;
+  upfront_checks)  # config and size checks before any work
+    data
+    expect_fail 30 "mesh axis 'domain' has size 0: a size is >= 1 or 'auto'" 3 tessera-train \
+      cfg.toml --mesh.shape=domain=0
+    expect_fail 30 "train.epochs = 9223372036854775807 at 2 steps per epoch overflows" 3 \
+      tessera-train cfg.toml --train.steps=0 --train.epochs=9223372036854775807
+    expect_fail 30 "training needs about .* GiB per rank .*; the node has .* GiB available" 3 \
+      tessera-train cfg.toml --model.width=200000 --model.groups=1
+    expect_ok 3 tessera-train cfg.toml --model.activation=tanh --train.steps=1
+    ;;
+  ompio_warning)  # the OMPIO warning only where OMPIO can be selected
+    env -u OMPI_MCA_io "${launch[@]}" -np 2 "$bin/tessera-prep" generate darcy --grid 8x8 \
+      --samples 1 --out a.h5 --quiet >plain.log 2>&1 || { cat plain.log; fail "plain run"; }
+    grep -q "may run through OMPIO" plain.log && fail "warned although Context excluded OMPIO"
+    OMPI_MCA_io=ompio OMPI_MCA_fcoll=vulcan "${launch[@]}" -np 2 "$bin/tessera-prep" generate \
+      darcy --grid 8x8 --samples 1 --out b.h5 --quiet >ompio.log 2>&1
+    grep -q "may run through OMPIO" ompio.log || { cat ompio.log; fail "no warning under OMPIO"; }
+    echo "ok: warned under OMPI_MCA_io=ompio only"
+    ;;
   nonfinite_lr)
     data
     expect_fail 30 "optim.lr = inf is not a finite number" 3 tessera-train cfg.toml --optim.lr=inf

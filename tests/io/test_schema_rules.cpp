@@ -65,14 +65,12 @@ TEST_CASE("schema: the good file passes", "[schema]") {
 TEST_CASE("schema: root attributes", "[schema]") {
   MPI_CHECK(first_is(problems_of([](io::File&) {}, false),
                      "missing root attribute 'tessera_schema_version'"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) {
-                       f.set_attr("/", io::schema::kVersionAttr, std::int64_t{2});
-                     }),
-                     "schema version 2"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) {
-                       f.set_attr("/", io::schema::kVersionAttr, std::string("1"));
-                     }),
-                     "schema version ?"));
+  MPI_CHECK(first_is(
+      problems_of([](io::File& f) { f.set_attr("/", io::schema::kVersionAttr, std::int64_t{2}); }),
+      "schema version 2"));
+  MPI_CHECK(first_is(
+      problems_of([](io::File& f) { f.set_attr("/", io::schema::kVersionAttr, std::string("1")); }),
+      "schema version ?"));
   MPI_CHECK(first_is(
       problems_of([](io::File& f) { f.set_attr("/", "generator", std::vector<double>{1}); }),
       "root attribute 'generator' must be a string"));
@@ -81,24 +79,34 @@ TEST_CASE("schema: root attributes", "[schema]") {
 TEST_CASE("schema: datasets, types and shapes", "[schema]") {
   MPI_CHECK(first_is(problems_of([](io::File& f) { f.create_dataset("/other", {2}, DType::f32); }),
                      "dataset '/other'"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { grid(f, "/fields/g/w", {2, 1, 4, 6}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       grid(f, "/fields/g/w", {2, 1, 4, 6});
+                     }),
                      "'/fields/g/w' in"));
   MPI_CHECK(problems_of([](io::File& f) { grid(f, "/fields/w", {2, 1, 4, 6}); }).empty());
   MPI_CHECK(first_is(problems_of([](io::File& f) {
                        f.create_dataset("/fields/w", {2, 1, 4, 6}, DType::f64);
                      }),
                      "holds float64, the schema wants float32"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { f.create_dataset("/fields/w", {2, 1}, DType::f32); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       f.create_dataset("/fields/w", {2, 1}, DType::f32);
+                     }),
                      "a field needs (N, C, spatial...) with 1 to 3 spatial dims"));
   MPI_CHECK(first_is(problems_of([](io::File& f) {
                        f.create_dataset("/fields/w", {2, 1, 2, 2, 2, 2}, DType::f32);
                      }),
                      "with 1 to 3 spatial dims"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { grid(f, "/fields/w", {0, 1, 4, 6}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       grid(f, "/fields/w", {0, 1, 4, 6});
+                     }),
                      "holds 0 samples"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { grid(f, "/fields/w", {2, 1, 0, 5}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       grid(f, "/fields/w", {2, 1, 0, 5});
+                     }),
                      "has shape (2, 1, 0, 5) with an empty dim"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { grid(f, "/fields/w", {3, 1, 4, 6}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       grid(f, "/fields/w", {3, 1, 4, 6});
+                     }),
                      "datasets disagree on the sample count N"));
   MPI_CHECK(first_is(problems_of([](io::File& f) {
                        f.create_dataset(io::schema::kCoords, {2, 5, 2}, DType::f32);
@@ -107,14 +115,17 @@ TEST_CASE("schema: datasets, types and shapes", "[schema]") {
   MPI_CHECK(first_is(problems_of([](io::File& f) {
                        f.create_dataset(io::schema::kCoords, {2, 5, 3}, DType::f32);
                        f.create_dataset(io::schema::kFeatures, {2, 4, 1}, DType::f32);
-                       f.set_attr(io::schema::kFeatures, "variables", std::vector<std::string>{"f"});
+                       f.set_attr(io::schema::kFeatures, "variables",
+                                  std::vector<std::string>{"f"});
                      }),
                      "its (N, P) must match"));
 }
 
 TEST_CASE("schema: variables", "[schema]") {
   using V = std::vector<std::string>;
-  MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "variables", V{"a", "b"}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       f.set_attr("/fields/u", "variables", V{"a", "b"});
+                     }),
                      "attribute 'variables' has 2 entries, expected 1"));
   MPI_CHECK(first_is(problems_of([](io::File& f) {
                        f.set_attr("/fields/u", "variables", std::vector<double>{1});
@@ -145,17 +156,27 @@ TEST_CASE("schema: grid attributes", "[schema]") {
   using D = std::vector<double>;
   MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "spacing", D{0.25}); }),
                      "attribute 'spacing' has 1 entries, expected 2"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "spacing", D{-0.25, 0.2}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       f.set_attr("/fields/u", "spacing", D{-0.25, 0.2});
+                     }),
                      "attribute 'spacing' entry 0 is -0.250000, must be finite and > 0"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "spacing", D{0.25, kNaN}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       f.set_attr("/fields/u", "spacing", D{0.25, kNaN});
+                     }),
                      "attribute 'spacing' entry 1 is nan"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "extent", D{0, 1}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       f.set_attr("/fields/u", "extent", D{0, 1});
+                     }),
                      "attribute 'extent' entry 0 is 0.000000, must be finite and > 0"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "origin", D{0, kInf}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       f.set_attr("/fields/u", "origin", D{0, kInf});
+                     }),
                      "attribute 'origin' entry 1 is inf, must be finite"));
   MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "origin", D{0}); }),
                      "attribute 'origin' has 1 entries, expected 2"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "spacing", D{0.25, 1.0}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       f.set_attr("/fields/u", "spacing", D{0.25, 1.0});
+                     }),
                      "spatial dim 1 has 6 nodes at spacing 1.000000, which span 5.000000, more "
                      "than its extent 1.000000"));
   MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "units", D{1}); }),
@@ -178,7 +199,9 @@ TEST_CASE("schema: statistics attributes", "[schema]") {
   MPI_CHECK(first_is(problems_of(stats(0.5, -0.1, 0, 1)), "channel 0 statistics contradict"));
   MPI_CHECK(first_is(problems_of(stats(0.5, 0.1, 1, 0)), "channel 0 statistics contradict"));
   MPI_CHECK(first_is(problems_of(stats(kNaN, 0.1, 0, 1)), "attribute 'mean' entry 0 is nan"));
-  MPI_CHECK(first_is(problems_of([](io::File& f) { f.set_attr("/fields/u", "mean", D{0.5, 0.5}); }),
+  MPI_CHECK(first_is(problems_of([](io::File& f) {
+                       f.set_attr("/fields/u", "mean", D{0.5, 0.5});
+                     }),
                      "attribute 'mean' has 2 entries, expected 1"));
   MPI_CHECK(first_is(problems_of([&](io::File& f) {
                        stats(0.5, 0.1, 0, 1)(f);
