@@ -13,6 +13,7 @@
 #include "apps/common/report_errors.hpp"
 #include "apps/common/run_files.hpp"
 #include "apps/common/trainer.hpp"
+#include "io/output_file.hpp"
 #include "runtime/tensor/context.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -65,6 +66,9 @@ int run(Context& ctx, int argc, char** argv) {
 
   // Before step 1: the folders outputs go to must take files (not at the first checkpoint).
   check_writable(ctx.world(), cfg);
+  if (!cfg.train.metrics_csv.empty())  // the metrics file is rewritten: never an input
+    io::refuse_alias(ctx.world(), "train.metrics_csv", cfg.train.metrics_csv,
+                     {{"data.path", cfg.data.path}, {"the config file", cli.config_path}});
 
   bool resumed = false;
   if (cfg.train.resume) {

@@ -105,6 +105,11 @@ case "$case_name" in
     TESSERA_FAULT_INJECT=step.forward:2:2 expect_fail 30 \
       "\(rank 2 of 3\): injected fault at step.forward" 3 tessera-train cfg.toml
     ;;
+  layer_error_rank1)  # an exception inside a layer's forward on rank 1 (its 7th layer call)
+    data
+    TESSERA_FAULT_INJECT=layer:1:7 expect_fail 30 \
+      "\(rank 1 of 3\): injected fault in layer '.*'" 3 tessera-train cfg.toml
+    ;;
   step_error_rank0)  # after backward, before the gradient all-reduce finishes, rank 0 only
     data
     TESSERA_FAULT_INJECT=step.backward:0 expect_fail 30 \
@@ -134,6 +139,13 @@ case "$case_name" in
     expect_fail 30 "train.metrics_csv = 'train.h5' does not take files" 3 tessera-train \
       cfg.toml --train.metrics_csv=train.h5/m.csv
     [ -e ck ] && [ -n "$(ls ck)" ] && fail "checkpoints were written"
+    ;;
+  metrics_is_data)  # train.metrics_csv naming the data file: refused, the data intact
+    data
+    before=$(sums train.h5)
+    expect_fail 30 "train.metrics_csv 'train.h5' is the same file as data.path" 3 tessera-train \
+      cfg.toml --train.metrics_csv=train.h5
+    [ "$(sums train.h5)" = "$before" ] || fail "the data file changed"
     ;;
   checkpoint_dir_unwritable)  # found before step 1, not at the first checkpoint
     data
@@ -182,11 +194,11 @@ case "$case_name" in
       3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input bad.h5 --output pred.h5
     [ -e pred.h5 ] && fail "a partial prediction was left"
     ;;
-  infer_target_count)  # targets with another sample count
+  infer_target_count)  # targets with another sample count (the schema's one-N rule)
     trained
     field bad.h5 permeability 2,1,32,24
     field bad.h5 pressure 3,1,32,24
-    expect_fail 30 "has shape \(3, 1, 32, 24\), the inputs need \(2, 1, 32, 24\)" \
+    expect_fail 30 "'bad.h5': datasets disagree on the sample count N" \
       3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input bad.h5 --output pred.h5
     [ -e pred.h5 ] && fail "a partial prediction was left"
     ;;
