@@ -75,13 +75,15 @@ metrics_csv = "metrics.csv"
 EOF
 }
 
-# raw FILE COUNT [NAN_AT]: COUNT float32 values (smooth, non-zero), NaN at index NAN_AT.
+# raw FILE COUNT [NAN_AT]: COUNT float32 values (smooth, non-zero), NaN at index NAN_AT
+# (NAN_AT = zero: all zero).
 raw() {
   python3 -c "
 import math, struct, sys
-n, bad = int(sys.argv[2]), int(sys.argv[3])
+n, bad = int(sys.argv[2]), sys.argv[3]
 v = [1.0 + 0.5 * math.sin(0.37 * i) for i in range(n)]
-if 0 <= bad < n: v[bad] = float('nan')
+if bad == 'zero': v = [0.0] * n
+elif 0 <= int(bad) < n: v[int(bad)] = float('nan')
 open(sys.argv[1], 'wb').write(struct.pack('<%df' % n, *v))" "$1" "$2" "${3:--1}"
 }
 # field FILE NAME SHAPE [NAN_AT]: adds /fields/NAME of SHAPE (N,C,H,W) to FILE.
@@ -215,6 +217,16 @@ case "$case_name" in
     data
     expect_fail 30 "'/fields/permeability' in 'nan.h5': non-finite value nan in sample 2" \
       3 tessera-train cfg.toml --data.path=nan.h5
+    ;;
+  infer_zero_target)  # targets that are zero everywhere: reported, left out, no abort
+    trained
+    field zt.h5 permeability 2,1,32,24
+    field zt.h5 pressure 2,1,32,24 zero
+    expect_ok 3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input zt.h5 --output pred.h5
+    echo "$out" | grep -q "sample 1: the target is zero everywhere: no relative error" ||
+      { echo "$out"; fail "no word of the zero target"; }
+    [ -f pred.h5 ] || fail "no prediction written"
+    echo "ok: zero targets reported, prediction written"
     ;;
   invalid_data)  # a data file that fails the schema is refused before training
     field bad.h5 permeability 6,1,24,24
