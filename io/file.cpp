@@ -56,7 +56,9 @@ std::vector<Index> dims_of(hid_t space) {
 
 File::~File() {
   if (!h_.valid() || std::uncaught_exceptions() == 0) return;
-  const failure::Watch watch("an error on this rank while '" + path_ + "' was open");
+  const std::string why = failure::last_error();
+  const failure::Watch watch("closing '" + path_ + "' after " +
+                             (why.empty() ? std::string("an error on this rank") : why));
   h_.reset();
 }
 

@@ -34,6 +34,7 @@ struct State {
   int next_id = 0;
   double deadline = env_deadline();
   std::string program = "tessera";
+  std::string last_error;
   std::thread thread;
   bool stop = false;
 
@@ -106,6 +107,16 @@ void set_program(const std::string& name) {
 
 const std::string& program() {
   return state().program;
+}
+
+void note_error(const std::string& text) {
+  std::lock_guard<std::mutex> l(state().m);
+  state().last_error = text;
+}
+
+std::string last_error() {
+  std::lock_guard<std::mutex> l(state().m);
+  return state().last_error;
 }
 
 std::string rank_list(const std::vector<int>& ranks) {

@@ -46,6 +46,11 @@ class Watch {
 // Returns 0 when no rank failed, else 1 (on every rank).
 int conclude(MPI_Comm comm, const std::string& error);
 
+// The text of the last collective error this process raised (collective_check records
+// it), for a Watch armed while that error unwinds ("" if none).
+void note_error(const std::string& text);
+std::string last_error();
+
 // "0", "0, 2", "0-7": a sorted rank list, runs shortened.
 std::string rank_list(const std::vector<int>& ranks);
 

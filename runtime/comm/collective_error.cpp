@@ -51,10 +51,13 @@ void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
             failure::rank_list(ranks) + ": " + m;
   if (failed == 0) what = "a rank failed a check without a message";
   // Every rank failed alike (a bad config, a missing file): the message once, no list.
-  if (size > 1 && failed == size && groups.size() == 1)
-    throw Error(groups.front().first + " (on all " + std::to_string(size) + " ranks)");
-  throw Error("check failed on " + std::to_string(failed) + " of " + std::to_string(size) +
-              " ranks: " + what);
+  const std::string text =
+      size > 1 && failed == size && groups.size() == 1
+          ? groups.front().first + " (on all " + std::to_string(size) + " ranks)"
+          : "check failed on " + std::to_string(failed) + " of " + std::to_string(size) +
+                " ranks: " + what;
+  failure::note_error(text);
+  throw Error(text);
 }
 
 void collective_run(MPI_Comm comm, const std::function<void()>& fn) {

@@ -46,6 +46,7 @@ expect_fail() {
   echo "$out" | grep -E "^tessera-[a-z]+: error" | grep -qE -- "$pattern" ||
     fail "the error does not match '$pattern'"
   echo "$out" | grep -q "HDF5-DIAG" && fail "an HDF5 error stack leaked to the output"
+  echo "$out" | grep -qiE "segmentation|signal: |core dumped" && fail "a rank crashed"
   echo "ok ($secs s, exit $rc): $pattern"
 }
 # Checksums of files, to show they are untouched.
@@ -166,6 +167,27 @@ case "$case_name" in
     [ -f ck/ckpt_00000004.h5 ] && fail "a failed checkpoint was renamed into place"
     expect_ok 3 tessera-train cfg.toml --resume  # it still loads (step 2 of 2: nothing to do)
     echo "$out" | grep -q "resume: ck/ckpt_00000002.h5 (step 2)" || fail "the checkpoint is unreadable"
+    ;;
+  tmpfs_enospc)  # a real full disk: a 200 KiB tmpfs (skipped where none can be mounted)
+    mkdir -p full
+    mount -t tmpfs -o size=200k tmpfs full 2>/dev/null ||
+      { echo "faults $case_name: SKIPPED: cannot mount a tmpfs here"; exit 77; }
+    trap 'umount "$dir/full"; rm -rf "$dir"' EXIT
+    data
+    expect_fail 60 "ckpt_00000002.h5.tmp': MPI_File_write_at_all failed" 3 tessera-train cfg.toml \
+      --train.checkpoint_dir=full/ck
+    [ -e full/ck/ckpt_00000002.h5 ] && fail "a partial checkpoint under its final name"
+    rm -rf full/ck
+    # tessera-prep generate onto the full disk: every rank's write fails, and every rank
+    # then waits in HDF5's collective close, which the watch of each ends: bounded, the
+    # error named, but one line per rank (not yet one message).
+    run 3 tessera-prep generate darcy --grid 96x96 --samples 4 --seed 3 --out full/gen.h5 --quiet
+    echo "$out"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$secs" -le 60 ] || fail "generate: exit $rc in $secs s"
+    echo "$out" | grep -E "^tessera-prep: error" | grep -q "input/output error" ||
+      fail "generate: the write failure is not named"
+    [ -e full/gen.h5 ] && fail "a partial output under its final name"
+    echo "ok ($secs s, exit $rc): generate onto a full disk"
     ;;
   prep_enospc)  # tessera-prep generate onto a full disk, rank 1 fails its write
     expect_ok 1 tessera-prep generate darcy --grid 24x24 --samples 2 --seed 1 --out keep.h5 --quiet
