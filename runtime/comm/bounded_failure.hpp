@@ -25,7 +25,8 @@ void set_program(const std::string& name);
 const std::string& program();
 
 // While alive on a rank that has failed: the job is aborted `deadline_s()` after
-// construction, printing "PROGRAM: error (rank R of N): MESSAGE" and why. Nestable.
+// construction (plus 0.25 s x min(world rank, 16), so that of several ranks stuck alike
+// the lowest speaks), printing "PROGRAM: error (rank R of N): MESSAGE" and why. Nestable.
 class Watch {
  public:
   explicit Watch(const std::string& message);
