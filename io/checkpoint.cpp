@@ -1,5 +1,6 @@
 #include "io/checkpoint.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -7,6 +8,8 @@
 #include <sstream>
 
 #include "io/file.hpp"
+#include "io/finite.hpp"
+#include "io/output_file.hpp"
 #include "io/sharded.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -80,6 +83,13 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   ++g_writes;
+  // A checkpoint is something to go back to: never one with NaN or Inf in it.
+  std::string bad = first_nonfinite(c.params, "parameter");
+  if (bad.empty()) bad = first_nonfinite(c.optimizer, "optimizer state");
+  if (bad.empty()) bad = first_nonfinite(c.buffers, "buffer");
+  collective_check(comm, bad.empty(),
+                   "checkpoint '" + path + "' not written: non-finite " + bad +
+                       " (the previous checkpoints are kept)");
   const std::string tmp = path + ".tmp";
   collective_run(comm, [&] {
     const auto dir = std::filesystem::path(path).parent_path();
@@ -102,10 +112,7 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
     f.close();
   }
   // Every rank has closed the file: only now may it replace the previous one.
-  TESSERA_MPI(MPI_Barrier(comm));
-  collective_run(comm, [&] {
-    if (rank == 0) std::filesystem::rename(tmp, path);
-  });
+  rename_into_place(comm, tmp, path);
 }
 
 Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm) {
@@ -126,14 +133,18 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm) {
   c.params = read_group(f, "/params");
   c.optimizer = read_group(f, "/optimizer");
   c.buffers = read_group(f, "/buffers");
+  std::string bad = first_nonfinite(c.params, "parameter");
+  if (bad.empty()) bad = first_nonfinite(c.optimizer, "optimizer state");
+  TESSERA_CHECK(bad.empty(), "checkpoint: '" << path << "' holds a non-finite " << bad);
   return c;
 }
 
-std::string latest_checkpoint(const std::string& dir, MPI_Comm comm) {
+std::vector<std::string> list_checkpoints(const std::string& dir, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  std::string best;
+  std::string joined;  // names, newline separated, newest first
   if (rank == 0) {
+    std::vector<std::string> found;
     std::error_code ec;
     if (std::filesystem::is_directory(dir, ec))
       for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
@@ -143,15 +154,40 @@ std::string latest_checkpoint(const std::string& dir, MPI_Comm comm) {
           continue;
         const std::string digits = name.substr(5, name.size() - 8);
         if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-        if (best.empty() || name > std::filesystem::path(best).filename().string())
-          best = e.path().string();
+        found.push_back(e.path().string());
       }
+    std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
+      return std::filesystem::path(a).filename() > std::filesystem::path(b).filename();
+    });
+    for (const auto& f : found) joined += f + "\n";
   }
-  int n = static_cast<int>(best.size());
+  int n = static_cast<int>(joined.size());
   TESSERA_MPI(MPI_Bcast(&n, 1, MPI_INT, 0, comm));
-  best.resize(static_cast<std::size_t>(n));
-  TESSERA_MPI(MPI_Bcast(best.data(), n, MPI_CHAR, 0, comm));
-  return best;
+  joined.resize(static_cast<std::size_t>(n));
+  TESSERA_MPI(MPI_Bcast(joined.data(), n, MPI_CHAR, 0, comm));
+  std::vector<std::string> out;
+  std::stringstream ss(joined);
+  for (std::string line; std::getline(ss, line);) out.push_back(line);
+  return out;
+}
+
+std::string latest_checkpoint(const std::string& dir, MPI_Comm comm) {
+  const std::vector<std::string> all = list_checkpoints(dir, comm);
+  return all.empty() ? std::string() : all.front();
+}
+
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, MPI_Comm comm) {
+  const std::vector<std::string> all = list_checkpoints(dir, comm);
+  std::vector<std::string> removed;
+  if (keep <= 0) return removed;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  for (std::size_t i = static_cast<std::size_t>(keep); i < all.size(); ++i) {
+    std::error_code ec;
+    if (rank == 0) std::filesystem::remove(all[i], ec);
+    removed.push_back(all[i]);
+  }
+  return removed;
 }
 
 }  // namespace tessera::io

@@ -42,6 +42,11 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step);
 // The checkpoint of the highest step in dir ("" if none; .tmp files ignored).
 // Collective: rank 0 looks, every rank gets its answer.
 std::string latest_checkpoint(const std::string& dir, MPI_Comm comm);
+// Every checkpoint in dir, newest (highest step) first. Collective, as latest_checkpoint.
+std::vector<std::string> list_checkpoints(const std::string& dir, MPI_Comm comm);
+// Retention: removes all but the `keep` newest checkpoints of dir (keep <= 0: none), so
+// the one just written always stays. Collective; rank 0 removes; returns what went.
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, MPI_Comm comm);
 
 // Test fault hook: called at each stage of a write ("params", "optimizer", "buffers",
 // "close") with the file still open; a hook that throws or exits simulates a crash

@@ -1,10 +1,12 @@
 #include "io/file.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <sstream>
 
 #include "decomp/error.hpp"
 #include "io/h5_types.hpp"
+#include "runtime/comm/bounded_failure.hpp"
 #include "runtime/tensor/tensor.hpp"
 
 namespace tessera::io {
@@ -51,6 +53,14 @@ std::vector<Index> dims_of(hid_t space) {
 }
 
 }  // namespace
+
+File::~File() {
+  if (!h_.valid() || std::uncaught_exceptions() == 0) return;
+  const std::string why = failure::last_error();
+  const failure::Watch watch("closing '" + path_ + "' after " +
+                             (why.empty() ? std::string("an error on this rank") : why));
+  h_.reset();
+}
 
 File File::open(const std::string& path, MPI_Comm comm, Mode mode) {
   File f;

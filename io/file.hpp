@@ -32,6 +32,11 @@ struct DatasetInfo {
 class File {
  public:
   File() = default;
+  // Closing is collective. A rank that leaves a scope with an exception while the file is
+  // open may be alone in that close, so it closes under a failure::Watch (bounded wait).
+  ~File();
+  File(File&&) noexcept = default;
+  File& operator=(File&&) noexcept = default;
   // Collective over comm.
   static File open(const std::string& path, MPI_Comm comm, Mode mode = Mode::Read);
   static File create(const std::string& path, MPI_Comm comm);  // truncates

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "decomp/error.hpp"
@@ -99,6 +100,19 @@ std::string why_unreadable(const std::string& path) {
 }  // namespace
 
 namespace {
+// Whether an OMPI_MCA_io value lets Open MPI pick OMPIO: unset (its default), a list that
+// names it, or an exclusion list ("^romio321") that does not.
+[[maybe_unused]] bool ompio_selected(const char* io) {
+  if (!io || !*io) return true;
+  std::string v = io;
+  const bool exclude = v[0] == '^';
+  if (exclude) v.erase(0, 1);
+  bool named = false;
+  std::stringstream ss(v);
+  for (std::string item; std::getline(ss, item, ',');) named = named || item == "ompio";
+  return exclude ? !named : named;
+}
+
 // Open MPI 4.1's OMPIO with fcoll "vulcan" (its defaults) intermittently loses cells
 // of collective writes to chunked datasets; say so once, on rank 0, unless the
 // environment picks ROMIO or another fcoll component.
@@ -109,7 +123,7 @@ void warn_if_ompio_vulcan(int rank) {
   warned = true;
   const char* io = std::getenv("OMPI_MCA_io");
   const char* fcoll = std::getenv("OMPI_MCA_fcoll");
-  const bool ompio = !io || std::string(io).find("ompio") != std::string::npos;
+  const bool ompio = ompio_selected(io);
   const bool vulcan = !fcoll || std::string(fcoll) == "vulcan";
   if (ompio && vulcan)
     std::cerr << "tessera io: warning: MPI-IO may run through OMPIO with fcoll=vulcan, whose "

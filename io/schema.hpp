@@ -60,8 +60,21 @@ struct Expectation {  // what a caller demands of one dataset on top of the sche
   std::vector<Index> shape;  // empty: any; -1 entries: any extent
 };
 // Collective: every violation of the schema, each naming the dataset (and for
-// non-finite values the first bad index); empty when the file is good.
+// non-finite values the first bad index); empty when the file is good. The rules:
+//  - root: tessera_schema_version one integer in 1..kVersion; generator, if present, a string;
+//  - datasets only /fields/NAME (directly under /fields), /points/coords, /points/features;
+//    float32; fields (N, C, spatial...) with 1 to 3 spatial dims, points (N, P, 3 or C);
+//    no empty dim (N >= 1); one N for every dataset, coords and features share (N, P);
+//  - attributes only those above; variables (fields, features): C distinct non-empty
+//    strings; spacing, extent (fields): one finite number > 0 per spatial dim, and the n
+//    nodes of a dim span (n - 1) spacing <= extent; origin: one finite number per dim;
+//  - mean, std, min, max: all four or none, C finite numbers each, std >= 0 and
+//    min <= mean <= max per channel; stats_count: the values per channel of the dataset;
+//  - values (check_values): every one finite.
 std::vector<std::string> validate(const File& f, const std::vector<Expectation>& expect = {},
                                   bool check_values = true, const Progress& progress = {});
+// Collective: throws the first problem validate(f, {}, false) finds (the apps' check of
+// the files they read: every rule but the scan of values, which loading does).
+void require_valid(const File& f);
 
 }  // namespace tessera::io::schema

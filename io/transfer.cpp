@@ -8,6 +8,7 @@
 #include "decomp/error.hpp"
 #include "io/h5_types.hpp"
 #include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/fault_inject.hpp"
 
 namespace tessera::io {
 namespace {
@@ -155,10 +156,18 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
     // HDF5 never dereferences the buffer for an empty selection, but wants a pointer.
     static char dummy;
     void* buf = pc.buf.numel() > 0 ? pc.buf.raw() : &dummy;
-    const herr_t rc = is_write ? H5Dwrite(d.get(), mt, mspace.get(), fspace.get(), dxpl.get(), buf)
-                               : H5Dread(d.get(), mt, mspace.get(), fspace.get(), dxpl.get(), buf);
+    // An injected write failure skips the collective call on this rank, as a real
+    // ENOSPC leaves it: the others wait inside HDF5 while this one reports.
+    const bool injected = is_write && fault_point("h5write");
+    const herr_t rc = injected ? herr_t(-1)
+                      : is_write
+                          ? H5Dwrite(d.get(), mt, mspace.get(), fspace.get(), dxpl.get(), buf)
+                          : H5Dread(d.get(), mt, mspace.get(), fspace.get(), dxpl.get(), buf);
     std::string msg;
-    if (rc < 0) {
+    if (injected) {
+      msg = "writing " + pc.fbox.str() + " of " + what +
+            ": No space left on device (injected by TESSERA_FAULT_INJECT)";
+    } else if (rc < 0) {
       try {
         check(rc, std::string(is_write ? "writing " : "reading ") + pc.fbox.str() + " of " + what,
               0);

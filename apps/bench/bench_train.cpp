@@ -10,7 +10,8 @@
 // Goals: strong-scaling T(1 rank, C threads) / T(2 ranks, 1 thread each) >= 0.85 on C = 2
 // cores (the conv case's former method) and the plain efficiency
 // E = T(1 rank, 1 thread) / (2 T(2 ranks, 1 thread each)) >= 0.95; weak-scaling peak memory
-// per rank at 4 ranks within 10% of 1 rank's.
+// per rank at 4 ranks within 10% of 1 rank's. --deterministic=0 measures the cost of the
+// fixed halo-adjoint order tessera-train uses by default.
 #include <omp.h>
 
 #include <algorithm>
@@ -39,8 +40,10 @@ json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Ind
   s.grid = grid;
   s.reps = static_cast<int>(opt.num("reps"));
   s.warmup = static_cast<int>(opt.num("warmup"));
+  s.deterministic = opt.num("deterministic") != 0;
   json row = time_train_step(ctx, s);
   row["scaling"] = scaling;
+  row["deterministic"] = s.deterministic ? 1 : 0;
   row["threads"] = threads;
   return row;
 }
@@ -120,10 +123,15 @@ Case train_case() {
                {"depth", "N", "UNet depth", "3"},
                {"reps", "N", "timed steps", "5"},
                {"warmup", "N", "untimed steps first", "2"},
+               {"deterministic", "0|1",
+                "halo-adjoint additions in a fixed order (1, tessera-train's default) or in "
+                "arrival order (0)",
+                "1"},
                {"threads", "N", "OpenMP threads per rank (default cores per node / ranks)", ""}};
   c.rank_counts = {1, 2, 4};
-  c.columns = {"scaling",    "ranks",   "threads",      "shape",         "t_step_s",
-               "ms_compute", "ms_halo", "ms_allreduce", "samples_per_s", "peak_mib"};
+  c.columns = {"scaling",      "deterministic", "ranks",      "threads",
+               "shape",        "t_step_s",      "ms_compute", "ms_halo",
+               "ms_allreduce", "samples_per_s", "peak_mib"};
   c.run = run;
   c.goals = goals;
   return c;

@@ -1,5 +1,7 @@
 #include "apps/bench/train_step.hpp"
 
+#include "runtime/comm/halo_exchange.hpp"
+
 #include <algorithm>
 #include <random>
 
@@ -45,6 +47,7 @@ std::unique_ptr<Model> make(const StepSetup& s) {
 
 json time_train_step(Context& ctx, const StepSetup& s) {
   const Mesh mesh = Mesh::line(ctx.world(), "domain");
+  set_halo_deterministic_default(s.deterministic);  // for the layers built next
   const std::unique_ptr<Model> model = make(s);
   Model& net = *model;
   const std::vector<Index> shape = {s.batch, 1, s.grid[0], s.grid[1]};

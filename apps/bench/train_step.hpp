@@ -20,6 +20,8 @@ struct StepSetup {
   Index modes = 8;          // fno: retained modes per dim
   std::vector<Index> grid;  // global H, W
   int reps = 5, warmup = 2;
+  bool deterministic =
+      true;  // the halo adjoint's fixed order (tessera-train's train.deterministic)
 };
 
 // Times `reps` steps after `warmup` untimed ones. Row: model, ranks, shape, cells, t_step_s

@@ -71,7 +71,7 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(model, norm), "normalization layer", {}, {"group", "batch", "none"}},
       {TESSERA_FIELD(model, groups), "GroupNorm groups (must divide every level's width)",
        kAtLeastOne},
-      {TESSERA_FIELD(model, activation), "activation", {}, {"gelu", "relu", "silu"}},
+      {TESSERA_FIELD(model, activation), "activation", {}, {"gelu", "relu", "silu", "tanh"}},
       {TESSERA_FIELD(model, down),
        "downsampling: max pooling or strided conv",
        {},
@@ -120,6 +120,17 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(train, log_interval), "steps between progress lines", kAtLeastOne},
       {TESSERA_FIELD(train, device_stats),
        "print rank 0's host<->device copies, bytes and kernel launches of each logged step"},
+      {TESSERA_FIELD(train, keep_checkpoints),
+       "newest checkpoints kept in checkpoint_dir (older ones removed); 0: keep all", kNonNegative},
+      {TESSERA_FIELD(train, nonfinite),
+       "on a non-finite loss or gradient: stop, or skip that step's update",
+       {},
+       {"stop", "skip_step"}},
+      {TESSERA_FIELD(train, max_skips), "skip_step: stop after this many skipped steps in a row",
+       kAtLeastOne},
+      {TESSERA_FIELD(train, deterministic),
+       "add halo-adjoint contributions in a fixed order: bitwise repeatable runs (false: in "
+       "arrival order, see README for the cost)"},
   };
   return fields;
 }
@@ -380,7 +391,8 @@ void check_range(const Field& f, TrainConfig& c) {
     return;
   const Range& g = f.range;
   const bool ok =
-      !std::isnan(v) && (g.lo_open ? v > g.lo : v >= g.lo) && (g.hi_open ? v < g.hi : v <= g.hi);
+      std::isfinite(v) && (g.lo_open ? v > g.lo : v >= g.lo) && (g.hi_open ? v < g.hi : v <= g.hi);
+  if (!std::isfinite(v)) fail(f.name() + " = " + format_value(r) + " is not a finite number");
   if (!ok) fail(f.name() + " = " + format_value(r) + " is out of range: must be " + range_text(f));
 }
 

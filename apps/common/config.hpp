@@ -70,8 +70,12 @@ struct TrainLoopConfig {
   bool resume = false;            // continue from the latest checkpoint in checkpoint_dir
   std::string metrics_csv;        // per-step metrics, empty: none
   std::int64_t seed = 0;
-  std::int64_t log_interval = 1;  // steps between progress lines
-  bool device_stats = false;      // print host<->device copies, bytes and launches per step
+  std::int64_t log_interval = 1;      // steps between progress lines
+  bool device_stats = false;          // print host<->device copies, bytes and launches per step
+  std::int64_t keep_checkpoints = 3;  // newest checkpoints kept in checkpoint_dir, 0: all
+  std::string nonfinite = "stop";     // stop | skip_step: a non-finite loss or gradient
+  std::int64_t max_skips = 3;         // skip_step: stop after this many skipped steps in a row
+  bool deterministic = true;          // fixed order of halo-adjoint additions (repeatable)
 };
 
 struct TrainConfig {

@@ -2,10 +2,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
 
+#include "io/finite.hpp"
 #include "io/schema.hpp"
 #include "io/sharded.hpp"
 #include "runtime/comm/axes_comm.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/state_dict.hpp"
 
@@ -108,6 +111,10 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
     }
   n_ = shape0[0];
   spatial_.assign(shape0.begin() + 2, shape0.end());
+  TESSERA_CHECK(n_ > 0, "'" << path << "': the fields hold 0 samples");
+  for (Index e : spatial_)
+    TESSERA_CHECK(
+        e > 0, "'" << path << "': the fields' grid " << shape_str(spatial_) << " has an empty dim");
   cin_ = inputs.total_channels();
   cout_ = targets.total_channels();
   layout_ = GridLayout::of(mesh, spatial_dims());
@@ -132,10 +139,20 @@ Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channe
     const Index c = fs.channels[i];
     std::vector<Index> lo = {0, 0}, hi = {n_, c};
     for (int d = 0; d < spatial_dims(); ++d) lo.push_back(block_.lo[d]), hi.push_back(block_.hi[d]);
-    const Tensor part =
-        host_converted(io::read_slab(f, std::string(io::schema::kFields) + "/" + fs.names[i],
-                                     Box(lo, hi), DType::f32),
-                       dtype_);
+    const std::string dset = std::string(io::schema::kFields) + "/" + fs.names[i];
+    const Tensor raw = io::read_slab(f, dset, Box(lo, hi), DType::f32);
+    // Checked as loaded: one NaN in the data would make every loss after it NaN.
+    const Index bad = io::first_nonfinite(raw);
+    std::string why;
+    if (bad >= 0) {
+      const Index per_sample = raw.numel() / n_;
+      std::ostringstream os;
+      os << f.where(dset) << ": non-finite value " << raw.data<float>()[bad] << " in sample "
+         << bad / per_sample << " (tessera-prep validate checks a file for these)";
+      why = os.str();
+    }
+    collective_check(mesh_.comm(), bad < 0, why);
+    const Tensor part = host_converted(raw, dtype_);
     std::vector<Index> clo(shape.size(), 0), chi = shape;
     clo[1] = c0;
     chi[1] = c0 + c;

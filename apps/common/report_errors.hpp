@@ -1,28 +1,35 @@
 #pragma once
-// The main() of tessera-train and tessera-infer: run the program, and turn an exception into
-// an error line on stderr and exit status 1.
-#include <cstdio>
+// The main() of tessera-train, tessera-infer and tessera-prep: run the program; an
+// exception on any rank ends the job on every rank, bounded in time, with its message
+// printed once (runtime/comm/bounded_failure.hpp) and exit status 1.
+#include <mpi.h>
+
 #include <exception>
 #include <string>
 
+#include "runtime/comm/bounded_failure.hpp"
 #include "runtime/tensor/context.hpp"
 
 namespace tessera::app {
 
-// run(ctx, argc, argv), or 1 after "PROGRAM: error (rank R): WHAT" on stderr.
+// run(ctx, argc, argv) on every rank, then failure::conclude over a communicator of its own.
 template <class Run>
 int run_reporting_errors(const char* program, int argc, char** argv, Run run) {
+  failure::set_program(program);
   Context ctx(argc, argv);
+  MPI_Comm end;  // conclude's own: a collective left pending on world cannot meet it
+  MPI_Comm_dup(ctx.world(), &end);
+  int rc = 0;
+  std::string error;
   try {
-    return run(ctx, argc, argv);
+    rc = run(ctx, argc, argv);
   } catch (const std::exception& e) {
-    // One write per rank, so the lines of different ranks do not interleave.
-    const std::string line = std::string(program) + ": error (rank " + std::to_string(ctx.rank()) +
-                             "): " + e.what() + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
-    return 1;
+    error = e.what();
+    if (error.empty()) error = "an exception without a message";
   }
+  const int agreed = failure::conclude(end, error);
+  MPI_Comm_free(&end);
+  return agreed != 0 ? agreed : rc;
 }
 
 }  // namespace tessera::app

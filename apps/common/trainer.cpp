@@ -2,12 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <limits>
 #include <numeric>
 #include <sstream>
 
 #include "apps/common/builders.hpp"
+#include "apps/common/memory_estimate.hpp"
+#include "io/finite.hpp"
+#include "io/schema.hpp"
 #include "runtime/comm/comm_timers.hpp"
+#include "runtime/comm/halo_exchange.hpp"
+#include "runtime/comm/fault_inject.hpp"
 #include "runtime/tensor/context.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -125,6 +131,24 @@ const Tensor* find(const std::vector<NamedTensor>& ts, const std::string& name) 
   return nullptr;
 }
 
+// The first non-finite value of a step, "" when all are finite: the loss, else the
+// gradient of the first parameter holding one.
+std::string nonfinite_step(double loss, double grad_norm_value,
+                           const std::vector<NamedParameter>& params) {
+  if (!std::isfinite(loss)) return "loss (" + std::to_string(loss) + ")";
+  if (std::isfinite(grad_norm_value)) return "";
+  std::vector<NamedTensor> grads;
+  for (const auto& p : params) grads.push_back({p.name, p.param->grad});
+  const std::string g = io::first_nonfinite(grads, "gradient of");
+  return g.empty() ? "gradient norm (" + std::to_string(grad_norm_value) + ")" : g;
+}
+
+// Test faults inside a step on one rank (TESSERA_FAULT_INJECT=step.forward:2, ...).
+void inject(const char* site) {
+  if (fault_point(site))
+    throw Error(std::string("injected fault at ") + site + " (TESSERA_FAULT_INJECT)");
+}
+
 }  // namespace
 
 std::vector<NamedTensor> normalizer_buffers(const Normalizer& in, const Normalizer& out) {
@@ -157,12 +181,31 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   }
   space_ = ctx && ctx->device() >= 0 ? MemSpace::Cuda : MemSpace::Host;
   const DType dtype = model_dtype(cfg.model);
+  // Before any layer exists: the halo adjoint's order for every layer of the model.
+  set_halo_deterministic_default(cfg.train.deterministic);
 
   FieldSet inputs, targets;
   {
     const io::File f = io::File::open(cfg.data.path, mesh.comm());
+    io::schema::require_valid(f);
     inputs = field_set(f, cfg.data.inputs);
     targets = field_set(f, cfg.data.targets);
+    // Before the data and the model are allocated: do they fit the node?
+    const std::vector<Index> shape =
+        f.info(std::string(io::schema::kFields) + "/" + inputs.names[0]).shape;
+    if (shape.size() >= 3) {
+      const int nd = static_cast<int>(shape.size()) - 2;
+      const GridLayout layout = GridLayout::of(mesh, nd);
+      const int data_ranks = layout.data_axis >= 0 ? mesh.dim(layout.data_axis) : 1;
+      double cells = 1;
+      for (std::size_t d = 2; d < shape.size(); ++d) cells *= static_cast<double>(shape[d]);
+      const Index local_cells = static_cast<Index>(std::ceil(cells / (mesh.size() / data_ranks)));
+      const Index local_batch = std::max<Index>(1, cfg.train.batch_size / data_ranks);
+      const UNetOptions uo =
+          unet_options(cfg, nd, inputs.total_channels(), targets.total_channels(), space_);
+      check_memory_fits(mesh.comm(),
+                        estimate_training_memory(uo, shape[0], local_cells, local_batch));
+    }
   }
   target_channels_ = targets.channels;
   data_ = std::make_unique<GridData>(mesh, cfg.data.path, inputs, targets, dtype);
@@ -200,8 +243,12 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
 
   sampler_ = std::make_unique<Sampler>(train_samples(), bsz, cfg.data.shuffle,
                                        static_cast<std::uint64_t>(cfg.train.seed));
-  total_steps_ =
-      cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * sampler_->batches_per_epoch();
+  const std::int64_t per_epoch = sampler_->batches_per_epoch();
+  TESSERA_CHECK(cfg.train.steps > 0 ||
+                    cfg.train.epochs <= std::numeric_limits<std::int64_t>::max() / per_epoch,
+                "train.epochs = " << cfg.train.epochs << " at " << per_epoch
+                                  << " steps per epoch overflows the step count");
+  total_steps_ = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * per_epoch;
   optimizer_ = make_optimizer(cfg.optim, model_->graph().parameters());
   schedule_ = make_schedule(cfg, total_steps_);
   loss_ = std::make_unique<Loss>(loss_kind(cfg.train));
@@ -221,6 +268,7 @@ StepResult Trainer::step() {
   std::vector<Index> idx = sampler_->next();
   for (Index& i : idx) i = train_[static_cast<std::size_t>(i)];
   auto [x, y] = data_->batch(idx, space_);
+  inject("step.batch");
   TESSERA_MPI(MPI_Barrier(mesh_.comm()));  // time this step, not the last one's stragglers
   comm_times() = {};
   sync_->reset_stats();
@@ -228,16 +276,38 @@ StepResult Trainer::step() {
   model_->train(true);
   optimizer_->zero_grad();
   const ShardTensor pred = model_->forward(x);
+  inject("step.forward");
+  if (fault_point("step.sigkill")) std::raise(SIGKILL);  // a rank that dies mid-step
   const LossResult l = (*loss_)(pred, y);
   model_->backward(l.grad);
+  inject("step.backward");
   sync_->finish();
   const auto& params = optimizer_->parameters();
   const double gn =
       cfg_.optim.grad_clip > 0 ? clip_grad_norm(params, cfg_.optim.grad_clip) : grad_norm(params);
   const double lr = schedule_.lr(optimizer_->steps_taken());
-  optimizer_->set_lr(lr);
-  optimizer_->step();
   StepResult r;
+  // The loss and the gradients are the same on every rank (summed over the mesh), so every
+  // rank takes the same decision here.
+  const std::string bad = nonfinite_step(l.value, gn, params);
+  if (bad.empty()) {
+    skips_in_a_row_ = 0;
+    optimizer_->set_lr(lr);
+    optimizer_->step();
+  } else {
+    const std::string what =
+        "step " + std::to_string(optimizer_->steps_taken() + 1) + ": non-finite " + bad;
+    if (cfg_.train.nonfinite != "skip_step")
+      throw Error(what +
+                  ": training stopped (train.nonfinite = \"stop\"; nothing of this step "
+                  "was saved)");
+    if (++skips_in_a_row_ > cfg_.train.max_skips)
+      throw Error(what + ": training stopped after " + std::to_string(cfg_.train.max_skips) +
+                  " skipped steps in a row (train.max_skips)");
+    r.skipped = what + ": update skipped (" + std::to_string(skips_in_a_row_) + " in a row)";
+    optimizer_->zero_grad();
+  }
+  inject("step.update");
   // The slowest rank's split (maxima taken per part would not add up to the total).
   double t[3] = {MPI_Wtime() - t0, comm_times().halo_s,
                  comm_times().allreduce_s + sync_->stats().seconds};

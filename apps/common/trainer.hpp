@@ -39,6 +39,9 @@ struct StepResult {
   Index samples = 0;  // global batch
   StepTimes t;
   device::Stats dev;  // this rank's copies, bytes and launches in the step (batch included)
+  // train.nonfinite = "skip_step": why this step's update was skipped ("" when it was not);
+  // the step count did not advance.
+  std::string skipped;
 };
 
 struct EvalResult {
@@ -118,6 +121,7 @@ class Trainer {
   std::unique_ptr<Loss> loss_;
   std::unique_ptr<Sampler> sampler_;
   std::int64_t total_steps_ = 0;
+  std::int64_t skips_in_a_row_ = 0;
 };
 
 // Normalizers as checkpoint buffers ("data.input_mean", ...) and back.

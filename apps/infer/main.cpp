@@ -12,9 +12,12 @@
 #include "apps/common/cli.hpp"
 #include "apps/common/report_errors.hpp"
 #include "apps/common/trainer.hpp"
+#include "io/finite.hpp"
+#include "io/output_file.hpp"
 #include "io/schema.hpp"
 #include "io/sharded.hpp"
 #include "runtime/tensor/context.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 using namespace tessera;
@@ -73,6 +76,9 @@ int run(Context& ctx, int argc, char** argv) {
   const std::string checkpoint = args.str("checkpoint"), input = args.str("input"),
                     output = args.str("output");
 
+  // The prediction must not replace what it is made from.
+  io::refuse_alias(ctx.world(), "--output", output,
+                   {{"--input", input}, {"--checkpoint", checkpoint}});
   const double t0 = MPI_Wtime();
   const io::Checkpoint ck = io::load_checkpoint(checkpoint, ctx.world());
   const TrainConfig cfg = parse_config(ck.config, {}, checkpoint + " (config attribute)");
@@ -81,9 +87,11 @@ int run(Context& ctx, int argc, char** argv) {
   const DType dtype = model_dtype(cfg.model);
 
   const io::File in = io::File::open(input, ctx.world());
+  io::schema::require_valid(in);
   const FieldSet inputs = field_set(in, cfg.data.inputs);
   const std::vector<Index> shape = in.info(field(inputs.names[0])).shape;
   const Index n = shape[0];
+  TESSERA_CHECK(n > 0, in.where(field(inputs.names[0])) << " holds 0 samples: nothing to infer");
   const std::vector<Index> spatial(shape.begin() + 2, shape.end());
   const int nd = static_cast<int>(spatial.size());
   for (const auto& f : inputs.names) {
@@ -143,9 +151,22 @@ int run(Context& ctx, int argc, char** argv) {
   bool have_truth = true;
   for (const auto& t : cfg.data.targets) have_truth = have_truth && in.exists(field(t));
   FieldSet truth_fs;
-  if (have_truth) truth_fs = field_set(in, cfg.data.targets);
+  if (have_truth) {
+    truth_fs = field_set(in, cfg.data.targets);
+    // Targets on another grid or with other counts would give a wrong error figure.
+    for (std::size_t i = 0; i < truth_fs.names.size(); ++i) {
+      std::vector<Index> want = {n, tch[i]};
+      want.insert(want.end(), spatial.begin(), spatial.end());
+      const std::vector<Index> got = in.info(field(truth_fs.names[i])).shape;
+      TESSERA_CHECK(got == want, in.where(field(truth_fs.names[i]))
+                                     << " has shape " << shape_str(got) << ", the inputs need "
+                                     << shape_str(want)
+                                     << " (the same samples and grid, the checkpoint's channels)");
+    }
+  }
 
-  io::File out = io::File::create(output, ctx.world());
+  io::NewFile out_file(output, ctx.world());  // renamed into place when complete
+  io::File& out = out_file.file();
   io::schema::write_root(out, "tessera-infer");
   out.set_attr("/", "checkpoint", checkpoint);
   out.set_attr("/", "input", input);
@@ -172,9 +193,13 @@ int run(Context& ctx, int argc, char** argv) {
   }
 
   double err_sum = 0;
+  Index err_count = 0;
   const double t_loop = MPI_Wtime();
   for (Index s = 0; s < n; ++s) {
     Tensor x = read_sample(in, inputs, s, block, dtype);
+    collective_check(
+        ctx.world(), io::first_nonfinite(x) < 0,
+        input + ": sample " + std::to_string(s) + " of the input fields holds a non-finite value");
     in_norm.apply(x);
     const ShardTensor y = model.forward(ShardTensor::unchecked(mesh, xspec, x.to(space)));
     Tensor pred = y.local().to(MemSpace::Host).clone();
@@ -194,22 +219,35 @@ int run(Context& ctx, int argc, char** argv) {
     }
     if (have_truth) {
       const Tensor t = read_sample(in, truth_fs, s, block, pred.dtype());
+      // A target of zero norm has no relative error: it is reported and left out.
+      double sq = 0;
+      const Tensor t64 = host_converted(t, DType::f64);
+      for (Index i = 0; i < t64.numel(); ++i) sq += t64.data<double>()[i] * t64.data<double>()[i];
+      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, mesh.comm()));
+      if (sq == 0) {
+        if (ctx.rank() == 0)
+          std::cout << "sample " << s << ": the target is zero everywhere: no relative error"
+                    << std::endl;
+        continue;
+      }
       const double e = relative_l2_loss(ShardTensor::unchecked(mesh, y.spec(), pred),
                                         ShardTensor::unchecked(mesh, y.spec(), t), false)
                            .value;
       err_sum += e;
+      ++err_count;
       if (ctx.rank() == 0 && (n <= 16 || s % (n / 8) == 0))
         std::cout << "sample " << s << ": relative L2 error " << std::setprecision(4) << e
                   << std::endl;
     }
   }
-  out.close();
+  out_file.commit();
   if (ctx.rank() == 0) {
     std::cout << "tessera-infer: " << n << " samples of grid " << shape_str(spatial) << " on mesh "
               << mesh.str() << " in " << std::setprecision(3) << MPI_Wtime() - t_loop << " s ("
               << MPI_Wtime() - t0 << " s with loading)";
-    if (have_truth)
-      std::cout << "; mean relative L2 error " << std::setprecision(4) << err_sum / double(n);
+    if (have_truth && err_count > 0)
+      std::cout << "; mean relative L2 error " << std::setprecision(4)
+                << err_sum / double(err_count);
     std::cout << "; prediction in " << output << std::endl;
   }
   return 0;

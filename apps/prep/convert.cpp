@@ -5,10 +5,12 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "apps/prep/common.hpp"
 #include "apps/prep/npy.hpp"
 #include "apps/prep/progress.hpp"
+#include "io/output_file.hpp"
 #include "io/sharded.hpp"
 #include "runtime/comm/collective_error.hpp"
 
@@ -77,8 +79,22 @@ int run(Context& ctx, const cli::Args& a) {
   }
   const std::string out = a.str("out");
   const bool append = a.flag("append");
-  io::File f = append ? io::File::open(out, ctx.world(), io::Mode::ReadWrite)
-                      : io::File::create(out, ctx.world());
+  io::refuse_alias(ctx.world(), "--out", out, {{"the input", src}});
+  // Written under a temporary name, renamed when complete: a failure leaves `out` as it was
+  // (--append works on a copy of it).
+  std::optional<io::NewFile> fresh;
+  io::File appended;
+  if (append) {
+    collective_run(ctx.world(), [&] {
+      if (ctx.rank() == 0)
+        std::filesystem::copy_file(out, io::temp_path(out),
+                                   std::filesystem::copy_options::overwrite_existing);
+    });
+    appended = io::File::open(io::temp_path(out), ctx.world(), io::Mode::ReadWrite);
+  } else {
+    fresh.emplace(out, ctx.world());
+  }
+  io::File& f = append ? appended : fresh->file();
   if (!append) io::schema::write_root(f, "tessera-prep convert");
   // Each sample is split over the ranks along its largest dim after N.
   int split = 1;
@@ -165,6 +181,12 @@ int run(Context& ctx, const cli::Args& a) {
     progress.update(n + 1);
   }
   if (fd >= 0) ::close(fd);
+  if (append) {
+    appended.close();
+    io::rename_into_place(ctx.world(), io::temp_path(out), out);
+  } else {
+    fresh->commit();
+  }
   if (ctx.rank() == 0 && !a.flag("quiet"))
     std::cerr << "[convert] " << src << " -> " << out << ":" << dset << " " << shape_str(in.shape)
               << " float32" << std::endl;

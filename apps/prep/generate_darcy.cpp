@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "apps/prep/common.hpp"
+#include "io/output_file.hpp"
 #include "apps/prep/darcy.hpp"
 #include "apps/prep/progress.hpp"
 
@@ -12,6 +13,8 @@ namespace {
 
 int run(Context& ctx, const cli::Args& a) {
   const std::vector<Index> grid = a.shape("grid");
+  for (Index g : grid)
+    TESSERA_CHECK(g >= 1, "--grid " << a.str("grid") << ": every extent must be at least 1");
   TESSERA_CHECK(grid.size() == 2 || grid.size() == 3,
                 "--grid " << a.str("grid") << ": Darcy needs a 2-D or 3-D grid");
   const Index samples = a.integer("samples");
@@ -24,7 +27,8 @@ int run(Context& ctx, const cli::Args& a) {
   p.max_iter = static_cast<int>(a.integer("max-iter"));
   const Mesh mesh = grid_mesh(ctx.world(), grid, a.str("mesh"));
   const ShardSpec spec = grid_spec(mesh, grid);
-  io::File f = io::File::create(a.str("out"), ctx.world());
+  io::NewFile out(a.str("out"), ctx.world());  // renamed into place when complete
+  io::File& f = out.file();
   io::schema::write_root(f, "tessera-prep generate darcy");
   f.set_attr("/", "problem",
              std::string("-div(k grad p) = f on [0,1]^d, p = 0 on the boundary, "
@@ -52,6 +56,7 @@ int run(Context& ctx, const cli::Args& a) {
     max_res = std::max(max_res, s.residual);
     progress.update(n + 1);
   }
+  out.commit();
   if (ctx.rank() == 0 && !a.flag("quiet"))
     std::cerr << "[darcy] wrote " << a.str("out") << ": " << samples << " samples on mesh "
               << mesh.str() << ", CG at most " << max_it

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "apps/prep/common.hpp"
+#include "io/output_file.hpp"
 #include "apps/prep/heat.hpp"
 #include "apps/prep/progress.hpp"
 
@@ -10,6 +11,8 @@ namespace {
 
 int run(Context& ctx, const cli::Args& a) {
   const std::vector<Index> grid = a.shape("grid");
+  for (Index g : grid)
+    TESSERA_CHECK(g >= 1, "--grid " << a.str("grid") << ": every extent must be at least 1");
   TESSERA_CHECK(grid.size() == 2 || grid.size() == 3,
                 "--grid " << a.str("grid") << ": heat needs a 2-D or 3-D grid");
   const Index samples = a.integer("samples");
@@ -23,7 +26,8 @@ int run(Context& ctx, const cli::Args& a) {
   TESSERA_CHECK(p.cfl > 0 && p.cfl <= 1, "--cfl must lie in (0, 1] for stable explicit steps");
   const Mesh mesh = grid_mesh(ctx.world(), grid, a.str("mesh"));
   const ShardSpec spec = grid_spec(mesh, grid);
-  io::File f = io::File::create(a.str("out"), ctx.world());
+  io::NewFile out(a.str("out"), ctx.world());  // renamed into place when complete
+  io::File& f = out.file();
   io::schema::write_root(f, "tessera-prep generate heat");
   f.set_attr("/", "problem",
              std::string("u_t = alpha laplace(u) on [0,1]^d, u = 0 on the "
@@ -46,6 +50,7 @@ int run(Context& ctx, const cli::Args& a) {
     write_grid_sample(f, "u", n, spec, mesh, s.u);
     progress.update(n + 1);
   }
+  out.commit();
   if (ctx.rank() == 0 && !a.flag("quiet"))
     std::cerr << "[heat] wrote " << a.str("out") << ": " << samples << " samples, " << p.steps
               << " steps of dt " << dt << " on mesh " << mesh.str() << std::endl;

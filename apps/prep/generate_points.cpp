@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "apps/prep/common.hpp"
+#include "io/output_file.hpp"
 #include "apps/prep/points.hpp"
 #include "apps/prep/progress.hpp"
 #include "io/sharded.hpp"
@@ -18,7 +19,8 @@ int run(Context& ctx, const cli::Args& a) {
   p.noise = a.num("noise");
   TESSERA_CHECK(p.surface == "torus" || p.surface == "sphere",
                 "--surface " << p.surface << ": torus or sphere");
-  io::File f = io::File::create(a.str("out"), ctx.world());
+  io::NewFile out(a.str("out"), ctx.world());  // renamed into place when complete
+  io::File& f = out.file();
   io::schema::write_root(f, "tessera-prep generate points");
   f.set_attr("/", "surface", p.surface);
   f.set_attr("/", "seed", static_cast<std::int64_t>(p.seed));
@@ -40,6 +42,7 @@ int run(Context& ctx, const cli::Args& a) {
                   Box::from_shape(val.shape()));
     progress.update(n + 1);
   }
+  out.commit();
   if (ctx.rank() == 0 && !a.flag("quiet"))
     std::cerr << "[points] wrote " << a.str("out") << ": " << samples << " clouds of " << P
               << " points on a " << p.surface << std::endl;

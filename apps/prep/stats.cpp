@@ -10,6 +10,7 @@ namespace {
 int run(Context& ctx, const cli::Args& a) {
   if (a.positional().size() != 1) throw Error("stats needs one HDF5 file (see --help)");
   io::File f = io::File::open(a.positional()[0], ctx.world(), io::Mode::ReadWrite);
+  io::schema::require_valid(f);  // statistics of a file that fails the schema mean nothing
   std::vector<std::string> dsets;
   if (a.has("dataset")) {
     dsets.push_back(a.str("dataset"));

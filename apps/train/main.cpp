@@ -8,10 +8,13 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "apps/common/dry_run.hpp"
 #include "apps/common/report_errors.hpp"
+#include "apps/common/run_files.hpp"
 #include "apps/common/trainer.hpp"
+#include "io/output_file.hpp"
 #include "runtime/tensor/context.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -80,25 +83,47 @@ int run(Context& ctx, int argc, char** argv) {
               << cfg.model.dtype << ", " << cfg.optim.name << ", batch " << cfg.train.batch_size
               << ", " << tr.total_steps() << " steps" << std::endl;
 
+  // Before step 1: the folders outputs go to must take files (not at the first checkpoint).
+  check_writable(ctx.world(), cfg);
+  if (!cfg.train.metrics_csv.empty())  // the metrics file is rewritten: never an input
+    io::refuse_alias(ctx.world(), "train.metrics_csv", cfg.train.metrics_csv,
+                     {{"data.path", cfg.data.path}, {"the config file", cli.config_path}});
+
   bool resumed = false;
   if (cfg.train.resume) {
-    const std::string path = io::latest_checkpoint(cfg.train.checkpoint_dir, ctx.world());
-    if (path.empty()) {
-      if (root)
-        std::cout << "resume: no checkpoint in " << cfg.train.checkpoint_dir
-                  << ", starting at step 0" << std::endl;
-    } else {
-      tr.restore(io::load_checkpoint(path, ctx.world()));
+    // The newest checkpoint that loads; a damaged or non-finite one is passed over, saying so.
+    const std::vector<std::string> all =
+        io::list_checkpoints(cfg.train.checkpoint_dir, ctx.world());
+    for (const std::string& path : all) {
+      io::Checkpoint c;
+      try {
+        c = io::load_checkpoint(path, ctx.world());
+      } catch (const Error& e) {
+        if (root) std::cout << "resume: passing over " << path << ": " << e.what() << std::endl;
+        continue;
+      }
+      tr.restore(c);
       resumed = true;
       if (root) std::cout << "resume: " << path << " (step " << tr.steps_done() << ")" << std::endl;
+      break;
     }
+    if (!resumed && root)
+      std::cout << "resume: no " << (all.empty() ? "" : "readable ") << "checkpoint in "
+                << cfg.train.checkpoint_dir << ", starting at step 0" << std::endl;
   }
 
   std::ofstream csv;
-  if (root && !cfg.train.metrics_csv.empty()) {
-    const bool append = resumed && std::filesystem::exists(cfg.train.metrics_csv);
+  // Only rank 0 writes it, but every rank learns when it cannot.
+  bool append = false;
+  collective_run(ctx.world(), [&] {
+    if (!root || cfg.train.metrics_csv.empty()) return;
+    append = resumed && std::filesystem::exists(cfg.train.metrics_csv);
+    // Rows after the resumed step were written by the run that failed: they go.
+    if (append) truncate_metrics(cfg.train.metrics_csv, tr.steps_done());
     csv.open(cfg.train.metrics_csv, append ? std::ios::app : std::ios::trunc);
     TESSERA_CHECK(csv, "cannot write train.metrics_csv = " << cfg.train.metrics_csv);
+  });
+  if (csv.is_open()) {
     if (!append)
       csv << "step,epoch,lr,loss,val_loss,val_rel_l2,grad_norm,samples_per_s,ms_step,ms_compute,"
              "ms_halo,ms_allreduce,peak_mib_per_rank\n";
@@ -125,6 +150,10 @@ int run(Context& ctx, int argc, char** argv) {
   EvalResult last_eval;
   while (tr.steps_done() < total) {
     const StepResult r = tr.step();
+    if (!r.skipped.empty()) {  // train.nonfinite = "skip_step": no row, no checkpoint
+      if (root) std::cout << r.skipped << std::endl;
+      continue;
+    }
     ++steps_run;
     const bool last = r.step == total;
     const bool log = r.step % log_every == 0 || last;
@@ -167,6 +196,13 @@ int run(Context& ctx, int argc, char** argv) {
       const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, r.step);
       tr.save(path);
       if (root) std::cout << "checkpoint " << path << std::endl;
+      const int keep =
+          static_cast<int>(std::min<std::int64_t>(cfg.train.keep_checkpoints, 1 << 30));
+      for (const std::string& gone :
+           io::prune_checkpoints(cfg.train.checkpoint_dir, keep, ctx.world()))
+        if (root)
+          std::cout << "checkpoint " << gone << " removed (train.keep_checkpoints = " << keep << ")"
+                    << std::endl;
     }
   }
   if (root) {
@@ -185,7 +221,8 @@ int run(Context& ctx, int argc, char** argv) {
 }  // namespace
 
 // The checks that can differ between ranks are collective: every rank has the same error
-// and leaves with it; none is left waiting in a collective.
+// and leaves with it; an error on some ranks only ends the job within a bounded time
+// (run_reporting_errors), one message either way.
 int main(int argc, char** argv) {
   return run_reporting_errors("tessera-train", argc, argv, run);
 }

@@ -24,9 +24,8 @@ struct Cloud {
   }
 };
 
-using KdTree =
-    nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<double, Cloud>, Cloud, 3,
-                                        std::size_t>;
+using KdTree = nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<double, Cloud>,
+                                                   Cloud, 3, std::size_t>;
 
 }  // namespace
 
@@ -52,7 +51,10 @@ std::vector<Neighbor> PointIndex::within(const double q[3], double r2, Index max
   if (n_ == 0 || !(r2 >= 0)) return out;
   // nanoflann keeps distances strictly below its radius: widen it by one ulp-scale step,
   // then keep exactly d2 <= r2.
-  const double wide = std::isinf(r2) ? r2 : std::nextafter(r2, std::numeric_limits<double>::infinity()) * (1 + 1e-12) + 1e-300;
+  const double wide =
+      std::isinf(r2)
+          ? r2
+          : std::nextafter(r2, std::numeric_limits<double>::infinity()) * (1 + 1e-12) + 1e-300;
   std::vector<std::pair<std::size_t, double>> hits;
   if (std::isinf(r2)) {
     for (Index i = 0; i < n_; ++i) hits.push_back({static_cast<std::size_t>(i), 0.0});

@@ -1,13 +1,18 @@
 #include "runtime/comm/collective_error.hpp"
 
 #include <exception>
+#include <optional>
 #include <vector>
 
+#include "runtime/comm/bounded_failure.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera {
 
 void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
+  // A failing rank cannot tell whether the others will reach this check: bounded wait.
+  std::optional<failure::Watch> watch;
+  if (!ok) watch.emplace(msg.empty() ? "(no message)" : msg);
   int local_bad = ok ? 0 : 1, any_bad = 0;
   TESSERA_MPI(MPI_Allreduce(&local_bad, &any_bad, 1, MPI_INT, MPI_MAX, comm));
   if (!any_bad) return;
@@ -23,16 +28,36 @@ void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
   std::string all(static_cast<std::size_t>(total), '\0');
   TESSERA_MPI(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
                              MPI_CHAR, comm));
-  std::string what;
+  watch.reset();
+  // Ranks with the same message are named together, so N ranks failing alike give one
+  // message, not N.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
   int failed = 0;
   for (int r = 0; r < size; ++r) {
     if (lens[r] == 0) continue;
-    what += (failed++ ? "; " : "") + std::string("rank ") + std::to_string(r) + ": " +
-            all.substr(static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(lens[r]));
+    ++failed;
+    std::string m =
+        all.substr(static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(lens[r]));
+    auto g = groups.begin();
+    while (g != groups.end() && g->first != m) ++g;
+    if (g == groups.end())
+      groups.push_back({std::move(m), {r}});
+    else
+      g->second.push_back(r);
   }
+  std::string what;
+  for (const auto& [m, ranks] : groups)
+    what += (what.empty() ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") +
+            failure::rank_list(ranks) + ": " + m;
   if (failed == 0) what = "a rank failed a check without a message";
-  throw Error("check failed on " + std::to_string(failed) + " of " + std::to_string(size) +
-              " ranks: " + what);
+  // Every rank failed alike (a bad config, a missing file): the message once, no list.
+  const std::string text =
+      size > 1 && failed == size && groups.size() == 1
+          ? groups.front().first + " (on all " + std::to_string(size) + " ranks)"
+          : "check failed on " + std::to_string(failed) + " of " + std::to_string(size) +
+                " ranks: " + what;
+  failure::note_error(text);
+  throw Error(text);
 }
 
 void collective_run(MPI_Comm comm, const std::function<void()>& fn) {

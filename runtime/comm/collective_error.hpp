@@ -2,7 +2,9 @@
 // Collective errors: a check that one rank fails while others pass must not leave the
 // passing ranks waiting in the next collective. collective_check() is entered by every
 // rank of `comm`; if any rank fails, every rank throws the same tessera::Error naming
-// the failing ranks and their messages.
+// the failing ranks and their messages (ranks with the same message named together; when
+// every rank failed alike, the message once). A failing rank waits for the others under
+// a failure::Watch (runtime/comm/bounded_failure.hpp): if they never come, the job ends.
 #include "runtime/floor.hpp"
 #include <mpi.h>
 

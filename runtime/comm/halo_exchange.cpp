@@ -14,6 +14,17 @@
 #include "runtime/tensor/tensor.hpp"
 
 namespace tessera {
+
+namespace {
+bool g_deterministic = true;
+}  // namespace
+
+bool halo_deterministic_default() {
+  return g_deterministic;
+}
+void set_halo_deterministic_default(bool on) {
+  g_deterministic = on;
+}
 namespace {
 
 // Messages to or from one peer: its regions, packed back to back in one buffer span.

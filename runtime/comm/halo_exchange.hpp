@@ -19,12 +19,17 @@
 
 namespace tessera {
 
+// The process-wide default of HaloOptions::deterministic: true (repeatable runs); a
+// program may turn it off before building its layers (tessera-train's train.deterministic).
+bool halo_deterministic_default();
+void set_halo_deterministic_default(bool on);
+
 struct HaloOptions {
   std::vector<bool> periodic;  // per tensor dim; empty: none
   // Ghost cells at open (non-periodic) domain boundaries: zero them, or leave as they are.
   enum class OpenFill { Zero, Keep } open_fill = OpenFill::Zero;
   // Adjoint additions in a fixed order (bitwise reproducible), not in arrival order.
-  bool deterministic = false;
+  bool deterministic = halo_deterministic_default();
   // Forward exchanges on host memory: MPI reads and writes the padded buffer through
   // derived datatypes (no pack buffer) for messages whose contiguous runs are at least
   // in_place_min_run_bytes long; shorter-run messages (W-faces of a few cells) are packed

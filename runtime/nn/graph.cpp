@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/comm/fault_inject.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/tensor/tensor_math.hpp"
 
@@ -126,6 +127,9 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
       std::vector<ShardTensor> in;
       for (int v : nd.inputs) in.push_back(values_[static_cast<std::size_t>(v)]);
       out = nd.op->forward(in);
+      // Tests: an exception in the middle of a forward pass on one rank.
+      if (fault_point("layer"))
+        throw Error("injected fault in layer '" + nd.name + "' (TESSERA_FAULT_INJECT)");
       // Every rank sees the same specs, so this check is consistent across ranks.
       const ShardSpec want = nd.op->output_spec(nd.input_specs);
       TESSERA_CHECK(out.spec() == want, kind_name(nd.kind)

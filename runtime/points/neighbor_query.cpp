@@ -34,10 +34,12 @@ struct Answer {
 
 // Exchanges variable-length lists of trivially copyable records with every rank.
 template <class T>
-std::vector<std::vector<T>> exchange_records(MPI_Comm comm, const std::vector<std::vector<T>>& out) {
+std::vector<std::vector<T>> exchange_records(MPI_Comm comm,
+                                             const std::vector<std::vector<T>>& out) {
   const int P = static_cast<int>(out.size());
   std::vector<int> sc(P), sd(P), rc(P), rd(P);
-  for (int p = 0; p < P; ++p) sc[p] = checked_count(static_cast<Index>(out[p].size() * sizeof(T)), "query bytes");
+  for (int p = 0; p < P; ++p)
+    sc[p] = checked_count(static_cast<Index>(out[p].size() * sizeof(T)), "query bytes");
   TESSERA_MPI(MPI_Alltoall(sc.data(), 1, MPI_INT, rc.data(), 1, MPI_INT, comm));
   std::vector<char> sbuf, rbuf;
   int st = 0, rt = 0;
@@ -73,7 +75,8 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::
       if (r == me) continue;
       const double d = layout.region(r).distance_to(p);
       if (d * d <= bound[static_cast<std::size_t>(qi)])
-        req[static_cast<std::size_t>(r)].push_back({{x[0], x[1], x[2]}, bound[static_cast<std::size_t>(qi)], qi});
+        req[static_cast<std::size_t>(r)].push_back(
+            {{x[0], x[1], x[2]}, bound[static_cast<std::size_t>(qi)], qi});
     }
   }
   const auto got = exchange_records(comm, req);
@@ -91,7 +94,8 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::
       const auto count = static_cast<std::size_t>(back[static_cast<std::size_t>(r)][pos++].d2);
       auto& list = mine[static_cast<std::size_t>(q.query)];
       for (std::size_t c = 0; c < count; ++c, ++pos)
-        list.push_back({back[static_cast<std::size_t>(r)][pos].d2, back[static_cast<std::size_t>(r)][pos].id, -1});
+        list.push_back({back[static_cast<std::size_t>(r)][pos].d2,
+                        back[static_cast<std::size_t>(r)][pos].id, -1});
     }
   }
   NeighborLists out{Tensor::empty({m, keep}, DType::i64), Tensor::empty({m, keep}, DType::f64)};
@@ -100,7 +104,8 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::
     std::sort(list.begin(), list.end());
     for (Index j = 0; j < keep; ++j) {
       const bool have = j < static_cast<Index>(list.size());
-      out.ids.data<std::int64_t>()[qi * keep + j] = have ? list[static_cast<std::size_t>(j)].id : -1;
+      out.ids.data<std::int64_t>()[qi * keep + j] =
+          have ? list[static_cast<std::size_t>(j)].id : -1;
       out.d2.data<double>()[qi * keep + j] = have ? list[static_cast<std::size_t>(j)].d2 : kInf;
     }
   }
@@ -141,7 +146,8 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
   std::vector<std::vector<kernels::Neighbor>> mine(static_cast<std::size_t>(m));
   std::vector<double> bound(static_cast<std::size_t>(m), r * r);
   for (Index qi = 0; qi < m; ++qi)
-    mine[static_cast<std::size_t>(qi)] = index.within(queries.data<double>() + 3 * qi, r * r, max_points);
+    mine[static_cast<std::size_t>(qi)] =
+        index.within(queries.data<double>() + 3 * qi, r * r, max_points);
   return finish(comm, layout, index, queries, std::move(mine), bound, max_points);
 }
 

@@ -112,6 +112,10 @@ Mesh Mesh::parse(MPI_Comm comm, const std::string& spec) {
       why = "mesh axis '" + names.back() + "' has size '" + v + "', not an integer";
       break;
     }
+    if (v != "auto" && n < 1) {  // 0 is not a spelling of auto
+      why = "mesh axis '" + names.back() + "' has size " + v + ": a size is >= 1 or 'auto'";
+      break;
+    }
     if (n == 0) {
       if (free_axis >= 0) why = "mesh spec '" + spec + "' has more than one auto axis";
       free_axis = static_cast<int>(dims.size());

@@ -154,7 +154,17 @@ TEST_CASE("config errors: out of range, bad choices, inconsistent keys", "[confi
                   "train.validation_split = -0.1 is out of range");
   MPI_CHECK_ERROR(parse("", {"train.batch_size=0"}),
                   "train.batch_size = 0 is out of range: must be >= 1");
-  MPI_CHECK_ERROR(parse("", {"optim.lr=nan"}), "optim.lr = nan is out of range");
+  MPI_CHECK_ERROR(parse("", {"optim.lr=nan"}), "optim.lr = nan is not a finite number");
+  MPI_CHECK_ERROR(parse("", {"optim.lr=inf"}), "optim.lr = inf is not a finite number");
+  MPI_CHECK_ERROR(parse("", {"optim.grad_clip=inf"}), "optim.grad_clip = inf is not a finite");
+  MPI_CHECK_ERROR(parse("", {"model.activation=tan"}),
+                  "model.activation = \"tan\" is not one of gelu, relu, silu, tanh");
+  MPI_CHECK(test::error_of([] { parse("", {"model.activation=tanh"}); }).empty());
+  MPI_CHECK_ERROR(parse("", {"train.nonfinite=ignore"}),
+                  "train.nonfinite = \"ignore\" is not one of stop, skip_step");
+  MPI_CHECK_ERROR(parse("", {"train.max_skips=0"}), "train.max_skips = 0 is out of range");
+  MPI_CHECK_ERROR(parse("", {"train.keep_checkpoints=-1"}),
+                  "train.keep_checkpoints = -1 is out of range");
   MPI_CHECK_ERROR(parse("[optim]\nname = \"adam2\"\n"),
                   "optim.name = \"adam2\" is not one of sgd, adam, adamw");
   MPI_CHECK_ERROR(parse("", {"train.loss=l1"}), "train.loss = \"l1\" is not one of mse, rel_l2");

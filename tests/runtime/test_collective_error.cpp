@@ -1,3 +1,4 @@
+#include "runtime/comm/bounded_failure.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "tests/harness/mpi_test.hpp"
@@ -57,4 +58,37 @@ TEST_CASE("collective_run turns one rank's exception into an error everywhere", 
   int one = 1, sum = 0;
   MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_REQUIRE(sum == test::world_size());
+}
+
+TEST_CASE("Ranks failing with one message are named together, once", "[errors]") {
+  const int P = test::world_size(), me = test::world_rank();
+  // Even ranks fail alike: "ranks 0, 2" (or "ranks 0-2, ..." runs) and the text once.
+  std::string msg;
+  try {
+    collective_check(MPI_COMM_WORLD, me % 2 == 1, "disk full");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  std::vector<int> even;
+  for (int r = 0; r < P; r += 2) even.push_back(r);
+  const std::string want = P == 1   ? "rank 0: disk full"
+                           : P == 2 ? "check failed on 1 of 2 ranks: rank 0: disk full"
+                                    : "ranks " + failure::rank_list(even) + ": disk full";
+  MPI_REQUIRE(msg.find(want) != std::string::npos);
+  MPI_REQUIRE(msg.find("disk full") == msg.rfind("disk full"));
+  // Every rank alike: the message once, without a rank list.
+  msg.clear();
+  try {
+    collective_check(MPI_COMM_WORLD, false, "unknown key 'optim.lrr'");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  MPI_REQUIRE(P == 1 || msg == "unknown key 'optim.lrr' (on all " + std::to_string(P) + " ranks)");
+}
+
+TEST_CASE("rank_list shortens runs", "[errors]") {
+  MPI_REQUIRE(failure::rank_list({0}) == "0");
+  MPI_REQUIRE(failure::rank_list({0, 2}) == "0, 2");
+  MPI_REQUIRE(failure::rank_list({0, 1}) == "0, 1");
+  MPI_REQUIRE(failure::rank_list({0, 1, 2, 3, 5, 7, 8, 9}) == "0-3, 5, 7-9");
 }

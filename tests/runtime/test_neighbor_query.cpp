@@ -34,7 +34,8 @@ std::vector<Point3> cloud(int kind) {
   return p;
 }
 
-std::vector<std::pair<double, std::int64_t>> brute(const std::vector<Point3>& pts, const Point3& q) {
+std::vector<std::pair<double, std::int64_t>> brute(const std::vector<Point3>& pts,
+                                                   const Point3& q) {
   std::vector<std::pair<double, std::int64_t>> all;
   for (std::size_t j = 0; j < pts.size(); ++j) {
     double s = 0;
@@ -57,9 +58,11 @@ TEST_CASE("distributed kNN and ball query equal a brute-force search") {
       // This rank's points before partitioning: a contiguous range, or all on rank 0.
       const Index lo = empty_ranks ? 0 : n * me / P;
       const Index hi = empty_ranks ? (me == 0 ? n : 0) : n * (me + 1) / P;
-      Tensor xyz = Tensor::empty({hi - lo, 3}, DType::f64), ids = Tensor::empty({hi - lo}, DType::i64);
+      Tensor xyz = Tensor::empty({hi - lo, 3}, DType::f64),
+             ids = Tensor::empty({hi - lo}, DType::i64);
       for (Index i = lo; i < hi; ++i) {
-        for (int d = 0; d < 3; ++d) xyz.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
+        for (int d = 0; d < 3; ++d)
+          xyz.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
         ids.data<std::int64_t>()[i - lo] = i;
       }
       const SpatialLayout layout = SpatialLayout::rcb(comm, xyz);

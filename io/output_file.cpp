@@ -1,0 +1,61 @@
+#include "io/output_file.hpp"
+
+#include <filesystem>
+#include <system_error>
+
+#include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera::io {
+
+namespace fs = std::filesystem;
+
+void refuse_alias(MPI_Comm comm, const std::string& what_out, const std::string& output,
+                  const std::vector<std::pair<std::string, std::string>>& inputs) {
+  std::string bad;
+  for (const auto& [what, path] : inputs) {
+    std::error_code ec;
+    if (!path.empty() && fs::equivalent(output, path, ec) && !ec) {
+      bad = what_out + " '" + output + "' is the same file as " + what + " '" + path +
+            "': refusing to overwrite it (choose another " + what_out + ")";
+      break;
+    }
+  }
+  collective_check(comm, bad.empty(), bad);
+}
+
+std::string temp_path(const std::string& path) {
+  return path + ".tmp";
+}
+
+void rename_into_place(MPI_Comm comm, const std::string& tmp, const std::string& path) {
+  TESSERA_MPI(MPI_Barrier(comm));  // every rank has closed it
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  collective_run(comm, [&] {
+    if (rank != 0) return;
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    TESSERA_CHECK(!ec, "cannot rename '" << tmp << "' to '" << path << "': " << ec.message());
+  });
+}
+
+NewFile::NewFile(const std::string& path, MPI_Comm comm)
+    : path_(path), comm_(comm), f_(File::create(temp_path(path), comm)) {}
+
+NewFile::~NewFile() {
+  if (committed_) return;
+  { const File closing = std::move(f_); }  // collective, or under a watch while an error leaves
+  int rank = 0;
+  MPI_Comm_rank(comm_, &rank);
+  std::error_code ec;
+  if (rank == 0) fs::remove(temp_path(path_), ec);
+}
+
+void NewFile::commit() {
+  f_.close();
+  rename_into_place(comm_, temp_path(path_), path_);
+  committed_ = true;
+}
+
+}  // namespace tessera::io

@@ -1,0 +1,50 @@
+#pragma once
+// Output files never destroy what the user has: an output is written under a temporary
+// name (PATH.tmp) and renamed to PATH only once it is complete and closed on every rank,
+// so a failure leaves no partial file under PATH and the previous file there intact;
+// and an output that is the same file as one of the program's inputs (same inode, under
+// any name) is refused before anything is written.
+#include "io/floor.hpp"
+#include <mpi.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/file.hpp"
+
+namespace tessera::io {
+
+// Collective: throws on every rank when `output` names the same file as one of `inputs`
+// ({what, path}, e.g. {"--input", "a.h5"}); `what_out` names the output ("--output").
+void refuse_alias(MPI_Comm comm, const std::string& what_out, const std::string& output,
+                  const std::vector<std::pair<std::string, std::string>>& inputs);
+
+// "PATH.tmp": where an output is written until it is complete.
+std::string temp_path(const std::string& path);
+
+// A new HDF5 output: created as PATH.tmp; commit() closes it and renames it to PATH.
+// Destroyed without commit() (an error), it removes PATH.tmp.
+class NewFile {
+ public:
+  NewFile(const std::string& path, MPI_Comm comm);  // collective
+  ~NewFile();
+  NewFile(const NewFile&) = delete;
+  NewFile& operator=(const NewFile&) = delete;
+
+  File& file() { return f_; }
+  const std::string& path() const { return path_; }
+  void commit();  // collective
+
+ private:
+  std::string path_;
+  MPI_Comm comm_;
+  File f_;
+  bool committed_ = false;
+};
+
+// Collective over comm, after every rank has closed `tmp`: rank 0 renames it to `path`;
+// a failure is reported on every rank.
+void rename_into_place(MPI_Comm comm, const std::string& tmp, const std::string& path);
+
+}  // namespace tessera::io

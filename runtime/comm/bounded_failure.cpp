@@ -1,0 +1,211 @@
+#include "runtime/comm/bounded_failure.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera::failure {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double env_deadline() {
+  const char* v = std::getenv("TESSERA_FAILURE_TIMEOUT");
+  if (!v || !*v) return 10.0;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  return end && *end == '\0' && s > 0 ? s : 10.0;
+}
+
+struct State {
+  std::mutex m;
+  std::condition_variable cv;
+  std::map<int, std::pair<Clock::time_point, std::string>> armed;  // id -> (deadline, line)
+  int next_id = 0;
+  double deadline = env_deadline();
+  std::string program = "tessera";
+  std::string last_error;
+  std::thread thread;
+  bool stop = false;
+
+  ~State() {
+    {
+      std::lock_guard<std::mutex> l(m);
+      stop = true;
+    }
+    cv.notify_all();
+    if (thread.joinable()) thread.join();
+  }
+
+  // The watchdog: sleeps until the earliest armed deadline; a Watch still armed then
+  // means the other ranks never came: one line on stderr and the job ends.
+  void run() {
+    std::unique_lock<std::mutex> l(m);
+    while (!stop) {
+      if (armed.empty()) {
+        cv.wait(l);
+        continue;
+      }
+      auto first = armed.begin();
+      for (auto it = armed.begin(); it != armed.end(); ++it)
+        if (it->second.first < first->second.first) first = it;
+      if (Clock::now() < first->second.first) {
+        cv.wait_until(l, first->second.first);
+        continue;
+      }
+      const std::string line = first->second.second;
+      [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      std::_Exit(1);  // MPI_Abort does not return; if it did, the process still ends
+    }
+  }
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+int world_rank(int* size) {
+  int init = 0, fin = 0, r = 0;
+  *size = 1;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+  }
+  return r;
+}
+
+}  // namespace
+
+double deadline_s() {
+  std::lock_guard<std::mutex> l(state().m);
+  return state().deadline;
+}
+
+void set_deadline_s(double seconds) {
+  std::lock_guard<std::mutex> l(state().m);
+  state().deadline = seconds > 0 ? seconds : env_deadline();
+}
+
+void set_program(const std::string& name) {
+  std::lock_guard<std::mutex> l(state().m);
+  state().program = name;
+}
+
+const std::string& program() {
+  return state().program;
+}
+
+void note_error(const std::string& text) {
+  std::lock_guard<std::mutex> l(state().m);
+  state().last_error = text;
+}
+
+std::string last_error() {
+  std::lock_guard<std::mutex> l(state().m);
+  return state().last_error;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    s += (s.empty() ? "" : ", ") + std::to_string(ranks[i]);
+    if (j > i) s += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+Watch::Watch(const std::string& message) {
+  State& s = state();
+  int size = 1;
+  const int rank = world_rank(&size);
+  std::lock_guard<std::mutex> l(s.m);
+  std::ostringstream line;
+  line << s.program << ": error (rank " << rank << " of " << size << "): " << message << "\n"
+       << s.program << ": the other ranks did not join within " << s.deadline
+       << " s (TESSERA_FAILURE_TIMEOUT): ending the job\n";
+  id_ = s.next_id++;
+  // Ranks that fail alike and never meet each have a watch: the lowest fires first, and
+  // its MPI_Abort ends the others before theirs (0.25 s later per rank, at most 4 s).
+  const double stagger = 0.25 * std::min(rank, 16);
+  const auto when = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(s.deadline + stagger));
+  s.armed[id_] = {when, line.str()};
+  if (!s.thread.joinable()) s.thread = std::thread([&s] { s.run(); });
+  s.cv.notify_all();
+}
+
+Watch::~Watch() {
+  State& s = state();
+  std::lock_guard<std::mutex> l(s.m);
+  s.armed.erase(id_);
+  s.cv.notify_all();
+}
+
+int conclude(MPI_Comm comm, const std::string& error) {
+  const bool failed = !error.empty();
+  int rank = 0, size = 1;
+  TESSERA_MPI(MPI_Comm_rank(comm, &rank));
+  TESSERA_MPI(MPI_Comm_size(comm, &size));
+  std::vector<int> lens(static_cast<std::size_t>(size)), displs(lens.size(), 0);
+  std::string all;
+  {
+    std::optional<Watch> watch;
+    if (failed) watch.emplace(error);
+    int len = static_cast<int>(error.size());
+    TESSERA_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+    int total = 0;
+    for (int r = 0; r < size; ++r)
+      displs[static_cast<std::size_t>(r)] = total, total += lens[static_cast<std::size_t>(r)];
+    all.resize(static_cast<std::size_t>(total));
+    TESSERA_MPI(MPI_Allgatherv(error.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                               MPI_CHAR, comm));
+  }
+  // Distinct messages in order of their lowest rank, each with its ranks.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < size; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (lens[i] == 0) continue;
+    const std::string msg =
+        all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i]));
+    auto g = groups.begin();
+    while (g != groups.end() && g->first != msg) ++g;
+    if (g == groups.end())
+      groups.push_back({msg, {r}});
+    else
+      g->second.push_back(r);
+  }
+  if (groups.empty()) return 0;
+  if (rank == groups.front().second.front()) {  // the lowest failing rank speaks
+    std::string out;
+    for (const auto& [msg, ranks] : groups) {
+      out += program() + ": error";
+      if (static_cast<int>(ranks.size()) < size)
+        out += std::string(ranks.size() == 1 ? " (rank " : " (ranks ") + rank_list(ranks) + " of " +
+               std::to_string(size) + ")";
+      out += ": " + msg + "\n";
+    }
+    std::fflush(stdout);
+    [[maybe_unused]] const ssize_t n = ::write(2, out.data(), out.size());
+  }
+  return 1;
+}
+
+}  // namespace tessera::failure

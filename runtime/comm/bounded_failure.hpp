@@ -1,0 +1,58 @@
+#pragma once
+// Bounded failure: a failure on some ranks ends the job on every rank within a bounded
+// time, with its message printed once, never a hang.
+//
+// - Where the failure can be made collective (collective_check), every rank learns it
+//   and leaves through the same error; conclude() at the end of a program prints it once.
+// - Where a failing rank cannot know that the others will join it (they may be waiting
+//   inside a library's collective, HDF5 or MPI-IO, or already in their next collective),
+//   it arms a Watch first: unless the Watch is disarmed within the deadline, a watchdog
+//   thread prints the message once and calls MPI_Abort.
+#include "runtime/floor.hpp"
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+namespace tessera::failure {
+
+// Seconds a failing rank waits for the others before it ends the job: env
+// TESSERA_FAILURE_TIMEOUT (seconds, > 0), else 10.
+double deadline_s();
+void set_deadline_s(double seconds);
+// The program name that starts every error line ("tessera-train"); default "tessera".
+void set_program(const std::string& name);
+const std::string& program();
+
+// While alive on a rank that has failed: the job is aborted `deadline_s()` after
+// construction (plus 0.25 s x min(world rank, 16), so that of several ranks stuck alike
+// the lowest speaks), printing "PROGRAM: error (rank R of N): MESSAGE" and why. Nestable.
+class Watch {
+ public:
+  explicit Watch(const std::string& message);
+  ~Watch();
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+
+ private:
+  int id_;
+};
+
+// The end of a program on every rank of comm (a communicator kept for this, so that it
+// never meets a collective left pending elsewhere): every rank passes its error ("" on
+// success) and learns the others'. A failing rank waits under a Watch, so when the other
+// ranks never arrive (they wait for it elsewhere) the job ends after the deadline. The
+// lowest failing rank prints one line per distinct message: "PROGRAM: error: MESSAGE"
+// when every rank failed alike, else "PROGRAM: error (ranks 0, 2 of 3): MESSAGE".
+// Returns 0 when no rank failed, else 1 (on every rank).
+int conclude(MPI_Comm comm, const std::string& error);
+
+// The text of the last collective error this process raised (collective_check records
+// it), for a Watch armed while that error unwinds ("" if none).
+void note_error(const std::string& text);
+std::string last_error();
+
+// "0", "0, 2", "0-7": a sorted rank list, runs shortened.
+std::string rank_list(const std::vector<int>& ranks);
+
+}  // namespace tessera::failure

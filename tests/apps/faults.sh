@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# The fault-injection suite: one case per run, at 3 ranks. Each case must end with a
+# non-zero exit within a bound (never a hang), print its error once (one line
+# "tessera-APP: error ..."), and leave the files on disk intact.
+# Faults come from TESSERA_FAULT_INJECT=SITE:RANK[:NTH] (runtime/comm/fault_inject.hpp):
+# an HDF5 write that reports ENOSPC on one rank, an exception inside a training step on
+# one rank, a rank that kills itself with SIGKILL.
+# Usage: faults.sh CASE WORKDIR BIN_DIR LAUNCH... (LAUNCH: the mpirun command without -np)
+set -u
+case_name=$1 work=$2 bin=$3
+shift 3
+launch=("$@")
+mkdir -p "$work"
+dir=$(mktemp -d "$work/$case_name.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+# A rank that fails alone waits this long for the others before it ends the job.
+export TESSERA_FAILURE_TIMEOUT=3
+
+fail() { echo "faults $case_name: FAILED: $*"; exit 1; }
+run() {  # run NRANKS PROGRAM ARGS...: output in $out, status in $rc, seconds in $secs
+  local n=$1 prog=$2
+  shift 2
+  local t0=$SECONDS
+  out=$(timeout 90 "${launch[@]}" -np "$n" "$bin/$prog" "$@" 2>&1)
+  rc=$?
+  secs=$((SECONDS - t0))
+}
+expect_ok() {
+  run "$@"
+  [ "$rc" -eq 0 ] || { echo "$out"; fail "$* exited $rc"; }
+}
+# expect_fail BOUND PATTERN NRANKS PROGRAM ARGS...: non-zero exit within BOUND seconds,
+# exactly one error line, matching PATTERN.
+expect_fail() {
+  local bound=$1 pattern=$2
+  shift 2
+  run "$@"
+  echo "$out"
+  [ "$rc" -eq 124 ] && fail "hung (killed by the test's timeout)"
+  [ "$rc" -eq 0 ] && fail "exited 0"
+  [ "$secs" -le "$bound" ] || fail "took $secs s, more than $bound s"
+  local lines
+  lines=$(echo "$out" | grep -cE "^tessera-[a-z]+: error")
+  [ "$lines" -eq 1 ] || fail "$lines error lines, expected one"
+  echo "$out" | grep -E "^tessera-[a-z]+: error" | grep -qE -- "$pattern" ||
+    fail "the error does not match '$pattern'"
+  echo "$out" | grep -q "HDF5-DIAG" && fail "an HDF5 error stack leaked to the output"
+  echo "$out" | grep -qiE "segmentation|signal: |core dumped" && fail "a rank crashed"
+  echo "ok ($secs s, exit $rc): $pattern"
+}
+# Checksums of files, to show they are untouched.
+sums() { sha256sum "$@" 2>/dev/null; }
+
+data() {
+  expect_ok 1 tessera-prep generate darcy --grid 24x24 --samples 6 --seed 3 --out train.h5 --quiet
+  cat >cfg.toml <<'EOF'
+[data]
+path = "train.h5"
+inputs = ["permeability"]
+targets = ["pressure"]
+[model]
+width = 4
+depth = 2
+groups = 2
+dtype = "float64"
+[optim]
+lr = 0.005
+[train]
+steps = 2
+batch_size = 2
+validation_split = 0.25
+checkpoint_interval = 2
+checkpoint_dir = "ck"
+metrics_csv = "metrics.csv"
+EOF
+}
+
+# raw FILE COUNT [NAN_AT]: COUNT float32 values (smooth, non-zero), NaN at index NAN_AT
+# (NAN_AT = zero: all zero).
+raw() {
+  python3 -c "
+import math, struct, sys
+n, bad = int(sys.argv[2]), sys.argv[3]
+v = [1.0 + 0.5 * math.sin(0.37 * i) for i in range(n)]
+if bad == 'zero': v = [0.0] * n
+elif 0 <= int(bad) < n: v[int(bad)] = float('nan')
+open(sys.argv[1], 'wb').write(struct.pack('<%df' % n, *v))" "$1" "$2" "${3:--1}"
+}
+# field FILE NAME SHAPE [NAN_AT]: adds /fields/NAME of SHAPE (N,C,H,W) to FILE.
+field() {
+  local file=$1 name=$2 shape=$3 count=1 append=()
+  for x in ${shape//,/ }; do count=$((count * x)); done
+  raw "$name.raw" "$count" "${4:--1}"
+  [ -e "$file" ] && append=(--append)
+  expect_ok 1 tessera-prep convert "$name.raw" --shape "$shape" --dtype float32 --out "$file" \
+    --name "$name" "${append[@]}" --quiet
+}
+# A trained checkpoint (one step) for the inference cases: ck/ckpt_00000001.h5.
+trained() {
+  data
+  expect_ok 3 tessera-train cfg.toml --train.steps=1
+}
+
+case "$case_name" in
+  step_error_rank2)  # an exception inside the forward pass on rank 2 only
+    data
+    TESSERA_FAULT_INJECT=step.forward:2:2 expect_fail 30 \
+      "\(rank 2 of 3\): injected fault at step.forward" 3 tessera-train cfg.toml
+    ;;
+  layer_error_rank1)  # an exception inside a layer's forward on rank 1 (its 7th layer call)
+    data
+    TESSERA_FAULT_INJECT=layer:1:7 expect_fail 30 \
+      "\(rank 1 of 3\): injected fault in layer '.*'" 3 tessera-train cfg.toml
+    ;;
+  step_error_rank0)  # after backward, before the gradient all-reduce finishes, rank 0 only
+    data
+    TESSERA_FAULT_INJECT=step.backward:0 expect_fail 30 \
+      "\(rank 0 of 3\): injected fault at step.backward" 3 tessera-train cfg.toml
+    ;;
+  update_error_rank2)  # after the optimizer step (the others go on to the next collective)
+    data
+    TESSERA_FAULT_INJECT=step.update:2 expect_fail 30 \
+      "\(rank 2 of 3\): injected fault at step.update" 3 tessera-train cfg.toml
+    ;;
+  batch_error_rank0)  # reading the batch
+    data
+    TESSERA_FAULT_INJECT=step.batch:0:2 expect_fail 30 \
+      "\(rank 0 of 3\): injected fault at step.batch" 3 tessera-train cfg.toml
+    ;;
+  sigkill_rank1)  # a rank dies (SIGKILL) in the middle of a step
+    data
+    TESSERA_FAULT_INJECT=step.sigkill:1:2 run 3 tessera-train cfg.toml
+    echo "$out"
+    [ "$rc" -eq 124 ] && fail "hung after a rank was killed"
+    [ "$rc" -eq 0 ] && fail "exited 0 after a rank was killed"
+    [ "$secs" -le 30 ] || fail "took $secs s"
+    echo "ok ($secs s, exit $rc): the job ended after a rank was killed"
+    ;;
+  metrics_rank0)  # train.metrics_csv unwritable (only rank 0 writes it), found before step 1
+    data
+    expect_fail 30 "train.metrics_csv = 'train.h5' does not take files" 3 tessera-train \
+      cfg.toml --train.metrics_csv=train.h5/m.csv
+    [ -e ck ] && [ -n "$(ls ck)" ] && fail "checkpoints were written"
+    ;;
+  metrics_is_data)  # train.metrics_csv naming the data file: refused, the data intact
+    data
+    before=$(sums train.h5)
+    expect_fail 30 "train.metrics_csv 'train.h5' is the same file as data.path" 3 tessera-train \
+      cfg.toml --train.metrics_csv=train.h5
+    [ "$(sums train.h5)" = "$before" ] || fail "the data file changed"
+    ;;
+  checkpoint_dir_unwritable)  # found before step 1, not at the first checkpoint
+    data
+    expect_fail 30 "train.checkpoint_dir = 'train.h5/ck' does not take files" 3 tessera-train \
+      cfg.toml --train.checkpoint_dir=train.h5/ck
+    echo "$out" | grep -q "^step 1/" && fail "training started"
+    ;;
+  checkpoint_enospc)  # the second checkpoint's write fails on rank 0 (ENOSPC in HDF5)
+    data
+    expect_ok 3 tessera-train cfg.toml
+    before=$(sums ck/ckpt_00000002.h5 metrics.csv)
+    TESSERA_FAULT_INJECT=h5write:0:1 expect_fail 30 "No space left on device" 3 tessera-train \
+      cfg.toml --train.steps=4 --resume
+    [ "$(sums ck/ckpt_00000002.h5)" = "$(echo "$before" | head -1)" ] ||
+      fail "the previous checkpoint changed"
+    [ -f ck/ckpt_00000004.h5 ] && fail "a failed checkpoint was renamed into place"
+    expect_ok 3 tessera-train cfg.toml --resume  # it still loads (step 2 of 2: nothing to do)
+    echo "$out" | grep -q "resume: ck/ckpt_00000002.h5 (step 2)" || fail "the checkpoint is unreadable"
+    ;;
+  tmpfs_enospc)  # a real full disk: a 200 KiB tmpfs (skipped where none can be mounted)
+    mkdir -p full
+    mount -t tmpfs -o size=200k tmpfs full 2>/dev/null ||
+      { echo "faults $case_name: SKIPPED: cannot mount a tmpfs here"; exit 77; }
+    trap 'umount "$dir/full"; rm -rf "$dir"' EXIT
+    data
+    expect_fail 60 "ckpt_00000002.h5.tmp': MPI_File_write_at_all failed" 3 tessera-train cfg.toml \
+      --train.checkpoint_dir=full/ck
+    [ -e full/ck/ckpt_00000002.h5 ] && fail "a partial checkpoint under its final name"
+    rm -rf full/ck
+    # tessera-prep generate onto the full disk: every rank's write fails, then every rank
+    # waits in HDF5's collective close; the lowest rank's watch ends the job, one line.
+    expect_fail 60 "closing 'full/gen.h5.tmp' after .*input/output error" 3 tessera-prep \
+      generate darcy --grid 96x96 --samples 4 --seed 3 --out full/gen.h5 --quiet
+    [ -e full/gen.h5 ] && fail "a partial output under its final name"
+    ;;
+  prep_enospc)  # tessera-prep generate onto a full disk, rank 1 fails its write
+    expect_ok 1 tessera-prep generate darcy --grid 24x24 --samples 2 --seed 1 --out keep.h5 --quiet
+    TESSERA_FAULT_INJECT=h5write:1:2 expect_fail 30 "No space left on device" 3 tessera-prep \
+      generate darcy --grid 24x24 --samples 4 --seed 3 --out out.h5 --quiet
+    [ -e out.h5 ] && fail "a partial out.h5 was left under its final name"
+    ;;
+  infer_output_is_input)  # --output naming --input (through another name): refused
+    trained
+    ln -s train.h5 alias.h5
+    before=$(sums train.h5)
+    expect_fail 30 "is the same file as --input" 3 tessera-infer --checkpoint ck/ckpt_00000001.h5 \
+      --input train.h5 --output alias.h5
+    [ "$(sums train.h5)" = "$before" ] || fail "the input changed"
+    ;;
+  infer_output_is_checkpoint)  # --output naming the checkpoint: refused, the model intact
+    trained
+    before=$(sums ck/ckpt_00000001.h5)
+    expect_fail 30 "is the same file as --checkpoint" 3 tessera-infer \
+      --checkpoint ck/ckpt_00000001.h5 --input train.h5 --output ck/ckpt_00000001.h5
+    [ "$(sums ck/ckpt_00000001.h5)" = "$before" ] || fail "the checkpoint changed"
+    ;;
+  infer_target_grid)  # targets on another grid than the inputs
+    trained
+    field bad.h5 permeability 2,1,32,24
+    field bad.h5 pressure 2,1,16,16
+    expect_fail 30 "'/fields/pressure' in 'bad.h5' has shape \(2, 1, 16, 16\), the inputs need \(2, 1, 32, 24\)" \
+      3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input bad.h5 --output pred.h5
+    [ -e pred.h5 ] && fail "a partial prediction was left"
+    ;;
+  infer_target_count)  # targets with another sample count (the schema's one-N rule)
+    trained
+    field bad.h5 permeability 2,1,32,24
+    field bad.h5 pressure 3,1,32,24
+    expect_fail 30 "'bad.h5': datasets disagree on the sample count N" \
+      3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input bad.h5 --output pred.h5
+    [ -e pred.h5 ] && fail "a partial prediction was left"
+    ;;
+  infer_zero_samples)
+    trained
+    field empty.h5 permeability 0,1,32,24
+    expect_fail 30 "holds 0 samples" 3 tessera-infer --checkpoint ck/ckpt_00000001.h5 \
+      --input empty.h5 --output pred.h5
+    [ -e pred.h5 ] && fail "an empty prediction was written"
+    ;;
+  nonfinite_input)  # a NaN in the training data: refused as loaded, naming the sample
+    field nan.h5 permeability 6,1,24,24 1500
+    field nan.h5 pressure 6,1,24,24
+    data
+    expect_fail 30 "'/fields/permeability' in 'nan.h5': non-finite value nan in sample 2" \
+      3 tessera-train cfg.toml --data.path=nan.h5
+    ;;
+  infer_zero_target)  # targets that are zero everywhere: reported, left out, no abort
+    trained
+    field zt.h5 permeability 2,1,32,24
+    field zt.h5 pressure 2,1,32,24 zero
+    expect_ok 3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input zt.h5 --output pred.h5
+    echo "$out" | grep -q "sample 1: the target is zero everywhere: no relative error" ||
+      { echo "$out"; fail "no word of the zero target"; }
+    [ -f pred.h5 ] || fail "no prediction written"
+    echo "ok: zero targets reported, prediction written"
+    ;;
+  invalid_data)  # a data file that fails the schema is refused before training
+    field bad.h5 permeability 6,1,24,24
+    field bad.h5 pressure 6,1,24,24
+    expect_ok 1 tessera-prep convert pressure.raw --shape 6,1,24,24 --dtype float32 --out bad.h5 \
+      --name extra --spacing 1,1 --append --quiet
+    data
+    expect_fail 30 "'/fields/extra' in 'bad.h5': spatial dim 0 has 24 nodes at spacing 1.000000" \
+      3 tessera-train cfg.toml --data.path=bad.h5
+    ;;
+  retention_resume)  # keep_checkpoints; --resume passes over a damaged newest one and
+    # truncates metrics.csv to the step it resumed from
+    data
+    expect_ok 3 tessera-train cfg.toml --train.steps=5 --train.checkpoint_interval=1 \
+      --train.keep_checkpoints=2
+    [ "$(ls ck)" = "$(printf 'ckpt_00000004.h5\nckpt_00000005.h5')" ] ||
+      { ls ck; fail "train.keep_checkpoints=2 kept something else"; }
+    truncate -s 100 ck/ckpt_00000005.h5
+    expect_ok 3 tessera-train cfg.toml --train.steps=6 --train.checkpoint_interval=1 \
+      --train.keep_checkpoints=2 --resume
+    echo "$out" | grep -q "resume: passing over ck/ckpt_00000005.h5" || fail "no word of the damaged one"
+    echo "$out" | grep -q "resume: ck/ckpt_00000004.h5 (step 4)" || { echo "$out"; fail "did not fall back"; }
+    steps=$(cut -d, -f1 metrics.csv | tail -n +2 | tr '\n' ' ')
+    [ "$steps" = "0 1 2 3 4 5 6 " ] || fail "metrics.csv steps after resume: $steps"
+    echo "ok: kept 2, fell back to step 4, metrics.csv steps $steps"
+    ;;
+  upfront_checks)  # config and size checks before any work
+    data
+    expect_fail 30 "mesh axis 'domain' has size 0: a size is >= 1 or 'auto'" 3 tessera-train \
+      cfg.toml --mesh.shape=domain=0
+    expect_fail 30 "train.epochs = 9223372036854775807 at 2 steps per epoch overflows" 3 \
+      tessera-train cfg.toml --train.steps=0 --train.epochs=9223372036854775807
+    expect_fail 30 "training needs about .* GiB per rank .*; the node has .* GiB available" 3 \
+      tessera-train cfg.toml --model.width=200000 --model.groups=1
+    expect_ok 3 tessera-train cfg.toml --model.activation=tanh --train.steps=1
+    ;;
+  ompio_warning)  # the OMPIO warning only where OMPIO can be selected
+    env -u OMPI_MCA_io "${launch[@]}" -np 2 "$bin/tessera-prep" generate darcy --grid 8x8 \
+      --samples 1 --out a.h5 --quiet >plain.log 2>&1 || { cat plain.log; fail "plain run"; }
+    grep -q "may run through OMPIO" plain.log && fail "warned although Context excluded OMPIO"
+    OMPI_MCA_io=ompio OMPI_MCA_fcoll=vulcan "${launch[@]}" -np 2 "$bin/tessera-prep" generate \
+      darcy --grid 8x8 --samples 1 --out b.h5 --quiet >ompio.log 2>&1
+    grep -q "may run through OMPIO" ompio.log || { cat ompio.log; fail "no warning under OMPIO"; }
+    echo "ok: warned under OMPI_MCA_io=ompio only"
+    ;;
+  nonfinite_lr)
+    data
+    expect_fail 30 "optim.lr = inf is not a finite number" 3 tessera-train cfg.toml --optim.lr=inf
+    ;;
+  divergence)  # a learning rate that blows up: stopped at the step, nothing non-finite saved
+    data
+    diverge=(--model.dtype=float32 --optim.name=sgd --optim.lr=1e30)
+    expect_fail 60 "non-finite" 3 tessera-train cfg.toml "${diverge[@]}" --train.steps=6 \
+      --train.checkpoint_interval=1
+    # Whatever was saved loads (a non-finite checkpoint would be passed over, saying so).
+    expect_ok 3 tessera-train cfg.toml "${diverge[@]}" --train.steps=1 --resume
+    echo "$out" | grep -q "passing over" && { echo "$out"; fail "a non-finite checkpoint was saved"; }
+    ;;
+  divergence_skip)  # train.nonfinite = skip_step: skipped updates, then stopped after max_skips
+    data
+    expect_fail 60 "training stopped after 2 skipped steps in a row" 3 tessera-train cfg.toml \
+      --model.dtype=float32 --optim.name=sgd --optim.lr=1e30 --train.steps=8 \
+      --train.nonfinite=skip_step --train.max_skips=2
+    echo "$out" | grep -q "update skipped (1 in a row)" || fail "no skipped-update line"
+    ;;
+  *)
+    fail "unknown case"
+    ;;
+esac
+echo "faults $case_name: passed"
