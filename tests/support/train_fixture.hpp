@@ -59,6 +59,11 @@ inline std::string make_dataset(const std::string& dir, Index n = 12) {
   for (const auto& [name, t] : {std::pair{"a", a}, std::pair{"u", u}}) {
     const std::string dset = std::string("/fields/") + name;
     f.create_dataset(dset, shape, DType::f32);
+    io::schema::GridMeta m;  // the schema's attributes (the apps refuse files without them)
+    m.variables = {name};
+    m.spacing = {1.0 / 17, 1.0 / 17};
+    m.extent = {1.0, 1.0};
+    io::schema::write_grid_meta(f, dset, m);
     io::write_box(f, dset, mine, t, mine);
   }
   f.close();
