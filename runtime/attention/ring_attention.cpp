@@ -60,21 +60,6 @@ struct Hop {
   }
 };
 
-kernels::AttentionDesc desc(const Tensor& q, const Tensor& k, Index q0, Index k0,
-                            const RingAttentionOptions& o) {
-  kernels::AttentionDesc a;
-  a.batch = q.shape(0);
-  a.sq = q.shape(1);
-  a.sk = k.shape(1);
-  a.d = q.shape(2);
-  a.causal = o.causal;
-  a.q_offset = q0;
-  a.k_offset = k0;
-  a.scale = o.scale;
-  a.type = q.dtype();
-  return a;
-}
-
 // k and v of one block side by side in one buffer, so one message carries both.
 Tensor pack_kv(const Tensor& k, const Tensor& v) {
   Tensor kv = Tensor::empty({2, k.shape(0), k.shape(1), k.shape(2)}, k.dtype(), k.space());
@@ -91,6 +76,21 @@ Tensor half(const Tensor& kv, int which) {
 }
 
 }  // namespace
+
+kernels::AttentionDesc attention_desc(const Tensor& q, const Tensor& k, Index q0, Index k0,
+                                      const RingAttentionOptions& o) {
+  kernels::AttentionDesc a;
+  a.batch = q.shape(0);
+  a.sq = q.shape(1);
+  a.sk = k.shape(1);
+  a.d = q.shape(2);
+  a.causal = o.causal;
+  a.q_offset = q0;
+  a.k_offset = k0;
+  a.scale = o.scale;
+  a.type = q.dtype();
+  return a;
+}
 
 ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k,
                                    const ShardTensor& v) {
@@ -118,8 +118,8 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k,
       hop.start(comm, cur, nxt, next, prev, step);
     }
     const Tensor kk = half(cur, 0), vv = half(cur, 1);
-    const auto a = desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
-                        kb.start[static_cast<std::size_t>(owner)], opts_);
+    const auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
+                                  kb.start[static_cast<std::size_t>(owner)], opts_);
     if (step == 0) {
       kernels::attention_forward(ql.device(), a, ql.raw(), kk.raw(), vv.raw(), out.raw(),
                                  lse.data<double>());
@@ -168,8 +168,8 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
       return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d});
     };
     const Tensor kk = slot(0), vv = slot(1), dk = slot(2), dv = slot(3);
-    const auto a = desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
-                        kb.start[static_cast<std::size_t>(owner)], opts_);
+    const auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
+                                  kb.start[static_cast<std::size_t>(owner)], opts_);
     Tensor dk_part = Tensor::empty(kk.shape(), kk.dtype(), kk.space());
     Tensor dv_part = Tensor::empty(vv.shape(), vv.dtype(), vv.space());
     kernels::attention_backward(ql.device(), a, ql.raw(), kk.raw(), vv.raw(), ol.raw(), go.raw(),

@@ -12,6 +12,7 @@
 #include "runtime/floor.hpp"
 #include <array>
 
+#include "kernels/attention.hpp"
 #include "runtime/tensor/shard_tensor.hpp"
 
 namespace tessera {
@@ -26,6 +27,11 @@ struct RingAttentionOptions {
   bool causal = false;
   double scale = 0;  // 0: 1/sqrt(D)
 };
+
+// The local kernel's description of queries q (B, sq, D) against keys k (B, sk, D) whose
+// first rows sit at global positions q0 and k0.
+kernels::AttentionDesc attention_desc(const Tensor& q, const Tensor& k, Index q0, Index k0,
+                                      const RingAttentionOptions& o);
 
 class RingAttention {
  public:

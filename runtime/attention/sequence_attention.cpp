@@ -8,20 +8,6 @@
 namespace tessera {
 namespace {
 
-kernels::AttentionDesc whole_desc(const Tensor& q, const Tensor& k, Index q0,
-                                  const RingAttentionOptions& o) {
-  kernels::AttentionDesc a;
-  a.batch = q.shape(0);
-  a.sq = q.shape(1);
-  a.sk = k.shape(1);
-  a.d = q.shape(2);
-  a.causal = o.causal;
-  a.q_offset = q0;
-  a.scale = o.scale;
-  a.type = q.dtype();
-  return a;
-}
-
 ShardTensor moved(const ShardTensor& t, const ShardSpec& to) {
   ScopedCommTimer timer(comm_times().alltoall_s);
   return t.redistribute(to);
@@ -94,7 +80,7 @@ ShardTensor SequenceAttention::forward(const ShardTensor& q, const ShardTensor& 
                vl = vw_.local().contiguous();
   Tensor out = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
   lse_ = Tensor::empty({ql.shape(0), ql.shape(1)}, DType::f64, ql.space());
-  kernels::attention_forward(ql.device(), whole_desc(ql, kl, q0, opts_), ql.raw(), kl.raw(),
+  kernels::attention_forward(ql.device(), attention_desc(ql, kl, q0, 0, opts_), ql.raw(), kl.raw(),
                              vl.raw(), out.raw(), lse_.data<double>());
   out_w_ = ShardTensor::unchecked(mesh, qw_.spec(), out);
   return chosen_ == SequenceAlgorithm::AllToAll ? moved(out_w_, q.spec()) : out_w_;
@@ -115,7 +101,7 @@ std::array<ShardTensor, 3> SequenceAttention::backward(const ShardTensor& dout) 
   Tensor dq = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
   Tensor dk = Tensor::empty(kl.shape(), kl.dtype(), kl.space());
   Tensor dv = Tensor::empty(vl.shape(), vl.dtype(), vl.space());
-  kernels::attention_backward(ql.device(), whole_desc(ql, kl, q0, opts_), ql.raw(), kl.raw(),
+  kernels::attention_backward(ql.device(), attention_desc(ql, kl, q0, 0, opts_), ql.raw(), kl.raw(),
                               vl.raw(), ol.raw(), go.raw(), lse_.data<double>(), dq.raw(), dk.raw(),
                               dv.raw());
   if (chosen_ == SequenceAlgorithm::AllToAll)
