@@ -109,7 +109,7 @@ ShardTensor DistFft::run_down(const ShardTensor& x, Pass pass) const {
     const FftStage& st = stages_[i];
     if (st.kind == FftStage::Kind::Move) {
       ScopedCommTimer timer(comm_times().alltoall_s);
-      cur = cur.redistribute(specs_[i + 1]);
+      cur = cur.redistribute(specs_[i + 1], opts_.transport);
       continue;
     }
     // A run of transforms at once; only its last stage may truncate.
@@ -144,7 +144,7 @@ ShardTensor DistFft::run_up(const ShardTensor& X, Pass pass) const {
     const FftStage& st = stages_[i];
     if (st.kind == FftStage::Kind::Move) {
       ScopedCommTimer timer(comm_times().alltoall_s);
-      cur = cur.redistribute(specs_[i]);
+      cur = cur.redistribute(specs_[i], opts_.transport);
       continue;
     }
     // A run of transforms at once (the last stage of the run is the one truncated).

@@ -28,6 +28,8 @@ struct FftOptions {
   kernels::FftNorm norm = kernels::FftNorm::Backward;
   // Spectrum placement per dim (mesh axis or -1); empty: the plan's transposed layout.
   std::vector<int> spectrum_axis;
+  // How the transposes move data (runtime/comm/transport.hpp).
+  Transport transport = Transport::Auto;
 };
 
 class DistFft {
