@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "runtime/points/ghost_exchange.hpp"
 #include "runtime/points/migration.hpp"
 #include "runtime/points/neighbor_query.hpp"
 #include "tests/harness/mpi_test.hpp"
@@ -92,4 +93,49 @@ TEST_CASE("distributed kNN and ball query equal a brute-force search") {
       MPI_CHECK(knn_ok);
       MPI_CHECK(ball_ok);
     }
+}
+
+TEST_CASE("ghost exchange: exactly the points within r of my region; adjoint by dot product") {
+  MPI_Comm comm = test::harness_comm();
+  const int P = test::world_size(), me = test::world_rank();
+  const auto pts = cloud(1);
+  const Index n = static_cast<Index>(pts.size());
+  const Index lo = n * me / P, hi = n * (me + 1) / P;
+  Tensor xyz = Tensor::empty({hi - lo, 3}, DType::f64), ids = Tensor::empty({hi - lo}, DType::i64);
+  for (Index i = lo; i < hi; ++i) {
+    for (int d = 0; d < 3; ++d)
+      xyz.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
+    ids.data<std::int64_t>()[i - lo] = i;
+  }
+  const SpatialLayout layout = SpatialLayout::rcb(comm, xyz);
+  const Migration mig(comm, layout.owners(xyz));
+  const Tensor owned = mig.forward(xyz), owned_ids = mig.forward(ids);
+  for (double r : {0.02, 0.3}) {
+    const GhostExchange gx(comm, layout, owned, r);
+    const Tensor gids = gx.forward(owned_ids);
+    // Brute force: every point owned elsewhere within r of my region.
+    std::vector<std::int64_t> want,
+        got(gids.data<std::int64_t>(), gids.data<std::int64_t>() + gids.numel());
+    for (Index i = 0; i < n; ++i) {
+      const int o = layout.owner_of(pts[static_cast<std::size_t>(i)]);
+      if (o != me && layout.region(me).distance_to(pts[static_cast<std::size_t>(i)]) <= r)
+        want.push_back(i);
+    }
+    std::sort(got.begin(), got.end());
+    MPI_CHECK(got == want);
+    // <G x, y> == <x, G* y> over all ranks, float64.
+    std::mt19937 g(static_cast<unsigned>(me) + 1);
+    std::uniform_real_distribution<double> u(-1, 1);
+    Tensor x = Tensor::empty({gx.owned(), 2}, DType::f64),
+           y = Tensor::empty({gx.ghosts(), 2}, DType::f64);
+    for (Index i = 0; i < x.numel(); ++i) x.data<double>()[i] = u(g);
+    for (Index i = 0; i < y.numel(); ++i) y.data<double>()[i] = u(g);
+    const Tensor gxv = gx.forward(x), gty = gx.adjoint(y);
+    double lhs = 0, rhs = 0;
+    for (Index i = 0; i < y.numel(); ++i) lhs += gxv.data<double>()[i] * y.data<double>()[i];
+    for (Index i = 0; i < x.numel(); ++i) rhs += x.data<double>()[i] * gty.data<double>()[i];
+    MPI_Allreduce(MPI_IN_PLACE, &lhs, 1, MPI_DOUBLE, MPI_SUM, comm);
+    MPI_Allreduce(MPI_IN_PLACE, &rhs, 1, MPI_DOUBLE, MPI_SUM, comm);
+    MPI_CHECK(std::abs(lhs - rhs) <= 1e-12 * std::max(1.0, std::abs(lhs)));
+  }
 }
