@@ -19,8 +19,8 @@ GhostExchange::GhostExchange(MPI_Comm comm, const SpatialLayout& layout, const T
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
-  TESSERA_CHECK(layout.parts() == P, "ghost exchange: a layout of " << layout.parts()
-                                                                    << " parts on " << P << " ranks");
+  TESSERA_CHECK(layout.parts() == P,
+                "ghost exchange: a layout of " << layout.parts() << " parts on " << P << " ranks");
   send_count_.assign(static_cast<std::size_t>(P), 0);
   for (int q = 0; q < P; ++q) {
     if (q == me) continue;
@@ -33,8 +33,8 @@ GhostExchange::GhostExchange(MPI_Comm comm, const SpatialLayout& layout, const T
     }
   }
   recv_count_.assign(static_cast<std::size_t>(P), 0);
-  TESSERA_MPI(MPI_Alltoall(send_count_.data(), 1, MPI_INT64_T, recv_count_.data(), 1, MPI_INT64_T,
-                           comm));
+  TESSERA_MPI(
+      MPI_Alltoall(send_count_.data(), 1, MPI_INT64_T, recv_count_.data(), 1, MPI_INT64_T, comm));
   recv_total_ = std::accumulate(recv_count_.begin(), recv_count_.end(), Index{0});
 }
 
