@@ -147,25 +147,21 @@ void cuda::fft_c2r(const Device& dev, DType real, const FftBlock& b, const void*
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(zp, in, static_cast<std::size_t>(count) * cbytes,
                                        cudaMemcpyDeviceToDevice, stream_of(dev)));
   }
-  const struct {
-    unsigned char* p;
-    unsigned char* get() const { return p; }
-  } z{zp};
   if (dbl)
-    weigh(dev, reinterpret_cast<cuDoubleComplex*>(z.get()), b, 1.0, w);
+    weigh(dev, reinterpret_cast<cuDoubleComplex*>(zp), b, 1.0, w);
   else
-    weigh(dev, reinterpret_cast<cuComplex*>(z.get()), b, 1.0, w);
+    weigh(dev, reinterpret_cast<cuComplex*>(zp), b, 1.0, w);
   const cufftHandle h = get_plan(type, b);
   cufft_check(cufftSetStream(h, stream_of(dev)), "cufftSetStream");
   per_slice(b, type, [&](Index io, Index oo) {
     if (dbl)
-      cufft_check(cufftExecZ2D(h, reinterpret_cast<cuDoubleComplex*>(z.get()) + io,
+      cufft_check(cufftExecZ2D(h, reinterpret_cast<cuDoubleComplex*>(zp) + io,
                                static_cast<double*>(out) + oo),
                   "cufftExecZ2D");
     else
-      cufft_check(cufftExecC2R(h, reinterpret_cast<cuComplex*>(z.get()) + io,
-                               static_cast<float*>(out) + oo),
-                  "cufftExecC2R");
+      cufft_check(
+          cufftExecC2R(h, reinterpret_cast<cuComplex*>(zp) + io, static_cast<float*>(out) + oo),
+          "cufftExecC2R");
     device::count_launches(1);
   });
   if (dbl)

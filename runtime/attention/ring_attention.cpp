@@ -10,7 +10,6 @@
 #include "runtime/tensor/tensor_math.hpp"
 
 namespace tessera {
-namespace {}  // namespace
 
 void check_sequence_inputs(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v,
                            int axis) {

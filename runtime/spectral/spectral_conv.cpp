@@ -41,11 +41,8 @@ kernels::MixShape mix_shape(const Tensor& x_hat, Index cout) {
   s.batch = x_hat.shape(0);
   s.cin = x_hat.shape(1);
   s.cout = cout;
-  s.modes = s.batch * s.cin > 0 ? x_hat.numel() / (s.batch * s.cin) : 0;
-  if (s.batch * s.cin == 0) {
-    s.modes = 1;
-    for (int d = 2; d < x_hat.ndim(); ++d) s.modes *= x_hat.shape(d);
-  }
+  s.modes = 1;  // this rank's retained modes, flattened
+  for (int d = 2; d < x_hat.ndim(); ++d) s.modes *= x_hat.shape(d);
   return s;
 }
 

@@ -3,12 +3,8 @@
 namespace tessera::spectral {
 namespace {
 
-Box whole(const std::vector<Index>& shape) {
-  return Box(std::vector<Index>(shape.size(), 0), shape);
-}
-
 Box along(const std::vector<Index>& shape, int d, Index lo, Index hi) {
-  Box b = whole(shape);
+  Box b = Box::from_shape(shape);
   b.lo[static_cast<std::size_t>(d)] = lo;
   b.hi[static_cast<std::size_t>(d)] = hi;
   return b;
@@ -20,36 +16,6 @@ std::vector<Index> with_extent(std::vector<Index> shape, int d, Index n) {
 }
 
 }  // namespace
-
-kernels::FftBlock block_along(const std::vector<Index>& shape, int d) {
-  return kernels::fft_block_around(shape, d);
-}
-
-Tensor r2c(const Tensor& x, int d, double scale, kernels::HalfWeight w) {
-  TESSERA_CHECK(x.is_contiguous(), "r2c: input must be contiguous");
-  const auto b = block_along(x.shape(), d);
-  Tensor z = Tensor::empty(with_extent(x.shape(), d, b.bins()), complex_of(x.dtype()), x.space());
-  kernels::fft_r2c(x.device(), x.dtype(), b, x.raw(), z.raw(), scale, w);
-  return z;
-}
-
-Tensor c2r(const Tensor& z, int d, Index n, double scale, kernels::HalfWeight w, bool may_destroy) {
-  TESSERA_CHECK(z.is_contiguous(), "c2r: input must be contiguous");
-  auto b = block_along(z.shape(), d);
-  TESSERA_CHECK(b.n == n / 2 + 1,
-                "c2r: " << b.n << " bins along dim " << d << " do not make " << n << " points");
-  b.n = n;
-  Tensor x = Tensor::empty(with_extent(z.shape(), d, n), real_part_of(z.dtype()), z.space());
-  kernels::fft_c2r(z.device(), x.dtype(), b, z.raw(), x.raw(), scale, w, !may_destroy);
-  return x;
-}
-
-Tensor c2c(const Tensor& z, int d, int sign, bool in_place) {
-  TESSERA_CHECK(z.is_contiguous(), "c2c: input must be contiguous");
-  Tensor out = in_place ? z : Tensor::empty(z.shape(), z.dtype(), z.space());
-  kernels::fft_c2c(z.device(), z.dtype(), block_along(z.shape(), d), z.raw(), out.raw(), sign, 1.0);
-  return out;
-}
 
 Tensor r2c_dims(const Tensor& x, const std::vector<int>& dims, double scale,
                 kernels::HalfWeight w) {

@@ -1,6 +1,6 @@
 #pragma once
-// One-dim spectral steps on a local contiguous tensor, along dim d: the FFT kernels over
-// the (outer, n, inner) view of the tensor, and the truncation to retained modes with its
+// Spectral steps on a local contiguous tensor: the FFT kernels over some of its dims, and
+// along one dim d the truncation to retained modes with its
 // adjoint, the zero-padding back to the full extent (low modes [0, m), high [n-m, n)).
 #include "runtime/floor.hpp"
 #include "kernels/fft.hpp"
@@ -8,19 +8,11 @@
 
 namespace tessera::spectral {
 
-// The (outer, n, inner) view of a contiguous tensor along dim d.
-kernels::FftBlock block_along(const std::vector<Index>& shape, int d);
-// Real tensor -> complex tensor with n/2+1 bins along d.
-Tensor r2c(const Tensor& x, int d, double scale, kernels::HalfWeight w = kernels::HalfWeight::None);
-// Complex tensor with n/2+1 bins along d -> real tensor with n points along d; z survives
-// unless may_destroy (a temporary the caller owns: saves a copy).
-Tensor c2r(const Tensor& z, int d, Index n, double scale,
-           kernels::HalfWeight w = kernels::HalfWeight::None, bool may_destroy = false);
-// Complex -> complex along d (sign -1 forward, +1 backward), unscaled; in_place transforms
-// z itself (a temporary the caller owns) and returns it.
-Tensor c2c(const Tensor& z, int d, int sign, bool in_place = false);
-// The same over several dims at once (ascending; for r2c / c2r the last is the real dim):
-// one multi-dim transform (FFTW's own on the host).
+// Real -> complex (n/2+1 bins along the last of `dims`), complex -> real (n points there), and
+// complex -> complex (sign -1 forward, +1 backward, unscaled) over several dims at once
+// (ascending; the last of them is the real dim): one multi-dim transform (FFTW's own on the
+// host). z survives c2r unless may_destroy; in_place transforms z itself (a temporary the
+// caller owns).
 Tensor r2c_dims(const Tensor& x, const std::vector<int>& dims, double scale,
                 kernels::HalfWeight w = kernels::HalfWeight::None);
 Tensor c2r_dims(const Tensor& z, const std::vector<int>& dims, Index n, double scale,

@@ -66,17 +66,7 @@ TEST_CASE("checkpoint: 10 steps, save, restart at another rank count, 10 more ==
   const std::vector<double> want = losses(straight, 20);
 
   // The first half on rank 0 alone.
-  MPI_Comm solo;
-  MPI_Comm_split(MPI_COMM_WORLD, test::world_rank() == 0 ? 0 : MPI_UNDEFINED, 0, &solo);
-  std::vector<double> got;
-  if (solo != MPI_COMM_NULL) {
-    Trainer first(Mesh::line(solo), cfg);
-    got = losses(first, 10);
-    first.save(io::checkpoint_path(ckdir, 10));
-    MPI_Comm_free(&solo);
-  }
-  got.resize(10);
-  MPI_Bcast(got.data(), 10, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<double> got = first_steps_on_rank0(cfg, ckdir, 10);
   const std::string latest = io::latest_checkpoint(ckdir, MPI_COMM_WORLD);
   MPI_CHECK(latest == io::checkpoint_path(ckdir, 10));
   Trainer second(world, cfg);

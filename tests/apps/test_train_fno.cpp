@@ -46,17 +46,7 @@ TEST_CASE("fno: 10 steps, save, restart at another rank count, 10 more == 20 str
       n == 4 ? Mesh::parse(MPI_COMM_WORLD, "domain=2,data=2") : Mesh::line(MPI_COMM_WORLD);
   Trainer straight(world, cfg);
   const std::vector<double> want = losses(straight, 20);
-  MPI_Comm solo;
-  MPI_Comm_split(MPI_COMM_WORLD, world_rank() == 0 ? 0 : MPI_UNDEFINED, 0, &solo);
-  std::vector<double> got;
-  if (solo != MPI_COMM_NULL) {
-    Trainer first(Mesh::line(solo), cfg);
-    got = losses(first, 10);
-    first.save(io::checkpoint_path(ckdir, 10));
-    MPI_Comm_free(&solo);
-  }
-  got.resize(10);
-  MPI_Bcast(got.data(), 10, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<double> got = first_steps_on_rank0(cfg, ckdir, 10);
   Trainer second(world, cfg);
   second.restore(io::load_checkpoint(io::latest_checkpoint(ckdir, MPI_COMM_WORLD), MPI_COMM_WORLD));
   for (double l : losses(second, 10)) got.push_back(l);

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "apps/common/trainer.hpp"
+#include "io/checkpoint.hpp"
 #include "io/file.hpp"
 #include "io/schema.hpp"
 #include "io/transfer.hpp"
@@ -127,6 +128,24 @@ inline double param_diff(Trainer& a, Trainer& b) {
       den = std::max(den, std::abs(y));
     }
   return num / den;
+}
+
+// The first `steps` of a training on rank 0 alone, saved as checkpoint `steps` in ckdir; the
+// losses on every rank.
+inline std::vector<double> first_steps_on_rank0(const TrainConfig& cfg, const std::string& ckdir,
+                                                int steps) {
+  MPI_Comm solo;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank() == 0 ? 0 : MPI_UNDEFINED, 0, &solo);
+  std::vector<double> got;
+  if (solo != MPI_COMM_NULL) {
+    Trainer first(Mesh::line(solo), cfg);
+    got = losses(first, steps);
+    first.save(io::checkpoint_path(ckdir, steps));
+    MPI_Comm_free(&solo);
+  }
+  got.resize(static_cast<std::size_t>(steps));
+  MPI_Bcast(got.data(), steps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return got;
 }
 
 }  // namespace tessera::test
