@@ -1,0 +1,222 @@
+#include "runtime/attention/physics_attention.hpp"
+
+#include <random>
+#include <sstream>
+
+#include "kernels/physics_attention.hpp"
+#include "runtime/nn/ops_support.hpp"
+#include "runtime/nn/window_layout.hpp"
+
+namespace tessera {
+
+struct PhysicsAttention::Saved {
+  Mesh mesh;
+  // The input (N, C, ...), the in-projection's (N, 2 H D, ...), the de-sliced (N, H D, ...)
+  // and the output.
+  ShardSpec in_spec, h_spec, mid_spec, out_spec;
+  Tensor h;  // the in-projection's output (N, 2 H D, ...), contiguous
+  Tensor w;  // slice weights (N, H, M, P)
+  kernels::PhysicsShape shape;
+  std::vector<double> acc, t, q, k, v, o, lse;  // summed over the ranks: replicated
+  std::vector<double> ws, bs, tau, wq, wk, wv;  // parameter values as float64
+};
+
+namespace {
+
+ShardSpec with_channels(const ShardSpec& in, Index c) {
+  std::vector<Index> shape = in.global_shape();
+  shape[1] = c;
+  std::vector<std::vector<Index>> sizes(shape.size());
+  for (int d = 0; d < in.ndim(); ++d)
+    if (in.placement(d).sharded()) sizes[d] = in.sizes(d);
+  return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
+}
+
+std::vector<int> token_dims(int ndim) {
+  std::vector<int> d;
+  for (int i = 2; i < ndim; ++i) d.push_back(i);
+  return d;
+}
+
+void fill_uniform(Parameter& p, std::mt19937_64& rng, double bound) {
+  std::uniform_real_distribution<double> u(-bound, bound);
+  Tensor h = Tensor::empty(p.value.shape(), p.value.dtype());
+  for (Index i = 0; i < h.numel(); ++i) {
+    if (h.dtype() == DType::f64)
+      h.data<double>()[i] = u(rng);
+    else
+      h.data<float>()[i] = static_cast<float>(u(rng));
+  }
+  p.value.copy_from(h);
+}
+
+std::unique_ptr<ConvNd> token_linear(const PhysicsAttentionOptions& o, Index cin, Index cout,
+                                     unsigned seed, const std::string& prefix) {
+  ConvOptions c;
+  c.nd = o.nd;
+  c.in_channels = cin;
+  c.out_channels = cout;
+  c.kernel = {1};
+  c.dtype = o.dtype;
+  c.space = o.space;
+  c.seed = seed;
+  auto conv = std::make_unique<ConvNd>(c);
+  conv->weight().name = prefix + ".weight";
+  conv->bias()->name = prefix + ".bias";
+  return conv;
+}
+
+}  // namespace
+
+PhysicsAttention::PhysicsAttention(const PhysicsAttentionOptions& o) : opts_(o) {
+  TESSERA_CHECK(o.nd >= 1 && o.nd <= 3, "PhysicsAttention: nd = " << o.nd << ", must be 1..3");
+  TESSERA_CHECK(o.channels >= 1 && o.heads >= 1 && o.head_dim >= 1 && o.slices >= 1,
+                "PhysicsAttention: channels " << o.channels << ", heads " << o.heads
+                                              << ", head_dim " << o.head_dim << ", slices "
+                                              << o.slices << ": each must be >= 1");
+  TESSERA_CHECK(o.temperature > 0,
+                "PhysicsAttention: temperature " << o.temperature << " must be > 0");
+  TESSERA_CHECK(o.space == MemSpace::Host,
+                "PhysicsAttention: host tensors only so far (no CUDA kernel for the slicing yet)");
+  kernel_scalar(o.dtype, "PhysicsAttention");
+  const Index H = o.heads, D = o.head_dim, M = o.slices;
+  in_ = token_linear(o, o.channels, 2 * H * D, o.seed, "in");
+  out_ = token_linear(o, H * D, o.channels, o.seed + 1, "out");
+  slice_w_ = make_param("slice.weight", {M, D}, 0.0, o.dtype, o.space);
+  slice_b_ = make_param("slice.bias", {M}, 0.0, o.dtype, o.space);
+  temperature_ = make_param("temperature", {H}, o.temperature, o.dtype, o.space);
+  wq_ = make_param("q.weight", {D, D}, 0.0, o.dtype, o.space);
+  wk_ = make_param("k.weight", {D, D}, 0.0, o.dtype, o.space);
+  wv_ = make_param("v.weight", {D, D}, 0.0, o.dtype, o.space);
+  // PyTorch's Linear init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the same on every rank.
+  std::mt19937_64 rng(o.seed + 2);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(D));
+  for (Parameter* p : {&slice_w_, &slice_b_, &wq_, &wk_, &wv_}) fill_uniform(*p, rng, bound);
+}
+
+PhysicsAttention::~PhysicsAttention() = default;
+
+std::string PhysicsAttention::name() const {
+  std::ostringstream os;
+  os << "PhysicsAttention(C " << opts_.channels << ", heads " << opts_.heads << " x "
+     << opts_.head_dim << ", slices " << opts_.slices << ")";
+  return os.str();
+}
+
+std::vector<Parameter*> PhysicsAttention::parameters() {
+  return {&in_->weight(), in_->bias(), &slice_w_, &slice_b_,       &temperature_,
+          &wq_,           &wk_,        &wv_,      &out_->weight(), out_->bias()};
+}
+
+ShardSpec PhysicsAttention::output_spec(const ShardSpec& in) const {
+  check_spatial_spec(in, opts_.nd, name());
+  TESSERA_CHECK(in.global_shape()[1] == opts_.channels,
+                name() << ": input has " << in.global_shape()[1] << " channels");
+  TESSERA_CHECK(!in.placement(1).sharded(), name() << ": the channel dim is sharded (" << in.str()
+                                                   << "); a token's channels must be on one rank");
+  const ShardSpec h = in_->output_spec(in);
+  return out_->output_spec(with_channels(h, opts_.heads * opts_.head_dim));
+}
+
+ShardTensor PhysicsAttention::forward(const ShardTensor& x) {
+  check_layer_input(x, 2 + opts_.nd, 2 + opts_.nd, name());
+  TESSERA_CHECK(x.dtype() == opts_.dtype, name() << ": input is " << name_of(x.dtype())
+                                                 << ", the layer " << name_of(opts_.dtype));
+  output_spec(x.spec());
+  auto s = std::make_unique<Saved>();
+  s->mesh = x.mesh();
+  s->in_spec = x.spec();
+  const Index H = opts_.heads, D = opts_.head_dim, M = opts_.slices;
+  const ShardTensor h = in_->forward(x);
+  s->h = h.local().contiguous();
+  s->h_spec = h.spec();
+  const Index N = s->h.shape(0), P = N > 0 ? s->h.numel() / (N * 2 * H * D) : 0;
+  s->shape = {N, H, D, M, P};
+  s->ws = param_values(slice_w_);
+  s->bs = param_values(slice_b_);
+  s->tau = param_values(temperature_);
+  s->wq = param_values(wq_);
+  s->wk = param_values(wk_);
+  s->wv = param_values(wv_);
+  for (double t : s->tau)
+    TESSERA_CHECK(t > 0, name() << ": temperature " << t << " is not positive");
+  const kernels::SliceParams sp{s->ws.data(), s->bs.data(), s->tau.data()};
+  s->w = Tensor::empty({N, H, M, P}, opts_.dtype);
+  s->acc.resize(static_cast<std::size_t>(N * H * M * (D + 1)));
+  const Device host = Device::host();
+  kernels::physics_slice(host, opts_.dtype, s->shape, s->h.raw(), sp, s->w.raw(), s->acc.data());
+  allreduce_sum(s->mesh, axes_sharding_dims(s->in_spec, token_dims(s->in_spec.ndim())),
+                s->acc.data(), static_cast<Index>(s->acc.size()));
+  const std::size_t tok = static_cast<std::size_t>(N * H * M * D);
+  for (auto* v : {&s->t, &s->q, &s->k, &s->v, &s->o}) v->assign(tok, 0.0);
+  s->lse.assign(static_cast<std::size_t>(N * H * M), 0.0);
+  const kernels::SliceTokens st{opts_.eps,   s->t.data(), s->q.data(),  s->k.data(),
+                                s->v.data(), s->o.data(), s->lse.data()};
+  kernels::physics_tokens_forward(s->shape, s->acc.data(), s->wq.data(), s->wk.data(), s->wv.data(),
+                                  st);
+  s->mid_spec = with_channels(s->h_spec, H * D);
+  std::vector<Index> mid_shape = s->h.shape();
+  mid_shape[1] = H * D;
+  Tensor mid = Tensor::empty(mid_shape, opts_.dtype);
+  kernels::physics_deslice(host, opts_.dtype, s->shape, s->w.raw(), s->o.data(), mid.raw());
+  const ShardTensor y = out_->forward(ShardTensor::unchecked(s->mesh, s->mid_spec, mid));
+  s->out_spec = y.spec();
+  saved_ = std::move(s);
+  return y;
+}
+
+ShardTensor PhysicsAttention::backward(const ShardTensor& dy) {
+  TESSERA_CHECK(saved_, name() << ": backward before forward");
+  Saved& s = *saved_;
+  check_output_grad(dy, s.out_spec, opts_.dtype, opts_.space, name());
+  const Tensor dmid = out_->backward(dy).local().contiguous();
+  const kernels::PhysicsShape& sh = s.shape;
+  const Index H = sh.heads, D = sh.dim, M = sh.slices, N = sh.batch;
+  const std::size_t tok = static_cast<std::size_t>(N * H * M * D);
+  std::vector<double> d_o(tok), da(tok), dz(static_cast<std::size_t>(N * H * M));
+  const Device host = Device::host();
+  kernels::physics_deslice_grad(host, opts_.dtype, sh, s.w.raw(), dmid.raw(), d_o.data());
+  const std::vector<int> all_axes = sharding_axes(s.in_spec);
+  allreduce_sum(s.mesh, axes_sharding_dims(s.in_spec, token_dims(s.in_spec.ndim())), d_o.data(),
+                static_cast<Index>(tok));
+  std::vector<double> dwq(static_cast<std::size_t>(D * D)), dwk(dwq.size()), dwv(dwq.size());
+  const kernels::SliceTokens st{opts_.eps,  s.t.data(), s.q.data(),  s.k.data(),
+                                s.v.data(), s.o.data(), s.lse.data()};
+  kernels::physics_tokens_backward(sh, s.acc.data(), s.wq.data(), s.wk.data(), s.wv.data(), st,
+                                   d_o.data(), da.data(), dz.data(), dwq.data(), dwk.data(),
+                                   dwv.data());
+  // Every rank holds all slice tokens of its samples: q, k, v gradients are partial only
+  // over the axes that shard the batch.
+  const std::vector<int> batch_axes = axes_sharding_dims(s.in_spec, {0});
+  const auto as_tensor = [](const std::vector<double>& v, const std::vector<Index>& shape) {
+    Tensor t = Tensor::empty(shape, DType::f64);
+    std::copy(v.begin(), v.end(), t.data<double>());
+    return t;
+  };
+  add_param_grad(batch_axes, as_tensor(dwq, {D, D}), 0, wq_);
+  add_param_grad(batch_axes, as_tensor(dwk, {D, D}), 0, wk_);
+  add_param_grad(batch_axes, as_tensor(dwv, {D, D}), 0, wv_);
+
+  std::vector<double> dws(static_cast<std::size_t>(M * D)), dbs(static_cast<std::size_t>(M)),
+      dtau(static_cast<std::size_t>(H));
+  Tensor dh = Tensor::empty(s.h.shape(), opts_.dtype);
+  kernels::SliceBackward b;
+  b.x = s.h.raw();
+  b.w = s.w.raw();
+  b.dy = dmid.raw();
+  b.o = s.o.data();
+  b.da = da.data();
+  b.dz = dz.data();
+  b.dx = dh.raw();
+  b.dws = dws.data();
+  b.dbs = dbs.data();
+  b.dtau = dtau.data();
+  const kernels::SliceParams sp{s.ws.data(), s.bs.data(), s.tau.data()};
+  kernels::physics_slice_backward(host, opts_.dtype, sh, sp, b);
+  add_param_grad(all_axes, as_tensor(dws, {M, D}), 0, slice_w_);
+  add_param_grad(all_axes, as_tensor(dbs, {M}), 0, slice_b_);
+  add_param_grad(all_axes, as_tensor(dtau, {H}), 0, temperature_);
+  return in_->backward(ShardTensor::unchecked(s.mesh, s.h_spec, dh));
+}
+
+}  // namespace tessera
