@@ -126,8 +126,8 @@ inline LayerComparison compare_with_one_rank(
 // Returns the worst relative error (against the largest gradient entry). The default step
 // suits layers linear in each argument (central differences exact); a nonlinear layer passes
 // a small h.
-inline double finite_difference_error(Layer& layer, const ShardTensor& x, int probes,
-                                      unsigned seed, double h = 1e-3) {
+inline double finite_difference_error(Layer& layer, const ShardTensor& x, int probes, unsigned seed,
+                                      double h = 1e-3) {
   const Mesh& mesh = x.mesh();
   for (Parameter* p : layer.parameters()) p->grad.zero();
   const ShardTensor y = layer.forward(x);
