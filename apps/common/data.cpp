@@ -75,13 +75,54 @@ void Normalizer::invert(const Tensor& t) const {
   });
 }
 
+namespace {
+
+// A point quantity: "coords" or a variable of /points/features; false if the file has no
+// point cloud or no such variable.
+bool point_quantity(const io::File& f, const std::string& n, FieldSet& fs) {
+  if (!f.exists(io::schema::kCoords)) return false;
+  if (n == "coords") {
+    fs.names.push_back(n);
+    fs.channels.push_back(3);
+    fs.feature.push_back(-1);
+    return true;
+  }
+  if (!f.exists(io::schema::kFeatures)) return false;
+  const std::vector<std::string> vars = f.attr_strings(io::schema::kFeatures, "variables");
+  for (std::size_t k = 0; k < vars.size(); ++k)
+    if (vars[k] == n) {
+      fs.names.push_back(n);
+      fs.channels.push_back(1);
+      fs.feature.push_back(static_cast<Index>(k));
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
 FieldSet field_set(const io::File& f, const std::vector<std::string>& names) {
   FieldSet fs;
   TESSERA_CHECK(!names.empty(), "no fields given for " << f.path());
   for (const std::string& n : names) {
     const std::string dset = std::string(io::schema::kFields) + "/" + n;
-    TESSERA_CHECK(f.exists(dset), "field '" << n << "' not found: no " << f.where(dset)
-                                            << " (tessera-prep inspect lists the fields)");
+    if (!f.exists(dset) && point_quantity(f, n, fs)) {
+      TESSERA_CHECK(fs.names.size() == 1 || fs.points,
+                    "'" << n << "' is a point quantity of " << f.path() << ", '" << fs.names[0]
+                        << "' a grid field: a model reads one or the other");
+      fs.points = true;
+      continue;
+    }
+    TESSERA_CHECK(f.exists(dset), "field '"
+                                      << n << "' not found: no " << f.where(dset)
+                                      << (f.exists(io::schema::kCoords)
+                                              ? ", and not 'coords' or a /points/features variable"
+                                              : "")
+                                      << " (tessera-prep inspect lists the fields)");
+    TESSERA_CHECK(!fs.points, "'" << n << "' is a grid field of " << f.path() << ", '"
+                                  << fs.names[0]
+                                  << "' a point quantity: a model reads one or "
+                                     "the other");
     const io::DatasetInfo info = f.info(dset);
     TESSERA_CHECK(info.shape.size() >= 3 && info.shape.size() <= 5,
                   f.where(dset) << " has shape " << shape_str(info.shape)
@@ -90,6 +131,7 @@ FieldSet field_set(const io::File& f, const std::vector<std::string>& names) {
                   f.where(dset) << " is " << info.type_name << ", the schema's fields are float32");
     fs.names.push_back(n);
     fs.channels.push_back(info.shape[1]);
+    fs.feature.push_back(-1);
   }
   return fs;
 }
@@ -98,9 +140,18 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
                    const FieldSet& targets, DType dtype)
     : mesh_(mesh), dtype_(dtype) {
   const io::File f = io::File::open(path, mesh.comm());
+  TESSERA_CHECK(inputs.points == targets.points,
+                "'" << path
+                    << "': inputs and targets must both be grid fields or both point "
+                       "quantities");
+  points_ = inputs.points;
   std::vector<Index> shape0;
+  if (points_) {  // (N, P, 3) as a grid (N, 0, P)
+    const std::vector<Index> s = f.info(io::schema::kCoords).shape;
+    shape0 = {s[0], 0, s[1]};
+  }
   for (const FieldSet* fs : {&inputs, &targets})
-    for (const std::string& n : fs->names) {
+    for (const std::string& n : points_ ? std::vector<std::string>{} : fs->names) {
       const std::string dset = std::string(io::schema::kFields) + "/" + n;
       const io::DatasetInfo info = f.info(dset);
       std::vector<Index> s = info.shape;
@@ -126,8 +177,44 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
   for (int d = 0; d < spatial_dims(); ++d)
     lo.push_back(mine.lo[d + 2]), hi.push_back(mine.hi[d + 2]);
   block_ = Box(lo, hi);
-  inputs_ = read_fields(f, inputs, cin_);
-  targets_ = read_fields(f, targets, cout_);
+  inputs_ = points_ ? read_point_quantities(f, inputs, cin_) : read_fields(f, inputs, cin_);
+  targets_ = points_ ? read_point_quantities(f, targets, cout_) : read_fields(f, targets, cout_);
+}
+
+Tensor GridData::read_point_quantities(const io::File& f, const FieldSet& fs,
+                                       Index channels) const {
+  const Index b = block_.lo[0], e = block_.hi[0], len = e - b;
+  Tensor cache = Tensor::empty({n_, channels, len}, dtype_);
+  Index c0 = 0;
+  for (std::size_t i = 0; i < fs.names.size(); ++i) {
+    const bool coords = fs.feature[i] < 0;
+    const std::string dset = coords ? io::schema::kCoords : io::schema::kFeatures;
+    const Index C = f.info(dset).shape[2];
+    const Tensor raw = io::read_slab(f, dset, Box({0, b, 0}, {n_, e, C}), DType::f32);
+    const Index bad = io::first_nonfinite(raw);
+    std::string why;
+    if (bad >= 0) {
+      std::ostringstream os;
+      os << f.where(dset) << ": non-finite value " << raw.data<float>()[bad] << " in sample "
+         << bad / std::max<Index>(1, len * C) << " (tessera-prep validate checks a file for these)";
+      why = os.str();
+    }
+    collective_check(mesh_.comm(), bad < 0, why);
+    // (N, len, C) channels-last -> channels [c0, c0 + channels of this name) of (N, C, len).
+    const Index first = coords ? 0 : fs.feature[i];
+    for (Index n = 0; n < n_; ++n)
+      for (Index k = 0; k < fs.channels[i]; ++k)
+        for (Index p = 0; p < len; ++p) {
+          const double v = raw.data<float>()[(n * len + p) * C + first + k];
+          const Index at = (n * channels + c0 + k) * len + p;
+          if (dtype_ == DType::f64)
+            cache.data<double>()[at] = v;
+          else
+            cache.data<float>()[at] = static_cast<float>(v);
+        }
+    c0 += fs.channels[i];
+  }
+  return cache;
 }
 
 Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channels) const {

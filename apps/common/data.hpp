@@ -24,9 +24,15 @@ struct GridLayout {
   std::vector<Placement> dims(int spatial_dims, bool shard_batch) const;
 };
 
+// The quantities a model reads: grid fields (datasets under /fields), or point quantities
+// of a point-cloud file - "coords" (/points/coords, 3 channels) and the variables of
+// /points/features (one channel each). Points load as a grid of one dim: (N, C, P), the
+// points split over the domain axis in contiguous ranges.
 struct FieldSet {
-  std::vector<std::string> names;  // datasets under /fields
-  std::vector<Index> channels;     // per field
+  std::vector<std::string> names;
+  std::vector<Index> channels;  // per name
+  bool points = false;          // names are point quantities
+  std::vector<Index> feature;   // points: channel of /points/features per name, -1: coords
   Index total_channels() const;
 };
 
@@ -51,6 +57,7 @@ class GridData {
   Index input_channels() const { return cin_; }
   Index target_channels() const { return cout_; }
   const GridLayout& layout() const { return layout_; }
+  bool points() const { return points_; }  // a point cloud, as a grid of one dim
 
   // Per-channel mean and std over the listed samples (all cells): collective, two passes
   // in float64 (the mean, then squared deviations about it).
@@ -69,6 +76,7 @@ class GridData {
 
  private:
   Tensor read_fields(const io::File& f, const FieldSet& fs, Index channels) const;
+  Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index channels) const;
   Tensor gather(const Tensor& cache, const std::vector<Index>& samples, const Box& mine,
                 Index channels, MemSpace space) const;
 
@@ -76,12 +84,14 @@ class GridData {
   GridLayout layout_;
   DType dtype_;
   Index n_ = 0, cin_ = 0, cout_ = 0;
+  bool points_ = false;
   std::vector<Index> spatial_;
   Box block_;                // this rank's spatial block (global coordinates)
   Tensor inputs_, targets_;  // (n, C, block...) in dtype_, host
 };
 
-// Reads the channel counts of fields and checks they are schema grid fields (collective).
+// Reads the channel counts of fields and checks they are schema grid fields, or point
+// quantities of a point-cloud file (collective).
 FieldSet field_set(const io::File& f, const std::vector<std::string>& names);
 
 }  // namespace tessera::app

@@ -56,12 +56,32 @@ FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index cin, Index 
   return o;
 }
 
+TransolverOptions transolver_options(const TrainConfig& c, int spatial_dims, bool points, Index cin,
+                                     Index cout, MemSpace space) {
+  TransolverOptions o;
+  o.nd = spatial_dims;
+  o.coordinates = !points;  // a point cloud's coordinates are input channels already
+  o.in_channels = cin;
+  o.out_channels = cout;
+  o.width = c.model.width;
+  o.layers = static_cast<int>(c.model.layers);
+  o.heads = c.model.heads;
+  o.slices = c.model.slices;
+  o.dtype = model_dtype(c.model);
+  o.space = space;
+  o.seed = static_cast<unsigned>(c.train.seed);
+  return o;
+}
+
 std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
-                                  MemSpace space) {
+                                  MemSpace space, bool points) {
   if (c.model.type == "fno")
     return std::make_unique<Fno>(fno_options(c, spatial_dims, cin, cout, space));
+  if (c.model.type == "transolver")
+    return std::make_unique<Transolver>(
+        transolver_options(c, spatial_dims, points, cin, cout, space));
   TESSERA_CHECK(c.model.type == "unet",
-                "model.type = '" << c.model.type << "' is not one of unet, fno");
+                "model.type = '" << c.model.type << "' is not one of unet, fno, transolver");
   return std::make_unique<UNet>(unet_options(c, spatial_dims, cin, cout, space));
 }
 
@@ -192,7 +212,8 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
     targets = field_set(f, cfg.data.targets);
     // Before the data and the model are allocated: do they fit the node?
     const std::vector<Index> shape =
-        f.info(std::string(io::schema::kFields) + "/" + inputs.names[0]).shape;
+        inputs.points ? std::vector<Index>{}
+                      : f.info(std::string(io::schema::kFields) + "/" + inputs.names[0]).shape;
     if (shape.size() >= 3) {
       const int nd = static_cast<int>(shape.size()) - 2;
       const GridLayout layout = GridLayout::of(mesh, nd);
@@ -224,7 +245,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   for (Index i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(i);
 
   model_ = make_model(cfg, data_->spatial_dims(), data_->input_channels(), data_->target_channels(),
-                      space_);
+                      space_, data_->points());
   std::vector<Index> shape = {bsz, data_->input_channels()};
   shape.insert(shape.end(), data_->spatial().begin(), data_->spatial().end());
   const std::string problem = model_->input_problem(shape);

@@ -23,6 +23,7 @@
 #include "runtime/train/optim.hpp"
 #include "runtime/nn/state_dict.hpp"
 #include "runtime/train/fno.hpp"
+#include "runtime/train/transolver.hpp"
 #include "runtime/train/unet.hpp"
 
 namespace tessera::app {
@@ -55,10 +56,12 @@ UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index in_channe
                          Index out_channels, MemSpace space);
 FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index in_channels,
                        Index out_channels, MemSpace space);
-// The model of model.type; its signature() is stored in checkpoints (a mismatch on resume
-// is an error).
+TransolverOptions transolver_options(const TrainConfig& c, int spatial_dims, bool points,
+                                     Index in_channels, Index out_channels, MemSpace space);
+// The model of model.type for data of `spatial_dims` (a point cloud: one dim of points);
+// its signature() is stored in checkpoints (a mismatch on resume is an error).
 std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index in_channels,
-                                  Index out_channels, MemSpace space);
+                                  Index out_channels, MemSpace space, bool points = false);
 
 // Data-sampling state: the epoch's permutation of the training samples and the position
 // in it, with the generator that draws the next permutation.
