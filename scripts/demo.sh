@@ -6,8 +6,10 @@
 # says where everything is.
 #   TESSERA_DEMO_OUT   output folder (default: demo-out/)
 #   TESSERA_DEMO_RANKS ranks (default 4)
-#   TESSERA_DEMO_MODEL unet (default: 32x32 training, 64x64 inference) or fno (64x64
-#                      training, 128x128 inference; scripts/demo/darcy_fno.toml)
+#   TESSERA_DEMO_MODEL unet (default: 32x32 training, 64x64 inference), fno (64x64
+#                      training, 128x128 inference; scripts/demo/darcy_fno.toml) or
+#                      transolver (point clouds on a torus, learning a neighbourhood mean
+#                      of a field; new clouds at inference; scripts/demo/points_transolver.toml)
 #   TESSERA_DEMO_SKIP_SETUP=1  use the binaries in TESSERA_BUILD_DIR (default build/) as they are
 # Extra arguments go to tessera-train (e.g. --train.steps=400).
 set -euo pipefail
@@ -29,21 +31,36 @@ model=${TESSERA_DEMO_MODEL:-unet}
 case "$model" in
   unet) train_n=32 train_samples=128 test_n=64 ;;
   fno) train_n=64 train_samples=256 test_n=128 ;;
-  *) echo "demo: TESSERA_DEMO_MODEL=$model is not unet or fno" >&2; exit 2 ;;
+  transolver) points=2048 train_samples=96 ;;
+  *) echo "demo: TESSERA_DEMO_MODEL=$model is not unet, fno or transolver" >&2; exit 2 ;;
 esac
-test_h5="$out/darcy_test$test_n.h5"
-
-echo "== 1. data: Darcy flow on ${train_n}x$train_n ($train_samples samples) and ${test_n}x$test_n (8 samples) grids"
-run "$bin/tessera-prep" generate darcy --grid "${train_n}x$train_n" --samples "$train_samples" --seed 1 \
-  --out "$out/darcy_train.h5" --quiet
-run "$bin/tessera-prep" generate darcy --grid "${test_n}x$test_n" --samples 8 --seed 2 --out "$test_h5" --quiet
+if [ "$model" = transolver ]; then
+  test_n=$points
+  test_h5="$out/points_test.h5"
+  train_h5=points_train.h5
+  config=$root/scripts/demo/points_transolver.toml
+  echo "== 1. data: $train_samples point clouds of $points points on a torus, f and its mean over 16 neighbours"
+  run "$bin/tessera-prep" generate points --points "$points" --samples "$train_samples" --seed 1 \
+    --out "$out/$train_h5" --quiet
+  run "$bin/tessera-prep" generate points --points "$points" --samples 8 --seed 2 --out "$test_h5" --quiet
+  what="8 new clouds"
+else
+  test_h5="$out/darcy_test$test_n.h5"
+  train_h5=darcy_train.h5
+  config=$root/scripts/demo/darcy_$model.toml
+  echo "== 1. data: Darcy flow on ${train_n}x$train_n ($train_samples samples) and ${test_n}x$test_n (8 samples) grids"
+  run "$bin/tessera-prep" generate darcy --grid "${train_n}x$train_n" --samples "$train_samples" --seed 1 \
+    --out "$out/$train_h5" --quiet
+  run "$bin/tessera-prep" generate darcy --grid "${test_n}x$test_n" --samples 8 --seed 2 --out "$test_h5" --quiet
+  what="the ${test_n}x$test_n grids (4x the cells of training)"
+fi
 
 echo "== 2. training a model of type $model on $ranks ranks"
 rm -rf "$out/checkpoints"
-(cd "$out" && run "$bin/tessera-train" "$root/scripts/demo/darcy_$model.toml" "$@") | tee "$out/train.log"
+(cd "$out" && run "$bin/tessera-train" "$config" "$@") | tee "$out/train.log"
 t_train=$(($(date +%s) - start))
 
-echo "== 3. inference on the ${test_n}x$test_n grids (4x the cells of training)"
+echo "== 3. inference on $what"
 ckpt=$(ls "$out"/checkpoints/ckpt_*.h5 | sort | tail -1)
 run "$bin/tessera-infer" --checkpoint "$ckpt" --input "$test_h5" \
   --output "$out/prediction$test_n.h5" | tee "$out/infer.log"
@@ -64,9 +81,9 @@ fi
 echo
 echo "demo: validation relative L2 error $first (step $(awk -F, 'NR > 1 && $6 != "" { print $1; exit }' "$out/metrics.csv")) -> $last (last step), in $t_train s up to the end of training"
 echo "demo: outputs in $out"
-echo "  darcy_train.h5, darcy_test$test_n.h5   the generated datasets (tessera-prep inspect FILE)"
+echo "  $train_h5, $(basename "$test_h5")   the generated datasets (tessera-prep inspect FILE)"
 echo "  train.log, metrics.csv             progress and per-step metrics"
 echo "  checkpoints/                       HDF5 checkpoints (tessera-train ... --resume continues)"
-echo "  prediction$test_n.h5, infer.log        the prediction on the ${test_n}x$test_n grids and its error"
+echo "  prediction$test_n.h5, infer.log        the prediction on $what and its error"
 [ $pictures = 0 ] ||
   echo "  fields.png, training.png           the prediction beside the truth; loss curves"

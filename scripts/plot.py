@@ -182,7 +182,13 @@ def plot_points(a, fin, fpred):
     pred = np.asarray(fpred["points/features"][a.sample], dtype=np.float64)
     truth = None
     if "points/features" in fin:
+        # The target channels by variable name (a prediction holds the targets only).
+        names = lambda d: [v.decode() if isinstance(v, bytes) else str(v)
+                           for v in d.attrs.get("variables", [])]
+        pred_vars, in_vars = names(fpred["points/features"]), names(fin["points/features"])
         truth = np.asarray(fin["points/features"][a.sample], dtype=np.float64)
+        if pred_vars and all(v in in_vars for v in pred_vars):
+            truth = truth[:, [in_vars.index(v) for v in pred_vars]]
     ch = a.channel
     panels = [(pred[:, ch], "prediction", "viridis", None)]
     if truth is not None and truth.shape == pred.shape:

@@ -27,9 +27,12 @@ namespace {
 StepSetup setup_of(const cli::Args& opt, const std::string& model) {
   StepSetup s;
   s.model = model;
-  const bool fno = model == "fno";
-  s.width = opt.integer(fno ? "fno-width" : "width");
-  s.depth = static_cast<int>(opt.integer(fno ? "fno-layers" : "depth"));
+  const bool fno = model == "fno", transolver = model == "transolver";
+  s.width = opt.integer(fno ? "fno-width" : transolver ? "transolver-width" : "width");
+  s.depth = static_cast<int>(opt.integer(fno          ? "fno-layers"
+                                         : transolver ? "transolver-layers"
+                                                      : "depth"));
+  s.slices = opt.integer("transolver-slices");
   s.modes = opt.integer("fno-modes");
   s.batch = opt.integer("batch");
   s.reps = static_cast<int>(opt.integer("reps"));
@@ -100,7 +103,7 @@ const json* row_of(const json& rows, const std::string& model, const std::string
 
 json goals(const json& rows) {
   json g = json::array();
-  for (const std::string model : {"unet", "fno"}) {
+  for (const std::string model : {"unet", "fno", "transolver"}) {
     const json* c1 = row_of(rows, model, "capacity", 1);
     const json* c8 = row_of(rows, model, "capacity", 8);
     if (c1 && c8)
@@ -121,11 +124,12 @@ Case scaling_case() {
   Case c;
   c.name = "scaling";
   c.help =
-      "scaling study of the UNet's and the FNO's training steps: strong and weak scaling, peak "
+      "scaling study of the UNet's, the FNO's and the Transolver's (grid cells as tokens) "
+      "training steps: strong and weak scaling, peak "
       "memory per rank, and (driven by scripts/bench.sh) the largest grid under a per-rank "
       "memory limit";
   c.options = {{"which", "LIST", "strong, weak (both by default) or capacity", "strong,weak"},
-               {"models", "LIST", "unet, fno (capacity: one of them)", "unet,fno"},
+               {"models", "LIST", "unet, fno, transolver (capacity: one of them)", "unet,fno"},
                {"strong", "HxW", "global grid of the strong-scaling runs", "256x64"},
                {"weak", "HxW", "grid per rank of the weak-scaling runs", "64x64"},
                {"batch", "N", "samples per step (strong, weak)", "2"},
@@ -134,6 +138,9 @@ Case scaling_case() {
                {"fno-width", "N", "FNO width (projection: twice it)", "16"},
                {"fno-layers", "N", "FNO Fourier blocks", "4"},
                {"fno-modes", "N", "FNO modes per spatial dim", "8"},
+               {"transolver-width", "N", "Transolver width (4 heads)", "32"},
+               {"transolver-layers", "N", "Transolver blocks", "2"},
+               {"transolver-slices", "N", "Transolver slices per head", "16"},
                {"reps", "N", "timed steps", "5"},
                {"warmup", "N", "untimed steps first", "2"},
                {"threads", "N", "OpenMP threads per rank", "1"},

@@ -13,6 +13,7 @@
 #include "runtime/train/optim.hpp"
 #include "decomp/error.hpp"
 #include "runtime/train/fno.hpp"
+#include "runtime/train/transolver.hpp"
 #include "runtime/train/unet.hpp"
 
 namespace tessera::bench {
@@ -35,7 +36,18 @@ std::unique_ptr<Model> make(const StepSetup& s) {
     f.projection = 2 * s.width;
     return std::make_unique<Fno>(f);
   }
-  if (s.model != "unet") throw Error("bench: model '" + s.model + "' is not unet or fno");
+  if (s.model == "transolver") {
+    TransolverOptions t;
+    t.nd = 2;
+    t.coordinates = true;
+    t.width = s.width;
+    t.layers = s.depth;
+    t.heads = 4;
+    t.slices = s.slices;
+    return std::make_unique<Transolver>(t);
+  }
+  if (s.model != "unet")
+    throw Error("bench: model '" + s.model + "' is not unet, fno or transolver");
   UNetOptions u;
   u.width = s.width;
   u.depth = s.depth;

@@ -136,6 +136,43 @@ FieldSet field_set(const io::File& f, const std::vector<std::string>& names) {
   return fs;
 }
 
+Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, Index s1, Index b,
+                             Index e, DType dtype) {
+  const Index len = e - b, n = s1 - s0, channels = fs.total_channels();
+  Tensor cache = Tensor::empty({n, channels, len}, dtype);
+  Index c0 = 0;
+  for (std::size_t i = 0; i < fs.names.size(); ++i) {
+    const bool coords = fs.feature[i] < 0;
+    const std::string dset = coords ? io::schema::kCoords : io::schema::kFeatures;
+    const Index C = f.info(dset).shape[2];
+    const Tensor raw = io::read_slab(f, dset, Box({s0, b, 0}, {s1, e, C}), DType::f32);
+    const Index bad = io::first_nonfinite(raw);
+    std::string why;
+    if (bad >= 0) {
+      std::ostringstream os;
+      os << f.where(dset) << ": non-finite value " << raw.data<float>()[bad] << " in sample "
+         << s0 + bad / std::max<Index>(1, len * C)
+         << " (tessera-prep validate checks a file for these)";
+      why = os.str();
+    }
+    collective_check(f.comm(), bad < 0, why);
+    // (n, len, C) channels-last -> channels [c0, c0 + channels of this name) of (n, C, len).
+    const Index first = coords ? 0 : fs.feature[i];
+    for (Index s = 0; s < n; ++s)
+      for (Index k = 0; k < fs.channels[i]; ++k)
+        for (Index p = 0; p < len; ++p) {
+          const double v = raw.data<float>()[(s * len + p) * C + first + k];
+          const Index at = (s * channels + c0 + k) * len + p;
+          if (dtype == DType::f64)
+            cache.data<double>()[at] = v;
+          else
+            cache.data<float>()[at] = static_cast<float>(v);
+        }
+    c0 += fs.channels[i];
+  }
+  return cache;
+}
+
 GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& inputs,
                    const FieldSet& targets, DType dtype)
     : mesh_(mesh), dtype_(dtype) {
@@ -183,38 +220,8 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
 
 Tensor GridData::read_point_quantities(const io::File& f, const FieldSet& fs,
                                        Index channels) const {
-  const Index b = block_.lo[0], e = block_.hi[0], len = e - b;
-  Tensor cache = Tensor::empty({n_, channels, len}, dtype_);
-  Index c0 = 0;
-  for (std::size_t i = 0; i < fs.names.size(); ++i) {
-    const bool coords = fs.feature[i] < 0;
-    const std::string dset = coords ? io::schema::kCoords : io::schema::kFeatures;
-    const Index C = f.info(dset).shape[2];
-    const Tensor raw = io::read_slab(f, dset, Box({0, b, 0}, {n_, e, C}), DType::f32);
-    const Index bad = io::first_nonfinite(raw);
-    std::string why;
-    if (bad >= 0) {
-      std::ostringstream os;
-      os << f.where(dset) << ": non-finite value " << raw.data<float>()[bad] << " in sample "
-         << bad / std::max<Index>(1, len * C) << " (tessera-prep validate checks a file for these)";
-      why = os.str();
-    }
-    collective_check(mesh_.comm(), bad < 0, why);
-    // (N, len, C) channels-last -> channels [c0, c0 + channels of this name) of (N, C, len).
-    const Index first = coords ? 0 : fs.feature[i];
-    for (Index n = 0; n < n_; ++n)
-      for (Index k = 0; k < fs.channels[i]; ++k)
-        for (Index p = 0; p < len; ++p) {
-          const double v = raw.data<float>()[(n * len + p) * C + first + k];
-          const Index at = (n * channels + c0 + k) * len + p;
-          if (dtype_ == DType::f64)
-            cache.data<double>()[at] = v;
-          else
-            cache.data<float>()[at] = static_cast<float>(v);
-        }
-    c0 += fs.channels[i];
-  }
-  return cache;
+  (void)channels;
+  return app::read_point_quantities(f, fs, 0, n_, block_.lo[0], block_.hi[0], dtype_);
 }
 
 Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channels) const {

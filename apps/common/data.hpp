@@ -90,6 +90,12 @@ class GridData {
   Tensor inputs_, targets_;  // (n, C, block...) in dtype_, host
 };
 
+// Point quantities of samples [s0, s1), points [b, e): (s1 - s0, channels, e - b) in dtype,
+// channels in the order of fs. Collective over f's communicator; a non-finite value fails
+// every rank naming the dataset and the sample.
+Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, Index s1, Index b,
+                             Index e, DType dtype);
+
 // Reads the channel counts of fields and checks they are schema grid fields, or point
 // quantities of a point-cloud file (collective).
 FieldSet field_set(const io::File& f, const std::vector<std::string>& names);

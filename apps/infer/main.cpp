@@ -2,8 +2,11 @@
 // Runs a trained checkpoint on every sample of IN.h5, sharded over the ranks (any grid the
 // model takes: spatial extents divisible by 2^depth, larger than in training is fine),
 // and writes the prediction to OUT.h5 in the dataset schema (/fields/TARGET, float32,
-// (N, C, spatial...)). When IN.h5 also holds the target fields, prints the relative L2
-// error of the prediction per sample and on average.
+// (N, C, spatial...)). A point-cloud model (trained on /points quantities) reads the point
+// cloud split in contiguous ranges of points and writes /points/coords and
+// /points/features (N, P, C) with the targets as variables. When IN.h5 also holds the
+// targets, prints the relative L2 error of the prediction per sample and on average.
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -46,6 +49,7 @@ std::string field(const std::string& n) {
 
 // One sample of the listed fields, this rank's spatial block, channels concatenated.
 Tensor read_sample(const io::File& f, const FieldSet& fs, Index n, const Box& block, DType dtype) {
+  if (fs.points) return read_point_quantities(f, fs, n, n + 1, block.lo[0], block.hi[0], dtype);
   std::vector<Index> shape = {1, fs.total_channels()};
   for (int d = 0; d < block.ndim; ++d) shape.push_back(block.extent(d));
   Tensor out = Tensor::empty(shape, dtype);
@@ -62,6 +66,24 @@ Tensor read_sample(const io::File& f, const FieldSet& fs, Index n, const Box& bl
     c0 += fs.channels[i];
   }
   return out;
+}
+
+// Sample s of a point prediction (1, C, this rank's points) as /points/features rows
+// (channels last), with the input's coordinates of the same points.
+void write_points(const io::File& in, io::File& out, Index s, const Box& block, const Tensor& pred,
+                  bool writer) {
+  const Index b = block.lo[0], e = writer ? block.hi[0] : block.lo[0], len = e - b;
+  const Index C = pred.shape(1);
+  const Tensor xyz =
+      io::read_slab(in, io::schema::kCoords, Box({s, b, 0}, {s + 1, e, 3}), DType::f32);
+  io::write_box(out, io::schema::kCoords, Box({s, b, 0}, {s + 1, e, 3}), xyz,
+                Box::from_shape(xyz.shape()));
+  Tensor rows = Tensor::empty({1, len, C}, DType::f32);
+  for (Index p = 0; p < len; ++p)
+    for (Index c = 0; c < C; ++c)
+      rows.data<float>()[p * C + c] = pred.data<float>()[c * (block.hi[0] - b) + p];
+  io::write_box(out, io::schema::kFeatures, Box({s, b, 0}, {s + 1, e, C}), rows,
+                Box::from_shape(rows.shape()));
 }
 
 int run(Context& ctx, int argc, char** argv) {
@@ -89,12 +111,15 @@ int run(Context& ctx, int argc, char** argv) {
   const io::File in = io::File::open(input, ctx.world());
   io::schema::require_valid(in);
   const FieldSet inputs = field_set(in, cfg.data.inputs);
-  const std::vector<Index> shape = in.info(field(inputs.names[0])).shape;
+  const bool points = inputs.points;
+  const std::string first = points ? io::schema::kCoords : field(inputs.names[0]);
+  std::vector<Index> shape = in.info(first).shape;
+  if (points) shape = {shape[0], inputs.total_channels(), shape[1]};  // (N, C, P)
   const Index n = shape[0];
-  TESSERA_CHECK(n > 0, in.where(field(inputs.names[0])) << " holds 0 samples: nothing to infer");
+  TESSERA_CHECK(n > 0, in.where(first) << " holds 0 samples: nothing to infer");
   const std::vector<Index> spatial(shape.begin() + 2, shape.end());
   const int nd = static_cast<int>(spatial.size());
-  for (const auto& f : inputs.names) {
+  for (const auto& f : points ? std::vector<std::string>{} : inputs.names) {
     std::vector<Index> s = in.info(field(f)).shape;
     s[1] = shape[1];
     TESSERA_CHECK(s == shape, in.where(field(f))
@@ -112,7 +137,8 @@ int run(Context& ctx, int argc, char** argv) {
   Index cout = 0;
   for (Index c : tch) cout += c;
 
-  const std::unique_ptr<Model> net = make_model(cfg, nd, inputs.total_channels(), cout, space);
+  const std::unique_ptr<Model> net =
+      make_model(cfg, nd, inputs.total_channels(), cout, space, points);
   Model& model = *net;
   std::vector<Index> xshape = {1, inputs.total_channels()};
   xshape.insert(xshape.end(), spatial.begin(), spatial.end());
@@ -149,9 +175,17 @@ int run(Context& ctx, int argc, char** argv) {
 
   // Targets present in the input file: report the error.
   bool have_truth = true;
-  for (const auto& t : cfg.data.targets) have_truth = have_truth && in.exists(field(t));
+  std::vector<std::string> variables;
+  if (points && in.exists(io::schema::kFeatures))
+    variables = in.attr_strings(io::schema::kFeatures, "variables");
+  for (const auto& t : cfg.data.targets)
+    have_truth =
+        have_truth && (points ? std::find(variables.begin(), variables.end(), t) != variables.end()
+                              : in.exists(field(t)));
   FieldSet truth_fs;
-  if (have_truth) {
+  if (have_truth && points) {
+    truth_fs = field_set(in, cfg.data.targets);
+  } else if (have_truth) {
     truth_fs = field_set(in, cfg.data.targets);
     // Targets on another grid or with other counts would give a wrong error figure.
     for (std::size_t i = 0; i < truth_fs.names.size(); ++i) {
@@ -170,7 +204,17 @@ int run(Context& ctx, int argc, char** argv) {
   io::schema::write_root(out, "tessera-infer");
   out.set_attr("/", "checkpoint", checkpoint);
   out.set_attr("/", "input", input);
-  for (std::size_t i = 0; i < cfg.data.targets.size(); ++i) {
+  const Index P = points ? spatial[0] : 0;
+  if (points) {  // the coordinates, copied through, and the predicted targets as features
+    out.create_dataset(io::schema::kCoords, {n, P, 3}, DType::f32);
+    out.create_dataset(io::schema::kFeatures, {n, P, cout}, DType::f32);
+    std::vector<std::string> vars;
+    for (std::size_t i = 0; i < cfg.data.targets.size(); ++i)
+      for (Index c = 0; c < tch[i]; ++c)
+        vars.push_back(tch[i] == 1 ? cfg.data.targets[i] : cfg.data.targets[i] + std::to_string(c));
+    out.set_attr(io::schema::kFeatures, "variables", vars);
+  }
+  for (std::size_t i = 0; i < (points ? 0 : cfg.data.targets.size()); ++i) {
     std::vector<Index> s = {n, tch[i]};
     s.insert(s.end(), spatial.begin(), spatial.end());
     std::vector<Index> chunk = {1, tch[i]};
@@ -205,8 +249,9 @@ int run(Context& ctx, int argc, char** argv) {
     Tensor pred = y.local().to(MemSpace::Host).clone();
     out_norm.invert(pred);
     const Tensor pred32 = host_converted(pred, DType::f32);
+    if (points) write_points(in, out, s, block, pred32, writer);
     Index c0 = 0;
-    for (std::size_t i = 0; i < cfg.data.targets.size(); ++i) {
+    for (std::size_t i = 0; i < (points ? 0 : cfg.data.targets.size()); ++i) {
       std::vector<Index> lo = {s, 0}, hi = {s + 1, tch[i]}, mlo(pred32.shape().size(), 0),
                          mhi = pred32.shape();
       for (int d = 0; d < nd; ++d) lo.push_back(block.lo[d]), hi.push_back(block.hi[d]);
@@ -242,9 +287,9 @@ int run(Context& ctx, int argc, char** argv) {
   }
   out_file.commit();
   if (ctx.rank() == 0) {
-    std::cout << "tessera-infer: " << n << " samples of grid " << shape_str(spatial) << " on mesh "
-              << mesh.str() << " in " << std::setprecision(3) << MPI_Wtime() - t_loop << " s ("
-              << MPI_Wtime() - t0 << " s with loading)";
+    std::cout << "tessera-infer: " << n << " samples of " << (points ? "points " : "grid ")
+              << shape_str(spatial) << " on mesh " << mesh.str() << " in " << std::setprecision(3)
+              << MPI_Wtime() - t_loop << " s (" << MPI_Wtime() - t0 << " s with loading)";
     if (have_truth && err_count > 0)
       std::cout << "; mean relative L2 error " << std::setprecision(4)
                 << err_sum / double(err_count);

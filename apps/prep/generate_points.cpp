@@ -6,13 +6,47 @@
 #include "apps/prep/points.hpp"
 #include "apps/prep/progress.hpp"
 #include "io/sharded.hpp"
+#include "runtime/points/migration.hpp"
+#include "runtime/points/neighbor_query.hpp"
 
 namespace tessera::prep {
 namespace {
 
+// The mean of the field over each point's k nearest points of the whole cloud (itself
+// included, ties by index): the exact distributed kNN on an RCB layout of the points, the
+// neighbours' values recomputed from their indices (a point is a function of its index).
+std::vector<float> smoothed(MPI_Comm comm, const PointsParams& p, std::uint64_t sample, Index b,
+                            const Tensor& xyz32, Index k) {
+  const Index n = xyz32.shape(1);
+  Tensor xyz = Tensor::empty({n, 3}, DType::f64), ids = Tensor::empty({n}, DType::i64);
+  for (Index i = 0; i < n; ++i) {
+    for (int d = 0; d < 3; ++d) xyz.data<double>()[3 * i + d] = xyz32.data<float>()[3 * i + d];
+    ids.data<std::int64_t>()[i] = b + i;
+  }
+  const SpatialLayout layout = SpatialLayout::rcb(comm, xyz);
+  const Migration mig(comm, layout.owners(xyz));
+  const NeighborLists nb = knn_query(comm, layout, mig.forward(xyz), mig.forward(ids), xyz, k);
+  std::vector<float> out(static_cast<std::size_t>(n));
+  float c[3], v = 0;
+  for (Index i = 0; i < n; ++i) {
+    double sum = 0;
+    Index count = 0;
+    for (Index j = 0; j < k; ++j) {
+      const std::int64_t id = nb.ids.data<std::int64_t>()[i * k + j];
+      if (id < 0) continue;
+      make_points(p, sample, id, id + 1, c, &v);
+      sum += v;
+      ++count;
+    }
+    out[static_cast<std::size_t>(i)] = static_cast<float>(sum / static_cast<double>(count));
+  }
+  return out;
+}
+
 int run(Context& ctx, const cli::Args& a) {
-  const Index P = a.integer("points"), samples = a.integer("samples");
+  const Index P = a.integer("points"), samples = a.integer("samples"), k = a.integer("smooth");
   TESSERA_CHECK(P >= 1 && samples >= 1, "--points and --samples must be at least 1");
+  TESSERA_CHECK(k >= 0, "--smooth " << k << ": the neighbours to average, 0 for none");
   PointsParams p;
   p.seed = static_cast<std::uint64_t>(a.integer("seed"));
   p.surface = a.str("surface");
@@ -29,17 +63,27 @@ int run(Context& ctx, const cli::Args& a) {
   const auto [b, e] = io::balanced_range(P, ctx.size(), ctx.rank());
   const Index chunk = std::max<Index>(1, io::balanced_range(P, ctx.size(), 0).second);
   f.create_dataset(io::schema::kCoords, {samples, P, 3}, DType::f32, {1, chunk, 3});
-  f.create_dataset(io::schema::kFeatures, {samples, P, 1}, DType::f32, {1, chunk, 1});
-  f.set_attr(io::schema::kFeatures, "variables", std::vector<std::string>{"f"});
+  const Index C = k > 0 ? 2 : 1;
+  f.create_dataset(io::schema::kFeatures, {samples, P, C}, DType::f32, {1, chunk, C});
+  f.set_attr(io::schema::kFeatures, "variables",
+             k > 0 ? std::vector<std::string>{"f", "f_smooth"} : std::vector<std::string>{"f"});
+  if (k > 0) f.set_attr("/", "smooth", static_cast<std::int64_t>(k));
   Progress progress(ctx.world(), "points", samples, 16.0 * static_cast<double>(P), a.flag("quiet"));
   Tensor xyz = Tensor::empty({1, e - b, 3}, DType::f32),
-         val = Tensor::empty({1, e - b, 1}, DType::f32);
+         val = Tensor::empty({1, e - b, 1}, DType::f32),
+         feat = Tensor::empty({1, e - b, C}, DType::f32);
   for (Index n = 0; n < samples; ++n) {
     make_points(p, static_cast<std::uint64_t>(n), b, e, xyz.data<float>(), val.data<float>());
     io::write_box(f, io::schema::kCoords, Box({n, b, 0}, {n + 1, e, 3}), xyz,
                   Box::from_shape(xyz.shape()));
-    io::write_box(f, io::schema::kFeatures, Box({n, b, 0}, {n + 1, e, 1}), val,
-                  Box::from_shape(val.shape()));
+    std::vector<float> smooth;
+    if (k > 0) smooth = smoothed(ctx.world(), p, static_cast<std::uint64_t>(n), b, xyz, k);
+    for (Index i = 0; i < e - b; ++i) {
+      feat.data<float>()[i * C] = val.data<float>()[i];
+      if (k > 0) feat.data<float>()[i * C + 1] = smooth[static_cast<std::size_t>(i)];
+    }
+    io::write_box(f, io::schema::kFeatures, Box({n, b, 0}, {n + 1, e, C}), feat,
+                  Box::from_shape(feat.shape()));
     progress.update(n + 1);
   }
   out.commit();
@@ -55,14 +99,18 @@ Command generate_points_command() {
   return {"generate points",
           "tessera-prep generate points --points 100000 --samples 4 --out F.h5",
           "Point clouds on a torus or sphere with normal noise, and a smooth field value on each\n"
-          "point (point j of sample n depends only on seed, n and j). Writes /points/coords\n"
-          "(N, P, 3) and /points/features (N, P, 1); each rank writes its share of the points.",
+          "point (point j of sample n depends only on seed, n and j), and with --smooth K the\n"
+          "field's mean over each point's K nearest points (exact distributed kNN): a target\n"
+          "that needs neighbourhood information. Writes /points/coords (N, P, 3) and\n"
+          "/points/features (N, P, 2) with variables f, f_smooth (f alone with --smooth 0);\n"
+          "each rank writes its share of the points.",
           {{"points", "P", "points per sample", ""},
            {"samples", "N", "number of samples", "1"},
            {"seed", "S", "random seed", "1"},
            {"out", "FILE", "output HDF5 file", ""},
            {"surface", "NAME", "torus or sphere", "torus"},
            {"noise", "X", "standard deviation along the normal", "0.01"},
+           {"smooth", "K", "neighbours averaged into f_smooth (0: no f_smooth)", "16"},
            {"quiet", "", "no progress output", ""}},
           run};
 }
