@@ -1,0 +1,121 @@
+// Host edge convolution: OpenMP over points for the forward and the edge gradients, over
+// output channels for dW and db (each thread owns its rows: no atomics, a fixed order).
+#include <algorithm>
+#include <vector>
+
+#include "kernels/dispatch.hpp"
+#include "kernels/edge_conv.hpp"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+template <class T>
+void forward(const EdgeConvShape& s, const T* e, const std::int64_t* ids, const T* w, const T* b,
+             T* z, T* y, std::int32_t* argmax) {
+  const Index m = s.points, k = s.neighbours, E = s.edge, O = s.out;
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < m; ++i)
+    for (Index j = 0; j < k; ++j) {
+      const T* ej = e + (i * k + j) * E;
+      T* zj = z + (i * k + j) * O;
+      for (Index o = 0; o < O; ++o) {
+        double acc = static_cast<double>(b[o]);
+        const T* wo = w + o * E;
+        for (Index c = 0; c < E; ++c)
+          acc += static_cast<double>(wo[c]) * static_cast<double>(ej[c]);
+        zj[o] = static_cast<T>(acc);
+      }
+    }
+  std::vector<T> h(static_cast<std::size_t>(m * k * O));
+  activation_forward(s.activation, dtype_of<T>::value, m * k * O, z, h.data());
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < m; ++i) {
+    Index count = 0;
+    for (Index j = 0; j < k; ++j) count += ids[i * k + j] >= 0;
+    for (Index o = 0; o < O; ++o) {
+      double best = 0, sum = 0;
+      std::int32_t at = -1;
+      for (Index j = 0; j < k; ++j) {
+        if (ids[i * k + j] < 0) continue;
+        const double v = static_cast<double>(h[static_cast<std::size_t>((i * k + j) * O + o)]);
+        sum += v;
+        if (at < 0 || v > best) best = v, at = static_cast<std::int32_t>(j);
+      }
+      argmax[i * O + o] = at;
+      y[i * O + o] = static_cast<T>(at < 0   ? 0.0
+                                    : s.mean ? sum / static_cast<double>(count)
+                                             : best);
+    }
+  }
+}
+
+template <class T>
+void backward(const EdgeConvShape& s, const T* e, const std::int64_t* ids, const T* w, const T* z,
+              const std::int32_t* argmax, const T* dy, T* de, double* dw, double* db) {
+  const Index m = s.points, k = s.neighbours, E = s.edge, O = s.out;
+  std::vector<T> dh(static_cast<std::size_t>(m * k * O), T(0)), dz(dh.size());
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < m; ++i) {
+    Index count = 0;
+    for (Index j = 0; j < k; ++j) count += ids[i * k + j] >= 0;
+    for (Index o = 0; o < O; ++o) {
+      const T g = dy[i * O + o];
+      if (s.mean) {
+        for (Index j = 0; j < k; ++j)
+          if (ids[i * k + j] >= 0)
+            dh[static_cast<std::size_t>((i * k + j) * O + o)] =
+                static_cast<T>(static_cast<double>(g) / static_cast<double>(count));
+      } else if (argmax[i * O + o] >= 0) {
+        dh[static_cast<std::size_t>((i * k + argmax[i * O + o]) * O + o)] = g;
+      }
+    }
+  }
+  activation_backward(s.activation, dtype_of<T>::value, m * k * O, z, dh.data(), dz.data());
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < m * k; ++r) {
+    T* der = de + r * E;
+    for (Index c = 0; c < E; ++c) {
+      double acc = 0;
+      for (Index o = 0; o < O; ++o)
+        acc += static_cast<double>(dz[static_cast<std::size_t>(r * O + o)]) *
+               static_cast<double>(w[o * E + c]);
+      der[c] = static_cast<T>(acc);
+    }
+  }
+#pragma omp parallel for schedule(static)
+  for (Index o = 0; o < O; ++o) {
+    double bsum = 0;
+    for (Index r = 0; r < m * k; ++r) {
+      if (ids[r] < 0) continue;
+      const double g = static_cast<double>(dz[static_cast<std::size_t>(r * O + o)]);
+      if (g == 0) continue;
+      bsum += g;
+      for (Index c = 0; c < E; ++c) dw[o * E + c] += g * static_cast<double>(e[r * E + c]);
+    }
+    db[o] += bsum;
+  }
+}
+
+}  // namespace
+
+void edge_conv_forward(DType t, const EdgeConvShape& s, const void* edges, const std::int64_t* ids,
+                       const void* w, const void* b, void* z, void* y, std::int32_t* argmax) {
+  dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    forward(s, static_cast<const T*>(edges), ids, static_cast<const T*>(w),
+            static_cast<const T*>(b), static_cast<T*>(z), static_cast<T*>(y), argmax);
+  });
+}
+
+void edge_conv_backward(DType t, const EdgeConvShape& s, const void* edges, const std::int64_t* ids,
+                        const void* w, const void* z, const std::int32_t* argmax, const void* dy,
+                        void* dedges, double* dw, double* db) {
+  dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    backward(s, static_cast<const T*>(edges), ids, static_cast<const T*>(w),
+             static_cast<const T*>(z), argmax, static_cast<const T*>(dy), static_cast<T*>(dedges),
+             dw, db);
+  });
+}
+
+}  // namespace tessera::kernels::cpu

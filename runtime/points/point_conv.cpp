@@ -1,0 +1,281 @@
+#include "runtime/points/point_conv.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "kernels/edge_conv.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/ops_support.hpp"
+#include "runtime/nn/window_layout.hpp"
+#include "runtime/points/migration.hpp"
+#include "runtime/points/neighbor_query.hpp"
+
+namespace tessera {
+namespace {
+
+std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+MPI_Comm token_comm(const Mesh& mesh, int axis) {
+  return axis >= 0 ? mesh.axis_comm(axis) : MPI_COMM_SELF;
+}
+
+// Point i's coordinates of sample n from a (N, Cs, P) source, as float64.
+double coord(const Tensor& src, Index n, int c, Index i) {
+  const Index Cs = src.shape(1), P = src.shape(2);
+  const Index at = (n * Cs + c) * P + i;
+  return src.dtype() == DType::f64 ? src.data<double>()[at] : src.data<float>()[at];
+}
+
+ShardSpec with_channels(const ShardSpec& in, Index c) {
+  std::vector<Index> shape = in.global_shape();
+  shape[1] = c;
+  std::vector<std::vector<Index>> sizes(shape.size());
+  for (int d = 0; d < in.ndim(); ++d)
+    if (in.placement(d).sharded()) sizes[d] = in.sizes(d);
+  return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
+}
+
+}  // namespace
+
+const std::vector<SampleNeighbours>& PointNeighbourhoods::get(const Mesh& mesh, int axis,
+                                                              const std::vector<Index>& offsets,
+                                                              const Tensor& pos, int pos_offset,
+                                                              const NeighbourhoodOptions& o) {
+  const MPI_Comm comm = token_comm(mesh, axis);
+  std::uint64_t key = fnv1a(pos.raw(), static_cast<std::size_t>(pos.numel()) * pos.elem_size());
+  key = fnv1a(offsets.data(), offsets.size() * sizeof(Index), key);
+  key = fnv1a(&pos_offset, sizeof(pos_offset), key);
+  // Every rank of the group must agree to reuse (else some would skip the collectives).
+  int hit = have_ && key == key_ && opts_ == o ? 1 : 0;
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &hit, 1, MPI_INT, MPI_MIN, comm));
+  if (hit) return samples_;
+  int me = 0;
+  TESSERA_MPI(MPI_Comm_rank(comm, &me));
+  const Index N = pos.shape(0), P = pos.shape(2), first = offsets[static_cast<std::size_t>(me)];
+  samples_.clear();
+  for (Index n = 0; n < N; ++n) {
+    Tensor xyz = Tensor::empty({P, 3}, DType::f64), ids = Tensor::empty({P}, DType::i64);
+    for (Index i = 0; i < P; ++i) {
+      for (int c = 0; c < 3; ++c) xyz.data<double>()[i * 3 + c] = coord(pos, n, pos_offset + c, i);
+      ids.data<std::int64_t>()[i] = first + i;
+    }
+    const SpatialLayout layout = SpatialLayout::rcb(comm, xyz);
+    const Migration mig(comm, layout.owners(xyz));
+    const Tensor owned = mig.forward(xyz), owned_ids = mig.forward(ids);
+    const NeighborLists nb =
+        o.radius > 0 ? ball_query(comm, layout, owned, owned_ids, xyz, o.radius, o.neighbours)
+                     : knn_query(comm, layout, owned, owned_ids, xyz, o.neighbours);
+    const std::int64_t* p = nb.ids.data<std::int64_t>();
+    SampleNeighbours s;
+    s.ids = nb.ids;
+    s.gather = std::make_shared<IndexGather>(comm, offsets,
+                                             std::vector<std::int64_t>(p, p + nb.ids.numel()));
+    samples_.push_back(std::move(s));
+  }
+  key_ = key;
+  opts_ = o;
+  have_ = true;
+  return samples_;
+}
+
+struct PointConv::Saved {
+  Mesh mesh;
+  ShardSpec in_spec, source_spec, out_spec;
+  std::vector<SampleNeighbours> nb;
+  std::vector<Tensor> edges, z;                   // per local sample
+  std::vector<std::vector<std::int32_t>> argmax;  // per local sample (P, C_out)
+};
+
+PointConv::PointConv(const PointConvOptions& o) : opts_(o) {
+  TESSERA_CHECK(o.in_channels >= 1 && o.out_channels >= 1,
+                "PointConv: channels in " << o.in_channels << ", out " << o.out_channels);
+  TESSERA_CHECK(o.neighbourhood.neighbours >= 1,
+                "PointConv: neighbours = " << o.neighbourhood.neighbours << ", must be >= 1");
+  TESSERA_CHECK(o.neighbourhood.radius >= 0 && std::isfinite(o.neighbourhood.radius),
+                "PointConv: radius " << o.neighbourhood.radius);
+  TESSERA_CHECK(o.pos_offset >= 0, "PointConv: pos_offset " << o.pos_offset);
+  TESSERA_CHECK(o.space == MemSpace::Host,
+                "PointConv: host tensors only so far (no CUDA kernel for the edges yet)");
+  kernel_scalar(o.dtype, "PointConv");
+  if (!opts_.neighbourhoods) opts_.neighbourhoods = std::make_shared<PointNeighbourhoods>();
+  const Index E = o.in_channels + 3;
+  weight_ = make_param("weight", {o.out_channels, E}, 0.0, o.dtype, o.space);
+  bias_ = make_param("bias", {o.out_channels}, 0.0, o.dtype, o.space);
+  std::mt19937_64 rng(o.seed);
+  std::uniform_real_distribution<double> u(-1.0 / std::sqrt(double(E)), 1.0 / std::sqrt(double(E)));
+  for (Parameter* p : {&weight_, &bias_})
+    for (Index i = 0; i < p->value.numel(); ++i) {
+      if (o.dtype == DType::f64)
+        p->value.data<double>()[i] = u(rng);
+      else
+        p->value.data<float>()[i] = static_cast<float>(u(rng));
+    }
+}
+
+PointConv::~PointConv() = default;
+
+std::string PointConv::name() const {
+  std::ostringstream os;
+  os << "PointConv(" << opts_.in_channels << " -> " << opts_.out_channels << ", "
+     << (opts_.neighbourhood.radius > 0
+             ? "ball r=" + std::to_string(opts_.neighbourhood.radius) + " max "
+             : std::string("knn k="))
+     << opts_.neighbourhood.neighbours << ", " << (opts_.mean ? "mean" : "max") << ")";
+  return os.str();
+}
+
+ShardSpec PointConv::output_spec(const std::vector<ShardSpec>& in) const {
+  TESSERA_CHECK(in.size() == 2,
+                name() << ": takes (features, source), got " << in.size() << " inputs");
+  const ShardSpec &f = in[0], &s = in[1];
+  for (const ShardSpec* sp : {&f, &s}) {
+    TESSERA_CHECK(
+        sp->ndim() == 3 && !sp->has_partial(),
+        name() << ": inputs are (N, C, P) point tensors without Partial axes, got " << sp->str());
+    TESSERA_CHECK(!sp->placement(1).sharded(),
+                  name() << ": the channel dim is sharded (" << sp->str() << ")");
+  }
+  TESSERA_CHECK(f.global_shape()[1] == opts_.in_channels,
+                name() << ": features have " << f.global_shape()[1] << " channels");
+  TESSERA_CHECK(s.global_shape()[1] >= opts_.pos_offset + 3,
+                name() << ": the source has " << s.global_shape()[1]
+                       << " channels, coordinates are read from channels " << opts_.pos_offset
+                       << ".." << opts_.pos_offset + 2);
+  for (int d : {0, 2})
+    TESSERA_CHECK(
+        f.global_shape()[d] == s.global_shape()[d] && f.placement(d) == s.placement(d) &&
+            f.sizes(d) == s.sizes(d),
+        name() << ": features " << f.str() << " and source " << s.str() << " differ in dim " << d);
+  return with_channels(f, opts_.out_channels);
+}
+
+ShardTensor PointConv::forward(const std::vector<ShardTensor>& in) {
+  const ShardSpec out_spec = output_spec({in.at(0).spec(), in.at(1).spec()});
+  for (const ShardTensor& t : in) {
+    check_layer_input(t, 3, 3, name());
+    TESSERA_CHECK(t.local().space() == MemSpace::Host, name() << ": host tensors only so far");
+  }
+  TESSERA_CHECK(in[0].dtype() == opts_.dtype, name() << ": features are " << name_of(in[0].dtype())
+                                                     << ", the layer " << name_of(opts_.dtype));
+  auto s = std::make_unique<Saved>();
+  s->mesh = in[0].mesh();
+  s->in_spec = in[0].spec();
+  s->source_spec = in[1].spec();
+  s->out_spec = out_spec;
+  const int axis = s->in_spec.placement(2).axis;
+  std::vector<Index> offsets{0};
+  for (Index n : s->in_spec.sizes(2)) offsets.push_back(offsets.back() + n);
+  const Tensor f = in[0].local().contiguous(), src = in[1].local().contiguous();
+  s->nb =
+      opts_.neighbourhoods->get(s->mesh, axis, offsets, src, opts_.pos_offset, opts_.neighbourhood);
+  const Index N = f.shape(0), C = f.shape(1), P = f.shape(2), k = opts_.neighbourhood.neighbours;
+  const Index E = C + 3, O = opts_.out_channels;
+  const DType t = opts_.dtype;
+  Tensor y = Tensor::empty({N, O, P}, t);
+  const kernels::EdgeConvShape shape{P, k, E, O, opts_.mean, opts_.activation};
+  for (Index n = 0; n < N; ++n) {
+    // Each point's row [f_i, x_i], gathered for its neighbours: edges [f_j, x_j - x_i].
+    Tensor rows = Tensor::empty({P, E}, DType::f64);
+    double* r = rows.data<double>();
+    for (Index i = 0; i < P; ++i) {
+      for (Index c = 0; c < C; ++c) r[i * E + c] = coord(f, n, static_cast<int>(c), i);
+      for (int c = 0; c < 3; ++c) r[i * E + C + c] = coord(src, n, opts_.pos_offset + c, i);
+    }
+    const SampleNeighbours& nb = s->nb[static_cast<std::size_t>(n)];
+    const Tensor g = nb.gather->forward(rows);
+    const std::int64_t* ids = nb.ids.data<std::int64_t>();
+    Tensor edges = Tensor::empty({P, k, E}, t);
+    for (Index i = 0; i < P; ++i)
+      for (Index j = 0; j < k; ++j)
+        for (Index c = 0; c < E; ++c) {
+          const bool valid = ids[i * k + j] >= 0;
+          const double v = !valid  ? 0.0
+                           : c < C ? g.data<double>()[(i * k + j) * E + c]
+                                   : g.data<double>()[(i * k + j) * E + c] - r[i * E + c];
+          const Index at = (i * k + j) * E + c;
+          if (t == DType::f64)
+            edges.data<double>()[at] = v;
+          else
+            edges.data<float>()[at] = static_cast<float>(v);
+        }
+    Tensor z = Tensor::empty({P, k, O}, t), yn = Tensor::empty({P, O}, t);
+    std::vector<std::int32_t> am(static_cast<std::size_t>(P * O));
+    kernels::edge_conv_forward(Device::host(), t, shape, edges.raw(), ids, weight_.value.raw(),
+                               bias_.value.raw(), z.raw(), yn.raw(), am.data());
+    // (P, O) rows -> channel-first (O, P) of sample n.
+    const std::size_t es = size_of(t);
+    auto* yo = static_cast<unsigned char*>(y.raw()) + static_cast<std::size_t>(n * O * P) * es;
+    const auto* yi = static_cast<const unsigned char*>(yn.raw());
+    for (Index i = 0; i < P; ++i)
+      for (Index o = 0; o < O; ++o)
+        std::memcpy(yo + static_cast<std::size_t>(o * P + i) * es,
+                    yi + static_cast<std::size_t>(i * O + o) * es, es);
+    s->edges.push_back(edges);
+    s->z.push_back(z);
+    s->argmax.push_back(std::move(am));
+  }
+  const ShardTensor out = ShardTensor::unchecked(s->mesh, out_spec, y);
+  saved_ = std::move(s);
+  return out;
+}
+
+std::vector<ShardTensor> PointConv::backward(const ShardTensor& dy) {
+  TESSERA_CHECK(saved_, name() << ": backward before forward");
+  Saved& s = *saved_;
+  check_output_grad(dy, s.out_spec, opts_.dtype, opts_.space, name());
+  const Tensor g = dy.local().contiguous();
+  const Index N = g.shape(0), O = g.shape(1), P = g.shape(2), k = opts_.neighbourhood.neighbours;
+  const Index C = opts_.in_channels, E = C + 3;
+  const DType t = opts_.dtype;
+  const kernels::EdgeConvShape shape{P, k, E, O, opts_.mean, opts_.activation};
+  std::vector<double> dw(static_cast<std::size_t>(O * E), 0.0), db(static_cast<std::size_t>(O));
+  Tensor dx = Tensor::empty({N, C, P}, t);
+  for (Index n = 0; n < N; ++n) {
+    Tensor gn = Tensor::empty({P, O}, t);  // channel-first -> rows
+    const std::size_t es = size_of(t);
+    const auto* gi =
+        static_cast<const unsigned char*>(g.raw()) + static_cast<std::size_t>(n * O * P) * es;
+    for (Index i = 0; i < P; ++i)
+      for (Index o = 0; o < O; ++o)
+        std::memcpy(
+            static_cast<unsigned char*>(gn.raw()) + static_cast<std::size_t>(i * O + o) * es,
+            gi + static_cast<std::size_t>(o * P + i) * es, es);
+    const SampleNeighbours& nb = s.nb[static_cast<std::size_t>(n)];
+    Tensor dedges = Tensor::empty({P, k, E}, t);
+    kernels::edge_conv_backward(
+        Device::host(), t, shape, s.edges[static_cast<std::size_t>(n)].raw(),
+        nb.ids.data<std::int64_t>(), weight_.value.raw(), s.z[static_cast<std::size_t>(n)].raw(),
+        s.argmax[static_cast<std::size_t>(n)].data(), gn.raw(), dedges.raw(), dw.data(), db.data());
+    // The feature part of each edge's gradient goes home to f_j (the coordinates are data).
+    Tensor grows = Tensor::empty({P * k, C}, DType::f64);
+    for (Index r = 0; r < P * k; ++r)
+      for (Index c = 0; c < C; ++c)
+        grows.data<double>()[r * C + c] =
+            t == DType::f64 ? dedges.data<double>()[r * E + c] : dedges.data<float>()[r * E + c];
+    const Tensor back = nb.gather->adjoint(grows);  // (P, C)
+    for (Index i = 0; i < P; ++i)
+      for (Index c = 0; c < C; ++c) {
+        const double v = back.data<double>()[i * C + c];
+        const Index at = (n * C + c) * P + i;
+        if (t == DType::f64)
+          dx.data<double>()[at] = v;
+        else
+          dx.data<float>()[at] = static_cast<float>(v);
+      }
+  }
+  const std::vector<int> axes = sharding_axes(s.in_spec);
+  Tensor dwt = Tensor::empty({O, E}, DType::f64), dbt = Tensor::empty({O}, DType::f64);
+  std::copy(dw.begin(), dw.end(), dwt.data<double>());
+  std::copy(db.begin(), db.end(), dbt.data<double>());
+  add_param_grad(axes, dwt, 0, weight_);
+  add_param_grad(axes, dbt, 0, bias_);
+  return {ShardTensor::unchecked(s.mesh, s.in_spec, dx), ShardTensor()};
+}
+
+}  // namespace tessera
