@@ -10,6 +10,7 @@
 #                      training, 128x128 inference; scripts/demo/darcy_fno.toml) or
 #                      transolver (point clouds on a torus, learning a neighbourhood mean
 #                      of a field; new clouds at inference; scripts/demo/points_transolver.toml)
+#                      or pointconv (the same with point convolutions; points_pointconv.toml)
 #   TESSERA_DEMO_SKIP_SETUP=1  use the binaries in TESSERA_BUILD_DIR (default build/) as they are
 # Extra arguments go to tessera-train (e.g. --train.steps=400).
 set -euo pipefail
@@ -31,14 +32,14 @@ model=${TESSERA_DEMO_MODEL:-unet}
 case "$model" in
   unet) train_n=32 train_samples=128 test_n=64 ;;
   fno) train_n=64 train_samples=256 test_n=128 ;;
-  transolver) points=2048 train_samples=96 ;;
-  *) echo "demo: TESSERA_DEMO_MODEL=$model is not unet, fno or transolver" >&2; exit 2 ;;
+  transolver | pointconv) points=2048 train_samples=96 ;;
+  *) echo "demo: TESSERA_DEMO_MODEL=$model is not unet, fno, transolver or pointconv" >&2; exit 2 ;;
 esac
-if [ "$model" = transolver ]; then
+if [ -n "${points:-}" ]; then
   test_n=$points
   test_h5="$out/points_test.h5"
   train_h5=points_train.h5
-  config=$root/scripts/demo/points_transolver.toml
+  config=$root/scripts/demo/points_$model.toml
   echo "== 1. data: $train_samples point clouds of $points points on a torus, f and its mean over 16 neighbours"
   run "$bin/tessera-prep" generate points --points "$points" --samples "$train_samples" --seed 1 \
     --out "$out/$train_h5" --quiet

@@ -26,13 +26,15 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string type = "unet";      // unet | fno | transolver
+  std::string type = "unet";      // unet | fno | transolver | pointconv
   std::int64_t width = 16;        // unet: channels of level 0 (doubled per level); fno: of blocks
   std::int64_t modes = 12;        // fno: retained Fourier modes per spatial dim
   std::int64_t layers = 4;        // fno: Fourier blocks; transolver: blocks
   std::int64_t projection = 128;  // fno: hidden channels of the projection
   std::int64_t heads = 4;         // transolver: attention heads (dividing width)
   std::int64_t slices = 32;       // transolver: physics-attention slices
+  std::int64_t neighbours = 16;   // pointconv: neighbours per point
+  double radius = 0.0;            // pointconv: > 0: ball query within it, else kNN
   std::int64_t depth = 3;         // levels (down/up steps)
   std::int64_t kernel_size = 3;   // conv kernel per spatial dim
   std::string norm = "group";     // group | batch | none

@@ -73,6 +73,31 @@ TransolverOptions transolver_options(const TrainConfig& c, int spatial_dims, boo
   return o;
 }
 
+PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index cin, Index cout,
+                                       MemSpace space) {
+  // The coordinates' channels: "coords" among the point inputs (each other one channel).
+  int pos = -1, at = 0;
+  for (const std::string& n : c.data.inputs) {
+    if (n == "coords" && pos < 0) pos = at;
+    at += n == "coords" ? 3 : 1;
+  }
+  TESSERA_CHECK(points && pos >= 0,
+                "model.type = 'pointconv' needs a point cloud with \"coords\" among data.inputs "
+                "(the neighbourhoods come from the coordinates)");
+  PointConvNetOptions o;
+  o.in_channels = cin;
+  o.out_channels = cout;
+  o.pos_offset = pos;
+  o.width = c.model.width;
+  o.layers = static_cast<int>(c.model.layers);
+  o.neighbourhood.neighbours = c.model.neighbours;
+  o.neighbourhood.radius = c.model.radius;
+  o.dtype = model_dtype(c.model);
+  o.space = space;
+  o.seed = static_cast<unsigned>(c.train.seed);
+  return o;
+}
+
 std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
                                   MemSpace space, bool points) {
   if (c.model.type == "fno")
@@ -80,8 +105,11 @@ std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index 
   if (c.model.type == "transolver")
     return std::make_unique<Transolver>(
         transolver_options(c, spatial_dims, points, cin, cout, space));
-  TESSERA_CHECK(c.model.type == "unet",
-                "model.type = '" << c.model.type << "' is not one of unet, fno, transolver");
+  if (c.model.type == "pointconv")
+    return std::make_unique<PointConvNet>(point_conv_options(c, points, cin, cout, space));
+  TESSERA_CHECK(c.model.type == "unet", "model.type = '" << c.model.type
+                                                         << "' is not one of unet, fno, "
+                                                            "transolver, pointconv");
   return std::make_unique<UNet>(unet_options(c, spatial_dims, cin, cout, space));
 }
 

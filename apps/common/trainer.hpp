@@ -23,6 +23,7 @@
 #include "runtime/train/optim.hpp"
 #include "runtime/nn/state_dict.hpp"
 #include "runtime/train/fno.hpp"
+#include "runtime/train/point_conv_net.hpp"
 #include "runtime/train/transolver.hpp"
 #include "runtime/train/unet.hpp"
 
@@ -58,6 +59,8 @@ FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index in_channels
                        Index out_channels, MemSpace space);
 TransolverOptions transolver_options(const TrainConfig& c, int spatial_dims, bool points,
                                      Index in_channels, Index out_channels, MemSpace space);
+PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index in_channels,
+                                       Index out_channels, MemSpace space);
 // The model of model.type for data of `spatial_dims` (a point cloud: one dim of points);
 // its signature() is stored in checkpoints (a mismatch on resume is an error).
 std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index in_channels,

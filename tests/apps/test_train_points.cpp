@@ -1,9 +1,9 @@
-// Transolver training end to end, float64: on the shared grid dataset (cells as tokens) and
-// on a point-cloud file (coords and a feature in, a neighbourhood mean of the feature out),
-// the loss curve of 20 steps on the world's domain mesh, a data-parallel mesh and a 2x2
-// domain x data mesh equals a one-rank run to 1e-9 relative; 10 steps on one rank +
-// checkpoint + restart at the world's rank count + 10 steps == 20 straight; bad point
-// quantities are refused naming the file.
+// Point models end to end, float64: the Transolver on the shared grid dataset (cells as
+// tokens) and on a point-cloud file (coords and a feature in, a neighbourhood mean of the
+// feature out), and the point-convolution model on the point cloud: the loss curve of 20
+// steps on the world's domain mesh, a data-parallel mesh and a 2x2 domain x data mesh equals
+// a one-rank run to 1e-9 relative; 10 steps on one rank + checkpoint + restart at the
+// world's rank count + 10 steps == 20 straight; bad point quantities are refused.
 #include <algorithm>
 
 #include "tests/support/layer_check.hpp"
@@ -15,6 +15,9 @@ using namespace tessera::test;
 
 namespace {
 
+const std::vector<std::string> kPointConv = {"model.type=pointconv", "model.width=6",
+                                             "model.layers=2", "model.neighbours=6",
+                                             "optim.lr=0.01"};
 const std::vector<std::string> kTransolver = {"model.type=transolver", "model.width=8",
                                               "model.layers=2",        "model.heads=2",
                                               "model.slices=4",        "optim.lr=0.01"};
@@ -106,23 +109,45 @@ TEST_CASE("transolver on a point cloud: the loss curve on any mesh equals one ra
   same_curve_on_every_mesh(points_config(make_points(dir), dir + "/ck-points"));
 }
 
-TEST_CASE("transolver: 10 steps, save, restart at another rank count, 10 more == 20 straight",
+TEST_CASE("pointconv on a point cloud: the loss curve on any mesh equals one rank's",
+          "[pointconv]") {
+  const std::string dir = test_dir("transolver");
+  same_curve_on_every_mesh(points_config(make_points(dir), dir + "/ck-pc", kPointConv));
+}
+
+TEST_CASE("pointconv needs a point cloud with coordinates", "[pointconv]") {
+  const std::string dir = test_dir("transolver");
+  std::vector<std::string> extra = kPointConv;
+  const TrainConfig grid = config(make_dataset(dir), dir + "/ck-pc-bad", extra);
+  MPI_CHECK(throws_with([&] { Trainer t(Mesh::line(MPI_COMM_WORLD), grid); },
+                        "needs a point cloud with \"coords\""));
+  extra.push_back("data.inputs=[\"f\"]");
+  extra.push_back("data.targets=[\"g\"]");
+  const TrainConfig no_coords = config(make_points(dir), dir + "/ck-pc-bad", extra);
+  MPI_CHECK(throws_with([&] { Trainer t(Mesh::line(MPI_COMM_WORLD), no_coords); },
+                        "needs a point cloud with \"coords\""));
+}
+
+TEST_CASE("point models: 10 steps, save, restart at another rank count, 10 more == 20 straight",
           "[transolver]") {
   const std::string dir = test_dir("transolver");
-  const std::string ckdir = dir + "/ck-restart";
-  const TrainConfig cfg = points_config(make_points(dir), ckdir);
-  const int n = world_size();
-  const Mesh world =
-      n == 4 ? Mesh::parse(MPI_COMM_WORLD, "domain=2,data=2") : Mesh::line(MPI_COMM_WORLD);
-  Trainer straight(world, cfg);
-  const std::vector<double> want = losses(straight, 20);
-  std::vector<double> got = first_steps_on_rank0(cfg, ckdir, 10);
-  Trainer second(world, cfg);
-  second.restore(io::load_checkpoint(io::latest_checkpoint(ckdir, MPI_COMM_WORLD), MPI_COMM_WORLD));
-  for (double l : losses(second, 10)) got.push_back(l);
-  INFO("max rel diff " << max_rel(got, want) << ", parameters " << param_diff(second, straight));
-  MPI_CHECK(max_rel(got, want) < 1e-12);
-  MPI_CHECK(param_diff(second, straight) < 1e-12);
+  for (const auto& model : {kTransolver, kPointConv}) {
+    const std::string ckdir = dir + "/ck-restart-" + model[0].substr(11);
+    const TrainConfig cfg = points_config(make_points(dir), ckdir, model);
+    const int n = world_size();
+    const Mesh world =
+        n == 4 ? Mesh::parse(MPI_COMM_WORLD, "domain=2,data=2") : Mesh::line(MPI_COMM_WORLD);
+    Trainer straight(world, cfg);
+    const std::vector<double> want = losses(straight, 20);
+    std::vector<double> got = first_steps_on_rank0(cfg, ckdir, 10);
+    Trainer second(world, cfg);
+    second.restore(
+        io::load_checkpoint(io::latest_checkpoint(ckdir, MPI_COMM_WORLD), MPI_COMM_WORLD));
+    for (double l : losses(second, 10)) got.push_back(l);
+    INFO("max rel diff " << max_rel(got, want) << ", parameters " << param_diff(second, straight));
+    MPI_CHECK(max_rel(got, want) < 1e-12);
+    MPI_CHECK(param_diff(second, straight) < 1e-12);
+  }
 }
 
 TEST_CASE("point quantities that do not exist or mix with grid fields are refused",
