@@ -1,0 +1,190 @@
+#include "runtime/attention/multi_head_attention.hpp"
+
+#include <sstream>
+
+#include "kernels/strided_copy.hpp"
+#include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/ops_support.hpp"
+
+namespace tessera {
+
+struct MultiHeadAttention::Ring {
+  Mesh outer;  // the layer input's mesh
+  ShardSpec in_spec;
+  AxesComm group;            // ranks sharing a sample's tokens
+  Mesh line;                 // a 1-D mesh over them
+  std::vector<Index> sizes;  // tokens per rank of the line
+};
+
+struct MultiHeadAttention::Saved {
+  Mesh mesh;
+  ShardSpec h_spec, mid_spec, out_spec;
+  std::vector<Index> h_shape;
+};
+
+namespace {
+
+ShardSpec with_channels(const ShardSpec& in, Index c) {
+  std::vector<Index> shape = in.global_shape();
+  shape[1] = c;
+  std::vector<std::vector<Index>> sizes(shape.size());
+  for (int d = 0; d < in.ndim(); ++d)
+    if (in.placement(d).sharded()) sizes[d] = in.sizes(d);
+  return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
+}
+
+// Between channel-first (N, parts C, T) and heads (N H, T, D): part `part` of the channels,
+// head h at channels [h D, h D + D). to_heads: channel-first -> heads, else back.
+void move_heads(const Tensor& cf, Index part, const Tensor& heads, Index H, bool to_heads) {
+  const Index N = cf.shape(0), Cp = cf.shape(1), T = cf.shape(2), D = heads.shape(2);
+  kernels::StridedCopy c;
+  c.ndim = 4;  // (n, h, d, t)
+  const Index shape[4] = {N, H, D, T};
+  const Index cf_stride[4] = {Cp * T, D * T, T, 1};
+  const Index hd_stride[4] = {H * T * D, T * D, 1, D};
+  for (int i = 0; i < 4; ++i) {
+    c.shape[i] = shape[i];
+    c.src_stride[i] = to_heads ? cf_stride[i] : hd_stride[i];
+    c.dst_stride[i] = to_heads ? hd_stride[i] : cf_stride[i];
+  }
+  const std::size_t es = cf.elem_size();
+  auto* cfp =
+      static_cast<unsigned char*>(cf.raw()) + static_cast<std::size_t>(part * H * D * T) * es;
+  if (to_heads)
+    kernels::strided_copy(cf.device(), heads.raw(), cfp, kernels::simplify(c), es);
+  else
+    kernels::strided_copy(cf.device(), cfp, heads.raw(), kernels::simplify(c), es);
+}
+
+std::unique_ptr<ConvNd> token_linear(const MultiHeadAttentionOptions& o, Index cin, Index cout,
+                                     unsigned seed, const std::string& prefix) {
+  ConvOptions c;
+  c.nd = o.nd;
+  c.in_channels = cin;
+  c.out_channels = cout;
+  c.kernel = {1};
+  c.dtype = o.dtype;
+  c.space = o.space;
+  c.seed = seed;
+  auto conv = std::make_unique<ConvNd>(c);
+  conv->weight().name = prefix + ".weight";
+  conv->bias()->name = prefix + ".bias";
+  return conv;
+}
+
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o) : opts_(o) {
+  TESSERA_CHECK(o.nd >= 1 && o.nd <= 3, "MultiHeadAttention: nd = " << o.nd);
+  TESSERA_CHECK(o.channels >= 1 && o.heads >= 1 && o.channels % o.heads == 0,
+                "MultiHeadAttention: " << o.channels << " channels in " << o.heads
+                                       << " heads: heads must divide the channels");
+  kernel_scalar(o.dtype, "MultiHeadAttention");
+  qkv_ = token_linear(o, o.channels, 3 * o.channels, o.seed, "qkv");
+  out_ = token_linear(o, o.channels, o.channels, o.seed + 1, "out");
+}
+
+MultiHeadAttention::~MultiHeadAttention() = default;
+
+std::vector<Parameter*> MultiHeadAttention::parameters() {
+  return {&qkv_->weight(), qkv_->bias(), &out_->weight(), out_->bias()};
+}
+
+std::string MultiHeadAttention::name() const {
+  std::ostringstream os;
+  os << "MultiHeadAttention(C " << opts_.channels << ", heads " << opts_.heads << ")";
+  return os.str();
+}
+
+std::string MultiHeadAttention::describe() const {
+  if (!attn_ || !ring_) return name() + ": not run yet";
+  std::ostringstream os;
+  os << name() << ": " << name_of(attn_->chosen()) << " over " << ring_->group.size() << " rank(s)";
+  return os.str();
+}
+
+ShardSpec MultiHeadAttention::output_spec(const ShardSpec& in) const {
+  check_spatial_spec(in, opts_.nd, name());
+  TESSERA_CHECK(in.global_shape()[1] == opts_.channels,
+                name() << ": input has " << in.global_shape()[1] << " channels");
+  TESSERA_CHECK(!in.placement(1).sharded(),
+                name() << ": the channel dim is sharded (" << in.str() << ")");
+  return out_->output_spec(with_channels(qkv_->output_spec(in), opts_.channels));
+}
+
+ShardTensor MultiHeadAttention::forward(const ShardTensor& x) {
+  check_layer_input(x, 2 + opts_.nd, 2 + opts_.nd, name());
+  TESSERA_CHECK(x.dtype() == opts_.dtype, name() << ": input is " << name_of(x.dtype())
+                                                 << ", the layer " << name_of(opts_.dtype));
+  output_spec(x.spec());
+  const Mesh& mesh = x.mesh();
+  const ShardTensor h = qkv_->forward(x);
+  const Tensor hl = h.local().contiguous();
+  const Index N = hl.shape(0), C = opts_.channels, H = opts_.heads, D = C / H;
+  const Index T = N > 0 ? hl.numel() / (N * 3 * C) : 0;
+  // The token group and its line mesh, for this input layout (collective to build).
+  if (!ring_ || ring_->outer.comm() != mesh.comm() || ring_->in_spec != x.spec()) {
+    std::vector<int> token_dims;
+    for (int d = 2; d < x.spec().ndim(); ++d) token_dims.push_back(d);
+    auto r = std::make_unique<Ring>();
+    r->outer = mesh;
+    r->in_spec = x.spec();
+    r->group = AxesComm(mesh, axes_sharding_dims(x.spec(), token_dims));
+    r->line = Mesh(r->group.comm(), {r->group.size()}, {"tokens"});
+    r->sizes.assign(static_cast<std::size_t>(r->group.size()), 0);
+    TESSERA_MPI(
+        MPI_Allgather(&T, 1, MPI_INT64_T, r->sizes.data(), 1, MPI_INT64_T, r->group.comm()));
+    ring_ = std::move(r);
+    RingAttentionOptions ro;
+    ro.axis = 0;
+    attn_ = std::make_unique<SequenceAttention>(ro, opts_.algorithm);
+  }
+  const Tensor cf = hl.reshape({N, 3 * C, T});
+  Index S = 0;
+  for (Index s : ring_->sizes) S += s;
+  const ShardSpec seq({N * H, S, D}, {Replicate(), Shard(0), Replicate()}, ring_->line, {},
+                      {{}, ring_->sizes, {}});
+  std::array<ShardTensor, 3> qkv;
+  for (Index part = 0; part < 3; ++part) {
+    Tensor t = Tensor::empty({N * H, T, D}, hl.dtype(), hl.space());
+    move_heads(cf, part, t, H, true);
+    qkv[static_cast<std::size_t>(part)] = ShardTensor::unchecked(ring_->line, seq, t);
+  }
+  const ShardTensor o = attn_->forward(qkv[0], qkv[1], qkv[2]);
+  Tensor mid = Tensor::empty({N, C, T}, hl.dtype(), hl.space());
+  move_heads(mid, 0, o.local().contiguous(), H, false);
+  auto s = std::make_unique<Saved>();
+  s->mesh = mesh;
+  s->h_spec = h.spec();
+  s->h_shape = hl.shape();
+  s->mid_spec = with_channels(h.spec(), C);
+  std::vector<Index> mid_shape = hl.shape();
+  mid_shape[1] = C;
+  const ShardTensor y =
+      out_->forward(ShardTensor::unchecked(mesh, s->mid_spec, mid.reshape(mid_shape)));
+  s->out_spec = y.spec();
+  saved_ = std::move(s);
+  return y;
+}
+
+ShardTensor MultiHeadAttention::backward(const ShardTensor& dy) {
+  TESSERA_CHECK(saved_, name() << ": backward before forward");
+  Saved& s = *saved_;
+  check_output_grad(dy, s.out_spec, opts_.dtype, dy.local().space(), name());
+  const Tensor dmid = out_->backward(dy).local().contiguous();
+  const Index N = dmid.shape(0), C = opts_.channels, H = opts_.heads, D = C / H;
+  const Index T = N > 0 ? dmid.numel() / (N * C) : 0;
+  Index S = 0;
+  for (Index v : ring_->sizes) S += v;
+  const ShardSpec seq({N * H, S, D}, {Replicate(), Shard(0), Replicate()}, ring_->line, {},
+                      {{}, ring_->sizes, {}});
+  Tensor go = Tensor::empty({N * H, T, D}, dmid.dtype(), dmid.space());
+  move_heads(dmid.reshape({N, C, T}), 0, go, H, true);
+  const auto grads = attn_->backward(ShardTensor::unchecked(ring_->line, seq, go));
+  Tensor dh = Tensor::empty({N, 3 * C, T}, dmid.dtype(), dmid.space());
+  for (Index part = 0; part < 3; ++part)
+    move_heads(dh, part, grads[static_cast<std::size_t>(part)].local().contiguous(), H, false);
+  return qkv_->backward(ShardTensor::unchecked(s.mesh, s.h_spec, dh.reshape(s.h_shape)));
+}
+
+}  // namespace tessera
