@@ -7,7 +7,8 @@
 #   TESSERA_DEMO_OUT   output folder (default: demo-out/)
 #   TESSERA_DEMO_RANKS ranks (default 4)
 #   TESSERA_DEMO_MODEL unet (default: 32x32 training, 64x64 inference), fno (64x64
-#                      training, 128x128 inference; scripts/demo/darcy_fno.toml) or
+#                      training, 128x128 inference; scripts/demo/darcy_fno.toml), vit (32x32
+#                      training on 4x4 patches, 64x64 inference; scripts/demo/darcy_vit.toml) or
 #                      transolver (point clouds on a torus, learning a neighbourhood mean
 #                      of a field; new clouds at inference; scripts/demo/points_transolver.toml)
 #                      or pointconv (the same with point convolutions; points_pointconv.toml)
@@ -32,8 +33,9 @@ model=${TESSERA_DEMO_MODEL:-unet}
 case "$model" in
   unet) train_n=32 train_samples=128 test_n=64 ;;
   fno) train_n=64 train_samples=256 test_n=128 ;;
+  vit) train_n=32 train_samples=128 test_n=64 ;;
   transolver | pointconv) points=2048 train_samples=96 ;;
-  *) echo "demo: TESSERA_DEMO_MODEL=$model is not unet, fno, transolver or pointconv" >&2; exit 2 ;;
+  *) echo "demo: TESSERA_DEMO_MODEL=$model is not unet, fno, vit, transolver or pointconv" >&2; exit 2 ;;
 esac
 if [ -n "${points:-}" ]; then
   test_n=$points

@@ -73,6 +73,23 @@ TransolverOptions transolver_options(const TrainConfig& c, int spatial_dims, boo
   return o;
 }
 
+VitOptions vit_options(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
+                       MemSpace space) {
+  VitOptions o;
+  o.nd = spatial_dims;
+  o.in_channels = cin;
+  o.out_channels = cout;
+  o.patch = c.model.patch;
+  o.dim = c.model.dim;
+  o.depth = static_cast<int>(c.model.depth);
+  o.heads = c.model.heads;
+  o.attention = sequence_algorithm_from_name(c.model.attention);
+  o.dtype = model_dtype(c.model);
+  o.space = space;
+  o.seed = static_cast<unsigned>(c.train.seed);
+  return o;
+}
+
 PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index cin, Index cout,
                                        MemSpace space) {
   // The coordinates' channels: "coords" among the point inputs (each other one channel).
@@ -107,9 +124,13 @@ std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index 
         transolver_options(c, spatial_dims, points, cin, cout, space));
   if (c.model.type == "pointconv")
     return std::make_unique<PointConvNet>(point_conv_options(c, points, cin, cout, space));
+  if (c.model.type == "vit") {
+    TESSERA_CHECK(!points, "model.type = 'vit' takes grid fields, not point clouds");
+    return std::make_unique<Vit>(vit_options(c, spatial_dims, cin, cout, space));
+  }
   TESSERA_CHECK(c.model.type == "unet", "model.type = '" << c.model.type
                                                          << "' is not one of unet, fno, "
-                                                            "transolver, pointconv");
+                                                            "transolver, pointconv, vit");
   return std::make_unique<UNet>(unet_options(c, spatial_dims, cin, cout, space));
 }
 

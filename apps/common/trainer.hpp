@@ -25,6 +25,7 @@
 #include "runtime/train/fno.hpp"
 #include "runtime/train/point_conv_net.hpp"
 #include "runtime/train/transolver.hpp"
+#include "runtime/train/vit.hpp"
 #include "runtime/train/unet.hpp"
 
 namespace tessera::app {
@@ -59,6 +60,8 @@ FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index in_channels
                        Index out_channels, MemSpace space);
 TransolverOptions transolver_options(const TrainConfig& c, int spatial_dims, bool points,
                                      Index in_channels, Index out_channels, MemSpace space);
+VitOptions vit_options(const TrainConfig& c, int spatial_dims, Index in_channels,
+                       Index out_channels, MemSpace space);
 PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index in_channels,
                                        Index out_channels, MemSpace space);
 // The model of model.type for data of `spatial_dims` (a point cloud: one dim of points);

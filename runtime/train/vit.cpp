@@ -1,0 +1,126 @@
+#include "runtime/train/vit.hpp"
+
+#include <memory>
+#include <sstream>
+
+#include "runtime/attention/multi_head_attention.hpp"
+#include "runtime/nn/conv_layer.hpp"
+#include "runtime/nn/conv_transpose_layer.hpp"
+#include "runtime/nn/norm_layers.hpp"
+#include "runtime/nn/pointwise_layers.hpp"
+#include "runtime/nn/position_embedding.hpp"
+
+namespace tessera {
+
+Vit::Vit(const VitOptions& o) : opts_(o) {
+  TESSERA_CHECK(o.nd >= 1 && o.nd <= 3, "vit: " << o.nd << " spatial dims (1 to 3)");
+  TESSERA_CHECK(o.in_channels >= 1 && o.out_channels >= 1 && o.patch >= 1 && o.dim >= 1 &&
+                    o.heads >= 1 && o.mlp_ratio >= 1 && o.depth >= 1 && o.depth <= 64,
+                "vit: in " << o.in_channels << ", out " << o.out_channels << ", patch " << o.patch
+                           << ", dim " << o.dim << ", heads " << o.heads << ", depth " << o.depth
+                           << ": each must be >= 1");
+  TESSERA_CHECK(o.dim % o.heads == 0, "vit: model.dim = " << o.dim << " is not divisible by "
+                                                          << "model.heads = " << o.heads);
+  unsigned seed = o.seed * 7919u;
+  auto linear = [&](Index cin, Index cout) {
+    ConvOptions c;
+    c.nd = o.nd;
+    c.in_channels = cin;
+    c.out_channels = cout;
+    c.kernel = {1};
+    c.dtype = o.dtype;
+    c.space = o.space;
+    c.seed = seed++;
+    return std::make_shared<ConvNd>(c);
+  };
+  NormOptions norm;
+  norm.dtype = o.dtype;
+  norm.space = o.space;
+  const auto gelu = [] { return std::make_shared<ActivationLayer>(kernels::Activation::GELU); };
+  ConvOptions pe;
+  pe.nd = o.nd;
+  pe.in_channels = o.in_channels;
+  pe.out_channels = o.dim;
+  pe.kernel = {o.patch};
+  pe.stride = {o.patch};
+  pe.dtype = o.dtype;
+  pe.space = o.space;
+  pe.seed = seed++;
+  Value x = graph_.layer("embed", std::make_shared<ConvNd>(pe), graph_.input("x"));
+  x = graph_.layer("positions", std::make_shared<SinusoidalPositions>(o.nd, o.dim), x);
+  for (int l = 0; l < o.depth; ++l) {
+    const std::string b = "block" + std::to_string(l);
+    MultiHeadAttentionOptions a;
+    a.nd = o.nd;
+    a.channels = o.dim;
+    a.heads = o.heads;
+    a.algorithm = o.attention;
+    a.dtype = o.dtype;
+    a.space = o.space;
+    a.seed = seed;
+    seed += 2;
+    Value h = graph_.layer(b + ".ln1", std::make_shared<ChannelLayerNorm>(o.dim, norm), x);
+    h = graph_.layer(b + ".attn", std::make_shared<MultiHeadAttention>(a), h);
+    x = graph_.add(b + ".res1", x, h);
+    h = graph_.layer(b + ".ln2", std::make_shared<ChannelLayerNorm>(o.dim, norm), x);
+    h = graph_.layer(b + ".mlp1", linear(o.dim, o.mlp_ratio * o.dim), h);
+    h = graph_.layer(b + ".mlp1.act", gelu(), h);
+    h = graph_.layer(b + ".mlp2", linear(o.mlp_ratio * o.dim, o.dim), h);
+    x = graph_.add(b + ".res2", x, h);
+  }
+  x = graph_.layer("head.ln", std::make_shared<ChannelLayerNorm>(o.dim, norm), x);
+  ConvTransposeOptions up;
+  up.nd = o.nd;
+  up.in_channels = o.dim;
+  up.out_channels = o.out_channels;
+  up.kernel = {o.patch};
+  up.stride = {o.patch};
+  up.dtype = o.dtype;
+  up.space = o.space;
+  up.seed = seed++;
+  graph_.output(graph_.layer("head", std::make_shared<ConvTransposeNd>(up), x));
+}
+
+std::string Vit::input_problem(const std::vector<Index>& shape) const {
+  std::ostringstream os;
+  if (static_cast<int>(shape.size()) != opts_.nd + 2) {
+    os << "the ViT takes (N, C, " << opts_.nd << " spatial dims), the data has shape "
+       << shape_str(shape);
+  } else if (shape[1] != opts_.in_channels) {
+    os << "the ViT takes " << opts_.in_channels << " input channels, the data has " << shape[1];
+  } else {
+    for (std::size_t d = 2; d < shape.size(); ++d)
+      if (shape[d] % opts_.patch != 0) {
+        os << "spatial extent " << shape[d] << " (dim " << d << " of " << shape_str(shape)
+           << ") is not a multiple of model.patch = " << opts_.patch;
+        break;
+      }
+  }
+  return os.str();
+}
+
+std::string Vit::decomposition_problem(const std::vector<Index>& spatial,
+                                       const std::vector<int>& ranks) const {
+  std::ostringstream os;
+  for (std::size_t d = 0; d < ranks.size() && d < spatial.size(); ++d) {
+    const Index patches = spatial[d] / opts_.patch;
+    if (patches % ranks[d] != 0) {
+      os << "spatial dim " << d << ": " << patches << " patches of " << opts_.patch
+         << " cells do not split evenly over " << ranks[d]
+         << " ranks (each rank holds whole patches of its own cells)";
+      break;
+    }
+  }
+  return os.str();
+}
+
+std::string Vit::signature() const {
+  std::ostringstream os;
+  os << "vit nd=" << opts_.nd << " in=" << opts_.in_channels << " out=" << opts_.out_channels
+     << " patch=" << opts_.patch << " dim=" << opts_.dim << " depth=" << opts_.depth
+     << " heads=" << opts_.heads << " mlp_ratio=" << opts_.mlp_ratio
+     << " dtype=" << name_of(opts_.dtype);
+  return os.str();
+}
+
+}  // namespace tessera

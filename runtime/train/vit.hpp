@@ -1,0 +1,53 @@
+#pragma once
+// ViT for grid-to-grid regression (a vision transformer on the patches of a sharded grid):
+//
+//   embed:    patches of patch^nd cells -> dim channels (a strided conv, kernel = stride =
+//             patch), plus fixed sinusoidal positions of the patches (SinusoidalPositions)
+//   block{l}: x + MultiHeadAttention(LayerNorm(x)), then x + MLP(LayerNorm(x))
+//             (token-wise MLP dim -> mlp_ratio dim -> dim, GELU)
+//   head:     LayerNorm, un-patchify (a transposed conv, kernel = stride = patch) -> out
+//
+// The patches stay where their cells are: a rank's tokens are the patches of its block, and
+// the global attention runs over all ranks that share a sample (runtime/attention/
+// multi_head_attention.hpp). Positions are normalized to the grid, so the same parameters
+// run on a larger grid with more patches.
+#include "runtime/floor.hpp"
+#include <string>
+#include <vector>
+
+#include "runtime/attention/sequence_attention.hpp"
+#include "runtime/train/model.hpp"
+
+namespace tessera {
+
+struct VitOptions {
+  int nd = 2;
+  Index in_channels = 1, out_channels = 1;
+  Index patch = 4;
+  Index dim = 32;
+  int depth = 2;
+  Index heads = 4;
+  Index mlp_ratio = 2;
+  SequenceAlgorithm attention = SequenceAlgorithm::Auto;
+  DType dtype = DType::f32;
+  MemSpace space = MemSpace::Host;
+  unsigned seed = 0;
+};
+
+class Vit : public Model {
+ public:
+  explicit Vit(const VitOptions& opts);
+
+  Graph& graph() override { return graph_; }
+  const VitOptions& options() const { return opts_; }
+  std::string input_problem(const std::vector<Index>& shape) const override;
+  std::string decomposition_problem(const std::vector<Index>& spatial,
+                                    const std::vector<int>& ranks) const override;
+  std::string signature() const override;
+
+ private:
+  VitOptions opts_;
+  Graph graph_;
+};
+
+}  // namespace tessera
