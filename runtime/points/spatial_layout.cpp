@@ -75,8 +75,10 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
       target[k] = o.np > 1 ? tot[k] * (o.np / 2) / o.np : 0.0;
     }
     // Bisection on each plane: the smallest plane with weight(x < plane) >= target, 64 steps.
+    // A level of leaves only (the last, or the one level of a single part) cuts nothing.
+    const bool cuts = std::any_of(open.begin(), open.end(), [](const Open& o) { return o.np > 1; });
     std::vector<double> below(m);
-    for (int step = 0; step < 64; ++step) {
+    for (int step = 0; cuts && step < 64; ++step) {
       std::fill(below.begin(), below.end(), 0.0);
       std::vector<double> mid(m);
       for (std::size_t k = 0; k < m; ++k) mid[k] = a[k] + (b[k] - a[k]) / 2;
