@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "kernels/neighbors.hpp"
+#include "runtime/points/neighbor_query.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera::bench {
@@ -41,11 +42,12 @@ RingLists ring_query(MPI_Comm comm, const Tensor& xyz, const Tensor& ids, Index 
   std::vector<std::int64_t> bi(ids.data<std::int64_t>(), ids.data<std::int64_t>() + m), ri;
   std::vector<kernels::Neighbor> tmp;
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  const std::vector<Index> order = query_order(xyz);  // Tessera's order, for the same cache use
   for (int step = 0; step < P; ++step) {
     const Index n = static_cast<Index>(bi.size());
     {
       const kernels::PointIndex index(bx.data(), bi.data(), n);
-      for (Index i = 0; i < m; ++i) {
+      for (const Index i : order) {
         const auto hits = r2 < 0 ? index.knn(q + 3 * i, keep) : index.within(q + 3 * i, r2, keep);
         merge_into(out.ids.data() + i * keep, out.d2.data() + i * keep, keep, hits, tmp);
       }

@@ -2,7 +2,8 @@
 // The baseline of the points case: neighbour queries on index-sharded points without a
 // spatial layout. Every rank's block of points passes around the ring (one MPI_Sendrecv of
 // its coordinates and ids per step); each rank builds a k-d tree on the visiting block,
-// searches its own queries in it and keeps the best answers by (distance, global id).
+// searches its own queries in it (in Tessera's query order, for the same cache use) and keeps
+// the best answers by (distance, global id).
 #include <mpi.h>
 
 #include <cstdint>

@@ -73,14 +73,13 @@ void write_row(NeighborLists& out, Index qi, Index keep, const std::vector<kerne
 // r2; asks every other rank whose region lies within the bound, and merges the answers into
 // the rows (rows, not a list per query: most queries get no remote answers).
 NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::PointIndex& index,
-                     const Tensor& queries, NeighborLists out, const std::vector<double>& bound,
-                     Index keep) {
+                     const Tensor& queries, const std::vector<Index>& order, NeighborLists out,
+                     const std::vector<double>& bound, Index keep) {
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
-  const Index m = queries.shape(0);
   std::vector<std::vector<Request>> req(static_cast<std::size_t>(P));
-  for (Index qi = 0; qi < m; ++qi) {
+  for (const Index qi : order) {  // the ranks asked search in this order too
     const double* x = queries.data<double>() + 3 * qi;
     const Point3 p{x[0], x[1], x[2]};
     for (int r = 0; r < P; ++r) {
@@ -121,6 +120,27 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::
 
 }  // namespace
 
+std::vector<Index> query_order(const Tensor& queries) {
+  check_rows3(queries, "queries");
+  const Index m = queries.shape(0);
+  const double* x = queries.data<double>();
+  Point3 lo{kInf, kInf, kInf}, hi{-kInf, -kInf, -kInf};
+  for (Index i = 0; i < 3 * m; ++i)
+    if (std::isfinite(x[i]))
+      lo[i % 3] = std::min(lo[i % 3], x[i]), hi[i % 3] = std::max(hi[i % 3], x[i]);
+  std::vector<std::pair<std::uint64_t, Index>> keys(static_cast<std::size_t>(m));
+  for (Index i = 0; i < m; ++i) {
+    const Point3 p{x[3 * i], x[3 * i + 1], x[3 * i + 2]};
+    const bool finite = std::isfinite(p[0]) && std::isfinite(p[1]) && std::isfinite(p[2]);
+    keys[static_cast<std::size_t>(i)] = {finite ? curve_key(p, lo, hi, Curve::Morton) : 0, i};
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<Index> order(static_cast<std::size_t>(m));
+  for (Index i = 0; i < m; ++i)
+    order[static_cast<std::size_t>(i)] = keys[static_cast<std::size_t>(i)].second;
+  return order;
+}
+
 NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                         const Tensor& ids, const Tensor& queries, Index k) {
   check_rows3(points, "points");
@@ -132,12 +152,13 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
   const Index m = queries.shape(0);
   NeighborLists out{Tensor::empty({m, k}, DType::i64), Tensor::empty({m, k}, DType::f64)};
   std::vector<double> bound(static_cast<std::size_t>(m));
-  for (Index qi = 0; qi < m; ++qi) {  // round one: the local k nearest bound the search
+  const std::vector<Index> order = query_order(queries);
+  for (const Index qi : order) {  // round one: the local k nearest bound the search
     const auto l = index.knn(queries.data<double>() + 3 * qi, k);
     bound[static_cast<std::size_t>(qi)] = static_cast<Index>(l.size()) < k ? kInf : l.back().d2;
     write_row(out, qi, k, l);
   }
-  return finish(comm, layout, index, queries, std::move(out), bound, k);
+  return finish(comm, layout, index, queries, order, std::move(out), bound, k);
 }
 
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
@@ -153,10 +174,11 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
   NeighborLists out{Tensor::empty({m, max_points}, DType::i64),
                     Tensor::empty({m, max_points}, DType::f64)};
   const std::vector<double> bound(static_cast<std::size_t>(m), r * r);
-  for (Index qi = 0; qi < m; ++qi)
+  const std::vector<Index> order = query_order(queries);
+  for (const Index qi : order)
     write_row(out, qi, max_points,
               index.within(queries.data<double>() + 3 * qi, r * r, max_points));
-  return finish(comm, layout, index, queries, std::move(out), bound, max_points);
+  return finish(comm, layout, index, queries, order, std::move(out), bound, max_points);
 }
 
 }  // namespace tessera
