@@ -30,6 +30,7 @@ Case train_case();
 Case io_case();
 Case fft_case();
 Case attention_case();
+Case points_case();
 Case scaling_case();
 
 }  // namespace tessera::bench

@@ -101,7 +101,7 @@ int run_case(const Case& c, const std::vector<std::string>& args, int argc, char
 
 std::vector<Case> tessera::bench::all_cases() {
   return {redistribute_case(), halo_case(), conv_kernel_case(), conv_case(),   io_case(),
-          train_case(),        fft_case(),  attention_case(),   scaling_case()};
+          train_case(),        fft_case(),  attention_case(),   points_case(), scaling_case()};
 }
 
 int main(int argc, char** argv) {

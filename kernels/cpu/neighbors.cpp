@@ -24,6 +24,25 @@ struct Cloud {
   }
 };
 
+// The nearest `cap` points below a bound: a k-nearest search pruned at the bound from the
+// start, so a capped ball query in a dense cluster never collects the whole ball.
+struct CappedResult {
+  std::size_t cap, count;
+  double bound;
+  std::size_t* idx;
+  double* d2;
+  bool full() const { return count == cap; }
+  double worstDist() const { return count < cap ? bound : d2[cap - 1]; }
+  bool addPoint(double dist, std::size_t index) {
+    if (!(dist < worstDist())) return true;
+    std::size_t i = count < cap ? count++ : cap - 1;  // full: the worst drops out
+    for (; i > 0 && d2[i - 1] > dist; --i) d2[i] = d2[i - 1], idx[i] = idx[i - 1];
+    d2[i] = dist;
+    idx[i] = index;
+    return true;
+  }
+};
+
 using KdTree = nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<double, Cloud>,
                                                    Cloud, 3, std::size_t>;
 
@@ -51,10 +70,42 @@ std::vector<Neighbor> PointIndex::within(const double q[3], double r2, Index max
   if (n_ == 0 || !(r2 >= 0)) return out;
   // nanoflann keeps distances strictly below its radius: widen it by one ulp-scale step,
   // then keep exactly d2 <= r2.
-  const double wide =
-      std::isinf(r2)
-          ? r2
-          : std::nextafter(r2, std::numeric_limits<double>::infinity()) * (1 + 1e-12) + 1e-300;
+  auto widen = [](double x) {
+    return std::isinf(x)
+               ? x
+               : std::nextafter(x, std::numeric_limits<double>::infinity()) * (1 + 1e-12) + 1e-300;
+  };
+  double wide = widen(r2);
+  if (max_points > 0 && max_points < n_ && !std::isinf(r2)) {
+    // One more than asked, within the radius: if all of them lie in range with a clear gap
+    // after the max_points-th (far wider than the tree's rounding), those are the answer;
+    // otherwise a radius search, as tight as the max_points-th distance allows.
+    const std::size_t cap = static_cast<std::size_t>(max_points) + 1;
+    std::vector<std::size_t> idx(cap);
+    std::vector<double> d2(cap);
+    CappedResult rs{cap, 0, wide, idx.data(), d2.data()};
+    tree_->tree.findNeighbors(rs, q, nanoflann::SearchParams());
+    for (std::size_t j = 0; j < rs.count; ++j) {
+      double s = 0;
+      for (int d = 0; d < 3; ++d) {
+        const double e = xyz_[3 * idx[j] + static_cast<std::size_t>(d)] - q[d];
+        s += e * e;
+      }
+      if (s <= r2) out.push_back({s, ids_[idx[j]], static_cast<Index>(idx[j])});
+    }
+    std::sort(out.begin(), out.end());
+    if (rs.count < cap) return out;  // every point in range
+    if (out.size() == cap) {
+      const double kth = out[cap - 2].d2;
+      if (out[cap - 1].d2 > kth * (1 + 1e-12) + 1e-300) {
+        out.pop_back();
+        return out;
+      }
+      r2 = kth;  // the answer lies within the max_points-th distance
+      wide = widen(r2);
+    }
+    out.clear();
+  }
   std::vector<std::pair<std::size_t, double>> hits;
   if (std::isinf(r2)) {
     for (Index i = 0; i < n_; ++i) hits.push_back({static_cast<std::size_t>(i), 0.0});

@@ -58,17 +58,28 @@ std::vector<std::vector<T>> exchange_records(MPI_Comm comm,
   return in;
 }
 
-// The shared second round: each query's local candidates `mine` (sorted) and its bound r2;
-// asks every other rank whose region lies within the bound, merges, keeps `keep`.
+// Writes a sorted list into row qi of the output: its first `keep`, padded.
+void write_row(NeighborLists& out, Index qi, Index keep, const std::vector<kernels::Neighbor>& l) {
+  std::int64_t* ids = out.ids.data<std::int64_t>() + qi * keep;
+  double* d2 = out.d2.data<double>() + qi * keep;
+  for (Index j = 0; j < keep; ++j) {
+    const bool have = j < static_cast<Index>(l.size());
+    ids[j] = have ? l[static_cast<std::size_t>(j)].id : -1;
+    d2[j] = have ? l[static_cast<std::size_t>(j)].d2 : kInf;
+  }
+}
+
+// The shared second round: `out` holds each query's local answers (sorted rows), `bound` its
+// r2; asks every other rank whose region lies within the bound, and merges the answers into
+// the rows (rows, not a list per query: most queries get no remote answers).
 NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::PointIndex& index,
-                     const Tensor& queries, std::vector<std::vector<kernels::Neighbor>> mine,
+                     const Tensor& queries, const std::vector<Index>& order, NeighborLists out,
                      const std::vector<double>& bound, Index keep) {
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
-  const Index m = queries.shape(0);
   std::vector<std::vector<Request>> req(static_cast<std::size_t>(P));
-  for (Index qi = 0; qi < m; ++qi) {
+  for (const Index qi : order) {  // the ranks asked search in this order too
     const double* x = queries.data<double>() + 3 * qi;
     const Point3 p{x[0], x[1], x[2]};
     for (int r = 0; r < P; ++r) {
@@ -88,31 +99,47 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::
       for (const auto& h : hits) ans[static_cast<std::size_t>(r)].push_back({h.d2, h.id});
     }
   const auto back = exchange_records(comm, ans);
+  std::vector<kernels::Neighbor> list;
   for (int r = 0; r < P; ++r) {  // answers come in the order the requests were sent
+    const auto& a = back[static_cast<std::size_t>(r)];
     std::size_t pos = 0;
     for (const Request& q : req[static_cast<std::size_t>(r)]) {
-      const auto count = static_cast<std::size_t>(back[static_cast<std::size_t>(r)][pos++].d2);
-      auto& list = mine[static_cast<std::size_t>(q.query)];
-      for (std::size_t c = 0; c < count; ++c, ++pos)
-        list.push_back({back[static_cast<std::size_t>(r)][pos].d2,
-                        back[static_cast<std::size_t>(r)][pos].id, -1});
-    }
-  }
-  NeighborLists out{Tensor::empty({m, keep}, DType::i64), Tensor::empty({m, keep}, DType::f64)};
-  for (Index qi = 0; qi < m; ++qi) {
-    auto& list = mine[static_cast<std::size_t>(qi)];
-    std::sort(list.begin(), list.end());
-    for (Index j = 0; j < keep; ++j) {
-      const bool have = j < static_cast<Index>(list.size());
-      out.ids.data<std::int64_t>()[qi * keep + j] =
-          have ? list[static_cast<std::size_t>(j)].id : -1;
-      out.d2.data<double>()[qi * keep + j] = have ? list[static_cast<std::size_t>(j)].d2 : kInf;
+      const auto count = static_cast<std::size_t>(a[pos++].d2);
+      if (count == 0) continue;
+      list.clear();
+      for (Index j = 0; j < keep && out.ids.data<std::int64_t>()[q.query * keep + j] >= 0; ++j)
+        list.push_back({out.d2.data<double>()[q.query * keep + j],
+                        out.ids.data<std::int64_t>()[q.query * keep + j], -1});
+      for (std::size_t c = 0; c < count; ++c, ++pos) list.push_back({a[pos].d2, a[pos].id, -1});
+      std::sort(list.begin(), list.end());
+      write_row(out, q.query, keep, list);
     }
   }
   return out;
 }
 
 }  // namespace
+
+std::vector<Index> query_order(const Tensor& queries) {
+  check_rows3(queries, "queries");
+  const Index m = queries.shape(0);
+  const double* x = queries.data<double>();
+  Point3 lo{kInf, kInf, kInf}, hi{-kInf, -kInf, -kInf};
+  for (Index i = 0; i < 3 * m; ++i)
+    if (std::isfinite(x[i]))
+      lo[i % 3] = std::min(lo[i % 3], x[i]), hi[i % 3] = std::max(hi[i % 3], x[i]);
+  std::vector<std::pair<std::uint64_t, Index>> keys(static_cast<std::size_t>(m));
+  for (Index i = 0; i < m; ++i) {
+    const Point3 p{x[3 * i], x[3 * i + 1], x[3 * i + 2]};
+    const bool finite = std::isfinite(p[0]) && std::isfinite(p[1]) && std::isfinite(p[2]);
+    keys[static_cast<std::size_t>(i)] = {finite ? curve_key(p, lo, hi, Curve::Morton) : 0, i};
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<Index> order(static_cast<std::size_t>(m));
+  for (Index i = 0; i < m; ++i)
+    order[static_cast<std::size_t>(i)] = keys[static_cast<std::size_t>(i)].second;
+  return order;
+}
 
 NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                         const Tensor& ids, const Tensor& queries, Index k) {
@@ -123,14 +150,15 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
   TESSERA_CHECK(k >= 1, "kNN: k = " << k);
   const kernels::PointIndex index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0));
   const Index m = queries.shape(0);
-  std::vector<std::vector<kernels::Neighbor>> mine(static_cast<std::size_t>(m));
+  NeighborLists out{Tensor::empty({m, k}, DType::i64), Tensor::empty({m, k}, DType::f64)};
   std::vector<double> bound(static_cast<std::size_t>(m));
-  for (Index qi = 0; qi < m; ++qi) {  // round one: the local k nearest bound the search
-    mine[static_cast<std::size_t>(qi)] = index.knn(queries.data<double>() + 3 * qi, k);
-    const auto& l = mine[static_cast<std::size_t>(qi)];
+  const std::vector<Index> order = query_order(queries);
+  for (const Index qi : order) {  // round one: the local k nearest bound the search
+    const auto l = index.knn(queries.data<double>() + 3 * qi, k);
     bound[static_cast<std::size_t>(qi)] = static_cast<Index>(l.size()) < k ? kInf : l.back().d2;
+    write_row(out, qi, k, l);
   }
-  return finish(comm, layout, index, queries, std::move(mine), bound, k);
+  return finish(comm, layout, index, queries, order, std::move(out), bound, k);
 }
 
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
@@ -143,12 +171,14 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
                 "ball query: radius " << r << ", max_points " << max_points);
   const kernels::PointIndex index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0));
   const Index m = queries.shape(0);
-  std::vector<std::vector<kernels::Neighbor>> mine(static_cast<std::size_t>(m));
-  std::vector<double> bound(static_cast<std::size_t>(m), r * r);
-  for (Index qi = 0; qi < m; ++qi)
-    mine[static_cast<std::size_t>(qi)] =
-        index.within(queries.data<double>() + 3 * qi, r * r, max_points);
-  return finish(comm, layout, index, queries, std::move(mine), bound, max_points);
+  NeighborLists out{Tensor::empty({m, max_points}, DType::i64),
+                    Tensor::empty({m, max_points}, DType::f64)};
+  const std::vector<double> bound(static_cast<std::size_t>(m), r * r);
+  const std::vector<Index> order = query_order(queries);
+  for (const Index qi : order)
+    write_row(out, qi, max_points,
+              index.within(queries.data<double>() + 3 * qi, r * r, max_points));
+  return finish(comm, layout, index, queries, order, std::move(out), bound, max_points);
 }
 
 }  // namespace tessera

@@ -8,6 +8,8 @@
 #include "runtime/floor.hpp"
 #include <mpi.h>
 
+#include <vector>
+
 #include "runtime/points/spatial_layout.hpp"
 #include "runtime/tensor/tensor.hpp"
 
@@ -26,5 +28,9 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
 // max_points of them.
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                          const Tensor& ids, const Tensor& queries, double r, Index max_points);
+// The order the queries above are searched in: rows of (m, 3) coordinates along a Morton
+// curve over their bounding box, so that consecutive searches walk the same tree nodes and
+// points while they are in cache (in a random order nearly every search misses).
+std::vector<Index> query_order(const Tensor& queries);
 
 }  // namespace tessera

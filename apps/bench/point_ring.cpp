@@ -1,0 +1,73 @@
+#include "apps/bench/point_ring.hpp"
+
+#include <limits>
+
+#include "kernels/neighbors.hpp"
+#include "runtime/points/neighbor_query.hpp"
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera::bench {
+namespace {
+
+// Merges a sorted list into the sorted best `keep` of one query (padding sorts last).
+void merge_into(std::int64_t* bi, double* bd, Index keep, const std::vector<kernels::Neighbor>& add,
+                std::vector<kernels::Neighbor>& tmp) {
+  tmp.clear();
+  std::size_t a = 0;
+  Index b = 0;
+  while (static_cast<Index>(tmp.size()) < keep) {
+    const bool have_b = b < keep && bi[b] >= 0, have_a = a < add.size();
+    if (!have_a && !have_b) break;
+    const kernels::Neighbor nb{have_b ? bd[b] : 0, have_b ? bi[b] : -1, -1};
+    if (have_a && (!have_b || add[a] < nb))
+      tmp.push_back(add[a++]);
+    else
+      tmp.push_back(nb), ++b;
+  }
+  for (std::size_t j = 0; j < tmp.size(); ++j) bi[j] = tmp[j].id, bd[j] = tmp[j].d2;
+}
+
+}  // namespace
+
+RingLists ring_query(MPI_Comm comm, const Tensor& xyz, const Tensor& ids, Index keep, double r2) {
+  int P = 1, me = 0;
+  TESSERA_MPI(MPI_Comm_size(comm, &P));
+  TESSERA_MPI(MPI_Comm_rank(comm, &me));
+  const Index m = xyz.shape(0);
+  const double* q = xyz.data<double>();
+  RingLists out{keep, std::vector<std::int64_t>(static_cast<std::size_t>(m * keep), -1),
+                std::vector<double>(static_cast<std::size_t>(m * keep),
+                                    std::numeric_limits<double>::infinity())};
+  std::vector<double> bx(q, q + 3 * m), rx;
+  std::vector<std::int64_t> bi(ids.data<std::int64_t>(), ids.data<std::int64_t>() + m), ri;
+  std::vector<kernels::Neighbor> tmp;
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  const std::vector<Index> order = query_order(xyz);  // Tessera's order, for the same cache use
+  for (int step = 0; step < P; ++step) {
+    const Index n = static_cast<Index>(bi.size());
+    {
+      const kernels::PointIndex index(bx.data(), bi.data(), n);
+      for (const Index i : order) {
+        const auto hits = r2 < 0 ? index.knn(q + 3 * i, keep) : index.within(q + 3 * i, r2, keep);
+        merge_into(out.ids.data() + i * keep, out.d2.data() + i * keep, keep, hits, tmp);
+      }
+    }
+    if (step == P - 1) break;
+    // The block moves on: its size, then coordinates and ids.
+    Index rn = 0;
+    TESSERA_MPI(MPI_Sendrecv(&n, 1, MPI_INT64_T, next, 0, &rn, 1, MPI_INT64_T, prev, 0, comm,
+                             MPI_STATUS_IGNORE));
+    rx.resize(static_cast<std::size_t>(3 * rn));
+    ri.resize(static_cast<std::size_t>(rn));
+    TESSERA_MPI(MPI_Sendrecv(bx.data(), static_cast<int>(3 * n), MPI_DOUBLE, next, 1, rx.data(),
+                             static_cast<int>(3 * rn), MPI_DOUBLE, prev, 1, comm,
+                             MPI_STATUS_IGNORE));
+    TESSERA_MPI(MPI_Sendrecv(bi.data(), static_cast<int>(n), MPI_INT64_T, next, 2, ri.data(),
+                             static_cast<int>(rn), MPI_INT64_T, prev, 2, comm, MPI_STATUS_IGNORE));
+    bx.swap(rx);
+    bi.swap(ri);
+  }
+  return out;
+}
+
+}  // namespace tessera::bench
