@@ -27,10 +27,14 @@ namespace {
 StepSetup setup_of(const cli::Args& opt, const std::string& model) {
   StepSetup s;
   s.model = model;
-  const bool fno = model == "fno", transolver = model == "transolver";
-  s.width = opt.integer(fno ? "fno-width" : transolver ? "transolver-width" : "width");
+  const bool fno = model == "fno", transolver = model == "transolver", vit = model == "vit";
+  s.width = opt.integer(fno          ? "fno-width"
+                        : transolver ? "transolver-width"
+                        : vit        ? "vit-dim"
+                                     : "width");
   s.depth = static_cast<int>(opt.integer(fno          ? "fno-layers"
                                          : transolver ? "transolver-layers"
+                                         : vit        ? "vit-depth"
                                                       : "depth"));
   s.slices = opt.integer("transolver-slices");
   s.modes = opt.integer("fno-modes");
@@ -103,7 +107,7 @@ const json* row_of(const json& rows, const std::string& model, const std::string
 
 json goals(const json& rows) {
   json g = json::array();
-  for (const std::string model : {"unet", "fno", "transolver"}) {
+  for (const std::string model : {"unet", "fno", "transolver", "vit"}) {
     const json* c1 = row_of(rows, model, "capacity", 1);
     const json* c8 = row_of(rows, model, "capacity", 8);
     if (c1 && c8)
@@ -129,7 +133,7 @@ Case scaling_case() {
       "memory per rank, and (driven by scripts/bench.sh) the largest grid under a per-rank "
       "memory limit";
   c.options = {{"which", "LIST", "strong, weak (both by default) or capacity", "strong,weak"},
-               {"models", "LIST", "unet, fno, transolver (capacity: one of them)", "unet,fno"},
+               {"models", "LIST", "unet, fno, transolver, vit (capacity: one of them)", "unet,fno"},
                {"strong", "HxW", "global grid of the strong-scaling runs", "256x64"},
                {"weak", "HxW", "grid per rank of the weak-scaling runs", "64x64"},
                {"batch", "N", "samples per step (strong, weak)", "2"},
@@ -141,6 +145,8 @@ Case scaling_case() {
                {"transolver-width", "N", "Transolver width (4 heads)", "32"},
                {"transolver-layers", "N", "Transolver blocks", "2"},
                {"transolver-slices", "N", "Transolver slices per head", "16"},
+               {"vit-dim", "N", "ViT token channels (4 heads, 4x4 patches)", "32"},
+               {"vit-depth", "N", "ViT blocks", "2"},
                {"reps", "N", "timed steps", "5"},
                {"warmup", "N", "untimed steps first", "2"},
                {"threads", "N", "OpenMP threads per rank", "1"},

@@ -14,6 +14,7 @@
 #include "decomp/error.hpp"
 #include "runtime/train/fno.hpp"
 #include "runtime/train/transolver.hpp"
+#include "runtime/train/vit.hpp"
 #include "runtime/train/unet.hpp"
 
 namespace tessera::bench {
@@ -46,8 +47,16 @@ std::unique_ptr<Model> make(const StepSetup& s) {
     t.slices = s.slices;
     return std::make_unique<Transolver>(t);
   }
+  if (s.model == "vit") {
+    VitOptions v;
+    v.patch = 4;
+    v.dim = s.width;
+    v.depth = s.depth;
+    v.heads = 4;
+    return std::make_unique<Vit>(v);
+  }
   if (s.model != "unet")
-    throw Error("bench: model '" + s.model + "' is not unet, fno or transolver");
+    throw Error("bench: model '" + s.model + "' is not unet, fno, transolver or vit");
   UNetOptions u;
   u.width = s.width;
   u.depth = s.depth;
