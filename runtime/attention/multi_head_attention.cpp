@@ -24,15 +24,6 @@ struct MultiHeadAttention::Saved {
 
 namespace {
 
-ShardSpec with_channels(const ShardSpec& in, Index c) {
-  std::vector<Index> shape = in.global_shape();
-  shape[1] = c;
-  std::vector<std::vector<Index>> sizes(shape.size());
-  for (int d = 0; d < in.ndim(); ++d)
-    if (in.placement(d).sharded()) sizes[d] = in.sizes(d);
-  return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
-}
-
 // Between channel-first (N, parts C, T) and heads (N H, T, D): part `part` of the channels,
 // head h at channels [h D, h D + D). to_heads: channel-first -> heads, else back.
 void move_heads(const Tensor& cf, Index part, const Tensor& heads, Index H, bool to_heads) {
@@ -56,22 +47,6 @@ void move_heads(const Tensor& cf, Index part, const Tensor& heads, Index H, bool
     kernels::strided_copy(cf.device(), cfp, heads.raw(), kernels::simplify(c), es);
 }
 
-std::unique_ptr<ConvNd> token_linear(const MultiHeadAttentionOptions& o, Index cin, Index cout,
-                                     unsigned seed, const std::string& prefix) {
-  ConvOptions c;
-  c.nd = o.nd;
-  c.in_channels = cin;
-  c.out_channels = cout;
-  c.kernel = {1};
-  c.dtype = o.dtype;
-  c.space = o.space;
-  c.seed = seed;
-  auto conv = std::make_unique<ConvNd>(c);
-  conv->weight().name = prefix + ".weight";
-  conv->bias()->name = prefix + ".bias";
-  return conv;
-}
-
 }  // namespace
 
 MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o) : opts_(o) {
@@ -80,8 +55,8 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o) : opt
                 "MultiHeadAttention: " << o.channels << " channels in " << o.heads
                                        << " heads: heads must divide the channels");
   kernel_scalar(o.dtype, "MultiHeadAttention");
-  qkv_ = token_linear(o, o.channels, 3 * o.channels, o.seed, "qkv");
-  out_ = token_linear(o, o.channels, o.channels, o.seed + 1, "out");
+  qkv_ = token_linear(o.nd, o.channels, 3 * o.channels, o.dtype, o.space, o.seed, "qkv");
+  out_ = token_linear(o.nd, o.channels, o.channels, o.dtype, o.space, o.seed + 1, "out");
 }
 
 MultiHeadAttention::~MultiHeadAttention() = default;

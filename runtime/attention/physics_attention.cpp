@@ -23,15 +23,6 @@ struct PhysicsAttention::Saved {
 
 namespace {
 
-ShardSpec with_channels(const ShardSpec& in, Index c) {
-  std::vector<Index> shape = in.global_shape();
-  shape[1] = c;
-  std::vector<std::vector<Index>> sizes(shape.size());
-  for (int d = 0; d < in.ndim(); ++d)
-    if (in.placement(d).sharded()) sizes[d] = in.sizes(d);
-  return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
-}
-
 std::vector<int> token_dims(int ndim) {
   std::vector<int> d;
   for (int i = 2; i < ndim; ++i) d.push_back(i);
@@ -50,22 +41,6 @@ void fill_uniform(Parameter& p, std::mt19937_64& rng, double bound) {
   p.value.copy_from(h);
 }
 
-std::unique_ptr<ConvNd> token_linear(const PhysicsAttentionOptions& o, Index cin, Index cout,
-                                     unsigned seed, const std::string& prefix) {
-  ConvOptions c;
-  c.nd = o.nd;
-  c.in_channels = cin;
-  c.out_channels = cout;
-  c.kernel = {1};
-  c.dtype = o.dtype;
-  c.space = o.space;
-  c.seed = seed;
-  auto conv = std::make_unique<ConvNd>(c);
-  conv->weight().name = prefix + ".weight";
-  conv->bias()->name = prefix + ".bias";
-  return conv;
-}
-
 }  // namespace
 
 PhysicsAttention::PhysicsAttention(const PhysicsAttentionOptions& o) : opts_(o) {
@@ -80,8 +55,8 @@ PhysicsAttention::PhysicsAttention(const PhysicsAttentionOptions& o) : opts_(o) 
                 "PhysicsAttention: host tensors only so far (no CUDA kernel for the slicing yet)");
   kernel_scalar(o.dtype, "PhysicsAttention");
   const Index H = o.heads, D = o.head_dim, M = o.slices;
-  in_ = token_linear(o, o.channels, 2 * H * D, o.seed, "in");
-  out_ = token_linear(o, H * D, o.channels, o.seed + 1, "out");
+  in_ = token_linear(o.nd, o.channels, 2 * H * D, o.dtype, o.space, o.seed, "in");
+  out_ = token_linear(o.nd, H * D, o.channels, o.dtype, o.space, o.seed + 1, "out");
   slice_w_ = make_param("slice.weight", {M, D}, 0.0, o.dtype, o.space);
   slice_b_ = make_param("slice.bias", {M}, 0.0, o.dtype, o.space);
   temperature_ = make_param("temperature", {H}, o.temperature, o.dtype, o.space);

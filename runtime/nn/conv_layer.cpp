@@ -245,4 +245,20 @@ std::vector<Parameter*> ConvNd::parameters() {
   return {&weight_};
 }
 
+std::unique_ptr<ConvNd> token_linear(int nd, Index cin, Index cout, DType dtype, MemSpace space,
+                                     unsigned seed, const std::string& prefix) {
+  ConvOptions c;
+  c.nd = nd;
+  c.in_channels = cin;
+  c.out_channels = cout;
+  c.kernel = {1};
+  c.dtype = dtype;
+  c.space = space;
+  c.seed = seed;
+  auto conv = std::make_unique<ConvNd>(c);
+  conv->weight().name = prefix + ".weight";
+  conv->bias()->name = prefix + ".bias";
+  return conv;
+}
+
 }  // namespace tessera

@@ -47,6 +47,12 @@ struct ConvOptions {
   unsigned seed = 0;
 };
 
+class ConvNd;
+// A token-wise Linear cin -> cout on (N, C, nd dims...): a 1x1 convolution whose parameters
+// are named "<prefix>.weight" and "<prefix>.bias" (for layers that hold several).
+std::unique_ptr<ConvNd> token_linear(int nd, Index cin, Index cout, DType dtype, MemSpace space,
+                                     unsigned seed, const std::string& prefix);
+
 class ConvNd : public Layer {
  public:
   explicit ConvNd(const ConvOptions& opts);

@@ -68,6 +68,15 @@ std::vector<double> param_values(const Parameter& p) {
   return v;
 }
 
+ShardSpec with_channels(const ShardSpec& in, Index c) {
+  std::vector<Index> shape = in.global_shape();
+  shape[1] = c;
+  std::vector<std::vector<Index>> sizes(shape.size());
+  for (int d = 0; d < in.ndim(); ++d)
+    if (in.placement(d).sharded()) sizes[static_cast<std::size_t>(d)] = in.sizes(d);
+  return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
+}
+
 void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where) {
   TESSERA_CHECK(x.local().defined(), where << ": undefined input");
   TESSERA_CHECK(!x.spec().has_partial(), where << ": input has Partial axes (" << x.spec().str()

@@ -34,6 +34,10 @@ Parameter make_param(const std::string& name, const std::vector<Index>& shape, d
 // A parameter's values as float64 on the host (for layers that use them in host code).
 std::vector<double> param_values(const Parameter& p);
 
+// The spec with dim 1 (channels) of extent c, every other dim's placement and sizes kept:
+// a token-wise layer's output, or a slice of its input's channels.
+ShardSpec with_channels(const ShardSpec& in, Index c);
+
 // Checks a layer input: no Partial axes, float32 or float64, rank in [min_nd, max_nd].
 void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where);
 

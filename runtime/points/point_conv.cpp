@@ -32,15 +32,6 @@ double coord(const Tensor& src, Index n, int c, Index i) {
   return src.dtype() == DType::f64 ? src.data<double>()[at] : src.data<float>()[at];
 }
 
-ShardSpec with_channels(const ShardSpec& in, Index c) {
-  std::vector<Index> shape = in.global_shape();
-  shape[1] = c;
-  std::vector<std::vector<Index>> sizes(shape.size());
-  for (int d = 0; d < in.ndim(); ++d)
-    if (in.placement(d).sharded()) sizes[d] = in.sizes(d);
-  return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
-}
-
 }  // namespace
 
 const std::vector<SampleNeighbours>& PointNeighbourhoods::get(const Mesh& mesh, int axis,
