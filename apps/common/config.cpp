@@ -79,9 +79,11 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(model, dim), "vit: channels of the tokens (divisible by model.heads)",
        kAtLeastOne},
       {TESSERA_FIELD(model, attention),
-       "vit: the global attention's algorithm over the ranks",
+       "vit: global attention (its algorithm over the ranks) or neighbourhood attention",
        {},
-       {"auto", "ring", "all_to_all", "all_gather"}},
+       {"auto", "ring", "all_to_all", "all_gather", "neighbourhood"}},
+      {TESSERA_FIELD(model, window),
+       "vit, neighbourhood attention: tokens per dim each token attends to", kAtLeastOne},
       {TESSERA_FIELD(model, radius),
        "pointconv: > 0: the neighbours within this radius (at most model.neighbours), 0: the "
        "k nearest",

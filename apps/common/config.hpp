@@ -36,7 +36,8 @@ struct ModelConfig {
   std::int64_t neighbours = 16;    // pointconv: neighbours per point
   std::int64_t patch = 4;          // vit: patch edge in cells
   std::int64_t dim = 32;           // vit: token channels
-  std::string attention = "auto";  // vit: auto | ring | all_to_all | all_gather
+  std::string attention = "auto";  // vit: auto | ring | all_to_all | all_gather | neighbourhood
+  std::int64_t window = 7;         // vit, neighbourhood attention: tokens per dim
   double radius = 0.0;             // pointconv: > 0: ball query within it, else kNN
   std::int64_t depth = 3;          // unet: levels (down/up steps); vit: transformer blocks
   std::int64_t kernel_size = 3;    // conv kernel per spatial dim

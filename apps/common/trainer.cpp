@@ -83,7 +83,10 @@ VitOptions vit_options(const TrainConfig& c, int spatial_dims, Index cin, Index 
   o.dim = c.model.dim;
   o.depth = static_cast<int>(c.model.depth);
   o.heads = c.model.heads;
-  o.attention = sequence_algorithm_from_name(c.model.attention);
+  if (c.model.attention == "neighbourhood")
+    o.window = c.model.window;
+  else
+    o.attention = sequence_algorithm_from_name(c.model.attention);
   o.dtype = model_dtype(c.model);
   o.space = space;
   o.seed = static_cast<unsigned>(c.train.seed);

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/attention/multi_head_attention.hpp"
+#include "runtime/attention/neighborhood_attention.hpp"
 #include "runtime/nn/conv_layer.hpp"
 #include "runtime/nn/conv_transpose_layer.hpp"
 #include "runtime/nn/norm_layers.hpp"
@@ -50,17 +51,31 @@ Vit::Vit(const VitOptions& o) : opts_(o) {
   x = graph_.layer("positions", std::make_shared<SinusoidalPositions>(o.nd, o.dim), x);
   for (int l = 0; l < o.depth; ++l) {
     const std::string b = "block" + std::to_string(l);
-    MultiHeadAttentionOptions a;
-    a.nd = o.nd;
-    a.channels = o.dim;
-    a.heads = o.heads;
-    a.algorithm = o.attention;
-    a.dtype = o.dtype;
-    a.space = o.space;
-    a.seed = seed;
+    std::shared_ptr<Layer> attn;
+    if (o.window > 0) {
+      NeighborhoodAttentionOptions a;
+      a.nd = o.nd;
+      a.channels = o.dim;
+      a.heads = o.heads;
+      a.kernel = {o.window};
+      a.dtype = o.dtype;
+      a.space = o.space;
+      a.seed = seed;
+      attn = std::make_shared<NeighborhoodAttention>(a);
+    } else {
+      MultiHeadAttentionOptions a;
+      a.nd = o.nd;
+      a.channels = o.dim;
+      a.heads = o.heads;
+      a.algorithm = o.attention;
+      a.dtype = o.dtype;
+      a.space = o.space;
+      a.seed = seed;
+      attn = std::make_shared<MultiHeadAttention>(a);
+    }
     seed += 2;
     Value h = graph_.layer(b + ".ln1", std::make_shared<ChannelLayerNorm>(o.dim, norm), x);
-    h = graph_.layer(b + ".attn", std::make_shared<MultiHeadAttention>(a), h);
+    h = graph_.layer(b + ".attn", attn, h);
     x = graph_.add(b + ".res1", x, h);
     h = graph_.layer(b + ".ln2", std::make_shared<ChannelLayerNorm>(o.dim, norm), x);
     h = graph_.layer(b + ".mlp1", linear(o.dim, o.mlp_ratio * o.dim), h);
@@ -94,6 +109,11 @@ std::string Vit::input_problem(const std::vector<Index>& shape) const {
         os << "spatial extent " << shape[d] << " (dim " << d << " of " << shape_str(shape)
            << ") is not a multiple of model.patch = " << opts_.patch;
         break;
+      } else if (opts_.window > 0 && shape[d] / opts_.patch < opts_.window) {
+        os << "spatial extent " << shape[d] << " (dim " << d << " of " << shape_str(shape)
+           << ") gives " << shape[d] / opts_.patch
+           << " patches, fewer than model.window = " << opts_.window;
+        break;
       }
   }
   return os.str();
@@ -118,7 +138,7 @@ std::string Vit::signature() const {
   std::ostringstream os;
   os << "vit nd=" << opts_.nd << " in=" << opts_.in_channels << " out=" << opts_.out_channels
      << " patch=" << opts_.patch << " dim=" << opts_.dim << " depth=" << opts_.depth
-     << " heads=" << opts_.heads << " mlp_ratio=" << opts_.mlp_ratio
+     << " heads=" << opts_.heads << " window=" << opts_.window << " mlp_ratio=" << opts_.mlp_ratio
      << " dtype=" << name_of(opts_.dtype);
   return os.str();
 }

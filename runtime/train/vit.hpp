@@ -3,7 +3,8 @@
 //
 //   embed:    patches of patch^nd cells -> dim channels (a strided conv, kernel = stride =
 //             patch), plus fixed sinusoidal positions of the patches (SinusoidalPositions)
-//   block{l}: x + MultiHeadAttention(LayerNorm(x)), then x + MLP(LayerNorm(x))
+//   block{l}: x + Attention(LayerNorm(x)), then x + MLP(LayerNorm(x)); the attention is
+//             global (MultiHeadAttention) or, with a window, NeighborhoodAttention
 //             (token-wise MLP dim -> mlp_ratio dim -> dim, GELU)
 //   head:     LayerNorm, un-patchify (a transposed conv, kernel = stride = patch) -> out
 //
@@ -28,7 +29,8 @@ struct VitOptions {
   int depth = 2;
   Index heads = 4;
   Index mlp_ratio = 2;
-  SequenceAlgorithm attention = SequenceAlgorithm::Auto;
+  SequenceAlgorithm attention = SequenceAlgorithm::Auto;  // global attention's algorithm
+  Index window = 0;  // > 0: neighbourhood attention over window x ... tokens instead
   DType dtype = DType::f32;
   MemSpace space = MemSpace::Host;
   unsigned seed = 0;

@@ -1,6 +1,7 @@
 // ViT training end to end on the shared grid dataset, float64: the loss curve of 20 steps on
 // the world's domain mesh, a data-parallel mesh and a 2x2 domain x data mesh equals a one-rank
-// run to 1e-9 relative (every attention algorithm on the domain mesh); 10 steps on one rank +
+// run to 1e-9 relative (every global attention algorithm on the domain mesh, and
+// neighbourhood attention on domain, 2x2 and domain x data meshes); 10 steps on one rank +
 // checkpoint + restart at the world's rank count + 10 steps == 20 straight; the same
 // parameters run on a larger grid, sharded or not; grids the patches do not fit are refused.
 #include "tests/support/layer_check.hpp"
@@ -36,6 +37,30 @@ TEST_CASE("vit: the loss curve on any mesh equals one rank's", "[vit]") {
     Trainer t(Mesh::parse(MPI_COMM_WORLD, m), c);
     const std::vector<double> got = losses(t, 20);
     INFO("mesh " << m << ", attention " << a << ": max rel diff " << max_rel(got, want));
+    MPI_CHECK(max_rel(got, want) < 1e-9);
+  }
+}
+
+TEST_CASE("vit with neighbourhood attention: the loss curve on any mesh equals one rank's",
+          "[vit]") {
+  const std::string dir = test_dir("vit");
+  std::vector<std::string> extra = kVit;
+  extra.push_back("model.attention=neighbourhood");
+  extra.push_back("model.window=3");
+  const TrainConfig cfg = config(make_dataset(dir), dir + "/ck-na", extra);
+  Trainer ref(Mesh::line(MPI_COMM_SELF), cfg);
+  const std::vector<double> want = losses(ref, 20);
+  INFO("one-rank losses: first " << want.front() << ", last " << want.back());
+  MPI_CHECK(want.back() < 0.8 * want.front());
+  const int n = world_size();
+  std::vector<std::string> meshes;
+  if (4 % n == 0) meshes.push_back("domain=" + std::to_string(n));
+  if (n == 4) meshes.push_back("x=2,y=2");
+  if (n == 4) meshes.push_back("domain=2,data=2");
+  for (const std::string& m : meshes) {
+    Trainer t(Mesh::parse(MPI_COMM_WORLD, m), cfg);
+    const std::vector<double> got = losses(t, 20);
+    INFO("mesh " << m << ": max rel diff " << max_rel(got, want));
     MPI_CHECK(max_rel(got, want) < 1e-9);
   }
 }
