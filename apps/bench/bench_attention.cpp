@@ -16,6 +16,7 @@
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
 #include "kernels/attention.hpp"
+#include "runtime/attention/neighborhood_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
 #include "runtime/comm/comm_timers.hpp"
 
@@ -114,6 +115,39 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
   return rows;
 }
 
+// (d) Neighbourhood attention forward + backward on a --na_grid^2 token grid (--na_channels
+// in 2 heads, --na_kernel keys per dim), rows split over the ranks: for E at 2 ranks.
+json neighbourhood_rows(Context& ctx, const cli::Args& opt, int threads) {
+  const Mesh mesh = Mesh::line(ctx.world(), "x");
+  const Index n = static_cast<Index>(opt.num("na_grid")),
+              c = static_cast<Index>(opt.num("na_channels"));
+  NeighborhoodAttentionOptions o;
+  o.nd = 2;
+  o.channels = c;
+  o.heads = 2;
+  o.kernel = {static_cast<Index>(opt.num("na_kernel"))};
+  NeighborhoodAttention na(o);
+  const std::vector<Index> shape{1, c, n, n};
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
+  Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
+  for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
+  const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
+  comm_times() = {};
+  const int reps = static_cast<int>(opt.num("reps"));
+  const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
+    const ShardTensor y = na.forward(t);
+    na.backward(y);
+  });
+  json rows = json::array();
+  rows.push_back({{"what", "neighbourhood fwd+bwd"},
+                  {"S", n * n},
+                  {"ranks", mesh.size()},
+                  {"threads", threads},
+                  {"cores", std::max(1, omp_get_num_procs())},
+                  {"t_s", tm.median_s}});
+  return rows;
+}
+
 json run(Context& ctx, const cli::Args& opt) {
   const int threads = static_cast<int>(opt.num("threads"));
   omp_set_num_threads(threads);
@@ -123,6 +157,8 @@ json run(Context& ctx, const cli::Args& opt) {
     for (auto& r : local_rows(opt, threads)) rows.push_back(r);
   if (which.find("sharded") != std::string::npos)
     for (auto& r : sharded_rows(ctx, opt, threads)) rows.push_back(r);
+  if (which.find("neighbourhood") != std::string::npos)
+    for (auto& r : neighbourhood_rows(ctx, opt, threads)) rows.push_back(r);
   return rows;
 }
 
@@ -133,12 +169,14 @@ json goals(const json& rows) {
       g.push_back(goal(
           "local attention fwd+bwd S=" + std::to_string(int(r["S"])) + ": GFLOP/s / SGEMM GFLOP/s",
           r["of_gemm"], ">=", 0.8));
-    if (r["what"] == "ring fwd+bwd" && int(r["ranks"]) == 2 && int(r["threads"]) == 1)
+    if ((r["what"] == "ring fwd+bwd" || r["what"] == "neighbourhood fwd+bwd") &&
+        int(r["ranks"]) == 2 && int(r["threads"]) == 1)
       for (const auto& one : rows)
         if (one["what"] == r["what"] && int(one["ranks"]) == 1 && int(one["threads"]) == 1) {
           const int used = std::min(2, int(r.value("cores", 2)));
-          g.push_back(goal("ring fwd+bwd S=" + std::to_string(int(r["S"])) + ": E = T(1 rank) / (" +
-                               std::to_string(used) + " x T(2 ranks)), 1 thread each",
+          g.push_back(goal(std::string(r["what"]) + " S=" + std::to_string(int(r["S"])) +
+                               ": E = T(1 rank) / (" + std::to_string(used) +
+                               " x T(2 ranks)), 1 thread each",
                            double(one["t_s"]) / (used * double(r["t_s"])), ">=", 0.9));
         }
   }
@@ -156,7 +194,10 @@ Case attention_case() {
                {"dim", "D", "head dim", "64"},
                {"gemm", "N", "SGEMM size of the machine's matmul rate", "2048"},
                {"ring_seq", "S", "sequence length of the sharded rows", "4096"},
-               {"which", "LIST", "rows: local, sharded", "local,sharded"},
+               {"which", "LIST", "rows: local, sharded, neighbourhood", "local,sharded"},
+               {"na_grid", "N", "neighbourhood rows: an N x N token grid", "512"},
+               {"na_channels", "C", "neighbourhood rows: channels (2 heads)", "32"},
+               {"na_kernel", "K", "neighbourhood rows: keys per dim", "7"},
                {"reps", "N", "timed repetitions (sharded rows)", "3"},
                {"threads", "N", "OpenMP threads per rank", "1"}};
   c.rank_counts = {1, 2, 4};
