@@ -76,6 +76,43 @@ Tensor half(const Tensor& kv, int which) {
 
 }  // namespace
 
+namespace {
+
+// The bias's checks: (1 or B, S_q, S_k) rows as q's, columns whole, batch as q's or one.
+void check_bias(const ShardTensor& bias, const ShardTensor& q, const ShardTensor& k, int axis) {
+  const ShardSpec& b = bias.spec();
+  TESSERA_CHECK(b.ndim() == 3 && !b.has_partial(),
+                "ring attention: the bias is (1 or B, S_q, S_k), got " << b.str());
+  const Index B = q.global_shape()[0];
+  TESSERA_CHECK((b.global_shape()[0] == B || b.global_shape()[0] == 1) &&
+                    b.global_shape()[1] == q.global_shape()[1] &&
+                    b.global_shape()[2] == k.global_shape()[1],
+                "ring attention: bias " << shape_str(b.global_shape()) << " for q "
+                                        << shape_str(q.global_shape()) << " and k "
+                                        << shape_str(k.global_shape()));
+  TESSERA_CHECK(
+      b.placement(1).axis == axis && b.sizes(1) == q.spec().sizes(1) && !b.placement(2).sharded(),
+      "ring attention: the bias's rows must be sharded as q's and its columns whole, got "
+          << b.str());
+  TESSERA_CHECK(
+      b.global_shape()[0] == 1 ? !b.placement(0).sharded()
+                               : b.placement(0) == q.spec().placement(0),
+      "ring attention: the bias's batch is laid out as " << b.str() << ", q as " << q.spec().str());
+  TESSERA_CHECK(bias.dtype() == q.dtype() && bias.local().space() == q.local().space(),
+                "ring attention: the bias differs from q in type or memory space");
+}
+
+// Columns [k0, k0 + sk) of this rank's bias rows, contiguous, and the descriptor fields.
+Tensor bias_block(const Tensor& bias, Index k0, Index sk, kernels::AttentionDesc& a) {
+  const Index bb = bias.shape(0), sq = bias.shape(1);
+  Tensor block = bias.view(Box({0, 0, k0}, {bb, sq, k0 + sk})).contiguous();
+  a.bias = block.raw();
+  a.bias_batch_stride = bb == 1 ? 0 : sq * sk;
+  return block;
+}
+
+}  // namespace
+
 kernels::AttentionDesc attention_desc(const Tensor& q, const Tensor& k, Index q0, Index k0,
                                       const RingAttentionOptions& o) {
   kernels::AttentionDesc a;
@@ -91,9 +128,12 @@ kernels::AttentionDesc attention_desc(const Tensor& q, const Tensor& k, Index q0
   return a;
 }
 
-ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k,
-                                   const ShardTensor& v) {
+ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v,
+                                   const ShardTensor& bias) {
   check_sequence_inputs(q, k, v, opts_.axis);
+  const bool has_bias = bias.local().defined();
+  if (has_bias) check_bias(bias, q, k, opts_.axis);
+  const Tensor bl = has_bias ? bias.local() : Tensor();
   const Mesh& mesh = q.mesh();
   const MPI_Comm comm = mesh.axis_comm(opts_.axis);
   const int P = mesh.dim(opts_.axis), me = mesh.coords()[static_cast<std::size_t>(opts_.axis)];
@@ -117,8 +157,10 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k,
       hop.start(comm, cur, nxt, next, prev, step);
     }
     const Tensor kk = half(cur, 0), vv = half(cur, 1);
-    const auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
-                                  kb.start[static_cast<std::size_t>(owner)], opts_);
+    auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
+                            kb.start[static_cast<std::size_t>(owner)], opts_);
+    Tensor bblock;
+    if (has_bias) bblock = bias_block(bl, a.k_offset, a.sk, a);
     if (step == 0) {
       kernels::attention_forward(ql.device(), a, ql.raw(), kk.raw(), vv.raw(), out.raw(),
                                  lse.data<double>());
@@ -136,6 +178,8 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k,
   q_ = q;
   k_ = k;
   v_ = v;
+  bias_ = bias;
+  dbias_ = ShardTensor();
   out_ = ShardTensor::unchecked(mesh, q.spec(), out);
   lse_ = lse;
   return out_;
@@ -155,6 +199,12 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
                ol = out_.local().contiguous();
   Tensor dq = Tensor::zeros(ql.shape(), ql.dtype(), ql.space());
   Tensor dq_part = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
+  const bool has_bias = bias_.local().defined();
+  const Tensor bl = has_bias ? bias_.local() : Tensor();
+  // The bias gradient per (batch row, query, key), not broadcast: (B_local, S_q local, S_k).
+  Tensor dbias =
+      has_bias ? Tensor::zeros({ql.shape(0), ql.shape(1), bl.shape(2)}, ql.dtype(), ql.space())
+               : Tensor();
   // The travelling block: k, v and their accumulating gradients, one message per hop.
   const Tensor kl = k_.local().contiguous(), vl = v_.local().contiguous();
   Tensor cur = Tensor::zeros({4, kl.shape(0), kl.shape(1), kl.shape(2)}, kl.dtype(), kl.space());
@@ -167,12 +217,20 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
       return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d});
     };
     const Tensor kk = slot(0), vv = slot(1), dk = slot(2), dv = slot(3);
-    const auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
-                                  kb.start[static_cast<std::size_t>(owner)], opts_);
+    auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
+                            kb.start[static_cast<std::size_t>(owner)], opts_);
+    Tensor bblock, db_part;
+    if (has_bias) {
+      bblock = bias_block(bl, a.k_offset, a.sk, a);
+      db_part = Tensor::empty({a.batch, a.sq, a.sk}, ql.dtype(), ql.space());
+    }
     Tensor dk_part = Tensor::empty(kk.shape(), kk.dtype(), kk.space());
     Tensor dv_part = Tensor::empty(vv.shape(), vv.dtype(), vv.space());
     kernels::attention_backward(ql.device(), a, ql.raw(), kk.raw(), vv.raw(), ol.raw(), go.raw(),
-                                lse_.data<double>(), dq_part.raw(), dk_part.raw(), dv_part.raw());
+                                lse_.data<double>(), dq_part.raw(), dk_part.raw(), dv_part.raw(),
+                                has_bias ? db_part.raw() : nullptr);
+    if (has_bias)
+      dbias.view(Box({0, 0, a.k_offset}, {a.batch, a.sq, a.k_offset + a.sk})).copy_from(db_part);
     add_into(dq, dq_part);
     add_into(dk, dk_part);
     add_into(dv, dv_part);
@@ -185,6 +243,19 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
       hop.start(comm, cur, nxt, next, prev, 1000 + step);
       hop.wait();
       cur = nxt;
+    }
+  }
+  if (has_bias) {
+    const ShardSpec& bs = bias_.spec();
+    if (bl.shape(0) == ql.shape(0) && bias_.global_shape()[0] != 1) {
+      dbias_ = ShardTensor::unchecked(mesh, bs, dbias);
+    } else {  // a broadcast bias: the sum over the batch, pending over the axis sharding it
+      Tensor sum = Tensor::zeros({1, bl.shape(1), bl.shape(2)}, ql.dtype(), ql.space());
+      for (Index i = 0; i < dbias.shape(0); ++i)
+        add_into(sum, dbias.view(Box({i, 0, 0}, {i + 1, bl.shape(1), bl.shape(2)})));
+      const int batch_axis = q_.spec().placement(0).axis;
+      dbias_ =
+          ShardTensor::unchecked(mesh, batch_axis >= 0 ? bs.with_partial({batch_axis}) : bs, sum);
     }
   }
   const Index b = cur.shape(1), s = cur.shape(2), d = cur.shape(3);

@@ -37,14 +37,20 @@ class RingAttention {
  public:
   explicit RingAttention(const RingAttentionOptions& opts) : opts_(opts) {}
 
-  // Collective over the axis. Saves what backward needs.
-  ShardTensor forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v);
+  // Collective over the axis. Saves what backward needs. An optional additive bias (a
+  // key-dependent mask: -inf entries) of (1 or B, S, S): its rows sharded as q's, its columns
+  // whole (each step takes the visiting key block's columns), the batch as q's or broadcast.
+  ShardTensor forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v,
+                      const ShardTensor& bias = {});
   // dq, dk, dv laid out as q, k, v.
   std::array<ShardTensor, 3> backward(const ShardTensor& dout);
+  // After backward with a bias: its gradient, laid out as the bias (a broadcast bias's
+  // gradient is a pending sum over the axis that shards the batch, if any).
+  const ShardTensor& bias_grad() const { return dbias_; }
 
  private:
   RingAttentionOptions opts_;
-  ShardTensor q_, k_, v_, out_;
+  ShardTensor q_, k_, v_, out_, bias_, dbias_;
   Tensor lse_;  // (B_local, S_local) float64
 };
 

@@ -104,3 +104,83 @@ TEST_CASE("ring attention refuses layouts it cannot take") {
   MPI_CHECK(test::throws_with([&] { ring.forward(d, d, d); }, "must be sharded on mesh axis 0"));
   MPI_CHECK(test::throws_with([&] { ring.backward(d); }, "backward before forward"));
 }
+
+TEST_CASE("ring attention with a key-dependent bias and masks equals the whole sequence") {
+  MPI_Comm comm = test::harness_comm();
+  int P = 1;
+  MPI_Comm_size(comm, &P);
+  std::vector<std::pair<Mesh, int>> meshes;
+  meshes.push_back({Mesh::line(comm, "seq"), 0});
+  if (P % 2 == 0) meshes.push_back({Mesh(comm, {2, P / 2}, {"data", "seq"}), 1});
+  std::mt19937 rng(5);
+  for (const auto& [mesh, axis] : meshes)
+    for (Index bb : {Index{1}, Index{4}})
+      for (bool causal : {false, true})
+        for (DType dt : {DType::f64, DType::f32}) {
+          const std::vector<Index> shape{4, 11, 3};
+          std::vector<std::vector<Index>> sizes(3);
+          sizes[1] = test::random_sizes(rng, shape[1], mesh.dim(axis));
+          std::vector<Placement> dims{Replicate(), Shard(axis), Replicate()};
+          if (mesh.ndim() == 2) dims[0] = Shard(0);
+          const ShardSpec spec(shape, dims, mesh, {}, sizes);
+          const Tensor q = test::random_tensor(shape, dt, 1), k = test::random_tensor(shape, dt, 2),
+                       v = test::random_tensor(shape, dt, 3), g = test::random_tensor(shape, dt, 4);
+          // A bias with about one masked key in six (never a whole row: the diagonal stays).
+          Tensor bias = test::random_tensor({bb, 11, 11}, dt, 5);
+          for (Index b = 0; b < bb; ++b)
+            for (Index i = 0; i < 11; ++i)
+              for (Index j = 0; j < 11; ++j)
+                if (j != i && (i * 7 + j * 3 + b) % 6 == 0) {
+                  if (dt == DType::f64)
+                    bias.at<double>({b, i, j}) = -INFINITY;
+                  else
+                    bias.at<float>({b, i, j}) = -INFINITY;
+                }
+          // The whole sequence on one rank, with the bias's gradient.
+          kernels::AttentionDesc a;
+          a.batch = 4;
+          a.sq = a.sk = 11;
+          a.d = 3;
+          a.causal = causal;
+          a.type = dt;
+          a.bias = bias.raw();
+          a.bias_batch_stride = bb == 1 ? 0 : 121;
+          Tensor out = Tensor::empty(shape, dt), dq = Tensor::empty(shape, dt),
+                 dk = Tensor::empty(shape, dt), dv = Tensor::empty(shape, dt),
+                 db = Tensor::empty({4, 11, 11}, dt), lse = Tensor::empty({4, 11}, DType::f64);
+          kernels::attention_forward(Device::host(), a, q.raw(), k.raw(), v.raw(), out.raw(),
+                                     lse.data<double>());
+          kernels::attention_backward(Device::host(), a, q.raw(), k.raw(), v.raw(), out.raw(),
+                                      g.raw(), lse.data<double>(), dq.raw(), dk.raw(), dv.raw(),
+                                      db.raw());
+          Tensor want_db = db;
+          if (bb == 1) {
+            want_db = Tensor::zeros({1, 11, 11}, dt);
+            for (Index b = 0; b < 4; ++b)
+              for (Index i = 0; i < 121; ++i) {
+                if (dt == DType::f64)
+                  want_db.data<double>()[i] += db.data<double>()[b * 121 + i];
+                else
+                  want_db.data<float>()[i] += db.data<float>()[b * 121 + i];
+              }
+          }
+          std::vector<Placement> bdims{bb == 1 ? Replicate() : dims[0], Shard(axis), Replicate()};
+          const ShardSpec bspec({bb, 11, 11}, bdims, mesh, {}, {{}, sizes[1], {}});
+          RingAttentionOptions o;
+          o.axis = axis;
+          o.causal = causal;
+          RingAttention ring(o);
+          const ShardTensor y = ring.forward(
+              ShardTensor::scatter(mesh, q, spec), ShardTensor::scatter(mesh, k, spec),
+              ShardTensor::scatter(mesh, v, spec), ShardTensor::scatter(mesh, bias, bspec));
+          const auto grads = ring.backward(ShardTensor::scatter(mesh, g, spec));
+          const double tol = dt == DType::f64 ? 1e-11 : 1e-5;
+          INFO(mesh.str() << " " << spec.str() << " bias batch " << bb
+                          << (causal ? " causal " : " ") << name_of(dt));
+          MPI_CHECK(test::rel_error(y.gather_all(), out) < tol);
+          MPI_CHECK(test::rel_error(grads[0].gather_all(), dq) < tol);
+          MPI_CHECK(test::rel_error(grads[1].gather_all(), dk) < tol);
+          MPI_CHECK(test::rel_error(grads[2].gather_all(), dv) < tol);
+          MPI_CHECK(test::rel_error(ring.bias_grad().gather_all(), want_db) < tol);
+        }
+}
