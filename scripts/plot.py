@@ -230,7 +230,7 @@ def read_metrics(path):
     if not rows or any(c not in rows[0] for c in METRIC_COLUMNS):
         raise SystemExit(f"plot.py training: {path} is not a tessera-train metrics CSV "
                          f"(needs columns {', '.join(METRIC_COLUMNS)})")
-    out = {c: [] for c in METRIC_COLUMNS[1:]}
+    out = {c: [] for c in METRIC_COLUMNS[1:] + ["ms_alltoall"]}  # all-to-all: newer runs
     for r in rows:
         step = float(r["step"])
         if r["loss"] in ("", None):  # the validation before the first step: no step's lr
@@ -276,7 +276,7 @@ def plot_training(a):
     ax_lr.grid(True, alpha=0.3)
     # Median time per step of each run (robust to the first steps' warm-up), split.
     parts = [("ms_compute", "compute", "C0"), ("ms_halo", "halo", "C1"),
-             ("ms_allreduce", "all-reduce", "C2")]
+             ("ms_allreduce", "all-reduce", "C2"), ("ms_alltoall", "all-to-all", "C3")]
     bottom = [0.0] * len(runs)
     for col, label, colour in parts:
         vals = [median([v for _, v in m[col]]) for _, m in runs]
@@ -284,7 +284,7 @@ def plot_training(a):
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax_ms.set_xticks(range(len(runs)), [name for name, _ in runs], fontsize=8)
     ax_ms.set_ylabel("ms per step (median)")
-    ax_ms.set_title("time per step: compute / halo / all-reduce")
+    ax_ms.set_title("time per step: compute / halo / all-reduce / all-to-all")
     ax_ms.legend(fontsize=8)
     save(fig, a.out, a.dpi)
 

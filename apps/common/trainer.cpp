@@ -382,15 +382,15 @@ StepResult Trainer::step() {
   }
   inject("step.update");
   // The slowest rank's split (maxima taken per part would not add up to the total).
-  double t[3] = {MPI_Wtime() - t0, comm_times().halo_s,
-                 comm_times().allreduce_s + sync_->stats().seconds};
+  double t[4] = {MPI_Wtime() - t0, comm_times().halo_s,
+                 comm_times().allreduce_s + sync_->stats().seconds, comm_times().alltoall_s};
   struct {
     double v;
     int rank;
   } slowest{t[0], mesh_.rank()};
   TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, mesh_.comm()));
-  TESSERA_MPI(MPI_Bcast(t, 3, MPI_DOUBLE, slowest.rank, mesh_.comm()));
-  r.t = {t[0], t[1], t[2]};
+  TESSERA_MPI(MPI_Bcast(t, 4, MPI_DOUBLE, slowest.rank, mesh_.comm()));
+  r.t = {t[0], t[1], t[2], t[3]};
   r.step = optimizer_->steps_taken();
   r.loss = l.value;
   r.lr = lr;

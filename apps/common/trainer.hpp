@@ -33,7 +33,8 @@ namespace tessera::app {
 // Seconds, of the rank whose step took longest.
 struct StepTimes {
   double total = 0, halo = 0, allreduce = 0;
-  double compute() const { return total - halo - allreduce; }
+  double alltoall = 0;  // all-to-all and ring transfers waited for (FFT transposes, attention)
+  double compute() const { return total - halo - allreduce - alltoall; }
 };
 
 struct StepResult {

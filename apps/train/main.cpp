@@ -126,7 +126,7 @@ int run(Context& ctx, int argc, char** argv) {
   if (csv.is_open()) {
     if (!append)
       csv << "step,epoch,lr,loss,val_loss,val_rel_l2,grad_norm,samples_per_s,ms_step,ms_compute,"
-             "ms_halo,ms_allreduce,peak_mib_per_rank\n";
+             "ms_halo,ms_allreduce,ms_alltoall,peak_mib_per_rank\n";
     csv << std::setprecision(17);
   }
   if (root)
@@ -142,7 +142,7 @@ int run(Context& ctx, int argc, char** argv) {
       std::cout << "step 0/" << total << " | val " << fmt(ev.loss) << " rel_l2 " << fmt(ev.rel_l2)
                 << std::endl;
     if (csv.is_open())
-      csv << "0,0," << cfg.optim.lr << ",," << ev.loss << ',' << ev.rel_l2 << ",,,,,,,\n";
+      csv << "0,0," << cfg.optim.lr << ",," << ev.loss << ',' << ev.rel_l2 << ",,,,,,,,\n";
   }
   const std::int64_t log_every = std::max<std::int64_t>(1, cfg.train.log_interval);
   const double t_train = MPI_Wtime();
@@ -167,8 +167,9 @@ int run(Context& ctx, int argc, char** argv) {
                 << fmt(ev.loss) << " rel_l2 " << fmt(ev.rel_l2) << " | " << fmt(sps, 3)
                 << " samples/s | " << fmt(r.t.total * 1e3, 3) << " ms/step (compute "
                 << fmt(r.t.compute() * 1e3, 3) << ", halo " << fmt(r.t.halo * 1e3, 3)
-                << ", allreduce " << fmt(r.t.allreduce * 1e3, 3) << ") | peak " << fmt(peak, 4)
-                << " MiB/rank" << std::endl;
+                << ", allreduce " << fmt(r.t.allreduce * 1e3, 3) << ", all-to-all "
+                << fmt(r.t.alltoall * 1e3, 3) << ") | peak " << fmt(peak, 4) << " MiB/rank"
+                << std::endl;
     if (root && log && cfg.train.device_stats) {
       const device::Stats& d = r.dev;
       const auto mib = [](std::uint64_t b) { return fmt(static_cast<double>(b) / (1 << 20), 4); };
@@ -188,7 +189,7 @@ int run(Context& ctx, int argc, char** argv) {
         csv << ',';
       csv << ',' << r.grad_norm << ',' << sps << ',' << r.t.total * 1e3 << ','
           << r.t.compute() * 1e3 << ',' << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ','
-          << peak << '\n';
+          << r.t.alltoall * 1e3 << ',' << peak << '\n';
       csv.flush();
     }
     const std::int64_t every = cfg.train.checkpoint_interval;
