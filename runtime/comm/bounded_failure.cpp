@@ -60,8 +60,11 @@ struct State {
       auto first = armed.begin();
       for (auto it = armed.begin(); it != armed.end(); ++it)
         if (it->second.first < first->second.first) first = it;
-      if (Clock::now() < first->second.first) {
-        cv.wait_until(l, first->second.first);
+      // A copy: wait_until reads its deadline again after waking, when ~Watch may have
+      // erased the node (the mutex is released while waiting).
+      const Clock::time_point until = first->second.first;
+      if (Clock::now() < until) {
+        cv.wait_until(l, until);
         continue;
       }
       const std::string line = first->second.second;
