@@ -18,6 +18,7 @@
 #include "kernels/attention.hpp"
 #include "runtime/attention/neighborhood_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
+#include "runtime/attention/zigzag_ring.hpp"
 #include "runtime/comm/comm_timers.hpp"
 
 namespace tessera::bench {
@@ -105,6 +106,31 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
       att.backward(y);
     });
     rows.push_back({{"what", name_of(algo) + " fwd+bwd"},
+                    {"S", S},
+                    {"ranks", mesh.size()},
+                    {"threads", threads},
+                    {"cores", std::max(1, omp_get_num_procs())},
+                    {"t_s", tm.median_s},
+                    {"t_comm_wait_s", comm_times().alltoall_s / (reps + 1)}});
+  }
+  // Causal: the plain ring (rank r works on r + 1 blocks) against the zig-zag layout.
+  for (bool zigzag : {false, true}) {
+    RingAttentionOptions o;
+    o.causal = true;
+    RingAttention ring(o);
+    ZigZagRingAttention zz(o);
+    comm_times() = {};
+    const int reps = static_cast<int>(opt.num("reps"));
+    const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
+      if (zigzag) {
+        const ShardTensor y = zz.forward(t, t, t);
+        zz.backward(y);
+      } else {
+        const ShardTensor y = ring.forward(t, t, t);
+        ring.backward(y);
+      }
+    });
+    rows.push_back({{"what", zigzag ? "zigzag causal fwd+bwd" : "ring causal fwd+bwd"},
                     {"S", S},
                     {"ranks", mesh.size()},
                     {"threads", threads},

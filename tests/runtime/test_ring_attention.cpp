@@ -7,6 +7,7 @@
 #include "kernels/attention.hpp"
 #include "runtime/attention/ring_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
+#include "runtime/attention/zigzag_ring.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/layer_check.hpp"
 
@@ -183,4 +184,46 @@ TEST_CASE("ring attention with a key-dependent bias and masks equals the whole s
           MPI_CHECK(test::rel_error(grads[2].gather_all(), dv) < tol);
           MPI_CHECK(test::rel_error(ring.bias_grad().gather_all(), want_db) < tol);
         }
+}
+
+TEST_CASE("zig-zag ring attention equals causal attention over the whole sequence, balanced") {
+  MPI_Comm comm = test::harness_comm();
+  int P = 1;
+  MPI_Comm_size(comm, &P);
+  std::vector<std::pair<Mesh, int>> meshes;
+  meshes.push_back({Mesh::line(comm, "seq"), 0});
+  if (P % 2 == 0) meshes.push_back({Mesh(comm, {2, P / 2}, {"data", "seq"}), 1});
+  std::mt19937 rng(11);
+  for (const auto& [mesh, axis] : meshes)
+    for (bool uneven : {false, true})
+      for (DType dt : {DType::f64, DType::f32}) {
+        const std::vector<Index> shape{4, 37, 5};
+        std::vector<std::vector<Index>> sizes(3);
+        if (uneven) sizes[1] = test::random_sizes(rng, shape[1], mesh.dim(axis));
+        std::vector<Placement> dims{Replicate(), Shard(axis), Replicate()};
+        if (mesh.ndim() == 2) dims[0] = Shard(0);
+        const ShardSpec spec(shape, dims, mesh, {}, sizes);
+        const Tensor q = test::random_tensor(shape, dt, 1), k = test::random_tensor(shape, dt, 2),
+                     v = test::random_tensor(shape, dt, 3), g = test::random_tensor(shape, dt, 4);
+        const Full want = one_rank(q, k, v, g, true);
+        RingAttentionOptions o;
+        o.axis = axis;
+        o.causal = true;
+        ZigZagRingAttention zz(o);
+        const ShardTensor out =
+            zz.forward(ShardTensor::scatter(mesh, q, spec), ShardTensor::scatter(mesh, k, spec),
+                       ShardTensor::scatter(mesh, v, spec));
+        const auto grads = zz.backward(ShardTensor::scatter(mesh, g, spec));
+        const double tol = dt == DType::f64 ? 1e-11 : 1e-5;
+        const int ranks = mesh.dim(axis);
+        INFO(mesh.str() << " " << spec.str() << " " << name_of(dt) << ": " << zz.pairs_computed()
+                        << " chunk pairs here");
+        MPI_CHECK(test::rel_error(out.gather_all(), want.out) < tol);
+        MPI_CHECK(test::rel_error(grads[0].gather_all(), want.dq) < tol);
+        MPI_CHECK(test::rel_error(grads[1].gather_all(), want.dk) < tol);
+        MPI_CHECK(test::rel_error(grads[2].gather_all(), want.dv) < tol);
+        // The balance: every rank computes 2P + 1 chunk pairs (no chunk is empty here).
+        MPI_CHECK(zz.pairs_computed() == 2 * ranks + 1);
+      }
+  MPI_CHECK(test::throws_with([] { ZigZagRingAttention bad({}); }, "set causal"));
 }
