@@ -10,6 +10,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -96,8 +97,13 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
   const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
+  const auto algos = opt.list("algos");
+  const auto wanted = [&](const std::string& n) {
+    return std::find(algos.begin(), algos.end(), n) != algos.end();
+  };
   for (auto algo :
        {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll, SequenceAlgorithm::AllGather}) {
+    if (!wanted(name_of(algo))) continue;
     SequenceAttention att({}, algo);
     comm_times() = {};
     const int reps = static_cast<int>(opt.num("reps"));
@@ -115,6 +121,7 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
   }
   // Causal: the plain ring (rank r works on r + 1 blocks) against the zig-zag layout.
   for (bool zigzag : {false, true}) {
+    if (!wanted(zigzag ? "zigzag" : "ring_causal")) continue;
     RingAttentionOptions o;
     o.causal = true;
     RingAttention ring(o);
@@ -221,6 +228,8 @@ Case attention_case() {
                {"gemm", "N", "SGEMM size of the machine's matmul rate", "2048"},
                {"ring_seq", "S", "sequence length of the sharded rows", "4096"},
                {"which", "LIST", "rows: local, sharded, neighbourhood", "local,sharded"},
+               {"algos", "LIST", "sharded rows: ring, all_to_all, all_gather, ring_causal, zigzag",
+                "ring,all_to_all,all_gather,ring_causal,zigzag"},
                {"na_grid", "N", "neighbourhood rows: an N x N token grid", "512"},
                {"na_channels", "C", "neighbourhood rows: channels (2 heads)", "32"},
                {"na_kernel", "K", "neighbourhood rows: keys per dim", "7"},
