@@ -1,5 +1,8 @@
-// Host neighbourhood attention: OpenMP over (sample, head); per query the window's keys are
-// enumerated from the per-dim starts, scores and the softmax kept in float64.
+// Host neighbourhood attention: OpenMP over (sample, head); each (sample, head) is turned
+// channels-last in float64 first, so per query the window's keys (enumerated from the per-dim
+// starts) are contiguous D-vectors for the dot products and sums; key and value gradients
+// accumulate in float64 and are added to the frame once.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -42,43 +45,59 @@ double scale_of(const NeighborhoodDesc& d) {
   return d.scale > 0 ? d.scale : 1.0 / std::sqrt(static_cast<double>(d.dim));
 }
 
+// Rows of one (sample, head): channel-first (D, cells) -> channels last (cells, D), so the
+// per-key dot products and sums run over contiguous D-vectors.
+template <class T>
+void to_rows(const T* src, Index cells, Index D, std::vector<double>& dst) {
+  dst.resize(static_cast<std::size_t>(cells * D));
+  for (Index c = 0; c < D; ++c)
+    for (Index i = 0; i < cells; ++i) dst[static_cast<std::size_t>(i * D + c)] = src[c * cells + i];
+}
+
+inline double dot(const double* a, const double* b, Index D) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (Index c = 0; c < D; ++c) s += a[c] * b[c];
+  return s;
+}
+
 template <class T>
 void forward(const NeighborhoodDesc& d, const T* q, const T* kv, T* out, double* lse) {
   const Geometry g(d);
   const double sc = scale_of(d);
+  const Index D = d.dim;
 #pragma omp parallel
   {
     std::vector<Index> cells(static_cast<std::size_t>(g.keys));
-    std::vector<double> s(static_cast<std::size_t>(g.keys));
+    std::vector<double> s(static_cast<std::size_t>(g.keys)), acc(static_cast<std::size_t>(D));
+    std::vector<double> qt, kt, vt;
 #pragma omp for schedule(static)
     for (Index nh = 0; nh < d.batch * d.heads; ++nh) {
       const Index n = nh / d.heads, h = nh % d.heads;
-      const T* qn = q + (n * g.C + h * d.dim) * g.qcells;
-      const T* kn = kv + (n * 2 * g.C + h * d.dim) * g.fcells;
-      const T* vn = kv + (n * 2 * g.C + g.C + h * d.dim) * g.fcells;
-      T* on = out + (n * g.C + h * d.dim) * g.qcells;
+      to_rows(q + (n * g.C + h * D) * g.qcells, g.qcells, D, qt);
+      to_rows(kv + (n * 2 * g.C + h * D) * g.fcells, g.fcells, D, kt);
+      to_rows(kv + (n * 2 * g.C + g.C + h * D) * g.fcells, g.fcells, D, vt);
+      T* on = out + (n * g.C + h * D) * g.qcells;
       for (Index qc = 0; qc < g.qcells; ++qc) {
         g.window(qc, cells);
+        const double* qr = qt.data() + qc * D;
         double mx = -INFINITY;
         for (Index t = 0; t < g.keys; ++t) {
-          double acc = 0;
-          const Index f = cells[static_cast<std::size_t>(t)];
-          for (Index c = 0; c < d.dim; ++c)
-            acc += static_cast<double>(qn[c * g.qcells + qc]) *
-                   static_cast<double>(kn[c * g.fcells + f]);
-          s[static_cast<std::size_t>(t)] = acc * sc;
-          mx = std::max(mx, acc * sc);
+          const double v = sc * dot(qr, kt.data() + cells[static_cast<std::size_t>(t)] * D, D);
+          s[static_cast<std::size_t>(t)] = v;
+          mx = std::max(mx, v);
         }
         double sum = 0;
-        for (Index t = 0; t < g.keys; ++t)
-          sum += (s[static_cast<std::size_t>(t)] = std::exp(s[static_cast<std::size_t>(t)] - mx));
-        for (Index c = 0; c < d.dim; ++c) {
-          double acc = 0;
-          for (Index t = 0; t < g.keys; ++t)
-            acc += s[static_cast<std::size_t>(t)] *
-                   static_cast<double>(vn[c * g.fcells + cells[static_cast<std::size_t>(t)]]);
-          on[c * g.qcells + qc] = static_cast<T>(acc / sum);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (Index t = 0; t < g.keys; ++t) {
+          const double p = std::exp(s[static_cast<std::size_t>(t)] - mx);
+          sum += p;
+          const double* vr = vt.data() + cells[static_cast<std::size_t>(t)] * D;
+#pragma omp simd
+          for (Index c = 0; c < D; ++c) acc[static_cast<std::size_t>(c)] += p * vr[c];
         }
+        for (Index c = 0; c < D; ++c)
+          on[c * g.qcells + qc] = static_cast<T>(acc[static_cast<std::size_t>(c)] / sum);
         lse[nh * g.qcells + qc] = mx + std::log(sum);
       }
     }
@@ -90,49 +109,60 @@ void backward(const NeighborhoodDesc& d, const T* q, const T* kv, const T* out, 
               const double* lse, T* dq, T* dkv) {
   const Geometry g(d);
   const double sc = scale_of(d);
+  const Index D = d.dim;
 #pragma omp parallel
   {
     std::vector<Index> cells(static_cast<std::size_t>(g.keys));
-    std::vector<double> p(static_cast<std::size_t>(g.keys)), ds(static_cast<std::size_t>(g.keys));
+    std::vector<double> p(static_cast<std::size_t>(g.keys)), ds(static_cast<std::size_t>(g.keys)),
+        acc(static_cast<std::size_t>(D));
+    std::vector<double> qt, kt, vt, ot, gt, dkt, dvt;
 #pragma omp for schedule(static)
     for (Index nh = 0; nh < d.batch * d.heads; ++nh) {
       const Index n = nh / d.heads, h = nh % d.heads;
-      const Index qoff = (n * g.C + h * d.dim) * g.qcells;
-      const Index koff = (n * 2 * g.C + h * d.dim) * g.fcells;
-      const Index voff = (n * 2 * g.C + g.C + h * d.dim) * g.fcells;
+      const Index qoff = (n * g.C + h * D) * g.qcells;
+      const Index koff = (n * 2 * g.C + h * D) * g.fcells;
+      const Index voff = (n * 2 * g.C + g.C + h * D) * g.fcells;
+      to_rows(q + qoff, g.qcells, D, qt);
+      to_rows(out + qoff, g.qcells, D, ot);
+      to_rows(dout + qoff, g.qcells, D, gt);
+      to_rows(kv + koff, g.fcells, D, kt);
+      to_rows(kv + voff, g.fcells, D, vt);
+      dkt.assign(static_cast<std::size_t>(g.fcells * D), 0.0);
+      dvt.assign(static_cast<std::size_t>(g.fcells * D), 0.0);
       for (Index qc = 0; qc < g.qcells; ++qc) {
         g.window(qc, cells);
-        double dd = 0;  // D_i = dO . O
-        for (Index c = 0; c < d.dim; ++c)
-          dd += static_cast<double>(dout[qoff + c * g.qcells + qc]) *
-                static_cast<double>(out[qoff + c * g.qcells + qc]);
+        const double* qr = qt.data() + qc * D;
+        const double* gr = gt.data() + qc * D;
+        const double dd = dot(gr, ot.data() + qc * D, D);  // D_i = dO . O
+        const double li = lse[nh * g.qcells + qc];
         for (Index t = 0; t < g.keys; ++t) {
           const Index f = cells[static_cast<std::size_t>(t)];
-          double s = 0, dp = 0;
-          for (Index c = 0; c < d.dim; ++c) {
-            s += static_cast<double>(q[qoff + c * g.qcells + qc]) *
-                 static_cast<double>(kv[koff + c * g.fcells + f]);
-            dp += static_cast<double>(dout[qoff + c * g.qcells + qc]) *
-                  static_cast<double>(kv[voff + c * g.fcells + f]);
-          }
-          p[static_cast<std::size_t>(t)] = std::exp(s * sc - lse[nh * g.qcells + qc]);
-          ds[static_cast<std::size_t>(t)] = p[static_cast<std::size_t>(t)] * (dp - dd);
+          const double pt = std::exp(sc * dot(qr, kt.data() + f * D, D) - li);
+          p[static_cast<std::size_t>(t)] = pt;
+          ds[static_cast<std::size_t>(t)] = pt * (dot(gr, vt.data() + f * D, D) - dd);
         }
-        for (Index c = 0; c < d.dim; ++c) {
-          double acc = 0;
-          const double qv = static_cast<double>(q[qoff + c * g.qcells + qc]);
-          const double go = static_cast<double>(dout[qoff + c * g.qcells + qc]);
-          for (Index t = 0; t < g.keys; ++t) {
-            const Index f = cells[static_cast<std::size_t>(t)];
-            acc +=
-                ds[static_cast<std::size_t>(t)] * static_cast<double>(kv[koff + c * g.fcells + f]);
-            dkv[koff + c * g.fcells + f] +=
-                static_cast<T>(sc * ds[static_cast<std::size_t>(t)] * qv);
-            dkv[voff + c * g.fcells + f] += static_cast<T>(p[static_cast<std::size_t>(t)] * go);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (Index t = 0; t < g.keys; ++t) {
+          const Index f = cells[static_cast<std::size_t>(t)];
+          const double dst = ds[static_cast<std::size_t>(t)], pt = p[static_cast<std::size_t>(t)];
+          const double* kr = kt.data() + f * D;
+          double* dkr = dkt.data() + f * D;
+          double* dvr = dvt.data() + f * D;
+#pragma omp simd
+          for (Index c = 0; c < D; ++c) {
+            acc[static_cast<std::size_t>(c)] += dst * kr[c];
+            dkr[c] += sc * dst * qr[c];
+            dvr[c] += pt * gr[c];
           }
-          dq[qoff + c * g.qcells + qc] = static_cast<T>(sc * acc);
         }
+        for (Index c = 0; c < D; ++c)
+          dq[qoff + c * g.qcells + qc] = static_cast<T>(sc * acc[static_cast<std::size_t>(c)]);
       }
+      for (Index c = 0; c < D; ++c)
+        for (Index f = 0; f < g.fcells; ++f) {
+          dkv[koff + c * g.fcells + f] += static_cast<T>(dkt[static_cast<std::size_t>(f * D + c)]);
+          dkv[voff + c * g.fcells + f] += static_cast<T>(dvt[static_cast<std::size_t>(f * D + c)]);
+        }
     }
   }
 }
