@@ -39,9 +39,13 @@ SequenceAlgorithm sequence_algorithm_from_name(const std::string& n) {
 SequenceAlgorithm SequenceAttention::resolve(const ShardTensor& q) const {
   if (algo_ != SequenceAlgorithm::Auto) return algo_;
   const bool problems_free = !q.spec().placement(0).sharded();
-  return problems_free && q.global_shape()[0] >= q.mesh().dim(opts_.axis)
-             ? SequenceAlgorithm::AllToAll
-             : SequenceAlgorithm::Ring;
+  if (problems_free && q.global_shape()[0] >= q.mesh().dim(opts_.axis))
+    return SequenceAlgorithm::AllToAll;
+  // Short sequences: one gather of the whole K and V beats P latency-bound ring hops.
+  const std::vector<Index>& g = q.global_shape();
+  const double kv_bytes = 2.0 * static_cast<double>(g[0]) * static_cast<double>(g[1]) *
+                          static_cast<double>(g[2]) * static_cast<double>(size_of(q.dtype()));
+  return kv_bytes <= kAutoAllGatherBytes ? SequenceAlgorithm::AllGather : SequenceAlgorithm::Ring;
 }
 
 std::string SequenceAttention::describe() const {

@@ -9,8 +9,9 @@
 //    counts are fine);
 //  - AllGather: every rank gathers K and V whole (short sequences); backward reduce-scatters
 //    their gradients.
-// Auto: AllToAll where the problems (dim 0, unsharded) number at least the ranks of the axis,
-// else Ring.
+// Auto, by size: AllToAll where the problems (dim 0, unsharded) number at least the ranks of
+// the axis; else AllGather where the whole K and V take at most kAutoAllGatherBytes (short
+// sequences, where P ring hops would be latency-bound); else Ring.
 #include "runtime/floor.hpp"
 #include <array>
 #include <string>
@@ -20,6 +21,7 @@
 namespace tessera {
 
 enum class SequenceAlgorithm { Auto, Ring, AllToAll, AllGather };
+inline constexpr double kAutoAllGatherBytes = 1 << 20;
 std::string name_of(SequenceAlgorithm a);
 SequenceAlgorithm sequence_algorithm_from_name(const std::string& name);  // ring | all_to_all | ...
 

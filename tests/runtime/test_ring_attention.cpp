@@ -83,7 +83,7 @@ TEST_CASE("ring, all-to-all and all-gather attention equal attention over the wh
           }
 }
 
-TEST_CASE("auto picks all-to-all when the problems can be split; refusals") {
+TEST_CASE("auto picks all-to-all, all-gather or the ring by size; refusals") {
   const Mesh line = Mesh::line(test::harness_comm());
   const std::vector<Index> shape{8, 6, 3};
   const Tensor x = test::random_tensor(shape, DType::f64, 1);
@@ -93,6 +93,21 @@ TEST_CASE("auto picks all-to-all when the problems can be split; refusals") {
   MPI_CHECK(a.chosen() ==
             (line.size() <= 8 ? SequenceAlgorithm::AllToAll : SequenceAlgorithm::Ring));
   MPI_CHECK(a.describe().find("(auto)") != std::string::npos);
+  // Fewer problems than ranks: a short sequence is gathered, a long one goes round the ring.
+  if (line.size() > 1) {
+    const std::vector<Index> one{1, 6, 3};
+    const ShardTensor o = ShardTensor::scatter(line, test::random_tensor(one, DType::f64, 2),
+                                               {Replicate(), Shard(0), Replicate()});
+    SequenceAttention b({});
+    b.forward(o, o, o);
+    MPI_CHECK(b.chosen() == SequenceAlgorithm::AllGather);
+    const std::vector<Index> long_seq{1, 4096, 64};  // 2 MiB of K and V in float32
+    const ShardTensor l = ShardTensor::scatter(line, Tensor::zeros(long_seq, DType::f32),
+                                               {Replicate(), Shard(0), Replicate()});
+    SequenceAttention c({});
+    c.forward(l, l, l);
+    MPI_CHECK(c.chosen() == SequenceAlgorithm::Ring);
+  }
   MPI_CHECK(test::throws_with([] { sequence_algorithm_from_name("ulysses"); }, "all_to_all"));
 }
 
