@@ -3,7 +3,7 @@
 # the case needs, prints one merged table with the goals, writes bench-CASE.json.
 # TESSERA_BENCH_RANKS="2 4" overrides the rank counts; TESSERA_BUILD_DIR (default build/)
 # holds the binaries. The scaling case also runs the capacity search of each model
-# (TESSERA_BENCH_MODELS, default "unet fno") at each rank count
+# (TESSERA_BENCH_MODELS, default "unet fno transolver vit") at each rank count
 # (scripts/bench_capacity.sh; TESSERA_CAPACITY=0 leaves it out) and draws scaling.png
 # (scripts/plot.py, where matplotlib exists).
 set -euo pipefail
@@ -25,7 +25,7 @@ for n in $ranks; do
   parts+=("$tmp/part-$n.json")
 done
 if [ "$case_name" = scaling ] && [ "${TESSERA_CAPACITY:-1}" = 1 ]; then
-  for model in ${TESSERA_BENCH_MODELS:-unet fno}; do
+  for model in ${TESSERA_BENCH_MODELS:-unet fno transolver vit}; do
     start=4
     for n in $ranks; do
       echo "== capacity of the $model at $n rank(s)"

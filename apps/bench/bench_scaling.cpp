@@ -133,7 +133,8 @@ Case scaling_case() {
       "memory per rank, and (driven by scripts/bench.sh) the largest grid under a per-rank "
       "memory limit";
   c.options = {{"which", "LIST", "strong, weak (both by default) or capacity", "strong,weak"},
-               {"models", "LIST", "unet, fno, transolver, vit (capacity: one of them)", "unet,fno"},
+               {"models", "LIST", "unet, fno, transolver, vit (capacity: one of them)",
+                "unet,fno,transolver,vit"},
                {"strong", "HxW", "global grid of the strong-scaling runs", "256x64"},
                {"weak", "HxW", "grid per rank of the weak-scaling runs", "64x64"},
                {"batch", "N", "samples per step (strong, weak)", "2"},
