@@ -256,8 +256,10 @@ std::unique_ptr<ConvNd> token_linear(int nd, Index cin, Index cout, DType dtype,
   c.space = space;
   c.seed = seed;
   auto conv = std::make_unique<ConvNd>(c);
-  conv->weight().name = prefix + ".weight";
-  conv->bias()->name = prefix + ".bias";
+  if (!prefix.empty()) {
+    conv->weight().name = prefix + ".weight";
+    conv->bias()->name = prefix + ".bias";
+  }
   return conv;
 }
 

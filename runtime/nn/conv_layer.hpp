@@ -49,7 +49,8 @@ struct ConvOptions {
 
 class ConvNd;
 // A token-wise Linear cin -> cout on (N, C, nd dims...): a 1x1 convolution whose parameters
-// are named "<prefix>.weight" and "<prefix>.bias" (for layers that hold several).
+// are named "<prefix>.weight" and "<prefix>.bias" (for layers that hold several; an empty
+// prefix keeps "weight" and "bias").
 std::unique_ptr<ConvNd> token_linear(int nd, Index cin, Index cout, DType dtype, MemSpace space,
                                      unsigned seed, const std::string& prefix);
 

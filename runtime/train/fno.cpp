@@ -23,15 +23,7 @@ Fno::Fno(const FnoOptions& o) : opts_(o) {
   for (Index m : modes_) TESSERA_CHECK(m >= 1, "fno: modes must be at least 1, not " << m);
   unsigned seed = o.seed * 7919u;
   auto pointwise = [&](Index cin, Index cout) {
-    ConvOptions c;
-    c.nd = o.nd;
-    c.in_channels = cin;
-    c.out_channels = cout;
-    c.kernel = {1};
-    c.dtype = o.dtype;
-    c.space = o.space;
-    c.seed = seed++;
-    return std::make_shared<ConvNd>(c);
+    return std::shared_ptr<ConvNd>(token_linear(o.nd, cin, cout, o.dtype, o.space, seed++, ""));
   };
   Value x = graph_.layer("coords", std::make_shared<CoordinateChannels>(o.nd), graph_.input("x"));
   x = graph_.layer("lift", pointwise(o.in_channels + o.nd, o.width), x);

@@ -15,15 +15,7 @@ PointConvNet::PointConvNet(const PointConvNetOptions& o) : opts_(o) {
       "pointconv: out " << o.out_channels << ", width " << o.width << ", layers " << o.layers);
   unsigned seed = o.seed * 7919u;
   auto linear = [&](Index cin, Index cout) {
-    ConvOptions c;
-    c.nd = 1;
-    c.in_channels = cin;
-    c.out_channels = cout;
-    c.kernel = {1};
-    c.dtype = o.dtype;
-    c.space = o.space;
-    c.seed = seed++;
-    return std::make_shared<ConvNd>(c);
+    return std::shared_ptr<ConvNd>(token_linear(1, cin, cout, o.dtype, o.space, seed++, ""));
   };
   const auto shared = std::make_shared<PointNeighbourhoods>();
   const Value x = graph_.input("x");

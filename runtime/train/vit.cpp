@@ -24,15 +24,7 @@ Vit::Vit(const VitOptions& o) : opts_(o) {
                                                           << "model.heads = " << o.heads);
   unsigned seed = o.seed * 7919u;
   auto linear = [&](Index cin, Index cout) {
-    ConvOptions c;
-    c.nd = o.nd;
-    c.in_channels = cin;
-    c.out_channels = cout;
-    c.kernel = {1};
-    c.dtype = o.dtype;
-    c.space = o.space;
-    c.seed = seed++;
-    return std::make_shared<ConvNd>(c);
+    return std::shared_ptr<ConvNd>(token_linear(o.nd, cin, cout, o.dtype, o.space, seed++, ""));
   };
   NormOptions norm;
   norm.dtype = o.dtype;
