@@ -4,19 +4,26 @@ strong and weak scaling, from the volumes tessera-train --dry-run reports and a 
 description (scripts/machines/*.json).
 
   scaling_model.py predict --machine M.json --grid HxW [--batch N] [--ranks 1,2,...,1024]
-                           [--weak] [--config CFG.toml]
-  scaling_model.py check --machine M.json bench-scaling.json [--config CFG.toml]
+                           [--weak] [--model unet|fno|vit|transolver] [--config CFG.toml]
+  scaling_model.py check --machine M.json bench-scaling.json
 
 The model, per step of the busiest rank (every figure from the dry run):
-  compute   = sum over layers of max(FLOPs / flops_per_s, bytes / mem_bw_bytes_per_s)
+  compute   = sum over layers of max(FLOPs / rate, bytes / mem_bw_bytes_per_s), the rate
+              flops_per_s, or flops_per_s_by_op[prefix] for ops whose name starts with it
   halo      = sum over layers of messages * latency + halo bytes / link bandwidth
               (the inter-node link once the ranks span nodes: a slab's neighbour is there)
+  all-to-all= FFT transposes and Ulysses attention: per call (p-1) * latency + bytes / bw;
+              ring hops: messages * latency + bytes / bw; all-gathers: (p-1) * block / bw +
+              log2(p) latencies; reduce-scatters: (p-1)/p * buffer / bw + log2(p) latencies
   all-reduce= gradients: ring, 2 (p-1)/p * bytes / bandwidth + 2 log2(p) * latency (within a
-              node, then across nodes); statistics: calls * 2 log2(p) * latency
-  step      = compute + halo + all-reduce (no overlap assumed)
-  memory    = layer outputs kept for backward + parameters, gradients and two AdamW moments
+              node, then across nodes); activations (statistics, slice sums) and the loss:
+              2 (p-1)/p * bytes / bw + calls * 2 log2(p) * latency
+  step      = compute + halo + all-to-all + all-reduce (no overlap assumed)
+  memory    = layer outputs and saved tensors kept for backward + parameters, gradients and
+              two AdamW moments
 Ranks beyond cores_per_node (CPU machines) share the cores: every term takes
 ranks/cores times longer. Only the Python standard library; runs the dry run itself.
+The models of the scaling benchmark are the demo configs with the bench's sizes (MODELS).
 """
 import argparse
 import json
@@ -26,13 +33,25 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_CONFIG = os.path.join(HERE, "demo", "darcy_unet.toml")
+DEMO = os.path.join(HERE, "demo")
+# Each model of tessera-bench scaling as a tessera-train config and overrides (the bench's
+# sizes: apps/bench/bench_scaling.cpp's defaults).
+MODELS = {
+    "unet": (os.path.join(DEMO, "darcy_unet.toml"), []),
+    "fno": (os.path.join(DEMO, "darcy_fno.toml"),
+            ["--model.width=16", "--model.modes=8", "--model.layers=4", "--model.projection=32"]),
+    "vit": (os.path.join(DEMO, "darcy_vit.toml"),
+            ["--model.dim=32", "--model.depth=2", "--model.heads=4", "--model.patch=4"]),
+    "transolver": (os.path.join(DEMO, "darcy_vit.toml"),
+                   ["--model.type=transolver", "--model.width=32", "--model.layers=2",
+                    "--model.heads=4", "--model.slices=16"]),
+}
 
 
-def dry_run(train, config, grid, ranks, batch):
+def dry_run(train, config, grid, ranks, batch, extra=()):
     """tessera-train --dry-run=json for one configuration -> dict."""
     cmd = [train, config, "--dry-run=json", f"--grid={grid}", f"--ranks={ranks}",
-           f"--batch={batch}"]
+           f"--batch={batch}", *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"scaling_model.py: {' '.join(cmd)} failed:\n{p.stderr}")
@@ -45,6 +64,15 @@ def ring_allreduce(nbytes, p, bw, lat):
     return 2 * (p - 1) / p * nbytes / bw + 2 * math.log2(p) * lat
 
 
+def rate_of(m, op):
+    """The FLOP rate of an op: flops_per_s_by_op's longest matching prefix, else flops_per_s."""
+    best, rate = -1, m["flops_per_s"]
+    for prefix, r in m.get("flops_per_s_by_op", {}).items():
+        if op.startswith(prefix) and len(prefix) > best:
+            best, rate = len(prefix), r
+    return rate
+
+
 def predict(m, v):
     """Machine m and dry-run volumes v -> dict of seconds and bytes."""
     n = v["ranks"]
@@ -52,21 +80,35 @@ def predict(m, v):
     nodes = math.ceil(n / m["ranks_per_node"])
     cores = m.get("cores_per_node") or 0
     share = max(1.0, per_node / cores) if cores else 1.0  # time-slicing of shared cores
-    compute = sum(max(l["flops"] / m["flops_per_s"], l["bytes"] / m["mem_bw_bytes_per_s"])
-                  for l in v["layers"])
+    compute = sum(max(l["flops"] / rate_of(m, l.get("op", "")),
+                      l["bytes"] / m["mem_bw_bytes_per_s"]) for l in v["layers"])
     off_node = nodes > 1
     bw = m["inter_bw_bytes_per_s"] if off_node else m["intra_bw_bytes_per_s"]
     lat = m["inter_latency_s"] if off_node else m["intra_latency_s"]
+    logp = math.log2(n) if n > 1 else 0.0
     halo = sum(l["halo_messages"] * lat + l["halo_bytes"] / bw for l in v["layers"])
+    t = {k: sum(l.get(k, 0) for l in v["layers"]) for k in (
+        "alltoall_bytes", "alltoalls", "ring_bytes", "ring_messages", "allgather_bytes",
+        "allgathers", "reduce_scatter_bytes", "reduce_scatters", "allreduce_bytes", "allreduces")}
+    alltoall = 0.0
+    if n > 1:
+        alltoall = (t["alltoalls"] * (n - 1) * lat + t["alltoall_bytes"] / bw +
+                    t["ring_messages"] * lat + t["ring_bytes"] / bw +
+                    (n - 1) * t["allgather_bytes"] / bw + t["allgathers"] * logp * lat +
+                    (n - 1) / n * t["reduce_scatter_bytes"] / bw +
+                    t["reduce_scatters"] * logp * lat)
     g = v["grad_allreduce_bytes"]
     allreduce = ring_allreduce(g, per_node, m["intra_bw_bytes_per_s"], m["intra_latency_s"])
     if nodes > 1:
         allreduce += ring_allreduce(g, nodes, m["inter_bw_bytes_per_s"], m["inter_latency_s"])
     if n > 1:
-        allreduce += v["stat_allreduces"] * 2 * math.log2(n) * lat
+        act = t["allreduce_bytes"] + v.get("loss_allreduce_bytes", 0)
+        calls = t["allreduces"] + (1 if v.get("loss_allreduce_bytes", 0) else 0)
+        allreduce += 2 * (n - 1) / n * act / bw + calls * 2 * logp * lat
     memory = v["activation_bytes"] + 4 * v["parameters"] * v["elem_size"]
-    return {"compute": compute * share, "halo": halo * share, "allreduce": allreduce * share,
-            "step": (compute + halo + allreduce) * share, "memory": memory}
+    step = compute + halo + alltoall + allreduce
+    return {"compute": compute * share, "halo": halo * share, "alltoall": alltoall * share,
+            "allreduce": allreduce * share, "step": step * share, "memory": memory}
 
 
 def parse_grid(text):
@@ -80,49 +122,61 @@ def cmd_predict(a, m):
     ranks = [int(x) for x in a.ranks.split(",")]
     base = parse_grid(a.grid)
     kind = "weak (grid per rank)" if a.weak else "strong (global grid)"
-    print(f"# {m['name']}\n# {kind}: {a.grid}, batch {a.batch}\n")
-    print("| ranks | global grid | compute ms | halo ms | all-reduce ms | step ms | efficiency "
-          "| memory per rank GB | fits |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    config, extra = model_config(a)
+    print(f"# {m['name']}\n# {a.model}, {kind}: {a.grid}, batch {a.batch}\n")
+    print("| ranks | global grid | compute ms | halo ms | all-to-all ms | all-reduce ms | step ms "
+          "| efficiency | memory per rank GB | fits |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     t1 = None
     for n in ranks:
         g = list(base)
         if a.weak:
             g[0] *= n
         grid = "x".join(str(x) for x in g)
-        v = dry_run(a.train, a.config, grid, n, a.batch)
+        v = dry_run(a.train, config, grid, n, a.batch, extra)
         p = predict(m, v)
         if t1 is None:
             t1, n1 = p["step"], n
         eff = (t1 / p["step"]) if a.weak else (t1 * n1 / (n * p["step"]))
         fits = "yes" if p["memory"] <= m["memory_bytes"] else "no"
         print(f"| {n} | {grid} | {p['compute'] * 1e3:.4g} | {p['halo'] * 1e3:.3g} | "
-              f"{p['allreduce'] * 1e3:.3g} | {p['step'] * 1e3:.4g} | {eff:.2f} | "
-              f"{p['memory'] / 1e9:.3g} | {fits} |")
+              f"{p['alltoall'] * 1e3:.3g} | {p['allreduce'] * 1e3:.3g} | {p['step'] * 1e3:.4g} | "
+              f"{eff:.2f} | {p['memory'] / 1e9:.3g} | {fits} |")
+
+
+def model_config(a):
+    """(config, overrides) of --model, or --config as given."""
+    if a.config:
+        return a.config, []
+    return MODELS[a.model]
 
 
 def cmd_check(a, m):
     with open(a.bench) as f:
         rows = [r for r in json.load(f)["rows"] if r.get("scaling") in ("strong", "weak")]
-    # The dry run describes UNets; rows of other models are left out.
-    rows = [r for r in rows if r.get("model", "unet") == "unet"]
+    rows = [r for r in rows if r.get("model", "unet") in MODELS]
     if not rows:
-        raise SystemExit(f"scaling_model.py: no strong or weak UNet rows in {a.bench}")
+        raise SystemExit(f"scaling_model.py: no strong or weak rows of {', '.join(MODELS)} in "
+                         f"{a.bench}")
     print(f"# {m['name']}\n")
-    print("| scaling | ranks | shape | measured ms | predicted ms | predicted / measured "
+    print("| model | scaling | ranks | shape | measured ms | predicted ms | predicted / measured "
           "| measured MiB | predicted MiB |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
-    for r in sorted(rows, key=lambda r: (r["scaling"], r["ranks"])):
+    order = list(MODELS)
+    for r in sorted(rows, key=lambda r: (order.index(r.get("model", "unet")), r["scaling"],
+                                         r["ranks"])):
+        model = r.get("model", "unet")
         shape = [int(x) for x in r["shape"].strip("()").split(",")]
         grid = "x".join(str(x) for x in shape[2:])
-        v = dry_run(a.train, a.config, grid, r["ranks"], shape[0])
+        config, extra = MODELS[model]
+        v = dry_run(a.train, config, grid, r["ranks"], shape[0], extra)
         p = predict(m, v)
         ratio = p["step"] / r["t_step_s"]
         worst = max(worst, abs(ratio - 1))
-        print(f"| {r['scaling']} | {r['ranks']} | {r['shape']} | {r['t_step_s'] * 1e3:.4g} | "
-              f"{p['step'] * 1e3:.4g} | {ratio:.2f} | {r['peak_mib']:.3g} | "
-              f"{p['memory'] / 2**20:.3g} |")
+        print(f"| {model} | {r['scaling']} | {r['ranks']} | {r['shape']} | "
+              f"{r['t_step_s'] * 1e3:.4g} | {p['step'] * 1e3:.4g} | {ratio:.2f} | "
+              f"{r['peak_mib']:.3g} | {p['memory'] / 2**20:.3g} |")
     print(f"\nlargest deviation of the step time: {worst:.0%} (target: within 25%)")
     return 0 if worst <= 0.25 else 1
 
@@ -135,8 +189,10 @@ def main(argv):
     def common(sp):
         sp.add_argument("--machine", required=True, metavar="M.json",
                         help="machine description (scripts/machines/)")
-        sp.add_argument("--config", default=DEFAULT_CONFIG, metavar="CFG.toml",
-                        help="tessera-train config of the model (default: the demo's UNet)")
+        sp.add_argument("--model", default="unet", choices=sorted(MODELS),
+                        help="one of the scaling benchmark's models (default unet)")
+        sp.add_argument("--config", metavar="CFG.toml",
+                        help="a tessera-train config instead of --model's")
         sp.add_argument("--train", default=os.path.join(
             os.environ.get("TESSERA_BUILD_DIR", "build"), "apps", "tessera-train"),
             help="tessera-train binary (default $TESSERA_BUILD_DIR/apps/tessera-train)")
@@ -153,8 +209,8 @@ def main(argv):
                     help="rank counts (default 1 to 1024 in powers of 2)")
     pr.add_argument("--weak", action="store_true", help="weak scaling")
     ck = sub.add_parser("check", help="predicted against measured steps",
-                        description="Predicts every strong and weak UNet row of a "
-                        "bench-scaling.json "
+                        description="Predicts every strong and weak row of a "
+                        "bench-scaling.json (UNet, FNO, ViT, Transolver) "
                         "and prints predicted against measured (exit 1 when a step time is "
                         "off by more than 25%%).")
     common(ck)

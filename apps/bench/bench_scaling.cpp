@@ -37,6 +37,7 @@ StepSetup setup_of(const cli::Args& opt, const std::string& model) {
                                          : vit        ? "vit-depth"
                                                       : "depth"));
   s.slices = opt.integer("transolver-slices");
+  s.attention = opt.str("vit-attention");
   s.modes = opt.integer("fno-modes");
   s.batch = opt.integer("batch");
   s.reps = static_cast<int>(opt.integer("reps"));
@@ -132,28 +133,30 @@ Case scaling_case() {
       "training steps: strong and weak scaling, peak "
       "memory per rank, and (driven by scripts/bench.sh) the largest grid under a per-rank "
       "memory limit";
-  c.options = {{"which", "LIST", "strong, weak (both by default) or capacity", "strong,weak"},
-               {"models", "LIST", "unet, fno, transolver, vit (capacity: one of them)",
-                "unet,fno,transolver,vit"},
-               {"strong", "HxW", "global grid of the strong-scaling runs", "256x64"},
-               {"weak", "HxW", "grid per rank of the weak-scaling runs", "64x64"},
-               {"batch", "N", "samples per step (strong, weak)", "2"},
-               {"width", "N", "UNet width", "8"},
-               {"depth", "N", "UNet depth", "3"},
-               {"fno-width", "N", "FNO width (projection: twice it)", "16"},
-               {"fno-layers", "N", "FNO Fourier blocks", "4"},
-               {"fno-modes", "N", "FNO modes per spatial dim", "8"},
-               {"transolver-width", "N", "Transolver width (4 heads)", "32"},
-               {"transolver-layers", "N", "Transolver blocks", "2"},
-               {"transolver-slices", "N", "Transolver slices per head", "16"},
-               {"vit-dim", "N", "ViT token channels (4 heads, 4x4 patches)", "32"},
-               {"vit-depth", "N", "ViT blocks", "2"},
-               {"reps", "N", "timed steps", "5"},
-               {"warmup", "N", "untimed steps first", "2"},
-               {"threads", "N", "OpenMP threads per rank", "1"},
-               {"rows", "M", "capacity: grid height M * ranks * 8", "8"},
-               {"capacity-width", "W", "capacity: grid width", "64"},
-               {"capacity-batch", "N", "capacity: samples per step", "1"}};
+  c.options = {
+      {"which", "LIST", "strong, weak (both by default) or capacity", "strong,weak"},
+      {"models", "LIST", "unet, fno, transolver, vit (capacity: one of them)",
+       "unet,fno,transolver,vit"},
+      {"strong", "HxW", "global grid of the strong-scaling runs", "256x64"},
+      {"weak", "HxW", "grid per rank of the weak-scaling runs", "64x64"},
+      {"batch", "N", "samples per step (strong, weak)", "2"},
+      {"width", "N", "UNet width", "8"},
+      {"depth", "N", "UNet depth", "3"},
+      {"fno-width", "N", "FNO width (projection: twice it)", "16"},
+      {"fno-layers", "N", "FNO Fourier blocks", "4"},
+      {"fno-modes", "N", "FNO modes per spatial dim", "8"},
+      {"transolver-width", "N", "Transolver width (4 heads)", "32"},
+      {"transolver-layers", "N", "Transolver blocks", "2"},
+      {"transolver-slices", "N", "Transolver slices per head", "16"},
+      {"vit-dim", "N", "ViT token channels (4 heads, 4x4 patches)", "32"},
+      {"vit-depth", "N", "ViT blocks", "2"},
+      {"vit-attention", "NAME", "ViT global attention: auto, ring, all_to_all, all_gather", "auto"},
+      {"reps", "N", "timed steps", "5"},
+      {"warmup", "N", "untimed steps first", "2"},
+      {"threads", "N", "OpenMP threads per rank", "1"},
+      {"rows", "M", "capacity: grid height M * ranks * 8", "8"},
+      {"capacity-width", "W", "capacity: grid width", "64"},
+      {"capacity-batch", "N", "capacity: samples per step", "1"}};
   c.rank_counts = {1, 2, 4, 8};
   c.columns = {"model",      "scaling", "ranks",        "shape",    "cells",    "t_step_s",
                "ms_compute", "ms_halo", "ms_allreduce", "peak_mib", "limit_mib"};

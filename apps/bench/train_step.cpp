@@ -53,6 +53,7 @@ std::unique_ptr<Model> make(const StepSetup& s) {
     v.dim = s.width;
     v.depth = s.depth;
     v.heads = 4;
+    v.attention = sequence_algorithm_from_name(s.attention);
     return std::make_unique<Vit>(v);
   }
   if (s.model != "unet")
@@ -133,8 +134,10 @@ json time_train_step(Context& ctx, const StepSetup& s) {
   double peak = static_cast<double>(memory_stats(MemSpace::Host).peak) / (1 << 20);
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, mesh.comm());
   // The busiest rank's MPI traffic (the dry run reports the busiest rank too).
-  std::int64_t most[3] = {sent.send_bytes, sent.sends, sent.iallreduce_bytes};
-  MPI_Allreduce(MPI_IN_PLACE, most, 3, MPI_INT64_T, MPI_MAX, mesh.comm());
+  std::int64_t most[7] = {sent.send_bytes,          sent.sends,           sent.iallreduce_bytes,
+                          sent.alltoall_bytes,      sent.allgather_bytes, sent.allreduce_f64_bytes,
+                          sent.reduce_scatter_bytes};
+  PMPI_Allreduce(MPI_IN_PLACE, most, 7, MPI_INT64_T, MPI_MAX, mesh.comm());
   return {{"model", s.model},
           {"ranks", mesh.size()},
           {"shape", shape_str(shape)},
@@ -151,7 +154,11 @@ json time_train_step(Context& ctx, const StepSetup& s) {
           {"grad_allreduce_bytes", sync.stats().bytes},
           {"mpi_send_bytes", most[0]},
           {"mpi_sends", most[1]},
-          {"mpi_iallreduce_bytes", most[2]}};
+          {"mpi_iallreduce_bytes", most[2]},
+          {"mpi_alltoall_bytes", most[3]},
+          {"mpi_allgather_bytes", most[4]},
+          {"mpi_allreduce_f64_bytes", most[5]},
+          {"mpi_reduce_scatter_bytes", most[6]}};
 }
 
 }  // namespace tessera::bench

@@ -2,6 +2,7 @@
 // Trains a UNet or an FNO on sharded HDF5 grid data (see apps/common/trainer.hpp): a progress line
 // on rank 0, metrics to CSV, checkpoints at an interval and at the end, --resume from the
 // latest checkpoint in train.checkpoint_dir (at any rank count and mesh shape).
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "apps/common/builders.hpp"
 #include "apps/common/dry_run.hpp"
 #include "apps/common/report_errors.hpp"
 #include "apps/common/run_files.hpp"
@@ -39,18 +41,24 @@ std::string fmt(double v, int prec = 4) {
   return os.str();
 }
 
-// --dry-run: the volumes of one step of the configured UNet, on rank 0, without data.
+// --dry-run: the volumes of one step of the configured model, on rank 0, without data.
 int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
   const int ranks = cli.dry_ranks > 0 ? cli.dry_ranks : ctx.size();
   const Index batch = cli.dry_batch > 0 ? cli.dry_batch : cfg.train.batch_size;
   const auto nd = static_cast<int>(cli.dry_grid.size());
-  const UNetOptions o = unet_options(cfg, nd, static_cast<Index>(cfg.data.inputs.size()),
-                                     static_cast<Index>(cfg.data.targets.size()), MemSpace::Host);
   StepVolumes v;
   collective_run(ctx.world(), [&] {
-    TESSERA_CHECK(cfg.model.type == "unet",
-                  "--dry-run: model.type = '" << cfg.model.type << "': the dry run covers UNets");
-    v = dry_run(o, batch, cli.dry_grid, ranks);
+    const auto& in = cfg.data.inputs;
+    TESSERA_CHECK(std::find(in.begin(), in.end(), "coords") == in.end(),
+                  "--dry-run: the dry run covers grid inputs; point clouds ("
+                  "\"coords\" among data.inputs) have neighbourhoods that depend on the data");
+    const auto cin = static_cast<Index>(in.size());
+    const auto cout = static_cast<Index>(cfg.data.targets.size());
+    const std::unique_ptr<Model> model = make_model(cfg, nd, cin, cout, MemSpace::Host);
+    std::vector<Index> shape = {batch, cin};
+    shape.insert(shape.end(), cli.dry_grid.begin(), cli.dry_grid.end());
+    v = dry_run(*model, cfg.model.type, shape, ranks, model_dtype(cfg.model),
+                cfg.train.loss == "rel_l2");
   });
   if (ctx.rank() == 0) std::cout << (cli.dry_run == "json" ? dry_run_json(v) : dry_run_table(v));
   return 0;

@@ -162,4 +162,77 @@ ShardTensor MultiHeadAttention::backward(const ShardTensor& dy) {
   return qkv_->backward(ShardTensor::unchecked(s.mesh, s.h_spec, dh.reshape(s.h_shape)));
 }
 
+OpCost MultiHeadAttention::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  const ShardSpec h = qkv_->output_spec(in), mid = with_channels(h, opts_.channels);
+  OpCost c = qkv_->cost(in, h, dtype);
+  c += out_->cost(mid, out, dtype);
+  std::vector<int> token_dims;
+  for (int d = 2; d < in.ndim(); ++d) token_dims.push_back(d);
+  const std::vector<int> axes = axes_sharding_dims(in, token_dims);
+  const int G = ranks_over(in, axes);
+  const Index H = opts_.heads, D = opts_.channels / H;
+  const double es = static_cast<double>(size_of(dtype));
+  c += busiest(in, [&](const std::vector<int>& coords) {
+    // The token group of this rank: its coords along the group's axes (row-major), the
+    // others fixed; every member's token count is its block's.
+    std::vector<Index> sizes;
+    int me = 0;
+    std::vector<int> member = coords;
+    for (int g = 0; g < G; ++g) {
+      int rest = g;
+      for (auto a = axes.rbegin(); a != axes.rend(); ++a) {
+        const int n = in.mesh_dims()[static_cast<std::size_t>(*a)];
+        member[static_cast<std::size_t>(*a)] = rest % n;
+        rest /= n;
+      }
+      if (member == coords) me = g;
+      const Box b = in.local_box(member);
+      Index t = 1;
+      for (int d : token_dims) t *= b.extent(d);
+      sizes.push_back(t);
+    }
+    const Box mine = in.local_box(coords);
+    const Index N = mine.extent(0), NH = N * H;
+    Index S = 0;
+    for (Index t : sizes) S += t;
+    const ShardSpec seq({NH, S, D}, {Replicate(), Shard(0), Replicate()}, {G}, {}, {{}, sizes, {}});
+    const SequenceAlgorithm algo =
+        resolve_sequence_algorithm(opts_.algorithm, seq.global_shape(), false, G, dtype);
+    const std::vector<int> at = {me};
+    OpCost r;
+    const double T = static_cast<double>(sizes[static_cast<std::size_t>(me)]);
+    double queries_keys = static_cast<double>(NH) * T * static_cast<double>(S);  // pairs
+    if (algo == SequenceAlgorithm::AllToAll && G > 1) {
+      const ShardSpec heads({NH, S, D}, {Shard(0), Replicate(), Replicate()}, {G});
+      queries_keys = local_elems(heads, at) / static_cast<double>(D) * static_cast<double>(S);
+      r.alltoalls = 8;  // q, k, v and out forward; dout, dq, dk, dv backward
+      r.alltoall_bytes = static_cast<std::int64_t>(
+          4 * es *
+          static_cast<double>(elements_sent(seq, heads, at) + elements_sent(heads, seq, at)));
+    } else if (algo == SequenceAlgorithm::AllGather && G > 1) {
+      const double block = static_cast<double>(NH) * T * static_cast<double>(D) * es;
+      r.allgathers = 2;  // k and v gathered whole
+      r.allgather_bytes = static_cast<std::int64_t>(2 * block);
+      r.reduce_scatters = 2;  // their gradients, summed back to the key blocks
+      r.reduce_scatter_bytes = static_cast<std::int64_t>(2 * static_cast<double>(NH * S * D) * es);
+    } else if (algo == SequenceAlgorithm::Ring && G > 1) {
+      // Forward: k and v of every block but the next one's pass through; backward: k, v and
+      // their gradients of every block, home again.
+      double fwd = 0;
+      for (int step = 0; step + 1 < G; ++step)
+        fwd += static_cast<double>(sizes[static_cast<std::size_t>((me - step + G) % G)]);
+      const double row = static_cast<double>(NH * D) * es;
+      r.ring_bytes = static_cast<std::int64_t>((2 * fwd + 4 * static_cast<double>(S)) * row);
+      r.ring_messages = 2 * G - 1;
+    }
+    const double d = static_cast<double>(D);
+    r.flops = 7 * 2 * queries_keys * d + 12 * queries_keys;  // products; softmax and its grad
+    // q, k, v, out in and out of the head layout, both directions.
+    r.bytes = 16 * static_cast<double>(NH) * T * d * es;
+    r.saved_bytes = 4 * static_cast<double>(NH) * T * d * es;  // q, k, v, out
+    return r;
+  });
+  return c;
+}
+
 }  // namespace tessera

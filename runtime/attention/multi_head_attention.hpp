@@ -41,6 +41,9 @@ class MultiHeadAttention : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  // The two Linears, attention as FlashAttention-2 counts it (2 matrix products forward,
+  // 5 backward) and the sequence algorithm's traffic, as forward would choose it.
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
   // The sequence algorithm the last forward ran, and on how many ranks.
   std::string describe() const;
 

@@ -84,6 +84,48 @@ ShardSpec NeighborhoodAttention::output_spec(const ShardSpec& in) const {
   return out_->output_spec(with_channels(qkv_->output_spec(in), opts_.channels));
 }
 
+std::vector<HaloReach> NeighborhoodAttention::reach(const ShardSpec& in) const {
+  // Per spatial dim: the keys the windows of queries [lo, hi) read.
+  std::vector<HaloReach> reach = {no_reach(), no_reach()};
+  for (int d = 0; d < opts_.nd; ++d) {
+    const Index n = in.global_shape()[static_cast<std::size_t>(d) + 2];
+    const Index k = kernel_[static_cast<std::size_t>(d)],
+                dil = dilation_[static_cast<std::size_t>(d)];
+    HaloReach r;
+    r.range = [n, k, dil](Index lo, Index hi) -> std::pair<Index, Index> {
+      if (lo >= hi) return {lo, lo};
+      Index first = n, last = 0;
+      for (Index i = lo; i < hi; ++i) {
+        const Index st = kernels::neighborhood_start(i, n, k, dil);
+        first = std::min(first, st);
+        last = std::max(last, st + (k - 1) * dil + 1);
+      }
+      return {first, last};
+    };
+    reach.push_back(r);
+  }
+  return reach;
+}
+
+OpCost NeighborhoodAttention::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  const ShardSpec h = qkv_->output_spec(in), q = with_channels(h, opts_.channels);
+  OpCost c = qkv_->cost(in, h, dtype);
+  c += out_->cost(q, out, dtype);
+  double window = 1;
+  for (Index k : kernel_) window *= static_cast<double>(k);
+  const double es = static_cast<double>(size_of(dtype));
+  c += busiest(q, [&](const std::vector<int>& coords) {
+    OpCost r;
+    const double qe = local_elems(q, coords);  // queries x channels
+    r.flops = 7 * 2 * qe * window;  // per query and key, a D-long product, as in attention
+    r.bytes = 8 * qe * es;
+    r.saved_bytes = 3 * qe * es;
+    return r;
+  });
+  c += window_halo_cost(with_channels(h, 2 * opts_.channels), q, reach(in), size_of(dtype));
+  return c;
+}
+
 ShardTensor NeighborhoodAttention::forward(const ShardTensor& x) {
   check_layer_input(x, 2 + opts_.nd, 2 + opts_.nd, name());
   TESSERA_CHECK(x.dtype() == opts_.dtype, name() << ": input is " << name_of(x.dtype())
@@ -99,26 +141,7 @@ ShardTensor NeighborhoodAttention::forward(const ShardTensor& x) {
   s->q_spec = with_channels(h.spec(), C);
   const ShardSpec kv_spec = with_channels(h.spec(), 2 * C);
   if (!plan_ || !plan_->matches(s->mesh, kv_spec)) {
-    // Per spatial dim: the keys the windows of queries [lo, hi) read.
-    std::vector<HaloReach> reach = {no_reach(), no_reach()};
-    for (int d = 0; d < opts_.nd; ++d) {
-      const Index n = x.global_shape()[static_cast<std::size_t>(d) + 2];
-      const Index k = kernel_[static_cast<std::size_t>(d)],
-                  dil = dilation_[static_cast<std::size_t>(d)];
-      HaloReach r;
-      r.range = [n, k, dil](Index lo, Index hi) -> std::pair<Index, Index> {
-        if (lo >= hi) return {lo, lo};
-        Index first = n, last = 0;
-        for (Index i = lo; i < hi; ++i) {
-          const Index st = kernels::neighborhood_start(i, n, k, dil);
-          first = std::min(first, st);
-          last = std::max(last, st + (k - 1) * dil + 1);
-        }
-        return {first, last};
-      };
-      reach.push_back(r);
-    }
-    plan_ = std::make_unique<WindowPlan>(s->mesh, kv_spec, s->q_spec, reach);
+    plan_ = std::make_unique<WindowPlan>(s->mesh, kv_spec, s->q_spec, reach(x.spec()));
   }
   s->q = channels(hl, 0, C);
   s->kv = fill_halo(*plan_, ShardTensor::unchecked(s->mesh, kv_spec, channels(hl, C, 3 * C)));

@@ -40,11 +40,15 @@ class NeighborhoodAttention : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  // The two Linears, k keys per query as attention counts them, and the key/value halo of
+  // forward's plan (and its adjoint).
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
 
  private:
   struct Saved;
   NeighborhoodAttentionOptions opts_;
   std::vector<Index> kernel_, dilation_;
+  std::vector<HaloReach> reach(const ShardSpec& in) const;  // keys each query block reads
   std::unique_ptr<ConvNd> qkv_, out_;
   std::unique_ptr<WindowPlan> plan_;
   std::unique_ptr<Saved> saved_;

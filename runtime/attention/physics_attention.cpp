@@ -194,4 +194,36 @@ ShardTensor PhysicsAttention::backward(const ShardTensor& dy) {
   return in_->backward(ShardTensor::unchecked(s.mesh, s.h_spec, dh));
 }
 
+OpCost PhysicsAttention::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  const ShardSpec h = in_->output_spec(in), mid = with_channels(h, opts_.heads * opts_.head_dim);
+  OpCost c = in_->cost(in, h, dtype);
+  c += out_->cost(mid, out, dtype);
+  const Index H = opts_.heads, D = opts_.head_dim, M = opts_.slices;
+  int axes = 0;
+  for (int a : axes_sharding_dims(in, token_dims(in.ndim())))
+    if (in.mesh_dims().at(static_cast<std::size_t>(a)) > 1) ++axes;
+  const double es = static_cast<double>(size_of(dtype));
+  c += busiest(in, [&](const std::vector<int>& coords) {
+    OpCost r;
+    const Box b = in.local_box(coords);
+    const Index N = b.extent(0);
+    const double T = b.extent(1) == 0 ? 0.0 : static_cast<double>(b.volume() / (N * b.extent(1)));
+    const double hmd = static_cast<double>(N * H * M * D);
+    // Slice logits, slice sums and de-slicing are 2 flops per (token, head, slice, dim) each,
+    // forward; backward about twice that; the softmax over slices ~10 per (token, head, slice).
+    r.flops = 3 * 3 * 2 * T * hmd + 3 * 10 * T * static_cast<double>(N * H * M);
+    // The slice weights (N, H, M, T) written, read back and their gradient; h and mid.
+    r.bytes =
+        (6 * static_cast<double>(N * H * M) * T + 6 * static_cast<double>(N * H * D) * T) * es;
+    r.saved_bytes =
+        (static_cast<double>(N * H * M) * T + 2 * static_cast<double>(N * H * D) * T) * es;
+    // q, k, v of the slice tokens, replicated after the sum: partial over the batch axes only.
+    r.whole_grad_elems = in.placement(0).sharded() ? 0 : 3 * D * D;
+    r.allreduces = 2 * axes;
+    r.allreduce_bytes = static_cast<std::int64_t>(N * H * M * (2 * D + 1) * 8 * axes);
+    return r;
+  });
+  return c;
+}
+
 }  // namespace tessera

@@ -36,16 +36,19 @@ SequenceAlgorithm sequence_algorithm_from_name(const std::string& n) {
   throw Error("unknown sequence attention '" + n + "' (auto, ring, all_to_all, all_gather)");
 }
 
-SequenceAlgorithm SequenceAttention::resolve(const ShardTensor& q) const {
-  if (algo_ != SequenceAlgorithm::Auto) return algo_;
-  const bool problems_free = !q.spec().placement(0).sharded();
-  if (problems_free && q.global_shape()[0] >= q.mesh().dim(opts_.axis))
-    return SequenceAlgorithm::AllToAll;
+SequenceAlgorithm resolve_sequence_algorithm(SequenceAlgorithm algo, const std::vector<Index>& g,
+                                             bool problems_sharded, int ranks, DType dtype) {
+  if (algo != SequenceAlgorithm::Auto) return algo;
+  if (!problems_sharded && g[0] >= ranks) return SequenceAlgorithm::AllToAll;
   // Short sequences: one gather of the whole K and V beats P latency-bound ring hops.
-  const std::vector<Index>& g = q.global_shape();
   const double kv_bytes = 2.0 * static_cast<double>(g[0]) * static_cast<double>(g[1]) *
-                          static_cast<double>(g[2]) * static_cast<double>(size_of(q.dtype()));
+                          static_cast<double>(g[2]) * static_cast<double>(size_of(dtype));
   return kv_bytes <= kAutoAllGatherBytes ? SequenceAlgorithm::AllGather : SequenceAlgorithm::Ring;
+}
+
+SequenceAlgorithm SequenceAttention::resolve(const ShardTensor& q) const {
+  return resolve_sequence_algorithm(algo_, q.global_shape(), q.spec().placement(0).sharded(),
+                                    q.mesh().dim(opts_.axis), q.dtype());
 }
 
 std::string SequenceAttention::describe() const {

@@ -25,6 +25,12 @@ inline constexpr double kAutoAllGatherBytes = 1 << 20;
 std::string name_of(SequenceAlgorithm a);
 SequenceAlgorithm sequence_algorithm_from_name(const std::string& name);  // ring | all_to_all | ...
 
+// The algorithm Auto resolves to for (batch x heads, S, D) blocks of `dtype` whose dim 0 is
+// (not) sharded, the sequence over `ranks` ranks; a named algorithm stays itself.
+SequenceAlgorithm resolve_sequence_algorithm(SequenceAlgorithm algo,
+                                             const std::vector<Index>& global_shape,
+                                             bool problems_sharded, int ranks, DType dtype);
+
 class SequenceAttention {
  public:
   SequenceAttention(const RingAttentionOptions& opts,

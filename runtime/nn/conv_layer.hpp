@@ -64,6 +64,9 @@ class ConvNd : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  // Direct convolution counted three times (forward, backward data, backward weights); the
+  // halo of the plan forward() makes.
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
 
   Parameter& weight() { return weight_; }                      // (C_out, C_in / groups, kernel...)
   Parameter* bias() { return opts_.bias ? &bias_ : nullptr; }  // (C_out)

@@ -67,6 +67,25 @@ const WindowPlan& ConvTransposeNd::plan_for(const Mesh& mesh, const ShardSpec& i
   return *plan_;
 }
 
+OpCost ConvTransposeNd::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  (void)dtype;  // the layer's own
+  const double es = static_cast<double>(size_of(opts_.dtype));
+  double taps = 1;
+  for (const WindowDim& w : win_) taps *= static_cast<double>(w.kernel);
+  const double cout = static_cast<double>(opts_.out_channels / opts_.groups);
+  const double weights =
+      static_cast<double>(weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0));
+  OpCost c = busiest(in, [&](const std::vector<int>& coords) {
+    OpCost r;
+    const double x = local_elems(in, coords), y = local_elems(out, coords);
+    r.flops = 3 * 2.0 * taps * cout * x;  // each input scatters to C_out x taps outputs
+    r.bytes = (3 * y + 2 * x + 4 * weights) * es;
+    return r;
+  });
+  c += window_halo_cost(out, in, cs::spatial_reach(win_, false), size_of(opts_.dtype));
+  return c;
+}
+
 namespace {
 // The conv this layer transposes, on this rank's output window (its "x").
 kernels::ConvDesc local_desc(const ConvTransposeOptions& o, const std::vector<WindowDim>& win,

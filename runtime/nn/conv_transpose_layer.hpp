@@ -47,6 +47,8 @@ class ConvTransposeNd : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  // The conv it transposes counted three times; the halo (on the output) of forward's plan.
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
 
   Parameter& weight() { return weight_; }  // (C_in, C_out / groups, kernel...), as PyTorch
   Parameter* bias() { return opts_.bias ? &bias_ : nullptr; }  // (C_out)

@@ -252,6 +252,37 @@ std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_s
   return outs;
 }
 
+std::vector<NodeCost> Graph::costs(const std::vector<ShardSpec>& input_specs, DType dtype) const {
+  TESSERA_CHECK(
+      input_specs.size() == inputs_.size(),
+      "Graph::costs: " << inputs_.size() << " input specs expected, got " << input_specs.size());
+  std::vector<ShardSpec> specs(nodes_.size());
+  for (std::size_t k = 0; k < inputs_.size(); ++k)
+    specs[static_cast<std::size_t>(inputs_[k])] = input_specs[k];
+  std::vector<NodeCost> out;
+  for (std::size_t id = 0; id < nodes_.size(); ++id) {
+    const Node& nd = nodes_[id];
+    if (nd.kind == Kind::Input) continue;
+    std::vector<ShardSpec> in;
+    for (int v : nd.inputs) in.push_back(specs[static_cast<std::size_t>(v)]);
+    try {
+      specs[id] = nd.op->output_spec(in);
+      NodeCost c;
+      c.name = nd.name;
+      c.op = nd.op->name();
+      c.out_shape = specs[id].global_shape();
+      c.cost = nd.op->cost(in, specs[id], dtype);
+      for (const auto& coords : mesh_coords_of(specs[id]))
+        c.out_bytes = std::max(
+            c.out_bytes, local_elems(specs[id], coords) * static_cast<double>(size_of(dtype)));
+      out.push_back(c);
+    } catch (const Error& e) {
+      throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name + "': " + e.what());
+    }
+  }
+  return out;
+}
+
 std::vector<NamedParameter> Graph::parameters() const {
   std::vector<NamedParameter> out;
   std::set<std::string> seen;

@@ -30,6 +30,14 @@ struct Value {
   bool valid() const { return id >= 0; }
 };
 
+// One node's share of a step's cost (runtime/nn/op_cost.hpp), for the busiest rank.
+struct NodeCost {
+  std::string name, op;          // node name and the op's name
+  std::vector<Index> out_shape;  // global
+  double out_bytes = 0;          // the busiest rank's output block
+  OpCost cost;
+};
+
 struct NamedParameter {
   std::string name;  // "<node>.<parameter name>"
   Parameter* param;
@@ -68,6 +76,10 @@ class Graph {
   // Output specs for input specs, per rank without communication (layers'
   // output_spec and the structural ops' rules). Throws where an op cannot take a spec.
   std::vector<ShardSpec> output_specs(const std::vector<ShardSpec>& input_specs) const;
+
+  // Every op node's cost of one training step for these input specs, in node order, from the
+  // specs alone (no data, no communication); throws where an op has no cost model.
+  std::vector<NodeCost> costs(const std::vector<ShardSpec>& input_specs, DType dtype) const;
 
   std::vector<NamedParameter> parameters() const;
   Parameter& parameter(const std::string& name) const;  // throws naming unknown names

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/nn/op_cost.hpp"
 #include "runtime/tensor/shard_tensor.hpp"
 
 namespace tessera {
@@ -35,6 +36,13 @@ class Layer {
   virtual ShardTensor backward(const ShardTensor& dy) = 0;
   virtual std::vector<Parameter*> parameters() { return {}; }
   virtual std::string name() const = 0;
+  // One step's cost (runtime/nn/op_cost.hpp) for an input spec and the output spec it
+  // gives, in `dtype`. The default is a local element-wise op (a few flops and four passes
+  // per element: x, y; dy, dx); layers that communicate or compute more say so.
+  virtual OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+    (void)in;
+    return elementwise_cost(out, size_of(dtype), 2, 4);
+  }
 };
 
 }  // namespace tessera

@@ -286,4 +286,35 @@ ShardTensor NormLayer::backward(const ShardTensor& dy) {
   return ShardTensor::unchecked(dy.mesh(), s.x.spec(), dx);
 }
 
+OpCost NormLayer::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  (void)out;
+  std::vector<int> reach;  // the dims each statistic spans
+  for (int d = 2; d < in.ndim(); ++d) reach.push_back(d);
+  if (kind_ == Kind::Batch) reach.push_back(0);
+  if (kind_ == Kind::ChannelLayer) reach = {1};
+  int axes = 0;  // axes of more than one rank (allreduce_sum skips the others)
+  for (int a : axes_sharding_dims(in, reach))
+    if (in.mesh_dims().at(static_cast<std::size_t>(a)) > 1) ++axes;
+  const double es = static_cast<double>(size_of(dtype));
+  return busiest(in, [&](const std::vector<int>& coords) {
+    OpCost c;
+    const Box b = in.local_box(coords);
+    const double x = static_cast<double>(b.volume());
+    c.flops = 16 * x;      // two passes forward, two backward
+    c.bytes = 7 * x * es;  // x twice, y; x, dy twice, dx
+    Index count = 0;       // statistics this rank holds
+    if (kind_ == Kind::Group) count = b.extent(1) == 0 ? 0 : b.extent(0) * groups_;
+    if (kind_ == Kind::Batch) count = b.extent(1);
+    if (kind_ == Kind::ChannelLayer) count = b.extent(1) == 0 ? 0 : b.volume() / b.extent(1);
+    c.allreduces = 3 * axes;
+    c.allreduce_bytes = 5 * count * 8 * axes;
+    if (kind_ == Kind::Batch) {  // the running statistics, shared over channel shards
+      const int channel_axes = static_cast<int>(axes_sharding_dims(in, {1}).size());
+      c.allreduces += channel_axes;
+      c.allreduce_bytes += 2 * channels_ * 8 * channel_axes;
+    }
+    return c;
+  });
+}
+
 }  // namespace tessera

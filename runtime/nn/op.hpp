@@ -25,6 +25,12 @@ class Op {
   virtual std::vector<ShardTensor> backward(const ShardTensor& dy) = 0;
   virtual std::vector<Parameter*> parameters() { return {}; }
   virtual std::string name() const = 0;
+  // One step's cost for the inputs' specs and the output spec (runtime/nn/op_cost.hpp);
+  // by default a local element-wise op over the output.
+  virtual OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const {
+    (void)in;
+    return elementwise_cost(out, size_of(dtype), 2, 4);
+  }
 };
 
 // A one-input Layer as an Op.
@@ -42,6 +48,9 @@ class LayerOp : public Op {
   }
   std::vector<Parameter*> parameters() override { return layer_->parameters(); }
   std::string name() const override { return layer_->name(); }
+  OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override {
+    return layer_->cost(in.at(0), out, dtype);
+  }
   const std::shared_ptr<Layer>& layer() const { return layer_; }
 
  private:
@@ -57,6 +66,7 @@ class ConcatOp : public Op {
   ShardTensor forward(const std::vector<ShardTensor>& in) override;
   std::vector<ShardTensor> backward(const ShardTensor& dy) override;
   std::string name() const override { return "concat"; }
+  OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override;
 
  private:
   std::string node_;
@@ -72,6 +82,7 @@ class AddOp : public Op {
   ShardTensor forward(const std::vector<ShardTensor>& in) override;
   std::vector<ShardTensor> backward(const ShardTensor& dy) override { return {dy, dy}; }
   std::string name() const override { return "add"; }
+  OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override;
 
  private:
   std::string node_;

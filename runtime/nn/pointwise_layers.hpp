@@ -19,6 +19,11 @@ class ActivationLayer : public Layer {
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
   std::string name() const override;
+  // GELU's erf and its derivative: ~30 flops per element; x, y; x, dy, dx.
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override {
+    (void)in;
+    return elementwise_cost(out, size_of(dtype), 30, 5);
+  }
   Activation kind() const { return kind_; }
 
  private:

@@ -90,14 +90,33 @@ void pool_backward(const kernels::PoolDesc& d, const Tensor& x, const Tensor& dy
 }
 }  // namespace
 
+std::vector<HaloReach> Pool::reach(const ShardSpec& in) const {
+  std::vector<HaloReach> r(static_cast<std::size_t>(in.ndim()), no_reach());
+  for (int k = 0; k + 2 < in.ndim(); ++k)
+    r[static_cast<std::size_t>(2 + k)] = window_reach(window(k), false);
+  return r;
+}
+
+OpCost Pool::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  const double es = static_cast<double>(size_of(dtype));
+  OpCost c = busiest(in, [&](const std::vector<int>& coords) {
+    OpCost r;
+    const double x = local_elems(in, coords), y = local_elems(out, coords);
+    r.flops = x + y;
+    r.bytes = (2 * x + 2 * y) * es;
+    return r;
+  });
+  c += window_halo_cost(in, out, reach(in), size_of(dtype));
+  return c;
+}
+
 ShardTensor Pool::forward(const ShardTensor& x) {
   const int nd = static_cast<int>(opts_.kernel.size());
   check_layer_input(x, nd + 2, nd + 2, name());
   if (!saved_ || !saved_->plan->matches(x.mesh(), x.spec())) {
-    std::vector<HaloReach> reach(nd + 2, no_reach());
-    for (int k = 0; k < nd; ++k) reach[2 + k] = window_reach(window(k), false);
     auto s = std::make_unique<Saved>();
-    s->plan = std::make_unique<WindowPlan>(x.mesh(), x.spec(), output_spec(x.spec()), reach);
+    s->plan =
+        std::make_unique<WindowPlan>(x.mesh(), x.spec(), output_spec(x.spec()), reach(x.spec()));
     saved_ = std::move(s);
   }
   Saved& s = *saved_;

@@ -38,10 +38,14 @@ class Pool : public Layer {
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
   std::string name() const override;
+  // One pass over x and y forward, two backward; the halo of the plan forward() makes.
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
 
   const PoolOptions& options() const { return opts_; }
   // The window along spatial dim k (0-based among the spatial dims).
   WindowDim window(int k) const;
+  // The input cells each output block's windows read, per dim of an input spec.
+  std::vector<HaloReach> reach(const ShardSpec& in) const;
 
  private:
   struct Saved;

@@ -95,3 +95,26 @@ ShardTensor AddOp::forward(const std::vector<ShardTensor>& in) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+OpCost ConcatOp::cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const {
+  (void)in;
+  return elementwise_cost(out, size_of(dtype), 0, 4);  // copy in; split the gradient
+}
+
+OpCost AddOp::cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const {
+  OpCost c = elementwise_cost(out, size_of(dtype), 1, 3);  // a, b, a + b; dy passes through
+  if (in.at(1) != in.at(0)) {                              // b redistributed to a's spec
+    c.max_with(busiest(out, [&](const std::vector<int>& coords) {
+      OpCost r;
+      r.alltoall_bytes =
+          elements_sent(in[1], in[0], coords) * static_cast<std::int64_t>(size_of(dtype));
+      r.alltoalls = 1;
+      return r;
+    }));
+  }
+  return c;
+}
+
+}  // namespace tessera

@@ -55,22 +55,41 @@ kernels::UpsampleMode kernel_mode(UpsampleOptions::Mode m) {
 }
 }  // namespace
 
+std::vector<HaloReach> Upsample::reach(const ShardSpec& in) const {
+  const kernels::UpsampleMode mode = kernel_mode(opts_.mode);
+  std::vector<HaloReach> r(static_cast<std::size_t>(in.ndim()), no_reach());
+  for (std::size_t k = 0; k < opts_.scale.size() && k + 2 < r.size(); ++k) {
+    const Index scale = opts_.scale[k], L = in.global_shape()[2 + k];
+    r[2 + k].range = [mode, scale, L](Index lo, Index hi) {
+      Index a = 0, b = 0;
+      kernels::upsample_input_range(mode, scale, L, lo, hi - lo, &a, &b);
+      return std::pair<Index, Index>{a, b};
+    };
+  }
+  return r;
+}
+
+OpCost Upsample::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  const double es = static_cast<double>(size_of(dtype));
+  OpCost c = busiest(in, [&](const std::vector<int>& coords) {
+    OpCost r;
+    const double x = local_elems(in, coords), y = local_elems(out, coords);
+    r.flops = y;
+    r.bytes = (2 * x + 2 * y) * es;
+    return r;
+  });
+  c += window_halo_cost(in, out, reach(in), size_of(dtype));
+  return c;
+}
+
 ShardTensor Upsample::forward(const ShardTensor& x) {
   const int nd = static_cast<int>(opts_.scale.size());
   check_layer_input(x, nd + 2, nd + 2, name());
   const kernels::UpsampleMode mode = kernel_mode(opts_.mode);
   if (!saved_ || !saved_->plan->matches(x.mesh(), x.spec())) {
-    std::vector<HaloReach> reach(nd + 2, no_reach());
-    for (int k = 0; k < nd; ++k) {
-      const Index scale = opts_.scale[k], L = x.global_shape()[2 + k];
-      reach[2 + k].range = [mode, scale, L](Index lo, Index hi) {
-        Index a = 0, b = 0;
-        kernels::upsample_input_range(mode, scale, L, lo, hi - lo, &a, &b);
-        return std::pair<Index, Index>{a, b};
-      };
-    }
     auto s = std::make_unique<Saved>();
-    s->plan = std::make_unique<WindowPlan>(x.mesh(), x.spec(), output_spec(x.spec()), reach);
+    s->plan =
+        std::make_unique<WindowPlan>(x.mesh(), x.spec(), output_spec(x.spec()), reach(x.spec()));
     saved_ = std::move(s);
   }
   Saved& s = *saved_;

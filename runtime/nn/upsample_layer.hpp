@@ -33,6 +33,10 @@ class Upsample : public Layer {
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
   std::string name() const override;
+  // One pass over x and y forward, two backward; the halo of the plan forward() makes.
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
+  // The input cells each output block reads, per dim of an input spec.
+  std::vector<HaloReach> reach(const ShardSpec& in) const;
 
   const UpsampleOptions& options() const { return opts_; }
 

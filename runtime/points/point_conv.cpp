@@ -269,4 +269,8 @@ std::vector<ShardTensor> PointConv::backward(const ShardTensor& dy) {
   return {ShardTensor::unchecked(s.mesh, s.in_spec, dx), ShardTensor()};
 }
 
+OpCost PointConv::cost(const std::vector<ShardSpec>&, const ShardSpec&, DType) const {
+  throw Error(name() + ": no cost without data (its neighbourhoods depend on the points)");
+}
+
 }  // namespace tessera

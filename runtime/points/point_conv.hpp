@@ -77,6 +77,8 @@ class PointConv : public Op {
   std::vector<ShardTensor> backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   std::string name() const override;
+  // Neighbourhoods come from the data: no cost without it (the dry run refuses the model).
+  OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override;
 
   Parameter& weight() { return weight_; }  // (C_out, C_in + 3)
   Parameter& bias() { return bias_; }      // (C_out)

@@ -28,27 +28,38 @@ ShardSpec spec_after(const ShardSpec& before, const FftStage& st) {
 
 }  // namespace
 
+FftPlan plan_dist_fft(const ShardSpec& input, const FftOptions& opts) {
+  TESSERA_CHECK(!input.has_partial(),
+                "DistFft: input spec " << input.str() << " has a pending sum; resolve it first");
+  FftPlan p;
+  p.layout.shape = input.global_shape();
+  p.layout.axis = placements_of(input);
+  p.layout.axis_size = input.mesh_dims();
+  p.layout.dims = opts.dims;
+  if (p.layout.dims.empty())
+    for (int d = 2; d < input.ndim(); ++d) p.layout.dims.push_back(d);
+  TESSERA_CHECK(!p.layout.dims.empty(), "DistFft: a tensor of shape "
+                                            << shape_str(input.global_shape())
+                                            << " has no spatial dims (batch, channel, spatial...)");
+  p.layout.modes = opts.modes;
+  p.layout.spectrum_axis = opts.spectrum_axis;
+  p.stages = plan_fft_stages(p.layout);
+  p.specs.push_back(input);
+  for (const FftStage& st : p.stages) p.specs.push_back(spec_after(p.specs.back(), st));
+  return p;
+}
+
 DistFft::DistFft(const Mesh& mesh, const ShardSpec& input, DType real, const FftOptions& opts)
     : mesh_(mesh), real_(real), opts_(opts) {
   TESSERA_CHECK(real == DType::f32 || real == DType::f64,
                 "DistFft: real input is float32 or float64, not " << name_of(real));
-  TESSERA_CHECK(!input.has_partial(),
-                "DistFft: input spec " << input.str() << " has a pending sum; resolve it first");
-  layout_.shape = input.global_shape();
-  layout_.axis = placements_of(input);
-  layout_.axis_size = mesh.dims();
-  layout_.dims = opts.dims;
-  if (layout_.dims.empty())
-    for (int d = 2; d < input.ndim(); ++d) layout_.dims.push_back(d);
-  TESSERA_CHECK(!layout_.dims.empty(), "DistFft: a tensor of shape "
-                                           << shape_str(input.global_shape())
-                                           << " has no spatial dims (batch, channel, spatial...)");
-  layout_.modes = opts.modes;
-  layout_.spectrum_axis = opts.spectrum_axis;
-  stages_ = plan_fft_stages(layout_);
+  TESSERA_CHECK(input.mesh_dims() == mesh.dims(),
+                "DistFft: input spec " << input.str() << " is not of this mesh");
+  FftPlan p = plan_dist_fft(input, opts);
+  layout_ = std::move(p.layout);
+  stages_ = std::move(p.stages);
+  specs_ = std::move(p.specs);
   group_stages();
-  specs_.push_back(input);
-  for (const FftStage& st : stages_) specs_.push_back(spec_after(specs_.back(), st));
   for (int d : layout_.dims)
     points_ *= static_cast<double>(input.global_shape()[static_cast<std::size_t>(d)]);
 }

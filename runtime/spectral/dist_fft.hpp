@@ -32,6 +32,15 @@ struct FftOptions {
   Transport transport = Transport::Auto;
 };
 
+// The plan of a DistFft without a mesh (a spec knows its mesh's shape): the layout, the
+// stages and the spec before each stage (then the spectrum's). The dry run's view of it.
+struct FftPlan {
+  FftLayout layout;
+  std::vector<FftStage> stages;
+  std::vector<ShardSpec> specs;
+};
+FftPlan plan_dist_fft(const ShardSpec& input, const FftOptions& opts = {});
+
 class DistFft {
  public:
   // For real inputs of `input` spec (float32 or float64); the plan is made here, per rank,

@@ -1,5 +1,7 @@
 #include "runtime/spectral/spectral_conv.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <sstream>
 
@@ -172,6 +174,59 @@ ShardTensor SpectralConv::backward(const ShardTensor& dy) {
   Tensor dxh = Tensor::empty(xh.shape(), xh.dtype(), xh.space());
   kernels::spectral_mix_dx(g.device(), g.dtype(), s, g.raw(), w.raw(), dxh.raw());
   return fft_in_->forward_adjoint(ShardTensor::unchecked(mesh_, fft_in_->spectrum_spec(), dxh));
+}
+
+namespace {
+// One pass through an FFT plan (forward or inverse: the same stages, the same volumes) on the
+// rank at `coords`: transforms at 5 n log2 n flops per complex line (half for the real dim),
+// one read and write of the data per transform stage, and each move's all-to-all.
+OpCost fft_pass_cost(const FftPlan& p, const std::vector<int>& coords, double real_size) {
+  OpCost c;
+  double es = real_size;  // real until the first transform, complex after
+  for (std::size_t i = 0; i < p.stages.size(); ++i) {
+    const FftStage& st = p.stages[i];
+    const double before = local_elems(p.specs[i], coords);
+    if (st.kind == FftStage::Kind::Move) {
+      c.alltoall_bytes +=
+          elements_sent(p.specs[i], p.specs[i + 1], coords) * static_cast<std::int64_t>(es);
+      ++c.alltoalls;
+      c.bytes += 2 * before * es;  // pack and unpack
+      continue;
+    }
+    const double lg = std::log2(static_cast<double>(std::max<Index>(st.n, 2)));
+    c.flops += (st.real ? 2.5 : 5.0) * before * lg;
+    es = 2 * real_size;
+    c.bytes += (before + local_elems(p.specs[i + 1], coords)) * es;
+  }
+  return c;
+}
+}  // namespace
+
+OpCost SpectralConv::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  (void)dtype;  // the layer's own
+  FftOptions o;
+  o.modes = modes_;
+  const FftPlan pin = plan_dist_fft(in, o);
+  for (const Placement& p : pin.specs.back().placements()) o.spectrum_axis.push_back(p.axis);
+  const FftPlan pout = plan_dist_fft(out, o);
+  const double es = static_cast<double>(size_of(opts_.dtype));
+  return busiest(in, [&](const std::vector<int>& coords) {
+    OpCost c;
+    for (int pass = 0; pass < 2; ++pass) {  // forward: F x, F^-1 y; backward: their adjoints
+      c += fft_pass_cost(pin, coords, es);
+      c += fft_pass_cost(pout, coords, es);
+    }
+    // Per retained mode and sample, a (C_in x C_out) complex product: 8 flops per pair, for
+    // the output, the weight gradient and the input gradient.
+    const double modes_here = local_elems(pin.specs.back(), coords) /
+                              static_cast<double>(std::max<Index>(opts_.in_channels, 1));
+    const double pairs = modes_here * static_cast<double>(opts_.out_channels);
+    c.flops += 3 * 8 * pairs * static_cast<double>(opts_.in_channels);
+    c.bytes += 3 * 2 * es *
+               (local_elems(pin.specs.back(), coords) + local_elems(pout.specs.back(), coords));
+    c.saved_bytes = 2 * es * local_elems(pin.specs.back(), coords);  // the input spectrum
+    return c;
+  });
 }
 
 }  // namespace tessera

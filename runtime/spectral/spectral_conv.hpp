@@ -41,6 +41,10 @@ class SpectralConv : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override { return {&weight_}; }
   std::string name() const override;
+  // The four transforms of a step (F and F^-1 forward, their adjoints backward) stage by
+  // stage as the plan runs them, their transposes' all-to-alls, and the per-mode mixing
+  // (forward, weight and input gradients).
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
 
   Parameter& weight() { return weight_; }  // (C_in, C_out, kept..., 2)
   const SpectralConvOptions& options() const { return opts_; }

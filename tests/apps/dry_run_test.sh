@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# tessera-train --dry-run against a measured step: at 1, 2, 4 and 8 ranks,
-# the halo bytes and messages the dry run reports equal what the busiest rank hands
-# to MPI in the benchmark's UNet training step (the halo forced onto MPI messages, counted
-# through the MPI profiling interface), and its gradient all-reduce bytes equal both
-# GradSync's count and the MPI-level count. The bench's UNet and the demo config's agree
-# (width 8, depth 3, GroupNorm with 4 groups, GELU, pool/upsample, float32).
+# tessera-train --dry-run against a measured step, for every grid model (UNet, FNO, ViT,
+# Transolver): at 1, 2, 4 and 8 ranks, what the dry run says the busiest rank hands to MPI
+# equals what the benchmark's training step of the same model hands to it (counted through
+# the MPI profiling interface; the halo forced onto MPI messages): point-to-point bytes and
+# messages (halo exchanges, ring hops), all-to-all bytes (FFT transposes, Ulysses attention),
+# float64 all-reduce bytes (statistics, slice sums, the loss) and the gradient all-reduce
+# bytes, which also equal GradSync's own count. The bench's models and the demo configs with
+# the overrides below agree (UNet: width 8, depth 3, GroupNorm of 4 groups; FNO: width 16,
+# modes 8, 4 layers, projection 32; ViT: dim 32, depth 2, 4 heads, 4x4 patches; Transolver:
+# width 32, 2 layers, 4 heads, 16 slices; GELU, float32, relative L2 loss).
 # Args: BIN_DIR WORK_DIR MPIEXEC NP_FLAG [launcher flags...]
 set -uo pipefail
 bin=$1 work=$2 mpiexec=$3 npflag=$4
@@ -14,37 +18,71 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$work"
 cd "$work" || exit 1
 fail=0
-check() {  # n grid batch
-  local n=$1 grid=$2 batch=$3
+demo=$src/scripts/demo
+check() {  # model n grid batch [bench options...]
+  local model=$1 n=$2 grid=$3 batch=$4
+  shift 4
+  local bench_opts=("$@") config dry_opts=()
+  case $model in
+    unet) config=$demo/darcy_unet.toml ;;
+    fno)
+      config=$demo/darcy_fno.toml
+      dry_opts=(--model.width=16 --model.modes=8 --model.layers=4 --model.projection=32)
+      ;;
+    vit*)
+      config=$demo/darcy_vit.toml
+      dry_opts=(--model.dim=32 --model.depth=2 --model.heads=4 --model.patch=4)
+      [ "$model" = vit-ring ] && dry_opts+=(--model.attention=ring) && bench_opts+=(--vit-attention=ring)
+      ;;
+    transolver)
+      config=$demo/darcy_vit.toml
+      dry_opts=(--model.type=transolver --model.width=32 --model.layers=2 --model.heads=4
+        --model.slices=16)
+      ;;
+  esac
+  local tag=$model-$n
   TESSERA_NODE_SHARED_FREE_BYTES=0 OMP_NUM_THREADS=1 timeout 300 "$mpiexec" "$npflag" "$n" \
-    "${flags[@]}" "$bin/tessera-bench" scaling --which=strong --models=unet --strong="$grid" \
-    --batch="$batch" --reps=1 --warmup=1 --out="measured-$n.json" >"bench-$n.log" 2>&1 ||
-    { cat "bench-$n.log"; echo "dry_run_test: the bench failed at $n ranks"; fail=1; return; }
-  "$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" --dry-run=json --grid="$grid" \
-    --ranks="$n" --batch="$batch" >"dry-$n.json" 2>"dry-$n.log" ||
-    { cat "dry-$n.log"; echo "dry_run_test: the dry run failed at $n ranks"; fail=1; return; }
-  python3 - "measured-$n.json" "dry-$n.json" "$n" "$grid" <<'PY' || fail=1
+    "${flags[@]}" "$bin/tessera-bench" scaling --which=strong --models="${model%-ring}" \
+    --strong="$grid" --batch="$batch" --reps=1 --warmup=1 "${bench_opts[@]}" \
+    --out="measured-$tag.json" >"bench-$tag.log" 2>&1 ||
+    { cat "bench-$tag.log"; echo "dry_run_test: the $model bench failed at $n ranks"; fail=1; return; }
+  "$bin/tessera-train" "$config" --dry-run=json --grid="$grid" --ranks="$n" --batch="$batch" \
+    "${dry_opts[@]}" >"dry-$tag.json" 2>"dry-$tag.log" ||
+    { cat "dry-$tag.log"; echo "dry_run_test: the $model dry run failed at $n ranks"; fail=1; return; }
+  python3 - "measured-$tag.json" "dry-$tag.json" "$n" "$grid" "$model" <<'PY' || fail=1
 import json, sys
 m = json.load(open(sys.argv[1]))["rows"][0]
 d = json.load(open(sys.argv[2]))
-pairs = [("halo bytes", d["halo_bytes"], m["mpi_send_bytes"]),
-         ("halo messages", d["halo_messages"], m["mpi_sends"]),
+n, model = int(sys.argv[3]), sys.argv[5]
+pairs = [("point-to-point bytes (halo, ring)", d["halo_bytes"] + d["ring_bytes"], m["mpi_send_bytes"]),
+         ("point-to-point messages", d["halo_messages"] + d["ring_messages"], m["mpi_sends"]),
+         ("all-to-all bytes", d["alltoall_bytes"], m["mpi_alltoall_bytes"]),
+         ("all-gather bytes", d["allgather_bytes"], m["mpi_allgather_bytes"]),
+         ("reduce-scatter bytes", d["reduce_scatter_bytes"], m["mpi_reduce_scatter_bytes"]),
          ("gradient all-reduce bytes (GradSync)", d["grad_allreduce_bytes"], m["grad_allreduce_bytes"]),
          ("gradient all-reduce bytes (MPI)", d["grad_allreduce_bytes"], m["mpi_iallreduce_bytes"])]
+if n > 1:  # one rank's loss still calls MPI_Allreduce on its one-rank communicator
+    pairs.append(("float64 all-reduce bytes (statistics, slices, loss)",
+                  d["allreduce_bytes"] + d["loss_allreduce_bytes"], m["mpi_allreduce_f64_bytes"]))
 bad = [p for p in pairs if p[1] != p[2]]
 for what, dry, measured in pairs:
-    print(f"dry_run_test: {sys.argv[3]} ranks, {sys.argv[4]}: {what}: dry run {dry}, "
+    print(f"dry_run_test: {model}, {n} ranks, {sys.argv[4]}: {what}: dry run {dry}, "
           f"measured {measured}" + ("" if dry == measured else "  MISMATCH"))
-if int(sys.argv[3]) > 1 and d["halo_bytes"] == 0:
-    print("dry_run_test: no halo bytes at several ranks")
+moved = (d["halo_bytes"] + d["ring_bytes"] + d["alltoall_bytes"] + d["allgather_bytes"] +
+         d["allreduce_bytes"])
+if n > 1 and moved == 0:
+    print(f"dry_run_test: {model}: no activation traffic at several ranks")
     sys.exit(1)
 sys.exit(1 if bad else 0)
 PY
 }
-check 1 64x32 2
-check 2 64x32 2
-check 4 64x32 2
-check 8 128x16 1
+for model in unet fno vit transolver; do
+  check $model 1 64x32 2
+  check $model 2 64x32 2
+  check $model 4 64x32 2
+  check $model 8 128x16 1
+done
+check vit-ring 4 64x32 2
 
 # The rank count defaults to the ranks launched; one report, from rank 0.
 timeout 120 "$mpiexec" "$npflag" 2 "${flags[@]}" "$bin/tessera-train" \
@@ -67,7 +105,11 @@ expect_error "--dry-run needs --grid" --dry-run=table
 expect_error "belong to --dry-run" --grid=64x32
 expect_error "not divisible" --dry-run=table --grid=60x32
 expect_error "fewer than its 16 domain ranks" --dry-run=table --grid=64x32 --ranks=16
-expect_error "the dry run covers UNets" --dry-run=table --grid=64x32 --model.type=fno
-expect_error "model.up = " --dry-run=table --grid=64x32 --model.up=transposed_conv
+expect_error "do not split evenly over 3 ranks" --dry-run=table --grid=64x32 --ranks=3 --model.type=vit
+expect_error "the dry run covers grid inputs" --dry-run=table --grid=64x32 --data.inputs=coords,a
+# Any layer of the UNet has a cost: transposed-conv up-sampling and strided-conv down too.
+"$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" --dry-run=json --grid=64x32 --ranks=2 \
+  --model.up=transposed_conv --model.down=conv >updown.json 2>&1 ||
+  { cat updown.json; echo "dry_run_test: the UNet with transposed/strided convs has no dry run"; fail=1; }
 [ $fail = 0 ] && echo "dry_run_test: passed" || echo "dry_run_test: FAILED"
 exit $fail
