@@ -16,7 +16,7 @@ OpCost StepVolumes::total() const {
 
 double StepVolumes::activation_bytes() const {
   double b = 0;
-  for (const auto& l : layers) b += l.out_bytes + l.cost.saved_bytes;
+  for (const auto& l : layers) b += (l.kept ? l.out_bytes : 0) + l.cost.saved_bytes;
   return b;
 }
 
@@ -111,6 +111,7 @@ std::string dry_run_json(const StepVolumes& v) {
     j["op"] = l.op;
     j["out_shape"] = l.out_shape;
     j["out_bytes"] = l.out_bytes;
+    j["kept"] = l.kept;
     layers.push_back(j);
   }
   const OpCost t = v.total();

@@ -28,7 +28,7 @@ struct StepVolumes {
   std::size_t elem_size = 4;
   // Per-step totals over the layers (each the busiest rank's).
   OpCost total() const;
-  double activation_bytes() const;  // outputs and saved tensors: what backward keeps
+  double activation_bytes() const;  // kept outputs and saved tensors: what backward needs
 };
 
 // The step of `model` on a global input of `input_shape` (N, C, spatial...) split along the

@@ -229,7 +229,8 @@ OpCost MultiHeadAttention::cost(const ShardSpec& in, const ShardSpec& out, DType
     r.flops = 7 * 2 * queries_keys * d + 12 * queries_keys;  // products; softmax and its grad
     // q, k, v, out in and out of the head layout, both directions.
     r.bytes = 16 * static_cast<double>(NH) * T * d * es;
-    r.saved_bytes = 4 * static_cast<double>(NH) * T * d * es;  // q, k, v, out
+    // q, k, v and out in the sequence and the algorithm's layouts, the out Linear's input.
+    r.saved_bytes = 8 * static_cast<double>(NH) * T * d * es;
     return r;
   });
   return c;

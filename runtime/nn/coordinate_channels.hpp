@@ -18,6 +18,7 @@ class CoordinateChannels : public Layer {
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
   std::string name() const override { return "CoordinateChannels"; }
+  bool keeps_input() const override { return false; }
 
  private:
   int nd_;

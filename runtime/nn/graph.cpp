@@ -275,6 +275,12 @@ std::vector<NodeCost> Graph::costs(const std::vector<ShardSpec>& input_specs, DT
       for (const auto& coords : mesh_coords_of(specs[id]))
         c.out_bytes = std::max(
             c.out_bytes, local_elems(specs[id], coords) * static_cast<double>(size_of(dtype)));
+      c.kept = std::find(outputs_.begin(), outputs_.end(), static_cast<int>(id)) != outputs_.end();
+      for (const Node& other : nodes_)
+        if (other.op && other.op->keeps_inputs() &&
+            std::find(other.inputs.begin(), other.inputs.end(), static_cast<int>(id)) !=
+                other.inputs.end())
+          c.kept = true;
       out.push_back(c);
     } catch (const Error& e) {
       throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name + "': " + e.what());

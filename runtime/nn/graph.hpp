@@ -35,6 +35,7 @@ struct NodeCost {
   std::string name, op;          // node name and the op's name
   std::vector<Index> out_shape;  // global
   double out_bytes = 0;          // the busiest rank's output block
+  bool kept = false;             // held until backward (a consumer keeps it, or an output)
   OpCost cost;
 };
 

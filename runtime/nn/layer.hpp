@@ -43,6 +43,8 @@ class Layer {
     (void)in;
     return elementwise_cost(out, size_of(dtype), 2, 4);
   }
+  // Whether forward keeps its input until backward (what a step's memory holds).
+  virtual bool keeps_input() const { return true; }
 };
 
 }  // namespace tessera

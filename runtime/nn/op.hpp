@@ -31,6 +31,8 @@ class Op {
     (void)in;
     return elementwise_cost(out, size_of(dtype), 2, 4);
   }
+  // Whether forward keeps its inputs until backward (what a step's memory holds).
+  virtual bool keeps_inputs() const { return true; }
 };
 
 // A one-input Layer as an Op.
@@ -51,6 +53,7 @@ class LayerOp : public Op {
   OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override {
     return layer_->cost(in.at(0), out, dtype);
   }
+  bool keeps_inputs() const override { return layer_->keeps_input(); }
   const std::shared_ptr<Layer>& layer() const { return layer_; }
 
  private:
@@ -67,6 +70,7 @@ class ConcatOp : public Op {
   std::vector<ShardTensor> backward(const ShardTensor& dy) override;
   std::string name() const override { return "concat"; }
   OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override;
+  bool keeps_inputs() const override { return false; }
 
  private:
   std::string node_;
@@ -83,6 +87,7 @@ class AddOp : public Op {
   std::vector<ShardTensor> backward(const ShardTensor& dy) override { return {dy, dy}; }
   std::string name() const override { return "add"; }
   OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override;
+  bool keeps_inputs() const override { return false; }
 
  private:
   std::string node_;

@@ -20,6 +20,7 @@ class SinusoidalPositions : public Layer {
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
   std::string name() const override { return "SinusoidalPositions"; }
+  bool keeps_input() const override { return false; }
 
  private:
   int nd_;

@@ -33,6 +33,7 @@ class Upsample : public Layer {
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
   std::string name() const override;
+  bool keeps_input() const override { return false; }
   // One pass over x and y forward, two backward; the halo of the plan forward() makes.
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
   // The input cells each output block reads, per dim of an input spec.

@@ -45,6 +45,7 @@ class SpectralConv : public Layer {
   // stage as the plan runs them, their transposes' all-to-alls, and the per-mode mixing
   // (forward, weight and input gradients).
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
+  bool keeps_input() const override { return false; }  // its spectrum instead
 
   Parameter& weight() { return weight_; }  // (C_in, C_out, kept..., 2)
   const SpectralConvOptions& options() const { return opts_; }
