@@ -198,7 +198,7 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
   Tensor db = opts_.bias ? Tensor::zeros({opts_.out_channels}, opts_.dtype, opts_.space) : Tensor();
   if (opts_.overlap && p.exchange) {
     // Input gradient first; its ghost parts travel while the weight gradient is computed.
-    HaloFrame g = zero_frame(p, opts_.dtype, opts_.space);
+    HaloFrame g = zero_frame(p, opts_.dtype, opts_.space, bw.idle ? nullptr : &bw.window);
     if (!bw.idle) {
       const Tensor gw = g.window(bw.window);
       cs::set_x_window(d, gw);

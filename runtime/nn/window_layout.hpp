@@ -53,9 +53,8 @@ struct HaloFrame {
 
 // The shard with its ghosts filled (forward exchange); no copy when no block has ghosts.
 HaloFrame fill_halo(const WindowPlan& plan, const ShardTensor& t);
-// A zeroed frame for accumulating into (the adjoint direction), of the haloed spec. Left
-// unzeroed when no block has ghosts and `written` (global) covers this rank's shard, as a
-// kernel that overwrites its window then fills it entirely.
+// A zeroed frame for accumulating into (the adjoint direction), of the haloed spec. Where a
+// kernel overwrites `written` (global) entirely, only the cells outside it are zeroed.
 HaloFrame zero_frame(const WindowPlan& plan, DType dtype, MemSpace space,
                      const Box* written = nullptr);
 // Adds ghost values into their owners (adjoint exchange); no-op without ghosts.

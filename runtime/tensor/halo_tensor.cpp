@@ -35,7 +35,7 @@ HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths
     padded_ = Tensor::zeros(padded_box_.shape(), dtype, space);
   } else {
     padded_ = Tensor::empty(padded_box_.shape(), dtype, space);
-    zero_ghosts();
+    if (fill == Fill::GhostsZero) zero_ghosts();
   }
 }
 
@@ -46,6 +46,19 @@ void HaloTensor::zero_ghosts() const {
 HaloTensor HaloTensor::from_shard(const ShardTensor& t, const HaloWidths& widths) {
   HaloTensor h(t.mesh(), t.spec(), widths, t.dtype(), t.local().space(), Fill::GhostsZero);
   h.interior().copy_from(t.local());
+  return h;
+}
+
+HaloTensor HaloTensor::for_overwrite(const Mesh& mesh, const ShardSpec& spec,
+                                     const HaloWidths& widths, DType dtype, MemSpace space,
+                                     const Box& written) {
+  HaloTensor h(mesh, spec, widths, dtype, space, Fill::None);
+  const Box w = intersect(written, h.padded_box_);
+  if (w.empty()) {
+    h.padded_.zero();
+    return h;
+  }
+  for (const Box& slab : outside_of(h.padded_box_, w)) h.view_global(slab).zero();
   return h;
 }
 

@@ -28,6 +28,11 @@ class HaloTensor {
   static HaloTensor from_shard(const ShardTensor& t, const std::vector<Index>& left,
                                const std::vector<Index>& right);
   static HaloTensor from_shard(const ShardTensor& t, const HaloWidths& widths);
+  // A padded buffer a kernel is about to overwrite in `written` (global): only the cells
+  // outside it are zeroed (an adjoint frame whose window the kernel fills entirely).
+  static HaloTensor for_overwrite(const Mesh& mesh, const ShardSpec& spec,
+                                  const HaloWidths& widths, DType dtype, MemSpace space,
+                                  const Box& written);
 
   const Tensor& padded() const { return padded_; }
   Tensor interior() const;       // a view of the owned cells
@@ -45,7 +50,7 @@ class HaloTensor {
   void zero_ghosts() const;
 
  private:
-  enum class Fill { Zero, GhostsZero };  // the whole buffer, or the ghost slabs only
+  enum class Fill { Zero, GhostsZero, None };  // the whole buffer, the ghost slabs, nothing
   HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths, DType dtype,
              MemSpace space, Fill fill);
   Mesh mesh_;
