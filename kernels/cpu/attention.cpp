@@ -16,6 +16,7 @@
 
 #include "decomp/error.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/device/scratch.hpp"
 
 namespace tessera::kernels {
 namespace {
@@ -241,16 +242,17 @@ void scores(const AttentionDesc& a, Index b, Index i0, Index i1, const float* q,
 
 void forward_gemm(const AttentionDesc& a, const float* q, const float* k, const float* v,
                   float* out, double* lse) {
+  ThreadScratch<float> scratch(static_cast<std::size_t>(kGemmRows * std::max<Index>(a.sk, 1)));
 #pragma omp parallel
   {
-    std::vector<float> s(static_cast<std::size_t>(kGemmRows * std::max<Index>(a.sk, 1)));
+    float* const s = scratch.mine();  // a row tile's scores, then probabilities
 #pragma omp for schedule(dynamic)
     for (Index b = 0; b < a.batch; ++b)
       for (Index i0 = 0; i0 < a.sq; i0 += kGemmRows) {
         const Index i1 = std::min(a.sq, i0 + kGemmRows);
-        scores(a, b, i0, i1, q, k, s.data());
+        scores(a, b, i0, i1, q, k, s);
         for (Index i = i0; i < i1; ++i) {
-          float* row = s.data() + (i - i0) * a.sk;
+          float* row = s + (i - i0) * a.sk;
           float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
           for (Index j = 0; j < a.sk; ++j) m = row[j] > m ? row[j] : m;
@@ -273,7 +275,7 @@ void forward_gemm(const AttentionDesc& a, const float* q, const float* k, const 
           std::fill(out + (b * a.sq + i0) * a.d, out + (b * a.sq + i1) * a.d, 0.0f);
           continue;
         }
-        sgemm('N', 'N', i1 - i0, a.d, a.sk, 1.0f, s.data(), a.sk, v + b * a.sk * a.d, a.d, 0.0f,
+        sgemm('N', 'N', i1 - i0, a.d, a.sk, 1.0f, s, a.sk, v + b * a.sk * a.d, a.d, 0.0f,
               out + (b * a.sq + i0) * a.d, a.d);
       }
   }
@@ -285,10 +287,12 @@ void backward_gemm(const AttentionDesc& a, const float* q, const float* k, const
   const float sc = static_cast<float>(a.effective_scale());
   std::fill(dk, dk + a.batch * a.sk * a.d, 0.0f);
   std::fill(dv, dv + a.batch * a.sk * a.d, 0.0f);
+  const std::size_t tile = static_cast<std::size_t>(kGemmRows * std::max<Index>(a.sk, 1));
+  ThreadScratch<float> scratch(2 * tile);  // p and dp of a row tile
 #pragma omp parallel
   {
-    const std::size_t tile = static_cast<std::size_t>(kGemmRows * std::max<Index>(a.sk, 1));
-    std::vector<float> p(tile), dp(tile);
+    float* const p = scratch.mine();
+    float* const dp = p + tile;
 #pragma omp for schedule(dynamic)
     for (Index b = 0; b < a.batch; ++b)
       for (Index i0 = 0; i0 < a.sq; i0 += kGemmRows) {
@@ -297,9 +301,9 @@ void backward_gemm(const AttentionDesc& a, const float* q, const float* k, const
           std::fill(dq + (b * a.sq + i0) * a.d, dq + (b * a.sq + i1) * a.d, 0.0f);
           continue;
         }
-        scores(a, b, i0, i1, q, k, p.data());
+        scores(a, b, i0, i1, q, k, p);
         for (Index i = i0; i < i1; ++i) {  // P from the saved LSE
-          float* row = p.data() + (i - i0) * a.sk;
+          float* row = p + (i - i0) * a.sk;
           const double li = lse[b * a.sq + i];
           if (li == kNegInf) {
             std::fill(row, row + a.sk, 0.0f);
@@ -312,23 +316,21 @@ void backward_gemm(const AttentionDesc& a, const float* q, const float* k, const
           for (Index j = 0; j < a.sk; ++j) row[j] = softmax_exp(row[j] - lf);
         }
         const float* go = dout + (b * a.sq + i0) * a.d;
-        sgemm('N', 'T', rows, a.sk, a.d, 1.0f, go, a.d, v + b * a.sk * a.d, a.d, 0.0f, dp.data(),
-              a.sk);
+        sgemm('N', 'T', rows, a.sk, a.d, 1.0f, go, a.d, v + b * a.sk * a.d, a.d, 0.0f, dp, a.sk);
         for (Index i = i0; i < i1; ++i) {  // dS = P (dP - D_i), in place of dP
           const Index r = b * a.sq + i;
           const float di = static_cast<float>(dot(dout + r * a.d, out + r * a.d, a.d));
-          float* ds = dp.data() + (i - i0) * a.sk;
-          const float* pr = p.data() + (i - i0) * a.sk;
+          float* ds = dp + (i - i0) * a.sk;
+          const float* pr = p + (i - i0) * a.sk;
 #pragma omp simd
           for (Index j = 0; j < a.sk; ++j) ds[j] = pr[j] * (ds[j] - di);
           if (dbias) std::copy(ds, ds + a.sk, dbias + r * a.sk);
         }
-        sgemm('N', 'N', rows, a.d, a.sk, sc, dp.data(), a.sk, k + b * a.sk * a.d, a.d, 0.0f,
+        sgemm('N', 'N', rows, a.d, a.sk, sc, dp, a.sk, k + b * a.sk * a.d, a.d, 0.0f,
               dq + (b * a.sq + i0) * a.d, a.d);
-        sgemm('T', 'N', a.sk, a.d, rows, sc, dp.data(), a.sk, q + (b * a.sq + i0) * a.d, a.d, 1.0f,
+        sgemm('T', 'N', a.sk, a.d, rows, sc, dp, a.sk, q + (b * a.sq + i0) * a.d, a.d, 1.0f,
               dk + b * a.sk * a.d, a.d);
-        sgemm('T', 'N', a.sk, a.d, rows, 1.0f, p.data(), a.sk, go, a.d, 1.0f, dv + b * a.sk * a.d,
-              a.d);
+        sgemm('T', 'N', a.sk, a.d, rows, 1.0f, p, a.sk, go, a.d, 1.0f, dv + b * a.sk * a.d, a.d);
       }
   }
 }

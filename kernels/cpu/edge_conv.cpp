@@ -10,6 +10,7 @@
 
 #include "decomp/error.hpp"
 
+#include "kernels/device/scratch.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/edge_conv.hpp"
 
@@ -51,7 +52,7 @@ void forward(const EdgeConvShape& s, const T* e, const std::int64_t* ids, const 
         }
       }
   }
-  std::vector<T> h(static_cast<std::size_t>(m * k * O));
+  ScratchVector<T> h(static_cast<std::size_t>(m * k * O));
   activation_forward(s.activation, dtype_of<T>::value, m * k * O, z, h.data());
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < m; ++i) {
@@ -78,7 +79,7 @@ template <class T>
 void backward(const EdgeConvShape& s, const T* e, const std::int64_t* ids, const T* w, const T* z,
               const std::int32_t* argmax, const T* dy, T* de, double* dw, double* db) {
   const Index m = s.points, k = s.neighbours, E = s.edge, O = s.out;
-  std::vector<T> dh(static_cast<std::size_t>(m * k * O), T(0)), dz(dh.size());
+  ScratchVector<T> dh(static_cast<std::size_t>(m * k * O), T(0)), dz(dh.size());
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < m; ++i) {
     Index count = 0;
@@ -98,7 +99,7 @@ void backward(const EdgeConvShape& s, const T* e, const std::int64_t* ids, const
   activation_backward(s.activation, dtype_of<T>::value, m * k * O, z, dh.data(), dz.data());
   if constexpr (std::is_same_v<T, float>) {
     sgemm('N', 'N', m * k, E, O, dz.data(), O, w, E, de, E);  // dedges = dz W
-    std::vector<float> dwf(static_cast<std::size_t>(O * E));
+    ScratchVector<float> dwf(static_cast<std::size_t>(O * E));
     sgemm('T', 'N', O, E, m * k, dz.data(), O, e, E, dwf.data(), E);  // dW = dz^T edges
     for (Index i = 0; i < O * E; ++i) dw[i] += dwf[static_cast<std::size_t>(i)];
     for (Index o = 0; o < O; ++o) {

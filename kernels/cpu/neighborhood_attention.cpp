@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/device/scratch.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/neighborhood_attention.hpp"
 
@@ -48,10 +49,9 @@ double scale_of(const NeighborhoodDesc& d) {
 // Rows of one (sample, head): channel-first (D, cells) -> channels last (cells, D), so the
 // per-key dot products and sums run over contiguous D-vectors.
 template <class T>
-void to_rows(const T* src, Index cells, Index D, std::vector<double>& dst) {
-  dst.resize(static_cast<std::size_t>(cells * D));
+void to_rows(const T* src, Index cells, Index D, double* dst) {
   for (Index c = 0; c < D; ++c)
-    for (Index i = 0; i < cells; ++i) dst[static_cast<std::size_t>(i * D + c)] = src[c * cells + i];
+    for (Index i = 0; i < cells; ++i) dst[i * D + c] = src[c * cells + i];
 }
 
 inline double dot(const double* a, const double* b, Index D) {
@@ -66,11 +66,15 @@ void forward(const NeighborhoodDesc& d, const T* q, const T* kv, T* out, double*
   const Geometry g(d);
   const double sc = scale_of(d);
   const Index D = d.dim;
+  // Channels-last q, k and v of one (sample, head) per thread.
+  ThreadScratch<double> rows(static_cast<std::size_t>((g.qcells + 2 * g.fcells) * D));
 #pragma omp parallel
   {
     std::vector<Index> cells(static_cast<std::size_t>(g.keys));
     std::vector<double> s(static_cast<std::size_t>(g.keys)), acc(static_cast<std::size_t>(D));
-    std::vector<double> qt, kt, vt;
+    double* const qt = rows.mine();
+    double* const kt = qt + g.qcells * D;
+    double* const vt = kt + g.fcells * D;
 #pragma omp for schedule(static)
     for (Index nh = 0; nh < d.batch * d.heads; ++nh) {
       const Index n = nh / d.heads, h = nh % d.heads;
@@ -80,10 +84,10 @@ void forward(const NeighborhoodDesc& d, const T* q, const T* kv, T* out, double*
       T* on = out + (n * g.C + h * D) * g.qcells;
       for (Index qc = 0; qc < g.qcells; ++qc) {
         g.window(qc, cells);
-        const double* qr = qt.data() + qc * D;
+        const double* qr = qt + qc * D;
         double mx = -INFINITY;
         for (Index t = 0; t < g.keys; ++t) {
-          const double v = sc * dot(qr, kt.data() + cells[static_cast<std::size_t>(t)] * D, D);
+          const double v = sc * dot(qr, kt + cells[static_cast<std::size_t>(t)] * D, D);
           s[static_cast<std::size_t>(t)] = v;
           mx = std::max(mx, v);
         }
@@ -92,7 +96,7 @@ void forward(const NeighborhoodDesc& d, const T* q, const T* kv, T* out, double*
         for (Index t = 0; t < g.keys; ++t) {
           const double p = std::exp(s[static_cast<std::size_t>(t)] - mx);
           sum += p;
-          const double* vr = vt.data() + cells[static_cast<std::size_t>(t)] * D;
+          const double* vr = vt + cells[static_cast<std::size_t>(t)] * D;
 #pragma omp simd
           for (Index c = 0; c < D; ++c) acc[static_cast<std::size_t>(c)] += p * vr[c];
         }
@@ -110,12 +114,20 @@ void backward(const NeighborhoodDesc& d, const T* q, const T* kv, const T* out, 
   const Geometry g(d);
   const double sc = scale_of(d);
   const Index D = d.dim;
+  // Channels-last q, out, dout, k, v, dk and dv of one (sample, head) per thread.
+  ThreadScratch<double> rows(static_cast<std::size_t>((3 * g.qcells + 4 * g.fcells) * D));
 #pragma omp parallel
   {
     std::vector<Index> cells(static_cast<std::size_t>(g.keys));
     std::vector<double> p(static_cast<std::size_t>(g.keys)), ds(static_cast<std::size_t>(g.keys)),
         acc(static_cast<std::size_t>(D));
-    std::vector<double> qt, kt, vt, ot, gt, dkt, dvt;
+    double* const qt = rows.mine();
+    double* const ot = qt + g.qcells * D;
+    double* const gt = ot + g.qcells * D;
+    double* const kt = gt + g.qcells * D;
+    double* const vt = kt + g.fcells * D;
+    double* const dkt = vt + g.fcells * D;
+    double* const dvt = dkt + g.fcells * D;
 #pragma omp for schedule(static)
     for (Index nh = 0; nh < d.batch * d.heads; ++nh) {
       const Index n = nh / d.heads, h = nh % d.heads;
@@ -127,27 +139,27 @@ void backward(const NeighborhoodDesc& d, const T* q, const T* kv, const T* out, 
       to_rows(dout + qoff, g.qcells, D, gt);
       to_rows(kv + koff, g.fcells, D, kt);
       to_rows(kv + voff, g.fcells, D, vt);
-      dkt.assign(static_cast<std::size_t>(g.fcells * D), 0.0);
-      dvt.assign(static_cast<std::size_t>(g.fcells * D), 0.0);
+      std::fill(dkt, dkt + g.fcells * D, 0.0);
+      std::fill(dvt, dvt + g.fcells * D, 0.0);
       for (Index qc = 0; qc < g.qcells; ++qc) {
         g.window(qc, cells);
-        const double* qr = qt.data() + qc * D;
-        const double* gr = gt.data() + qc * D;
-        const double dd = dot(gr, ot.data() + qc * D, D);  // D_i = dO . O
+        const double* qr = qt + qc * D;
+        const double* gr = gt + qc * D;
+        const double dd = dot(gr, ot + qc * D, D);  // D_i = dO . O
         const double li = lse[nh * g.qcells + qc];
         for (Index t = 0; t < g.keys; ++t) {
           const Index f = cells[static_cast<std::size_t>(t)];
-          const double pt = std::exp(sc * dot(qr, kt.data() + f * D, D) - li);
+          const double pt = std::exp(sc * dot(qr, kt + f * D, D) - li);
           p[static_cast<std::size_t>(t)] = pt;
-          ds[static_cast<std::size_t>(t)] = pt * (dot(gr, vt.data() + f * D, D) - dd);
+          ds[static_cast<std::size_t>(t)] = pt * (dot(gr, vt + f * D, D) - dd);
         }
         std::fill(acc.begin(), acc.end(), 0.0);
         for (Index t = 0; t < g.keys; ++t) {
           const Index f = cells[static_cast<std::size_t>(t)];
           const double dst = ds[static_cast<std::size_t>(t)], pt = p[static_cast<std::size_t>(t)];
-          const double* kr = kt.data() + f * D;
-          double* dkr = dkt.data() + f * D;
-          double* dvr = dvt.data() + f * D;
+          const double* kr = kt + f * D;
+          double* dkr = dkt + f * D;
+          double* dvr = dvt + f * D;
 #pragma omp simd
           for (Index c = 0; c < D; ++c) {
             acc[static_cast<std::size_t>(c)] += dst * kr[c];

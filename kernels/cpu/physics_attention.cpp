@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/device/scratch.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/physics_attention.hpp"
 
@@ -68,7 +69,7 @@ template <class T>
 void slice(const PhysicsShape& s, const T* x, const SliceParams& sp, T* w, double* acc) {
   const Geometry g(s);
   const Index slot = g.M * (g.D + 1);
-  std::vector<double> part(static_cast<std::size_t>(g.jobs() * slot));
+  ScratchVector<double> part(static_cast<std::size_t>(g.jobs() * slot));
 #pragma omp parallel
   {
     std::vector<double> l(static_cast<std::size_t>(g.M * kTile));
@@ -136,7 +137,7 @@ template <class T>
 void deslice_grad(const PhysicsShape& s, const T* w, const T* dy, double* d_o) {
   const Geometry g(s);
   const Index slot = g.M * g.D;
-  std::vector<double> part(static_cast<std::size_t>(g.jobs() * slot));
+  ScratchVector<double> part(static_cast<std::size_t>(g.jobs() * slot));
 #pragma omp parallel for schedule(static)
   for (Index job = 0; job < g.jobs(); ++job) {
     const Index n = job / (g.H * g.tiles), h = job / g.tiles % g.H, tile = job % g.tiles;
@@ -170,7 +171,7 @@ void slice_backward(const PhysicsShape& s, const SliceParams& sp, const SliceBac
   T* dx = static_cast<T*>(b.dx);
   // Per job: dws (M D), dbs (M), dtau (1).
   const Index slot = g.M * g.D + g.M + 1;
-  std::vector<double> part(static_cast<std::size_t>(g.jobs() * slot));
+  ScratchVector<double> part(static_cast<std::size_t>(g.jobs() * slot));
 #pragma omp parallel
   {
     std::vector<double> l(static_cast<std::size_t>(g.M * kTile)),

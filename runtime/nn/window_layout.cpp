@@ -75,8 +75,8 @@ HaloFrame zero_frame(const WindowPlan& plan, DType dtype, MemSpace space, const 
     return f;
   }
   f.halo = written ? HaloTensor::for_overwrite(plan.mesh, plan.haloed_spec, plan.geometry.widths(),
-                                                dtype, space, *written)
-                    : HaloTensor(plan.mesh, plan.haloed_spec, plan.geometry.widths(), dtype, space);
+                                               dtype, space, *written)
+                   : HaloTensor(plan.mesh, plan.haloed_spec, plan.geometry.widths(), dtype, space);
   f.buffer = f.halo.padded();
   f.box = f.halo.padded_box();
   return f;

@@ -30,9 +30,8 @@ class HaloTensor {
   static HaloTensor from_shard(const ShardTensor& t, const HaloWidths& widths);
   // A padded buffer a kernel is about to overwrite in `written` (global): only the cells
   // outside it are zeroed (an adjoint frame whose window the kernel fills entirely).
-  static HaloTensor for_overwrite(const Mesh& mesh, const ShardSpec& spec,
-                                  const HaloWidths& widths, DType dtype, MemSpace space,
-                                  const Box& written);
+  static HaloTensor for_overwrite(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
+                                  DType dtype, MemSpace space, const Box& written);
 
   const Tensor& padded() const { return padded_; }
   Tensor interior() const;       // a view of the owned cells

@@ -6,7 +6,11 @@
 #include <cstdlib>
 #include <string>
 
+#include <vector>
+
 #include "decomp/error.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/device/device.hpp"
 #include "kernels/device/memory.hpp"
 
 using namespace tessera;
@@ -69,6 +73,35 @@ TEST_CASE("Memory limit: 0 means none", "[memory]") {
   void* a = mem_alloc(MemSpace::Host, 64 * kMiB);
   CHECK(memory_stats(MemSpace::Host).current >= 64 * kMiB);
   mem_free(MemSpace::Host, a, 64 * kMiB);
+}
+
+TEST_CASE("Memory limit: kernels' host scratch is tracked like a tensor", "[memory]") {
+  LimitGuard guard;
+  set_memory_limit(0);
+  // One query against 200000 keys: float32 attention holds a row tile (64 rows) of scores
+  // per thread, 51 MB, in tracked scratch (kernels/device/scratch.hpp).
+  kernels::AttentionDesc a;
+  a.sq = 1;
+  a.sk = 200000;
+  a.d = 4;
+  const std::vector<float> q(4, 0.5f), k(static_cast<std::size_t>(a.sk * 4), 0.25f),
+      v(static_cast<std::size_t>(a.sk * 4), 1.0f);
+  std::vector<float> out(4, 0.0f);
+  std::vector<double> lse(1, 0.0);
+  const std::size_t base = memory_stats(MemSpace::Host).current;
+  reset_peak_memory(MemSpace::Host);
+  kernels::attention_forward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
+                             lse.data());
+  const std::size_t scratch = 64 * static_cast<std::size_t>(a.sk) * sizeof(float);
+  CHECK(memory_stats(MemSpace::Host).peak >= base + scratch);  // counted
+  CHECK(memory_stats(MemSpace::Host).current == base);         // and given back
+  CHECK(out[0] == Approx(1.0f).epsilon(1e-2));  // every value is 1 (float32 sums of 2e5)
+  // Past the limit: the allocator's error, before any thread starts.
+  set_memory_limit(base + scratch / 2);
+  CHECK_THROWS_WITH(kernels::attention_forward(Device::host(), a, q.data(), k.data(), v.data(),
+                                               out.data(), lse.data()),
+                    Catch::Contains("would pass TESSERA_MEMORY_LIMIT_MB"));
+  CHECK(memory_stats(MemSpace::Host).current == base);
 }
 
 // Run by the test memory_limit_env with TESSERA_MEMORY_LIMIT_MB=2.5 in the environment.
