@@ -78,30 +78,6 @@ Tensor half(const Tensor& kv, int which) {
 
 namespace {
 
-// The bias's checks: (1 or B, S_q, S_k) rows as q's, columns whole, batch as q's or one.
-void check_bias(const ShardTensor& bias, const ShardTensor& q, const ShardTensor& k, int axis) {
-  const ShardSpec& b = bias.spec();
-  TESSERA_CHECK(b.ndim() == 3 && !b.has_partial(),
-                "ring attention: the bias is (1 or B, S_q, S_k), got " << b.str());
-  const Index B = q.global_shape()[0];
-  TESSERA_CHECK((b.global_shape()[0] == B || b.global_shape()[0] == 1) &&
-                    b.global_shape()[1] == q.global_shape()[1] &&
-                    b.global_shape()[2] == k.global_shape()[1],
-                "ring attention: bias " << shape_str(b.global_shape()) << " for q "
-                                        << shape_str(q.global_shape()) << " and k "
-                                        << shape_str(k.global_shape()));
-  TESSERA_CHECK(
-      b.placement(1).axis == axis && b.sizes(1) == q.spec().sizes(1) && !b.placement(2).sharded(),
-      "ring attention: the bias's rows must be sharded as q's and its columns whole, got "
-          << b.str());
-  TESSERA_CHECK(
-      b.global_shape()[0] == 1 ? !b.placement(0).sharded()
-                               : b.placement(0) == q.spec().placement(0),
-      "ring attention: the bias's batch is laid out as " << b.str() << ", q as " << q.spec().str());
-  TESSERA_CHECK(bias.dtype() == q.dtype() && bias.local().space() == q.local().space(),
-                "ring attention: the bias differs from q in type or memory space");
-}
-
 // Columns [k0, k0 + sk) of this rank's bias rows, contiguous, and the descriptor fields.
 Tensor bias_block(const Tensor& bias, Index k0, Index sk, kernels::AttentionDesc& a) {
   const Index bb = bias.shape(0), sq = bias.shape(1);
@@ -112,6 +88,43 @@ Tensor bias_block(const Tensor& bias, Index k0, Index sk, kernels::AttentionDesc
 }
 
 }  // namespace
+
+// The bias's checks: (1 or B, S_q, S_k) rows as q's, columns whole, batch as q's or one.
+void check_attention_bias(const ShardTensor& bias, const ShardTensor& q, const ShardTensor& k,
+                          int axis) {
+  const ShardSpec& b = bias.spec();
+  TESSERA_CHECK(b.ndim() == 3 && !b.has_partial(),
+                "attention: the bias is (1 or B, S_q, S_k), got " << b.str());
+  const Index B = q.global_shape()[0];
+  TESSERA_CHECK(
+      (b.global_shape()[0] == B || b.global_shape()[0] == 1) &&
+          b.global_shape()[1] == q.global_shape()[1] && b.global_shape()[2] == k.global_shape()[1],
+      "attention: bias " << shape_str(b.global_shape()) << " for q " << shape_str(q.global_shape())
+                         << " and k " << shape_str(k.global_shape()));
+  TESSERA_CHECK(
+      b.placement(1).axis == axis && b.sizes(1) == q.spec().sizes(1) && !b.placement(2).sharded(),
+      "attention: the bias's rows must be sharded as q's and its columns whole, got " << b.str());
+  TESSERA_CHECK(
+      b.global_shape()[0] == 1 ? !b.placement(0).sharded()
+                               : b.placement(0) == q.spec().placement(0),
+      "attention: the bias's batch is laid out as " << b.str() << ", q as " << q.spec().str());
+  TESSERA_CHECK(bias.dtype() == q.dtype() && bias.local().space() == q.local().space(),
+                "attention: the bias differs from q in type or memory space");
+}
+
+ShardTensor attention_bias_grad(const ShardTensor& bias, const ShardSpec& q_spec,
+                                const Tensor& dbias) {
+  const ShardSpec& bs = bias.spec();
+  if (bias.global_shape()[0] != 1) return ShardTensor::unchecked(bias.mesh(), bs, dbias);
+  // A broadcast bias: the sum over the batch, pending over the axis sharding it.
+  const Index rows = dbias.shape(1), cols = dbias.shape(2);
+  Tensor sum = Tensor::zeros({1, rows, cols}, dbias.dtype(), dbias.space());
+  for (Index i = 0; i < dbias.shape(0); ++i)
+    add_into(sum, dbias.view(Box({i, 0, 0}, {i + 1, rows, cols})));
+  const int batch_axis = q_spec.placement(0).axis;
+  return ShardTensor::unchecked(bias.mesh(), batch_axis >= 0 ? bs.with_partial({batch_axis}) : bs,
+                                sum);
+}
 
 kernels::AttentionDesc attention_desc(const Tensor& q, const Tensor& k, Index q0, Index k0,
                                       const RingAttentionOptions& o) {
@@ -132,7 +145,7 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
                                    const ShardTensor& bias) {
   check_sequence_inputs(q, k, v, opts_.axis);
   const bool has_bias = bias.local().defined();
-  if (has_bias) check_bias(bias, q, k, opts_.axis);
+  if (has_bias) check_attention_bias(bias, q, k, opts_.axis);
   const Tensor bl = has_bias ? bias.local() : Tensor();
   const Mesh& mesh = q.mesh();
   const MPI_Comm comm = mesh.axis_comm(opts_.axis);
@@ -245,19 +258,7 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
       cur = nxt;
     }
   }
-  if (has_bias) {
-    const ShardSpec& bs = bias_.spec();
-    if (bl.shape(0) == ql.shape(0) && bias_.global_shape()[0] != 1) {
-      dbias_ = ShardTensor::unchecked(mesh, bs, dbias);
-    } else {  // a broadcast bias: the sum over the batch, pending over the axis sharding it
-      Tensor sum = Tensor::zeros({1, bl.shape(1), bl.shape(2)}, ql.dtype(), ql.space());
-      for (Index i = 0; i < dbias.shape(0); ++i)
-        add_into(sum, dbias.view(Box({i, 0, 0}, {i + 1, bl.shape(1), bl.shape(2)})));
-      const int batch_axis = q_.spec().placement(0).axis;
-      dbias_ =
-          ShardTensor::unchecked(mesh, batch_axis >= 0 ? bs.with_partial({batch_axis}) : bs, sum);
-    }
-  }
+  if (has_bias) dbias_ = attention_bias_grad(bias_, q_.spec(), dbias);
   const Index b = cur.shape(1), s = cur.shape(2), d = cur.shape(3);
   auto slot = [&](int i) {
     return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}).contiguous();

@@ -33,6 +33,17 @@ struct RingAttentionOptions {
 kernels::AttentionDesc attention_desc(const Tensor& q, const Tensor& k, Index q0, Index k0,
                                       const RingAttentionOptions& o);
 
+// The checks of an additive bias (a key-dependent mask: -inf entries) for attention over
+// q's sequence axis `axis`: (1 or B, S_q, S_k), its rows sharded as q's, its columns whole,
+// its batch as q's or one (broadcast).
+void check_attention_bias(const ShardTensor& bias, const ShardTensor& q, const ShardTensor& k,
+                          int axis);
+// The bias's gradient laid out as the bias, from dbias (q's local batch, the bias's local
+// rows, S_k): a broadcast bias's is the sum over the batch, pending over the axis that
+// shards the batch (if any).
+ShardTensor attention_bias_grad(const ShardTensor& bias, const ShardSpec& q_spec,
+                                const Tensor& dbias);
+
 class RingAttention {
  public:
   explicit RingAttention(const RingAttentionOptions& opts) : opts_(opts) {}

@@ -4,6 +4,7 @@
 
 #include "kernels/attention.hpp"
 #include "runtime/comm/comm_timers.hpp"
+#include "runtime/tensor/tensor_math.hpp"
 
 namespace tessera {
 namespace {
@@ -13,7 +14,32 @@ ShardTensor moved(const ShardTensor& t, const ShardSpec& to) {
   return t.redistribute(to);
 }
 
+// Points the kernel at the bias in the layout it runs on (none when `bias` is undefined);
+// returns the contiguous tensor, to be kept alive while the kernel runs.
+Tensor with_bias(kernels::AttentionDesc& a, const ShardTensor& bias) {
+  if (!bias.local().defined()) return Tensor();
+  const Tensor b = bias.local().contiguous();
+  a.bias = b.raw();
+  a.bias_batch_stride = b.shape(0) == 1 ? 0 : b.shape(1) * b.shape(2);
+  return b;
+}
+
 }  // namespace
+
+// The bias gradient of the local kernel (its problems, its queries, every key) laid out as
+// the bias.
+ShardTensor SequenceAttention::bias_grad_home(const Tensor& db, const Mesh& mesh) const {
+  if (chosen_ == SequenceAlgorithm::AllGather) return attention_bias_grad(bias_, q_.spec(), db);
+  // All-to-all: db holds this rank's problems with the whole sequence.
+  if (bias_.global_shape()[0] != 1)
+    return moved(ShardTensor::unchecked(mesh, bias_w_.spec(), db), bias_.spec());
+  // A broadcast bias: each rank sums its problems' share; the shares add up over the axis.
+  const Index S = db.shape(1), Sk = db.shape(2);
+  Tensor sum = Tensor::zeros({1, S, Sk}, db.dtype(), db.space());
+  for (Index i = 0; i < db.shape(0); ++i) add_into(sum, db.view(Box({i, 0, 0}, {i + 1, S, Sk})));
+  const ShardSpec pending = bias_w_.spec().with_partial({opts_.axis});
+  return moved(ShardTensor::unchecked(mesh, pending, sum), bias_.spec());
+}
 
 std::string name_of(SequenceAlgorithm a) {
   switch (a) {
@@ -58,11 +84,20 @@ std::string SequenceAttention::describe() const {
   return o.str();
 }
 
+const ShardTensor& SequenceAttention::bias_grad() const {
+  return chosen_ == SequenceAlgorithm::Ring ? ring_.bias_grad() : dbias_;
+}
+
 ShardTensor SequenceAttention::forward(const ShardTensor& q, const ShardTensor& k,
-                                       const ShardTensor& v) {
+                                       const ShardTensor& v, const ShardTensor& bias) {
   chosen_ = resolve(q);
-  if (chosen_ == SequenceAlgorithm::Ring) return ring_.forward(q, k, v);
+  dbias_ = ShardTensor();
+  if (chosen_ == SequenceAlgorithm::Ring) return ring_.forward(q, k, v, bias);
   check_sequence_inputs(q, k, v, opts_.axis);
+  const bool has_bias = bias.local().defined();
+  if (has_bias) check_attention_bias(bias, q, k, opts_.axis);
+  bias_ = bias;
+  bias_w_ = ShardTensor();
   const Mesh& mesh = q.mesh();
   q_ = q;
   k_ = k;
@@ -76,19 +111,29 @@ ShardTensor SequenceAttention::forward(const ShardTensor& q, const ShardTensor& 
     qw_ = moved(q, ShardSpec(q.global_shape(), heads, mesh));
     kw_ = moved(k, ShardSpec(k.global_shape(), heads, mesh));
     vw_ = moved(v, ShardSpec(v.global_shape(), heads, mesh));
+    // The bias follows its problems; a broadcast one is needed whole everywhere.
+    if (has_bias)
+      bias_w_ = moved(
+          bias,
+          ShardSpec(bias.global_shape(),
+                    bias.global_shape()[0] == 1 ? std::vector<Placement>(3, Replicate()) : heads,
+                    mesh));
   } else {  // AllGather: K and V whole where the queries are
     qw_ = q;
     const ShardSpec whole = k.spec().with_placement(1, Replicate());
     kw_ = moved(k, whole);
     vw_ = moved(v, whole);
     q0 = q.local_box().lo[1];
+    if (has_bias) bias_w_ = bias;  // this rank's query rows, every key column
   }
   const Tensor ql = qw_.local().contiguous(), kl = kw_.local().contiguous(),
                vl = vw_.local().contiguous();
   Tensor out = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
   lse_ = Tensor::empty({ql.shape(0), ql.shape(1)}, DType::f64, ql.space());
-  kernels::attention_forward(ql.device(), attention_desc(ql, kl, q0, 0, opts_), ql.raw(), kl.raw(),
-                             vl.raw(), out.raw(), lse_.data<double>());
+  kernels::AttentionDesc a = attention_desc(ql, kl, q0, 0, opts_);
+  const Tensor bl = with_bias(a, bias_w_);
+  kernels::attention_forward(ql.device(), a, ql.raw(), kl.raw(), vl.raw(), out.raw(),
+                             lse_.data<double>());
   out_w_ = ShardTensor::unchecked(mesh, qw_.spec(), out);
   return chosen_ == SequenceAlgorithm::AllToAll ? moved(out_w_, q.spec()) : out_w_;
 }
@@ -108,9 +153,17 @@ std::array<ShardTensor, 3> SequenceAttention::backward(const ShardTensor& dout) 
   Tensor dq = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
   Tensor dk = Tensor::empty(kl.shape(), kl.dtype(), kl.space());
   Tensor dv = Tensor::empty(vl.shape(), vl.dtype(), vl.space());
-  kernels::attention_backward(ql.device(), attention_desc(ql, kl, q0, 0, opts_), ql.raw(), kl.raw(),
-                              vl.raw(), ol.raw(), go.raw(), lse_.data<double>(), dq.raw(), dk.raw(),
-                              dv.raw());
+  kernels::AttentionDesc a = attention_desc(ql, kl, q0, 0, opts_);
+  const Tensor bl = with_bias(a, bias_w_);
+  const bool has_bias = bl.defined();
+  // The bias gradient per (problem, query, key) of the local kernel, not broadcast.
+  Tensor db = has_bias
+                  ? Tensor::empty({ql.shape(0), ql.shape(1), kl.shape(1)}, ql.dtype(), ql.space())
+                  : Tensor();
+  kernels::attention_backward(ql.device(), a, ql.raw(), kl.raw(), vl.raw(), ol.raw(), go.raw(),
+                              lse_.data<double>(), dq.raw(), dk.raw(), dv.raw(),
+                              has_bias ? db.raw() : nullptr);
+  if (has_bias) dbias_ = bias_grad_home(db, mesh);
   if (chosen_ == SequenceAlgorithm::AllToAll)
     return {moved(ShardTensor::unchecked(mesh, qw_.spec(), dq), q_.spec()),
             moved(ShardTensor::unchecked(mesh, kw_.spec(), dk), k_.spec()),

@@ -37,20 +37,29 @@ class SequenceAttention {
                     SequenceAlgorithm algo = SequenceAlgorithm::Auto)
       : opts_(opts), algo_(algo), ring_(opts) {}
 
-  ShardTensor forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v);
+  // An optional additive bias (a key-dependent mask), as RingAttention takes it: (1 or B,
+  // S, S), rows sharded as q's, columns whole. The ring slices it per key block; all-gather
+  // uses its rows as they are; all-to-all moves it with the problems (a broadcast bias is
+  // gathered whole).
+  ShardTensor forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v,
+                      const ShardTensor& bias = {});
   std::array<ShardTensor, 3> backward(const ShardTensor& dout);
+  // After backward with a bias: its gradient, laid out as the bias (a broadcast bias's is a
+  // pending sum over the axis that shards the batch, if any).
+  const ShardTensor& bias_grad() const;
   // The algorithm the last forward ran (Auto resolved).
   SequenceAlgorithm chosen() const { return chosen_; }
   std::string describe() const;
 
  private:
   SequenceAlgorithm resolve(const ShardTensor& q) const;
+  ShardTensor bias_grad_home(const Tensor& db, const Mesh& mesh) const;
 
   RingAttentionOptions opts_;
   SequenceAlgorithm algo_, chosen_ = SequenceAlgorithm::Auto;
   RingAttention ring_;
   // Saved by the gather algorithms: inputs in the layout the local kernel ran on.
-  ShardTensor q_, k_, v_, qw_, kw_, vw_, out_w_;
+  ShardTensor q_, k_, v_, qw_, kw_, vw_, out_w_, bias_, bias_w_, dbias_;
   Tensor lse_;
 };
 

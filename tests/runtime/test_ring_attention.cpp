@@ -121,7 +121,9 @@ TEST_CASE("ring attention refuses layouts it cannot take") {
   MPI_CHECK(test::throws_with([&] { ring.backward(d); }, "backward before forward"));
 }
 
-TEST_CASE("ring attention with a key-dependent bias and masks equals the whole sequence") {
+TEST_CASE(
+    "ring, all-to-all and all-gather attention with a key-dependent bias and masks equal "
+    "the whole sequence") {
   MPI_Comm comm = test::harness_comm();
   int P = 1;
   MPI_Comm_size(comm, &P);
@@ -185,19 +187,25 @@ TEST_CASE("ring attention with a key-dependent bias and masks equals the whole s
           RingAttentionOptions o;
           o.axis = axis;
           o.causal = causal;
-          RingAttention ring(o);
-          const ShardTensor y = ring.forward(
-              ShardTensor::scatter(mesh, q, spec), ShardTensor::scatter(mesh, k, spec),
-              ShardTensor::scatter(mesh, v, spec), ShardTensor::scatter(mesh, bias, bspec));
-          const auto grads = ring.backward(ShardTensor::scatter(mesh, g, spec));
-          const double tol = dt == DType::f64 ? 1e-11 : 1e-5;
-          INFO(mesh.str() << " " << spec.str() << " bias batch " << bb
-                          << (causal ? " causal " : " ") << name_of(dt));
-          MPI_CHECK(test::rel_error(y.gather_all(), out) < tol);
-          MPI_CHECK(test::rel_error(grads[0].gather_all(), dq) < tol);
-          MPI_CHECK(test::rel_error(grads[1].gather_all(), dk) < tol);
-          MPI_CHECK(test::rel_error(grads[2].gather_all(), dv) < tol);
-          MPI_CHECK(test::rel_error(ring.bias_grad().gather_all(), want_db) < tol);
+          for (SequenceAlgorithm algo : {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll,
+                                         SequenceAlgorithm::AllGather}) {
+            // All-to-all splits the (batch x head) problems: not where a data axis has them.
+            if (algo == SequenceAlgorithm::AllToAll && dims[0].sharded()) continue;
+            SequenceAttention attn(o, algo);
+            const ShardTensor y = attn.forward(
+                ShardTensor::scatter(mesh, q, spec), ShardTensor::scatter(mesh, k, spec),
+                ShardTensor::scatter(mesh, v, spec), ShardTensor::scatter(mesh, bias, bspec));
+            const auto grads = attn.backward(ShardTensor::scatter(mesh, g, spec));
+            const double tol = dt == DType::f64 ? 1e-11 : 1e-5;
+            INFO(mesh.str() << " " << spec.str() << " " << name_of(algo) << " bias batch " << bb
+                            << (causal ? " causal " : " ") << name_of(dt));
+            MPI_CHECK(attn.chosen() == algo);
+            MPI_CHECK(test::rel_error(y.gather_all(), out) < tol);
+            MPI_CHECK(test::rel_error(grads[0].gather_all(), dq) < tol);
+            MPI_CHECK(test::rel_error(grads[1].gather_all(), dk) < tol);
+            MPI_CHECK(test::rel_error(grads[2].gather_all(), dv) < tol);
+            MPI_CHECK(test::rel_error(attn.bias_grad().gather_all(), want_db) < tol);
+          }
         }
 }
 
