@@ -199,9 +199,7 @@ OpCost PhysicsAttention::cost(const ShardSpec& in, const ShardSpec& out, DType d
   OpCost c = in_->cost(in, h, dtype);
   c += out_->cost(mid, out, dtype);
   const Index H = opts_.heads, D = opts_.head_dim, M = opts_.slices;
-  int axes = 0;
-  for (int a : axes_sharding_dims(in, token_dims(in.ndim())))
-    if (in.mesh_dims().at(static_cast<std::size_t>(a)) > 1) ++axes;
+  const int axes = reducing_axes(in, axes_sharding_dims(in, token_dims(in.ndim())));
   const double es = static_cast<double>(size_of(dtype));
   c += busiest(in, [&](const std::vector<int>& coords) {
     OpCost r;

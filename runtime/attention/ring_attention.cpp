@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "kernels/attention.hpp"
+#include "runtime/attention/ring_hop.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -38,24 +39,6 @@ struct Blocks {
   std::vector<Index> size, start;
   explicit Blocks(const std::vector<Index>& sizes) : size(sizes), start(sizes.size(), 0) {
     std::partial_sum(sizes.begin(), sizes.end() - 1, start.begin() + 1);
-  }
-};
-
-// Sends `send` (contiguous) to the next rank on the ring and receives the previous rank's
-// block into `recv`; returns the requests to wait on.
-struct Hop {
-  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  void start(MPI_Comm comm, const Tensor& send, const Tensor& recv, int next, int prev, int tag) {
-    device::synchronize(send.device());  // MPI reads what kernels wrote
-    const MPI_Datatype t = mpi_type_of(send.dtype());
-    TESSERA_MPI(MPI_Irecv(recv.raw(), checked_count(recv.numel(), "ring receive"), t, prev, tag,
-                          comm, &req[0]));
-    TESSERA_MPI(MPI_Isend(send.raw(), checked_count(send.numel(), "ring send"), t, next, tag, comm,
-                          &req[1]));
-  }
-  void wait() {
-    ScopedCommTimer timer(comm_times().alltoall_s);
-    TESSERA_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
   }
 };
 
@@ -160,7 +143,7 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
   Tensor cur = pack_kv(k.local().contiguous(), v.local().contiguous());
   for (int step = 0; step < P; ++step) {
     const int owner = (me - step + P) % P;  // whose key block is here now
-    Hop hop;
+    RingHop hop;
     Tensor nxt;
     if (step + 1 < P) {  // post the next hop before computing on this block
       const int incoming = (me - step - 1 + 2 * P) % P;
@@ -252,7 +235,7 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
     Tensor nxt = Tensor::empty({4, b, kb.size[static_cast<std::size_t>(incoming)], d}, cur.dtype(),
                                cur.space());
     if (P > 1) {
-      Hop hop;
+      RingHop hop;
       hop.start(comm, cur, nxt, next, prev, 1000 + step);
       hop.wait();
       cur = nxt;

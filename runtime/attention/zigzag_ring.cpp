@@ -6,6 +6,7 @@
 #include "decomp/partition.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/strided_copy.hpp"
+#include "runtime/attention/ring_hop.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -45,21 +46,6 @@ std::array<int, 2> chunks_of(int r, int P) {
 Tensor rows(const Tensor& t, Index r0, Index r1) {
   return t.view(Box({0, r0, 0}, {t.shape(0), r1, t.shape(2)})).contiguous();
 }
-
-struct Hop {
-  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  void start(MPI_Comm comm, const Tensor& send, const Tensor& recv, int next, int prev, int tag) {
-    const MPI_Datatype t = mpi_type_of(send.dtype());
-    TESSERA_MPI(MPI_Irecv(recv.raw(), checked_count(recv.numel(), "ring receive"), t, prev, tag,
-                          comm, &req[0]));
-    TESSERA_MPI(MPI_Isend(send.raw(), checked_count(send.numel(), "ring send"), t, next, tag, comm,
-                          &req[1]));
-  }
-  void wait() {
-    ScopedCommTimer timer(comm_times().alltoall_s);
-    TESSERA_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
-  }
-};
 
 }  // namespace
 
@@ -113,7 +99,7 @@ ShardTensor ZigZagRingAttention::forward(const ShardTensor& q, const ShardTensor
       .copy_from(zv_.reshape({1, zk_.shape(0), zk_.shape(1), zk_.shape(2)}));
   for (int step = 0; step < P; ++step) {
     const int owner = (me - step + P) % P;
-    Hop hop;
+    RingHop hop;
     Tensor nxt;
     if (step + 1 < P) {
       const auto inc = chunks_of((me - step - 1 + 2 * P) % P, P);
@@ -217,7 +203,7 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
       Index n = 0;
       for (int c : inc) n += cs[static_cast<std::size_t>(c) + 1] - cs[static_cast<std::size_t>(c)];
       Tensor nxt = Tensor::empty({4, B, n, D}, cur.dtype());
-      Hop hop;
+      RingHop hop;
       hop.start(comm, cur, nxt, next, prev, 3000 + step);
       hop.wait();
       cur = nxt;

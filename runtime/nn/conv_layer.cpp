@@ -242,24 +242,9 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
 
 OpCost ConvNd::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
   (void)dtype;  // the layer's own
-  const double es = static_cast<double>(size_of(opts_.dtype));
-  double taps = 1;
-  for (const WindowDim& w : win_) taps *= static_cast<double>(w.kernel);
-  const double cin = static_cast<double>(opts_.in_channels / opts_.groups);
-  const double weights =
-      static_cast<double>(weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0));
-  OpCost c = busiest(in, [&](const std::vector<int>& coords) {
-    OpCost r;
-    const double x = local_elems(in, coords), y = local_elems(out, coords);
-    r.flops = 3 * 2.0 * taps * cin * y;
-    // Forward reads x, w and writes y; backward reads dy, x, w and writes dx, dw.
-    r.bytes = (3 * x + 2 * y + 4 * weights) * es;
-    return r;
-  });
-  c += window_halo_cost(in, out,
-                        cs::spatial_reach(win_, opts_.padding_mode == PaddingMode::Circular),
-                        size_of(opts_.dtype));
-  return c;
+  return cs::direct_conv_cost(in, out, win_, opts_.in_channels / opts_.groups,
+                              weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0),
+                              opts_.padding_mode == PaddingMode::Circular, opts_.dtype);
 }
 
 std::vector<Parameter*> ConvNd::parameters() {

@@ -60,6 +60,24 @@ std::vector<HaloReach> spatial_reach(const std::vector<WindowDim>& win, bool per
   return reach;
 }
 
+OpCost direct_conv_cost(const ShardSpec& conv_in, const ShardSpec& conv_out,
+                        const std::vector<WindowDim>& win, Index in_per_group, Index weights,
+                        bool periodic, DType dtype) {
+  const double es = static_cast<double>(size_of(dtype));
+  double taps = 1;
+  for (const WindowDim& w : win) taps *= static_cast<double>(w.kernel);
+  OpCost c = busiest(conv_in, [&](const std::vector<int>& coords) {
+    OpCost r;
+    const double x = local_elems(conv_in, coords), y = local_elems(conv_out, coords);
+    r.flops = 3 * 2.0 * taps * static_cast<double>(in_per_group) * y;
+    // Forward reads x, w and writes y; backward reads dy, x, w and writes dx, dw.
+    r.bytes = (3 * x + 2 * y + 4 * static_cast<double>(weights)) * es;
+    return r;
+  });
+  c += window_halo_cost(conv_in, conv_out, spatial_reach(win, periodic), size_of(dtype));
+  return c;
+}
+
 std::string dims_str(const std::vector<Index>& v) {
   std::ostringstream os;
   for (std::size_t i = 0; i < v.size(); ++i) os << (i ? "x" : "") << v[i];

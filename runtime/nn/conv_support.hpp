@@ -38,6 +38,12 @@ std::vector<WindowDim> window_dims(const WindowArgs& a, const char* layer,
 // The halo reach of (N, C, spatial...): none along batch and channels, the windows' along
 // the spatial dims (wrapping around when `periodic`).
 std::vector<HaloReach> spatial_reach(const std::vector<WindowDim>& win, bool periodic);
+// One step of a direct convolution from conv_in to conv_out (a transposed conv passes the
+// conv it transposes: its output as conv_in, its input as conv_out), counted three times
+// (forward, backward data, backward weights), plus the halo of conv_in's exchanges.
+OpCost direct_conv_cost(const ShardSpec& conv_in, const ShardSpec& conv_out,
+                        const std::vector<WindowDim>& win, Index in_per_group, Index weights,
+                        bool periodic, DType dtype);
 
 // "AxBxC"
 std::string dims_str(const std::vector<Index>& v);

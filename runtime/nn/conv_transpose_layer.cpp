@@ -69,21 +69,10 @@ const WindowPlan& ConvTransposeNd::plan_for(const Mesh& mesh, const ShardSpec& i
 
 OpCost ConvTransposeNd::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
   (void)dtype;  // the layer's own
-  const double es = static_cast<double>(size_of(opts_.dtype));
-  double taps = 1;
-  for (const WindowDim& w : win_) taps *= static_cast<double>(w.kernel);
-  const double cout = static_cast<double>(opts_.out_channels / opts_.groups);
-  const double weights =
-      static_cast<double>(weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0));
-  OpCost c = busiest(in, [&](const std::vector<int>& coords) {
-    OpCost r;
-    const double x = local_elems(in, coords), y = local_elems(out, coords);
-    r.flops = 3 * 2.0 * taps * cout * x;  // each input scatters to C_out x taps outputs
-    r.bytes = (3 * y + 2 * x + 4 * weights) * es;
-    return r;
-  });
-  c += window_halo_cost(out, in, cs::spatial_reach(win_, false), size_of(opts_.dtype));
-  return c;
+  // The conv it transposes reads this layer's output and writes its input.
+  return cs::direct_conv_cost(out, in, win_, opts_.out_channels / opts_.groups,
+                              weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0), false,
+                              opts_.dtype);
 }
 
 namespace {

@@ -152,25 +152,20 @@ ShardTensor NormLayer::forward(const ShardTensor& x) {
   s->x = x;
   s->c0 = box.lo[1];
   s->batch_stats = use_batch_stats_;
-  std::vector<int> spatial;
-  for (int d = 2; d < spec.ndim(); ++d) spatial.push_back(d);
   const Index vol = spatial_volume(spec.global_shape());
+  s->stat_axes = axes_sharding_dims(spec, stat_dims(spec.ndim()));
   switch (kind_) {
     case Kind::Group:
       s->layout = StatLayout::per_group(n, c, inner, c / (channels_ / groups_));
       s->M = static_cast<double>((channels_ / groups_) * vol);
-      s->stat_axes = axes_sharding_dims(spec, spatial);
       break;
     case Kind::Batch:
       s->layout = StatLayout::per_channel(n, c, inner);
       s->M = static_cast<double>(spec.global_shape()[0] * vol);
-      spatial.push_back(0);
-      s->stat_axes = axes_sharding_dims(spec, spatial);
       break;
     case Kind::ChannelLayer:
       s->layout = StatLayout::per_position(n, c, inner);
       s->M = static_cast<double>(channels_);
-      s->stat_axes = axes_sharding_dims(spec, {1});
       break;
   }
   if (kind_ == Kind::Group && c == 0) s->layout.groups = 1;  // no channels: no groups
@@ -286,15 +281,17 @@ ShardTensor NormLayer::backward(const ShardTensor& dy) {
   return ShardTensor::unchecked(dy.mesh(), s.x.spec(), dx);
 }
 
+std::vector<int> NormLayer::stat_dims(int ndim) const {
+  if (kind_ == Kind::ChannelLayer) return {1};
+  std::vector<int> dims;
+  for (int d = 2; d < ndim; ++d) dims.push_back(d);
+  if (kind_ == Kind::Batch) dims.push_back(0);
+  return dims;
+}
+
 OpCost NormLayer::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
   (void)out;
-  std::vector<int> reach;  // the dims each statistic spans
-  for (int d = 2; d < in.ndim(); ++d) reach.push_back(d);
-  if (kind_ == Kind::Batch) reach.push_back(0);
-  if (kind_ == Kind::ChannelLayer) reach = {1};
-  int axes = 0;  // axes of more than one rank (allreduce_sum skips the others)
-  for (int a : axes_sharding_dims(in, reach))
-    if (in.mesh_dims().at(static_cast<std::size_t>(a)) > 1) ++axes;
+  const int axes = reducing_axes(in, axes_sharding_dims(in, stat_dims(in.ndim())));
   const double es = static_cast<double>(size_of(dtype));
   return busiest(in, [&](const std::vector<int>& coords) {
     OpCost c;
@@ -309,7 +306,7 @@ OpCost NormLayer::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) c
     c.allreduces = 3 * axes;
     c.allreduce_bytes = 5 * count * 8 * axes;
     if (kind_ == Kind::Batch) {  // the running statistics, shared over channel shards
-      const int channel_axes = static_cast<int>(axes_sharding_dims(in, {1}).size());
+      const int channel_axes = reducing_axes(in, axes_sharding_dims(in, {1}));
       c.allreduces += channel_axes;
       c.allreduce_bytes += 2 * channels_ * 8 * channel_axes;
     }

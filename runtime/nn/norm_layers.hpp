@@ -60,6 +60,8 @@ class NormLayer : public Layer {
 
  private:
   struct Saved;
+  // The dims each statistic spans (its all-reduce runs over the axes sharding them).
+  std::vector<int> stat_dims(int ndim) const;
   Kind kind_;
   Index channels_, groups_;
   NormOptions opts_;

@@ -118,4 +118,11 @@ int ranks_over(const ShardSpec& spec, const std::vector<int>& axes) {
   return n;
 }
 
+int reducing_axes(const ShardSpec& spec, const std::vector<int>& axes) {
+  int n = 0;
+  for (int a : axes)
+    if (spec.mesh_dims().at(static_cast<std::size_t>(a)) > 1) ++n;
+  return n;
+}
+
 }  // namespace tessera

@@ -71,5 +71,7 @@ std::int64_t elements_sent(const ShardSpec& from, const ShardSpec& to,
                            const std::vector<int>& coords);
 // Ranks along the mesh axes in `axes` (1 if none).
 int ranks_over(const ShardSpec& spec, const std::vector<int>& axes);
+// The axes in `axes` of more than one rank: the all-reduces allreduce_sum makes over them.
+int reducing_axes(const ShardSpec& spec, const std::vector<int>& axes);
 
 }  // namespace tessera

@@ -100,6 +100,15 @@ ShardSpec SpectralConv::output_spec(const ShardSpec& in) const {
   return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
 }
 
+FftOptions SpectralConv::fft_options(const ShardSpec* spectrum) const {
+  FftOptions o;
+  o.modes = modes_;
+  // The output spectrum in the same layout as the input's, so each rank mixes its modes.
+  if (spectrum)
+    for (const Placement& p : spectrum->placements()) o.spectrum_axis.push_back(p.axis);
+  return o;
+}
+
 void SpectralConv::plan_for(const ShardTensor& x) {
   if (fft_in_ && x.spec() == in_spec_) return;
   const ShardSpec out = output_spec(x.spec());
@@ -111,13 +120,9 @@ void SpectralConv::plan_for(const ShardTensor& x) {
                   name() << ": " << m << " modes along spatial dim " << d << " need at least "
                          << (real ? 2 * (m - 1) : 2 * m) << " points, the grid has " << n);
   }
-  FftOptions o;
-  o.modes = modes_;
-  fft_in_ = std::make_unique<DistFft>(x.mesh(), x.spec(), opts_.dtype, o);
-  // The output spectrum in the same layout as the input's, so each rank mixes its modes.
-  for (const Placement& p : fft_in_->spectrum_spec().placements())
-    o.spectrum_axis.push_back(p.axis);
-  fft_out_ = std::make_unique<DistFft>(x.mesh(), out, opts_.dtype, o);
+  fft_in_ = std::make_unique<DistFft>(x.mesh(), x.spec(), opts_.dtype, fft_options());
+  fft_out_ =
+      std::make_unique<DistFft>(x.mesh(), out, opts_.dtype, fft_options(&fft_in_->spectrum_spec()));
   in_spec_ = x.spec();
   mesh_ = x.mesh();
 }
@@ -204,11 +209,8 @@ OpCost fft_pass_cost(const FftPlan& p, const std::vector<int>& coords, double re
 
 OpCost SpectralConv::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
   (void)dtype;  // the layer's own
-  FftOptions o;
-  o.modes = modes_;
-  const FftPlan pin = plan_dist_fft(in, o);
-  for (const Placement& p : pin.specs.back().placements()) o.spectrum_axis.push_back(p.axis);
-  const FftPlan pout = plan_dist_fft(out, o);
+  const FftPlan pin = plan_dist_fft(in, fft_options());
+  const FftPlan pout = plan_dist_fft(out, fft_options(&pin.specs.back()));
   const double es = static_cast<double>(size_of(opts_.dtype));
   return busiest(in, [&](const std::vector<int>& coords) {
     OpCost c;

@@ -54,6 +54,9 @@ class SpectralConv : public Layer {
 
  private:
   void plan_for(const ShardTensor& x);
+  // The transforms' options: the input's (no spectrum given), or the output's, whose
+  // spectrum takes the input spectrum's layout.
+  FftOptions fft_options(const ShardSpec* spectrum = nullptr) const;
   Box weight_block() const;     // this rank's modes as a box of the weight tensor
   Tensor local_weight() const;  // this rank's modes, (C_in, C_out, local kept...) complex
 

@@ -37,15 +37,21 @@ Full one_rank(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d
   return f;
 }
 
+// The meshes every case runs on, each with the axis of the sequence: a line, and data x
+// sequence where the ranks split in two.
+std::vector<std::pair<Mesh, int>> sequence_meshes(MPI_Comm comm) {
+  int P = 1;
+  MPI_Comm_size(comm, &P);
+  std::vector<std::pair<Mesh, int>> meshes;
+  meshes.push_back({Mesh::line(comm, "seq"), 0});
+  if (P % 2 == 0) meshes.push_back({Mesh(comm, {2, P / 2}, {"data", "seq"}), 1});
+  return meshes;
+}
+
 }  // namespace
 
 TEST_CASE("ring, all-to-all and all-gather attention equal attention over the whole sequence") {
-  MPI_Comm comm = test::harness_comm();
-  int P = 1;
-  MPI_Comm_size(comm, &P);
-  std::vector<std::pair<Mesh, int>> meshes;  // mesh and the axis of the sequence
-  meshes.push_back({Mesh::line(comm, "seq"), 0});
-  if (P % 2 == 0) meshes.push_back({Mesh(comm, {2, P / 2}, {"data", "seq"}), 1});
+  const auto meshes = sequence_meshes(test::harness_comm());
   std::mt19937 rng(3);
   for (const auto& [mesh, axis] : meshes)
     for (bool uneven : {false, true})
@@ -124,12 +130,7 @@ TEST_CASE("ring attention refuses layouts it cannot take") {
 TEST_CASE(
     "ring, all-to-all and all-gather attention with a key-dependent bias and masks equal "
     "the whole sequence") {
-  MPI_Comm comm = test::harness_comm();
-  int P = 1;
-  MPI_Comm_size(comm, &P);
-  std::vector<std::pair<Mesh, int>> meshes;
-  meshes.push_back({Mesh::line(comm, "seq"), 0});
-  if (P % 2 == 0) meshes.push_back({Mesh(comm, {2, P / 2}, {"data", "seq"}), 1});
+  const auto meshes = sequence_meshes(test::harness_comm());
   std::mt19937 rng(5);
   for (const auto& [mesh, axis] : meshes)
     for (Index bb : {Index{1}, Index{4}})
@@ -210,12 +211,7 @@ TEST_CASE(
 }
 
 TEST_CASE("zig-zag ring attention equals causal attention over the whole sequence, balanced") {
-  MPI_Comm comm = test::harness_comm();
-  int P = 1;
-  MPI_Comm_size(comm, &P);
-  std::vector<std::pair<Mesh, int>> meshes;
-  meshes.push_back({Mesh::line(comm, "seq"), 0});
-  if (P % 2 == 0) meshes.push_back({Mesh(comm, {2, P / 2}, {"data", "seq"}), 1});
+  const auto meshes = sequence_meshes(test::harness_comm());
   std::mt19937 rng(11);
   for (const auto& [mesh, axis] : meshes)
     for (bool uneven : {false, true})
