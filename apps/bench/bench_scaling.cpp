@@ -39,6 +39,9 @@ StepSetup setup_of(const cli::Args& opt, const std::string& model) {
   s.slices = opt.integer("transolver-slices");
   s.attention = opt.str("vit-attention");
   s.modes = opt.integer("fno-modes");
+  s.fno_weights = opt.str("fno-weights");
+  TESSERA_CHECK(s.fno_weights == "replicated" || s.fno_weights == "mode_sharded",
+                "--fno-weights is replicated or mode_sharded, not '" << s.fno_weights << "'");
   s.batch = opt.integer("batch");
   s.reps = static_cast<int>(opt.integer("reps"));
   s.warmup = static_cast<int>(opt.integer("warmup"));
@@ -145,6 +148,7 @@ Case scaling_case() {
       {"fno-width", "N", "FNO width (projection: twice it)", "16"},
       {"fno-layers", "N", "FNO Fourier blocks", "4"},
       {"fno-modes", "N", "FNO modes per spatial dim", "8"},
+      {"fno-weights", "LAYOUT", "FNO spectral weights: replicated or mode_sharded", "replicated"},
       {"transolver-width", "N", "Transolver width (4 heads)", "32"},
       {"transolver-layers", "N", "Transolver blocks", "2"},
       {"transolver-slices", "N", "Transolver slices per head", "16"},

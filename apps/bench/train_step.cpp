@@ -35,6 +35,7 @@ std::unique_ptr<Model> make(const StepSetup& s) {
     f.layers = s.depth;
     f.modes = {s.modes};
     f.projection = 2 * s.width;
+    f.mode_sharded = s.fno_weights == "mode_sharded";
     return std::make_unique<Fno>(f);
   }
   if (s.model == "transolver") {
@@ -80,6 +81,7 @@ json time_train_step(Context& ctx, const StepSetup& s) {
   if (!problem.empty()) throw Error("bench " + s.model + ": " + problem);
 
   // The step tessera-train takes (apps/common/trainer.cpp), on random data.
+  net.graph().bind(mesh, {spec});
   std::vector<Parameter*> ps;
   for (const auto& np : net.graph().parameters()) ps.push_back(np.param);
   GradSync sync(mesh, ps, GradSyncOptions{{}, {}, std::size_t{4} << 20});  // layers declare axes

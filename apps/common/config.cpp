@@ -69,6 +69,11 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(model, modes), "fno: retained Fourier modes per spatial dim", kAtLeastOne},
       {TESSERA_FIELD(model, layers), "fno: Fourier blocks; transolver: blocks", kAtLeastOne},
       {TESSERA_FIELD(model, projection), "fno: hidden channels of the projection", kAtLeastOne},
+      {TESSERA_FIELD(model, weights),
+       "fno: spectral weights replicated on every rank, or sharded by mode (each rank holds and "
+       "updates the modes of its spectrum block; no weight gradient is reduced over the domain)",
+       {},
+       {"replicated", "mode_sharded"}},
       {TESSERA_FIELD(model, heads), "transolver: attention heads (must divide model.width)",
        kAtLeastOne},
       {TESSERA_FIELD(model, slices), "transolver: physics-attention slices per head", kAtLeastOne},

@@ -324,15 +324,18 @@ Tensor GridData::gather(const Tensor& cache, const std::vector<Index>& samples, 
   return space == MemSpace::Host ? local : local.to(space);
 }
 
-std::pair<ShardTensor, ShardTensor> GridData::batch(const std::vector<Index>& samples,
-                                                    MemSpace space) const {
-  const Index b = static_cast<Index>(samples.size());
+std::pair<ShardSpec, ShardSpec> GridData::batch_specs(Index b) const {
   const bool shard = layout_.data_axis >= 0 && b % mesh_.dim(layout_.data_axis) == 0;
   const auto dims = layout_.dims(spatial_dims(), shard);
   std::vector<Index> xs = {b, cin_}, ys = {b, cout_};
   xs.insert(xs.end(), spatial_.begin(), spatial_.end());
   ys.insert(ys.end(), spatial_.begin(), spatial_.end());
-  const ShardSpec xspec(xs, dims, mesh_), yspec(ys, dims, mesh_);
+  return {ShardSpec(xs, dims, mesh_), ShardSpec(ys, dims, mesh_)};
+}
+
+std::pair<ShardTensor, ShardTensor> GridData::batch(const std::vector<Index>& samples,
+                                                    MemSpace space) const {
+  const auto [xspec, yspec] = batch_specs(static_cast<Index>(samples.size()));
   const Box mine = xspec.local_box(mesh_.coords());
   return {ShardTensor::unchecked(mesh_, xspec, gather(inputs_, samples, mine, cin_, space)),
           ShardTensor::unchecked(mesh_, yspec, gather(targets_, samples, mine, cout_, space))};

@@ -73,6 +73,8 @@ class GridData {
   // else replicated over it (each replica computes the same).
   std::pair<ShardTensor, ShardTensor> batch(const std::vector<Index>& samples,
                                             MemSpace space) const;
+  // The specs of a batch of `b` samples: inputs, targets.
+  std::pair<ShardSpec, ShardSpec> batch_specs(Index b) const;
 
  private:
   Tensor read_fields(const io::File& f, const FieldSet& fs, Index channels) const;

@@ -48,6 +48,13 @@ StepVolumes dry_run(Model& model, const std::string& model_name, const std::vect
         (v.parameters - v.total().whole_grad_elems) * static_cast<std::int64_t>(v.elem_size);
     // Relative L2: sum (p - y)^2, sum y^2 and a count per sample, float64; MSE: two sums.
     v.loss_allreduce_bytes = relative_l2_loss ? 3 * shape[0] * 8 : 2 * 8;
+    // Sharded parameters (laid out over the domain axis when bound): the gradient norm sums
+    // their blocks' squares, one float64.
+    for (const auto& np : model.graph().parameters())
+      if (np.param->awaits_layout || np.param->shard) {
+        v.loss_allreduce_bytes += 8;
+        break;
+      }
   }
   return v;
 }

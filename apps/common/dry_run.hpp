@@ -24,7 +24,8 @@ struct StepVolumes {
   std::vector<NodeCost> layers;
   Index parameters = 0;
   std::int64_t grad_allreduce_bytes = 0;  // per rank per step (0 on one rank)
-  std::int64_t loss_allreduce_bytes = 0;  // the loss's sums (0 on one rank)
+  std::int64_t loss_allreduce_bytes =
+      0;  // the loss's sums, a sharded gradient norm (0 on one rank)
   std::size_t elem_size = 4;
   // Per-step totals over the layers (each the busiest rank's).
   OpCost total() const;

@@ -49,6 +49,7 @@ FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index cin, Index 
   o.layers = static_cast<int>(c.model.layers);
   o.modes = {c.model.modes};
   o.projection = c.model.projection;
+  o.mode_sharded = c.model.weights == "mode_sharded";
   o.activation = activation_by_name(c.model.activation);
   o.dtype = model_dtype(c.model);
   o.space = space;
@@ -322,6 +323,9 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
                 "train.epochs = " << cfg.train.epochs << " at " << per_epoch
                                   << " steps per epoch overflows the step count");
   total_steps_ = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * per_epoch;
+  // Sharded parameters take their blocks for the training batches' decomposition before the
+  // optimizer and GradSync hold them.
+  model_->graph().bind(mesh, {data_->batch_specs(bsz).first});
   optimizer_ = make_optimizer(cfg.optim, model_->graph().parameters());
   schedule_ = make_schedule(cfg, total_steps_);
   loss_ = std::make_unique<Loss>(loss_kind(cfg.train));

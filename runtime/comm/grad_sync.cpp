@@ -6,6 +6,7 @@
 
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/parameter_shard.hpp"
 #include "runtime/tensor/context.hpp"
 #include "runtime/tensor/tensor_math.hpp"
 
@@ -23,6 +24,12 @@ Tensor flat_window(const Tensor& buffer, Index off, const std::vector<Index>& sh
 
 bool contains(const std::vector<int>& v, int a) {
   return std::find(v.begin(), v.end(), a) != v.end();
+}
+
+// A parameter's size in the bucket plan: the global one, the same on every rank (a sharded
+// parameter's block differs per rank, and every rank must cut the same buckets).
+Index planned_numel(const Parameter& p) {
+  return numel_of(global_shape(p));
 }
 
 }  // namespace
@@ -55,16 +62,25 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
       os << "GradSync: parameter '" << p->name << "' is not contiguous";
     else if (!index_of_.emplace(p, i).second)
       os << "GradSync: parameter '" << p->name << "' is registered twice";
+    else if (!layout_problem(*p).empty())
+      os << "GradSync: " << layout_problem(*p);
     for (int a : p ? p->grad_axes : std::vector<int>{})
       if (a < 0 || a >= mesh.ndim())
         os << "GradSync: parameter '" << p->name << "' declares mesh axis " << a
            << ", out of range for mesh " << mesh.str();
+    // A block's gradient is summed only among ranks holding the same block.
+    if (p && p->shard && os.str().empty())
+      for (int a : axes_of(*p))
+        if (contains(p->shard->axes, a))
+          os << "GradSync: parameter '" << p->name << "' is sharded over mesh axis " << a
+             << ", which its gradient would be summed over";
     why = os.str();
   }
   // Every rank must bucket the same parameters, or the all-reduces would not match.
   long long sig[2] = {static_cast<long long>(params_.size()), 0}, lo[2], hi[2];
   for (const Parameter* p : params_)
-    if (p && p->grad.defined()) sig[1] += p->grad.numel() * 131 + static_cast<int>(p->grad.dtype());
+    if (p && p->grad.defined())
+      sig[1] += planned_numel(*p) * 131 + static_cast<int>(p->grad.dtype());
   TESSERA_MPI(MPI_Allreduce(sig, lo, 2, MPI_LONG_LONG, MPI_MIN, mesh.comm()));
   TESSERA_MPI(MPI_Allreduce(sig, hi, 2, MPI_LONG_LONG, MPI_MAX, mesh.comm()));
   if (why.empty() && (lo[0] != hi[0] || lo[1] != hi[1]))
@@ -79,7 +95,8 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
   std::size_t bytes = 0;
   for (std::size_t k = params_.size(); k-- > 0;) {
     const Tensor& g = params_[k]->grad;
-    bool fresh = buckets_.empty() || bytes + g.nbytes() > opts_.bucket_bytes;
+    const std::size_t nbytes = static_cast<std::size_t>(planned_numel(*params_[k])) * g.elem_size();
+    bool fresh = buckets_.empty() || bytes + nbytes > opts_.bucket_bytes;
     if (!fresh) {
       const Tensor& first = params_[static_cast<std::size_t>(buckets_.back().params.front())]->grad;
       fresh = first.dtype() != g.dtype() || first.space() != g.space();
@@ -95,7 +112,7 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
                                   params_[static_cast<std::size_t>(b.params.back())]->grad.numel());
     b.params.push_back(static_cast<int>(k));
     bucket_of_[k] = static_cast<int>(buckets_.size()) - 1;
-    bytes += g.nbytes();
+    bytes += nbytes;
   }
   // The parameters move into their buckets' flat buffers (values kept).
   for (GradBucket& b : buckets_) {

@@ -19,6 +19,10 @@
 // collectives. finish() starts what is left, waits and scales; call it before clipping
 // and the optimizer step.
 //
+// Sharded parameters (runtime/nn/parameter_shard.hpp) are bucketed by their global size, so
+// every rank cuts the same buckets; a block's gradient is summed over its grad_axes only, which
+// must not include the axes it is sharded over (the ranks of a sum hold the same block).
+//
 // Which axes to sum and which to average: the losses of runtime/loss.hpp over the
 // whole mesh are already means over the global batch, so their gradients are SUMMED
 // over every axis that shards the data (what the layers declare; mean_axes empty).

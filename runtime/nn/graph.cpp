@@ -252,6 +252,23 @@ std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_s
   return outs;
 }
 
+void Graph::bind(const Mesh& mesh, const std::vector<ShardSpec>& input_specs) {
+  TESSERA_CHECK(
+      input_specs.size() == inputs_.size(),
+      "Graph::bind: " << inputs_.size() << " input specs expected, got " << input_specs.size());
+  std::vector<ShardSpec> specs(nodes_.size());
+  for (std::size_t k = 0; k < inputs_.size(); ++k)
+    specs[static_cast<std::size_t>(inputs_[k])] = input_specs[k];
+  for (std::size_t id = 0; id < nodes_.size(); ++id) {
+    const Node& nd = nodes_[id];
+    if (nd.kind == Kind::Input) continue;
+    std::vector<ShardSpec> in;
+    for (int v : nd.inputs) in.push_back(specs[static_cast<std::size_t>(v)]);
+    specs[id] = nd.op->output_spec(in);  // the same verdict on every rank
+    nd.op->bind(mesh, in);
+  }
+}
+
 std::vector<NodeCost> Graph::costs(const std::vector<ShardSpec>& input_specs, DType dtype) const {
   TESSERA_CHECK(
       input_specs.size() == inputs_.size(),

@@ -78,6 +78,12 @@ class Graph {
   // output_spec and the structural ops' rules). Throws where an op cannot take a spec.
   std::vector<ShardSpec> output_specs(const std::vector<ShardSpec>& input_specs) const;
 
+  // Lays out what depends on the inputs' decomposition (Layer::bind: sharded parameters'
+  // blocks) for inputs of these specs on `mesh`. Collective over the mesh; call it before
+  // parameters are registered with GradSync or an optimizer. A layer that needs it and was not
+  // bound binds itself at its first forward.
+  void bind(const Mesh& mesh, const std::vector<ShardSpec>& input_specs);
+
   // Every op node's cost of one training step for these input specs, in node order, from the
   // specs alone (no data, no communication); throws where an op has no cost model.
   std::vector<NodeCost> costs(const std::vector<ShardSpec>& input_specs, DType dtype) const;

@@ -4,27 +4,37 @@
 // input gradient, *adding* parameter gradients into Parameter::grad (so a parameter
 // used twice accumulates; callers zero them between steps).
 //
-// Parameters are replicated over the mesh, and a layer's backward adds only this rank's
-// contribution, on the device where the parameter lives, with no communication. The
-// layer declares in Parameter::grad_axes the mesh axes over which those contributions
-// are partial (the axes that shard its input); GradSync (runtime/comm/grad_sync.hpp) is
-// the one place that sums them, in buckets, after or overlapped with backward.
+// Parameters are replicated over the mesh (or sharded: see ParameterShard), and a layer's
+// backward adds only this rank's contribution, on the device where the parameter lives, with no
+// communication. The layer declares in Parameter::grad_axes the mesh axes over which those
+// contributions are partial (the axes that shard its input); GradSync (runtime/comm/grad_sync.hpp)
+// is the one place that sums them, in buckets, after or overlapped with backward.
 #include "runtime/floor.hpp"
 #include <string>
 #include <vector>
+
+#include <memory>
 
 #include "runtime/nn/op_cost.hpp"
 #include "runtime/tensor/shard_tensor.hpp"
 
 namespace tessera {
 
+struct ParameterShard;  // runtime/nn/parameter_shard.hpp
+
 struct Parameter {
   std::string name;  // "weight", "bias", ...
-  Tensor value;      // full (replicated) value on every rank
+  Tensor value;      // full (replicated) value on every rank, or this rank's block (shard)
   Tensor grad;       // same shape and dtype as value
   // Mesh axes over which grad holds this rank's share of a sum, ascending; set by the
   // layer when it accumulates (the same on every rank). Empty: grad is already whole.
   std::vector<int> grad_axes = {};
+  // Sharded parameters (mode-sharded spectral weights): value and grad are this rank's
+  // block of one global tensor. Null: replicated. A layer whose blocks depend on its input's
+  // decomposition sets `awaits_layout` until Layer::bind gives them (GradSync, optimizers
+  // and checkpoints refuse a parameter still waiting).
+  std::shared_ptr<const ParameterShard> shard = nullptr;
+  bool awaits_layout = false;
 };
 
 class Layer {
@@ -45,6 +55,13 @@ class Layer {
   }
   // Whether forward keeps its input until backward (what a step's memory holds).
   virtual bool keeps_input() const { return true; }
+  // Lays out what depends on the input's decomposition (sharded parameters' blocks) for
+  // inputs of spec `in` on `mesh`. Collective over the mesh; Graph::bind calls it before a
+  // trainer registers the parameters. Default: nothing depends on it.
+  virtual void bind(const Mesh& mesh, const ShardSpec& in) {
+    (void)mesh;
+    (void)in;
+  }
 };
 
 }  // namespace tessera

@@ -33,6 +33,11 @@ class Op {
   }
   // Whether forward keeps its inputs until backward (what a step's memory holds).
   virtual bool keeps_inputs() const { return true; }
+  // Lays out what depends on the inputs' decomposition (Layer::bind). Collective.
+  virtual void bind(const Mesh& mesh, const std::vector<ShardSpec>& in) {
+    (void)mesh;
+    (void)in;
+  }
 };
 
 // A one-input Layer as an Op.
@@ -54,6 +59,9 @@ class LayerOp : public Op {
     return layer_->cost(in.at(0), out, dtype);
   }
   bool keeps_inputs() const override { return layer_->keeps_input(); }
+  void bind(const Mesh& mesh, const std::vector<ShardSpec>& in) override {
+    layer_->bind(mesh, in.at(0));
+  }
   const std::shared_ptr<Layer>& layer() const { return layer_; }
 
  private:

@@ -5,6 +5,7 @@
 
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/graph.hpp"
+#include "runtime/nn/parameter_shard.hpp"
 
 namespace tessera {
 
@@ -28,7 +29,7 @@ Tensor host_converted(const Tensor& src, DType dt) {
 std::vector<NamedTensor> parameter_state(const Graph& g) {
   std::vector<NamedTensor> out;
   for (const NamedParameter& np : g.parameters())
-    out.push_back({np.name, np.param->value.to(MemSpace::Host)});
+    out.push_back({np.name, gather_global(*np.param, np.param->value)});
   return out;
 }
 
@@ -47,12 +48,14 @@ void load_parameter_state(const Graph& g, const std::vector<NamedTensor>& state,
     const auto it = by_name.find(np.name);
     TESSERA_CHECK(it != by_name.end(),
                   "parameter state: no entry for parameter '" << np.name << "'");
-    TESSERA_CHECK(it->second->shape() == np.param->value.shape(),
-                  "parameter state: '" << np.name << "' has shape "
-                                       << shape_str(it->second->shape()) << ", the parameter "
-                                       << shape_str(np.param->value.shape()));
+    const std::vector<Index> shape = global_shape(*np.param);
+    TESSERA_CHECK(it->second->shape() == shape, "parameter state: '"
+                                                    << np.name << "' has shape "
+                                                    << shape_str(it->second->shape())
+                                                    << ", the parameter " << shape_str(shape));
     try {
-      converted.push_back(host_converted(*it->second, np.param->value.dtype()));
+      converted.push_back(
+          host_converted(local_block(*np.param, *it->second), np.param->value.dtype()));
     } catch (const Error& e) {
       throw Error("parameter state: '" + np.name + "': " + e.what());
     }

@@ -2,7 +2,8 @@
 // Named tensors: the currency of checkpoints. A graph's parameters by registry name
 // ("enc1.conv.weight") and an optimizer's state ("enc1.conv.weight.exp_avg", "step")
 // leave and enter the runtime as lists of host tensors, independent of the rank count
-// (parameters and optimizer state are replicated, so any mesh can load them).
+// (replicated parameters as they are, sharded ones gathered to their global tensor and
+// sliced to each rank's block on loading, so any mesh can load them).
 #include "runtime/floor.hpp"
 #include <string>
 #include <vector>
@@ -14,10 +15,12 @@ namespace tessera {
 
 class Graph;
 
-// Host copies of every parameter value, in registry order.
+// Host copies of every parameter's global value, in registry order. Collective over the
+// mesh where a parameter is sharded.
 std::vector<NamedTensor> parameter_state(const Graph& g);
 // Copies values into the graph's parameters (into their memory space, float32 <->
-// float64 converted). Every parameter must be present with its shape; with `strict`,
+// float64 converted; a sharded parameter takes its block). Every parameter must be present
+// with its global shape; with `strict`,
 // names the graph does not have are errors too. Errors name the entry.
 void load_parameter_state(const Graph& g, const std::vector<NamedTensor>& state,
                           bool strict = true);

@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "kernels/spectral_mix.hpp"
+#include "runtime/comm/collective_error.hpp"
+#include "runtime/nn/parameter_shard.hpp"
 #include "runtime/nn/ops_support.hpp"
 #include "runtime/nn/window_layout.hpp"
 #include "runtime/tensor/tensor_math.hpp"
@@ -75,6 +77,7 @@ SpectralConv::SpectralConv(const SpectralConvOptions& opts) : opts_(opts) {
   weight_.name = "weight";
   weight_.value = w.to(opts.space);
   weight_.grad = Tensor::zeros(shape, opts.dtype, opts.space);
+  weight_.awaits_layout = opts.shard_weights;
 }
 
 std::string SpectralConv::name() const {
@@ -82,6 +85,7 @@ std::string SpectralConv::name() const {
   o << "SpectralConv" << opts_.nd << "d(" << opts_.in_channels << " -> " << opts_.out_channels
     << ", modes";
   for (Index m : modes_) o << " " << m;
+  if (opts_.shard_weights) o << ", mode-sharded";
   o << ")";
   return o.str();
 }
@@ -109,22 +113,63 @@ FftOptions SpectralConv::fft_options(const ShardSpec* spectrum) const {
   return o;
 }
 
-void SpectralConv::plan_for(const ShardTensor& x) {
-  if (fft_in_ && x.spec() == in_spec_) return;
-  const ShardSpec out = output_spec(x.spec());
+bool SpectralConv::plan_for(const Mesh& mesh, const ShardSpec& in) {
+  if (fft_in_ && in == in_spec_) return false;
+  const ShardSpec out = output_spec(in);
   for (int d = 0; d < opts_.nd; ++d) {
-    const Index n = x.global_shape()[static_cast<std::size_t>(d + 2)];
+    const Index n = in.global_shape()[static_cast<std::size_t>(d + 2)];
     const bool real = d + 1 == opts_.nd;
     const Index m = modes_[static_cast<std::size_t>(d)];
     TESSERA_CHECK(real ? m <= n / 2 + 1 : 2 * m <= n,
                   name() << ": " << m << " modes along spatial dim " << d << " need at least "
                          << (real ? 2 * (m - 1) : 2 * m) << " points, the grid has " << n);
   }
-  fft_in_ = std::make_unique<DistFft>(x.mesh(), x.spec(), opts_.dtype, fft_options());
+  fft_in_ = std::make_unique<DistFft>(mesh, in, opts_.dtype, fft_options());
   fft_out_ =
-      std::make_unique<DistFft>(x.mesh(), out, opts_.dtype, fft_options(&fft_in_->spectrum_spec()));
-  in_spec_ = x.spec();
-  mesh_ = x.mesh();
+      std::make_unique<DistFft>(mesh, out, opts_.dtype, fft_options(&fft_in_->spectrum_spec()));
+  in_spec_ = in;
+  mesh_ = mesh;
+  return true;
+}
+
+std::vector<int> SpectralConv::mode_axes() const {
+  std::vector<int> axes;
+  const ShardSpec& s = fft_in_->spectrum_spec();
+  for (int d = 2; d < s.ndim(); ++d)
+    if (s.placement(d).sharded()) axes.push_back(s.placement(d).axis);
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+std::vector<int> SpectralConv::batch_axes() const {
+  std::vector<int> axes;
+  const ShardSpec& s = fft_in_->spectrum_spec();
+  for (int d = 0; d < 2; ++d)
+    if (s.placement(d).sharded()) axes.push_back(s.placement(d).axis);
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+void SpectralConv::bind(const Mesh& mesh, const ShardSpec& in) {
+  plan_for(mesh, in);
+  bind_weights();
+}
+
+void SpectralConv::bind_weights() {
+  if (!opts_.shard_weights) return;
+  const Box block = weight_block();
+  if (!weight_.shard) {
+    shard_parameter(weight_, mesh_, block, mode_axes());
+    return;
+  }
+  // The blocks are fixed once laid out (GradSync and the optimizer hold them): another
+  // decomposition of the spectrum is refused on every rank, not on some.
+  const bool same = weight_.shard->block == block && weight_.shard->axes == mode_axes();
+  collective_check(mesh_.comm(), same,
+                   name() +
+                       ": its mode-sharded weights are laid out for another decomposition "
+                       "of the spectrum; build the layer anew and load the weights "
+                       "(a checkpoint holds them whole) for this one");
 }
 
 Box SpectralConv::weight_block() const {
@@ -139,6 +184,7 @@ Box SpectralConv::weight_block() const {
 }
 
 Tensor SpectralConv::local_weight() const {
+  if (weight_.shard) return weight_.value.view_as_complex();  // the block is all it holds
   return weight_.value.view(weight_block()).contiguous().view_as_complex();
 }
 
@@ -148,7 +194,7 @@ ShardTensor SpectralConv::forward(const ShardTensor& x) {
                 name() << ": input is " << name_of(x.dtype()) << " in "
                        << (x.local().space() == MemSpace::Host ? "host" : "CUDA")
                        << " memory; the layer's parameters differ");
-  plan_for(x);
+  if (plan_for(x.mesh(), x.spec())) bind_weights();
   x_hat_ = fft_in_->forward(x);
   const Tensor& xh = x_hat_.local();
   const kernels::MixShape s = mix_shape(xh, opts_.out_channels);
@@ -167,15 +213,21 @@ ShardTensor SpectralConv::backward(const ShardTensor& dy) {
   const Tensor& g = dyh.local();
   const Tensor& xh = x_hat_.local();
   const kernels::MixShape s = mix_shape(xh, opts_.out_channels);
-  // Weight gradient of this rank's modes, added into its block of the full gradient.
+  // Weight gradient of this rank's modes, added into its block of the full gradient (of the
+  // block it holds, when sharded: partial only over the batch's axes).
   const Tensor w = local_weight();
   Tensor dw = Tensor::zeros(w.shape(), w.dtype(), w.space());
   kernels::spectral_mix_dw(g.device(), g.dtype(), s, xh.raw(), g.raw(), dw.raw());
-  const Tensor block = weight_.grad.view(weight_block());
-  Tensor sum = block.contiguous();
-  add_into(sum, dw.view_as_real());
-  block.copy_from(sum);
-  weight_.grad_axes = sharding_axes(fft_in_->spectrum_spec());
+  if (weight_.shard) {
+    add_into(weight_.grad, dw.view_as_real());
+    weight_.grad_axes = batch_axes();
+  } else {
+    const Tensor block = weight_.grad.view(weight_block());
+    Tensor sum = block.contiguous();
+    add_into(sum, dw.view_as_real());
+    block.copy_from(sum);
+    weight_.grad_axes = sharding_axes(fft_in_->spectrum_spec());
+  }
   Tensor dxh = Tensor::empty(xh.shape(), xh.dtype(), xh.space());
   kernels::spectral_mix_dx(g.device(), g.dtype(), s, g.raw(), w.raw(), dxh.raw());
   return fft_in_->forward_adjoint(ShardTensor::unchecked(mesh_, fft_in_->spectrum_spec(), dxh));
@@ -227,6 +279,10 @@ OpCost SpectralConv::cost(const ShardSpec& in, const ShardSpec& out, DType dtype
     c.bytes += 3 * 2 * es *
                (local_elems(pin.specs.back(), coords) + local_elems(pout.specs.back(), coords));
     c.saved_bytes = 2 * es * local_elems(pin.specs.back(), coords);  // the input spectrum
+    // Mode-sharded weights: no gradient reduction unless the spectrum's batch is split.
+    const ShardSpec& sp = pin.specs.back();
+    if (opts_.shard_weights && !sp.placement(0).sharded() && !sp.placement(1).sharded())
+      c.whole_grad_elems = numel_of(weight_.value.shape());
     return c;
   });
 }

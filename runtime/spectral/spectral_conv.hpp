@@ -7,10 +7,16 @@
 //
 // The FFT is distributed (DistFft): pruned before each transpose, the spectrum left in the
 // transposed layout, where each rank mixes channels for its own modes and inverts. Backward
-// runs the exact adjoints of both transforms. The weights are replicated (stored as real
-// (C_in, C_out, kept..., 2): real and imaginary parts, so optimizers, checkpoints and
-// GradSync treat them as any real parameter); each rank adds the gradient of its own modes,
-// partial over the mesh axes that shard the spectrum, which GradSync sums.
+// runs the exact adjoints of both transforms. The weights are stored as real
+// (C_in, C_out, kept..., 2) (real and imaginary parts, so optimizers, checkpoints and GradSync
+// treat them as any real parameter), either
+//   - replicated: each rank adds the gradient of its own modes into the full gradient,
+//     partial over the mesh axes that shard the spectrum, which GradSync sums; or
+//   - sharded by mode (dfno, `shard_weights`): each rank holds only the block of its modes
+//     in the spectrum's layout (runtime/nn/parameter_shard.hpp), so the weight gradient is
+//     reduced only over the axes that split the batch, and a step's weight memory and
+//     all-reduce shrink with the spectrum's ranks. The block depends on the input's
+//     decomposition: bind() (Graph::bind) lays it out; checkpoints hold the global tensor.
 #include "runtime/floor.hpp"
 #include <memory>
 #include <string>
@@ -30,6 +36,7 @@ struct SpectralConvOptions {
   // The reference FNO's init: real and imaginary parts U(0, 1) / (C_in * C_out), the same
   // on every rank.
   unsigned seed = 0;
+  bool shard_weights = false;  // by mode, along the spectrum's sharded dims (see above)
 };
 
 class SpectralConv : public Layer {
@@ -46,6 +53,9 @@ class SpectralConv : public Layer {
   // (forward, weight and input gradients).
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
   bool keeps_input() const override { return false; }  // its spectrum instead
+  // Plans the transforms for `in` and, with shard_weights, keeps this rank's block of the
+  // weights. Collective. Binding again to a decomposition with other blocks is an error.
+  void bind(const Mesh& mesh, const ShardSpec& in) override;
 
   Parameter& weight() { return weight_; }  // (C_in, C_out, kept..., 2)
   const SpectralConvOptions& options() const { return opts_; }
@@ -53,12 +63,17 @@ class SpectralConv : public Layer {
   const DistFft* input_fft() const { return fft_in_.get(); }
 
  private:
-  void plan_for(const ShardTensor& x);
+  bool plan_for(const Mesh& mesh, const ShardSpec& in);  // true if it (re)planned
+  void bind_weights();
   // The transforms' options: the input's (no spectrum given), or the output's, whose
   // spectrum takes the input spectrum's layout.
   FftOptions fft_options(const ShardSpec* spectrum = nullptr) const;
-  Box weight_block() const;     // this rank's modes as a box of the weight tensor
+  Box weight_block() const;     // this rank's modes as a box of the (global) weight tensor
   Tensor local_weight() const;  // this rank's modes, (C_in, C_out, local kept...) complex
+  // Mesh axes sharding the spectrum's modes (the weight blocks differ over them) and its
+  // batch (a weight gradient is partial over them).
+  std::vector<int> mode_axes() const;
+  std::vector<int> batch_axes() const;
 
   SpectralConvOptions opts_;
   std::vector<Index> modes_;  // per spatial dim

@@ -36,6 +36,7 @@ Fno::Fno(const FnoOptions& o) : opts_(o) {
     s.dtype = o.dtype;
     s.space = o.space;
     s.seed = seed++;
+    s.shard_weights = o.mode_sharded;
     const Value spectral = graph_.layer(b + ".spectral", std::make_shared<SpectralConv>(s), x);
     const Value bypass = graph_.layer(b + ".bypass", pointwise(o.width, o.width), x);
     x = graph_.add(b + ".sum", spectral, bypass);

@@ -26,6 +26,9 @@ struct FnoOptions {
   int layers = 4;                   // Fourier blocks
   std::vector<Index> modes = {12};  // retained modes per spatial dim (or one for all)
   Index projection = 128;           // hidden channels of the projection
+  // Spectral weights sharded by mode (SpectralConv::shard_weights): bind the graph to its
+  // input spec (Graph::bind) before registering the parameters.
+  bool mode_sharded = false;
   kernels::Activation activation = kernels::Activation::GELU;
   DType dtype = DType::f32;
   MemSpace space = MemSpace::Host;

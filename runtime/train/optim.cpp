@@ -1,11 +1,13 @@
 #include "runtime/train/optim.hpp"
 
 #include <cmath>
+#include <map>
 #include <numbers>
 
 #include "kernels/elementwise.hpp"
 #include "kernels/optim_update.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/parameter_shard.hpp"
 #include "runtime/train/flat_runs.hpp"
 
 namespace tessera {
@@ -15,6 +17,7 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr)
   for (const NamedParameter& np : params_) {
     TESSERA_CHECK(np.param != nullptr, "optimizer: parameter '" << np.name << "' is null");
     const Parameter& p = *np.param;
+    TESSERA_CHECK(layout_problem(p).empty(), "optimizer: " << layout_problem(p));
     TESSERA_CHECK(p.value.dtype() == DType::f32 || p.value.dtype() == DType::f64,
                   "optimizer: parameter '" << np.name << "' is " << name_of(p.value.dtype())
                                            << "; needs float32 or float64");
@@ -83,10 +86,13 @@ std::vector<NamedTensor> Optimizer::state() const {
   const auto suffixes = state_suffixes();
   for (std::size_t k = 0; k < params_.size(); ++k)
     for (std::size_t w = 0; w < suffixes.size(); ++w) {
-      const Tensor& v = params_[k].param->value;
+      const Parameter& p = *params_[k].param;
       const bool have = w < state_[k].size() && state_[k][w].defined();
+      // Global tensors: a sharded parameter's state gathered (collective, as every rank
+      // walks the same list).
       out.push_back({params_[k].name + "." + suffixes[w],
-                     have ? state_[k][w].to(MemSpace::Host) : Tensor::zeros(v.shape(), v.dtype())});
+                     have ? gather_global(p, state_[k][w])
+                          : Tensor::zeros(global_shape(p), p.value.dtype())});
     }
   return out;
 }
@@ -106,13 +112,14 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
     for (const std::string& suffix : suffixes) {
       const std::string key = params_[k].name + "." + suffix;
       const Tensor* t = find(key);
-      const Tensor& v = params_[k].param->value;
+      const Parameter& p = *params_[k].param;
+      const Tensor& v = p.value;
       TESSERA_CHECK(t != nullptr, name() << " state: no entry '" << key << "'");
-      TESSERA_CHECK(t->shape() == v.shape(), name() << " state: '" << key << "' has shape "
-                                                    << shape_str(t->shape()) << ", the parameter "
-                                                    << shape_str(v.shape()));
+      TESSERA_CHECK(t->shape() == global_shape(p),
+                    name() << " state: '" << key << "' has shape " << shape_str(t->shape())
+                           << ", the parameter " << shape_str(global_shape(p)));
       Tensor dst = Tensor::empty(v.shape(), v.dtype(), v.space());
-      dst.copy_from(host_converted(*t, v.dtype()).to(v.space()));
+      dst.copy_from(host_converted(local_block(p, *t), v.dtype()).to(v.space()));
       loaded[k].push_back(dst);
     }
   state_ = std::move(loaded);
@@ -194,10 +201,28 @@ double LrSchedule::lr(std::int64_t s) const {
 }
 
 double grad_norm(const std::vector<NamedParameter>& params) {
+  std::vector<NamedParameter> replicated;
+  // Sharded parameters: each block counted once, summed over the ranks of its shard axes.
+  std::map<std::vector<int>, std::pair<double, const AxesComm*>> sharded;
+  for (const NamedParameter& np : params) {
+    const Parameter& p = *np.param;
+    if (!p.shard) {
+      replicated.push_back(np);
+      continue;
+    }
+    auto& [sum, comm] = sharded.try_emplace(p.shard->axes, 0.0, &p.shard->comm).first->second;
+    sum += kernels::sum_squares(p.grad.device(), p.grad.dtype(), p.grad.numel(), p.grad.raw());
+  }
   double ss = 0;
-  for (const FlatRun& r : flat_runs(params, false)) {
-    const void* g = params[r.params.front()].param->grad.raw();
+  for (const FlatRun& r : flat_runs(replicated, false)) {
+    const void* g = replicated[r.params.front()].param->grad.raw();
     ss += kernels::sum_squares(Device::of(r.space), r.dtype, r.numel, g);
+  }
+  for (auto& [axes, part] : sharded) {  // the same axes, in the same order, on every rank
+    if (part.second->size() > 1)
+      TESSERA_MPI(
+          MPI_Allreduce(MPI_IN_PLACE, &part.first, 1, MPI_DOUBLE, MPI_SUM, part.second->comm()));
+    ss += part.first;
   }
   return std::sqrt(ss);
 }

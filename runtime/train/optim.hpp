@@ -5,7 +5,9 @@
 // Parameters are replicated: after GradSync every rank holds the same full gradient,
 // so every rank takes the same step on its own copy and no communication is needed
 // here - not for the update, not for the global gradient norm (the norm of the
-// replicated gradients is the same on every rank).
+// replicated gradients is the same on every rank). Sharded parameters
+// (runtime/nn/parameter_shard.hpp) are updated block by block (the update is element-wise);
+// only the norm and the checkpoint state communicate, over their shard axes.
 //
 // Fused updates: parameters whose values and gradients lie back to back in one buffer
 // (GradSync's buckets) are updated by one kernel call per bucket, with the optimizer state
@@ -37,7 +39,8 @@ class Optimizer {
   void set_lr(double lr) { lr_ = lr; }
   std::int64_t steps_taken() const { return step_; }
 
-  // Copies of the state (host memory), names as above; deterministic order.
+  // Copies of the state (host memory, global tensors), names as above; deterministic order.
+  // Collective over the mesh where a parameter is sharded.
   std::vector<NamedTensor> state() const;
   // Replaces the state; every tensor this optimizer has must be present with its
   // shape (dtype converted from float64/float32 as needed). Throws naming what is missing.
@@ -135,8 +138,9 @@ struct LrSchedule {
 
 // Scales all gradients by min(1, max_norm / (norm + 1e-6)) (torch.nn.utils.
 // clip_grad_norm_) and returns the global L2 norm of the gradients before clipping.
-// No communication: gradients are replicated after GradSync (see above). One pass per
-// flat bucket of gradients (flat_runs.hpp).
+// No communication for replicated gradients (see above); one all-reduce of a partial sum
+// per set of shard axes where parameters are sharded (collective then). One pass per flat
+// bucket of gradients (flat_runs.hpp).
 double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm);
 double grad_norm(const std::vector<NamedParameter>& params);
 

@@ -25,9 +25,11 @@ check() {  # model n grid batch [bench options...]
   local bench_opts=("$@") config dry_opts=()
   case $model in
     unet) config=$demo/darcy_unet.toml ;;
-    fno)
+    fno*)
       config=$demo/darcy_fno.toml
       dry_opts=(--model.width=16 --model.modes=8 --model.layers=4 --model.projection=32)
+      [ "$model" = fno-sharded ] && dry_opts+=(--model.weights=mode_sharded) &&
+        bench_opts+=(--fno-weights=mode_sharded)
       ;;
     vit*)
       config=$demo/darcy_vit.toml
@@ -42,7 +44,7 @@ check() {  # model n grid batch [bench options...]
   esac
   local tag=$model-$n
   TESSERA_NODE_SHARED_FREE_BYTES=0 OMP_NUM_THREADS=1 timeout 300 "$mpiexec" "$npflag" "$n" \
-    "${flags[@]}" "$bin/tessera-bench" scaling --which=strong --models="${model%-ring}" \
+    "${flags[@]}" "$bin/tessera-bench" scaling --which=strong --models="${model%-*}" \
     --strong="$grid" --batch="$batch" --reps=1 --warmup=1 "${bench_opts[@]}" \
     --out="measured-$tag.json" >"bench-$tag.log" 2>&1 ||
     { cat "bench-$tag.log"; echo "dry_run_test: the $model bench failed at $n ranks"; fail=1; return; }
@@ -83,6 +85,7 @@ for model in unet fno vit transolver; do
   check $model 8 128x16 1
 done
 check vit-ring 4 64x32 2
+check fno-sharded 4 64x32 2
 
 # The rank count defaults to the ranks launched; one report, from rank 0.
 timeout 120 "$mpiexec" "$npflag" 2 "${flags[@]}" "$bin/tessera-train" \

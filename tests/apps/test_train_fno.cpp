@@ -1,7 +1,8 @@
 // FNO training end to end on the shared small dataset, float64: the loss curve of 20 steps
 // on the world's domain mesh, a data-parallel mesh and a 2x2 domain x data mesh equals a
-// one-rank run to 1e-9 relative; 10 steps on one rank + checkpoint + restart at the world's
-// rank count + 10 steps == 20 straight; the model runs on a finer grid than it trained on.
+// one-rank run to 1e-9 relative, spectral weights replicated or sharded by mode; 10 steps on
+// one rank + checkpoint + restart at the world's rank count (either weight layout) + 10 steps
+// == 20 straight; the model runs on a finer grid than it trained on.
 #include "tests/support/train_fixture.hpp"
 
 using namespace tessera;
@@ -11,7 +12,11 @@ using namespace tessera::test;
 namespace {
 const std::vector<std::string> kFno = {"model.type=fno", "model.width=6",      "model.modes=4",
                                        "model.layers=2", "model.projection=8", "optim.lr=0.02"};
+std::vector<std::string> with(std::vector<std::string> v, const std::string& s) {
+  v.push_back(s);
+  return v;
 }
+}  // namespace
 
 TEST_CASE("fno: the loss curve on any mesh equals one rank's", "[fno]") {
   setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
@@ -26,14 +31,18 @@ TEST_CASE("fno: the loss curve on any mesh equals one rank's", "[fno]") {
   std::vector<std::string> meshes = {"domain=" + std::to_string(n)};
   if (4 % n == 0 && n > 1) meshes.push_back("data=" + std::to_string(n));
   if (n == 4) meshes.push_back("domain=2,data=2");
-  for (const std::string& m : meshes) {
-    Trainer t(Mesh::parse(MPI_COMM_WORLD, m), cfg);
-    const std::vector<double> got = losses(t, 20);
-    const EvalResult val = t.validate();
-    INFO("mesh " << m << ": max rel diff " << max_rel(got, want));
-    MPI_CHECK(max_rel(got, want) < 1e-9);
-    MPI_CHECK(std::abs(val.loss - want_val.loss) < 1e-9 * want_val.loss);
-  }
+  const TrainConfig sharded =
+      config(dir + "/data.h5", dir + "/ck-eq", with(kFno, "model.weights=mode_sharded"));
+  for (const std::string& m : meshes)
+    for (const TrainConfig* c : {&cfg, &sharded}) {
+      Trainer t(Mesh::parse(MPI_COMM_WORLD, m), *c);
+      const std::vector<double> got = losses(t, 20);
+      const EvalResult val = t.validate();
+      INFO("mesh " << m << ", spectral weights " << c->model.weights << ": max rel diff "
+                   << max_rel(got, want));
+      MPI_CHECK(max_rel(got, want) < 1e-9);
+      MPI_CHECK(std::abs(val.loss - want_val.loss) < 1e-9 * want_val.loss);
+    }
 }
 
 TEST_CASE("fno: 10 steps, save, restart at another rank count, 10 more == 20 straight", "[fno]") {
@@ -46,13 +55,21 @@ TEST_CASE("fno: 10 steps, save, restart at another rank count, 10 more == 20 str
       n == 4 ? Mesh::parse(MPI_COMM_WORLD, "domain=2,data=2") : Mesh::line(MPI_COMM_WORLD);
   Trainer straight(world, cfg);
   const std::vector<double> want = losses(straight, 20);
-  std::vector<double> got = first_steps_on_rank0(cfg, ckdir, 10);
-  Trainer second(world, cfg);
-  second.restore(io::load_checkpoint(io::latest_checkpoint(ckdir, MPI_COMM_WORLD), MPI_COMM_WORLD));
-  for (double l : losses(second, 10)) got.push_back(l);
-  INFO("max rel diff " << max_rel(got, want) << ", parameters " << param_diff(second, straight));
-  MPI_CHECK(max_rel(got, want) < 1e-12);
-  MPI_CHECK(param_diff(second, straight) < 1e-12);
+  const std::vector<double> first = first_steps_on_rank0(cfg, ckdir, 10);
+  // The checkpoint holds the spectral weights whole: a run with them sharded by mode resumes
+  // from it as well.
+  for (const std::string w : {"replicated", "mode_sharded"}) {
+    const TrainConfig c = config(dir + "/data.h5", ckdir, with(kFno, "model.weights=" + w));
+    Trainer second(world, c);
+    second.restore(
+        io::load_checkpoint(io::latest_checkpoint(ckdir, MPI_COMM_WORLD), MPI_COMM_WORLD));
+    std::vector<double> got = first;
+    for (double l : losses(second, 10)) got.push_back(l);
+    INFO("weights " << w << ": max rel diff " << max_rel(got, want) << ", parameters "
+                    << param_diff(second, straight));
+    MPI_CHECK(max_rel(got, want) < 1e-12);
+    MPI_CHECK(param_diff(second, straight) < 1e-12);
+  }
 }
 
 TEST_CASE("fno: the same parameters run on a finer grid, sharded or not", "[fno]") {

@@ -2,11 +2,16 @@
 // rank: forward and the gradients of input and weights, float64 to 1e-11 and float32 to
 // 1e-5, 1-D, 2-D and 3-D, on slab, pencil and domain x data meshes, balanced and uneven
 // shards; a finite-difference check on one rank; the reference FNO's weight layout (the
-// two corners of modes) against a direct evaluation of the truncated Fourier series.
+// two corners of modes) against a direct evaluation of the truncated Fourier series. Weights
+// replicated and sharded by mode (dfno): each rank holds its block, no gradient reduced over
+// the domain, checkpoints whole, a load at another decomposition.
 #include <cmath>
 #include <complex>
 
+#include "runtime/comm/grad_sync.hpp"
+#include "runtime/nn/parameter_shard.hpp"
 #include "runtime/spectral/spectral_conv.hpp"
+#include "runtime/train/optim.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/layer_check.hpp"
 
@@ -45,22 +50,27 @@ TEST_CASE("sharded SpectralConv equals one rank, forward and backward") {
   for (const Case& c : kCases)
     for (const Mesh& mesh : meshes(test::harness_comm()))
       for (bool uneven : {false, true})
-        for (DType dt : {DType::f64, DType::f32}) {
-          if (dt == DType::f32 && uneven) continue;
-          const ShardSpec spec = test::conv_spec(mesh, c.shape, rng, uneven);
-          SpectralConvOptions o;
-          o.nd = static_cast<int>(c.shape.size()) - 2;
-          o.in_channels = c.shape[1];
-          o.out_channels = c.cout;
-          o.modes = c.modes;
-          o.dtype = dt;
-          o.seed = 3;
-          const auto r = test::compare_with_one_rank(
-              mesh, spec, [&] { return std::make_unique<SpectralConv>(o); }, dt, MemSpace::Host,
-              11);
-          INFO(mesh.str() << " " << spec.str() << " " << name_of(dt) << ": " << r.str());
-          MPI_CHECK(r.worst() <= (dt == DType::f64 ? 1e-11 : 1e-5));
-        }
+        for (DType dt : {DType::f64, DType::f32})
+          for (bool mode_sharded : {false, true}) {
+            if (dt == DType::f32 && uneven) continue;
+            const ShardSpec spec = test::conv_spec(mesh, c.shape, rng, uneven);
+            SpectralConvOptions o;
+            o.nd = static_cast<int>(c.shape.size()) - 2;
+            o.in_channels = c.shape[1];
+            o.out_channels = c.cout;
+            o.modes = c.modes;
+            o.dtype = dt;
+            o.seed = 3;
+            o.shard_weights = mode_sharded;
+            SpectralConvOptions serial = o;
+            serial.shard_weights = false;
+            const auto r = test::compare_with_one_rank(
+                mesh, spec, [&] { return std::make_unique<SpectralConv>(o); }, dt, MemSpace::Host,
+                11, [&] { return std::make_unique<SpectralConv>(serial); });
+            INFO(mesh.str() << " " << spec.str() << " " << name_of(dt)
+                            << (mode_sharded ? " mode-sharded" : "") << ": " << r.str());
+            MPI_CHECK(r.worst() <= (dt == DType::f64 ? 1e-11 : 1e-5));
+          }
 }
 
 TEST_CASE("SpectralConv's gradients match finite differences on one rank") {
@@ -134,5 +144,72 @@ TEST_CASE("SpectralConv refuses grids too small for its modes and sharded channe
               ShardTensor::scatter(line, x2, {Replicate(), Shard(0), Replicate(), Replicate()}));
         },
         "whole channels"));
+  }
+}
+
+TEST_CASE("mode-sharded weights: blocks, no domain reduction, whole checkpoints") {
+  const MPI_Comm comm = test::harness_comm();
+  int P = 1;
+  MPI_Comm_size(comm, &P);
+  std::vector<Mesh> ms = {Mesh::line(comm, "x")};
+  if (P % 2 == 0) ms.push_back(Mesh(comm, {P / 2, 2}, {"x", "data"}));
+  for (const Mesh& mesh : ms) {
+    const std::vector<Index> shape{2, 3, 12, 10};
+    std::mt19937 rng(9);
+    const ShardSpec spec = test::conv_spec(mesh, shape, rng, true);
+    SpectralConvOptions o;
+    o.nd = 2;
+    o.in_channels = 3;
+    o.out_channels = 2;
+    o.modes = {3, 4};
+    o.dtype = DType::f64;
+    o.seed = 7;
+    o.shard_weights = true;
+    SpectralConv replicated([&] {
+      SpectralConvOptions r = o;
+      r.shard_weights = false;
+      return r;
+    }());
+    const Tensor whole = replicated.weight().value.clone();
+    SpectralConv layer(o);
+    // Unbound: no trainer may take it yet.
+    MPI_CHECK(!layout_problem(layer.weight()).empty());
+    MPI_CHECK(test::throws_with([&] { GradSync g(mesh, {&layer.weight()}, {}); }, "no layout yet"));
+    layer.bind(mesh, spec);
+    const Parameter& w = layer.weight();
+    MPI_CHECK(w.shard != nullptr);
+    MPI_CHECK(global_shape(w) == whole.shape());
+    // The blocks tile the weights over the domain axis: their sizes add up to the whole.
+    long long mine = w.value.numel(), total = 0;
+    MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, mesh.axis_comm(0));
+    MPI_CHECK(total == whole.numel());
+    MPI_CHECK(test::rel_error(gather_global(w, w.value), whole) == 0);
+    // A step: the weight gradient is reduced over the data axis only (nothing on a line).
+    const Tensor x = test::random_tensor(shape, DType::f64, 3);
+    const ShardTensor y = layer.forward(ShardTensor::scatter(mesh, x, spec));
+    layer.backward(
+        ShardTensor::scatter(mesh, test::random_tensor(y.global_shape(), DType::f64, 4), y.spec()));
+    std::vector<Parameter*> ps = {&layer.weight()};
+    GradSync sync(mesh, ps, {});
+    sync.sync();
+    MPI_CHECK(sync.stats().allreduces == (mesh.ndim() == 2 ? 1 : 0));
+    // The global gradient norm counts every block once.
+    const Tensor g = gather_global(w, w.grad);
+    double ss = 0;
+    for (Index i = 0; i < g.numel(); ++i) ss += g.data<double>()[i] * g.data<double>()[i];
+    const double norm = grad_norm({{"w", &layer.weight()}});
+    MPI_CHECK(std::abs(norm - std::sqrt(ss)) <= 1e-13 * std::sqrt(ss));
+    // Checkpoint whole, load into the layer at another decomposition (here: replicated input),
+    // which takes its own blocks.
+    const Tensor saved = gather_global(w, w.value);
+    SpectralConv other(o);
+    other.weight().value.zero();
+    other.bind(mesh, ShardSpec::replicated(shape, mesh));
+    other.weight().value.copy_from(local_block(other.weight(), saved));
+    MPI_CHECK(test::rel_error(gather_global(other.weight(), other.weight().value), saved) == 0);
+    // Binding the layer again to a decomposition with other blocks is refused on every rank.
+    if (mesh.dim(0) > 1)
+      MPI_CHECK(test::throws_with([&] { layer.bind(mesh, ShardSpec::replicated(shape, mesh)); },
+                                  "another decomposition"));
   }
 }

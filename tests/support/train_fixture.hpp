@@ -118,12 +118,12 @@ inline double max_rel(const std::vector<double>& a, const std::vector<double>& b
 }
 
 inline double param_diff(Trainer& a, Trainer& b) {
-  const auto pa = a.model().graph().parameters(), pb = b.model().graph().parameters();
+  // Global values (sharded parameters gathered): trainers of different weight layouts compare.
+  const auto pa = parameter_state(a.model().graph()), pb = parameter_state(b.model().graph());
   double num = 0, den = 1e-300;
   for (std::size_t k = 0; k < pa.size(); ++k)
-    for (Index i = 0; i < pa[k].param->value.numel(); ++i) {
-      const double x = pa[k].param->value.data<double>()[i],
-                   y = pb[k].param->value.data<double>()[i];
+    for (Index i = 0; i < pa[k].tensor.numel(); ++i) {
+      const double x = pa[k].tensor.data<double>()[i], y = pb[k].tensor.data<double>()[i];
       num = std::max(num, std::abs(x - y));
       den = std::max(den, std::abs(y));
     }
