@@ -40,6 +40,9 @@ StepSetup setup_of(const cli::Args& opt, const std::string& model) {
   s.attention = opt.str("vit-attention");
   s.modes = opt.integer("fno-modes");
   s.fno_weights = opt.str("fno-weights");
+  s.vit_positions = opt.str("vit-positions");
+  TESSERA_CHECK(s.vit_positions == "sinusoidal" || s.vit_positions == "learned",
+                "--vit-positions is sinusoidal or learned, not '" << s.vit_positions << "'");
   TESSERA_CHECK(s.fno_weights == "replicated" || s.fno_weights == "mode_sharded",
                 "--fno-weights is replicated or mode_sharded, not '" << s.fno_weights << "'");
   s.batch = opt.integer("batch");
@@ -149,6 +152,7 @@ Case scaling_case() {
       {"fno-layers", "N", "FNO Fourier blocks", "4"},
       {"fno-modes", "N", "FNO modes per spatial dim", "8"},
       {"fno-weights", "LAYOUT", "FNO spectral weights: replicated or mode_sharded", "replicated"},
+      {"vit-positions", "KIND", "ViT position embeddings: sinusoidal or learned", "sinusoidal"},
       {"transolver-width", "N", "Transolver width (4 heads)", "32"},
       {"transolver-layers", "N", "Transolver blocks", "2"},
       {"transolver-slices", "N", "Transolver slices per head", "16"},

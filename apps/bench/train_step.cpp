@@ -55,6 +55,8 @@ std::unique_ptr<Model> make(const StepSetup& s) {
     v.depth = s.depth;
     v.heads = 4;
     v.attention = sequence_algorithm_from_name(s.attention);
+    v.learned_positions = s.vit_positions == "learned";
+    for (Index g : s.grid) v.position_grid.push_back(g / v.patch);
     return std::make_unique<Vit>(v);
   }
   if (s.model != "unet")

@@ -16,12 +16,13 @@ namespace tessera::bench {
 struct StepSetup {
   std::string model = "unet";  // unet | fno | transolver
   Index width = 8, batch = 2;
-  int depth = 3;                           // unet: levels down; fno, transolver: blocks
-  Index modes = 8;                         // fno: retained modes per dim
-  std::string fno_weights = "replicated";  // fno: replicated | mode_sharded
-  Index slices = 16;                       // transolver: slices per head (4 heads)
-  std::string attention = "auto";          // vit: the global attention's algorithm
-  std::vector<Index> grid;                 // global H, W
+  int depth = 3;                             // unet: levels down; fno, transolver: blocks
+  Index modes = 8;                           // fno: retained modes per dim
+  std::string fno_weights = "replicated";    // fno: replicated | mode_sharded
+  std::string vit_positions = "sinusoidal";  // vit: sinusoidal | learned
+  Index slices = 16;                         // transolver: slices per head (4 heads)
+  std::string attention = "auto";            // vit: the global attention's algorithm
+  std::vector<Index> grid;                   // global H, W
   int reps = 5, warmup = 2;
   bool deterministic =
       true;  // the halo adjoint's fixed order (tessera-train's train.deterministic)

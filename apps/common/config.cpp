@@ -83,6 +83,11 @@ const std::vector<Field>& schema() {
        kAtLeastOne},
       {TESSERA_FIELD(model, dim), "vit: channels of the tokens (divisible by model.heads)",
        kAtLeastOne},
+      {TESSERA_FIELD(model, positions),
+       "vit: fixed sinusoidal position embeddings, or a learned table per patch of the training "
+       "grid (sharded with the patches; interpolated on another grid)",
+       {},
+       {"sinusoidal", "learned"}},
       {TESSERA_FIELD(model, attention),
        "vit: global attention (its algorithm over the ranks) or neighbourhood attention",
        {},

@@ -75,7 +75,7 @@ TransolverOptions transolver_options(const TrainConfig& c, int spatial_dims, boo
 }
 
 VitOptions vit_options(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
-                       MemSpace space) {
+                       MemSpace space, const std::vector<Index>& grid) {
   VitOptions o;
   o.nd = spatial_dims;
   o.in_channels = cin;
@@ -88,6 +88,12 @@ VitOptions vit_options(const TrainConfig& c, int spatial_dims, Index cin, Index 
     o.window = c.model.window;
   else
     o.attention = sequence_algorithm_from_name(c.model.attention);
+  o.learned_positions = c.model.positions == "learned";
+  if (o.learned_positions) {
+    TESSERA_CHECK(static_cast<int>(grid.size()) == spatial_dims,
+                  "model.positions = \"learned\" needs the training grid (a table per patch)");
+    for (Index g : grid) o.position_grid.push_back(g / std::max<Index>(c.model.patch, 1));
+  }
   o.dtype = model_dtype(c.model);
   o.space = space;
   o.seed = static_cast<unsigned>(c.train.seed);
@@ -120,7 +126,7 @@ PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index 
 }
 
 std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
-                                  MemSpace space, bool points) {
+                                  MemSpace space, bool points, const std::vector<Index>& grid) {
   if (c.model.type == "fno")
     return std::make_unique<Fno>(fno_options(c, spatial_dims, cin, cout, space));
   if (c.model.type == "transolver")
@@ -130,7 +136,7 @@ std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index 
     return std::make_unique<PointConvNet>(point_conv_options(c, points, cin, cout, space));
   if (c.model.type == "vit") {
     TESSERA_CHECK(!points, "model.type = 'vit' takes grid fields, not point clouds");
-    return std::make_unique<Vit>(vit_options(c, spatial_dims, cin, cout, space));
+    return std::make_unique<Vit>(vit_options(c, spatial_dims, cin, cout, space, grid));
   }
   TESSERA_CHECK(c.model.type == "unet", "model.type = '" << c.model.type
                                                          << "' is not one of unet, fno, "
@@ -298,7 +304,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   for (Index i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(i);
 
   model_ = make_model(cfg, data_->spatial_dims(), data_->input_channels(), data_->target_channels(),
-                      space_, data_->points());
+                      space_, data_->points(), data_->spatial());
   std::vector<Index> shape = {bsz, data_->input_channels()};
   shape.insert(shape.end(), data_->spatial().begin(), data_->spatial().end());
   const std::string problem = model_->input_problem(shape);
@@ -449,6 +455,9 @@ io::Checkpoint Trainer::checkpoint() const {
   for (auto& t : normalizer_buffers(in_norm_, out_norm_)) c.buffers.push_back(std::move(t));
   std::vector<double> tch(target_channels_.begin(), target_channels_.end());
   c.buffers.push_back({"data.target_channels", vector_tensor(tch)});
+  // The grid trained on: inference rebuilds grid-shaped parameters (learned positions) from it.
+  const std::vector<double> grid(data_->spatial().begin(), data_->spatial().end());
+  c.buffers.push_back({"data.grid", vector_tensor(grid)});
   return c;
 }
 

@@ -61,14 +61,17 @@ FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index in_channels
                        Index out_channels, MemSpace space);
 TransolverOptions transolver_options(const TrainConfig& c, int spatial_dims, bool points,
                                      Index in_channels, Index out_channels, MemSpace space);
+// `grid`: the spatial grid the model trains on (learned positions keep a table per patch).
 VitOptions vit_options(const TrainConfig& c, int spatial_dims, Index in_channels,
-                       Index out_channels, MemSpace space);
+                       Index out_channels, MemSpace space, const std::vector<Index>& grid = {});
 PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index in_channels,
                                        Index out_channels, MemSpace space);
-// The model of model.type for data of `spatial_dims` (a point cloud: one dim of points);
+// The model of model.type for data of `spatial_dims` (a point cloud: one dim of points) on
+// the training grid `grid` (needed by learned positions; inference passes the checkpoint's);
 // its signature() is stored in checkpoints (a mismatch on resume is an error).
 std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index in_channels,
-                                  Index out_channels, MemSpace space, bool points = false);
+                                  Index out_channels, MemSpace space, bool points = false,
+                                  const std::vector<Index>& grid = {});
 
 // Data-sampling state: the epoch's permutation of the training samples and the position
 // in it, with the generator that draws the next permutation.

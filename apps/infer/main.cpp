@@ -137,8 +137,15 @@ int run(Context& ctx, int argc, char** argv) {
   Index cout = 0;
   for (Index c : tch) cout += c;
 
+  // The grid the model trained on (grid-shaped parameters: learned positions), or this one.
+  std::vector<Index> trained_grid;
+  for (const auto& b : ck.buffers)
+    if (b.name == "data.grid")
+      for (Index i = 0; i < b.tensor.numel(); ++i)
+        trained_grid.push_back(static_cast<Index>(b.tensor.data<double>()[i]));
+  if (trained_grid.empty()) trained_grid = spatial;
   const std::unique_ptr<Model> net =
-      make_model(cfg, nd, inputs.total_channels(), cout, space, points);
+      make_model(cfg, nd, inputs.total_channels(), cout, space, points, trained_grid);
   Model& model = *net;
   std::vector<Index> xshape = {1, inputs.total_channels()};
   xshape.insert(xshape.end(), spatial.begin(), spatial.end());

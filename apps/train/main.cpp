@@ -54,7 +54,8 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
                   "\"coords\" among data.inputs) have neighbourhoods that depend on the data");
     const auto cin = static_cast<Index>(in.size());
     const auto cout = static_cast<Index>(cfg.data.targets.size());
-    const std::unique_ptr<Model> model = make_model(cfg, nd, cin, cout, MemSpace::Host);
+    const std::unique_ptr<Model> model =
+        make_model(cfg, nd, cin, cout, MemSpace::Host, false, cli.dry_grid);
     std::vector<Index> shape = {batch, cin};
     shape.insert(shape.end(), cli.dry_grid.begin(), cli.dry_grid.end());
     v = dry_run(*model, cfg.model.type, shape, ranks, model_dtype(cfg.model),

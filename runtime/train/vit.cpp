@@ -9,6 +9,7 @@
 #include "runtime/nn/conv_transpose_layer.hpp"
 #include "runtime/nn/norm_layers.hpp"
 #include "runtime/nn/pointwise_layers.hpp"
+#include "runtime/nn/learned_positions.hpp"
 #include "runtime/nn/position_embedding.hpp"
 
 namespace tessera {
@@ -40,7 +41,18 @@ Vit::Vit(const VitOptions& o) : opts_(o) {
   pe.space = o.space;
   pe.seed = seed++;
   Value x = graph_.layer("embed", std::make_shared<ConvNd>(pe), graph_.input("x"));
-  x = graph_.layer("positions", std::make_shared<SinusoidalPositions>(o.nd, o.dim), x);
+  if (o.learned_positions) {
+    LearnedPositionsOptions lp;
+    lp.nd = o.nd;
+    lp.channels = o.dim;
+    lp.grid = o.position_grid;
+    lp.dtype = o.dtype;
+    lp.space = o.space;
+    lp.seed = seed++;
+    x = graph_.layer("positions", std::make_shared<LearnedPositions>(lp), x);
+  } else {
+    x = graph_.layer("positions", std::make_shared<SinusoidalPositions>(o.nd, o.dim), x);
+  }
   for (int l = 0; l < o.depth; ++l) {
     const std::string b = "block" + std::to_string(l);
     std::shared_ptr<Layer> attn;
@@ -132,6 +144,7 @@ std::string Vit::signature() const {
      << " patch=" << opts_.patch << " dim=" << opts_.dim << " depth=" << opts_.depth
      << " heads=" << opts_.heads << " window=" << opts_.window << " mlp_ratio=" << opts_.mlp_ratio
      << " dtype=" << name_of(opts_.dtype);
+  if (opts_.learned_positions) os << " positions=learned:" << shape_str(opts_.position_grid);
   return os.str();
 }
 

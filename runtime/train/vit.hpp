@@ -3,6 +3,7 @@
 //
 //   embed:    patches of patch^nd cells -> dim channels (a strided conv, kernel = stride =
 //             patch), plus fixed sinusoidal positions of the patches (SinusoidalPositions)
+//             or learned ones (LearnedPositions, interpolated on another grid)
 //   block{l}: x + Attention(LayerNorm(x)), then x + MLP(LayerNorm(x)); the attention is
 //             global (MultiHeadAttention) or, with a window, NeighborhoodAttention
 //             (token-wise MLP dim -> mlp_ratio dim -> dim, GELU)
@@ -31,6 +32,10 @@ struct VitOptions {
   Index mlp_ratio = 2;
   SequenceAlgorithm attention = SequenceAlgorithm::Auto;  // global attention's algorithm
   Index window = 0;  // > 0: neighbourhood attention over window x ... tokens instead
+  // Learned position embeddings (LearnedPositions: a table per token of `position_grid`,
+  // the token grid trained on, sharded with the tokens) instead of the sinusoidal ones.
+  bool learned_positions = false;
+  std::vector<Index> position_grid;
   DType dtype = DType::f32;
   MemSpace space = MemSpace::Host;
   unsigned seed = 0;

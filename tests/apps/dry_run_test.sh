@@ -35,6 +35,8 @@ check() {  # model n grid batch [bench options...]
       config=$demo/darcy_vit.toml
       dry_opts=(--model.dim=32 --model.depth=2 --model.heads=4 --model.patch=4)
       [ "$model" = vit-ring ] && dry_opts+=(--model.attention=ring) && bench_opts+=(--vit-attention=ring)
+      [ "$model" = vit-learned ] && dry_opts+=(--model.positions=learned) &&
+        bench_opts+=(--vit-positions=learned)
       ;;
     transolver)
       config=$demo/darcy_vit.toml
@@ -86,6 +88,7 @@ for model in unet fno vit transolver; do
 done
 check vit-ring 4 64x32 2
 check fno-sharded 4 64x32 2
+check vit-learned 4 64x32 2
 
 # The rank count defaults to the ranks launched; one report, from rank 0.
 timeout 120 "$mpiexec" "$npflag" 2 "${flags[@]}" "$bin/tessera-train" \

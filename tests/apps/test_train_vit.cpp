@@ -2,8 +2,10 @@
 // the world's domain mesh, a data-parallel mesh and a 2x2 domain x data mesh equals a one-rank
 // run to 1e-9 relative (every global attention algorithm on the domain mesh, and
 // neighbourhood attention on domain, 2x2 and domain x data meshes); 10 steps on one rank +
-// checkpoint + restart at the world's rank count + 10 steps == 20 straight; the same
-// parameters run on a larger grid, sharded or not; grids the patches do not fit are refused.
+// checkpoint + restart at the world's rank count + 10 steps == 20 straight; the same with
+// learned position embeddings (the table sharded with the patches); the same parameters run
+// on a larger grid, sharded or not (learned positions interpolated); grids the patches do not
+// fit are refused.
 #include "tests/support/layer_check.hpp"
 #include "tests/support/train_fixture.hpp"
 
@@ -65,6 +67,37 @@ TEST_CASE("vit with neighbourhood attention: the loss curve on any mesh equals o
   }
 }
 
+TEST_CASE("vit with learned positions: loss curves on any mesh, restart at another rank count",
+          "[vit]") {
+  const std::string dir = test_dir("vit");
+  std::vector<std::string> extra = kVit;
+  extra.push_back("model.positions=learned");
+  const std::string ckdir = dir + "/ck-learned";
+  const TrainConfig cfg = config(make_dataset(dir), ckdir, extra);
+  Trainer ref(Mesh::line(MPI_COMM_SELF), cfg);
+  const std::vector<double> want = losses(ref, 20);
+  MPI_CHECK(want.back() < 0.8 * want.front());
+  const int n = world_size();
+  std::vector<std::string> meshes;
+  if (4 % n == 0) meshes.push_back("domain=" + std::to_string(n));
+  if (n == 4) meshes.push_back("x=2,y=2");
+  if (n == 4) meshes.push_back("domain=2,data=2");
+  for (const std::string& m : meshes) {
+    Trainer t(Mesh::parse(MPI_COMM_WORLD, m), cfg);
+    const std::vector<double> got = losses(t, 20);
+    INFO("mesh " << m << ": max rel diff " << max_rel(got, want));
+    MPI_CHECK(max_rel(got, want) < 1e-9);
+  }
+  // The checkpoint holds the table whole: one rank's 10 steps go on sharded at n ranks.
+  if (4 % n != 0) return;
+  std::vector<double> got = first_steps_on_rank0(cfg, ckdir, 10);
+  Trainer second(Mesh::parse(MPI_COMM_WORLD, "domain=" + std::to_string(n)), cfg);
+  second.restore(io::load_checkpoint(io::latest_checkpoint(ckdir, MPI_COMM_WORLD), MPI_COMM_WORLD));
+  for (double l : losses(second, 10)) got.push_back(l);
+  INFO("restart: max rel diff " << max_rel(got, want));
+  MPI_CHECK(max_rel(got, want) < 1e-9);
+}
+
 TEST_CASE("vit: 10 steps, save, restart at another rank count, 10 more == 20 straight", "[vit]") {
   const std::string dir = test_dir("vit");
   const std::string ckdir = dir + "/ck-restart";
@@ -93,22 +126,27 @@ TEST_CASE("vit: the same parameters run on a larger grid; unfit grids are refuse
   o.heads = 2;
   o.dtype = DType::f64;
   Vit net(o);
+  VitOptions lo = o;
+  lo.learned_positions = true;
+  lo.position_grid = {4, 4};  // trained on 16x16
+  Vit learned(lo);
   const Mesh world = Mesh::line(MPI_COMM_WORLD);
   const int n = world_size();
-  for (Index e : {16, 32}) {
-    const Index rows = e * n;  // whole patches per rank
-    const std::vector<Index> shape{1, 1, rows, e};
-    MPI_CHECK(net.input_problem(shape).empty());
-    const Tensor x = random_tensor(shape, DType::f64, 5);
-    const Mesh self = Mesh::line(MPI_COMM_SELF);
-    const Tensor one =
-        net.forward(ShardTensor(self, ShardSpec::replicated(shape, self), x)).local();
-    const Tensor many =
-        net.forward(
+  for (Vit* m : {&net, &learned})
+    for (Index e : {16, 32}) {
+      const Index rows = e * n;  // whole patches per rank
+      const std::vector<Index> shape{1, 1, rows, e};
+      MPI_CHECK(m->input_problem(shape).empty());
+      const Tensor x = random_tensor(shape, DType::f64, 5);
+      const Mesh self = Mesh::line(MPI_COMM_SELF);
+      const Tensor one =
+          m->forward(ShardTensor(self, ShardSpec::replicated(shape, self), x)).local();
+      const Tensor many =
+          m->forward(
                ShardTensor::scatter(world, x, {Replicate(), Replicate(), Shard(0), Replicate()}))
-            .gather_all();
-    MPI_CHECK(rel_error(many, one) < 1e-12);
-  }
+              .gather_all();
+      MPI_CHECK(rel_error(many, one) < 1e-12);
+    }
   MPI_CHECK(net.input_problem({1, 1, 18, 16}).find("not a multiple of model.patch") !=
             std::string::npos);
   MPI_CHECK(net.decomposition_problem({16, 16}, {3, 1}).find("do not split evenly") !=

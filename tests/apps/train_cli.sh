@@ -127,6 +127,34 @@ mpi 1 "$bin/tessera-prep" validate pred.h5 >/dev/null || fail "prediction is not
 mpi 1 "$bin/tessera-prep" inspect pred.h5 | grep "pressure" | grep -q "(2, 1, 32, 24)" ||
   { mpi 1 "$bin/tessera-prep" inspect pred.h5; fail "prediction shape"; }
 echo "ok: inference on 32x24 wrote /fields/pressure (2, 1, 32, 24)"
+# A ViT with learned positions (a table per patch of 16x16, sharded with the patches at 2
+# ranks): inference on 32x24 interpolates the table; the checkpoint holds it whole.
+mpi 2 "$bin/tessera-train" cfg.toml --model.type=vit --model.patch=4 --model.dim=8 \
+  --model.depth=1 --model.heads=2 --model.positions=learned --train.checkpoint_dir=ck-vit \
+  >vit.log 2>&1 || { cat vit.log; fail "tessera-train (vit, learned positions)"; }
+# Debian's python3 (python3-h5py, from scripts/setup.sh), ahead of any other on PATH.
+py=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3)
+"$py" - ck-vit/ckpt_00000006.h5 <<'EOF' || fail "the checkpoint lacks the whole table or the grid"
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+assert f["/params/positions.table"].shape == (8, 4, 4), f["/params/positions.table"].shape
+assert list(f["/buffers/data.grid"][...]) == [16, 16], f["/buffers/data.grid"][...]
+EOF
+for n in 1 2; do
+  mpi $n "$bin/tessera-infer" --checkpoint ck-vit/ckpt_00000006.h5 --input big.h5 \
+    --output vit_pred$n.h5 >vit_infer.log 2>&1 ||
+    { cat vit_infer.log; fail "tessera-infer (vit, learned positions, $n ranks)"; }
+  grep -q "mean relative L2 error" vit_infer.log || { cat vit_infer.log; fail "no vit error report"; }
+done
+"$py" - vit_pred1.h5 vit_pred2.h5 <<'EOF' || fail "vit inference differs between 1 and 2 ranks"
+import sys, h5py, numpy as np
+a, b = (h5py.File(f, "r")["/fields/pressure"][...] for f in sys.argv[1:3])
+assert a.shape == (2, 1, 32, 24), a.shape
+d = np.abs(a - b).max() / np.abs(a).max()
+print(f"vit (learned positions) on 32x24: 1 vs 2 ranks max rel diff {d:.2e}")
+assert d < 1e-12
+EOF
+echo "ok: vit with learned positions trained on 16x16 at 2 ranks, inferred on 32x24 at 1 and 2 ranks"
 # Point clouds: a Transolver trained on coords + f -> f_smooth, inference at 1 and 2 ranks.
 mpi 2 "$bin/tessera-prep" generate points --points 300 --samples 6 --smooth 8 --out pts.h5 \
   --quiet || fail "tessera-prep generate points"
