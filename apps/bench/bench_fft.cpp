@@ -107,7 +107,8 @@ json transform_row(Context& ctx, const Grid& g, int reps, int threads) {
     for (Index i = 0; i < rows * 2 * bins; ++i) buf[i] *= inv_n;  // Tessera's inverse scales too
   };
   ShardTensor back;
-  auto tessera_round_trip = [&] { back = fft.inverse(fft.forward(xs)); };
+  // The spectrum is a temporary the inverse may overwrite (as FFTW-MPI's in-place c2r does).
+  auto tessera_round_trip = [&] { back = fft.inverse(fft.forward(xs), true); };
   const auto [tt, tf] = time_interleaved(comm, reps, 1, tessera_round_trip, fftw_round_trip);
 
   // Untimed checks: the round trip, and the spectra's energies.

@@ -100,11 +100,11 @@ ShardTensor DistFft::forward(const ShardTensor& x) const {
 ShardTensor DistFft::inverse_adjoint(const ShardTensor& g) const {
   return run_down(g, Pass::InverseAdjoint);
 }
-ShardTensor DistFft::inverse(const ShardTensor& X) const {
-  return run_up(X, Pass::Inverse);
+ShardTensor DistFft::inverse(const ShardTensor& X, bool consume) const {
+  return run_up(X, Pass::Inverse, consume);
 }
-ShardTensor DistFft::forward_adjoint(const ShardTensor& G) const {
-  return run_up(G, Pass::ForwardAdjoint);
+ShardTensor DistFft::forward_adjoint(const ShardTensor& G, bool consume) const {
+  return run_up(G, Pass::ForwardAdjoint, consume);
 }
 
 ShardTensor DistFft::run_down(const ShardTensor& x, Pass pass) const {
@@ -141,7 +141,7 @@ ShardTensor DistFft::run_down(const ShardTensor& x, Pass pass) const {
   return cur;
 }
 
-ShardTensor DistFft::run_up(const ShardTensor& X, Pass pass) const {
+ShardTensor DistFft::run_up(const ShardTensor& X, Pass pass, bool consume) const {
   TESSERA_CHECK(X.spec() == spectrum_spec(), "DistFft: spectrum is " << X.spec().str()
                                                                      << ", the plan's is "
                                                                      << spectrum_spec().str());
@@ -163,8 +163,9 @@ ShardTensor DistFft::run_up(const ShardTensor& X, Pass pass) const {
     const FftStage& head = stages_[first];
     const std::vector<int> dims = group_dims(i);
     const Tensor padded = spectral::zero_pad(cur.local().contiguous(), st.dim, st.n, st.real);
-    // Temporaries of this pass are transformed in place; the caller's spectrum never.
-    const bool owned = !padded.same_storage(X.local());
+    // Temporaries of this pass are transformed in place; the caller's spectrum only when
+    // the caller gave it up.
+    const bool owned = consume || !padded.same_storage(X.local());
     Tensor out;
     if (head.real) {  // the last transform: the scale goes here, once
       out = spectral::c2r_dims(padded, dims, head.n, scale,

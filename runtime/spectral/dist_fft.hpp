@@ -53,9 +53,12 @@ class DistFft {
   DType complex_type() const { return complex_of(real_); }
   const std::vector<FftStage>& stages() const { return stages_; }
 
-  ShardTensor forward(const ShardTensor& x) const;          // real -> spectrum
-  ShardTensor inverse(const ShardTensor& X) const;          // spectrum -> real
-  ShardTensor forward_adjoint(const ShardTensor& G) const;  // F*: spectrum -> real
+  // With `consume`, the spectrum passed to inverse / forward_adjoint is a temporary the
+  // transform may overwrite (FFTW's c2r destroys its input: otherwise it works on a copy).
+  ShardTensor forward(const ShardTensor& x) const;                        // real -> spectrum
+  ShardTensor inverse(const ShardTensor& X, bool consume = false) const;  // spectrum -> real
+  ShardTensor forward_adjoint(const ShardTensor& G,
+                              bool consume = false) const;  // F*: spectrum -> real
   ShardTensor inverse_adjoint(const ShardTensor& g) const;  // (F^-1)*: real -> spectrum
 
   // The stages with global shapes and placements, and this rank's box at each.
@@ -65,8 +68,8 @@ class DistFft {
 
  private:
   enum class Pass { Forward, Inverse, ForwardAdjoint, InverseAdjoint };
-  ShardTensor run_down(const ShardTensor& x, Pass p) const;  // real -> spectrum order
-  ShardTensor run_up(const ShardTensor& X, Pass p) const;    // spectrum -> real order
+  ShardTensor run_down(const ShardTensor& x, Pass p) const;              // real -> spectrum order
+  ShardTensor run_up(const ShardTensor& X, Pass p, bool consume) const;  // spectrum -> real
   void group_stages();
   std::vector<int> group_dims(std::size_t i) const;  // of the run holding stage i, ascending
 

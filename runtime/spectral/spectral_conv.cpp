@@ -203,7 +203,7 @@ ShardTensor SpectralConv::forward(const ShardTensor& x) {
   Tensor yh = Tensor::empty(yshape, xh.dtype(), xh.space());
   const Tensor w = local_weight();
   kernels::spectral_mix(xh.device(), xh.dtype(), s, xh.raw(), w.raw(), yh.raw());
-  return fft_out_->inverse(ShardTensor::unchecked(mesh_, fft_out_->spectrum_spec(), yh));
+  return fft_out_->inverse(ShardTensor::unchecked(mesh_, fft_out_->spectrum_spec(), yh), true);
 }
 
 ShardTensor SpectralConv::backward(const ShardTensor& dy) {
@@ -230,7 +230,8 @@ ShardTensor SpectralConv::backward(const ShardTensor& dy) {
   }
   Tensor dxh = Tensor::empty(xh.shape(), xh.dtype(), xh.space());
   kernels::spectral_mix_dx(g.device(), g.dtype(), s, g.raw(), w.raw(), dxh.raw());
-  return fft_in_->forward_adjoint(ShardTensor::unchecked(mesh_, fft_in_->spectrum_spec(), dxh));
+  return fft_in_->forward_adjoint(ShardTensor::unchecked(mesh_, fft_in_->spectrum_spec(), dxh),
+                                  true);
 }
 
 namespace {

@@ -41,8 +41,12 @@ Tensor c2r_dims(const Tensor& z, const std::vector<int>& dims, Index n, double s
 
 Tensor c2c_dims(const Tensor& z, const std::vector<int>& dims, int sign, bool in_place) {
   TESSERA_CHECK(z.is_contiguous(), "c2c: input must be contiguous");
-  Tensor out = in_place ? z : Tensor::empty(z.shape(), z.dtype(), z.space());
-  kernels::fft_c2c_dims(z.device(), z.dtype(), z.shape(), dims, z.raw(), out.raw(), sign, 1.0);
+  // Out of place as a copy, then in place: FFTW's out-of-place plans along a strided dim (the
+  // slab's second pass) measured 2.5x slower than its in-place ones, more than the copy costs
+  // (4096^2 float32 at 2 ranks: 49 ms against 2.4 + 19 ms).
+  Tensor out = in_place ? z : z.clone();
+  kernels::fft_c2c_dims(out.device(), out.dtype(), out.shape(), dims, out.raw(), out.raw(), sign,
+                        1.0);
   return out;
 }
 
