@@ -204,12 +204,83 @@ void merge(Index rows, Index d, T* out, double* lse, const T* out2, const double
   }
 }
 
-// float32: the blocks as matrix products through oneDNN's sgemm (row-major), one row tile
-// of queries against all keys at a time: S = scale Q K^T (+ bias, masks), the exact softmax
-// of each row (its LSE kept), O = P V; backward dP = dO V^T, dS = P (dP - D), dQ = scale dS K,
-// dK += scale dS^T Q, dV += P^T dO. Each (batch x head) problem belongs to one thread, so dK
-// and dV accumulate without races; memory per thread is two row tiles of scores, O(S).
-constexpr Index kGemmRows = 64;
+// The float32 path's passes over rows of scores, built also for AVX-512 and AVX2 (the library
+// targets generic x86-64, where these loops would run 4 lanes wide; the loader picks the widest
+// clone the CPU has). oneDNN's sgemm dispatches by CPU on its own.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define TESSERA_ROW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TESSERA_ROW_CLONES
+#endif
+
+// One key block of the online softmax: rows of scores -> e^(s - m') in place, where m' is each
+// row's running maximum updated by this block; c gets the factor e^(m - m') that rescales the
+// row's earlier sum and output (1 while a row has seen only masked keys), l the running sum.
+TESSERA_ROW_CLONES
+void online_softmax_rows(float* s, Index rows, Index nk, double* m, double* l, float* c) {
+  for (Index r = 0; r < rows; ++r) {
+    float* row = s + r * nk;
+    float bm = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : bm)
+    for (Index j = 0; j < nk; ++j) bm = row[j] > bm ? row[j] : bm;
+    const double mn = std::max(m[r], static_cast<double>(bm));
+    if (mn == kNegInf) {  // every key so far masked: nothing to add
+      std::fill(row, row + nk, 0.0f);
+      c[r] = 1.0f;
+      continue;
+    }
+    c[r] = static_cast<float>(std::exp(m[r] - mn));
+    const float mf = static_cast<float>(mn);
+    double sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (Index j = 0; j < nk; ++j) {
+      const float e = softmax_exp(row[j] - mf);
+      row[j] = e;
+      sum += static_cast<double>(e);
+    }
+    l[r] = l[r] * static_cast<double>(c[r]) + sum;
+    m[r] = mn;
+  }
+}
+
+// Rows of scores -> probabilities e^(s - LSE) in place, from the forward's LSE.
+TESSERA_ROW_CLONES
+void probabilities_from_lse(float* s, Index rows, Index sk, const double* lse) {
+  for (Index r = 0; r < rows; ++r) {
+    float* row = s + r * sk;
+    if (lse[r] == kNegInf) {
+      std::fill(row, row + sk, 0.0f);
+      continue;
+    }
+    // Scores minus the LSE are <= 0 up to rounding; the subtraction in float32 costs about
+    // 1e-7 |score| of relative accuracy, as the forward's.
+    const float lf = static_cast<float>(lse[r]);
+#pragma omp simd
+    for (Index j = 0; j < sk; ++j) row[j] = softmax_exp(row[j] - lf);
+  }
+}
+
+// dS = P (dP - D_i) in place of dP, row by row.
+TESSERA_ROW_CLONES
+void softmax_grad_rows(float* dp, const float* p, Index rows, Index sk, const float* di) {
+  for (Index r = 0; r < rows; ++r) {
+    float* ds = dp + r * sk;
+    const float* pr = p + r * sk;
+    const float d = di[r];
+#pragma omp simd
+    for (Index j = 0; j < sk; ++j) ds[j] = pr[j] * (ds[j] - d);
+  }
+}
+
+// float32: the blocks as matrix products through oneDNN's sgemm (row-major), a row tile of
+// queries against a block of keys at a time: S = scale Q K^T (+ bias, masks), the online
+// softmax across key blocks (each row's running maximum and sum, O rescaled as it grows; the
+// LSE kept), O = P V; backward, with the probabilities recomputed from the LSE (no rescaling),
+// dP = dO V^T, dS = P (dP - D), dQ += scale dS K, dK += scale dS^T Q, dV += P^T dO. Each
+// (batch x head) problem belongs to one thread, so dK and dV accumulate without races; memory
+// per thread is two tiles of rows x key block, whatever the sequence length. Tiles: the larger
+// the faster here (the products' efficiency), up to where they leave the caches.
+constexpr Index kGemmRows = 128, kGemmKeys = 4096;
 
 void sgemm(char ta, char tb, Index m, Index n, Index k, float alpha, const float* a, Index lda,
            const float* b, Index ldb, float beta, float* c, Index ldc) {
@@ -218,65 +289,62 @@ void sgemm(char ta, char tb, Index m, Index n, Index k, float alpha, const float
   TESSERA_CHECK(st == dnnl_success, "attention: oneDNN sgemm failed (status " << st << ")");
 }
 
-// Scores of rows [i0, i1) of problem b against every key, masked, into s (rows x sk).
-void scores(const AttentionDesc& a, Index b, Index i0, Index i1, const float* q, const float* k,
-            float* s) {
+// Scores of rows [i0, i1) of problem b against keys [j0, j1), masked, into s (rows x (j1 - j0)).
+void scores(const AttentionDesc& a, Index b, Index i0, Index i1, Index j0, Index j1, const float* q,
+            const float* k, float* s) {
   const float sc = static_cast<float>(a.effective_scale());
-  if (a.sk == 0 || i1 == i0) return;
-  sgemm('N', 'T', i1 - i0, a.sk, a.d, sc, q + (b * a.sq + i0) * a.d, a.d, k + b * a.sk * a.d, a.d,
-        0.0f, s, a.sk);
+  const Index nk = j1 - j0;
+  if (nk == 0 || i1 == i0) return;
+  sgemm('N', 'T', i1 - i0, nk, a.d, sc, q + (b * a.sq + i0) * a.d, a.d, k + (b * a.sk + j0) * a.d,
+        a.d, 0.0f, s, nk);
   const auto* bias = static_cast<const float*>(a.bias);
   for (Index i = i0; i < i1; ++i) {
-    float* row = s + (i - i0) * a.sk;
+    float* row = s + (i - i0) * nk;
     if (bias) {
-      const float* br = bias + b * a.bias_batch_stride + i * a.sk;
+      const float* br = bias + b * a.bias_batch_stride + i * a.sk + j0;
 #pragma omp simd
-      for (Index j = 0; j < a.sk; ++j) row[j] += br[j];
+      for (Index j = 0; j < nk; ++j) row[j] += br[j];
     }
     if (a.causal) {
-      const Index first_hidden = std::max<Index>(0, i + a.q_offset - a.k_offset + 1);
-      for (Index j = first_hidden; j < a.sk; ++j) row[j] = -std::numeric_limits<float>::infinity();
+      const Index first_hidden = std::max<Index>(j0, i + a.q_offset - a.k_offset + 1);
+      for (Index j = first_hidden; j < j1; ++j)
+        row[j - j0] = -std::numeric_limits<float>::infinity();
     }
   }
 }
 
 void forward_gemm(const AttentionDesc& a, const float* q, const float* k, const float* v,
                   float* out, double* lse) {
-  ThreadScratch<float> scratch(static_cast<std::size_t>(kGemmRows * std::max<Index>(a.sk, 1)));
+  const Index kb = std::max<Index>(1, std::min(a.sk, kGemmKeys));
+  ThreadScratch<float> scratch(static_cast<std::size_t>(kGemmRows * kb));
 #pragma omp parallel
   {
-    float* const s = scratch.mine();  // a row tile's scores, then probabilities
+    float* const s = scratch.mine();  // a tile's scores, then probabilities
+    double m[kGemmRows], l[kGemmRows];
+    float c[kGemmRows];
 #pragma omp for schedule(dynamic)
     for (Index b = 0; b < a.batch; ++b)
       for (Index i0 = 0; i0 < a.sq; i0 += kGemmRows) {
-        const Index i1 = std::min(a.sq, i0 + kGemmRows);
-        scores(a, b, i0, i1, q, k, s);
-        for (Index i = i0; i < i1; ++i) {
-          float* row = s + (i - i0) * a.sk;
-          float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-          for (Index j = 0; j < a.sk; ++j) m = row[j] > m ? row[j] : m;
-          if (m == -std::numeric_limits<float>::infinity()) {
-            std::fill(row, row + a.sk, 0.0f);
-            lse[b * a.sq + i] = kNegInf;
-            continue;
-          }
-#pragma omp simd
-          for (Index j = 0; j < a.sk; ++j) row[j] = softmax_exp(row[j] - m);
-          double l = 0;
-#pragma omp simd reduction(+ : l)
-          for (Index j = 0; j < a.sk; ++j) l += static_cast<double>(row[j]);
-          const float inv = static_cast<float>(1.0 / l);
-#pragma omp simd
-          for (Index j = 0; j < a.sk; ++j) row[j] *= inv;
-          lse[b * a.sq + i] = static_cast<double>(m) + std::log(l);
+        const Index i1 = std::min(a.sq, i0 + kGemmRows), rows = i1 - i0;
+        float* o = out + (b * a.sq + i0) * a.d;
+        std::fill(o, o + rows * a.d, 0.0f);
+        std::fill(m, m + rows, kNegInf);
+        std::fill(l, l + rows, 0.0);
+        for (Index j0 = 0; j0 < a.sk; j0 += kb) {
+          const Index j1 = std::min(a.sk, j0 + kb), nk = j1 - j0;
+          scores(a, b, i0, i1, j0, j1, q, k, s);
+          online_softmax_rows(s, rows, nk, m, l, c);
+          if (j0 > 0)  // the rows' earlier blocks, to the new maxima
+            for (Index r = 0; r < rows; ++r)
+              for (Index e = 0; e < a.d; ++e) o[r * a.d + e] *= c[r];
+          sgemm('N', 'N', rows, a.d, nk, 1.0f, s, nk, v + (b * a.sk + j0) * a.d, a.d,
+                j0 > 0 ? 1.0f : 0.0f, o, a.d);
         }
-        if (a.sk == 0) {
-          std::fill(out + (b * a.sq + i0) * a.d, out + (b * a.sq + i1) * a.d, 0.0f);
-          continue;
+        for (Index r = 0; r < rows; ++r) {  // normalized once, d values per row
+          const float inv = l[r] > 0 ? static_cast<float>(1.0 / l[r]) : 0.0f;
+          for (Index e = 0; e < a.d; ++e) o[r * a.d + e] *= inv;
+          lse[b * a.sq + i0 + r] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
         }
-        sgemm('N', 'N', i1 - i0, a.d, a.sk, 1.0f, s, a.sk, v + b * a.sk * a.d, a.d, 0.0f,
-              out + (b * a.sq + i0) * a.d, a.d);
       }
   }
 }
@@ -287,50 +355,46 @@ void backward_gemm(const AttentionDesc& a, const float* q, const float* k, const
   const float sc = static_cast<float>(a.effective_scale());
   std::fill(dk, dk + a.batch * a.sk * a.d, 0.0f);
   std::fill(dv, dv + a.batch * a.sk * a.d, 0.0f);
-  const std::size_t tile = static_cast<std::size_t>(kGemmRows * std::max<Index>(a.sk, 1));
-  ThreadScratch<float> scratch(2 * tile);  // p and dp of a row tile
+  const Index kb = std::max<Index>(1, std::min(a.sk, kGemmKeys));
+  const std::size_t tile = static_cast<std::size_t>(kGemmRows * kb);
+  ThreadScratch<float> scratch(2 * tile);  // p and dp of a tile
 #pragma omp parallel
   {
     float* const p = scratch.mine();
     float* const dp = p + tile;
+    float di[kGemmRows];
 #pragma omp for schedule(dynamic)
     for (Index b = 0; b < a.batch; ++b)
       for (Index i0 = 0; i0 < a.sq; i0 += kGemmRows) {
         const Index i1 = std::min(a.sq, i0 + kGemmRows), rows = i1 - i0;
+        float* dqt = dq + (b * a.sq + i0) * a.d;
         if (a.sk == 0) {
-          std::fill(dq + (b * a.sq + i0) * a.d, dq + (b * a.sq + i1) * a.d, 0.0f);
+          std::fill(dqt, dqt + rows * a.d, 0.0f);
           continue;
         }
-        scores(a, b, i0, i1, q, k, p);
-        for (Index i = i0; i < i1; ++i) {  // P from the saved LSE
-          float* row = p + (i - i0) * a.sk;
-          const double li = lse[b * a.sq + i];
-          if (li == kNegInf) {
-            std::fill(row, row + a.sk, 0.0f);
-            continue;
-          }
-          // Scores minus the LSE are <= 0 up to rounding; the subtraction in float32 costs
-          // about 1e-7 |score| of relative accuracy, as the forward's.
-          const float lf = static_cast<float>(li);
-#pragma omp simd
-          for (Index j = 0; j < a.sk; ++j) row[j] = softmax_exp(row[j] - lf);
-        }
         const float* go = dout + (b * a.sq + i0) * a.d;
-        sgemm('N', 'T', rows, a.sk, a.d, 1.0f, go, a.d, v + b * a.sk * a.d, a.d, 0.0f, dp, a.sk);
-        for (Index i = i0; i < i1; ++i) {  // dS = P (dP - D_i), in place of dP
+        for (Index i = i0; i < i1; ++i) {
           const Index r = b * a.sq + i;
-          const float di = static_cast<float>(dot(dout + r * a.d, out + r * a.d, a.d));
-          float* ds = dp + (i - i0) * a.sk;
-          const float* pr = p + (i - i0) * a.sk;
-#pragma omp simd
-          for (Index j = 0; j < a.sk; ++j) ds[j] = pr[j] * (ds[j] - di);
-          if (dbias) std::copy(ds, ds + a.sk, dbias + r * a.sk);
+          di[i - i0] = static_cast<float>(dot(dout + r * a.d, out + r * a.d, a.d));
         }
-        sgemm('N', 'N', rows, a.d, a.sk, sc, dp, a.sk, k + b * a.sk * a.d, a.d, 0.0f,
-              dq + (b * a.sq + i0) * a.d, a.d);
-        sgemm('T', 'N', a.sk, a.d, rows, sc, dp, a.sk, q + (b * a.sq + i0) * a.d, a.d, 1.0f,
-              dk + b * a.sk * a.d, a.d);
-        sgemm('T', 'N', a.sk, a.d, rows, 1.0f, p, a.sk, go, a.d, 1.0f, dv + b * a.sk * a.d, a.d);
+        for (Index j0 = 0; j0 < a.sk; j0 += kb) {
+          const Index j1 = std::min(a.sk, j0 + kb), nk = j1 - j0;
+          scores(a, b, i0, i1, j0, j1, q, k, p);
+          probabilities_from_lse(p, rows, nk, lse + b * a.sq + i0);
+          const float* vb = v + (b * a.sk + j0) * a.d;
+          sgemm('N', 'T', rows, nk, a.d, 1.0f, go, a.d, vb, a.d, 0.0f, dp, nk);
+          softmax_grad_rows(dp, p, rows, nk, di);
+          if (dbias)
+            for (Index i = i0; i < i1; ++i)
+              std::copy(dp + (i - i0) * nk, dp + (i - i0 + 1) * nk,
+                        dbias + (b * a.sq + i) * a.sk + j0);
+          sgemm('N', 'N', rows, a.d, nk, sc, dp, nk, k + (b * a.sk + j0) * a.d, a.d,
+                j0 > 0 ? 1.0f : 0.0f, dqt, a.d);
+          sgemm('T', 'N', nk, a.d, rows, sc, dp, nk, q + (b * a.sq + i0) * a.d, a.d, 1.0f,
+                dk + (b * a.sk + j0) * a.d, a.d);
+          sgemm('T', 'N', nk, a.d, rows, 1.0f, p, nk, go, a.d, 1.0f, dv + (b * a.sk + j0) * a.d,
+                a.d);
+        }
       }
   }
 }

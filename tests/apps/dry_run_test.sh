@@ -27,7 +27,8 @@ check() {  # model n grid batch [bench options...]
     unet) config=$demo/darcy_unet.toml ;;
     fno*)
       config=$demo/darcy_fno.toml
-      dry_opts=(--model.width=16 --model.modes=8 --model.layers=4 --model.projection=32)
+      dry_opts=(--model.width=16 --model.modes=8 --model.layers=4 --model.projection=32
+        --model.weights=replicated)
       [ "$model" = fno-sharded ] && dry_opts+=(--model.weights=mode_sharded) &&
         bench_opts+=(--fno-weights=mode_sharded)
       ;;
