@@ -1,6 +1,7 @@
 #pragma once
 // Training checkpoints in HDF5 with a global layout that does not depend on the rank
-// count or the mesh (parameters are replicated, so any run can load any checkpoint):
+// count or the mesh (parameters are replicated, and sharded ones are gathered whole by the
+// caller, so any run can load any checkpoint):
 //
 //   /                    attrs tessera_checkpoint_version = 1, step (int64),
 //                        config (string: the resolved config), rng (string), model (string)
