@@ -111,7 +111,8 @@ TEST_CASE("a sharded table: blocks, no domain reduction, whole checkpoints, one 
     GradSync sync(mesh, {&layer.table()}, {});
     sync.sync();
     const bool data = mesh.names().back() == "data";
-    MPI_CHECK(sync.stats().allreduces == (data && mesh.dim(1) > 1 ? 1 : 0));
+    // (A rank whose block is empty, and its data-axis partner with the same block, skip it.)
+    MPI_CHECK(sync.stats().allreduces == (data && mesh.dim(1) > 1 && t.value.numel() > 0 ? 1 : 0));
     if (mesh.dim(0) > 1)
       MPI_CHECK(test::throws_with([&] { layer.bind(mesh, ShardSpec::replicated(shape, mesh)); },
                                   "another decomposition"));
