@@ -280,7 +280,7 @@ void softmax_grad_rows(float* dp, const float* p, Index rows, Index sk, const fl
 // (batch x head) problem belongs to one thread, so dK and dV accumulate without races; memory
 // per thread is two tiles of rows x key block, whatever the sequence length. Tiles: the larger
 // the faster here (the products' efficiency), up to where they leave the caches.
-constexpr Index kGemmRows = 128, kGemmKeys = 4096;
+constexpr Index kGemmRows = 128, kGemmKeys = 1024;
 
 void sgemm(char ta, char tb, Index m, Index n, Index k, float alpha, const float* a, Index lda,
            const float* b, Index ldb, float beta, float* c, Index ldc) {
