@@ -130,6 +130,8 @@ def predict(m, v):
                                         (1 if v.get("loss_allreduce_bytes", 0) else 0))
     # Backward's transient peak: the largest layer's input and output gradients at once.
     transient = max((2 * l["out_bytes"] for l in v["layers"]), default=0)
+    # Kernel scratch (attention's score tiles) at its largest, on top.
+    transient += max((l.get("scratch_bytes", 0) for l in v["layers"]), default=0)
     memory = v["activation_bytes"] + transient + 4 * v["parameters"] * v["elem_size"]
     out = {"compute": compute * share, "halo": halo * share + wait["halo"],
            "alltoall": alltoall * share + wait["alltoall"],

@@ -93,6 +93,7 @@ nlohmann::json cost_json(const OpCost& c) {
   return {{"flops", c.flops},
           {"bytes", c.bytes},
           {"saved_bytes", c.saved_bytes},
+          {"scratch_bytes", c.scratch_bytes},
           {"halo_bytes", c.halo_bytes},
           {"halo_exchanges", c.halo_exchanges},
           {"halo_messages", c.halo_messages},

@@ -280,7 +280,7 @@ void softmax_grad_rows(float* dp, const float* p, Index rows, Index sk, const fl
 // (batch x head) problem belongs to one thread, so dK and dV accumulate without races; memory
 // per thread is two tiles of rows x key block, whatever the sequence length. Tiles: the larger
 // the faster here (the products' efficiency), up to where they leave the caches.
-constexpr Index kGemmRows = 128, kGemmKeys = 1024;
+constexpr Index kGemmRows = 128, kGemmKeys = 512;
 
 void sgemm(char ta, char tb, Index m, Index n, Index k, float alpha, const float* a, Index lda,
            const float* b, Index ldb, float beta, float* c, Index ldc) {
@@ -400,6 +400,12 @@ void backward_gemm(const AttentionDesc& a, const float* q, const float* k, const
 }
 
 }  // namespace
+
+std::size_t attention_host_scratch_bytes(DType t, Index sk) {
+  if (t != DType::f32) return 0;
+  const Index kb = std::max<Index>(1, std::min(sk, kGemmKeys));
+  return 2 * static_cast<std::size_t>(kGemmRows * kb) * sizeof(float);
+}
 
 void cpu::attention_forward(const AttentionDesc& a, const void* q, const void* k, const void* v,
                             void* out, double* lse) {

@@ -1,7 +1,9 @@
 #include "runtime/attention/multi_head_attention.hpp"
 
+#include <algorithm>
 #include <sstream>
 
+#include "kernels/attention.hpp"
 #include "kernels/strided_copy.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/ops_support.hpp"
@@ -231,6 +233,11 @@ OpCost MultiHeadAttention::cost(const ShardSpec& in, const ShardSpec& out, DType
     r.bytes = 16 * static_cast<double>(NH) * T * d * es;
     // q, k, v and out in the sequence and the algorithm's layouts, the out Linear's input.
     r.saved_bytes = 8 * static_cast<double>(NH) * T * d * es;
+    // The local kernel's scratch, for its longest key sequence (a ring block, else all keys).
+    Index keys = S;
+    if (algo == SequenceAlgorithm::Ring && G > 1)
+      keys = *std::max_element(sizes.begin(), sizes.end());
+    r.scratch_bytes = static_cast<double>(kernels::attention_host_scratch_bytes(dtype, keys));
     return r;
   });
   return c;

@@ -10,6 +10,7 @@ OpCost& OpCost::operator+=(const OpCost& o) {
   flops += o.flops;
   bytes += o.bytes;
   saved_bytes += o.saved_bytes;
+  scratch_bytes = std::max(scratch_bytes, o.scratch_bytes);
   halo_bytes += o.halo_bytes;
   halo_messages += o.halo_messages;
   halo_exchanges += o.halo_exchanges;
@@ -31,6 +32,7 @@ void OpCost::max_with(const OpCost& o) {
   flops = std::max(flops, o.flops);
   bytes = std::max(bytes, o.bytes);
   saved_bytes = std::max(saved_bytes, o.saved_bytes);
+  scratch_bytes = std::max(scratch_bytes, o.scratch_bytes);
   halo_bytes = std::max(halo_bytes, o.halo_bytes);
   halo_messages = std::max(halo_messages, o.halo_messages);
   halo_exchanges = std::max(halo_exchanges, o.halo_exchanges);

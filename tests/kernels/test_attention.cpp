@@ -155,8 +155,8 @@ TEST_CASE("attention equals the dense reference, forward and backward") {
 }
 
 TEST_CASE("float32 attention over several row tiles and key blocks (the online softmax)") {
-  // The float32 path works on tiles of 128 rows x 1024 keys: 133 queries and 4133 keys make
-  // two row tiles and five key blocks, with rows whose first four blocks are all masked (by
+  // The float32 path works on tiles of 128 rows x 512 keys: 133 queries and 4133 keys make
+  // two row tiles and nine key blocks, with rows whose first eight blocks are all masked (by
   // the bias) or whose last one is (causally), so the running maximum starts late or a block
   // adds nothing.
   for (bool causal : {false, true}) {
