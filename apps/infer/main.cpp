@@ -86,6 +86,16 @@ void write_points(const io::File& in, io::File& out, Index s, const Box& block, 
                 Box::from_shape(rows.shape()));
 }
 
+// A checkpoint buffer of counts (float64 in the file), empty when the checkpoint has none.
+std::vector<Index> index_buffer(const io::Checkpoint& ck, const std::string& name) {
+  std::vector<Index> v;
+  for (const auto& b : ck.buffers)
+    if (b.name == name)
+      for (Index i = 0; i < b.tensor.numel(); ++i)
+        v.push_back(static_cast<Index>(b.tensor.data<double>()[i]));
+  return v;
+}
+
 int run(Context& ctx, int argc, char** argv) {
   const cli::Args args(std::vector<std::string>(argv + 1, argv + argc), kOptions);
   if (args.help()) {
@@ -126,11 +136,7 @@ int run(Context& ctx, int argc, char** argv) {
                                   << " differs from " << inputs.names[0] << " in N or the grid");
   }
   // The target fields' channel split, as training saw it.
-  std::vector<Index> tch;
-  for (const auto& b : ck.buffers)
-    if (b.name == "data.target_channels")
-      for (Index i = 0; i < b.tensor.numel(); ++i)
-        tch.push_back(static_cast<Index>(b.tensor.data<double>()[i]));
+  std::vector<Index> tch = index_buffer(ck, "data.target_channels");
   if (tch.empty()) tch.assign(cfg.data.targets.size(), 1);
   TESSERA_CHECK(tch.size() == cfg.data.targets.size(),
                 "checkpoint: target channels do not match its config");
@@ -138,11 +144,7 @@ int run(Context& ctx, int argc, char** argv) {
   for (Index c : tch) cout += c;
 
   // The grid the model trained on (grid-shaped parameters: learned positions), or this one.
-  std::vector<Index> trained_grid;
-  for (const auto& b : ck.buffers)
-    if (b.name == "data.grid")
-      for (Index i = 0; i < b.tensor.numel(); ++i)
-        trained_grid.push_back(static_cast<Index>(b.tensor.data<double>()[i]));
+  std::vector<Index> trained_grid = index_buffer(ck, "data.grid");
   if (trained_grid.empty()) trained_grid = spatial;
   const std::unique_ptr<Model> net =
       make_model(cfg, nd, inputs.total_channels(), cout, space, points, trained_grid);

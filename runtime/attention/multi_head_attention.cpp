@@ -101,12 +101,10 @@ ShardTensor MultiHeadAttention::forward(const ShardTensor& x) {
   const Index T = N > 0 ? hl.numel() / (N * 3 * C) : 0;
   // The token group and its line mesh, for this input layout (collective to build).
   if (!ring_ || ring_->outer.comm() != mesh.comm() || ring_->in_spec != x.spec()) {
-    std::vector<int> token_dims;
-    for (int d = 2; d < x.spec().ndim(); ++d) token_dims.push_back(d);
     auto r = std::make_unique<Ring>();
     r->outer = mesh;
     r->in_spec = x.spec();
-    r->group = AxesComm(mesh, axes_sharding_dims(x.spec(), token_dims));
+    r->group = AxesComm(mesh, axes_sharding_dims(x.spec(), token_dims(x.spec().ndim())));
     r->line = Mesh(r->group.comm(), {r->group.size()}, {"tokens"});
     r->sizes.assign(static_cast<std::size_t>(r->group.size()), 0);
     TESSERA_MPI(
@@ -168,9 +166,8 @@ OpCost MultiHeadAttention::cost(const ShardSpec& in, const ShardSpec& out, DType
   const ShardSpec h = qkv_->output_spec(in), mid = with_channels(h, opts_.channels);
   OpCost c = qkv_->cost(in, h, dtype);
   c += out_->cost(mid, out, dtype);
-  std::vector<int> token_dims;
-  for (int d = 2; d < in.ndim(); ++d) token_dims.push_back(d);
-  const std::vector<int> axes = axes_sharding_dims(in, token_dims);
+  const std::vector<int> tokens = token_dims(in.ndim());
+  const std::vector<int> axes = axes_sharding_dims(in, tokens);
   const int G = ranks_over(in, axes);
   const Index H = opts_.heads, D = opts_.channels / H;
   const double es = static_cast<double>(size_of(dtype));
@@ -190,7 +187,7 @@ OpCost MultiHeadAttention::cost(const ShardSpec& in, const ShardSpec& out, DType
       if (member == coords) me = g;
       const Box b = in.local_box(member);
       Index t = 1;
-      for (int d : token_dims) t *= b.extent(d);
+      for (int d : tokens) t *= b.extent(d);
       sizes.push_back(t);
     }
     const Box mine = in.local_box(coords);

@@ -23,12 +23,6 @@ struct PhysicsAttention::Saved {
 
 namespace {
 
-std::vector<int> token_dims(int ndim) {
-  std::vector<int> d;
-  for (int i = 2; i < ndim; ++i) d.push_back(i);
-  return d;
-}
-
 void fill_uniform(Parameter& p, std::mt19937_64& rng, double bound) {
   std::uniform_real_distribution<double> u(-bound, bound);
   Tensor h = Tensor::empty(p.value.shape(), p.value.dtype());

@@ -227,82 +227,72 @@ ShardTensor Graph::backward(const ShardTensor& dy) {
   return backward(std::vector<ShardTensor>{dy}).front();
 }
 
-std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_specs) const {
-  TESSERA_CHECK(input_specs.size() == inputs_.size(),
-                "Graph::output_specs: " << inputs_.size() << " input specs expected, got "
-                                        << input_specs.size());
+std::vector<ShardSpec> Graph::walk_specs(
+    const char* what, const std::vector<ShardSpec>& input_specs,
+    const std::function<void(std::size_t, const std::vector<ShardSpec>&, const ShardSpec&)>& visit)
+    const {
+  TESSERA_CHECK(input_specs.size() == inputs_.size(), "Graph::" << what << ": " << inputs_.size()
+                                                                << " input specs expected, got "
+                                                                << input_specs.size());
   std::vector<ShardSpec> specs(nodes_.size());
   for (std::size_t k = 0; k < inputs_.size(); ++k)
     specs[static_cast<std::size_t>(inputs_[k])] = input_specs[k];
   for (std::size_t id = 0; id < nodes_.size(); ++id) {
     const Node& nd = nodes_[id];
+    if (nd.kind == Kind::Input) continue;
+    std::vector<ShardSpec> in;
+    for (int v : nd.inputs) in.push_back(specs[static_cast<std::size_t>(v)]);
     try {
-      if (nd.kind != Kind::Input) {
-        std::vector<ShardSpec> in;
-        for (int v : nd.inputs) in.push_back(specs[static_cast<std::size_t>(v)]);
-        specs[id] = nd.op->output_spec(in);
-      }
+      specs[id] = nd.op->output_spec(in);  // the same verdict on every rank
     } catch (const Error& e) {
       throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name +
                   "' cannot take its input: " + e.what());
     }
+    if (visit) visit(id, in, specs[id]);
   }
   std::vector<ShardSpec> outs;
   for (int o : outputs_) outs.push_back(specs[static_cast<std::size_t>(o)]);
   return outs;
 }
 
+std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_specs) const {
+  return walk_specs("output_specs", input_specs, nullptr);
+}
+
 void Graph::bind(const Mesh& mesh, const std::vector<ShardSpec>& input_specs) {
-  TESSERA_CHECK(
-      input_specs.size() == inputs_.size(),
-      "Graph::bind: " << inputs_.size() << " input specs expected, got " << input_specs.size());
-  std::vector<ShardSpec> specs(nodes_.size());
-  for (std::size_t k = 0; k < inputs_.size(); ++k)
-    specs[static_cast<std::size_t>(inputs_[k])] = input_specs[k];
-  for (std::size_t id = 0; id < nodes_.size(); ++id) {
-    const Node& nd = nodes_[id];
-    if (nd.kind == Kind::Input) continue;
-    std::vector<ShardSpec> in;
-    for (int v : nd.inputs) in.push_back(specs[static_cast<std::size_t>(v)]);
-    specs[id] = nd.op->output_spec(in);  // the same verdict on every rank
-    nd.op->bind(mesh, in);
-  }
+  walk_specs("bind", input_specs,
+             [&](std::size_t id, const std::vector<ShardSpec>& in, const ShardSpec&) {
+               nodes_[id].op->bind(mesh, in);
+             });
 }
 
 std::vector<NodeCost> Graph::costs(const std::vector<ShardSpec>& input_specs, DType dtype) const {
-  TESSERA_CHECK(
-      input_specs.size() == inputs_.size(),
-      "Graph::costs: " << inputs_.size() << " input specs expected, got " << input_specs.size());
-  std::vector<ShardSpec> specs(nodes_.size());
-  for (std::size_t k = 0; k < inputs_.size(); ++k)
-    specs[static_cast<std::size_t>(inputs_[k])] = input_specs[k];
   std::vector<NodeCost> out;
-  for (std::size_t id = 0; id < nodes_.size(); ++id) {
-    const Node& nd = nodes_[id];
-    if (nd.kind == Kind::Input) continue;
-    std::vector<ShardSpec> in;
-    for (int v : nd.inputs) in.push_back(specs[static_cast<std::size_t>(v)]);
-    try {
-      specs[id] = nd.op->output_spec(in);
-      NodeCost c;
-      c.name = nd.name;
-      c.op = nd.op->name();
-      c.out_shape = specs[id].global_shape();
-      c.cost = nd.op->cost(in, specs[id], dtype);
-      for (const auto& coords : mesh_coords_of(specs[id]))
-        c.out_bytes = std::max(
-            c.out_bytes, local_elems(specs[id], coords) * static_cast<double>(size_of(dtype)));
-      c.kept = std::find(outputs_.begin(), outputs_.end(), static_cast<int>(id)) != outputs_.end();
-      for (const Node& other : nodes_)
-        if (other.op && other.op->keeps_inputs() &&
-            std::find(other.inputs.begin(), other.inputs.end(), static_cast<int>(id)) !=
-                other.inputs.end())
-          c.kept = true;
-      out.push_back(c);
-    } catch (const Error& e) {
-      throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name + "': " + e.what());
-    }
-  }
+  walk_specs(
+      "costs", input_specs,
+      [&](std::size_t id, const std::vector<ShardSpec>& in, const ShardSpec& spec) {
+        const Node& nd = nodes_[id];
+        try {
+          NodeCost c;
+          c.name = nd.name;
+          c.op = nd.op->name();
+          c.out_shape = spec.global_shape();
+          c.cost = nd.op->cost(in, spec, dtype);
+          for (const auto& coords : mesh_coords_of(spec))
+            c.out_bytes = std::max(c.out_bytes,
+                                   local_elems(spec, coords) * static_cast<double>(size_of(dtype)));
+          c.kept =
+              std::find(outputs_.begin(), outputs_.end(), static_cast<int>(id)) != outputs_.end();
+          for (const Node& other : nodes_)
+            if (other.op && other.op->keeps_inputs() &&
+                std::find(other.inputs.begin(), other.inputs.end(), static_cast<int>(id)) !=
+                    other.inputs.end())
+              c.kept = true;
+          out.push_back(c);
+        } catch (const Error& e) {
+          throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name + "': " + e.what());
+        }
+      });
   return out;
 }
 

@@ -119,6 +119,13 @@ class Graph {
   };
 
   int add_node(Node n);
+  // Walks the nodes in order from the inputs' specs, each node's output spec from its
+  // inputs' (errors name the node), calling visit(node id, input specs, output spec) for
+  // every op node. Returns the outputs' specs. `what` names the caller in errors.
+  std::vector<ShardSpec> walk_specs(
+      const char* what, const std::vector<ShardSpec>& input_specs,
+      const std::function<void(std::size_t, const std::vector<ShardSpec>&, const ShardSpec&)>&
+          visit) const;
   const Node& node(Value v, const char* what) const;
   void accumulate(int value, ShardTensor g);
 

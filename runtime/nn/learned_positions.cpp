@@ -112,8 +112,7 @@ bool LearnedPositions::on_table_grid(const ShardSpec& in) const {
 
 OpCost LearnedPositions::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
   OpCost c = elementwise_cost(out, size_of(dtype), 2, 4);
-  bool tokens_split = false;
-  for (int d = 2; d < in.ndim(); ++d) tokens_split = tokens_split || in.placement(d).sharded();
+  const bool tokens_split = !axes_sharding_dims(in, token_dims(in.ndim())).empty();
   if (on_table_grid(in) && tokens_split && !in.placement(0).sharded())
     c.whole_grad_elems = numel_of(global_shape(table_));
   return c;
@@ -138,10 +137,7 @@ void LearnedPositions::bind(const Mesh& mesh, const ShardSpec& in) {
   }
   if (bound_) return;  // whole on every rank: any grid, any decomposition
   bound_ = true;
-  std::vector<int> axes;
-  for (int d = 2; d < in.ndim(); ++d)
-    if (in.placement(d).sharded()) axes.push_back(in.placement(d).axis);
-  std::sort(axes.begin(), axes.end());
+  const std::vector<int> axes = axes_sharding_dims(in, token_dims(in.ndim()));
   if (on_table_grid(in) && !axes.empty())
     shard_parameter(table_, mesh, block, axes);
   else
@@ -214,12 +210,7 @@ ShardTensor LearnedPositions::backward(const ShardTensor& dy) {
   const std::vector<Index> grid(dy.global_shape().begin() + 2, dy.global_shape().end());
   add_table_grad(g, dy.local_box(), grid);
   // Partial over the axes that split the batch (sharded table) or the tokens too (whole).
-  if (table_.shard) {
-    table_.grad_axes.clear();
-    if (spec_.placement(0).sharded()) table_.grad_axes.push_back(spec_.placement(0).axis);
-  } else {
-    table_.grad_axes = sharding_axes(spec_);
-  }
+  table_.grad_axes = table_.shard ? axes_sharding_dims(spec_, {0}) : sharding_axes(spec_);
   return dy;
 }
 

@@ -24,6 +24,12 @@ std::vector<int> axes_sharding_dims(const ShardSpec& spec, const std::vector<int
   return axes;
 }
 
+std::vector<int> token_dims(int ndim) {
+  std::vector<int> d;
+  for (int i = 2; i < ndim; ++i) d.push_back(i);
+  return d;
+}
+
 void allreduce_sum(const Mesh& mesh, const std::vector<int>& axes, double* buf, Index n) {
   const ScopedCommTimer timer(comm_times().allreduce_s);
   for (int a : axes) {

@@ -17,6 +17,8 @@ DType kernel_scalar(DType dt, const char* where);
 // Mesh axes that shard at least one of `dims`, ascending (sharding_axes(spec) in
 // runtime/window_layout.hpp gives those of every dim).
 std::vector<int> axes_sharding_dims(const ShardSpec& spec, const std::vector<int>& dims);
+// The spatial (token) dims 2 .. ndim-1 of an (N, C, spatial...) tensor.
+std::vector<int> token_dims(int ndim);
 
 // In-place sum of n doubles over every rank that differs only in `axes` (one all-reduce
 // per axis, so the result is the same on every rank of the group).

@@ -19,12 +19,11 @@ void shard_parameter(Parameter& p, const Mesh& mesh, const Box& block, std::vect
   s->comm = AxesComm(mesh, s->axes);
   // The blocks over `axes` must cover the tensor once: inside it, volumes adding up to it.
   const bool inside = Box::from_shape(shape).contains(block) && block.ndim == p.value.ndim();
-  long long vol = inside ? static_cast<long long>(block.volume()) : -1, total = 0, bad = 0;
-  TESSERA_MPI(MPI_Allreduce(&vol, &total, 1, MPI_LONG_LONG, MPI_SUM, s->comm.comm()));
-  long long mine = vol < 0 ? 1 : 0;
-  TESSERA_MPI(MPI_Allreduce(&mine, &bad, 1, MPI_LONG_LONG, MPI_SUM, s->comm.comm()));
+  long long mine[2] = {inside ? static_cast<long long>(block.volume()) : 0, inside ? 0 : 1};
+  long long sum[2] = {0, 0};  // volumes, blocks outside the tensor
+  TESSERA_MPI(MPI_Allreduce(mine, sum, 2, MPI_LONG_LONG, MPI_SUM, s->comm.comm()));
   collective_check(
-      mesh.comm(), bad == 0 && total == static_cast<long long>(numel_of(shape)),
+      mesh.comm(), sum[1] == 0 && sum[0] == static_cast<long long>(numel_of(shape)),
       "parameter '" + p.name + "': its blocks over the shard axes do not tile " + shape_str(shape));
   p.value = p.value.view(block).contiguous().clone();
   p.grad = Tensor::zeros(p.value.shape(), p.value.dtype(), p.value.space());

@@ -133,21 +133,12 @@ bool SpectralConv::plan_for(const Mesh& mesh, const ShardSpec& in) {
 }
 
 std::vector<int> SpectralConv::mode_axes() const {
-  std::vector<int> axes;
   const ShardSpec& s = fft_in_->spectrum_spec();
-  for (int d = 2; d < s.ndim(); ++d)
-    if (s.placement(d).sharded()) axes.push_back(s.placement(d).axis);
-  std::sort(axes.begin(), axes.end());
-  return axes;
+  return axes_sharding_dims(s, token_dims(s.ndim()));
 }
 
 std::vector<int> SpectralConv::batch_axes() const {
-  std::vector<int> axes;
-  const ShardSpec& s = fft_in_->spectrum_spec();
-  for (int d = 0; d < 2; ++d)
-    if (s.placement(d).sharded()) axes.push_back(s.placement(d).axis);
-  std::sort(axes.begin(), axes.end());
-  return axes;
+  return axes_sharding_dims(fft_in_->spectrum_spec(), {0, 1});
 }
 
 void SpectralConv::bind(const Mesh& mesh, const ShardSpec& in) {

@@ -16,7 +16,23 @@ using namespace tessera::test;
 namespace {
 const std::vector<std::string> kVit = {"model.type=vit", "model.patch=4", "model.dim=8",
                                        "model.depth=2",  "model.heads=2", "optim.lr=0.05"};
+
+// The loss curve of 20 steps of `cfg` equals `want` on the world's domain line (where the 4
+// patch rows split over it), a 2x2 spatial mesh and a 2x2 domain x data mesh.
+void check_curves_on_meshes(const TrainConfig& cfg, const std::vector<double>& want) {
+  const int n = world_size();
+  std::vector<std::string> meshes;
+  if (4 % n == 0) meshes.push_back("domain=" + std::to_string(n));
+  if (n == 4) meshes.push_back("x=2,y=2");
+  if (n == 4) meshes.push_back("domain=2,data=2");
+  for (const std::string& m : meshes) {
+    Trainer t(Mesh::parse(MPI_COMM_WORLD, m), cfg);
+    const std::vector<double> got = losses(t, 20);
+    INFO("mesh " << m << ": max rel diff " << max_rel(got, want));
+    MPI_CHECK(max_rel(got, want) < 1e-9);
+  }
 }
+}  // namespace
 
 TEST_CASE("vit: the loss curve on any mesh equals one rank's", "[vit]") {
   const std::string dir = test_dir("vit");
@@ -54,17 +70,7 @@ TEST_CASE("vit with neighbourhood attention: the loss curve on any mesh equals o
   const std::vector<double> want = losses(ref, 20);
   INFO("one-rank losses: first " << want.front() << ", last " << want.back());
   MPI_CHECK(want.back() < 0.8 * want.front());
-  const int n = world_size();
-  std::vector<std::string> meshes;
-  if (4 % n == 0) meshes.push_back("domain=" + std::to_string(n));
-  if (n == 4) meshes.push_back("x=2,y=2");
-  if (n == 4) meshes.push_back("domain=2,data=2");
-  for (const std::string& m : meshes) {
-    Trainer t(Mesh::parse(MPI_COMM_WORLD, m), cfg);
-    const std::vector<double> got = losses(t, 20);
-    INFO("mesh " << m << ": max rel diff " << max_rel(got, want));
-    MPI_CHECK(max_rel(got, want) < 1e-9);
-  }
+  check_curves_on_meshes(cfg, want);
 }
 
 TEST_CASE("vit with learned positions: loss curves on any mesh, restart at another rank count",
@@ -77,18 +83,9 @@ TEST_CASE("vit with learned positions: loss curves on any mesh, restart at anoth
   Trainer ref(Mesh::line(MPI_COMM_SELF), cfg);
   const std::vector<double> want = losses(ref, 20);
   MPI_CHECK(want.back() < 0.8 * want.front());
-  const int n = world_size();
-  std::vector<std::string> meshes;
-  if (4 % n == 0) meshes.push_back("domain=" + std::to_string(n));
-  if (n == 4) meshes.push_back("x=2,y=2");
-  if (n == 4) meshes.push_back("domain=2,data=2");
-  for (const std::string& m : meshes) {
-    Trainer t(Mesh::parse(MPI_COMM_WORLD, m), cfg);
-    const std::vector<double> got = losses(t, 20);
-    INFO("mesh " << m << ": max rel diff " << max_rel(got, want));
-    MPI_CHECK(max_rel(got, want) < 1e-9);
-  }
+  check_curves_on_meshes(cfg, want);
   // The checkpoint holds the table whole: one rank's 10 steps go on sharded at n ranks.
+  const int n = world_size();
   if (4 % n != 0) return;
   std::vector<double> got = first_steps_on_rank0(cfg, ckdir, 10);
   Trainer second(Mesh::parse(MPI_COMM_WORLD, "domain=" + std::to_string(n)), cfg);

@@ -15,16 +15,6 @@ using namespace tessera;
 
 namespace {
 
-std::vector<Mesh> meshes(MPI_Comm comm) {
-  int P = 1;
-  MPI_Comm_size(comm, &P);
-  std::vector<Mesh> m;
-  m.push_back(Mesh::line(comm, "x"));
-  if (P >= 4 && P % 2 == 0) m.push_back(Mesh(comm, {P / 2, 2}, {"x", "y"}));
-  if (P % 2 == 0) m.push_back(Mesh(comm, {P / 2, 2}, {"x", "data"}));
-  return m;
-}
-
 LearnedPositionsOptions options(const std::vector<Index>& grid, Index channels, DType dt) {
   LearnedPositionsOptions o;
   o.nd = static_cast<int>(grid.size());
@@ -46,7 +36,7 @@ TEST_CASE("learned positions sharded with the tokens equal one rank") {
   const std::vector<Case> cases = {{{9}, {9}},  {{6, 5}, {6, 5}}, {{4, 3, 5}, {4, 3, 5}},
                                    {{5}, {13}}, {{3, 4}, {7, 9}}, {{4, 4}, {4, 4}}};
   for (const Case& c : cases)
-    for (const Mesh& mesh : meshes(test::harness_comm()))
+    for (const Mesh& mesh : test::spatial_meshes(test::harness_comm()))
       for (bool uneven : {false, true})
         for (DType dt : {DType::f64, DType::f32}) {
           if (dt == DType::f32 && uneven) continue;
@@ -94,7 +84,7 @@ TEST_CASE("the table is interpolated at normalized positions, gradients by its t
 }
 
 TEST_CASE("a sharded table: blocks, no domain reduction, whole checkpoints, one layout") {
-  for (const Mesh& mesh : meshes(test::harness_comm())) {
+  for (const Mesh& mesh : test::spatial_meshes(test::harness_comm())) {
     const std::vector<Index> shape{2, 4, 7, 6};
     std::mt19937 rng(11);
     const ShardSpec spec = test::conv_spec(mesh, shape, rng, true);

@@ -20,16 +20,6 @@ using cd = std::complex<double>;
 
 namespace {
 
-std::vector<Mesh> meshes(MPI_Comm comm) {
-  int P = 1;
-  MPI_Comm_size(comm, &P);
-  std::vector<Mesh> m;
-  m.push_back(Mesh::line(comm, "x"));
-  if (P >= 4 && P % 2 == 0) m.push_back(Mesh(comm, {P / 2, 2}, {"x", "y"}));
-  if (P % 2 == 0) m.push_back(Mesh(comm, {P / 2, 2}, {"x", "data"}));
-  return m;
-}
-
 struct Case {
   std::vector<Index> shape;
   std::vector<Index> modes;
@@ -48,7 +38,7 @@ const std::vector<Case> kCases = {
 TEST_CASE("sharded SpectralConv equals one rank, forward and backward") {
   std::mt19937 rng(5);
   for (const Case& c : kCases)
-    for (const Mesh& mesh : meshes(test::harness_comm()))
+    for (const Mesh& mesh : test::spatial_meshes(test::harness_comm()))
       for (bool uneven : {false, true})
         for (DType dt : {DType::f64, DType::f32})
           for (bool mode_sharded : {false, true}) {

@@ -58,6 +58,18 @@ inline ShardSpec conv_spec(const Mesh& mesh, const std::vector<Index>& shape, st
   return ShardSpec(shape, dims, mesh, {}, sizes);
 }
 
+// The meshes the sharded-layer tests run on: a line of every rank ("x"), and for an even
+// count a 2-D spatial mesh ("x", "y"; 4 ranks and more) and a domain x data mesh.
+inline std::vector<Mesh> spatial_meshes(MPI_Comm comm) {
+  int P = 1;
+  MPI_Comm_size(comm, &P);
+  std::vector<Mesh> m;
+  m.push_back(Mesh::line(comm, "x"));
+  if (P >= 4 && P % 2 == 0) m.push_back(Mesh(comm, {P / 2, 2}, {"x", "y"}));
+  if (P % 2 == 0) m.push_back(Mesh(comm, {P / 2, 2}, {"x", "data"}));
+  return m;
+}
+
 // True when f throws tessera::Error whose message contains `needle`.
 inline bool throws_with(const std::function<void()>& f, const std::string& needle) {
   try {
