@@ -26,6 +26,7 @@ class HaloWidths {
                               std::vector<std::vector<Index>> right);
 
   bool uniform() const { return left_.size() == 1 && right_.size() == 1; }
+  bool empty() const { return left_.empty(); }  // default-constructed: no widths at all
   const std::vector<Index>& left(int block) const;
   const std::vector<Index>& right(int block) const;
   // Throws tessera::Error unless the widths fit a partition of that rank and block count.

@@ -30,4 +30,18 @@ void activation_backward(const Device& dev, Activation a, DType type, Index n, c
   throw_without_cuda("activation_backward");
 }
 
+void activation_forward(const Device& dev, Activation a, DType type, const StridedCopy& map,
+                        const void* x, void* y) {
+  if (dev.is_host()) return cpu::activation_forward(a, type, map, x, y);
+  if constexpr (kCudaEnabled) return cuda::activation_forward(dev, a, type, map, x, y);
+  throw_without_cuda("activation_forward");
+}
+
+void activation_backward(const Device& dev, Activation a, DType type, const StridedCopy& map,
+                         const void* x, const void* dy, void* dx) {
+  if (dev.is_host()) return cpu::activation_backward(a, type, map, x, dy, dx);
+  if constexpr (kCudaEnabled) return cuda::activation_backward(dev, a, type, map, x, dy, dx);
+  throw_without_cuda("activation_backward");
+}
+
 }  // namespace tessera::kernels

@@ -6,6 +6,7 @@
 #include "decomp/host_device.hpp"
 #include "kernels/activation.hpp"
 #include "kernels/hd_math.hpp"
+#include "kernels/strided_index.hpp"
 
 namespace tessera::kernels {
 
@@ -59,6 +60,35 @@ struct ActivationBackward {
   const T* dy;
   T* dx;
   TESSERA_HD void operator()(Index i) const { dx[i] = dy[i] * activation_derivative(a, x[i]); }
+};
+
+// Over a strided map: x and dx at its src offsets, y and dy at its dst offsets (one
+// division chain per element: the CUDA form; the host walks rows instead).
+template <class T>
+struct ActivationForwardMapped {
+  Activation a;
+  StridedCopy map;
+  const T* x;
+  T* y;
+  TESSERA_HD void operator()(Index i) const {
+    Index s = 0, d = 0;
+    map.offsets(i, s, d);
+    y[d] = activation_value(a, x[s]);
+  }
+};
+
+template <class T>
+struct ActivationBackwardMapped {
+  Activation a;
+  StridedCopy map;
+  const T* x;
+  const T* dy;
+  T* dx;
+  TESSERA_HD void operator()(Index i) const {
+    Index s = 0, d = 0;
+    map.offsets(i, s, d);
+    dx[s] = dy[d] * activation_derivative(a, x[s]);
+  }
 };
 
 }  // namespace tessera::kernels

@@ -110,6 +110,19 @@ double max_over(MPI_Comm comm, double v) {
   return m;
 }
 
+// The layer's input as its producer in a graph writes it: into the conv's ghost room
+// (a plain shard where the layer exchanges nothing).
+ShardTensor input_in_room(ConvNd& layer, const Mesh& mesh, const ShardSpec& spec, unsigned seed) {
+  const Tensor v = pseudo_random(spec.local_shape(mesh.coords()), seed);
+  const HaloWidths room = layer.input_room(mesh, spec);
+  if (room.empty()) return ShardTensor(mesh, spec, v);
+  const int b = block_of(mesh, spec);
+  const ShardTensor x =
+      ShardTensor::with_room(mesh, spec, room.left(b), room.right(b), v.dtype(), v.space());
+  x.local().copy_from(v);
+  return x;
+}
+
 json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int threads) {
   const int reps = static_cast<int>(opt.num("reps"));
   const int warmup = static_cast<int>(opt.num("warmup"));
@@ -141,18 +154,15 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
       ShardTensor dy;
       {
         ShardTensor y;
-        {
-          const ShardTensor x(mesh, spec, pseudo_random(spec.local_shape(coords), seed));
-          y = layer.forward(x);
-        }
+        { y = layer.forward(input_in_room(layer, mesh, spec, seed)); }
         dy = ShardTensor(mesh, out_spec, pseudo_random(out_spec.local_shape(coords), seed + 7));
       }
-      dx = layer.backward(dy);
+      dx = layer.backward_in_room(dy);
     }
   }
   const double peak = static_cast<double>(memory_stats(MemSpace::Host).peak) - base;
-  // This rank's ghost bytes: the padded input (forward) and the padded gradient (backward)
-  // never live at once, so one padded buffer's ghosts.
+  // This rank's ghost bytes: the input's room (forward) and the padded gradient (backward),
+  // one padded buffer's ghosts each.
   std::vector<HaloReach> reach = {no_reach(), no_reach()};
   for (int d = 0; d < nd; ++d) reach.push_back(window_reach(layer.window(d), false));
   const WindowHalo wh(spec.partition(), out_spec.partition(), reach);
@@ -160,11 +170,19 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
   const double ghost_bytes =
       4.0 * static_cast<double>(grow(bw.owned, bw.left, bw.right).volume() - bw.owned.volume());
 
-  // Timing: x and dy held by the caller, forward + backward per repetition.
-  const ShardTensor x(mesh, spec, pseudo_random(spec.local_shape(coords), seed));
+  // Timing: x and dy held by the caller, forward + backward per repetition, as in a graph:
+  // x written by its producer into the conv's ghost room, dx left in its frame (the layer's
+  // consumer reads it in place). Plain shards (a copy into a padded buffer and a clone
+  // back) are timed alternately with it.
+  const ShardTensor x = input_in_room(layer, mesh, spec, seed);
+  const ShardTensor x_plain = x.without_room();
   const ShardTensor dy(mesh, out_spec, pseudo_random(out_spec.local_shape(coords), seed + 7));
   auto step = [&] {
     layer.forward(x);
+    layer.backward_in_room(dy);
+  };
+  auto step_plain = [&] {
+    layer.forward(x_plain);
     layer.backward(dy);
   };
   // At one rank the bare primitives are the baseline: built here and timed alternately with
@@ -175,11 +193,11 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
     bare = std::make_unique<BareDnnl>(shape, layer.weight().value.shape(), out_spec.global_shape(),
                                       x.local(), layer.weight().value, layer.bias()->value,
                                       dy.local(), dxt);
-  Timing t, tb;
+  Timing t, tb, tp;
   if (bare)
     std::tie(t, tb) = time_interleaved(mesh.comm(), reps, warmup, step, [&] { bare->run(); });
   else
-    t = time_collective(mesh.comm(), reps, warmup, step);
+    std::tie(t, tp) = time_interleaved(mesh.comm(), reps, warmup, step, step_plain);
   json row = {{"conv", std::to_string(nd) + "d"},
               {"shape", shape_str(shape)},
               {"ranks", mesh.size()},
@@ -191,6 +209,7 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
               {"peak_mib", max_over(mesh.comm(), peak) / (1 << 20)},
               {"ghost_mib", max_over(mesh.comm(), ghost_bytes) / (1 << 20)}};
   if (mesh.size() > 1) {
+    row["t_plain_s"] = tp.median_s;
     // The same layer with the interior computed while the halo travels.
     ConvOptions ov = o;
     ov.overlap = true;

@@ -28,4 +28,25 @@ void cuda::activation_backward(const Device& dev, Activation a, DType type, Inde
   });
 }
 
+void cuda::activation_forward(const Device& dev, Activation a, DType type, const StridedCopy& map,
+                              const void* x, void* y) {
+  dispatch(type, [&](auto t) {
+    using T = decltype(t);
+    cuda_for_each(dev, map.count(),
+                  ActivationForwardMapped<T>{a, map, static_cast<const T*>(x), static_cast<T*>(y)},
+                  "activation_forward_cuda");
+  });
+}
+
+void cuda::activation_backward(const Device& dev, Activation a, DType type, const StridedCopy& map,
+                               const void* x, const void* dy, void* dx) {
+  dispatch(type, [&](auto t) {
+    using T = decltype(t);
+    cuda_for_each(dev, map.count(),
+                  ActivationBackwardMapped<T>{a, map, static_cast<const T*>(x),
+                                              static_cast<const T*>(dy), static_cast<T*>(dx)},
+                  "activation_backward_cuda");
+  });
+}
+
 }  // namespace tessera::kernels

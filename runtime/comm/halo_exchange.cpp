@@ -8,6 +8,7 @@
 #include "runtime/comm/comm_timers.hpp"
 #include "kernels/region_pack.hpp"
 #include "runtime/tensor/context.hpp"
+#include "runtime/comm/message_plan.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/node_mailbox.hpp"
 #include "kernels/device/pinned_buffer.hpp"
@@ -27,15 +28,6 @@ void set_halo_deterministic_default(bool on) {
 }
 namespace {
 
-// Messages to or from one peer: its regions, packed back to back in one buffer span.
-struct PeerMessage {
-  int peer = 0;      // rank in the exchange communicator (== block id)
-  Index offset = 0;  // first element in the message buffer
-  Index count = 0;
-  std::vector<Box> boxes;  // global boxes in this rank's padded frame, in plan order
-  int first_region = 0;    // this message's regions in the direction's region table
-};
-
 // The adjoint adds ghost values into owners: element types with an addition only.
 DType addable(DType t) {
   TESSERA_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i64,
@@ -43,77 +35,21 @@ DType addable(DType t) {
   return t;
 }
 
-// Groups plan entries by peer (the plan is sorted by peer, then box) into messages.
-template <class Entry, class BoxOf>
-std::vector<PeerMessage> group(const std::vector<Entry>& entries, BoxOf box_of) {
-  std::vector<PeerMessage> out;
-  Index off = 0;
-  for (const Entry& e : entries) {
-    const Box b = box_of(e);
-    if (b.empty()) continue;
-    if (out.empty() || out.back().peer != e.peer) {
-      const int first =
-          out.empty() ? 0 : out.back().first_region + static_cast<int>(out.back().boxes.size());
-      out.push_back({e.peer, off, 0, {}, first});
-    }
-    out.back().boxes.push_back(b);
-    out.back().count += b.volume();
-    off += b.volume();
-  }
-  return out;
+// A plan's sends (boxes in the sender's frame) and receives (in the receiver's), as the
+// sides of the shared message plan over the block's padded buffer `frame`.
+MessageSide send_side(const HaloPlan& p, const Box& frame) {
+  std::vector<std::pair<int, Box>> e;
+  for (const HaloSend& x : p.sends) e.emplace_back(x.peer, x.src);
+  return message_side(e, frame);
 }
-
-// A plan's sends (boxes in the sender's frame) and receives (in the receiver's), as messages.
-std::vector<PeerMessage> send_messages(const HaloPlan& p) {
-  return group(p.sends, [](const HaloSend& s) { return s.src; });
-}
-std::vector<PeerMessage> recv_messages(const HaloPlan& p) {
-  return group(p.recvs, [](const HaloRecv& r) { return r.dst; });
+MessageSide recv_side(const HaloPlan& p, const Box& frame) {
+  std::vector<std::pair<int, Box>> e;
+  for (const HaloRecv& x : p.recvs) e.emplace_back(x.peer, x.dst);
+  return message_side(e, frame);
 }
 
 Index total(const std::vector<PeerMessage>& m) {
   return m.empty() ? 0 : m.back().offset + m.back().count;
-}
-
-// The pack regions of all messages, in order, for a padded buffer of box `pb` with
-// row-major `strides`: fixed by the plan, so built once.
-std::vector<kernels::PackRegion> regions_of(const std::vector<PeerMessage>& msgs, const Box& pb,
-                                            const std::vector<Index>& strides) {
-  std::vector<kernels::PackRegion> r;
-  for (const PeerMessage& m : msgs) {
-    Index off = m.offset;
-    for (const Box& b : m.boxes) {
-      kernels::PackRegion g;
-      g.buffer_offset = off;
-      g.box.ndim = b.ndim;
-      for (int d = 0; d < b.ndim; ++d) {
-        g.tensor_offset += (b.lo[d] - pb.lo[d]) * strides[d];
-        g.box.shape[d] = b.extent(d);
-        g.box.src_stride[d] = strides[d];
-      }
-      r.push_back(g);
-      off += b.volume();
-    }
-  }
-  return r;
-}
-
-// Shortest contiguous run (in elements) of any box of each message in a padded buffer of
-// shape `ps`: MPI's datatype engine pays per run, so short runs are cheaper to pack here.
-std::vector<Index> shortest_runs(const std::vector<PeerMessage>& msgs,
-                                 const std::vector<Index>& ps) {
-  std::vector<Index> out;
-  for (const PeerMessage& m : msgs) {
-    Index shortest = -1;
-    for (const Box& b : m.boxes) {
-      int d = b.ndim - 1;
-      Index run = b.extent(d);
-      while (d > 0 && b.extent(d) == ps[static_cast<std::size_t>(d)]) run *= b.extent(--d);
-      shortest = shortest < 0 ? run : std::min(shortest, run);
-    }
-    out.push_back(shortest);
-  }
-  return out;
 }
 
 // Regions of `mine` (one direction's messages on this rank, with their region table) rebased
@@ -154,14 +90,14 @@ struct HaloExchange::Impl {
   HaloWidths widths;
   ShardSpec spec;
   HaloOptions opts;
-  std::vector<PeerMessage> sends, recvs;  // forward direction; the adjoint swaps them
-  std::vector<kernels::PackRegion> send_regions, recv_regions;  // one table per side
+  // The message plan (runtime/comm/message_plan.hpp) of the forward direction over the padded
+  // buffer; the adjoint swaps its sides.
+  MessageSide send_side_, recv_side_;
   std::vector<Box> open;
   MpiType elem;  // one element of elem_size bytes
   std::size_t elem_size = 0;
   Box padded_box;                               // of this rank's block, global
   std::vector<MpiType> send_types, recv_types;  // forward messages, in place (host memory)
-  std::vector<Index> send_run, recv_run;        // shortest contiguous run of each message
   // Per message of the exchange in flight: MPI walks the padded buffer through its derived
   // type (in place) instead of our pack and unpack.
   std::vector<char> out_direct, in_direct;
@@ -196,7 +132,7 @@ struct HaloExchange::Impl {
   }
 
   const std::vector<kernels::PackRegion>& regions(const std::vector<PeerMessage>& msgs) const {
-    return &msgs == &sends ? send_regions : recv_regions;
+    return &msgs == &send_side_.messages ? send_side_.regions : recv_side_.regions;
   }
 
   // Runs `op` over n regions between t's padded buffer and buf[regions[0], end).
@@ -221,7 +157,7 @@ struct HaloExchange::Impl {
   // Unpacks message i of `in` straight from its sender's node-shared buffer, then tells the
   // sender it is done with it.
   void unpack_shared(const std::vector<PeerMessage>& in, std::size_t i, kernels::PackOp op) {
-    const auto& table = &in == &recvs ? fwd_shared_regions : adj_shared_regions;
+    const auto& table = &in == &recv_side_.messages ? fwd_shared_regions : adj_shared_regions;
     const PeerMessage& m = in[i];
     const auto r0 = static_cast<std::size_t>(m.first_region);
     mailbox->sync();  // the sender's stores, published before its ready signal
@@ -238,30 +174,8 @@ struct HaloExchange::Impl {
     if (es == elem_size) return;
     elem = element_type(es);
     elem_size = es;
-    send_types = message_types(sends);
-    recv_types = message_types(recvs);
-  }
-
-  // One MPI type per message: its boxes as subarrays of the padded buffer, in plan order,
-  // so MPI reads interior cells and writes ghost cells in place (no pack buffer).
-  std::vector<MpiType> message_types(const std::vector<PeerMessage>& msgs) const {
-    std::vector<MpiType> out;
-    for (const PeerMessage& m : msgs) {
-      std::vector<MpiType> parts;
-      std::vector<MPI_Datatype> types;
-      for (const Box& b : m.boxes) {
-        parts.push_back(subarray_type(padded_box.shape(), relative_to(b, padded_box), elem_size));
-        types.push_back(parts.back().get());
-      }
-      const std::vector<int> ones(types.size(), 1);
-      const std::vector<MPI_Aint> zeros(types.size(), 0);
-      MPI_Datatype t;
-      TESSERA_MPI(MPI_Type_create_struct(static_cast<int>(types.size()), ones.data(), zeros.data(),
-                                         types.data(), &t));
-      TESSERA_MPI(MPI_Type_commit(&t));
-      out.emplace_back(t);
-    }
-    return out;
+    send_types = send_side_.types(es);
+    recv_types = recv_side_.types(es);
   }
 
   // Posts receives for `in`, then packs and sends `out`. On host memory, messages to and
@@ -288,11 +202,11 @@ struct HaloExchange::Impl {
     in_direct.assign(in.size(), 0);
     for (std::size_t i = 0; i < out.size(); ++i) {
       out_shared[i] = shared && mailbox->shares(out[i].peer);
-      out_direct[i] = in_place_ok && !out_shared[i] && send_run[i] >= min_run;
+      out_direct[i] = in_place_ok && !out_shared[i] && send_side_.shortest_run[i] >= min_run;
     }
     for (std::size_t i = 0; i < in.size(); ++i) {
       in_shared[i] = shared && mailbox->shares(in[i].peer);
-      in_direct[i] = in_place_ok && !in_shared[i] && recv_run[i] >= min_run;
+      in_direct[i] = in_place_ok && !in_shared[i] && recv_side_.shortest_run[i] >= min_run;
     }
     // Message buffers persist across exchanges of the same dtype and memory space.
     auto reuse = [&](Tensor& b, Index n, MemSpace space) {
@@ -431,16 +345,11 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
       cached_halo_geometry(spec.partition(), widths, periodic);
   const HaloGeometry& geo = *cached;
   const HaloPlan& plan = geo.plan(block);
-  m.sends = send_messages(plan);
-  m.recvs = recv_messages(plan);
-  m.open = plan.open;
   const Box pb = geo.padded_box(block);
-  const std::vector<Index> strides = row_major_strides(pb.shape());
-  m.send_regions = regions_of(m.sends, pb, strides);
+  m.send_side_ = send_side(plan, pb);
+  m.recv_side_ = recv_side(plan, pb);
+  m.open = plan.open;
   m.padded_box = pb;
-  m.recv_regions = regions_of(m.recvs, pb, strides);
-  m.send_run = shortest_runs(m.sends, pb.shape());
-  m.recv_run = shortest_runs(m.recvs, pb.shape());
 
   // Ranks with equal coordinates on the axes that shard nothing hold one block grid.
   int color = 0;
@@ -455,23 +364,27 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   // Room for either direction's messages at the widest element (8 bytes), allocated here
   // because allocation is collective over the node and begin() must not be.
   m.mailbox = std::make_unique<NodeMailbox>(m.comm, opts.node_group_ranks);
-  if (!m.mailbox->allocate(static_cast<std::size_t>(std::max(total(m.sends), total(m.recvs))) *
+  if (!m.mailbox->allocate(static_cast<std::size_t>(std::max(total(m.send_side_.messages),
+                                                             total(m.recv_side_.messages))) *
                            8)) {
     m.mailbox.reset();  // no room in the node's shared memory: messages
     return;
   }
   // Where each on-node sender packs the message this rank receives: forward, in the
   // sender's sends; adjoint, in its receives (ghosts travel back).
-  auto offsets = [&](const std::vector<PeerMessage>& mine, auto senders_messages) {
+  auto offsets = [&](const std::vector<PeerMessage>& mine, auto senders_side) {
     std::vector<Index> off;
     for (const PeerMessage& x : mine)
       off.push_back(m.mailbox->shares(x.peer)
-                        ? offset_of_message_to(senders_messages(geo.plan(x.peer)), m.me)
+                        ? offset_of_message_to(
+                              senders_side(geo.plan(x.peer), geo.padded_box(x.peer)).messages, m.me)
                         : x.offset);
     return off;
   };
-  m.fwd_shared_regions = rebased(m.recvs, m.recv_regions, offsets(m.recvs, send_messages));
-  m.adj_shared_regions = rebased(m.sends, m.send_regions, offsets(m.sends, recv_messages));
+  m.fwd_shared_regions = rebased(m.recv_side_.messages, m.recv_side_.regions,
+                                 offsets(m.recv_side_.messages, send_side));
+  m.adj_shared_regions = rebased(m.send_side_.messages, m.send_side_.regions,
+                                 offsets(m.send_side_.messages, recv_side));
 }
 
 HaloExchange::~HaloExchange() {
@@ -490,7 +403,8 @@ HaloExchange::~HaloExchange() {
   if (m.phase != Impl::Phase::Idle) {
     // Abandoned mid-exchange: complete it, and release the senders of shared messages.
     MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE);
-    const auto& in = m.phase == Impl::Phase::Forward ? m.recvs : m.sends;
+    const auto& in =
+        m.phase == Impl::Phase::Forward ? m.recv_side_.messages : m.send_side_.messages;
     for (std::size_t i = 0; i < m.in_shared.size(); ++i)
       if (m.in_shared[i]) {
         m.done_sends.emplace_back();
@@ -509,11 +423,13 @@ void HaloExchange::begin(const HaloTensor& t, Direction d) {
   Impl& m = *impl_;
   m.check_tensor(t);
   if (d == Direction::Forward) {
-    m.start(t, m.sends, m.recvs, 11, t.padded().space() == MemSpace::Host && m.opts.in_place);
+    m.start(t, m.send_side_.messages, m.recv_side_.messages, 11,
+            t.padded().space() == MemSpace::Host && m.opts.in_place);
     m.phase = Impl::Phase::Forward;
   } else {
-    addable(t.padded().dtype());              // refuse non-addable dtypes before anything is posted
-    m.start(t, m.recvs, m.sends, 12, false);  // ghosts travel back to their owners
+    addable(t.padded().dtype());  // refuse non-addable dtypes before anything is posted
+    m.start(t, m.recv_side_.messages, m.send_side_.messages, 12,
+            false);  // ghosts travel back to their owners
     m.phase = Impl::Phase::Adjoint;
   }
   m.last_direction = d;
@@ -524,7 +440,7 @@ void HaloExchange::finish() {
   if (m.phase == Impl::Phase::Adjoint) return finish_adjoint();
   const ScopedCommTimer timer(comm_times().halo_s);
   TESSERA_CHECK(m.phase == Impl::Phase::Forward, "HaloExchange::finish without begin");
-  m.complete(m.recvs, kernels::PackOp::Unpack, false);
+  m.complete(m.recv_side_.messages, kernels::PackOp::Unpack, false);
   if (m.opts.open_fill == HaloOptions::OpenFill::Zero)
     for (const Box& b : m.open) m.target->view_global(b).zero();
   m.phase = Impl::Phase::Idle;
@@ -537,9 +453,9 @@ void HaloExchange::finish_adjoint() {
   TESSERA_CHECK(m.phase == Impl::Phase::Adjoint,
                 "HaloExchange::finish_adjoint without begin_adjoint");
   // Adjoint receives arrive where forward sends left; add them into the owned cells.
-  m.complete(m.sends, kernels::PackOp::UnpackAdd, m.opts.deterministic);
+  m.complete(m.send_side_.messages, kernels::PackOp::UnpackAdd, m.opts.deterministic);
   // The adjoint of copying into a ghost is moving out of it: ghosts end at zero.
-  for (const PeerMessage& r : m.recvs)
+  for (const PeerMessage& r : m.recv_side_.messages)
     for (const Box& b : r.boxes) m.target->view_global(b).zero();
   for (const Box& b : m.open) m.target->view_global(b).zero();
   m.phase = Impl::Phase::Idle;
@@ -547,27 +463,27 @@ void HaloExchange::finish_adjoint() {
 }
 
 Index HaloExchange::cells_received() const {
-  return total(impl_->recvs);
+  return total(impl_->recv_side_.messages);
 }
 Index HaloExchange::cells_sent() const {
-  return total(impl_->sends);
+  return total(impl_->send_side_.messages);
 }
 
 std::size_t HaloExchange::bytes_to_other_ranks(std::size_t es) const {
   Index n = 0;
-  for (const auto& s : impl_->sends)
+  for (const auto& s : impl_->send_side_.messages)
     if (s.peer != impl_->me) n += s.count;
   return static_cast<std::size_t>(n) * es;
 }
 
 std::vector<std::pair<int, Index>> HaloExchange::send_counts() const {
   std::vector<std::pair<int, Index>> v;
-  for (const auto& m : impl_->sends) v.emplace_back(m.peer, m.count);
+  for (const auto& m : impl_->send_side_.messages) v.emplace_back(m.peer, m.count);
   return v;
 }
 std::vector<std::pair<int, Index>> HaloExchange::recv_counts() const {
   std::vector<std::pair<int, Index>> v;
-  for (const auto& m : impl_->recvs) v.emplace_back(m.peer, m.count);
+  for (const auto& m : impl_->recv_side_.messages) v.emplace_back(m.peer, m.count);
   return v;
 }
 bool HaloExchange::node_shared() const {

@@ -3,8 +3,12 @@
 // single-axis change takes its direct collective (allgatherv, local slice, all-to-all
 // along the axis); anything else is one all-to-all over the mesh of box intersections.
 #include <algorithm>
+#include <deque>
+#include <memory>
 
 #include "runtime/tensor/context.hpp"
+#include "kernels/region_pack.hpp"
+#include "runtime/comm/message_plan.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_types.hpp"
 #include "runtime/tensor/shard_tensor.hpp"
@@ -36,68 +40,99 @@ bool use_derived_types(const Tensor& t, Transport m) {
   return m == Transport::Auto && t.space() == MemSpace::Host;
 }
 
+// A redistribution's message plan (runtime/comm/message_plan.hpp) with its MPI types,
+// kept for the next call with the same boxes: layers redistribute the same layouts every
+// step. A bounded number of plans; the oldest goes first.
+struct RedistPlan {
+  std::vector<Box> send, recv;  // the key: boxes per peer and the two buffers' boxes
+  Box src_box, dst_box;
+  MessagePlan plan;
+  std::size_t types_elem_size = 0;
+  std::vector<MpiType> send_types, recv_types;  // per message, for types_elem_size
+};
+constexpr std::size_t kMaxRedistPlans = 64;
+
+std::shared_ptr<RedistPlan> redist_plan(const std::vector<Box>& send, const std::vector<Box>& recv,
+                                        const Box& src_box, const Box& dst_box) {
+  static std::deque<std::shared_ptr<RedistPlan>> cache;
+  for (const auto& c : cache)
+    if (c->src_box == src_box && c->dst_box == dst_box && c->send == send && c->recv == recv)
+      return c;
+  auto p = std::make_shared<RedistPlan>();
+  p->send = send;
+  p->recv = recv;
+  p->src_box = src_box;
+  p->dst_box = dst_box;
+  p->plan.send = message_side(send, src_box);
+  p->plan.recv = message_side(recv, dst_box);
+  if (cache.size() == kMaxRedistPlans) cache.pop_front();
+  cache.push_back(p);
+  return p;
+}
+
 // Moves boxes between the ranks of `comm`: this rank holds `src` (covering global box
 // `src_box`) and sends send[q] to peer q; it receives recv[p] from peer p into a new
-// tensor covering `dst_box`. Boxes are global; empty boxes move nothing.
+// tensor covering `dst_box`. Boxes are global; empty boxes move nothing. In place: MPI
+// walks both tensors through the plan's derived types; packed: one pack kernel over every
+// message, all-to-all-v, one unpack kernel.
 Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
                       const std::vector<Box>& send, const std::vector<Box>& recv,
                       const Box& dst_box, Transport m) {
   const int P = static_cast<int>(send.size());
   const std::size_t es = src.elem_size();
+  TESSERA_CHECK(src.is_contiguous(), "redistribute: internal error, a strided source");
   Tensor dst = Tensor::empty(dst_box.shape(), src.dtype(), src.space());
+  const std::shared_ptr<RedistPlan> rp = redist_plan(send, recv, src_box, dst_box);
+  const MessageSide& out = rp->plan.send;
+  const MessageSide& in = rp->plan.recv;
+  std::vector<int> sc(P, 0), sd(P, 0), rc(P, 0), rd(P, 0);
+  for (const PeerMessage& x : out.messages) {
+    sc[x.peer] = checked_count(x.count, "redistribute send count");
+    sd[x.peer] = checked_count(x.offset, "redistribute send displacement");
+  }
+  for (const PeerMessage& x : in.messages) {
+    rc[x.peer] = checked_count(x.count, "redistribute recv count");
+    rd[x.peer] = checked_count(x.offset, "redistribute recv displacement");
+  }
   if (use_derived_types(src, m)) {
-    std::vector<MpiType> types;
-    types.reserve(2 * static_cast<std::size_t>(P));
+    if (rp->types_elem_size != es) {
+      rp->send_types = out.types(es);
+      rp->recv_types = in.types(es);
+      rp->types_elem_size = es;
+    }
     std::vector<MPI_Datatype> st(P, MPI_BYTE), rt(P, MPI_BYTE);
-    std::vector<int> sc(P, 0), rc(P, 0), zd(P, 0);
-    for (int q = 0; q < P; ++q) {
-      if (!send[q].empty()) {
-        types.push_back(subarray_type(src.shape(), to_local(send[q], src_box), es));
-        st[q] = types.back().get();
-        sc[q] = 1;
-      }
-      if (!recv[q].empty()) {
-        types.push_back(subarray_type(dst.shape(), to_local(recv[q], dst_box), es));
-        rt[q] = types.back().get();
-        rc[q] = 1;
-      }
+    std::vector<int> sn(P, 0), rn(P, 0), zd(P, 0);
+    for (std::size_t i = 0; i < out.messages.size(); ++i) {
+      st[out.messages[i].peer] = rp->send_types[i].get();
+      sn[out.messages[i].peer] = 1;
+    }
+    for (std::size_t i = 0; i < in.messages.size(); ++i) {
+      rt[in.messages[i].peer] = rp->recv_types[i].get();
+      rn[in.messages[i].peer] = 1;
     }
     device::synchronize(src.device());  // MPI reads what kernels wrote
-    TESSERA_MPI(MPI_Alltoallw(src.raw(), sc.data(), zd.data(), st.data(), dst.raw(), rc.data(),
+    TESSERA_MPI(MPI_Alltoallw(src.raw(), sn.data(), zd.data(), st.data(), dst.raw(), rn.data(),
                               zd.data(), rt.data(), comm));
     return dst;
   }
-  // Packed: one contiguous send buffer in peer order, alltoallv, unpack.
-  std::vector<int> sc(P), sd(P), rc(P), rd(P);
-  Index stot = 0, rtot = 0;
-  for (int q = 0; q < P; ++q) {
-    sd[q] = checked_count(stot, "redistribute send displacement");
-    sc[q] = checked_count(send[q].volume(), "redistribute send count");
-    stot += send[q].volume();
-    rd[q] = checked_count(rtot, "redistribute recv displacement");
-    rc[q] = checked_count(recv[q].volume(), "redistribute recv count");
-    rtot += recv[q].volume();
-  }
-  Tensor sbuf = Tensor::empty({stot}, src.dtype(), src.space());
-  Tensor rbuf = Tensor::empty({rtot}, src.dtype(), src.space());
-  for (int q = 0; q < P; ++q) {
-    if (send[q].empty()) continue;
-    const Box lb = to_local(send[q], src_box);
-    sbuf.view(Box({sd[q]}, {sd[q] + sc[q]})).reshape(lb.shape()).copy_from(src.view(lb));
-  }
+  Tensor sbuf = Tensor::empty({out.total()}, src.dtype(), src.space());
+  Tensor rbuf = Tensor::empty({in.total()}, src.dtype(), src.space());
+  if (!out.regions.empty())
+    kernels::region_pack(src.device(), src.raw(), sbuf.raw(), out.regions.data(),
+                         static_cast<int>(out.regions.size()), out.total(), es,
+                         kernels::PackOp::Pack);
   const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
   Tensor ws = in_space(sbuf, wire),
-         wr = wire == rbuf.space() ? rbuf : Tensor::empty({rtot}, src.dtype(), wire);
+         wr = wire == rbuf.space() ? rbuf : Tensor::empty({in.total()}, src.dtype(), wire);
   MpiType et = element_type(es);
-  device::synchronize(ws.device());  // MPI reads what the packing kernels wrote
+  device::synchronize(ws.device());  // MPI reads what the packing kernel wrote
   TESSERA_MPI(MPI_Alltoallv(ws.raw(), sc.data(), sd.data(), et.get(), wr.raw(), rc.data(),
                             rd.data(), et.get(), comm));
   if (wr.raw() != rbuf.raw()) rbuf.copy_from(wr);
-  for (int p = 0; p < P; ++p) {
-    if (recv[p].empty()) continue;
-    const Box lb = to_local(recv[p], dst_box);
-    dst.view(lb).copy_from(rbuf.view(Box({rd[p]}, {rd[p] + rc[p]})).reshape(lb.shape()));
-  }
+  if (!in.regions.empty())
+    kernels::region_pack(dst.device(), dst.raw(), rbuf.raw(), in.regions.data(),
+                         static_cast<int>(in.regions.size()), in.total(), es,
+                         kernels::PackOp::Unpack);
   return dst;
 }
 
@@ -262,6 +297,7 @@ bool same_dim(const ShardSpec& a, const ShardSpec& b, int d) {
 }  // namespace
 
 ShardTensor ShardTensor::redistribute(const ShardSpec& target, Transport m) const {
+  if (has_room()) return without_room().redistribute(target, m);  // the engines want plain shards
   TESSERA_CHECK(target.global_shape() == global_shape(), "redistribute: target global shape "
                                                              << shape_str(target.global_shape())
                                                              << " differs from "

@@ -171,7 +171,7 @@ void ConvNd::forward_piece(const WindowPlan& p, const Box& piece, const Tensor& 
 
 void ConvNd::forward_overlapped(const WindowPlan& p, const ShardTensor& x, const Tensor& y) {
   saved_x_ = HaloFrame();
-  saved_x_.halo = HaloTensor::from_shard(x, p.geometry.widths());
+  saved_x_.halo = HaloTensor::over(x, p.geometry.widths());
   saved_x_.buffer = saved_x_.halo.padded();
   saved_x_.box = saved_x_.halo.padded_box();
   p.exchange->begin(saved_x_.halo);
@@ -188,7 +188,15 @@ void ConvNd::forward_overlapped(const WindowPlan& p, const ShardTensor& x, const
     for (const Box& slab : boundary_slabs(out_box, interior)) forward_piece(p, slab, y);
 }
 
+HaloWidths ConvNd::input_room(const Mesh& mesh, const ShardSpec& in) {
+  return tessera::input_room(plan_for(mesh, in));
+}
+
 ShardTensor ConvNd::backward(const ShardTensor& dy) {
+  return backward_impl(dy, false);
+}
+
+ShardTensor ConvNd::backward_impl(const ShardTensor& dy, bool keep_room) {
   TESSERA_CHECK(have_saved_ && plan_, name() << ": backward without a forward");
   const WindowPlan& p = *plan_;
   cs::check_grad(dy, p.driver_spec, opts_.dtype, opts_.space, name());
@@ -217,7 +225,7 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
     have_saved_ = false;
     cs::accumulate_grad(weight_, dw, p.haloed_spec);
     if (opts_.bias) cs::accumulate_grad(bias_, db, p.haloed_spec);
-    return owned_shard(p, g);
+    return owned_shard(p, g, keep_room);
   }
   if (!bw.idle) {
     const Tensor xw = saved_x_.window(bw.window);
@@ -237,7 +245,7 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
   add_ghosts_to_owners(p, g);
   cs::accumulate_grad(weight_, dw, p.haloed_spec);
   if (opts_.bias) cs::accumulate_grad(bias_, db, p.haloed_spec);
-  return owned_shard(p, g);
+  return owned_shard(p, g, keep_room);
 }
 
 OpCost ConvNd::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {

@@ -62,6 +62,10 @@ class ConvNd : public Layer {
   ShardSpec output_spec(const ShardSpec& in) const override;
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
+  // The halo plan's widths: a producer writing into that room saves the input's copy into a
+  // padded buffer; backward_in_room returns the input gradient in its frame (no clone).
+  HaloWidths input_room(const Mesh& mesh, const ShardSpec& in) override;
+  ShardTensor backward_in_room(const ShardTensor& dy) override { return backward_impl(dy, true); }
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
   // Direct convolution counted three times (forward, backward data, backward weights); the
@@ -77,6 +81,7 @@ class ConvNd : public Layer {
  private:
   const WindowPlan& plan_for(const Mesh& mesh, const ShardSpec& in);
   void forward_overlapped(const WindowPlan& p, const ShardTensor& x, const Tensor& y);
+  ShardTensor backward_impl(const ShardTensor& dy, bool keep_room);
   // The outputs `piece` (global box, part of this rank's output block) into y.
   void forward_piece(const WindowPlan& p, const Box& piece, const Tensor& y);
 

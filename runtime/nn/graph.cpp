@@ -116,6 +116,9 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
     values_[static_cast<std::size_t>(inputs_[k])] = inputs[k];
   mesh_ = inputs.front().mesh();
 
+  const std::vector<std::vector<HaloWidths>> wants = wanted_rooms(inputs);
+  const std::vector<HaloWidths> rooms = value_rooms(wants);
+  values_in_room_ = 0;
   for (std::size_t id = 0; id < n; ++id) {
     Node& nd = nodes_[id];
     nd.input_specs.clear();
@@ -125,8 +128,17 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
       out = values_[id];
     } else {
       std::vector<ShardTensor> in;
-      for (int v : nd.inputs) in.push_back(values_[static_cast<std::size_t>(v)]);
-      out = nd.op->forward(in);
+      for (std::size_t k = 0; k < nd.inputs.size(); ++k) {
+        const ShardTensor& v = values_[static_cast<std::size_t>(nd.inputs[k])];
+        // Only an op that wants room is handed a value with room (a caller's input may have it).
+        in.push_back(v.has_room() && wants[id][k].empty() ? v.without_room() : v);
+      }
+      if (!rooms[id].empty()) {
+        out = nd.op->forward_into_room(in, rooms[id]);
+        values_in_room_ += out.has_room();
+      } else {
+        out = nd.op->forward(in);
+      }
       // Tests: an exception in the middle of a forward pass on one rank.
       if (fault_point("layer"))
         throw Error("injected fault in layer '" + nd.name + "' (TESSERA_FAULT_INJECT)");
@@ -160,7 +172,13 @@ ShardTensor Graph::forward(const ShardTensor& x) {
 void Graph::accumulate(int value, ShardTensor g) {
   const auto v = static_cast<std::size_t>(value);
   if (!g.local().defined()) return;
-  if (g.spec() != value_specs_[v]) g = g.redistribute(value_specs_[v]);
+  if (g.spec() != value_specs_[v]) g = g.without_room().redistribute(value_specs_[v]);
+  if (!grads_[v].local().defined() && g.has_room()) {
+    // A gradient left in its ghost frame: kept as is; a second contribution copies it first.
+    grad_owned_[v] = false;
+    grads_[v] = std::move(g);
+    return;
+  }
   if (!grads_[v].local().defined()) {
     // The first contribution may share storage with another value's gradient (add's
     // backward, a layer passing dy through): keep it, copy before adding into it.
@@ -200,7 +218,15 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
     ShardTensor dy = std::move(grads_[id]);
     grads_[id] = ShardTensor();
     if (!dy.local().defined()) continue;  // nothing downstream depends on this value
-    const std::vector<ShardTensor> dx = nd.op->backward(dy);
+    if (dy.has_room() && !nd.op->takes_grad_in_room()) dy = dy.without_room();
+    // Input gradients may stay in their ghost frames where every input's producer reads
+    // its output gradient in place (never for the graph's inputs: callers get plain shards).
+    bool in_room = ghost_room_;
+    for (int u : nd.inputs) {
+      const Node& p = nodes_[static_cast<std::size_t>(u)];
+      in_room = in_room && p.kind != Kind::Input && p.op->takes_grad_in_room();
+    }
+    const std::vector<ShardTensor> dx = in_room ? nd.op->backward_in_room(dy) : nd.op->backward(dy);
     for (std::size_t k = 0; k < nd.inputs.size(); ++k) accumulate(nd.inputs[k], dx.at(k));
     // A layer's parameter gradients are final now: gradient sync may start their buckets.
     if (grads_ready_ && (nd.kind == Kind::Layer || nd.kind == Kind::Op))
@@ -225,6 +251,43 @@ ShardTensor Graph::backward(const ShardTensor& dy) {
                                                                  << inputs_.size() << " inputs and "
                                                                  << outputs_.size() << " outputs");
   return backward(std::vector<ShardTensor>{dy}).front();
+}
+
+std::vector<std::vector<HaloWidths>> Graph::wanted_rooms(const std::vector<ShardTensor>& inputs) {
+  std::vector<std::vector<HaloWidths>> wants(nodes_.size());
+  for (std::size_t id = 0; id < nodes_.size(); ++id)
+    wants[id].assign(nodes_[id].inputs.size(), HaloWidths());
+  if (!ghost_room_) return wants;
+  std::vector<ShardSpec> in_specs;
+  for (const ShardTensor& t : inputs) in_specs.push_back(t.spec());
+  // Same order and calls on every rank (halo plans are built collectively).
+  walk_specs("forward", in_specs,
+             [&](std::size_t id, const std::vector<ShardSpec>& in, const ShardSpec&) {
+               for (std::size_t k = 0; k < in.size(); ++k)
+                 wants[id][k] = nodes_[id].op->input_room(mesh_, in, static_cast<int>(k));
+             });
+  return wants;
+}
+
+std::vector<HaloWidths> Graph::value_rooms(
+    const std::vector<std::vector<HaloWidths>>& wants) const {
+  const std::size_t n = nodes_.size();
+  std::vector<HaloWidths> rooms(n);
+  std::vector<int> consumers(n, 0);
+  std::vector<bool> agree(n, true);
+  for (std::size_t id = 0; id < n; ++id)
+    for (std::size_t k = 0; k < nodes_[id].inputs.size(); ++k) {
+      const auto v = static_cast<std::size_t>(nodes_[id].inputs[k]);
+      const HaloWidths& w = wants[id][k];
+      if (consumers[v]++ == 0) rooms[v] = w;
+      agree[v] = agree[v] && !w.empty() && w == rooms[v];
+    }
+  for (int o : outputs_) agree[static_cast<std::size_t>(o)] = false;  // callers get plain shards
+  for (std::size_t v = 0; v < n; ++v)
+    if (!ghost_room_ || keep_values_ || nodes_[v].kind == Kind::Input || consumers[v] == 0 ||
+        !agree[v])
+      rooms[v] = HaloWidths();
+  return rooms;
 }
 
 std::vector<ShardSpec> Graph::walk_specs(

@@ -98,6 +98,15 @@ class Graph {
     grads_ready_ = std::move(hook);
   }
 
+  // Ghost room (on by default): a value whose consumers all exchange halos with the same
+  // widths is written by its producer into a buffer with that room, and their exchanges
+  // fill it in place (no copy of the shard into a padded buffer); input gradients stay in
+  // their ghost frames where the producer's backward reads them in place (no clone). Off:
+  // every value and gradient is a plain contiguous shard (the same numbers).
+  void ghost_room(bool on) { ghost_room_ = on; }
+  // Values given room by the last forward (tests and benchmarks).
+  int values_in_room() const { return values_in_room_; }
+
   // Keep every intermediate value after forward (for inspection); off by default.
   void keep_values(bool on) { keep_values_ = on; }
   // A value of the last forward: outputs and inputs always, others with keep_values.
@@ -135,7 +144,12 @@ class Graph {
   std::vector<bool> grad_owned_;  // grads_[i] is a buffer the graph allocated
   std::vector<ShardSpec> value_specs_;
   Mesh mesh_;
-  bool forwarded_ = false, keep_values_ = false;
+  bool forwarded_ = false, keep_values_ = false, ghost_room_ = true;
+  int values_in_room_ = 0;
+  // The room each op input wants (Op::input_room) for the inputs' specs; collective.
+  std::vector<std::vector<HaloWidths>> wanted_rooms(const std::vector<ShardTensor>& inputs);
+  // The room each value's producer writes: what all its consumers want, when they agree.
+  std::vector<HaloWidths> value_rooms(const std::vector<std::vector<HaloWidths>>& wants) const;
   std::function<void(const std::vector<Parameter*>&)> grads_ready_;
 };
 

@@ -15,6 +15,7 @@
 
 #include <memory>
 
+#include "decomp/halo_geometry.hpp"
 #include "runtime/nn/op_cost.hpp"
 #include "runtime/tensor/shard_tensor.hpp"
 
@@ -62,6 +63,27 @@ class Layer {
     (void)mesh;
     (void)in;
   }
+
+  // Ghost room (ShardTensor::has_room): the graph lets a producer write its output into the
+  // interior of a padded buffer when every consumer's halo exchange wants that room, so the
+  // exchange fills ghosts in place instead of copying the shard into a padded buffer.
+  // The room this layer's exchange fills around an input of spec `in` (empty: none; only
+  // such layers are handed inputs with room). Collective: may build the layer's halo plan.
+  virtual HaloWidths input_room(const Mesh& mesh, const ShardSpec& in) {
+    (void)mesh;
+    (void)in;
+    return {};
+  }
+  // forward writing the output into a buffer with `room` around it. Default: forward.
+  virtual ShardTensor forward_into_room(const ShardTensor& x, const HaloWidths& room) {
+    (void)room;
+    return forward(x);
+  }
+  // backward leaving the input gradient in the ghost frame it was computed in (its
+  // interior, a strided view: no copy). Default: backward.
+  virtual ShardTensor backward_in_room(const ShardTensor& dy) { return backward(dy); }
+  // Whether backward takes an output gradient with room (a strided local()).
+  virtual bool takes_grad_in_room() const { return false; }
 };
 
 }  // namespace tessera

@@ -38,6 +38,20 @@ class Op {
     (void)mesh;
     (void)in;
   }
+  // Ghost room, as Layer's (runtime/nn/layer.hpp), for input k.
+  virtual HaloWidths input_room(const Mesh& mesh, const std::vector<ShardSpec>& in, int k) {
+    (void)mesh;
+    (void)in;
+    (void)k;
+    return {};
+  }
+  virtual ShardTensor forward_into_room(const std::vector<ShardTensor>& in,
+                                        const HaloWidths& room) {
+    (void)room;
+    return forward(in);
+  }
+  virtual std::vector<ShardTensor> backward_in_room(const ShardTensor& dy) { return backward(dy); }
+  virtual bool takes_grad_in_room() const { return false; }
 };
 
 // A one-input Layer as an Op.
@@ -62,6 +76,17 @@ class LayerOp : public Op {
   void bind(const Mesh& mesh, const std::vector<ShardSpec>& in) override {
     layer_->bind(mesh, in.at(0));
   }
+  HaloWidths input_room(const Mesh& mesh, const std::vector<ShardSpec>& in, int k) override {
+    return k == 0 ? layer_->input_room(mesh, in.at(0)) : HaloWidths();
+  }
+  ShardTensor forward_into_room(const std::vector<ShardTensor>& in,
+                                const HaloWidths& room) override {
+    return layer_->forward_into_room(in.at(0), room);
+  }
+  std::vector<ShardTensor> backward_in_room(const ShardTensor& dy) override {
+    return {layer_->backward_in_room(dy)};
+  }
+  bool takes_grad_in_room() const override { return layer_->takes_grad_in_room(); }
   const std::shared_ptr<Layer>& layer() const { return layer_; }
 
  private:

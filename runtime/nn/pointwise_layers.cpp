@@ -4,6 +4,7 @@
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/ops_support.hpp"
 #include "runtime/nn/window_layout.hpp"
+#include "runtime/tensor/halo_tensor.hpp"
 
 namespace tessera {
 
@@ -27,6 +28,19 @@ ShardTensor ActivationLayer::forward(const ShardTensor& x) {
   return ShardTensor::unchecked(x.mesh(), x.spec(), y);
 }
 
+ShardTensor ActivationLayer::forward_into_room(const ShardTensor& x, const HaloWidths& room) {
+  check_layer_input(x, 1, kMaxDims, name());
+  const DType t = kernel_scalar(x.dtype(), "ActivationLayer");
+  const Tensor& in = x.local();
+  const int block = block_of(x.mesh(), x.spec());
+  const ShardTensor y = ShardTensor::with_room(x.mesh(), x.spec(), room.left(block),
+                                               room.right(block), in.dtype(), in.space());
+  kernels::activation_forward(in.device(), kind_, t, element_map(y.local(), in), in.raw(),
+                              y.local().raw());
+  x_ = x;
+  return y;
+}
+
 ShardTensor ActivationLayer::backward(const ShardTensor& dy) {
   TESSERA_CHECK(x_.local().defined(), name() << ": backward before forward");
   TESSERA_CHECK(dy.spec() == x_.spec(), name()
@@ -36,9 +50,13 @@ ShardTensor ActivationLayer::backward(const ShardTensor& dy) {
                                                  << ", input was " << name_of(x_.dtype()));
   const DType t = kernel_scalar(dy.dtype(), "ActivationLayer");
   const Tensor& in = x_.local();
-  const Tensor g = dy.local().contiguous();
+  const Tensor& g = dy.local();
   Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.space());
-  kernels::activation_backward(in.device(), kind_, t, in.numel(), in.raw(), g.raw(), dx.raw());
+  if (g.is_contiguous())
+    kernels::activation_backward(in.device(), kind_, t, in.numel(), in.raw(), g.raw(), dx.raw());
+  else  // a gradient in ghost room: read in place
+    kernels::activation_backward(in.device(), kind_, t, element_map(g, in), in.raw(), g.raw(),
+                                 dx.raw());
   return ShardTensor::unchecked(dy.mesh(), dy.spec(), dx);
 }
 

@@ -18,6 +18,10 @@ class ActivationLayer : public Layer {
   ShardSpec output_spec(const ShardSpec& in) const override;
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
+  // Writes f(x) straight into the interior of a buffer with ghost room; backward reads an
+  // output gradient in room as it is (both strided, no copies).
+  ShardTensor forward_into_room(const ShardTensor& x, const HaloWidths& room) override;
+  bool takes_grad_in_room() const override { return true; }
   std::string name() const override;
   // GELU's erf and its derivative: ~30 flops per element; x, y; x, dy, dx.
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override {

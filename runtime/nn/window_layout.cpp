@@ -58,11 +58,15 @@ HaloFrame fill_halo(const WindowPlan& plan, const ShardTensor& t) {
     f.box = t.local_box();
     return f;
   }
-  f.halo = HaloTensor::from_shard(t, plan.geometry.widths());
+  f.halo = HaloTensor::over(t, plan.geometry.widths());
   plan.exchange->exchange(f.halo);
   f.buffer = f.halo.padded();
   f.box = f.halo.padded_box();
   return f;
+}
+
+HaloWidths input_room(const WindowPlan& plan) {
+  return plan.exchange ? plan.geometry.widths() : HaloWidths();
 }
 
 HaloFrame zero_frame(const WindowPlan& plan, DType dtype, MemSpace space, const Box* written) {
@@ -86,8 +90,8 @@ void add_ghosts_to_owners(const WindowPlan& plan, const HaloFrame& f) {
   if (plan.exchange) plan.exchange->exchange_adjoint(f.halo);
 }
 
-ShardTensor owned_shard(const WindowPlan& plan, const HaloFrame& f) {
-  if (plan.exchange) return f.halo.to_shard();
+ShardTensor owned_shard(const WindowPlan& plan, const HaloFrame& f, bool keep_room) {
+  if (plan.exchange) return keep_room ? f.halo.as_shard() : f.halo.to_shard();
   return ShardTensor::unchecked(plan.mesh, plan.haloed_spec, f.buffer);
 }
 

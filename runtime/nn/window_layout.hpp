@@ -51,15 +51,20 @@ struct HaloFrame {
   Tensor owned(const Box& global_owned) const { return window(global_owned); }
 };
 
-// The shard with its ghosts filled (forward exchange); no copy when no block has ghosts.
+// The shard with its ghosts filled (forward exchange); no copy when no block has ghosts or
+// when t's ghost room is the plan's (the exchange fills it in place).
 HaloFrame fill_halo(const WindowPlan& plan, const ShardTensor& t);
+// The ghost room a producer should leave around inputs of this plan (what fill_halo fills
+// in place); empty widths when the plan exchanges nothing.
+HaloWidths input_room(const WindowPlan& plan);
 // A zeroed frame for accumulating into (the adjoint direction), of the haloed spec. Where a
 // kernel overwrites `written` (global) entirely, only the cells outside it are zeroed.
 HaloFrame zero_frame(const WindowPlan& plan, DType dtype, MemSpace space,
                      const Box* written = nullptr);
 // Adds ghost values into their owners (adjoint exchange); no-op without ghosts.
 void add_ghosts_to_owners(const WindowPlan& plan, const HaloFrame& f);
-// The frame's owned cells as a ShardTensor of the haloed spec.
-ShardTensor owned_shard(const WindowPlan& plan, const HaloFrame& f);
+// The frame's owned cells as a ShardTensor of the haloed spec: a copy, or with keep_room the
+// frame itself as the tensor's ghost room (no copy; local() is then a strided view).
+ShardTensor owned_shard(const WindowPlan& plan, const HaloFrame& f, bool keep_room = false);
 
 }  // namespace tessera

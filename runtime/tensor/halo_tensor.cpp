@@ -21,7 +21,7 @@ HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths
     : HaloTensor(mesh, spec, widths, dtype, space, Fill::Zero) {}
 
 HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
-                       DType dtype, MemSpace space, Fill fill)
+                       DType dtype, MemSpace space, Fill fill, const Tensor* storage)
     : mesh_(mesh), spec_(spec), widths_(widths) {
   TESSERA_CHECK(!spec.has_partial(), "HaloTensor: resolve Partial axes before a halo exchange");
   widths.validate(spec.ndim(), spec.partition().num_blocks());  // the geometry's own checks
@@ -31,7 +31,10 @@ HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths
   interior_ = spec.local_box(mesh.coords());
   // As in the halo geometry, an empty shard still has ghosts around its position.
   padded_box_ = grow(interior_, left_, right_);
-  if (fill == Fill::Zero) {
+  if (storage) {
+    padded_ = *storage;  // a shard's ghost room (room_fits checked the box)
+    if (fill == Fill::GhostsZero) zero_ghosts();
+  } else if (fill == Fill::Zero) {
     padded_ = Tensor::zeros(padded_box_.shape(), dtype, space);
   } else {
     padded_ = Tensor::empty(padded_box_.shape(), dtype, space);
@@ -47,6 +50,18 @@ HaloTensor HaloTensor::from_shard(const ShardTensor& t, const HaloWidths& widths
   HaloTensor h(t.mesh(), t.spec(), widths, t.dtype(), t.local().space(), Fill::GhostsZero);
   h.interior().copy_from(t.local());
   return h;
+}
+
+bool HaloTensor::room_fits(const ShardTensor& t, const HaloWidths& widths) {
+  if (!t.has_room() || t.spec().has_partial()) return false;
+  const int block = block_of(t.mesh(), t.spec());
+  return t.room_box() == grow(t.local_box(), widths.left(block), widths.right(block));
+}
+
+HaloTensor HaloTensor::over(const ShardTensor& t, const HaloWidths& widths) {
+  if (!room_fits(t, widths)) return from_shard(t, widths);
+  return HaloTensor(t.mesh(), t.spec(), widths, t.dtype(), t.local().space(), Fill::GhostsZero,
+                    &t.room());
 }
 
 HaloTensor HaloTensor::for_overwrite(const Mesh& mesh, const ShardSpec& spec,
@@ -77,6 +92,10 @@ Tensor HaloTensor::interior() const {
 
 ShardTensor HaloTensor::to_shard() const {
   return ShardTensor::unchecked(mesh_, spec_, interior().clone());
+}
+
+ShardTensor HaloTensor::as_shard() const {
+  return ShardTensor::in_room(mesh_, spec_, padded_, padded_box_);
 }
 
 }  // namespace tessera

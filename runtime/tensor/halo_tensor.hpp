@@ -28,6 +28,12 @@ class HaloTensor {
   static HaloTensor from_shard(const ShardTensor& t, const std::vector<Index>& left,
                                const std::vector<Index>& right);
   static HaloTensor from_shard(const ShardTensor& t, const HaloWidths& widths);
+  // The shard's own ghost room when it has exactly this rank's widths (no copy: the
+  // exchange fills the room in place; ghost slabs zeroed first, as from_shard leaves
+  // them), else from_shard.
+  static HaloTensor over(const ShardTensor& t, const HaloWidths& widths);
+  // Whether t's ghost room is exactly this rank's widths of `widths`.
+  static bool room_fits(const ShardTensor& t, const HaloWidths& widths);
   // A padded buffer a kernel is about to overwrite in `written` (global): only the cells
   // outside it are zeroed (an adjoint frame whose window the kernel fills entirely).
   static HaloTensor for_overwrite(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
@@ -36,6 +42,8 @@ class HaloTensor {
   const Tensor& padded() const { return padded_; }
   Tensor interior() const;       // a view of the owned cells
   ShardTensor to_shard() const;  // a copy of the owned cells as a ShardTensor
+  // The owned cells as a ShardTensor that keeps this buffer as its ghost room (no copy).
+  ShardTensor as_shard() const;
   const Box& interior_box() const { return interior_; }  // global coordinates
   const Box& padded_box() const { return padded_box_; }  // global coordinates
   const std::vector<Index>& left() const { return left_; }
@@ -51,7 +59,7 @@ class HaloTensor {
  private:
   enum class Fill { Zero, GhostsZero, None };  // the whole buffer, the ghost slabs, nothing
   HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths, DType dtype,
-             MemSpace space, Fill fill);
+             MemSpace space, Fill fill, const Tensor* storage = nullptr);
   Mesh mesh_;
   ShardSpec spec_;
   HaloWidths widths_;

@@ -15,6 +15,36 @@ ShardTensor ShardTensor::unchecked(const Mesh& mesh, const ShardSpec& spec, cons
   return t;
 }
 
+ShardTensor ShardTensor::in_room(const Mesh& mesh, const ShardSpec& spec, const Tensor& padded,
+                                 const Box& padded_box) {
+  const Box own = spec.local_box(mesh.coords());
+  TESSERA_CHECK(
+      padded.is_contiguous() && padded.shape() == padded_box.shape() && padded_box.contains(own),
+      "ShardTensor::in_room: buffer " << shape_str(padded.shape()) << " over " << padded_box.str()
+                                      << " does not hold the shard " << own.str());
+  ShardTensor t;
+  t.mesh_ = mesh;
+  t.spec_ = spec;
+  t.room_ = padded;
+  t.room_box_ = padded_box;
+  t.local_ = padded.view(relative_to(own, padded_box));
+  return t;
+}
+
+ShardTensor ShardTensor::with_room(const Mesh& mesh, const ShardSpec& spec,
+                                   const std::vector<Index>& left, const std::vector<Index>& right,
+                                   DType dtype, MemSpace space) {
+  const Box own = spec.local_box(mesh.coords());
+  const Box pb = grow(own, left, right);
+  const ShardTensor t = in_room(mesh, spec, Tensor::empty(pb.shape(), dtype, space), pb);
+  for (const Box& slab : outside_of(pb, own)) t.room_.view(relative_to(slab, pb)).zero();
+  return t;
+}
+
+ShardTensor ShardTensor::without_room() const {
+  return has_room() ? unchecked(mesh_, spec_, local_) : *this;
+}
+
 ShardTensor::ShardTensor(const Mesh& mesh, const ShardSpec& spec, const Tensor& local) {
   std::string why;
   if (spec.mesh_dims() != mesh.dims())
@@ -181,6 +211,7 @@ ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full, const Sha
 }
 
 Tensor ShardTensor::gather(int root) const {
+  if (has_room()) return without_room().gather(root);
   if (spec_.has_partial()) return redistribute(spec_.with_partial({})).gather(root);
   const int me = mesh_.rank(), P = mesh_.size();
   TESSERA_CHECK(root >= 0 && root < P, "ShardTensor::gather: root " << root << " not in mesh");

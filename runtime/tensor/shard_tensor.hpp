@@ -1,7 +1,9 @@
 #pragma once
 // ShardTensor: this rank's piece of a global tensor, plus the ShardSpec and Mesh that
-// say where every other piece lives. Local storage is contiguous row-major; halo-padded
-// storage for stencil layers lives in HaloTensor.
+// say where every other piece lives. Local storage is contiguous row-major, unless the
+// tensor carries ghost room (AMReX's nGrow): then local() is the interior view of a padded
+// buffer whose ghost cells a consumer's halo exchange fills in place (no copy of the shard
+// into a padded buffer). Only ops that say they take room are handed such tensors.
 #include "runtime/floor.hpp"
 #include <vector>
 
@@ -53,10 +55,27 @@ class ShardTensor {
   // For the runtime's own results, whose shapes are right by construction.
   static ShardTensor unchecked(const Mesh& mesh, const ShardSpec& spec, const Tensor& local);
 
+  // Ghost room: a shard living inside `padded`, a contiguous buffer over the global box
+  // `padded_box` that contains this rank's local box; local() is the interior view.
+  static ShardTensor in_room(const Mesh& mesh, const ShardSpec& spec, const Tensor& padded,
+                             const Box& padded_box);
+  // A shard with `left`/`right` cells of room per dim around this rank's box: ghost slabs
+  // zeroed, the interior left for its producer to write.
+  static ShardTensor with_room(const Mesh& mesh, const ShardSpec& spec,
+                               const std::vector<Index>& left, const std::vector<Index>& right,
+                               DType dtype, MemSpace space);
+  bool has_room() const { return room_.defined(); }
+  const Tensor& room() const { return room_; }       // the padded buffer (undefined: none)
+  const Box& room_box() const { return room_box_; }  // its global box
+  // The same values without room (a contiguous copy only where there is room).
+  ShardTensor without_room() const;
+
  private:
   Mesh mesh_;
   ShardSpec spec_;
   Tensor local_;
+  Tensor room_;
+  Box room_box_;
 };
 
 }  // namespace tessera

@@ -146,8 +146,10 @@ Tensor Tensor::to(MemSpace space) const {
   return t;
 }
 
-namespace {
-kernels::StridedCopy copy_desc(const Tensor& dst, const Tensor& src) {
+kernels::StridedCopy element_map(const Tensor& dst, const Tensor& src) {
+  TESSERA_CHECK(dst.shape() == src.shape(), "element_map: shape " << shape_str(src.shape())
+                                                                  << " onto "
+                                                                  << shape_str(dst.shape()));
   kernels::StridedCopy c;
   c.ndim = dst.ndim();
   for (int d = 0; d < c.ndim; ++d) {
@@ -157,7 +159,6 @@ kernels::StridedCopy copy_desc(const Tensor& dst, const Tensor& src) {
   }
   return c;
 }
-}  // namespace
 
 void Tensor::copy_from(const Tensor& src) const {
   TESSERA_CHECK(src.shape_ == shape_, "Tensor::copy_from: shape " << shape_str(src.shape_)
@@ -171,7 +172,7 @@ void Tensor::copy_from(const Tensor& src) const {
     if (both_contig && space_ == MemSpace::Cuda)
       device::copy(raw(), src.raw(), nbytes(), device::Copy::DeviceToDevice);
     else
-      kernels::strided_copy(device(), raw(), src.raw(), copy_desc(*this, src), elem_size());
+      kernels::strided_copy(device(), raw(), src.raw(), element_map(*this, src), elem_size());
   } else if (both_contig) {
     device::copy(
         raw(), src.raw(), nbytes(),
@@ -190,7 +191,7 @@ void Tensor::copy_from(const Tensor& src) const {
 void Tensor::zero() const {
   if (numel_ == 0) return;
   if (space_ == MemSpace::Cuda && is_contiguous()) return device::memset_zero(raw(), nbytes());
-  kernels::strided_zero(device(), raw(), copy_desc(*this, *this), elem_size());
+  kernels::strided_zero(device(), raw(), element_map(*this, *this), elem_size());
 }
 
 }  // namespace tessera

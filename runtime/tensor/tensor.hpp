@@ -12,6 +12,7 @@
 #include "runtime/comm/mpi_error.hpp"
 #include "kernels/device/device.hpp"
 #include "kernels/device/memory.hpp"
+#include "kernels/strided_index.hpp"
 
 namespace tessera {
 
@@ -103,5 +104,9 @@ class Tensor {
   DType dtype_ = DType::f32;
   MemSpace space_ = MemSpace::Host;
 };
+
+// Element i (row-major over the common shape) of two equally shaped tensors at its offset
+// in each: dst strides from dst, src strides from src (kernels over strided views).
+kernels::StridedCopy element_map(const Tensor& dst, const Tensor& src);
 
 }  // namespace tessera
