@@ -41,7 +41,9 @@ json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Ind
   s.reps = static_cast<int>(opt.num("reps"));
   s.warmup = static_cast<int>(opt.num("warmup"));
   s.deterministic = opt.num("deterministic") != 0;
+  s.ghost_room = opt.num("ghost-room") != 0;
   json row = time_train_step(ctx, s);
+  row["ghost_room"] = s.ghost_room ? 1 : 0;
   row["scaling"] = scaling;
   row["deterministic"] = s.deterministic ? 1 : 0;
   row["threads"] = threads;
@@ -127,11 +129,15 @@ Case train_case() {
                 "halo-adjoint additions in a fixed order (1, tessera-train's default) or in "
                 "arrival order (0)",
                 "1"},
+               {"ghost-room", "0|1",
+                "convs' inputs written into their ghost room (1, tessera-train's default) or "
+                "copied into padded buffers (0)",
+                "1"},
                {"threads", "N", "OpenMP threads per rank (default cores per node / ranks)", ""}};
   c.rank_counts = {1, 2, 4};
-  c.columns = {"scaling",      "deterministic", "ranks",      "threads",
-               "shape",        "t_step_s",      "ms_compute", "ms_halo",
-               "ms_allreduce", "samples_per_s", "peak_mib"};
+  c.columns = {"scaling", "deterministic", "ghost_room",    "ranks",
+               "threads", "shape",         "t_step_s",      "ms_compute",
+               "ms_halo", "ms_allreduce",  "samples_per_s", "peak_mib"};
   c.run = run;
   c.goals = goals;
   return c;

@@ -83,6 +83,7 @@ json time_train_step(Context& ctx, const StepSetup& s) {
   if (!problem.empty()) throw Error("bench " + s.model + ": " + problem);
 
   // The step tessera-train takes (apps/common/trainer.cpp), on random data.
+  net.graph().ghost_room(s.ghost_room);
   net.graph().bind(mesh, {spec});
   std::vector<Parameter*> ps;
   for (const auto& np : net.graph().parameters()) ps.push_back(np.param);

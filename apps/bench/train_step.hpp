@@ -24,6 +24,7 @@ struct StepSetup {
   std::string attention = "auto";            // vit: the global attention's algorithm
   std::vector<Index> grid;                   // global H, W
   int reps = 5, warmup = 2;
+  bool ghost_room = true;  // Graph::ghost_room (tessera-train's train.ghost_room)
   bool deterministic =
       true;  // the halo adjoint's fixed order (tessera-train's train.deterministic)
 };

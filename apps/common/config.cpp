@@ -164,6 +164,9 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(train, deterministic),
        "add halo-adjoint contributions in a fixed order: bitwise repeatable runs (false: in "
        "arrival order, see README for the cost)"},
+      {TESSERA_FIELD(train, ghost_room),
+       "write a conv's input into a buffer with the ghost room its halo exchange fills in "
+       "place (false: plain shards copied into padded buffers; the same numbers)"},
   };
   return fields;
 }

@@ -86,6 +86,7 @@ struct TrainLoopConfig {
   std::string nonfinite = "stop";     // stop | skip_step: a non-finite loss or gradient
   std::int64_t max_skips = 3;         // skip_step: stop after this many skipped steps in a row
   bool deterministic = true;          // fixed order of halo-adjoint additions (repeatable)
+  bool ghost_room = true;             // values written into their convs' ghost room (no copies)
 };
 
 struct TrainConfig {

@@ -331,6 +331,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   total_steps_ = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * per_epoch;
   // Sharded parameters take their blocks for the training batches' decomposition before the
   // optimizer and GradSync hold them.
+  model_->graph().ghost_room(cfg.train.ghost_room);
   model_->graph().bind(mesh, {data_->batch_specs(bsz).first});
   optimizer_ = make_optimizer(cfg.optim, model_->graph().parameters());
   schedule_ = make_schedule(cfg, total_steps_);

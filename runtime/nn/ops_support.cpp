@@ -83,10 +83,12 @@ ShardSpec with_channels(const ShardSpec& in, Index c) {
   return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
 }
 
-void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where) {
+void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where,
+                       bool takes_room) {
   TESSERA_CHECK(x.local().defined(), where << ": undefined input");
-  TESSERA_CHECK(!x.has_room(), where << ": input carries ghost room (a strided shard), which this"
-                                        " layer does not take; pass x.without_room()");
+  TESSERA_CHECK(takes_room || !x.has_room(),
+                where << ": input carries ghost room (a strided shard), which this"
+                         " layer does not take; pass x.without_room()");
   TESSERA_CHECK(!x.spec().has_partial(), where << ": input has Partial axes (" << x.spec().str()
                                                << "); redistribute to Shard or Replicate first");
   kernel_scalar(x.dtype(), where.c_str());

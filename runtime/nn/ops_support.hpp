@@ -41,7 +41,9 @@ std::vector<double> param_values(const Parameter& p);
 ShardSpec with_channels(const ShardSpec& in, Index c);
 
 // Checks a layer input: no Partial axes, float32 or float64, rank in [min_nd, max_nd].
-void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where);
+// takes_room: the layer reads inputs with ghost room (window layers through fill_halo).
+void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where,
+                       bool takes_room = false);
 
 // Checks a layer's input spec: (N, C, nd spatial dims), no Partial axes.
 void check_spatial_spec(const ShardSpec& in, int nd, const std::string& where);

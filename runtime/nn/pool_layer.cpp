@@ -110,16 +110,23 @@ OpCost Pool::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const 
   return c;
 }
 
-ShardTensor Pool::forward(const ShardTensor& x) {
-  const int nd = static_cast<int>(opts_.kernel.size());
-  check_layer_input(x, nd + 2, nd + 2, name());
-  if (!saved_ || !saved_->plan->matches(x.mesh(), x.spec())) {
+Pool::Saved& Pool::saved_for(const Mesh& mesh, const ShardSpec& in) {
+  if (!saved_ || !saved_->plan->matches(mesh, in)) {
     auto s = std::make_unique<Saved>();
-    s->plan =
-        std::make_unique<WindowPlan>(x.mesh(), x.spec(), output_spec(x.spec()), reach(x.spec()));
+    s->plan = std::make_unique<WindowPlan>(mesh, in, output_spec(in), reach(in));
     saved_ = std::move(s);
   }
-  Saved& s = *saved_;
+  return *saved_;
+}
+
+HaloWidths Pool::input_room(const Mesh& mesh, const ShardSpec& in) {
+  return tessera::input_room(*saved_for(mesh, in).plan);
+}
+
+ShardTensor Pool::forward(const ShardTensor& x) {
+  const int nd = static_cast<int>(opts_.kernel.size());
+  check_layer_input(x, nd + 2, nd + 2, name(), true);
+  Saved& s = saved_for(x.mesh(), x.spec());
   const ShardSpec& out_spec = s.plan->driver_spec;  // the plan's, not re-derived per call
   s.x = fill_halo(*s.plan, x);
   s.have_x = true;
@@ -155,6 +162,10 @@ ShardTensor Pool::forward(const ShardTensor& x) {
 }
 
 ShardTensor Pool::backward(const ShardTensor& dy) {
+  return backward_impl(dy, false);
+}
+
+ShardTensor Pool::backward_impl(const ShardTensor& dy, bool keep_room) {
   TESSERA_CHECK(saved_ && saved_->have_x, name() << ": backward before forward");
   Saved& s = *saved_;
   check_output_grad(dy, s.plan->driver_spec, s.x.buffer.dtype(), s.x.buffer.space(), name());
@@ -163,7 +174,7 @@ ShardTensor Pool::backward(const ShardTensor& dy) {
   if (!bw.idle)
     pool_backward(s.desc, s.x.window(bw.window), dy.local().contiguous(), dx.window(bw.window));
   add_ghosts_to_owners(*s.plan, dx);
-  return owned_shard(*s.plan, dx);
+  return owned_shard(*s.plan, dx, keep_room);
 }
 
 }  // namespace tessera

@@ -37,6 +37,9 @@ class Pool : public Layer {
   ShardSpec output_spec(const ShardSpec& in) const override;
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
+  // Ghost room (Layer::input_room): the plan's widths; the input gradient in its frame.
+  HaloWidths input_room(const Mesh& mesh, const ShardSpec& in) override;
+  ShardTensor backward_in_room(const ShardTensor& dy) override { return backward_impl(dy, true); }
   std::string name() const override;
   // One pass over x and y forward, two backward; the halo of the plan forward() makes.
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
@@ -48,7 +51,9 @@ class Pool : public Layer {
   std::vector<HaloReach> reach(const ShardSpec& in) const;
 
  private:
+  ShardTensor backward_impl(const ShardTensor& dy, bool keep_room);
   struct Saved;
+  Saved& saved_for(const Mesh& mesh, const ShardSpec& in);  // the plan for inputs of `in`
   PoolOptions opts_;
   std::unique_ptr<Saved> saved_;
 };

@@ -82,17 +82,24 @@ OpCost Upsample::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) co
   return c;
 }
 
-ShardTensor Upsample::forward(const ShardTensor& x) {
-  const int nd = static_cast<int>(opts_.scale.size());
-  check_layer_input(x, nd + 2, nd + 2, name());
-  const kernels::UpsampleMode mode = kernel_mode(opts_.mode);
-  if (!saved_ || !saved_->plan->matches(x.mesh(), x.spec())) {
+Upsample::Saved& Upsample::saved_for(const Mesh& mesh, const ShardSpec& in) {
+  if (!saved_ || !saved_->plan->matches(mesh, in)) {
     auto s = std::make_unique<Saved>();
-    s->plan =
-        std::make_unique<WindowPlan>(x.mesh(), x.spec(), output_spec(x.spec()), reach(x.spec()));
+    s->plan = std::make_unique<WindowPlan>(mesh, in, output_spec(in), reach(in));
     saved_ = std::move(s);
   }
-  Saved& s = *saved_;
+  return *saved_;
+}
+
+HaloWidths Upsample::input_room(const Mesh& mesh, const ShardSpec& in) {
+  return tessera::input_room(*saved_for(mesh, in).plan);
+}
+
+ShardTensor Upsample::forward(const ShardTensor& x) {
+  const int nd = static_cast<int>(opts_.scale.size());
+  check_layer_input(x, nd + 2, nd + 2, name(), true);
+  const kernels::UpsampleMode mode = kernel_mode(opts_.mode);
+  Saved& s = saved_for(x.mesh(), x.spec());
   const ShardSpec& out_spec = s.plan->driver_spec;  // the plan's, not re-derived per call
   const HaloFrame xh = fill_halo(*s.plan, x);
   const BlockWindow& bw = s.plan->mine();
@@ -125,6 +132,10 @@ ShardTensor Upsample::forward(const ShardTensor& x) {
 }
 
 ShardTensor Upsample::backward(const ShardTensor& dy) {
+  return backward_impl(dy, false);
+}
+
+ShardTensor Upsample::backward_impl(const ShardTensor& dy, bool keep_room) {
   TESSERA_CHECK(saved_ && saved_->have_forward, name() << ": backward before forward");
   Saved& s = *saved_;
   check_output_grad(dy, s.plan->driver_spec, s.dtype, s.space, name());
@@ -136,7 +147,7 @@ ShardTensor Upsample::backward(const ShardTensor& dy) {
     kernels::upsample_backward(Device::of(s.space), s.desc, g.raw(), dxw.raw());
   }
   add_ghosts_to_owners(*s.plan, dx);
-  return owned_shard(*s.plan, dx);
+  return owned_shard(*s.plan, dx, keep_room);
 }
 
 }  // namespace tessera

@@ -32,6 +32,9 @@ class Upsample : public Layer {
   ShardSpec output_spec(const ShardSpec& in) const override;
   ShardTensor forward(const ShardTensor& x) override;
   ShardTensor backward(const ShardTensor& dy) override;
+  // Ghost room (Layer::input_room): the plan's widths; the input gradient in its frame.
+  HaloWidths input_room(const Mesh& mesh, const ShardSpec& in) override;
+  ShardTensor backward_in_room(const ShardTensor& dy) override { return backward_impl(dy, true); }
   std::string name() const override;
   bool keeps_input() const override { return false; }
   // One pass over x and y forward, two backward; the halo of the plan forward() makes.
@@ -42,7 +45,9 @@ class Upsample : public Layer {
   const UpsampleOptions& options() const { return opts_; }
 
  private:
+  ShardTensor backward_impl(const ShardTensor& dy, bool keep_room);
   struct Saved;
+  Saved& saved_for(const Mesh& mesh, const ShardSpec& in);  // the plan for inputs of `in`
   UpsampleOptions opts_;
   std::unique_ptr<Saved> saved_;
 };

@@ -12,6 +12,8 @@
 #include "runtime/nn/conv_layer.hpp"
 #include "runtime/nn/graph.hpp"
 #include "runtime/nn/pointwise_layers.hpp"
+#include "runtime/nn/pool_layer.hpp"
+#include "runtime/nn/upsample_layer.hpp"
 #include "runtime/train/unet.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/expect_error.hpp"
@@ -219,6 +221,48 @@ TEST_CASE("Values whose consumers want different room get none", "[ghost_room]")
   double worst = 0;
   for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, rel_diff(got[i], ref[i]));
   MPI_CHECK(worst < 1e-12);
+}
+
+TEST_CASE("Pooling and upsampling read their input in room", "[ghost_room]") {
+  // act -> max pool 3x3 stride 2 (halo 1) and act -> linear upsample (halo 1): each act
+  // writes into its consumer's room; results == one rank, and bitwise == room off.
+  const std::vector<Index> shape = {2, 2, 20, 6};
+  const Tensor xf = test::random_tensor(shape, DType::f64, 17);
+  auto run = [&](const Mesh& m, const std::vector<Placement>& dims, bool room, int& in_room) {
+    Graph g;
+    g.ghost_room(room);
+    const Value x = g.input("x");
+    const Value a = g.layer("act", std::make_shared<ActivationLayer>(kernels::Activation::GELU), x);
+    PoolOptions po;
+    po.kernel = {3, 3};
+    po.stride = {2, 2};
+    po.pad_lo = {1, 1};
+    const Value p = g.layer("pool", std::make_shared<Pool>(po), a);
+    const Value b =
+        g.layer("act2", std::make_shared<ActivationLayer>(kernels::Activation::Tanh), p);
+    UpsampleOptions uo;
+    uo.mode = UpsampleOptions::Mode::Linear;
+    uo.scale = {2, 2};
+    g.output(g.layer("up", std::make_shared<Upsample>(uo), b));
+    const ShardTensor xs = ShardTensor::scatter(m, xf, ShardSpec(shape, dims, m));
+    const ShardTensor y = g.forward(xs);
+    in_room = g.values_in_room();
+    const Tensor dyf = test::random_tensor(y.global_shape(), DType::f64, 18);
+    const ShardTensor dx = g.backward(ShardTensor::scatter(m, dyf, y.spec()));
+    return std::vector<Tensor>{y.gather_all(), dx.gather_all()};
+  };
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const std::vector<Placement> slab = {Replicate(), Replicate(), Shard(0), Replicate()};
+  int r0 = 0, r1 = 0, r2 = 0;
+  const auto ref = run(Mesh::line(MPI_COMM_SELF), std::vector<Placement>(4, Replicate()), true, r0);
+  const auto plain = run(mesh, slab, false, r1);
+  const auto room = run(mesh, slab, true, r2);
+  MPI_CHECK(r0 == 0 && r1 == 0);
+  MPI_CHECK(r2 == (test::world_size() > 1 ? 2 : 0));
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    MPI_CHECK(rel_diff(room[i], ref[i]) < 1e-12);
+    MPI_CHECK(same(room[i], plain[i]));
+  }
 }
 
 TEST_CASE("Layers that take no ghost room say so", "[ghost_room]") {
