@@ -84,8 +84,9 @@ int run(Context& ctx, int argc, char** argv) {
   const double t_setup = MPI_Wtime();
   Trainer tr(mesh, cfg, resolved);
   if (root)
-    std::cout << "tessera-train: " << ctx.size() << " ranks, mesh " << mesh.str() << ", data "
-              << cfg.data.path << " (" << tr.data().samples() << " samples, grid "
+    std::cout << "tessera-train: " << ctx.size() << " ranks (" << ctx.threads()
+              << (ctx.threads() == 1 ? " thread" : " threads") << " each), mesh " << mesh.str()
+              << ", data " << cfg.data.path << " (" << tr.data().samples() << " samples, grid "
               << shape_str(tr.data().spatial()) << ": " << tr.train_samples() << " train, "
               << tr.val_samples() << " validation), model " << tr.model().signature() << " ("
               << tr.model().graph().parameters().size() << " parameter tensors), "

@@ -1,6 +1,9 @@
 #include "runtime/tensor/context.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+
+#include "kernels/device/host_threads.hpp"
 #include <sstream>
 
 #include "kernels/device/device.hpp"
@@ -82,6 +85,14 @@ Context::Context(int& argc, char**& argv, const ContextOptions& opts) {
   TESSERA_MPI(MPI_Comm_size(node, &local_size_));
   TESSERA_MPI(MPI_Comm_free(&node));
 
+  // Host threads: the caller's, OMP_NUM_THREADS, or this rank's share of its processors.
+  if (opts.threads) {
+    kernels::set_host_threads(*opts.threads);
+  } else if (!std::getenv("OMP_NUM_THREADS")) {
+    kernels::set_host_threads(std::max(1, kernels::host_processors() / local_size_));
+  }
+  threads_ = kernels::host_threads();
+
   // One GPU per rank; CUDA_VISIBLE_DEVICES is honoured by the CUDA runtime itself.
   const int ndev = device::count();
   std::optional<int> dev = opts.device ? opts.device : env_int("TESSERA_DEVICE");
@@ -113,7 +124,7 @@ Context& Context::current() {
 
 std::string Context::describe() const {
   std::ostringstream os;
-  os << "ranks=" << size_ << " local_ranks=" << local_size_
+  os << "ranks=" << size_ << " local_ranks=" << local_size_ << " threads=" << threads_
      << " thread_level=" << level_name(provided_)
      << " cuda=" << (device::built_with_cuda() ? "built" : "off") << " device=" << device_
      << " cuda_aware_mpi=" << (cuda_aware_ ? "yes" : "no");

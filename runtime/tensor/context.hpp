@@ -19,6 +19,10 @@ struct ContextOptions {
   std::optional<bool> cuda_aware;
   // Force the device id; unset: env TESSERA_DEVICE, else local_rank % device_count.
   std::optional<int> device;
+  // OpenMP threads per rank; unset: OMP_NUM_THREADS when set, else the processors this rank
+  // may run on divided among the node's ranks (at least 1), so ranks sharing a node do not
+  // oversubscribe its cores (2 ranks x 2 threads on 2 cores run several times slower).
+  std::optional<int> threads;
 };
 
 class Context {
@@ -33,7 +37,8 @@ class Context {
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
-  int device() const { return device_; }  // -1: no GPU in use
+  int device() const { return device_; }    // -1: no GPU in use
+  int threads() const { return threads_; }  // OpenMP threads of this rank's host kernels
   bool cuda_aware() const { return cuda_aware_; }
   int thread_level() const { return provided_; }
   std::string describe() const;  // one line for logs
@@ -45,6 +50,7 @@ class Context {
   bool owns_mpi_ = false;
   MPI_Comm world_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, device_ = -1, provided_ = 0;
+  int threads_ = 1;
   bool cuda_aware_ = false;
 };
 

@@ -9,6 +9,7 @@
 
 #include "kernels/activation.hpp"
 #include "kernels/bias.hpp"
+#include "kernels/grid_hash.hpp"
 #include "kernels/norm.hpp"
 #include "kernels/pool.hpp"
 #include "kernels/reduce.hpp"
@@ -280,4 +281,81 @@ TEST_CASE("CUDA reductions and normalization equal the CPU ones", "[gpu]") {
   std::mt19937 rng(74);
   reduce_and_norm_cases<float>(rng);
   reduce_and_norm_cases<double>(rng);
+}
+
+TEST_CASE("CUDA grid hash queries equal the host's", "[gpu]") {
+  if (!test::have_device()) return;
+  std::mt19937 rng(23);
+  const Index n = 3000, nq = 500, k = 8, cap = 16;
+  std::vector<double> xyz = random_vec<double>(3 * static_cast<std::size_t>(n), rng);
+  for (Index i = 0; i < 200; ++i)  // exact duplicates: ties broken by id
+    std::copy_n(xyz.begin(), 3, xyz.begin() + 3 * (n - 1 - i));
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+  for (Index i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = (i * 7919) % n;
+  const std::vector<double> q =
+      random_vec<double>(3 * static_cast<std::size_t>(nq), rng, -1.2, 1.2);
+  const GridHash host(xyz.data(), ids.data(), n, MemSpace::Host);
+  const GridHash dev(xyz.data(), ids.data(), n, MemSpace::Cuda);
+  const Dev<double> dq(q);
+  auto run_knn = [&](const GridHash& g, const double* qp, const Device& d) {
+    std::vector<Index> idx(static_cast<std::size_t>(nq * k)), cnt(static_cast<std::size_t>(nq));
+    std::vector<double> d2(idx.size());
+    if (d.is_host()) {
+      grid_knn(d, g.view(), qp, nq, k, idx.data(), d2.data(), cnt.data());
+      return std::make_pair(idx, cnt);
+    }
+    Dev<Index> di(idx), dc(cnt);
+    Dev<double> dd(d2);
+    grid_knn(d, g.view(), qp, nq, k, di.p, dd.p, dc.p);
+    device::synchronize(d);
+    return std::make_pair(di.host(), dc.host());
+  };
+  MPI_CHECK(run_knn(host, q.data(), Device::host()) == run_knn(dev, dq.p, Device::cuda()));
+  auto run_ball = [&](const GridHash& g, const double* qp, const Device& d) {
+    std::vector<Index> idx(static_cast<std::size_t>(nq * cap)), cnt(static_cast<std::size_t>(nq));
+    std::vector<double> d2(idx.size());
+    if (d.is_host()) {
+      grid_within(d, g.view(), qp, nq, 0.01, cap, idx.data(), d2.data(), cnt.data());
+      return std::make_pair(idx, cnt);
+    }
+    Dev<Index> di(idx), dc(cnt);
+    Dev<double> dd(d2);
+    grid_within(d, g.view(), qp, nq, 0.01, cap, di.p, dd.p, dc.p);
+    device::synchronize(d);
+    return std::make_pair(di.host(), dc.host());
+  };
+  MPI_CHECK(run_ball(host, q.data(), Device::host()) == run_ball(dev, dq.p, Device::cuda()));
+}
+
+TEST_CASE("CUDA activation over strided views equals the CPU one", "[gpu]") {
+  if (!test::have_device()) return;
+  // y in the interior of a padded (2, 3, 8+2, 5+2) buffer, x and dx plain (2, 3, 8, 5).
+  std::mt19937 rng(29);
+  StridedCopy map;
+  map.ndim = 4;
+  const Index shape[4] = {2, 3, 8, 5}, padded[4] = {2, 3, 10, 7};
+  Index ps = 1, ds = 1;
+  for (int d = 3; d >= 0; --d) {
+    map.shape[d] = shape[d];
+    map.src_stride[d] = ps;
+    map.dst_stride[d] = ds;
+    ps *= shape[d];
+    ds *= padded[d];
+  }
+  const std::size_t n = 2 * 3 * 8 * 5, np = 2 * 3 * 10 * 7;
+  const Index origin = padded[3] + 1;  // the interior's first element in the padded buffer
+  const std::vector<double> x = random_vec<double>(n, rng), dy = random_vec<double>(np, rng);
+  std::vector<double> y_host(np, 0.0), dx_host(n, 0.0);
+  activation_forward(Device::host(), Activation::GELU, DType::f64, map, x.data(),
+                     y_host.data() + origin);
+  activation_backward(Device::host(), Activation::GELU, DType::f64, map, x.data(),
+                      dy.data() + origin, dx_host.data());
+  const Dev<double> dxin(x), ddy(dy);
+  Dev<double> dyout(std::vector<double>(np, 0.0)), ddx(std::vector<double>(n, 0.0));
+  activation_forward(Device::cuda(), Activation::GELU, DType::f64, map, dxin.p, dyout.p + origin);
+  activation_backward(Device::cuda(), Activation::GELU, DType::f64, map, dxin.p, ddy.p + origin,
+                      ddx.p);
+  device::synchronize(Device::cuda());
+  MPI_CHECK(close(dyout.host(), y_host, 1e-12));
+  MPI_CHECK(close(ddx.host(), dx_host, 1e-12));
 }

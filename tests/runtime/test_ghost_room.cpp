@@ -19,6 +19,7 @@
 #include "tests/support/expect_error.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/random_tensor.hpp"
+#include "tests/support/unet_variants.hpp"
 
 using namespace tessera;
 
@@ -133,24 +134,10 @@ TEST_CASE("A shard in ghost room is exchanged in place", "[ghost_room]") {
 
 TEST_CASE("UNet with ghost room == without, bitwise, in less memory", "[ghost_room]") {
   for (const bool strided : {false, true}) {
-    UNetOptions o;
-    o.nd = 2;
-    o.in_channels = 2;
-    o.out_channels = 1;
-    o.width = 4;
-    o.depth = 2;
-    o.groups = 2;
-    o.dtype = DType::f64;
-    if (strided) {
-      o.norm = UNetOptions::Norm::Batch;
-      o.activation = kernels::Activation::ReLU;
-      o.down = UNetOptions::Down::StridedConv;
-      o.up = UNetOptions::Up::TransposedConv;
-      o.kernel = 5;
-    }
-    const std::vector<Index> shape = {2, 2, 32, 12};
+    const UNetOptions o = strided ? test::unet_strided_batchnorm() : test::unet_pool_groupnorm();
+    const std::vector<Index> shape = {2, o.in_channels, 32, 12};
     const Tensor x = test::random_tensor(shape, DType::f64, 3);
-    const Tensor dy = test::random_tensor({2, 1, 32, 12}, DType::f64, 5);
+    const Tensor dy = test::random_tensor({2, o.out_channels, 32, 12}, DType::f64, 5);
     for (const auto& [mesh, dims] : layouts()) {
       INFO("mesh " << mesh.str() << (strided ? ", strided conv" : ", pool"));
       const Step plain = unet_step(o, mesh, dims, x, dy, false);

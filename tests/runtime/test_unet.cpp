@@ -10,6 +10,7 @@
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/expect_error.hpp"
 #include "tests/support/random_tensor.hpp"
+#include "tests/support/unet_variants.hpp"
 
 using namespace tessera;
 
@@ -100,31 +101,12 @@ std::vector<std::pair<Mesh, std::vector<Placement>>> layouts(int nd) {
 }  // namespace
 
 TEST_CASE("UNet pool/upsample GroupNorm: sharded == one rank", "[unet]") {
-  UNetOptions o;
-  o.nd = 2;
-  o.in_channels = 2;
-  o.out_channels = 1;
-  o.width = 4;
-  o.depth = 2;
-  o.groups = 2;
-  o.dtype = DType::f64;
-  o.seed = 3;
+  const UNetOptions o = test::unet_pool_groupnorm();
   for (const auto& [mesh, dims] : layouts(2)) compare_on(o, {2, 2, 16, 12}, mesh, dims);
 }
 
 TEST_CASE("UNet strided conv/transposed conv BatchNorm ReLU: sharded == one rank", "[unet]") {
-  UNetOptions o;
-  o.nd = 2;
-  o.in_channels = 1;
-  o.out_channels = 2;
-  o.width = 3;
-  o.depth = 2;
-  o.norm = UNetOptions::Norm::Batch;
-  o.activation = kernels::Activation::ReLU;
-  o.down = UNetOptions::Down::StridedConv;
-  o.up = UNetOptions::Up::TransposedConv;
-  o.kernel = 5;
-  o.dtype = DType::f64;
+  const UNetOptions o = test::unet_strided_batchnorm();
   for (const auto& [mesh, dims] : layouts(2)) compare_on(o, {2, 1, 16, 8}, mesh, dims);
 }
 

@@ -1,0 +1,159 @@
+#pragma once
+// The grid hash's query functors, shared by the OpenMP loops and the CUDA kernels: one call
+// per query, lists kept sorted by (squared distance, global id) by insertion.
+#include "kernels/floor.hpp"
+#include <math.h>
+
+#include "decomp/host_device.hpp"
+#include "kernels/grid_hash.hpp"
+
+namespace tessera::kernels {
+
+// The cell of coordinate x along dim d, clamped to the grid (queries may lie outside it).
+TESSERA_HD inline Index grid_cell(const GridView& g, int d, double x) {
+  const double t = (x - g.lo[d]) / g.cell;
+  if (!(t >= 0)) return 0;  // below the grid (or NaN)
+  if (!(t < static_cast<double>(g.dims[d]))) return g.dims[d] - 1;
+  return static_cast<Index>(t);
+}
+
+// The squared distance as every search of the point family computes it (x, y, z in order).
+TESSERA_HD inline double grid_d2(const double* p, const double* x) {
+  const double dx = x[0] - p[0], dy = x[1] - p[1], dz = x[2] - p[2];
+  return dx * dx + dy * dy + dz * dz;
+}
+
+// A sorted list of at most `cap` (d2, row) pairs in caller memory; ties by global id.
+struct SortedHits {
+  Index* idx;
+  double* d2;
+  Index cap;
+  Index count = 0;
+  const std::int64_t* ids;
+
+  TESSERA_HD bool before(double a, Index ra, double b, Index rb) const {
+    return a < b || (a == b && ids[ra] < ids[rb]);
+  }
+  TESSERA_HD void offer(double d, Index row) {
+    if (count == cap && !before(d, row, d2[cap - 1], idx[cap - 1])) return;
+    Index i = count < cap ? count++ : cap - 1;  // full: the worst drops out
+    for (; i > 0 && before(d, row, d2[i - 1], idx[i - 1]); --i) {
+      d2[i] = d2[i - 1];
+      idx[i] = idx[i - 1];
+    }
+    d2[i] = d;
+    idx[i] = row;
+  }
+};
+
+// Offers every point of cell (x, y, z) to `fn(row, d2)`.
+template <class Fn>
+TESSERA_HD inline void grid_scan_cell(const GridView& g, const double* p, Index x, Index y, Index z,
+                                      Fn& fn) {
+  const Index c = (z * g.dims[1] + y) * g.dims[0] + x;
+  for (Index t = g.cell_start[c]; t < g.cell_start[c + 1]; ++t) {
+    const Index row = g.order[t];
+    fn(row, grid_d2(p, g.xyz + 3 * row));
+  }
+}
+
+struct GridKnnQuery {
+  GridView g;
+  const double* q;
+  Index k;
+  Index* idx;
+  double* d2;
+  Index* count;
+
+  TESSERA_HD void operator()(Index i) const {
+    const double* p = q + 3 * i;
+    SortedHits hits{idx + i * k, d2 + i * k, k, 0, g.ids};
+    if (k <= 0 || g.n == 0) {
+      count[i] = 0;
+      return;
+    }
+    Index c[3], rmax = 0;
+    for (int d = 0; d < 3; ++d) {
+      c[d] = grid_cell(g, d, p[d]);
+      const Index far = c[d] > g.dims[d] - 1 - c[d] ? c[d] : g.dims[d] - 1 - c[d];
+      rmax = far > rmax ? far : rmax;
+    }
+    auto take = [&](Index row, double dd) { hits.offer(dd, row); };
+    for (Index r = 0; r <= rmax; ++r) {
+      if (hits.count == k && r > 0) {
+        // A point of ring r (cells at Chebyshev offset r) is, in some dim, in the cell at
+        // offset +-r: at least that far along that dim. Stop when even the nearest such
+        // cell lies beyond the k-th distance (strictly: an equal one may win on its id).
+        double bound = INFINITY;
+        for (int d = 0; d < 3; ++d) {
+          if (c[d] + r < g.dims[d]) {
+            const double gap = g.lo[d] + static_cast<double>(c[d] + r) * g.cell - p[d];
+            bound = fmin(bound, gap > 0 ? gap : 0);
+          }
+          if (c[d] - r >= 0) {
+            const double gap = p[d] - (g.lo[d] + static_cast<double>(c[d] - r + 1) * g.cell);
+            bound = fmin(bound, gap > 0 ? gap : 0);
+          }
+        }
+        bound = bound * (1 - 1e-12) - 1e-12 * g.cell;  // margin for the binning's rounding
+        if (bound > 0 && bound * bound > hits.d2[k - 1]) break;
+      }
+      for (Index z = c[2] - r; z <= c[2] + r; ++z) {
+        if (z < 0 || z >= g.dims[2]) continue;
+        const bool zface = z == c[2] - r || z == c[2] + r;
+        for (Index y = c[1] - r; y <= c[1] + r; ++y) {
+          if (y < 0 || y >= g.dims[1]) continue;
+          const bool yface = zface || y == c[1] - r || y == c[1] + r;
+          // Inside the ring's z and y faces, every x; elsewhere only the two x faces.
+          const Index step = yface ? 1 : (r > 0 ? 2 * r : 1);
+          for (Index x = c[0] - r; x <= c[0] + r; x += step)
+            if (x >= 0 && x < g.dims[0]) grid_scan_cell(g, p, x, y, z, take);
+        }
+      }
+    }
+    count[i] = hits.count;
+  }
+};
+
+// The cells a ball of squared radius r2 around p overlaps, per dim [lo, hi].
+TESSERA_HD inline void grid_ball_cells(const GridView& g, const double* p, double r2, Index lo[3],
+                                       Index hi[3]) {
+  const double r = sqrt(r2);
+  for (int d = 0; d < 3; ++d) {
+    lo[d] = grid_cell(g, d, p[d] - r);
+    hi[d] = grid_cell(g, d, p[d] + r);
+  }
+}
+
+struct GridWithinQuery {
+  GridView g;
+  const double* q;
+  double r2;
+  Index cap;
+  Index* idx;  // null: count only
+  double* d2;
+  Index* count;
+
+  TESSERA_HD void operator()(Index i) const {
+    const double* p = q + 3 * i;
+    Index n = 0;
+    SortedHits hits{idx ? idx + i * cap : nullptr, d2 ? d2 + i * cap : nullptr, cap, 0, g.ids};
+    if (g.n > 0 && r2 >= 0) {
+      Index lo[3], hi[3];
+      grid_ball_cells(g, p, r2, lo, hi);
+      const double rr = r2;
+      const bool keep = idx != nullptr;
+      auto take = [&](Index row, double dd) {
+        if (!(dd <= rr)) return;
+        ++n;
+        if (keep) hits.offer(dd, row);
+      };
+      for (Index z = lo[2]; z <= hi[2]; ++z)
+        for (Index y = lo[1]; y <= hi[1]; ++y)
+          for (Index x = lo[0]; x <= hi[0]; ++x) grid_scan_cell(g, p, x, y, z, take);
+    }
+    count[i] = idx ? hits.count : n;
+  }
+};
+
+}  // namespace tessera::kernels
