@@ -77,6 +77,7 @@ GridHash::GridHash(const double* xyz, const std::int64_t* ids, Index n, MemSpace
     order[static_cast<std::size_t>(
         fill[static_cast<std::size_t>(cell_of[static_cast<std::size_t>(i)])]++)] = i;
 
+  if (space_ == MemSpace::Host) row_ids_.assign(ids, ids + n);
   // The arrays in the chosen memory space.
   auto place = [&](const void* src, std::size_t bytes) -> void* {
     void* p = mem_alloc(space_, std::max<std::size_t>(bytes, 8));
@@ -91,9 +92,49 @@ GridHash::GridHash(const double* xyz, const std::int64_t* ids, Index n, MemSpace
   };
   g.cell_start = static_cast<const Index*>(place(start.data(), start.size() * sizeof(Index)));
   g.order = static_cast<const Index*>(place(order.data(), order.size() * sizeof(Index)));
-  g.xyz = static_cast<const double*>(place(xyz, static_cast<std::size_t>(3 * n) * sizeof(double)));
+  std::vector<double> sorted_xyz(static_cast<std::size_t>(3 * n));
+  std::vector<std::int64_t> sorted_ids(static_cast<std::size_t>(n));
+  for (Index t = 0; t < n; ++t) {
+    const auto row = static_cast<std::size_t>(order[static_cast<std::size_t>(t)]);
+    std::copy_n(xyz + 3 * row, 3, sorted_xyz.begin() + 3 * t);
+    sorted_ids[static_cast<std::size_t>(t)] = ids[row];
+  }
+  g.xyz = static_cast<const double*>(place(sorted_xyz.data(), sorted_xyz.size() * sizeof(double)));
   g.ids = static_cast<const std::int64_t*>(
-      place(ids, static_cast<std::size_t>(n) * sizeof(std::int64_t)));
+      place(sorted_ids.data(), sorted_ids.size() * sizeof(std::int64_t)));
+}
+
+namespace {
+std::vector<Neighbor> neighbors_of(const std::vector<std::int64_t>& row_ids,
+                                   const std::vector<Index>& idx, const std::vector<double>& d2,
+                                   Index count) {
+  std::vector<Neighbor> out(static_cast<std::size_t>(count));
+  for (std::size_t j = 0; j < out.size(); ++j)
+    out[j] = {d2[j], row_ids[static_cast<std::size_t>(idx[j])], idx[j]};
+  return out;
+}
+}  // namespace
+
+std::vector<Neighbor> GridHash::knn(const double q[3], Index k) const {
+  TESSERA_CHECK(space_ == MemSpace::Host, "GridHash::knn: the grid is in device memory");
+  const Index m = std::max<Index>(0, std::min(k, view_.n));
+  std::vector<Index> idx(static_cast<std::size_t>(std::max<Index>(m, 1)));
+  std::vector<double> d2(idx.size());
+  Index count = 0;
+  GridKnnQuery{view_, q, m, idx.data(), d2.data(), &count}(0);
+  return neighbors_of(row_ids_, idx, d2, count);
+}
+
+std::vector<Neighbor> GridHash::within(const double q[3], double r2, Index max_points) const {
+  TESSERA_CHECK(space_ == MemSpace::Host, "GridHash::within: the grid is in device memory");
+  Index cap = max_points;
+  if (cap <= 0) GridWithinQuery{view_, q, r2, 0, nullptr, nullptr, &cap}(0);  // all of them
+  cap = std::min(cap, view_.n);
+  std::vector<Index> idx(static_cast<std::size_t>(std::max<Index>(cap, 1)));
+  std::vector<double> d2(idx.size());
+  Index count = 0;
+  if (cap > 0) GridWithinQuery{view_, q, r2, cap, idx.data(), d2.data(), &count}(0);
+  return neighbors_of(row_ids_, idx, d2, count);
 }
 
 GridHash::~GridHash() {

@@ -13,20 +13,22 @@
 
 #include "decomp/box.hpp"
 #include "kernels/device/device.hpp"
+#include "kernels/neighbors.hpp"
 
 namespace tessera::kernels {
 
 // The grid over n points (arrays in one memory space): cell (x, y, z) of side `cell` from
-// `lo`; its points are rows order[cell_start[c] .. cell_start[c + 1]) of xyz and ids, with
-// c = (z * dims[1] + y) * dims[0] + x.
+// `lo`, c = (z * dims[1] + y) * dims[0] + x, holds slots cell_start[c] .. cell_start[c + 1]
+// of the cell-sorted xyz and ids (a cell's points contiguous: a scan reads memory in order);
+// order[slot] is the point's row in the caller's arrays.
 struct GridView {
   double lo[3] = {0, 0, 0};
   double cell = 1;
   Index dims[3] = {1, 1, 1};
   const Index* cell_start = nullptr;
   const Index* order = nullptr;
-  const double* xyz = nullptr;  // n rows of 3
-  const std::int64_t* ids = nullptr;
+  const double* xyz = nullptr;        // n rows of 3, by slot
+  const std::int64_t* ids = nullptr;  // by slot
   Index n = 0;
 };
 
@@ -42,11 +44,19 @@ class GridHash {
   GridHash& operator=(const GridHash&) = delete;
   const GridView& view() const { return view_; }
   MemSpace space() const { return space_; }
+  Index size() const { return view_.n; }
+
+  // One query at a time on a host grid, as kernels::PointIndex answers them (the host's
+  // local search of the distributed queries): the k nearest, sorted; every point within
+  // r2, sorted, the first max_points of them if > 0.
+  std::vector<Neighbor> knn(const double q[3], Index k) const;
+  std::vector<Neighbor> within(const double q[3], double r2, Index max_points = 0) const;
 
  private:
   MemSpace space_;
   GridView view_;
-  std::vector<void*> owned_;  // arrays allocated in space_
+  std::vector<std::int64_t> row_ids_;  // host grids: ids by row, for knn/within's lists
+  std::vector<void*> owned_;           // arrays allocated in space_
   std::vector<std::size_t> owned_bytes_;
 };
 

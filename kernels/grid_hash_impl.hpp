@@ -46,15 +46,18 @@ struct SortedHits {
   }
 };
 
-// Offers every point of cell (x, y, z) to `fn(row, d2)`.
+// Offers every point of cell (x, y, z) to `fn(slot, d2)`: slots are positions in the grid's
+// cell-sorted arrays (a cell's points are contiguous there), rows come from order[slot].
 template <class Fn>
 TESSERA_HD inline void grid_scan_cell(const GridView& g, const double* p, Index x, Index y, Index z,
                                       Fn& fn) {
   const Index c = (z * g.dims[1] + y) * g.dims[0] + x;
-  for (Index t = g.cell_start[c]; t < g.cell_start[c + 1]; ++t) {
-    const Index row = g.order[t];
-    fn(row, grid_d2(p, g.xyz + 3 * row));
-  }
+  for (Index t = g.cell_start[c]; t < g.cell_start[c + 1]; ++t) fn(t, grid_d2(p, g.xyz + 3 * t));
+}
+
+// The hits' slots as rows of the indexed set.
+TESSERA_HD inline void grid_slots_to_rows(const GridView& g, Index* idx, Index count) {
+  for (Index j = 0; j < count; ++j) idx[j] = g.order[idx[j]];
 }
 
 struct GridKnnQuery {
@@ -111,6 +114,7 @@ struct GridKnnQuery {
         }
       }
     }
+    grid_slots_to_rows(g, hits.idx, hits.count);
     count[i] = hits.count;
   }
 };
@@ -152,6 +156,7 @@ struct GridWithinQuery {
         for (Index y = lo[1]; y <= hi[1]; ++y)
           for (Index x = lo[0]; x <= hi[0]; ++x) grid_scan_cell(g, p, x, y, z, take);
     }
+    if (idx) grid_slots_to_rows(g, hits.idx, hits.count);
     count[i] = idx ? hits.count : n;
   }
 };

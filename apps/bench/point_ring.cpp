@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "kernels/neighbors.hpp"
+#include "kernels/grid_hash.hpp"
 #include "runtime/points/neighbor_query.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -46,7 +46,7 @@ RingLists ring_query(MPI_Comm comm, const Tensor& xyz, const Tensor& ids, Index 
   for (int step = 0; step < P; ++step) {
     const Index n = static_cast<Index>(bi.size());
     {
-      const kernels::PointIndex index(bx.data(), bi.data(), n);
+      const kernels::GridHash index(bx.data(), bi.data(), n, MemSpace::Host);
       for (const Index i : order) {
         const auto hits = r2 < 0 ? index.knn(q + 3 * i, keep) : index.within(q + 3 * i, r2, keep);
         merge_into(out.ids.data() + i * keep, out.d2.data() + i * keep, keep, hits, tmp);

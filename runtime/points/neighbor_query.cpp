@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/neighbors.hpp"
+#include "kernels/grid_hash.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -72,7 +72,7 @@ void write_row(NeighborLists& out, Index qi, Index keep, const std::vector<kerne
 // The shared second round: `out` holds each query's local answers (sorted rows), `bound` its
 // r2; asks every other rank whose region lies within the bound, and merges the answers into
 // the rows (rows, not a list per query: most queries get no remote answers).
-NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::PointIndex& index,
+NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::GridHash& index,
                      const Tensor& queries, const std::vector<Index>& order, NeighborLists out,
                      const std::vector<double>& bound, Index keep) {
   int P = 1, me = 0;
@@ -148,7 +148,8 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
   TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
                 "neighbour query: one int64 id per point");
   TESSERA_CHECK(k >= 1, "kNN: k = " << k);
-  const kernels::PointIndex index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0));
+  const kernels::GridHash index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0),
+                                MemSpace::Host);
   const Index m = queries.shape(0);
   NeighborLists out{Tensor::empty({m, k}, DType::i64), Tensor::empty({m, k}, DType::f64)};
   std::vector<double> bound(static_cast<std::size_t>(m));
@@ -169,7 +170,8 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
                 "neighbour query: one int64 id per point");
   TESSERA_CHECK(r >= 0 && std::isfinite(r) && max_points >= 1,
                 "ball query: radius " << r << ", max_points " << max_points);
-  const kernels::PointIndex index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0));
+  const kernels::GridHash index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0),
+                                MemSpace::Host);
   const Index m = queries.shape(0);
   NeighborLists out{Tensor::empty({m, max_points}, DType::i64),
                     Tensor::empty({m, max_points}, DType::f64)};

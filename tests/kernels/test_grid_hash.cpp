@@ -175,6 +175,28 @@ TEST_CASE("Grid hash ball query == brute force == k-d tree", "[kernels][grid_has
   }
 }
 
+TEST_CASE("Grid hash one query at a time == k-d tree", "[kernels][grid_hash]") {
+  for (const Cloud& c : clouds()) {
+    const std::vector<double> q = queries(c);
+    const PointIndex tree(c.xyz.data(), c.ids.data(), c.n());
+    const GridHash grid(c.xyz.data(), c.ids.data(), c.n(), MemSpace::Host);
+    bool same = true;
+    auto equal = [](const std::vector<Neighbor>& a, const std::vector<Neighbor>& b) {
+      if (a.size() != b.size()) return false;
+      for (std::size_t j = 0; j < a.size(); ++j)
+        if (a[j].d2 != b[j].d2 || a[j].id != b[j].id || a[j].index != b[j].index) return false;
+      return true;
+    };
+    for (std::size_t i = 0; i < q.size() / 3 && same; ++i) {
+      const double* p = q.data() + 3 * i;
+      same = equal(grid.knn(p, 7), tree.knn(p, 7)) && equal(grid.knn(p, 0), tree.knn(p, 0)) &&
+             equal(grid.within(p, 0.05), tree.within(p, 0.05)) &&
+             equal(grid.within(p, 0.05, 5), tree.within(p, 0.05, 5));
+    }
+    CHECK(same);
+  }
+}
+
 TEST_CASE("Grid hash refuses what it cannot index", "[kernels][grid_hash]") {
   const std::vector<double> bad = {0, 0, NAN};
   const std::vector<std::int64_t> ids = {1};
