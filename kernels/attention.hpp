@@ -42,12 +42,12 @@ void attention_forward(const Device& dev, const AttentionDesc& a, const void* q,
 void attention_backward(const Device& dev, const AttentionDesc& a, const void* q, const void* k,
                         const void* v, const void* out, const void* dout, const double* lse,
                         void* dq, void* dk, void* dv, void* dbias = nullptr);
-// Merges a partial result (out2, lse2) over other keys into (out, lse), in place:
-// lse = log(e^lse + e^lse2), out = e^(lse_old - lse) out + e^(lse2 - lse) out2.
 // Tracked scratch the host kernels hold per thread at their peak (backward) for keys of
 // length sk: the float32 path's two tiles of scores; float64's few rows are not counted.
 std::size_t attention_host_scratch_bytes(DType t, Index sk);
 
+// Merges a partial result (out2, lse2) over other keys into (out, lse), in place:
+// lse = log(e^lse + e^lse2), out = e^(lse_old - lse) out + e^(lse2 - lse) out2.
 void attention_merge(const Device& dev, DType t, Index batch, Index sq, Index d, void* out,
                      double* lse, const void* out2, const double* lse2);
 

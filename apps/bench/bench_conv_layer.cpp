@@ -239,10 +239,8 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
 }
 
 json run(Context& ctx, const cli::Args& opt) {
-  const int per_node = ranks_per_node(ctx.world());
-  const int cores = std::max(1, omp_get_num_procs());
   const int threads =
-      opt.has("threads") ? static_cast<int>(opt.num("threads")) : std::max(1, cores / per_node);
+      opt.has("threads") ? static_cast<int>(opt.num("threads")) : ctx.node_share_threads();
   omp_set_num_threads(threads);
   const std::string which = opt.str("which");
   json rows = json::array();

@@ -39,13 +39,4 @@ Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<
   return summary(t);
 }
 
-int ranks_per_node(MPI_Comm comm) {
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int n = 1;
-  MPI_Comm_size(node, &n);
-  MPI_Comm_free(&node);
-  return n;
-}
-
 }  // namespace tessera::bench

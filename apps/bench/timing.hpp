@@ -21,7 +21,4 @@ std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
                                            const std::function<void()>& a,
                                            const std::function<void()>& b);
 
-// The ranks of comm on this rank's node (they share its cores).
-int ranks_per_node(MPI_Comm comm);
-
 }  // namespace tessera::bench

@@ -282,6 +282,14 @@ void softmax_grad_rows(float* dp, const float* p, Index rows, Index sk, const fl
 // the faster here (the products' efficiency), up to where they leave the caches.
 constexpr Index kGemmRows = 128, kGemmKeys = 512;
 
+// Keys per block for sk keys, and the elements of one tile of scores.
+Index key_block(Index sk) {
+  return std::max<Index>(1, std::min(sk, kGemmKeys));
+}
+std::size_t tile_elems(Index sk) {
+  return static_cast<std::size_t>(kGemmRows * key_block(sk));
+}
+
 void sgemm(char ta, char tb, Index m, Index n, Index k, float alpha, const float* a, Index lda,
            const float* b, Index ldb, float beta, float* c, Index ldc) {
   if (m == 0 || n == 0) return;
@@ -315,8 +323,8 @@ void scores(const AttentionDesc& a, Index b, Index i0, Index i1, Index j0, Index
 
 void forward_gemm(const AttentionDesc& a, const float* q, const float* k, const float* v,
                   float* out, double* lse) {
-  const Index kb = std::max<Index>(1, std::min(a.sk, kGemmKeys));
-  ThreadScratch<float> scratch(static_cast<std::size_t>(kGemmRows * kb));
+  const Index kb = key_block(a.sk);
+  ThreadScratch<float> scratch(tile_elems(a.sk));
 #pragma omp parallel
   {
     float* const s = scratch.mine();  // a tile's scores, then probabilities
@@ -355,8 +363,8 @@ void backward_gemm(const AttentionDesc& a, const float* q, const float* k, const
   const float sc = static_cast<float>(a.effective_scale());
   std::fill(dk, dk + a.batch * a.sk * a.d, 0.0f);
   std::fill(dv, dv + a.batch * a.sk * a.d, 0.0f);
-  const Index kb = std::max<Index>(1, std::min(a.sk, kGemmKeys));
-  const std::size_t tile = static_cast<std::size_t>(kGemmRows * kb);
+  const Index kb = key_block(a.sk);
+  const std::size_t tile = tile_elems(a.sk);
   ThreadScratch<float> scratch(2 * tile);  // p and dp of a tile
 #pragma omp parallel
   {
@@ -403,8 +411,7 @@ void backward_gemm(const AttentionDesc& a, const float* q, const float* k, const
 
 std::size_t attention_host_scratch_bytes(DType t, Index sk) {
   if (t != DType::f32) return 0;
-  const Index kb = std::max<Index>(1, std::min(sk, kGemmKeys));
-  return 2 * static_cast<std::size_t>(kGemmRows * kb) * sizeof(float);
+  return 2 * tile_elems(sk) * sizeof(float);  // backward's p and dp
 }
 
 void cpu::attention_forward(const AttentionDesc& a, const void* q, const void* k, const void* v,

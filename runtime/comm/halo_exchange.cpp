@@ -48,10 +48,6 @@ MessageSide recv_side(const HaloPlan& p, const Box& frame) {
   return message_side(e, frame);
 }
 
-Index total(const std::vector<PeerMessage>& m) {
-  return m.empty() ? 0 : m.back().offset + m.back().count;
-}
-
 // Regions of `mine` (one direction's messages on this rank, with their region table) rebased
 // onto the sender's buffer: message i's regions start where the sender packed it, at
 // offset_in_sender[i].
@@ -92,11 +88,10 @@ struct HaloExchange::Impl {
   HaloOptions opts;
   // The message plan (runtime/comm/message_plan.hpp) of the forward direction over the padded
   // buffer; the adjoint swaps its sides.
-  MessageSide send_side_, recv_side_;
+  MessagePlan plan;
   std::vector<Box> open;
   MpiType elem;  // one element of elem_size bytes
   std::size_t elem_size = 0;
-  Box padded_box;                               // of this rank's block, global
   std::vector<MpiType> send_types, recv_types;  // forward messages, in place (host memory)
   // Per message of the exchange in flight: MPI walks the padded buffer through its derived
   // type (in place) instead of our pack and unpack.
@@ -131,10 +126,6 @@ struct HaloExchange::Impl {
         "HaloExchange: tensor ghost widths differ from the plan's");
   }
 
-  const std::vector<kernels::PackRegion>& regions(const std::vector<PeerMessage>& msgs) const {
-    return &msgs == &send_side_.messages ? send_side_.regions : recv_side_.regions;
-  }
-
   // Runs `op` over n regions between t's padded buffer and buf[regions[0], end).
   void run_regions(const HaloTensor& t, void* buf, const kernels::PackRegion* regions, int n,
                    Index end, kernels::PackOp op) const {
@@ -143,22 +134,20 @@ struct HaloExchange::Impl {
     kernels::region_pack(p.device(), p.raw(), buf, regions, n, end, elem_size, op, add);
   }
 
-  // Packs or unpacks messages [first, last) of `msgs` between t and buf.
-  void pack(const HaloTensor& t, const std::vector<PeerMessage>& msgs, void* buf,
-            kernels::PackOp op, std::size_t first, std::size_t last) {
+  // Packs or unpacks messages [first, last) of `side` between t and buf.
+  void pack(const HaloTensor& t, const MessageSide& side, void* buf, kernels::PackOp op,
+            std::size_t first, std::size_t last) {
     if (first >= last) return;
-    const auto& table = regions(msgs);
-    const int r0 = msgs[first].first_region;
-    const int r1 = last < msgs.size() ? msgs[last].first_region : static_cast<int>(table.size());
-    const Index end = last < msgs.size() ? msgs[last].offset : total(msgs);
-    run_regions(t, buf, table.data() + r0, r1 - r0, end, op);
+    const int r0 = side.region_at(first);
+    run_regions(t, buf, side.regions.data() + r0, side.region_at(last) - r0, side.element_at(last),
+                op);
   }
 
   // Unpacks message i of `in` straight from its sender's node-shared buffer, then tells the
   // sender it is done with it.
-  void unpack_shared(const std::vector<PeerMessage>& in, std::size_t i, kernels::PackOp op) {
-    const auto& table = &in == &recv_side_.messages ? fwd_shared_regions : adj_shared_regions;
-    const PeerMessage& m = in[i];
+  void unpack_shared(const MessageSide& in, std::size_t i, kernels::PackOp op) {
+    const auto& table = &in == &plan.recv ? fwd_shared_regions : adj_shared_regions;
+    const PeerMessage& m = in.messages[i];
     const auto r0 = static_cast<std::size_t>(m.first_region);
     mailbox->sync();  // the sender's stores, published before its ready signal
     run_regions(*target, mailbox->buffer_of(m.peer), table.data() + r0,
@@ -174,8 +163,8 @@ struct HaloExchange::Impl {
     if (es == elem_size) return;
     elem = element_type(es);
     elem_size = es;
-    send_types = send_side_.types(es);
-    recv_types = recv_side_.types(es);
+    send_types = plan.send.types(es);
+    recv_types = plan.recv.types(es);
   }
 
   // Posts receives for `in`, then packs and sends `out`. On host memory, messages to and
@@ -185,8 +174,10 @@ struct HaloExchange::Impl {
   // packed; on host memory each is sent (or signalled) as soon as it is packed, so the first
   // bytes travel while the rest is packed; on device memory one kernel packs all messages
   // (then host staging if MPI cannot take device pointers).
-  void start(const HaloTensor& t, const std::vector<PeerMessage>& out,
-             const std::vector<PeerMessage>& in, int tag, bool in_place_ok) {
+  void start(const HaloTensor& t, const MessageSide& out_side, const MessageSide& in_side, int tag,
+             bool in_place_ok) {
+    const std::vector<PeerMessage>& out = out_side.messages;
+    const std::vector<PeerMessage>& in = in_side.messages;
     const Tensor& p = t.padded();
     use_element_size(p.elem_size());
     const bool host = p.space() == MemSpace::Host;
@@ -202,11 +193,11 @@ struct HaloExchange::Impl {
     in_direct.assign(in.size(), 0);
     for (std::size_t i = 0; i < out.size(); ++i) {
       out_shared[i] = shared && mailbox->shares(out[i].peer);
-      out_direct[i] = in_place_ok && !out_shared[i] && send_side_.shortest_run[i] >= min_run;
+      out_direct[i] = in_place_ok && !out_shared[i] && out_side.shortest_run[i] >= min_run;
     }
     for (std::size_t i = 0; i < in.size(); ++i) {
       in_shared[i] = shared && mailbox->shares(in[i].peer);
-      in_direct[i] = in_place_ok && !in_shared[i] && recv_side_.shortest_run[i] >= min_run;
+      in_direct[i] = in_place_ok && !in_shared[i] && in_side.shortest_run[i] >= min_run;
     }
     // Message buffers persist across exchanges of the same dtype and memory space.
     auto reuse = [&](Tensor& b, Index n, MemSpace space) {
@@ -217,8 +208,8 @@ struct HaloExchange::Impl {
     bool packed_in = !host;
     for (std::size_t i = 0; i < in.size(); ++i)
       packed_in = packed_in || !(in_shared[i] || in_direct[i]);
-    if (!shared) reuse(out_buf, total(out), p.space());
-    if (packed_in) reuse(in_buf, total(in), p.space());
+    if (!shared) reuse(out_buf, out_side.total(), p.space());
+    if (packed_in) reuse(in_buf, in_side.total(), p.space());
     staged = !mpi_accepts(p.space());
     last_out.clear();
     for (std::size_t i = 0; i < out.size(); ++i)
@@ -226,9 +217,9 @@ struct HaloExchange::Impl {
                                          : out_direct[i] ? Transport::InPlace
                                          : staged        ? Transport::Staged
                                                          : Transport::Packed);
-    const auto out_bytes = static_cast<std::size_t>(total(out)) * elem_size;
-    const auto in_bytes = static_cast<std::size_t>(total(in)) * elem_size;
-    TESSERA_CHECK(!shared || total(out) * static_cast<Index>(elem_size) <=
+    const auto out_bytes = static_cast<std::size_t>(out_side.total()) * elem_size;
+    const auto in_bytes = static_cast<std::size_t>(in_side.total()) * elem_size;
+    TESSERA_CHECK(!shared || out_side.total() * static_cast<Index>(elem_size) <=
                                  static_cast<Index>(mailbox->bytes()),
                   "HaloExchange: internal error, node-shared buffer too small");
     reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
@@ -266,11 +257,11 @@ struct HaloExchange::Impl {
     };
     if (host) {
       for (std::size_t i = 0; i < out.size(); ++i) {
-        if (!out_direct[i]) pack(t, out, ob, kernels::PackOp::Pack, i, i + 1);
+        if (!out_direct[i]) pack(t, out_side, ob, kernels::PackOp::Pack, i, i + 1);
         send(i);
       }
     } else {
-      pack(t, out, out_buf.raw(), kernels::PackOp::Pack, 0, out.size());
+      pack(t, out_side, out_buf.raw(), kernels::PackOp::Pack, 0, out.size());
       // MPI reads the packed buffer: the pack kernel must be done (the staged copy waits too).
       if (staged)
         device::copy(ob, out_buf.raw(), out_bytes, device::Copy::DeviceToHost);
@@ -282,7 +273,7 @@ struct HaloExchange::Impl {
   }
 
   // Applies received message i of `in` with `op`, wherever it is.
-  void apply(const std::vector<PeerMessage>& in, std::size_t i, kernels::PackOp op) {
+  void apply(const MessageSide& in, std::size_t i, kernels::PackOp op) {
     if (in_direct[i]) return;  // MPI wrote it in place
     if (in_shared[i])
       unpack_shared(in, i, op);
@@ -293,11 +284,11 @@ struct HaloExchange::Impl {
   // Waits for the receives of `in` and applies each with `op` as it arrives (or, when
   // staged through host memory or `ordered`, all at once in plan order), then waits
   // for the sends.
-  void complete(const std::vector<PeerMessage>& in, kernels::PackOp op, bool ordered) {
-    const std::size_t nin = in.size();
+  void complete(const MessageSide& in, kernels::PackOp op, bool ordered) {
+    const std::size_t nin = in.messages.size();
     if (staged) {  // device memory staged through the host
       TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
-      device::copy(in_buf.raw(), in_stage.data(), static_cast<std::size_t>(total(in)) * elem_size,
+      device::copy(in_buf.raw(), in_stage.data(), static_cast<std::size_t>(in.total()) * elem_size,
                    device::Copy::HostToDevice);
       // One unpack kernel over all messages; additions one message per kernel, in plan
       // order, since messages from different peers may add into the same owned cells.
@@ -346,10 +337,9 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   const HaloGeometry& geo = *cached;
   const HaloPlan& plan = geo.plan(block);
   const Box pb = geo.padded_box(block);
-  m.send_side_ = send_side(plan, pb);
-  m.recv_side_ = recv_side(plan, pb);
+  m.plan.send = send_side(plan, pb);
+  m.plan.recv = recv_side(plan, pb);
   m.open = plan.open;
-  m.padded_box = pb;
 
   // Ranks with equal coordinates on the axes that shard nothing hold one block grid.
   int color = 0;
@@ -364,9 +354,8 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   // Room for either direction's messages at the widest element (8 bytes), allocated here
   // because allocation is collective over the node and begin() must not be.
   m.mailbox = std::make_unique<NodeMailbox>(m.comm, opts.node_group_ranks);
-  if (!m.mailbox->allocate(static_cast<std::size_t>(std::max(total(m.send_side_.messages),
-                                                             total(m.recv_side_.messages))) *
-                           8)) {
+  if (!m.mailbox->allocate(
+          static_cast<std::size_t>(std::max(m.plan.send.total(), m.plan.recv.total())) * 8)) {
     m.mailbox.reset();  // no room in the node's shared memory: messages
     return;
   }
@@ -381,10 +370,10 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
                         : x.offset);
     return off;
   };
-  m.fwd_shared_regions = rebased(m.recv_side_.messages, m.recv_side_.regions,
-                                 offsets(m.recv_side_.messages, send_side));
-  m.adj_shared_regions = rebased(m.send_side_.messages, m.send_side_.regions,
-                                 offsets(m.send_side_.messages, recv_side));
+  m.fwd_shared_regions =
+      rebased(m.plan.recv.messages, m.plan.recv.regions, offsets(m.plan.recv.messages, send_side));
+  m.adj_shared_regions =
+      rebased(m.plan.send.messages, m.plan.send.regions, offsets(m.plan.send.messages, recv_side));
 }
 
 HaloExchange::~HaloExchange() {
@@ -403,8 +392,7 @@ HaloExchange::~HaloExchange() {
   if (m.phase != Impl::Phase::Idle) {
     // Abandoned mid-exchange: complete it, and release the senders of shared messages.
     MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE);
-    const auto& in =
-        m.phase == Impl::Phase::Forward ? m.recv_side_.messages : m.send_side_.messages;
+    const auto& in = m.phase == Impl::Phase::Forward ? m.plan.recv.messages : m.plan.send.messages;
     for (std::size_t i = 0; i < m.in_shared.size(); ++i)
       if (m.in_shared[i]) {
         m.done_sends.emplace_back();
@@ -423,13 +411,12 @@ void HaloExchange::begin(const HaloTensor& t, Direction d) {
   Impl& m = *impl_;
   m.check_tensor(t);
   if (d == Direction::Forward) {
-    m.start(t, m.send_side_.messages, m.recv_side_.messages, 11,
+    m.start(t, m.plan.send, m.plan.recv, 11,
             t.padded().space() == MemSpace::Host && m.opts.in_place);
     m.phase = Impl::Phase::Forward;
   } else {
     addable(t.padded().dtype());  // refuse non-addable dtypes before anything is posted
-    m.start(t, m.recv_side_.messages, m.send_side_.messages, 12,
-            false);  // ghosts travel back to their owners
+    m.start(t, m.plan.recv, m.plan.send, 12, false);  // ghosts travel back to their owners
     m.phase = Impl::Phase::Adjoint;
   }
   m.last_direction = d;
@@ -440,7 +427,7 @@ void HaloExchange::finish() {
   if (m.phase == Impl::Phase::Adjoint) return finish_adjoint();
   const ScopedCommTimer timer(comm_times().halo_s);
   TESSERA_CHECK(m.phase == Impl::Phase::Forward, "HaloExchange::finish without begin");
-  m.complete(m.recv_side_.messages, kernels::PackOp::Unpack, false);
+  m.complete(m.plan.recv, kernels::PackOp::Unpack, false);
   if (m.opts.open_fill == HaloOptions::OpenFill::Zero)
     for (const Box& b : m.open) m.target->view_global(b).zero();
   m.phase = Impl::Phase::Idle;
@@ -453,9 +440,9 @@ void HaloExchange::finish_adjoint() {
   TESSERA_CHECK(m.phase == Impl::Phase::Adjoint,
                 "HaloExchange::finish_adjoint without begin_adjoint");
   // Adjoint receives arrive where forward sends left; add them into the owned cells.
-  m.complete(m.send_side_.messages, kernels::PackOp::UnpackAdd, m.opts.deterministic);
+  m.complete(m.plan.send, kernels::PackOp::UnpackAdd, m.opts.deterministic);
   // The adjoint of copying into a ghost is moving out of it: ghosts end at zero.
-  for (const PeerMessage& r : m.recv_side_.messages)
+  for (const PeerMessage& r : m.plan.recv.messages)
     for (const Box& b : r.boxes) m.target->view_global(b).zero();
   for (const Box& b : m.open) m.target->view_global(b).zero();
   m.phase = Impl::Phase::Idle;
@@ -463,27 +450,27 @@ void HaloExchange::finish_adjoint() {
 }
 
 Index HaloExchange::cells_received() const {
-  return total(impl_->recv_side_.messages);
+  return impl_->plan.recv.total();
 }
 Index HaloExchange::cells_sent() const {
-  return total(impl_->send_side_.messages);
+  return impl_->plan.send.total();
 }
 
 std::size_t HaloExchange::bytes_to_other_ranks(std::size_t es) const {
   Index n = 0;
-  for (const auto& s : impl_->send_side_.messages)
+  for (const auto& s : impl_->plan.send.messages)
     if (s.peer != impl_->me) n += s.count;
   return static_cast<std::size_t>(n) * es;
 }
 
 std::vector<std::pair<int, Index>> HaloExchange::send_counts() const {
   std::vector<std::pair<int, Index>> v;
-  for (const auto& m : impl_->send_side_.messages) v.emplace_back(m.peer, m.count);
+  for (const auto& m : impl_->plan.send.messages) v.emplace_back(m.peer, m.count);
   return v;
 }
 std::vector<std::pair<int, Index>> HaloExchange::recv_counts() const {
   std::vector<std::pair<int, Index>> v;
-  for (const auto& m : impl_->recv_side_.messages) v.emplace_back(m.peer, m.count);
+  for (const auto& m : impl_->plan.recv.messages) v.emplace_back(m.peer, m.count);
   return v;
 }
 bool HaloExchange::node_shared() const {

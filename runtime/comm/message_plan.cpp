@@ -58,14 +58,11 @@ Index MessageSide::total() const {
   return messages.empty() ? 0 : messages.back().offset + messages.back().count;
 }
 
-int MessageSide::region_begin(std::size_t first) const {
-  return first < messages.size() ? messages[first].first_region : static_cast<int>(regions.size());
+int MessageSide::region_at(std::size_t i) const {
+  return i < messages.size() ? messages[i].first_region : static_cast<int>(regions.size());
 }
-int MessageSide::region_end(std::size_t last) const {
-  return region_begin(last);
-}
-Index MessageSide::buffer_end(std::size_t last) const {
-  return last < messages.size() ? messages[last].offset : total();
+Index MessageSide::element_at(std::size_t i) const {
+  return i < messages.size() ? messages[i].offset : total();
 }
 
 std::vector<MpiType> MessageSide::types(std::size_t elem_size) const {

@@ -34,10 +34,11 @@ struct MessageSide {
   std::vector<Index> shortest_run;           // per message: its shortest contiguous run
 
   Index total() const;  // elements of all messages
-  // Pack regions [first, last) of the messages: the region_pack call's arguments.
-  int region_begin(std::size_t first) const;
-  int region_end(std::size_t last) const;
-  Index buffer_end(std::size_t last) const;
+  // Where message i starts in the region table and in the message buffer; i == the number of
+  // messages gives the ends (messages [first, last) are regions [region_at(first),
+  // region_at(last)) over buffer elements up to element_at(last)).
+  int region_at(std::size_t i) const;
+  Index element_at(std::size_t i) const;
   // One MPI type per message: its boxes as subarrays of the frame, in plan order, so MPI
   // reads or writes the buffer in place.
   std::vector<MpiType> types(std::size_t elem_size) const;

@@ -118,8 +118,7 @@ void check_input(const ShardTensor& x, DType dtype, MemSpace space, const std::s
 
 void check_grad(const ShardTensor& dy, const ShardSpec& out, DType dtype, MemSpace space,
                 const std::string& who) {
-  TESSERA_CHECK(!dy.has_room(), who << ": output gradient carries ghost room (a strided shard);"
-                                       " pass dy.without_room()");
+  check_without_room(dy, who, "output gradient");
   TESSERA_CHECK(dy.spec() == out, who << ": output gradient spec " << dy.spec().str()
                                       << " differs from the output's " << out.str());
   TESSERA_CHECK(dy.dtype() == dtype && dy.local().space() == space,

@@ -116,8 +116,9 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
     values_[static_cast<std::size_t>(inputs_[k])] = inputs[k];
   mesh_ = inputs.front().mesh();
 
-  const std::vector<std::vector<HaloWidths>> wants = wanted_rooms(inputs);
-  const std::vector<HaloWidths> rooms = value_rooms(wants);
+  const Rooms& room_plan = rooms_for(inputs);
+  const std::vector<std::vector<HaloWidths>>& wants = room_plan.wants;
+  const std::vector<HaloWidths>& rooms = room_plan.of_value;
   values_in_room_ = 0;
   for (std::size_t id = 0; id < n; ++id) {
     Node& nd = nodes_[id];
@@ -253,13 +254,29 @@ ShardTensor Graph::backward(const ShardTensor& dy) {
   return backward(std::vector<ShardTensor>{dy}).front();
 }
 
-std::vector<std::vector<HaloWidths>> Graph::wanted_rooms(const std::vector<ShardTensor>& inputs) {
+const Graph::Rooms& Graph::rooms_for(const std::vector<ShardTensor>& inputs) {
+  std::vector<ShardSpec> in_specs;
+  for (const ShardTensor& t : inputs) in_specs.push_back(t.spec());
+  Rooms& r = rooms_;
+  if (r.in_specs == in_specs && r.comm == mesh_.comm() && r.nodes == nodes_.size() &&
+      r.outputs == outputs_ && r.on == ghost_room_ && r.keep == keep_values_)
+    return r;
+  r.wants = wanted_rooms(in_specs);
+  r.of_value = value_rooms(r.wants);
+  r.in_specs = std::move(in_specs);
+  r.comm = mesh_.comm();
+  r.nodes = nodes_.size();
+  r.outputs = outputs_;
+  r.on = ghost_room_;
+  r.keep = keep_values_;
+  return r;
+}
+
+std::vector<std::vector<HaloWidths>> Graph::wanted_rooms(const std::vector<ShardSpec>& in_specs) {
   std::vector<std::vector<HaloWidths>> wants(nodes_.size());
   for (std::size_t id = 0; id < nodes_.size(); ++id)
     wants[id].assign(nodes_[id].inputs.size(), HaloWidths());
   if (!ghost_room_) return wants;
-  std::vector<ShardSpec> in_specs;
-  for (const ShardTensor& t : inputs) in_specs.push_back(t.spec());
   // Same order and calls on every rank (halo plans are built collectively).
   walk_specs("forward", in_specs,
              [&](std::size_t id, const std::vector<ShardSpec>& in, const ShardSpec&) {

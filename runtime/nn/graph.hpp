@@ -146,8 +146,22 @@ class Graph {
   Mesh mesh_;
   bool forwarded_ = false, keep_values_ = false, ghost_room_ = true;
   int values_in_room_ = 0;
+  // The ghost room of every op input and value for one layout of the graph's inputs, kept
+  // until the inputs' specs, the mesh, the graph or its flags change (a training loop
+  // forwards the same layout every step).
+  struct Rooms {
+    std::vector<ShardSpec> in_specs;
+    MPI_Comm comm = MPI_COMM_NULL;
+    std::size_t nodes = 0;
+    std::vector<int> outputs;
+    bool on = false, keep = false;
+    std::vector<std::vector<HaloWidths>> wants;  // per op input (Op::input_room)
+    std::vector<HaloWidths> of_value;            // what each value's producer writes
+  };
+  Rooms rooms_;
+  const Rooms& rooms_for(const std::vector<ShardTensor>& inputs);  // collective on a change
   // The room each op input wants (Op::input_room) for the inputs' specs; collective.
-  std::vector<std::vector<HaloWidths>> wanted_rooms(const std::vector<ShardTensor>& inputs);
+  std::vector<std::vector<HaloWidths>> wanted_rooms(const std::vector<ShardSpec>& in_specs);
   // The room each value's producer writes: what all its consumers want, when they agree.
   std::vector<HaloWidths> value_rooms(const std::vector<std::vector<HaloWidths>>& wants) const;
   std::function<void(const std::vector<Parameter*>&)> grads_ready_;

@@ -83,12 +83,16 @@ ShardSpec with_channels(const ShardSpec& in, Index c) {
   return ShardSpec(shape, in.placements(), in.mesh_dims(), {}, sizes);
 }
 
+void check_without_room(const ShardTensor& t, const std::string& where, const char* what) {
+  TESSERA_CHECK(!t.has_room(), where << ": " << what
+                                     << " carries ghost room (a strided shard), which this layer"
+                                        " does not take; pass it through without_room()");
+}
+
 void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where,
                        bool takes_room) {
   TESSERA_CHECK(x.local().defined(), where << ": undefined input");
-  TESSERA_CHECK(takes_room || !x.has_room(),
-                where << ": input carries ghost room (a strided shard), which this"
-                         " layer does not take; pass x.without_room()");
+  if (!takes_room) check_without_room(x, where, "input");
   TESSERA_CHECK(!x.spec().has_partial(), where << ": input has Partial axes (" << x.spec().str()
                                                << "); redistribute to Shard or Replicate first");
   kernel_scalar(x.dtype(), where.c_str());

@@ -41,6 +41,9 @@ std::vector<double> param_values(const Parameter& p);
 ShardSpec with_channels(const ShardSpec& in, Index c);
 
 // Checks a layer input: no Partial axes, float32 or float64, rank in [min_nd, max_nd].
+// Refuses a shard with ghost room (a strided local()) where a layer reads a contiguous buffer;
+// `what` names it in the message ("input", "output gradient").
+void check_without_room(const ShardTensor& t, const std::string& where, const char* what);
 // takes_room: the layer reads inputs with ghost room (window layers through fill_halo).
 void check_layer_input(const ShardTensor& x, int min_nd, int max_nd, const std::string& where,
                        bool takes_room = false);

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-
-#include "kernels/device/host_threads.hpp"
 #include <sstream>
 
 #include "kernels/device/device.hpp"
+#include "kernels/device/host_threads.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 #if defined(OPEN_MPI) && OPEN_MPI
@@ -89,7 +88,7 @@ Context::Context(int& argc, char**& argv, const ContextOptions& opts) {
   if (opts.threads) {
     kernels::set_host_threads(*opts.threads);
   } else if (!std::getenv("OMP_NUM_THREADS")) {
-    kernels::set_host_threads(std::max(1, kernels::host_processors() / local_size_));
+    kernels::set_host_threads(node_share_threads());
   }
   threads_ = kernels::host_threads();
 
@@ -115,6 +114,10 @@ Context::~Context() {
   if (finalized) return;
   if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
   if (owns_mpi_) MPI_Finalize();
+}
+
+int Context::node_share_threads() const {
+  return std::max(1, kernels::host_processors() / local_size_);
 }
 
 Context& Context::current() {

@@ -39,6 +39,9 @@ class Context {
   int local_size() const { return local_size_; }
   int device() const { return device_; }    // -1: no GPU in use
   int threads() const { return threads_; }  // OpenMP threads of this rank's host kernels
+  // The processors this rank may run on divided among its node's ranks, at least 1: the
+  // threads each rank gets by default, so ranks sharing a node do not oversubscribe it.
+  int node_share_threads() const;
   bool cuda_aware() const { return cuda_aware_; }
   int thread_level() const { return provided_; }
   std::string describe() const;  // one line for logs

@@ -32,7 +32,7 @@ HaloTensor::HaloTensor(const Mesh& mesh, const ShardSpec& spec, const HaloWidths
   // As in the halo geometry, an empty shard still has ghosts around its position.
   padded_box_ = grow(interior_, left_, right_);
   if (storage) {
-    padded_ = *storage;  // a shard's ghost room (room_fits checked the box)
+    padded_ = *storage;  // a shard's ghost room (over checked its box)
     if (fill == Fill::GhostsZero) zero_ghosts();
   } else if (fill == Fill::Zero) {
     padded_ = Tensor::zeros(padded_box_.shape(), dtype, space);
@@ -52,15 +52,18 @@ HaloTensor HaloTensor::from_shard(const ShardTensor& t, const HaloWidths& widths
   return h;
 }
 
-bool HaloTensor::room_fits(const ShardTensor& t, const HaloWidths& widths) {
+namespace {
+// Whether t's ghost room is exactly this rank's widths of `widths`.
+bool room_fits(const ShardTensor& t, const HaloWidths& widths) {
   if (!t.has_room() || t.spec().has_partial()) return false;
   const int block = block_of(t.mesh(), t.spec());
   return t.room_box() == grow(t.local_box(), widths.left(block), widths.right(block));
 }
+}  // namespace
 
 HaloTensor HaloTensor::over(const ShardTensor& t, const HaloWidths& widths) {
   if (!room_fits(t, widths)) return from_shard(t, widths);
-  return HaloTensor(t.mesh(), t.spec(), widths, t.dtype(), t.local().space(), Fill::GhostsZero,
+  return HaloTensor(t.mesh(), t.spec(), widths, t.dtype(), t.local().space(), Fill::None,
                     &t.room());
 }
 

@@ -28,12 +28,10 @@ class HaloTensor {
   static HaloTensor from_shard(const ShardTensor& t, const std::vector<Index>& left,
                                const std::vector<Index>& right);
   static HaloTensor from_shard(const ShardTensor& t, const HaloWidths& widths);
-  // The shard's own ghost room when it has exactly this rank's widths (no copy: the
-  // exchange fills the room in place; ghost slabs zeroed first, as from_shard leaves
-  // them), else from_shard.
+  // For an exchange that follows: the shard's own ghost room when it has exactly this rank's
+  // widths (no copy; the exchange writes every ghost, from its owner or zero past an open
+  // edge, so they are left as they are), else from_shard.
   static HaloTensor over(const ShardTensor& t, const HaloWidths& widths);
-  // Whether t's ghost room is exactly this rank's widths of `widths`.
-  static bool room_fits(const ShardTensor& t, const HaloWidths& widths);
   // A padded buffer a kernel is about to overwrite in `written` (global): only the cells
   // outside it are zeroed (an adjoint frame whose window the kernel fills entirely).
   static HaloTensor for_overwrite(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,

@@ -38,6 +38,19 @@ double rel_diff(const Tensor& a, const Tensor& b) {
   return num / den;
 }
 
+// A float64 2 -> 2 channel conv of odd kernel k with "same" zero padding.
+std::shared_ptr<ConvNd> same_conv(Index k, unsigned seed) {
+  ConvOptions c;
+  c.nd = 2;
+  c.in_channels = 2;
+  c.out_channels = 2;
+  c.kernel = {k};
+  c.padding = {k / 2};
+  c.dtype = DType::f64;
+  c.seed = seed;
+  return std::make_shared<ConvNd>(c);
+}
+
 // Whether dims shard a spatial dim (2 and beyond) over more than one rank.
 bool spatially_sharded(const Mesh& mesh, const std::vector<Placement>& dims) {
   for (std::size_t d = 2; d < dims.size(); ++d)
@@ -168,25 +181,14 @@ TEST_CASE("Values whose consumers want different room get none", "[ghost_room]")
   const Tensor dyf = test::random_tensor({1, 2, 24, 6}, DType::f64, 8);
   auto run = [&](const Mesh& m, std::vector<Placement> dims, int& in_room) {
     Graph g;
-    auto conv = [](Index k, unsigned seed) {
-      ConvOptions c;
-      c.nd = 2;
-      c.in_channels = 2;
-      c.out_channels = 2;
-      c.kernel = {k};
-      c.padding = {k / 2};
-      c.dtype = DType::f64;
-      c.seed = seed;
-      return std::make_shared<ConvNd>(c);
-    };
     const Value x = g.input("x");
     const Value a = g.layer("act", std::make_shared<ActivationLayer>(kernels::Activation::GELU), x);
-    const Value c3 = g.layer("c3", conv(3, 1), a);
-    const Value c5 = g.layer("c5", conv(5, 2), a);
+    const Value c3 = g.layer("c3", same_conv(3, 1), a);
+    const Value c5 = g.layer("c5", same_conv(5, 2), a);
     const Value s = g.add("sum", c3, c5);
     const Value b =
         g.layer("act2", std::make_shared<ActivationLayer>(kernels::Activation::SiLU), s);
-    g.output(g.layer("c3b", conv(3, 3), b));
+    g.output(g.layer("c3b", same_conv(3, 3), b));
     const ShardTensor xs = ShardTensor::scatter(m, xf, ShardSpec(shape, dims, m));
     const ShardTensor y = g.forward(xs);
     in_room = g.values_in_room();
@@ -261,19 +263,12 @@ TEST_CASE("Layers that take no ghost room say so", "[ghost_room]") {
   roomy.local().zero();
   ActivationLayer act(kernels::Activation::ReLU);
   MPI_CHECK_ERROR(act.forward(roomy), "ghost room");
-  ConvOptions c;
-  c.nd = 2;
-  c.in_channels = 2;
-  c.out_channels = 2;
-  c.kernel = {3};
-  c.padding = {1};
-  c.dtype = DType::f64;
-  ConvNd conv(c);
+  const std::shared_ptr<ConvNd> conv = same_conv(3, 0);
   // A conv takes an input in room (the copy path when the room is not its plan's)...
-  const ShardTensor y = conv.forward(roomy);
+  const ShardTensor y = conv->forward(roomy);
   MPI_CHECK(!y.has_room());
   // ... but not an output gradient in room.
   const ShardTensor dy_room = ShardTensor::with_room(mesh, y.spec(), {0, 0, 1, 0}, {0, 0, 1, 0},
                                                      DType::f64, MemSpace::Host);
-  MPI_CHECK_ERROR(conv.backward(dy_room), "ghost room");
+  MPI_CHECK_ERROR(conv->backward(dy_room), "ghost room");
 }
