@@ -17,6 +17,7 @@
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/device/device.hpp"
 #include "runtime/attention/neighborhood_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
 #include "runtime/attention/zigzag_ring.hpp"
@@ -43,6 +44,40 @@ double sgemm_gflops(Index n, int reps) {
     s.wait();
   });
   return 2.0 * n * n * n / t.median_s / 1e9;
+}
+
+// The same problem on the device (own CUDA kernels; each timed call waits for its work).
+json device_row(const kernels::AttentionDesc& a, const std::vector<float>& q,
+                const std::vector<float>& k, const std::vector<float>& v,
+                const std::vector<float>& g, int threads) {
+  const std::size_t bytes = q.size() * sizeof(float);
+  auto up = [&](const std::vector<float>& h) {
+    void* p = device::alloc(bytes);
+    device::copy(p, h.data(), bytes, device::Copy::HostToDevice);
+    return p;
+  };
+  void *dq_in = up(q), *dk_in = up(k), *dv_in = up(v), *dg = up(g), *out = device::alloc(bytes),
+       *dq = device::alloc(bytes), *dk = device::alloc(bytes), *dv = device::alloc(bytes);
+  auto* lse = static_cast<double*>(device::alloc(static_cast<std::size_t>(a.batch * a.sq) * 8));
+  const Device dev = Device::cuda();
+  const Timing tf = time_collective(MPI_COMM_SELF, 3, 1, [&] {
+    kernels::attention_forward(dev, a, dq_in, dk_in, dv_in, out, lse);
+    device::synchronize(dev);
+  });
+  const Timing tb = time_collective(MPI_COMM_SELF, 3, 1, [&] {
+    kernels::attention_backward(dev, a, dq_in, dk_in, dv_in, out, dg, lse, dq, dk, dv);
+    device::synchronize(dev);
+  });
+  for (void* p : {dq_in, dk_in, dv_in, dg, out, dq, dk, dv, static_cast<void*>(lse)})
+    device::free(p);
+  const double flops_f = 4.0 * static_cast<double>(a.sq) * a.sk * a.d * a.batch;
+  return {{"what", "local fwd+bwd (device)"},
+          {"S", a.sq},
+          {"ranks", 1},
+          {"threads", threads},
+          {"t_s", tf.median_s + tb.median_s},
+          {"t_fwd_s", tf.median_s},
+          {"GFLOPs", 3.5 * flops_f / (tf.median_s + tb.median_s) / 1e9}};
 }
 
 json local_rows(const cli::Args& opt, int threads) {
@@ -83,6 +118,7 @@ json local_rows(const cli::Args& opt, int threads) {
                     {"GFLOPs", gf},
                     {"gemm_GFLOPs", gemm},
                     {"of_gemm", gf / gemm}});
+    if (device::count() > 0) rows.push_back(device_row(a, q, k, v, g, threads));
   }
   return rows;
 }

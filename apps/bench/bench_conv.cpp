@@ -189,12 +189,19 @@ json run(Context& ctx, const cli::Args& opt) {
     };
     void *x = up(b.x), *w = up(b.w), *bias = up(b.b), *y = up(b.y), *dx = up(b.dx), *dw = up(b.dw),
          *db = up(b.db);
-    const Timing gf = time_collective(
-        ctx.world(), reps, 1, [&] { kernels::conv_forward(Device::cuda(), c, x, w, bias, y); });
-    const Timing gd = time_collective(
-        ctx.world(), reps, 1, [&] { kernels::conv_backward_data(Device::cuda(), c, y, w, dx); });
+    // Kernels are queued on the stream: each timed call waits for its own work.
+    const Device dev = Device::cuda();
+    const Timing gf = time_collective(ctx.world(), reps, 1, [&] {
+      kernels::conv_forward(dev, c, x, w, bias, y);
+      device::synchronize(dev);
+    });
+    const Timing gd = time_collective(ctx.world(), reps, 1, [&] {
+      kernels::conv_backward_data(dev, c, y, w, dx);
+      device::synchronize(dev);
+    });
     const Timing gw = time_collective(ctx.world(), reps, 1, [&] {
-      kernels::conv_backward_weights(Device::cuda(), c, x, y, dw, db);
+      kernels::conv_backward_weights(dev, c, x, y, dw, db);
+      device::synchronize(dev);
     });
     for (void* p : {x, w, bias, y, dx, dw, db}) device::free(p);
     const Timing* g[3] = {&gf, &gd, &gw};

@@ -8,7 +8,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <cstdint>
 #include <tuple>
 
 #include "decomp/error.hpp"
@@ -86,6 +88,34 @@ __global__ void scale_kernel(T* x, Index count, double scale) {
     x[i] *= scale;
 }
 
+// Length-1 transforms are copies (times the scale): done here, not through a cuFFT plan.
+template <class R>
+__global__ void r2c_len1_kernel(const R* x, R* z, Index count, double scale) {
+  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<Index>(gridDim.x) * blockDim.x) {
+    z[2 * i] = static_cast<R>(x[i] * scale);
+    z[2 * i + 1] = 0;
+  }
+}
+template <class R>
+__global__ void c2r_len1_kernel(const R* z, R* x, Index count, double scale) {
+  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<Index>(gridDim.x) * blockDim.x)
+    x[i] = static_cast<R>(z[2 * i] * scale);
+}
+
+// cuFFT wants real data aligned as its complex type; a slice of an odd-sized block may
+// start off that alignment, and then goes through an aligned scratch.
+bool aligned_as_complex(const void* p, std::size_t real_size) {
+  return reinterpret_cast<std::uintptr_t>(p) % (2 * real_size) == 0;
+}
+
+std::string block_str(const FftBlock& b) {
+  std::ostringstream o;
+  o << "(" << b.outer << ", " << b.n << ", " << b.inner << ")";
+  return o.str();
+}
+
 double weight_of(HalfWeight w) {
   return w == HalfWeight::DoubleInterior ? 2.0 : w == HalfWeight::HalveInterior ? 0.5 : 1.0;
 }
@@ -112,18 +142,39 @@ void scale_real(const Device& dev, T* x, Index count, double scale) {
 void cuda::fft_r2c(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
                    double scale, HalfWeight w) {
   const bool dbl = real == DType::f64;
+  const std::size_t rs = dbl ? sizeof(double) : sizeof(float);
+  const cudaStream_t st = stream_of(dev);
+  if (b.n == 1) {  // one bin: the input itself, no interior to weigh
+    const Index count = b.outer * b.inner;
+    if (dbl)
+      r2c_len1_kernel<double><<<cuda_blocks_for(count, 256), 256, 0, st>>>(
+          static_cast<const double*>(in), static_cast<double*>(out), count, scale);
+    else
+      r2c_len1_kernel<float><<<cuda_blocks_for(count, 256), 256, 0, st>>>(
+          static_cast<const float*>(in), static_cast<float*>(out), count, scale);
+    check_launch("FFT r2c of length 1");
+    return;
+  }
   const cufftType type = dbl ? CUFFT_D2Z : CUFFT_R2C;
   const cufftHandle h = get_plan(type, b);
-  cufft_check(cufftSetStream(h, stream_of(dev)), "cufftSetStream");
+  cufft_check(cufftSetStream(h, st), "cufftSetStream");
+  const Index slice = b.inner == 1 ? b.outer * b.n : b.n * b.inner;
+  std::optional<DeviceScratch<unsigned char>> aligned;
   per_slice(b, type, [&](Index io, Index oo) {
-    if (dbl)
-      cufft_check(cufftExecD2Z(h, const_cast<double*>(static_cast<const double*>(in)) + io,
-                               static_cast<cuDoubleComplex*>(out) + oo),
-                  "cufftExecD2Z");
-    else
-      cufft_check(cufftExecR2C(h, const_cast<float*>(static_cast<const float*>(in)) + io,
-                               static_cast<cuComplex*>(out) + oo),
-                  "cufftExecR2C");
+    const unsigned char* src = static_cast<const unsigned char*>(in) + io * rs;
+    if (!aligned_as_complex(src, rs)) {
+      if (!aligned) aligned.emplace(static_cast<std::size_t>(slice) * rs);
+      TESSERA_CUDA_CHECK(cudaMemcpyAsync(aligned->get(), src, static_cast<std::size_t>(slice) * rs,
+                                         cudaMemcpyDeviceToDevice, st));
+      src = aligned->get();
+    }
+    void* x = const_cast<unsigned char*>(src);
+    const cufftResult r =
+        dbl ? cufftExecD2Z(h, static_cast<double*>(x), static_cast<cuDoubleComplex*>(out) + oo)
+            : cufftExecR2C(h, static_cast<float*>(x), static_cast<cuComplex*>(out) + oo);
+    cufft_check(
+        r,
+        (std::string(dbl ? "cufftExecD2Z" : "cufftExecR2C") + " of block " + block_str(b)).c_str());
     device::count_launches(1);
   });
   if (dbl)
@@ -135,9 +186,22 @@ void cuda::fft_r2c(const Device& dev, DType real, const FftBlock& b, const void*
 void cuda::fft_c2r(const Device& dev, DType real, const FftBlock& b, const void* in, void* out,
                    double scale, HalfWeight w, bool keep_input) {
   const bool dbl = real == DType::f64;
+  const std::size_t rs = dbl ? sizeof(double) : sizeof(float);
+  const cudaStream_t st = stream_of(dev);
+  if (b.n == 1) {  // one bin, the real part; the input is only read
+    const Index count = b.outer * b.inner;
+    if (dbl)
+      c2r_len1_kernel<double><<<cuda_blocks_for(count, 256), 256, 0, st>>>(
+          static_cast<const double*>(in), static_cast<double*>(out), count, scale);
+    else
+      c2r_len1_kernel<float><<<cuda_blocks_for(count, 256), 256, 0, st>>>(
+          static_cast<const float*>(in), static_cast<float*>(out), count, scale);
+    check_launch("FFT c2r of length 1");
+    return;
+  }
   const cufftType type = dbl ? CUFFT_Z2D : CUFFT_C2R;
   const Index count = b.outer * b.bins() * b.inner;
-  const std::size_t cbytes = dbl ? sizeof(cuDoubleComplex) : sizeof(cuComplex);
+  const std::size_t cbytes = 2 * rs;
   // cuFFT's c2r overwrites its input: a copy unless the caller gives it up.
   std::optional<DeviceScratch<unsigned char>> scratch;
   unsigned char* zp = static_cast<unsigned char*>(const_cast<void*>(in));
@@ -145,23 +209,30 @@ void cuda::fft_c2r(const Device& dev, DType real, const FftBlock& b, const void*
     scratch.emplace(static_cast<std::size_t>(count) * cbytes);
     zp = scratch->get();
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(zp, in, static_cast<std::size_t>(count) * cbytes,
-                                       cudaMemcpyDeviceToDevice, stream_of(dev)));
+                                       cudaMemcpyDeviceToDevice, st));
   }
   if (dbl)
     weigh(dev, reinterpret_cast<cuDoubleComplex*>(zp), b, 1.0, w);
   else
     weigh(dev, reinterpret_cast<cuComplex*>(zp), b, 1.0, w);
   const cufftHandle h = get_plan(type, b);
-  cufft_check(cufftSetStream(h, stream_of(dev)), "cufftSetStream");
+  cufft_check(cufftSetStream(h, st), "cufftSetStream");
+  const Index slice = b.inner == 1 ? b.outer * b.n : b.n * b.inner;
+  std::optional<DeviceScratch<unsigned char>> aligned;
   per_slice(b, type, [&](Index io, Index oo) {
-    if (dbl)
-      cufft_check(cufftExecZ2D(h, reinterpret_cast<cuDoubleComplex*>(zp) + io,
-                               static_cast<double*>(out) + oo),
-                  "cufftExecZ2D");
-    else
-      cufft_check(
-          cufftExecC2R(h, reinterpret_cast<cuComplex*>(zp) + io, static_cast<float*>(out) + oo),
-          "cufftExecC2R");
+    unsigned char* dst = static_cast<unsigned char*>(out) + oo * rs;
+    const bool direct = aligned_as_complex(dst, rs);
+    if (!direct && !aligned) aligned.emplace(static_cast<std::size_t>(slice) * rs);
+    void* x = direct ? dst : aligned->get();
+    const cufftResult r =
+        dbl ? cufftExecZ2D(h, reinterpret_cast<cuDoubleComplex*>(zp) + io, static_cast<double*>(x))
+            : cufftExecC2R(h, reinterpret_cast<cuComplex*>(zp) + io, static_cast<float*>(x));
+    cufft_check(
+        r,
+        (std::string(dbl ? "cufftExecZ2D" : "cufftExecC2R") + " of block " + block_str(b)).c_str());
+    if (!direct)
+      TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, x, static_cast<std::size_t>(slice) * rs,
+                                         cudaMemcpyDeviceToDevice, st));
     device::count_launches(1);
   });
   if (dbl)
@@ -173,6 +244,17 @@ void cuda::fft_c2r(const Device& dev, DType real, const FftBlock& b, const void*
 void cuda::fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void* in, void* out,
                    int sign, double scale) {
   const bool dbl = cplx == DType::c128;
+  if (b.n == 1) {  // the input itself, times the scale
+    const Index count = b.outer * b.inner;
+    const std::size_t bytes = static_cast<std::size_t>(count) * (dbl ? 16 : 8);
+    if (in != out)
+      TESSERA_CUDA_CHECK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream_of(dev)));
+    if (dbl)
+      scale_real(dev, static_cast<double*>(out), 2 * count, scale);
+    else
+      scale_real(dev, static_cast<float*>(out), 2 * count, scale);
+    return;
+  }
   const cufftType type = dbl ? CUFFT_Z2Z : CUFFT_C2C;
   const cufftHandle h = get_plan(type, b);
   cufft_check(cufftSetStream(h, stream_of(dev)), "cufftSetStream");

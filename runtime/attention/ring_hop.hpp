@@ -9,23 +9,39 @@
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/comm/mpi_types.hpp"
+#include "runtime/tensor/context.hpp"
 #include "runtime/tensor/tensor.hpp"
 
 namespace tessera {
 
 struct RingHop {
   MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  // Device blocks go through host copies where MPI takes no device pointers.
+  bool staged = false;
+  Tensor send_host, recv_host, recv_target;
+
   void start(MPI_Comm comm, const Tensor& send, const Tensor& recv, int next, int prev, int tag) {
     device::synchronize(send.device());  // MPI reads what kernels wrote
+    staged = !mpi_accepts(send.space()) || !mpi_accepts(recv.space());
+    if (staged) {
+      send_host = send.to(MemSpace::Host);
+      recv_host = Tensor::empty(recv.shape(), recv.dtype(), MemSpace::Host);
+      recv_target = recv;
+    }
+    const Tensor& s = staged ? send_host : send;
+    const Tensor& r = staged ? recv_host : recv;
     const MPI_Datatype t = mpi_type_of(send.dtype());
-    TESSERA_MPI(MPI_Irecv(recv.raw(), checked_count(recv.numel(), "ring receive"), t, prev, tag,
-                          comm, &req[0]));
-    TESSERA_MPI(MPI_Isend(send.raw(), checked_count(send.numel(), "ring send"), t, next, tag, comm,
-                          &req[1]));
+    TESSERA_MPI(
+        MPI_Irecv(r.raw(), checked_count(r.numel(), "ring receive"), t, prev, tag, comm, &req[0]));
+    TESSERA_MPI(
+        MPI_Isend(s.raw(), checked_count(s.numel(), "ring send"), t, next, tag, comm, &req[1]));
   }
   void wait() {
-    ScopedCommTimer timer(comm_times().alltoall_s);
-    TESSERA_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    {
+      ScopedCommTimer timer(comm_times().alltoall_s);
+      TESSERA_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    }
+    if (staged) recv_target.copy_from(recv_host);
   }
 };
 
