@@ -1,5 +1,7 @@
 #include "apps/common/builders.hpp"
 
+#include <iostream>
+
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera::app {
@@ -47,6 +49,17 @@ DType model_dtype(const ModelConfig& c) {
   TESSERA_CHECK(c.dtype == "float32" || c.dtype == "float64",
                 "config: model.dtype = '" << c.dtype << "' is not one of float32, float64");
   return c.dtype == "float64" ? DType::f64 : DType::f32;
+}
+
+MemSpace model_space(const ModelConfig& c, int device, int rank, const char* program) {
+  if (device < 0) return MemSpace::Host;
+  if (c.type == "transolver" || c.type == "pointconv") {
+    if (rank == 0)
+      std::cout << program << ": model " << c.type
+                << " has no CUDA kernels yet; running on the host" << std::endl;
+    return MemSpace::Host;
+  }
+  return MemSpace::Cuda;
 }
 
 }  // namespace tessera::app

@@ -1,6 +1,6 @@
 #pragma once
 // Runtime objects from a TrainConfig: the optimizer, the learning-rate schedule, the
-// loss and the model's element type.
+// loss, the model's element type and where it runs.
 #include <memory>
 #include <vector>
 
@@ -16,5 +16,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, std::vector<Name
 LrSchedule make_schedule(const TrainConfig& c, std::int64_t total_steps);
 LossKind loss_kind(const TrainLoopConfig& c);
 DType model_dtype(const ModelConfig& c);
+// Where the model runs: the rank's device where one exists (device >= 0), else the host;
+// the point-cloud models (edge and slice kernels host-only so far) on the host, with a
+// line on `rank` 0 saying so.
+MemSpace model_space(const ModelConfig& c, int device, int rank, const char* program);
 
 }  // namespace tessera::app

@@ -258,7 +258,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
     ctx = &Context::current();
   } catch (const Error&) {
   }
-  space_ = ctx && ctx->device() >= 0 ? MemSpace::Cuda : MemSpace::Host;
+  space_ = model_space(cfg.model, ctx ? ctx->device() : -1, mesh.rank(), "tessera-train");
   const DType dtype = model_dtype(cfg.model);
   // Before any layer exists: the halo adjoint's order for every layer of the model.
   set_halo_deterministic_default(cfg.train.deterministic);

@@ -1,126 +1,155 @@
-// CUDA attention: one thread per query row (forward with the online softmax, accumulating
-// in the output row; dq and dbias) or per key row (dk, dv), the same arithmetic as the host
-// (kernels/cpu/attention.cpp) in double. A first, exact version; tiled shared-memory
-// kernels are the next step for speed.
+// CUDA attention through cuBLAS: for a chunk of query rows of every (batch x head) problem,
+// the scores S = scale Q K^T are one strided-batched GEMM, a warp per row adds the bias,
+// masks, and turns the row into probabilities and its log-sum-exp (in double), and O = P V
+// is a second GEMM. Backward recomputes S from the saved LSE (FlashAttention-2's scheme)
+// and forms dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ = scale dS K, dK += scale dS^T Q,
+// dV += P^T dO: five GEMMs and one row pass per chunk. Memory: two (B, rows, S_k) chunk
+// buffers sized to kChunkBytes, never the whole S_q x S_k matrix. Float32 GEMMs run on FMA
+// math (no TF32), so results match the host to float32 rounding.
 #include <cmath>
+#include <limits>
 
+#include "decomp/error.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/cuda/device_loops.cuh"
 
 namespace tessera::kernels {
 namespace {
 
-struct Dims {
-  Index batch, sq, sk, d, q_offset, k_offset, bias_stride;
+constexpr std::size_t kChunkBytes = std::size_t{64} << 20;  // per chunk buffer
+constexpr unsigned kRowThreads = 256;                       // 8 warps, a row each
+
+// The part of a problem's shape the row passes need, for query rows [r0, r0 + rows).
+struct RowDims {
+  Index batch, sq, sk, r0, rows, q_offset, k_offset, bias_stride;
   bool causal;
-  double scale;
 };
 
-Dims dims_of(const AttentionDesc& a) {
-  return {a.batch,
-          a.sq,
-          a.sk,
-          a.d,
-          a.q_offset,
-          a.k_offset,
-          a.bias_batch_stride,
-          a.causal,
-          a.effective_scale()};
+__device__ bool masked(const RowDims& p, Index i, Index j) {
+  return p.causal && j + p.k_offset > i + p.q_offset;
 }
 
-template <class T>
-__device__ double score(const Dims& p, const T* q, const T* k, const T* bias, Index b, Index i,
-                        Index j) {
-  if (p.causal && j + p.k_offset > i + p.q_offset) return -INFINITY;
-  double s = 0;
-  const T* qi = q + (b * p.sq + i) * p.d;
-  const T* kj = k + (b * p.sk + j) * p.d;
-  for (Index e = 0; e < p.d; ++e) s += static_cast<double>(qi[e]) * static_cast<double>(kj[e]);
-  s *= p.scale;
-  if (bias) s += static_cast<double>(bias[b * p.bias_stride + i * p.sk + j]);
-  return s;
+__device__ double warp_max(double x) {
+  for (int o = 16; o > 0; o /= 2) x = fmax(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ double warp_sum(double x) {
+  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
 }
 
+// The biased, masked score of key j of a row whose scaled scores are `row`.
 template <class T>
-__global__ void forward_kernel(Dims p, const T* q, const T* k, const T* v, const T* bias, T* out,
-                               double* lse) {
-  const Index r = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
-  if (r >= p.batch * p.sq) return;
-  const Index b = r / p.sq, i = r % p.sq;
-  T* o = out + r * p.d;
-  for (Index e = 0; e < p.d; ++e) o[e] = 0;
-  double m = -INFINITY, l = 0;
-  for (Index j = 0; j < p.sk; ++j) {
-    const double s = score(p, q, k, bias, b, i, j);
-    if (s == -INFINITY) continue;
-    const double mn = fmax(m, s), c = exp(m - mn), w = exp(s - mn);
-    const T* vj = v + (b * p.sk + j) * p.d;
-    for (Index e = 0; e < p.d; ++e)
-      o[e] = static_cast<T>(static_cast<double>(o[e]) * c + w * static_cast<double>(vj[e]));
-    l = l * c + w;
-    m = mn;
-  }
-  const double inv = l > 0 ? 1.0 / l : 0.0;
-  for (Index e = 0; e < p.d; ++e) o[e] = static_cast<T>(static_cast<double>(o[e]) * inv);
-  lse[r] = l > 0 ? m + log(l) : -INFINITY;
+__device__ double biased(const RowDims& p, const T* row, const T* brow, Index i, Index j) {
+  if (masked(p, i, j)) return -INFINITY;
+  return static_cast<double>(row[j]) + (brow ? static_cast<double>(brow[j]) : 0.0);
 }
 
+// Scores -> probabilities in place, and each row's LSE (-inf and zeros: no visible key).
 template <class T>
-__device__ double row_dot(const T* a, const T* b, Index d) {
-  double s = 0;
-  for (Index e = 0; e < d; ++e) s += static_cast<double>(a[e]) * static_cast<double>(b[e]);
-  return s;
+__global__ void softmax_rows_kernel(RowDims p, T* s, const T* bias, double* lse) {
+  const Index w = (blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (w >= p.batch * p.rows) return;  // whole warps leave together
+  const Index b = w / p.rows, i = p.r0 + w % p.rows;
+  T* row = s + w * p.sk;
+  const T* brow = bias ? bias + b * p.bias_stride + i * p.sk : nullptr;
+  double m = -INFINITY;
+  for (Index j = lane; j < p.sk; j += 32) m = fmax(m, biased(p, row, brow, i, j));
+  m = warp_max(m);
+  double z = 0;
+  if (m != -INFINITY)
+    for (Index j = lane; j < p.sk; j += 32) z += exp(biased(p, row, brow, i, j) - m);
+  z = warp_sum(z);
+  const double l = m == -INFINITY ? -INFINITY : m + log(z);
+  for (Index j = lane; j < p.sk; j += 32)
+    row[j] = static_cast<T>(l == -INFINITY ? 0.0 : exp(biased(p, row, brow, i, j) - l));
+  if (lane == 0) lse[b * p.sq + i] = l;
 }
 
+// Backward row pass: scores s -> P and dP g -> dS = P (dP - D_i), in place; dS to dbias.
 template <class T>
-__global__ void dq_kernel(Dims p, const T* q, const T* k, const T* v, const T* bias, const T* out,
-                          const T* dout, const double* lse, T* dq, T* dbias) {
-  const Index r = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
-  if (r >= p.batch * p.sq) return;
-  const Index b = r / p.sq, i = r % p.sq;
-  const double di = row_dot(dout + r * p.d, out + r * p.d, p.d);
-  T* g = dq + r * p.d;
-  for (Index e = 0; e < p.d; ++e) g[e] = 0;
-  for (Index j = 0; j < p.sk; ++j) {
-    double ds = 0;
-    const double s = lse[r] == -INFINITY ? -INFINITY : score(p, q, k, bias, b, i, j);
-    if (s != -INFINITY) {
-      const double pr = exp(s - lse[r]);
-      ds = pr * (row_dot(dout + r * p.d, v + (b * p.sk + j) * p.d, p.d) - di);
-      const T* kj = k + (b * p.sk + j) * p.d;
-      for (Index e = 0; e < p.d; ++e)
-        g[e] =
-            static_cast<T>(static_cast<double>(g[e]) + p.scale * ds * static_cast<double>(kj[e]));
-    }
+__global__ void grad_rows_kernel(RowDims p, T* s, T* g, const T* bias, const double* lse,
+                                 const double* di, T* dbias) {
+  const Index w = (blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (w >= p.batch * p.rows) return;
+  const Index b = w / p.rows, i = p.r0 + w % p.rows, r = b * p.sq + i;
+  T* srow = s + w * p.sk;
+  T* grow = g + w * p.sk;
+  const T* brow = bias ? bias + b * p.bias_stride + i * p.sk : nullptr;
+  const double l = lse[r], d = di[r];
+  for (Index j = lane; j < p.sk; j += 32) {
+    const double pr = l == -INFINITY ? 0.0 : exp(biased(p, srow, brow, i, j) - l);
+    const double ds = pr * (static_cast<double>(grow[j]) - d);
+    srow[j] = static_cast<T>(pr);
+    grow[j] = static_cast<T>(ds);
     if (dbias) dbias[r * p.sk + j] = static_cast<T>(ds);
   }
 }
 
+// D_i = rowsum(dO o O) of every row, in double.
 template <class T>
-__global__ void dkv_kernel(Dims p, const T* q, const T* k, const T* v, const T* bias, const T* out,
-                           const T* dout, const double* lse, T* dk, T* dv) {
-  const Index c = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
-  if (c >= p.batch * p.sk) return;
-  const Index b = c / p.sk, j = c % p.sk;
-  T* gk = dk + c * p.d;
-  T* gv = dv + c * p.d;
-  for (Index e = 0; e < p.d; ++e) gk[e] = gv[e] = 0;
-  for (Index i = 0; i < p.sq; ++i) {
-    const Index r = b * p.sq + i;
-    if (lse[r] == -INFINITY) continue;
-    const double s = score(p, q, k, bias, b, i, j);
-    if (s == -INFINITY) continue;
-    const double pr = exp(s - lse[r]);
-    const T* go = dout + r * p.d;
-    const double di = row_dot(go, out + r * p.d, p.d);
-    const double ds = pr * (row_dot(go, v + c * p.d, p.d) - di);
-    const T* qi = q + r * p.d;
-    for (Index e = 0; e < p.d; ++e) {
-      gv[e] = static_cast<T>(static_cast<double>(gv[e]) + pr * static_cast<double>(go[e]));
-      gk[e] =
-          static_cast<T>(static_cast<double>(gk[e]) + p.scale * ds * static_cast<double>(qi[e]));
-    }
-  }
+__global__ void row_dots_kernel(Index rows, Index d, const T* a, const T* b, double* out) {
+  const Index w = (blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (w >= rows) return;
+  double x = 0;
+  for (Index e = lane; e < d; e += 32)
+    x += static_cast<double>(a[w * d + e]) * static_cast<double>(b[w * d + e]);
+  x = warp_sum(x);
+  if (lane == 0) out[w] = x;
+}
+
+__global__ void fill_kernel(double* x, Index n, double v) {
+  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<Index>(gridDim.x) * blockDim.x)
+    x[i] = v;
+}
+
+unsigned warp_blocks(Index warps) {
+  return cuda_blocks_for(warps * 32, kRowThreads);
+}
+
+int as_int(Index n, const char* what) {
+  TESSERA_CHECK(n <= std::numeric_limits<int>::max(),
+                "CUDA attention: " << what << " " << n << " exceeds cuBLAS's int range");
+  return static_cast<int>(n);
+}
+
+// Column-major strided-batched GEMM C = alpha op(A) op(B) + beta C, over `batch`.
+template <class T>
+void gemm(cublasHandle_t h, bool ta, bool tb, Index m, Index n, Index k, double alpha, const T* A,
+          Index lda, Index sa, const T* B, Index ldb, Index sb, double beta, T* C, Index ldc,
+          Index sc, Index batch) {
+  const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  cublasStatus_t st;
+  if constexpr (std::is_same_v<T, double>)
+    st = cublasDgemmStridedBatched(h, oa, ob, as_int(m, "rows"), as_int(n, "columns"),
+                                   as_int(k, "inner"), &al, A, as_int(lda, "lda"), sa, B,
+                                   as_int(ldb, "ldb"), sb, &be, C, as_int(ldc, "ldc"), sc,
+                                   as_int(batch, "batch"));
+  else
+    st = cublasSgemmStridedBatched(h, oa, ob, as_int(m, "rows"), as_int(n, "columns"),
+                                   as_int(k, "inner"), &al, A, as_int(lda, "lda"), sa, B,
+                                   as_int(ldb, "ldb"), sb, &be, C, as_int(ldc, "ldc"), sc,
+                                   as_int(batch, "batch"));
+  cublas_check(st, "attention GEMM");
+  device::count_launches(1);
+}
+
+// Query rows per chunk: a (B, rows, S_k) buffer within kChunkBytes, at least one row.
+template <class T>
+Index chunk_rows(const AttentionDesc& a) {
+  const Index per_row = a.batch * a.sk * static_cast<Index>(sizeof(T));
+  const Index r = static_cast<Index>(kChunkBytes) / std::max<Index>(per_row, 1);
+  return std::max<Index>(1, std::min(r, a.sq));
+}
+
+RowDims row_dims(const AttentionDesc& a, Index r0, Index rows) {
+  return {a.batch, a.sq, a.sk, r0, rows, a.q_offset, a.k_offset, a.bias_batch_stride, a.causal};
 }
 
 template <class T>
@@ -145,35 +174,82 @@ __global__ void merge_kernel(Index rows, Index d, T* out, double* lse, const T* 
 }
 
 template <class T>
-void run_forward(const Device& dev, const AttentionDesc& a, const void* q, const void* k,
-                 const void* v, void* out, double* lse) {
-  const Index rows = a.batch * a.sq;
-  if (rows == 0) return;
-  forward_kernel<T><<<cuda_blocks_for(rows, 128), 128, 0, stream_of(dev)>>>(
-      dims_of(a), static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-      static_cast<const T*>(a.bias), static_cast<T*>(out), lse);
-  check_launch("attention forward");
+void run_forward(const Device& dev, const AttentionDesc& a, const void* qv, const void* kv,
+                 const void* vv, void* outv, double* lse) {
+  const Index B = a.batch, sq = a.sq, sk = a.sk, d = a.d;
+  if (B * sq == 0) return;
+  const cudaStream_t st = stream_of(dev);
+  auto* out = static_cast<T*>(outv);
+  if (sk == 0) {  // no keys: zero output, LSE -inf
+    TESSERA_CUDA_CHECK(
+        cudaMemsetAsync(out, 0, static_cast<std::size_t>(B * sq * d) * sizeof(T), st));
+    fill_kernel<<<cuda_blocks_for(B * sq, 256), 256, 0, st>>>(lse, B * sq, -INFINITY);
+    check_launch("attention LSE fill");
+    return;
+  }
+  const auto *q = static_cast<const T*>(qv), *k = static_cast<const T*>(kv),
+             *v = static_cast<const T*>(vv);
+  const Index R = chunk_rows<T>(a);
+  DeviceScratch<T> s(static_cast<std::size_t>(B * R * sk));
+  const cublasHandle_t h = cublas_for(dev);
+  const double scale = a.effective_scale();
+  for (Index r0 = 0; r0 < sq; r0 += R) {
+    const Index rows = std::min(R, sq - r0);
+    gemm<T>(h, true, false, sk, rows, d, scale, k, d, sk * d, q + r0 * d, d, sq * d, 0.0, s.get(),
+            sk, rows * sk, B);
+    softmax_rows_kernel<T><<<warp_blocks(B * rows), kRowThreads, 0, st>>>(
+        row_dims(a, r0, rows), s.get(), static_cast<const T*>(a.bias), lse);
+    check_launch("attention softmax rows");
+    gemm<T>(h, false, false, d, rows, sk, 1.0, v, d, sk * d, s.get(), sk, rows * sk, 0.0,
+            out + r0 * d, d, sq * d, B);
+  }
 }
 
 template <class T>
-void run_backward(const Device& dev, const AttentionDesc& a, const void* q, const void* k,
-                  const void* v, const void* out, const void* dout, const double* lse, void* dq,
-                  void* dk, void* dv, void* dbias) {
-  const Dims p = dims_of(a);
-  const auto* bias = static_cast<const T*>(a.bias);
-  if (a.batch * a.sq > 0) {
-    dq_kernel<T><<<cuda_blocks_for(a.batch * a.sq, 128), 128, 0, stream_of(dev)>>>(
-        p, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), bias,
-        static_cast<const T*>(out), static_cast<const T*>(dout), lse, static_cast<T*>(dq),
-        static_cast<T*>(dbias));
-    check_launch("attention dq");
+void run_backward(const Device& dev, const AttentionDesc& a, const void* qv, const void* kv,
+                  const void* vv, const void* outv, const void* doutv, const double* lse, void* dqv,
+                  void* dkv, void* dvv, void* dbiasv) {
+  const Index B = a.batch, sq = a.sq, sk = a.sk, d = a.d;
+  const cudaStream_t st = stream_of(dev);
+  auto *dq = static_cast<T*>(dqv), *dk = static_cast<T*>(dkv), *dv = static_cast<T*>(dvv);
+  // dK and dV accumulate over the chunks of query rows.
+  const std::size_t kv_bytes = static_cast<std::size_t>(B * sk * d) * sizeof(T);
+  if (kv_bytes > 0) {
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(dk, 0, kv_bytes, st));
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(dv, 0, kv_bytes, st));
   }
-  if (a.batch * a.sk > 0) {
-    dkv_kernel<T><<<cuda_blocks_for(a.batch * a.sk, 128), 128, 0, stream_of(dev)>>>(
-        p, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), bias,
-        static_cast<const T*>(out), static_cast<const T*>(dout), lse, static_cast<T*>(dk),
-        static_cast<T*>(dv));
-    check_launch("attention dk dv");
+  if (B * sq == 0) return;
+  if (sk == 0) {
+    TESSERA_CUDA_CHECK(
+        cudaMemsetAsync(dq, 0, static_cast<std::size_t>(B * sq * d) * sizeof(T), st));
+    return;
+  }
+  const auto *q = static_cast<const T*>(qv), *k = static_cast<const T*>(kv),
+             *v = static_cast<const T*>(vv), *dout = static_cast<const T*>(doutv);
+  DeviceScratch<double> di(static_cast<std::size_t>(B * sq));
+  row_dots_kernel<T><<<warp_blocks(B * sq), kRowThreads, 0, st>>>(
+      B * sq, d, dout, static_cast<const T*>(outv), di.get());
+  check_launch("attention rowsum(dO O)");
+  const Index R = chunk_rows<T>(a);
+  DeviceScratch<T> s(static_cast<std::size_t>(B * R * sk)), g(static_cast<std::size_t>(B * R * sk));
+  const cublasHandle_t h = cublas_for(dev);
+  const double scale = a.effective_scale();
+  for (Index r0 = 0; r0 < sq; r0 += R) {
+    const Index rows = std::min(R, sq - r0);
+    gemm<T>(h, true, false, sk, rows, d, scale, k, d, sk * d, q + r0 * d, d, sq * d, 0.0, s.get(),
+            sk, rows * sk, B);  // S
+    gemm<T>(h, true, false, sk, rows, d, 1.0, v, d, sk * d, dout + r0 * d, d, sq * d, 0.0, g.get(),
+            sk, rows * sk, B);  // dP
+    grad_rows_kernel<T><<<warp_blocks(B * rows), kRowThreads, 0, st>>>(
+        row_dims(a, r0, rows), s.get(), g.get(), static_cast<const T*>(a.bias), lse, di.get(),
+        static_cast<T*>(dbiasv));
+    check_launch("attention gradient rows");
+    gemm<T>(h, false, false, d, rows, sk, scale, k, d, sk * d, g.get(), sk, rows * sk, 0.0,
+            dq + r0 * d, d, sq * d, B);  // dQ = scale dS K
+    gemm<T>(h, false, true, d, sk, rows, scale, q + r0 * d, d, sq * d, g.get(), sk, rows * sk, 1.0,
+            dk, d, sk * d, B);  // dK += scale dS^T Q
+    gemm<T>(h, false, true, d, sk, rows, 1.0, dout + r0 * d, d, sq * d, s.get(), sk, rows * sk, 1.0,
+            dv, d, sk * d, B);  // dV += P^T dO
   }
 }
 
