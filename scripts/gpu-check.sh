@@ -1,48 +1,115 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU: builds with CUDA (sm_90), runs the GPU tests (CUDA
-# against CPU for every kernel, device halo exchange, device layers, training pieces) and
-# the CUDA conv kernel benchmark, a short training run on the device with its
-# host<->device copies and kernel launches per step (train.device_stats), and prints a short
-# table. Meant to run as one call well
-# inside 10 minutes.
+# The GPU check, one call well inside 10 minutes on a machine with an NVIDIA GPU:
+#  - every GPU test (ctest label gpu: CUDA against the host for each kernel, the device
+#    halo exchange, device layers, attention, FFTs, training pieces) at its rank counts;
+#  - the kernel benchmarks on the device: cuDNN convolution next to oneDNN on the host
+#    (conv-kernel), and the local attention kernel (cuBLAS GEMMs) next to the host's;
+#  - three training steps of each demo model at 1 and 2 ranks with the device traffic of a
+#    step (train.device_stats);
+# and prints a short table; logs go to $TESSERA_GPU_LOGS (default gpu-logs/).
+# Two ways to get the programs:
+#  - default: build here with CUDA (sm_90) into build-gpu (scripts/setup.sh);
+#  - TESSERA_GPU_BUNDLE=FILE: a bundle made by scripts/gpu-bundle.sh on a build machine,
+#    for GPU nodes without MPI, HDF5, oneDNN or FFTW (CUDA's own libraries come from here).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PATH=/usr/local/cuda/bin:$PATH
-source scripts/mpi-env.sh
+export PATH=$PATH:/usr/local/cuda/bin
 start=$(date +%s)
+logs=${TESSERA_GPU_LOGS:-gpu-logs}
+mkdir -p "$logs"
+logs=$(cd "$logs" && pwd)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-TESSERA_BUILD_DIR=build-gpu TESSERA_CMAKE_ARGS="-DTESSERA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" \
-  scripts/setup.sh >build-gpu.log 2>&1 || { tail -50 build-gpu.log; exit 1; }
+source scripts/mpi-env.sh
+export PMIX_MCA_pcompress_base_silence_warning=1
+
+if [ -n "${TESSERA_GPU_BUNDLE:-}" ]; then
+  root=$(mktemp -d)
+  tar -xJf "$TESSERA_GPU_BUNDLE" -C "$root" || { echo "cannot unpack $TESSERA_GPU_BUNDLE"; exit 1; }
+  tests=$root/bin apps=$root/bin manifest=$root/gpu-tests.txt
+  # CUDA's libraries the programs need, from wherever this machine keeps them.
+  extra=""
+  for n in $(LD_LIBRARY_PATH=$root/lib ldd "$root/bin/tessera-bench" | awk '/not found/ {print $1}'); do
+    p=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /usr/lib64 /opt -name "$n" 2>/dev/null | head -1)
+    [ -n "$p" ] && extra="$extra:$(dirname "$p")" || echo "missing on this machine: $n"
+  done
+  export LD_LIBRARY_PATH=$root/lib$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export OPAL_PREFIX=$root/ompi PATH=$root/ompi/bin:$PATH
+  export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_plm=isolated
+  export OMPI_MCA_mca_base_component_show_load_errors=0
+  mpirun=("$root/ompi/bin/mpirun" --oversubscribe --bind-to none)
+  echo "bundle of commit $(cat "$root/commit" 2>/dev/null), checkout at $(git rev-parse HEAD 2>/dev/null)"
+else
+  TESSERA_BUILD_DIR=build-gpu TESSERA_CMAKE_ARGS="-DTESSERA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" \
+    scripts/setup.sh >"$logs/build.log" 2>&1 || { tail -50 "$logs/build.log"; exit 1; }
+  tests=build-gpu/tests apps=build-gpu/apps manifest=$logs/gpu-tests.txt
+  ctest --test-dir build-gpu -L gpu -N | sed -n 's/^ *Test *#[0-9]*: \(.*\)\.np\([0-9]*\)$/\1 \2/p' \
+    >"$manifest"
+  mpirun=("${TESSERA_MPIRUN[@]}")
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+run() { "${mpirun[@]}" "$@"; }
+
+# The GPU tests, six at a time (one GPU, many cores); a line per run.
+export tests logs MPIRUN_LINE="${mpirun[*]}"
+xargs -P 6 -L 1 bash -c '
+  mpirun=($MPIRUN_LINE); log=$logs/$0.np$1.log; s=$(date +%s)
+  timeout 300 "${mpirun[@]}" -np $1 "$tests/$0" >"$log" 2>&1; rc=$?
+  grep -q "SKIPPED: no CUDA device" "$log" && rc=skipped
+  printf "%s np%s %s %ss\n" "$0" "$1" "$rc" $(( $(date +%s) - s ))' <"$manifest" |
+  sort >"$logs/gpu-tests.result"
+total=$(wc -l <"$logs/gpu-tests.result")
+passed=$(awk '$3 == "0"' "$logs/gpu-tests.result" | wc -l)
 printf '%-40s %s\n' check result
-ctest --test-dir build-gpu -L gpu --output-on-failure >gpu-tests.log 2>&1
-rc=$?
-grep -q "SKIPPED: no CUDA device" gpu-tests.log && gpu="skipped (no device)" || gpu=$([ $rc = 0 ] && echo pass || echo FAIL)
-printf '%-40s %s\n' "GPU tests (ctest -L gpu)" "$gpu"
-# Kernel benchmark: cuDNN conv forward/backward on device next to oneDNN on the host.
-if "${TESSERA_MPIRUN[@]}" -np 1 build-gpu/apps/tessera-bench conv-kernel --out=gpu-conv-part.json \
-  >gpu-bench.log 2>&1; then
-  build-gpu/apps/tessera-bench merge conv-kernel gpu-bench-conv-kernel.json gpu-conv-part.json |
-    tail -n +2
+skipped=$(awk '$3 == "skipped"' "$logs/gpu-tests.result" | wc -l)
+if [ "$skipped" = "$total" ]; then
+  printf '%-40s %s\n' "GPU tests ($total runs)" "skipped: no CUDA device visible"
+else
+  printf '%-40s %s\n' "GPU tests ($total runs)" "$passed passed$([ "$passed" = "$total" ] ||
+    echo ", FAILED: $(awk '$3 != "0" {printf "%s.np%s (rc %s) ", $1, $2, $3}' "$logs/gpu-tests.result")")"
+fi
+
+# Kernel benchmarks: device next to host, same problems, one run.
+if run -np 1 "$apps/tessera-bench" conv-kernel --out="$logs/conv-kernel.json" >"$logs/bench-conv.log" 2>&1; then
+  grep -E "^ *(problem|conv)" "$logs/bench-conv.log" | cut -c1-100
 else
   printf '%-40s %s\n' "conv-kernel benchmark" FAIL
-  tail -20 gpu-bench.log
+  tail -5 "$logs/bench-conv.log"
 fi
-# Training on the device: three steps of a small UNet, the device traffic of each step.
-tdir=$(mktemp -d)
-if "${TESSERA_MPIRUN[@]}" -np 1 build-gpu/apps/tessera-prep generate darcy --grid 32x32 \
-    --samples 16 --seed 1 --out "$tdir/d.h5" --quiet >"$tdir/prep.log" 2>&1 &&
-  sed -e "s|path = .*|path = \"$tdir/d.h5\"|" -e 's|^steps = .*|steps = 3|' \
-    -e 's|^log_interval = .*|log_interval = 1|' -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$tdir/ck\"|" \
-    -e 's|^metrics_csv = .*|metrics_csv = ""|' scripts/demo/darcy_unet.toml >"$tdir/cfg.toml" &&
-  "${TESSERA_MPIRUN[@]}" -np 1 build-gpu/apps/tessera-train "$tdir/cfg.toml" \
-    --train.device_stats=true >gpu-train.log 2>&1; then
-  printf '%-40s %s\n' "training step on the device (step 3)" \
-    "$(grep '^  device' gpu-train.log | tail -1 | sed 's/^  device (rank 0): //')"
+if run -np 1 -x OMP_NUM_THREADS=8 "$apps/tessera-bench" attention --which=local --seq=1024,4096,16384 \
+  --threads=8 --out="$logs/attention.json" >"$logs/bench-attention.log" 2>&1; then
+  grep -E "^ *(what|local)" "$logs/bench-attention.log" | cut -c1-100
 else
-  printf '%-40s %s\n' "training on the device" FAIL
-  tail -20 gpu-train.log "$tdir/prep.log" 2>/dev/null
+  printf '%-40s %s\n' "attention benchmark" FAIL
+  tail -5 "$logs/bench-attention.log"
 fi
-rm -rf "$tdir"
-printf '%-40s %s s\n' "wall time" "$(( $(date +%s) - start ))"
-[ $rc = 0 ] || tail -40 gpu-tests.log
-exit $rc
+
+# Training on the device: three steps of each demo model at 1 and 2 ranks.
+data=$(mktemp -d)
+run -np 1 "$apps/tessera-prep" generate darcy --grid 32x32 --samples 16 --seed 1 \
+  --out "$data/d.h5" --quiet >"$logs/prep.log" 2>&1
+run -np 1 "$apps/tessera-prep" generate points --points 2048 --samples 16 --seed 1 \
+  --out "$data/p.h5" --quiet >>"$logs/prep.log" 2>&1
+train_rc=0
+for m in darcy_unet darcy_fno darcy_vit points_transolver points_pointconv; do
+  h5=$data/d.h5
+  case $m in points*) h5=$data/p.h5 ;; esac
+  sed -e "s|^path = .*|path = \"$h5\"|" -e 's|^steps = .*|steps = 3|' \
+    -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$data/ck-$m\"|" -e 's|^metrics_csv = .*|metrics_csv = ""|' \
+    "scripts/demo/$m.toml" >"$data/$m.toml"
+  for np in 1 2; do
+    log=$logs/train-$m.np$np.log
+    if timeout 120 "${mpirun[@]}" -np $np "$apps/tessera-train" "$data/$m.toml" --train.log_interval=1 \
+      --train.device_stats=true >"$log" 2>&1; then
+      step=$(grep '^step 3/3' "$log" | grep -oE '[0-9.e+]+ ms/step')
+      dev=$(grep '^  device' "$log" | tail -1 | sed 's/^  device (rank 0): //')
+      where=$(grep -q "no CUDA kernels yet" "$log" && echo "host (no CUDA kernels)" || echo "$dev")
+      printf '%-40s %s | %s\n' "train $m np$np" "$step" "$where"
+    else
+      train_rc=1
+      printf '%-40s %s\n' "train $m np$np" "FAIL: $(grep -m1 -i error "$log")"
+    fi
+  done
+done
+rm -rf "$data"
+printf '%-40s %s s\n' "wall time" "$(($(date +%s) - start))"
+[ "$passed" = "$total" ] && [ $train_rc = 0 ]
