@@ -18,7 +18,7 @@ namespace tessera::kernels {
 namespace {
 
 constexpr std::size_t kChunkBytes = std::size_t{256} << 20;  // per chunk buffer
-constexpr unsigned kRowThreads = 256;                       // 8 warps, a row each
+constexpr unsigned kRowThreads = 256;                        // 8 warps, a row each
 
 // The part of a problem's shape the row passes need, for query rows [r0, r0 + rows).
 struct RowDims {
