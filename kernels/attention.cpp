@@ -12,9 +12,16 @@ double AttentionDesc::effective_scale() const {
 }
 
 namespace {
-bool check(const AttentionDesc& a, const char* what) {
-  TESSERA_CHECK(a.type == DType::f32 || a.type == DType::f64,
-                what << " takes float32 or float64, not " << name_of(a.type));
+// float32 and float64 everywhere; bfloat16 on a device (bf16 storage, float32 sums).
+void check_type(const Device& dev, DType t, const char* what) {
+  TESSERA_CHECK(t == DType::f32 || t == DType::f64 || (t == DType::bf16 && !dev.is_host()),
+                what << " takes float32 or float64"
+                     << (t == DType::bf16 ? " on the host (bfloat16 runs on a CUDA device)" : "")
+                     << ", not " << name_of(t));
+}
+
+bool check(const Device& dev, const AttentionDesc& a, const char* what) {
+  check_type(dev, a.type, what);
   TESSERA_CHECK(a.batch >= 0 && a.sq >= 0 && a.sk >= 0 && a.d >= 1,
                 what << ": bad shape (batch " << a.batch << ", sq " << a.sq << ", sk " << a.sk
                      << ", d " << a.d << ")");
@@ -25,7 +32,7 @@ bool check(const AttentionDesc& a, const char* what) {
 
 void attention_forward(const Device& dev, const AttentionDesc& a, const void* q, const void* k,
                        const void* v, void* out, double* lse) {
-  if (!check(a, "attention_forward")) return;
+  if (!check(dev, a, "attention_forward")) return;
   if (dev.is_host()) return cpu::attention_forward(a, q, k, v, out, lse);
   if constexpr (kCudaEnabled) return cuda::attention_forward(dev, a, q, k, v, out, lse);
   throw_without_cuda("attention_forward");
@@ -34,7 +41,7 @@ void attention_forward(const Device& dev, const AttentionDesc& a, const void* q,
 void attention_backward(const Device& dev, const AttentionDesc& a, const void* q, const void* k,
                         const void* v, const void* out, const void* dout, const double* lse,
                         void* dq, void* dk, void* dv, void* dbias) {
-  if (!check(a, "attention_backward")) return;
+  if (!check(dev, a, "attention_backward")) return;
   if (dev.is_host()) return cpu::attention_backward(a, q, k, v, out, dout, lse, dq, dk, dv, dbias);
   if constexpr (kCudaEnabled)
     return cuda::attention_backward(dev, a, q, k, v, out, dout, lse, dq, dk, dv, dbias);
@@ -43,8 +50,7 @@ void attention_backward(const Device& dev, const AttentionDesc& a, const void* q
 
 void attention_merge(const Device& dev, DType t, Index batch, Index sq, Index d, void* out,
                      double* lse, const void* out2, const double* lse2) {
-  TESSERA_CHECK(t == DType::f32 || t == DType::f64,
-                "attention_merge takes float32 or float64, not " << name_of(t));
+  check_type(dev, t, "attention_merge");
   if (batch * sq == 0) return;
   if (dev.is_host()) return cpu::attention_merge(t, batch, sq, d, out, lse, out2, lse2);
   if constexpr (kCudaEnabled)

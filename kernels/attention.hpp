@@ -9,7 +9,9 @@
 //
 // Host: OpenMP over (B, row tiles) forward and for dq, over (B, key tiles) for dk and dv -
 // no atomics, results independent of the thread count; rows with no allowed key give 0
-// and an LSE of -inf. CUDA: own kernels, one thread per row (dq) or key (dk, dv).
+// and an LSE of -inf. CUDA (kernels/cuda/attention.cu): per chunk of query rows, cuBLAS
+// strided-batched GEMMs for the products and a warp per row for the softmax and gradient
+// passes; float32, float64 and bfloat16 (device only: bf16 storage, float32 accumulation).
 #include "kernels/floor.hpp"
 #include "decomp/dtype.hpp"
 #include "decomp/index.hpp"
@@ -30,7 +32,7 @@ struct AttentionDesc {
   // broadcasts one (sq, sk) block over the batch.
   const void* bias = nullptr;
   Index bias_batch_stride = 0;
-  DType type = DType::f32;
+  DType type = DType::f32;  // f32 or f64; bf16 on a device
   double effective_scale() const;
 };
 

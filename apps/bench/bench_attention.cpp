@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "apps/bench/cases.hpp"
@@ -46,14 +48,27 @@ double sgemm_gflops(Index n, int reps) {
   return 2.0 * n * n * n / t.median_s / 1e9;
 }
 
-// The same problem on the device (own CUDA kernels; each timed call waits for its work).
-json device_row(const kernels::AttentionDesc& a, const std::vector<float>& q,
+// The same problem on the device (cuBLAS GEMMs and row passes; each timed call waits for
+// its work), in float32 or bfloat16 (the inputs rounded to nearest even).
+json device_row(kernels::AttentionDesc a, DType t, const std::vector<float>& q,
                 const std::vector<float>& k, const std::vector<float>& v,
                 const std::vector<float>& g, int threads) {
-  const std::size_t bytes = q.size() * sizeof(float);
+  a.type = t;
+  const std::size_t es = size_of(t), bytes = q.size() * es;
   auto up = [&](const std::vector<float>& h) {
+    std::vector<std::uint16_t> b;
+    const void* src = h.data();
+    if (t == DType::bf16) {
+      b.resize(h.size());
+      for (std::size_t i = 0; i < h.size(); ++i) {
+        std::uint32_t u;
+        std::memcpy(&u, &h[i], 4);
+        b[i] = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      }
+      src = b.data();
+    }
     void* p = device::alloc(bytes);
-    device::copy(p, h.data(), bytes, device::Copy::HostToDevice);
+    device::copy(p, src, bytes, device::Copy::HostToDevice);
     return p;
   };
   void *dq_in = up(q), *dk_in = up(k), *dv_in = up(v), *dg = up(g), *out = device::alloc(bytes),
@@ -71,7 +86,7 @@ json device_row(const kernels::AttentionDesc& a, const std::vector<float>& q,
   for (void* p : {dq_in, dk_in, dv_in, dg, out, dq, dk, dv, static_cast<void*>(lse)})
     device::free(p);
   const double flops_f = 4.0 * static_cast<double>(a.sq) * a.sk * a.d * a.batch;
-  return {{"what", "local fwd+bwd (device)"},
+  return {{"what", std::string("local fwd+bwd (device, ") + name_of(t) + ")"},
           {"S", a.sq},
           {"ranks", 1},
           {"threads", threads},
@@ -118,7 +133,9 @@ json local_rows(const cli::Args& opt, int threads) {
                     {"GFLOPs", gf},
                     {"gemm_GFLOPs", gemm},
                     {"of_gemm", gf / gemm}});
-    if (device::count() > 0) rows.push_back(device_row(a, q, k, v, g, threads));
+    if (device::count() > 0)
+      for (DType t : {DType::f32, DType::bf16})
+        rows.push_back(device_row(a, t, q, k, v, g, threads));
   }
   return rows;
 }

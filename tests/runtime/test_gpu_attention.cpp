@@ -5,6 +5,10 @@
 // CUDA tensors against the same on host tensors, uneven shards and causal included.
 // Skips, saying so, where no device exists.
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <tuple>
 #include <limits>
 #include <random>
 #include <vector>
@@ -58,6 +62,14 @@ KernelRun run_kernel(kernels::AttentionDesc a, const Tensor& q, const Tensor& k,
   return r;
 }
 
+// Sets TESSERA_ATTENTION_CHUNK_BYTES for a scope ("" leaves the default).
+struct ChunkBytes {
+  explicit ChunkBytes(const char* v) {
+    if (*v) setenv("TESSERA_ATTENTION_CHUNK_BYTES", v, 1);
+  }
+  ~ChunkBytes() { unsetenv("TESSERA_ATTENTION_CHUNK_BYTES"); }
+};
+
 // Largest difference of two LSE arrays, equal infinities (rows with no key) counting as 0.
 double lse_diff(const Tensor& a, const Tensor& b) {
   double m = 0;
@@ -74,56 +86,152 @@ double lse_diff(const Tensor& a, const Tensor& b) {
 TEST_CASE("CUDA attention kernels equal the host kernels, forward and backward", "[gpu]") {
   if (!test::have_device()) return;
   const double inf = std::numeric_limits<double>::infinity();
-  for (DType dt : {DType::f64, DType::f32}) {
-    const double tol = dt == DType::f64 ? 1e-12 : 2e-5;
-    struct Shape {
-      Index batch, sq, sk, d;
-      bool causal;
-      Index q0, k0;
-      int bias;  // 0 none, 1 broadcast, 2 per problem
-    };
-    for (const Shape& s : {Shape{3, 37, 53, 16, false, 0, 0, 0}, Shape{2, 29, 29, 8, true, 0, 0, 1},
-                           Shape{4, 17, 31, 64, true, 20, 5, 2}, Shape{1, 1, 7, 5, false, 0, 0, 2},
-                           Shape{2, 40, 33, 32, true, 0, 13, 0}}) {
+  // The device's default chunks, then chunks of a row or two (dK, dV summed over many).
+  for (const char* chunk : {"", "3000"})
+    for (DType dt : {DType::f64, DType::f32}) {
+      ChunkBytes scoped(chunk);
+      const double tol = dt == DType::f64 ? 1e-12 : 2e-5;
+      struct Shape {
+        Index batch, sq, sk, d;
+        bool causal;
+        Index q0, k0;
+        int bias;  // 0 none, 1 broadcast, 2 per problem
+      };
+      for (const Shape& s :
+           {Shape{3, 37, 53, 16, false, 0, 0, 0}, Shape{2, 29, 29, 8, true, 0, 0, 1},
+            Shape{4, 17, 31, 64, true, 20, 5, 2}, Shape{1, 1, 7, 5, false, 0, 0, 2},
+            Shape{2, 40, 33, 32, true, 0, 13, 0}}) {
+        kernels::AttentionDesc a;
+        a.batch = s.batch;
+        a.sq = s.sq;
+        a.sk = s.sk;
+        a.d = s.d;
+        a.causal = s.causal;
+        a.q_offset = s.q0;
+        a.k_offset = s.k0;
+        a.type = dt;
+        const Tensor q = rnd({s.batch, s.sq, s.d}, dt, 1), k = rnd({s.batch, s.sk, s.d}, dt, 2),
+                     v = rnd({s.batch, s.sk, s.d}, dt, 3), g = rnd({s.batch, s.sq, s.d}, dt, 4);
+        Tensor bias;
+        if (s.bias) {
+          const Index nb = s.bias == 1 ? 1 : s.batch;
+          bias = rnd({nb, s.sq, s.sk}, dt, 5);
+          auto mask = [&](Index i) {
+            if (dt == DType::f64)
+              bias.data<double>()[i] = -inf;
+            else
+              bias.data<float>()[i] = -std::numeric_limits<float>::infinity();
+          };
+          for (Index i = 0; i < bias.numel(); i += 3) mask(i);
+          if (s.sq > 1)  // a row that sees no key at all
+            for (Index j = 0; j < s.sk; ++j) mask(s.sk + j);
+          a.bias_batch_stride = s.bias == 1 ? 0 : s.sq * s.sk;
+        }
+        const Tensor* bp = s.bias ? &bias : nullptr;
+        const KernelRun h = run_kernel(a, q, k, v, g, bp, MemSpace::Host),
+                        d = run_kernel(a, q, k, v, g, bp, MemSpace::Cuda);
+        INFO("chunk bytes '" << chunk << "' " << name_of(dt) << " B " << s.batch << " sq " << s.sq
+                             << " sk " << s.sk << " d " << s.d << (s.causal ? " causal" : "")
+                             << " bias " << s.bias);
+        MPI_CHECK(test::rel_error(d.out, h.out) < tol);
+        MPI_CHECK(lse_diff(d.lse, h.lse) < tol);
+        MPI_CHECK(test::rel_error(d.dq, h.dq) < tol);
+        MPI_CHECK(test::rel_error(d.dk, h.dk) < tol);
+        MPI_CHECK(test::rel_error(d.dv, h.dv) < tol);
+        if (s.bias) MPI_CHECK(test::rel_error(d.db, h.db) < tol);
+      }
+    }
+}
+
+namespace {
+std::uint16_t to_bf16_bits(float f) {  // round to nearest even
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float from_bf16_bits(std::uint16_t b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// x rounded to bf16: the bf16 tensor and its float32 values.
+std::pair<Tensor, Tensor> rounded(const Tensor& x) {
+  Tensor b = Tensor::empty(x.shape(), DType::bf16), f = Tensor::empty(x.shape(), DType::f32);
+  for (Index i = 0; i < x.numel(); ++i) {
+    const std::uint16_t bits = to_bf16_bits(x.data<float>()[i]);
+    b.data<bf16_t>()[i].bits = bits;
+    f.data<float>()[i] = from_bf16_bits(bits);
+  }
+  return {b, f};
+}
+Tensor as_f32(const Tensor& b) {
+  const Tensor h = b.to(MemSpace::Host);
+  Tensor f = Tensor::empty(h.shape(), DType::f32);
+  for (Index i = 0; i < h.numel(); ++i)
+    f.data<float>()[i] = from_bf16_bits(h.data<bf16_t>()[i].bits);
+  return f;
+}
+}  // namespace
+
+TEST_CASE("CUDA bfloat16 attention equals float32 attention of the rounded inputs", "[gpu]") {
+  if (!test::have_device()) return;
+  struct Shape {
+    Index batch, sq, sk, d;
+    bool causal, bias;
+  };
+  for (const char* chunk : {"", "5000"})
+    for (const Shape& s : {Shape{4, 64, 96, 64, false, false}, Shape{2, 33, 47, 32, true, true},
+                           Shape{3, 300, 257, 16, true, false}}) {
+      ChunkBytes scoped(chunk);
       kernels::AttentionDesc a;
       a.batch = s.batch;
       a.sq = s.sq;
       a.sk = s.sk;
       a.d = s.d;
       a.causal = s.causal;
-      a.q_offset = s.q0;
-      a.k_offset = s.k0;
-      a.type = dt;
-      const Tensor q = rnd({s.batch, s.sq, s.d}, dt, 1), k = rnd({s.batch, s.sk, s.d}, dt, 2),
-                   v = rnd({s.batch, s.sk, s.d}, dt, 3), g = rnd({s.batch, s.sq, s.d}, dt, 4);
-      Tensor bias;
+      a.k_offset = s.causal ? 3 : 0;
+      const auto [qb, qf] = rounded(rnd({s.batch, s.sq, s.d}, DType::f32, 1));
+      const auto [kb, kf] = rounded(rnd({s.batch, s.sk, s.d}, DType::f32, 2));
+      const auto [vb, vf] = rounded(rnd({s.batch, s.sk, s.d}, DType::f32, 3));
+      const auto [gb, gf] = rounded(rnd({s.batch, s.sq, s.d}, DType::f32, 4));
+      Tensor biasb, biasf;
       if (s.bias) {
-        const Index nb = s.bias == 1 ? 1 : s.batch;
-        bias = rnd({nb, s.sq, s.sk}, dt, 5);
-        auto mask = [&](Index i) {
-          if (dt == DType::f64)
-            bias.data<double>()[i] = -inf;
-          else
-            bias.data<float>()[i] = -std::numeric_limits<float>::infinity();
-        };
-        for (Index i = 0; i < bias.numel(); i += 3) mask(i);
-        if (s.sq > 1)  // a row that sees no key at all
-          for (Index j = 0; j < s.sk; ++j) mask(s.sk + j);
-        a.bias_batch_stride = s.bias == 1 ? 0 : s.sq * s.sk;
+        Tensor raw = rnd({s.batch, s.sq, s.sk}, DType::f32, 5);
+        for (Index i = 0; i < raw.numel(); i += 4)
+          raw.data<float>()[i] = -std::numeric_limits<float>::infinity();
+        std::tie(biasb, biasf) = rounded(raw);
+        a.bias_batch_stride = s.sq * s.sk;
       }
-      const Tensor* bp = s.bias ? &bias : nullptr;
-      const KernelRun h = run_kernel(a, q, k, v, g, bp, MemSpace::Host),
-                      d = run_kernel(a, q, k, v, g, bp, MemSpace::Cuda);
-      INFO(name_of(dt) << " B " << s.batch << " sq " << s.sq << " sk " << s.sk << " d " << s.d
-                       << (s.causal ? " causal" : "") << " bias " << s.bias);
-      MPI_CHECK(test::rel_error(d.out, h.out) < tol);
-      MPI_CHECK(lse_diff(d.lse, h.lse) < tol);
-      MPI_CHECK(test::rel_error(d.dq, h.dq) < tol);
-      MPI_CHECK(test::rel_error(d.dk, h.dk) < tol);
-      MPI_CHECK(test::rel_error(d.dv, h.dv) < tol);
-      if (s.bias) MPI_CHECK(test::rel_error(d.db, h.db) < tol);
+      a.type = DType::f32;
+      const KernelRun want =
+          run_kernel(a, qf, kf, vf, gf, s.bias ? &biasf : nullptr, MemSpace::Host);
+      a.type = DType::bf16;
+      const KernelRun got =
+          run_kernel(a, qb, kb, vb, gb, s.bias ? &biasb : nullptr, MemSpace::Cuda);
+      INFO("chunk bytes '" << chunk << "' bf16 B " << s.batch << " sq " << s.sq << " sk " << s.sk
+                           << " d " << s.d << (s.causal ? " causal" : "")
+                           << (s.bias ? " bias" : ""));
+      // One bf16 rounding of each result (2^-8 relative) on float32 sums; P and dS pass
+      // through bf16 between the GEMMs: a few roundings in all.
+      const double tol = 2e-2;
+      MPI_CHECK(test::rel_error(as_f32(got.out), want.out) < tol);
+      MPI_CHECK(lse_diff(got.lse, want.lse) < 1e-3);
+      MPI_CHECK(test::rel_error(as_f32(got.dq), want.dq) < tol);
+      MPI_CHECK(test::rel_error(as_f32(got.dk), want.dk) < tol);
+      MPI_CHECK(test::rel_error(as_f32(got.dv), want.dv) < tol);
+      if (s.bias) MPI_CHECK(test::rel_error(as_f32(got.db), want.db) < tol);
     }
-  }
+}
+
+TEST_CASE("bfloat16 attention is refused on the host, clearly", "[gpu]") {
+  kernels::AttentionDesc a;
+  a.type = DType::bf16;
+  a.sq = a.sk = a.d = 1;
+  bf16_t x{0};
+  double l = 0;
+  CHECK_THROWS_WITH(kernels::attention_forward(Device::host(), a, &x, &x, &x, &x, &l),
+                    Catch::Contains("bfloat16 runs on a CUDA device"));
 }
 
 TEST_CASE("CUDA LSE merge equals the host merge", "[gpu]") {
