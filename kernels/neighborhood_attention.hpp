@@ -12,11 +12,12 @@
 // queries reach, both placed by their global first cell; heads of D = C / heads channels.
 // Forward returns the output and each row's log-sum-exp; backward recomputes the
 // probabilities from it and ADDS key and value gradients into a frame of the same shape
-// (windows overlap), one (sample, head) per thread: no atomics, a fixed order.
+// (windows overlap). Host: one (sample, head) per thread. CUDA: one thread per query (forward,
+// dq) and per frame cell (dk, dv: it gathers the block's queries whose windows hold it).
+// No atomics and a fixed order on both.
 #include "kernels/floor.hpp"
-#include <algorithm>
-
 #include "decomp/dtype.hpp"
+#include "decomp/host_device.hpp"
 #include "decomp/index.hpp"
 #include "kernels/device/device.hpp"
 
@@ -36,9 +37,10 @@ struct NeighborhoodDesc {
 
 // The first key of query i's window along one dim (keys: start + t dil, t < k); needs at
 // least k positions in every class (n / dil >= k).
-inline Index neighborhood_start(Index i, Index n, Index k, Index dil) {
+TESSERA_HD inline Index neighborhood_start(Index i, Index n, Index k, Index dil) {
   const Index r = i % dil, ii = i / dil, n_r = (n - r + dil - 1) / dil;
-  const Index s = std::min(std::max<Index>(ii - k / 2, 0), n_r - k);
+  const Index lo = ii - k / 2 > 0 ? ii - k / 2 : 0;
+  const Index s = lo < n_r - k ? lo : n_r - k;
   return s * dil + r;
 }
 
@@ -57,5 +59,12 @@ void neighborhood_attention_backward(const NeighborhoodDesc& d, const void* q, c
                                      const void* out, const void* dout, const double* lse, void* dq,
                                      void* dkv);
 }  // namespace cpu
+namespace cuda {
+void neighborhood_attention_forward(const Device& dev, const NeighborhoodDesc& d, const void* q,
+                                    const void* kv, void* out, double* lse);
+void neighborhood_attention_backward(const Device& dev, const NeighborhoodDesc& d, const void* q,
+                                     const void* kv, const void* out, const void* dout,
+                                     const double* lse, void* dq, void* dkv);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

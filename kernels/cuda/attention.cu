@@ -232,6 +232,16 @@ __global__ void merge_kernel(Index rows, Index d, T* out, double* lse, const T* 
   lse[r] = l;
 }
 
+// Scores of query rows [r0, r0 + rows) of every problem against all keys: C = alpha X_r Y^T,
+// X (B, sq, d) and Y (B, sk, d) row-major, into a (B, rows, sk) chunk. S = scale Q K^T and
+// dP = dO V^T alike.
+template <class T, class A>
+void chunk_products(cublasHandle_t h, const AttentionDesc& a, const T* x, const T* y, Index r0,
+                    Index rows, double alpha, A* out) {
+  gemm<T, A>(h, true, false, a.sk, rows, a.d, alpha, y, a.d, a.sk * a.d, x + r0 * a.d, a.d,
+             a.sq * a.d, 0.0, out, a.sk, rows * a.sk, a.batch);
+}
+
 template <class T>
 void run_forward(const Device& dev, const AttentionDesc& a, const void* qv, const void* kv,
                  const void* vv, void* outv, double* lse) {
@@ -260,8 +270,7 @@ void run_forward(const Device& dev, const AttentionDesc& a, const void* qv, cons
   const double scale = a.effective_scale();
   for (Index r0 = 0; r0 < sq; r0 += R) {
     const Index rows = std::min(R, sq - r0);
-    gemm<T, A>(h, true, false, sk, rows, d, scale, k, d, sk * d, q + r0 * d, d, sq * d, 0.0,
-               s.get(), sk, rows * sk, B);
+    chunk_products(h, a, q, k, r0, rows, scale, s.get());
     softmax_rows_kernel<T, A><<<warp_blocks(B * rows), kRowThreads, 0, st>>>(
         row_dims(a, r0, rows), s.get(), prob, static_cast<const T*>(a.bias), lse);
     check_launch("attention softmax rows");
@@ -321,10 +330,8 @@ void run_backward(const Device& dev, const AttentionDesc& a, const void* qv, con
   const double scale = a.effective_scale();
   for (Index r0 = 0; r0 < sq; r0 += R) {
     const Index rows = std::min(R, sq - r0);
-    gemm<T, A>(h, true, false, sk, rows, d, scale, k, d, sk * d, q + r0 * d, d, sq * d, 0.0,
-               s.get(), sk, rows * sk, B);  // S
-    gemm<T, A>(h, true, false, sk, rows, d, 1.0, v, d, sk * d, dout + r0 * d, d, sq * d, 0.0,
-               g.get(), sk, rows * sk, B);  // dP
+    chunk_products(h, a, q, k, r0, rows, scale, s.get());   // S
+    chunk_products(h, a, dout, v, r0, rows, 1.0, g.get());  // dP
     grad_rows_kernel<T, A><<<warp_blocks(B * rows), kRowThreads, 0, st>>>(
         row_dims(a, r0, rows), s.get(), g.get(), prob, ds, static_cast<const T*>(a.bias), lse,
         di.get(), static_cast<T*>(dbiasv));

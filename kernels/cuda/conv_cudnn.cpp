@@ -204,31 +204,46 @@ struct Plan {
     if (ok && stage) make_staging(xd);
   }
 
-  void choose_algorithms(cudnnHandle_t h) {
+  // cuDNN's timed list of algorithms (Find), or its heuristic list where Find fails.
+  template <class Perf, class FindFn, class GetFn>
+  static int algorithms(Perf* perf, int count, FindFn find, GetFn get) {
     int n = 0;
+    if (find(count, &n, perf) != CUDNN_STATUS_SUCCESS || n == 0)
+      TESSERA_CUDNN_CHECK(get(count, &n, perf));
+    return n;
+  }
+
+  void choose_algorithms(cudnnHandle_t h) {
     cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT], a1{};
-    if (cudnnFindConvolutionForwardAlgorithm(h, x, w, conv[0], y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                             &n, pf) != CUDNN_STATUS_SUCCESS ||
-        n == 0)
-      TESSERA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-          h, x, w, conv[0], y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, pf));
-    const bool f1 = pick(pf, n, c.type, a1);
+    const int n1 = algorithms(
+        pf, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+        [&](int c, int* n, auto* p) {
+          return cudnnFindConvolutionForwardAlgorithm(h, x, w, conv[0], y, c, n, p);
+        },
+        [&](int c, int* n, auto* p) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv[0], y, c, n, p);
+        });
+    const bool f1 = pick(pf, n1, c.type, a1);
     cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT], a2{};
-    if (cudnnFindConvolutionBackwardDataAlgorithm(h, w, y, conv[1], x,
-                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
-                                                  pd) != CUDNN_STATUS_SUCCESS ||
-        n == 0)
-      TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-          h, w, y, conv[1], x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, pd));
-    const bool f2 = pick(pd, n, c.type, a2);
+    const int n2 = algorithms(
+        pd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+        [&](int c, int* n, auto* p) {
+          return cudnnFindConvolutionBackwardDataAlgorithm(h, w, y, conv[1], x, c, n, p);
+        },
+        [&](int c, int* n, auto* p) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv[1], x, c, n, p);
+        });
+    const bool f2 = pick(pd, n2, c.type, a2);
     cudnnConvolutionBwdFilterAlgoPerf_t pw[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT], a3{};
-    if (cudnnFindConvolutionBackwardFilterAlgorithm(h, x, y, conv[2], w,
-                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
-                                                    pw) != CUDNN_STATUS_SUCCESS ||
-        n == 0)
-      TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-          h, x, y, conv[2], w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, pw));
-    const bool f3 = pick(pw, n, c.type, a3);
+    const int n3 = algorithms(
+        pw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+        [&](int c, int* n, auto* p) {
+          return cudnnFindConvolutionBackwardFilterAlgorithm(h, x, y, conv[2], w, c, n, p);
+        },
+        [&](int c, int* n, auto* p) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv[2], w, c, n, p);
+        });
+    const bool f3 = pick(pw, n3, c.type, a3);
     ok = f1 && f2 && f3;
     if (!ok) return;
     fwd_algo = a1.algo, bwd_data_algo = a2.algo, bwd_w_algo = a3.algo;

@@ -43,9 +43,19 @@ Index out_len(cufftType t, Index n) {
   return (t == CUFFT_R2C || t == CUFFT_D2Z) ? n / 2 + 1 : n;
 }
 
+// A block (outer, n, inner) with inner > 1 needs two batch levels; a cuFFT plan has one.
+// The plan batches over inner (stride inner, distance 1) and runs once per outer slice - or,
+// for complex-to-complex blocks with more outer slices than inner ones, batches over outer
+// (distance n x inner) and runs once per inner index: fewer launches. (Real transforms keep
+// the first: their per-slice real pointers stay aligned by the scratch fallback below.)
+bool batch_outer(cufftType type, const FftBlock& b) {
+  return (type == CUFFT_C2C || type == CUFFT_Z2Z) && b.inner > 1 && b.outer > b.inner;
+}
+
 cufftHandle get_plan(cufftType type, const FftBlock& b) {
   std::lock_guard<std::mutex> lock(plan_lock);
-  const PlanKey key{device::current(), type, b.n, b.inner == 1 ? b.outer : 1, b.inner};
+  const bool by_outer = batch_outer(type, b);
+  const PlanKey key{device::current(), type, b.n, b.inner == 1 || by_outer ? b.outer : 1, b.inner};
   if (auto it = plans.find(key); it != plans.end()) return it->second;
   long long n = b.n;
   const long long ni = in_len(type, b.n), no = out_len(type, b.n);
@@ -55,6 +65,10 @@ cufftHandle get_plan(cufftType type, const FftBlock& b) {
   if (b.inner == 1)
     cufft_check(cufftMakePlanMany64(h, 1, &n, &n, 1, ni, &n, 1, no, type, b.outer, &work),
                 "cufftMakePlanMany64");
+  else if (by_outer)
+    cufft_check(cufftMakePlanMany64(h, 1, &n, &n, b.inner, ni * b.inner, &n, b.inner, no * b.inner,
+                                    type, b.outer, &work),
+                "cufftMakePlanMany64");
   else
     cufft_check(cufftMakePlanMany64(h, 1, &n, &n, b.inner, 1, &n, b.inner, 1, type, b.inner, &work),
                 "cufftMakePlanMany64");
@@ -62,10 +76,15 @@ cufftHandle get_plan(cufftType type, const FftBlock& b) {
   return h;
 }
 
+// Runs the plan over the whole block: run(input offset, output offset) per launch.
 template <class F>
 void per_slice(const FftBlock& b, cufftType type, F run) {
   const Index ni = in_len(type, b.n) * b.inner, no = out_len(type, b.n) * b.inner;
   if (b.inner == 1) return run(Index{0}, Index{0});
+  if (batch_outer(type, b)) {
+    for (Index i = 0; i < b.inner; ++i) run(i, i);
+    return;
+  }
   for (Index o = 0; o < b.outer; ++o) run(o * ni, o * no);
 }
 

@@ -40,7 +40,6 @@ NeighborhoodAttention::NeighborhoodAttention(const NeighborhoodAttentionOptions&
   TESSERA_CHECK(o.channels >= 1 && o.heads >= 1 && o.channels % o.heads == 0,
                 "NeighborhoodAttention: " << o.channels << " channels in " << o.heads
                                           << " heads: heads must divide the channels");
-  TESSERA_CHECK(o.space == MemSpace::Host, "NeighborhoodAttention: host tensors only so far");
   kernel_scalar(o.dtype, "NeighborhoodAttention");
   kernel_ = per_dim(o.kernel, o.nd, "kernel");
   dilation_ = per_dim(o.dilation, o.nd, "dilation");
@@ -163,12 +162,12 @@ ShardTensor NeighborhoodAttention::forward(const ShardTensor& x) {
   }
   Index qcells = 1;
   for (int i = 0; i < opts_.nd; ++i) qcells *= d.q_shape[i];
-  s->mid = Tensor::empty(s->q.shape(), opts_.dtype);
-  s->lse = Tensor::empty({d.batch, d.heads, qcells}, DType::f64);
+  s->mid = Tensor::empty(s->q.shape(), opts_.dtype, opts_.space);
+  s->lse = Tensor::empty({d.batch, d.heads, qcells}, DType::f64, opts_.space);
   const bool work = d.batch * qcells > 0;
   const Tensor kv = s->kv.buffer.contiguous();
   if (work)
-    kernels::neighborhood_attention_forward(Device::host(), d, s->q.raw(), kv.raw(), s->mid.raw(),
+    kernels::neighborhood_attention_forward(kv.device(), d, s->q.raw(), kv.raw(), s->mid.raw(),
                                             s->lse.data<double>());
   const ShardTensor y = out_->forward(ShardTensor::unchecked(s->mesh, s->q_spec, s->mid));
   s->out_spec = y.spec();
@@ -181,17 +180,17 @@ ShardTensor NeighborhoodAttention::backward(const ShardTensor& dy) {
   Saved& s = *saved_;
   check_output_grad(dy, s.out_spec, opts_.dtype, opts_.space, name());
   const Tensor dmid = out_->backward(dy).local().contiguous();
-  Tensor dq = Tensor::empty(s.q.shape(), opts_.dtype);
+  Tensor dq = Tensor::empty(s.q.shape(), opts_.dtype, opts_.space);
   HaloFrame dkv = zero_frame(*plan_, opts_.dtype, opts_.space);
   const kernels::NeighborhoodDesc& d = s.desc;
   if (s.q.numel() > 0)
     kernels::neighborhood_attention_backward(
-        Device::host(), d, s.q.raw(), s.kv.buffer.contiguous().raw(), s.mid.raw(), dmid.raw(),
+        s.q.device(), d, s.q.raw(), s.kv.buffer.contiguous().raw(), s.mid.raw(), dmid.raw(),
         s.lse.data<double>(), dq.raw(), dkv.buffer.raw());
   add_ghosts_to_owners(*plan_, dkv);
   const Tensor dkv_owned = owned_shard(*plan_, dkv).local();
   const Index C = opts_.channels;
-  Tensor dh = Tensor::empty(s.h_shape, opts_.dtype);
+  Tensor dh = Tensor::empty(s.h_shape, opts_.dtype, opts_.space);
   Box qb = Box::from_shape(s.h_shape), kb = qb;
   qb.hi[1] = C;
   kb.lo[1] = C;

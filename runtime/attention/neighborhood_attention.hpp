@@ -26,7 +26,7 @@ struct NeighborhoodAttentionOptions {
   std::vector<Index> kernel = {7};    // keys per dim (one value for all dims, or nd)
   std::vector<Index> dilation = {1};  // per dim, or one
   DType dtype = DType::f32;
-  MemSpace space = MemSpace::Host;  // host only so far
+  MemSpace space = MemSpace::Host;  // or Cuda
   unsigned seed = 0;
 };
 

@@ -196,9 +196,19 @@ void GradSync::start(std::size_t bi) {
     if (i == 0 || axes != last) runs.emplace_back(b.offsets[i], &comm_for(axes));
     last = std::move(axes);
   }
-  if (f.host.defined()) f.host.copy_from(b.grad);
   const Tensor& wire = f.host.defined() ? f.host : b.grad;
-  device::synchronize(wire.device());  // MPI reads what the backward kernels wrote
+  // Only runs over groups of several ranks travel; staged through the host, only they are
+  // copied there (one rank, or mode-sharded weights alone in their group: no copy at all).
+  std::vector<std::pair<Index, Index>> moving;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const Index begin = runs[r].first;
+    const Index end = r + 1 < runs.size() ? runs[r + 1].first : wire.numel();
+    if (runs[r].second->size() > 1 && end > begin) moving.emplace_back(begin, end);
+  }
+  if (f.host.defined())
+    for (const auto& [begin, end] : moving)
+      f.host.view(Box({begin}, {end})).copy_from(b.grad.view(Box({begin}, {end})));
+  if (!moving.empty()) device::synchronize(wire.device());  // MPI reads what kernels wrote
   const std::size_t esize = wire.elem_size();
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const Index begin = runs[r].first;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "runtime/attention/neighborhood_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/have_device.hpp"
@@ -26,6 +27,20 @@ namespace {
 
 Tensor rnd(const std::vector<Index>& shape, DType t, unsigned seed) {
   return test::random_tensor(shape, t, seed);
+}
+
+kernels::AttentionDesc desc(Index batch, Index sq, Index sk, Index d, bool causal, Index q0,
+                            Index k0, DType t) {
+  kernels::AttentionDesc a;
+  a.batch = batch;
+  a.sq = sq;
+  a.sk = sk;
+  a.d = d;
+  a.causal = causal;
+  a.q_offset = q0;
+  a.k_offset = k0;
+  a.type = t;
+  return a;
 }
 
 struct KernelRun {
@@ -101,15 +116,7 @@ TEST_CASE("CUDA attention kernels equal the host kernels, forward and backward",
            {Shape{3, 37, 53, 16, false, 0, 0, 0}, Shape{2, 29, 29, 8, true, 0, 0, 1},
             Shape{4, 17, 31, 64, true, 20, 5, 2}, Shape{1, 1, 7, 5, false, 0, 0, 2},
             Shape{2, 40, 33, 32, true, 0, 13, 0}}) {
-        kernels::AttentionDesc a;
-        a.batch = s.batch;
-        a.sq = s.sq;
-        a.sk = s.sk;
-        a.d = s.d;
-        a.causal = s.causal;
-        a.q_offset = s.q0;
-        a.k_offset = s.k0;
-        a.type = dt;
+        kernels::AttentionDesc a = desc(s.batch, s.sq, s.sk, s.d, s.causal, s.q0, s.k0, dt);
         const Tensor q = rnd({s.batch, s.sq, s.d}, dt, 1), k = rnd({s.batch, s.sk, s.d}, dt, 2),
                      v = rnd({s.batch, s.sk, s.d}, dt, 3), g = rnd({s.batch, s.sq, s.d}, dt, 4);
         Tensor bias;
@@ -184,13 +191,8 @@ TEST_CASE("CUDA bfloat16 attention equals float32 attention of the rounded input
     for (const Shape& s : {Shape{4, 64, 96, 64, false, false}, Shape{2, 33, 47, 32, true, true},
                            Shape{3, 300, 257, 16, true, false}}) {
       ChunkBytes scoped(chunk);
-      kernels::AttentionDesc a;
-      a.batch = s.batch;
-      a.sq = s.sq;
-      a.sk = s.sk;
-      a.d = s.d;
-      a.causal = s.causal;
-      a.k_offset = s.causal ? 3 : 0;
+      kernels::AttentionDesc a =
+          desc(s.batch, s.sq, s.sk, s.d, s.causal, 0, s.causal ? 3 : 0, DType::f32);
       const auto [qb, qf] = rounded(rnd({s.batch, s.sq, s.d}, DType::f32, 1));
       const auto [kb, kf] = rounded(rnd({s.batch, s.sk, s.d}, DType::f32, 2));
       const auto [vb, vf] = rounded(rnd({s.batch, s.sk, s.d}, DType::f32, 3));
@@ -288,4 +290,37 @@ TEST_CASE("sequence-sharded attention on CUDA tensors equals the host path", "[g
           INFO(spec.str() << (causal ? " causal " : " ") << name_of(dt) << " " << name_of(algo));
           for (int i = 0; i < 4; ++i) MPI_CHECK(test::rel_error(d[i], h[i]) < tol);
         }
+}
+
+TEST_CASE("neighbourhood attention on CUDA tensors equals one host rank, every gradient", "[gpu]") {
+  if (!test::have_device()) return;
+  const Mesh mesh = Mesh::line(test::harness_comm(), "x");
+  struct Case {
+    std::vector<Index> shape, kernel, dilation;
+  };
+  std::mt19937 rng(7);
+  // 1-D odd and even kernels with dilation, 2-D mixed, 3-D: shards thinner than the window
+  // at 2-3 ranks.
+  for (const Case& c : {Case{{2, 4, 13}, {5}, {1}}, Case{{2, 4, 13}, {4}, {2}},
+                        Case{{2, 8, 9, 8}, {3, 4}, {1, 2}}, Case{{1, 4, 5, 4, 6}, {3, 2, 3}, {1}}})
+    for (bool uneven : {false, true})
+      for (DType dt : {DType::f64, DType::f32}) {
+        NeighborhoodAttentionOptions o;
+        o.nd = static_cast<int>(c.shape.size()) - 2;
+        o.channels = c.shape[1];
+        o.heads = 2;
+        o.kernel = c.kernel;
+        o.dilation = c.dilation;
+        o.dtype = dt;
+        o.seed = 4;
+        NeighborhoodAttentionOptions host = o;
+        o.space = MemSpace::Cuda;
+        const ShardSpec spec = test::conv_spec(mesh, c.shape, rng, uneven);
+        const auto r = test::compare_with_one_rank(
+            mesh, spec, [&] { return std::make_unique<NeighborhoodAttention>(o); }, dt,
+            MemSpace::Cuda, 12, [&] { return std::make_unique<NeighborhoodAttention>(host); },
+            MemSpace::Host);
+        INFO(spec.str() << " " << name_of(dt) << ": " << r.str());
+        MPI_CHECK(r.worst() < (dt == DType::f64 ? 1e-11 : 1e-5));
+      }
 }

@@ -1,0 +1,262 @@
+// CUDA neighbourhood attention (kernels/neighborhood_attention.hpp): one thread per query
+// for the forward (an online softmax over its window) and for dq; one thread per frame cell
+// for dk and dv, which gathers the block's queries whose windows hold the cell (at most
+// 2k + 1 candidates per dim, in query order) - no atomics, a fixed order, as on the host.
+// Sums in double; a thread keeps D-long accumulators in registers, so head dims up to 128.
+#include <cmath>
+#include <string>
+
+#include "decomp/error.hpp"
+#include "kernels/cuda/device_loops.cuh"
+#include "kernels/neighborhood_attention.hpp"
+
+namespace tessera::kernels {
+namespace {
+
+constexpr unsigned kThreads = 128;
+
+// The descriptor with its derived counts, passed by value to the kernels.
+struct Geo {
+  NeighborhoodDesc d;
+  Index C, qcells, fcells, keys;
+  double scale;
+};
+
+Geo geo_of(const NeighborhoodDesc& d) {
+  Geo g{d, d.heads * d.dim, 1, 1, 1, d.scale > 0 ? d.scale : 1.0 / std::sqrt(double(d.dim))};
+  for (int i = 0; i < d.nd; ++i) {
+    g.qcells *= d.q_shape[i];
+    g.fcells *= d.f_shape[i];
+    g.keys *= d.kernel[i];
+  }
+  return g;
+}
+
+// Per dim: the global index of query cell qc and its window's first key.
+__device__ void window_starts(const Geo& g, Index qc, Index* qpos, Index* start) {
+  Index rest = qc;
+  for (int i = g.d.nd - 1; i >= 0; --i) {
+    qpos[i] = g.d.q_lo[i] + rest % g.d.q_shape[i];
+    rest /= g.d.q_shape[i];
+  }
+  for (int i = 0; i < g.d.nd; ++i)
+    start[i] = neighborhood_start(qpos[i], g.d.extent[i], g.d.kernel[i], g.d.dilation[i]);
+}
+
+// Frame cell of window key t (the last dim fastest).
+__device__ Index key_cell(const Geo& g, const Index* start, Index t) {
+  Index off[3] = {0, 0, 0};
+  for (int i = g.d.nd - 1; i >= 0; --i) off[i] = t % g.d.kernel[i], t /= g.d.kernel[i];
+  Index f = 0;
+  for (int i = 0; i < g.d.nd; ++i)
+    f = f * g.d.f_shape[i] + (start[i] + off[i] * g.d.dilation[i] - g.d.f_lo[i]);
+  return f;
+}
+
+// D-long dot product of two channel-first rows (stride = cells between channels).
+template <class T>
+__device__ double dot(const T* a, Index sa, const T* b, Index sb, Index D) {
+  double s = 0;
+  for (Index c = 0; c < D; ++c)
+    s += static_cast<double>(a[c * sa]) * static_cast<double>(b[c * sb]);
+  return s;
+}
+
+template <class T, int MaxD>
+__global__ void forward_kernel(Geo g, const T* q, const T* kv, T* out, double* lse) {
+  const Index t0 = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
+  const Index D = g.d.dim, H = g.d.heads;
+  if (t0 >= g.d.batch * H * g.qcells) return;
+  const Index nh = t0 / g.qcells, qc = t0 % g.qcells, n = nh / H, h = nh % H;
+  Index qpos[3], start[3];
+  window_starts(g, qc, qpos, start);
+  const T* qr = q + (n * g.C + h * D) * g.qcells + qc;
+  const T* kb = kv + (n * 2 * g.C + h * D) * g.fcells;
+  const T* vb = kv + (n * 2 * g.C + g.C + h * D) * g.fcells;
+  double acc[MaxD];
+  for (Index c = 0; c < D; ++c) acc[c] = 0;
+  double m = -INFINITY, l = 0;
+  for (Index t = 0; t < g.keys; ++t) {
+    const Index f = key_cell(g, start, t);
+    const double s = g.scale * dot(qr, g.qcells, kb + f, g.fcells, D);
+    if (s > m) {
+      const double corr = exp(m - s);
+      l *= corr;
+      for (Index c = 0; c < D; ++c) acc[c] *= corr;
+      m = s;
+    }
+    const double p = exp(s - m);
+    l += p;
+    for (Index c = 0; c < D; ++c) acc[c] += p * static_cast<double>(vb[c * g.fcells + f]);
+  }
+  T* o = out + (n * g.C + h * D) * g.qcells + qc;
+  for (Index c = 0; c < D; ++c) o[c * g.qcells] = static_cast<T>(acc[c] / l);
+  lse[nh * g.qcells + qc] = m + log(l);
+}
+
+// D_i = dO_i . O_i per query.
+template <class T>
+__global__ void row_dots_kernel(Geo g, const T* out, const T* dout, double* di) {
+  const Index t0 = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
+  const Index D = g.d.dim, H = g.d.heads;
+  if (t0 >= g.d.batch * H * g.qcells) return;
+  const Index nh = t0 / g.qcells, qc = t0 % g.qcells, n = nh / H, h = nh % H;
+  const Index off = (n * g.C + h * D) * g.qcells + qc;
+  di[t0] = dot(out + off, g.qcells, dout + off, g.qcells, D);
+}
+
+template <class T, int MaxD>
+__global__ void dq_kernel(Geo g, const T* q, const T* kv, const T* dout, const double* lse,
+                          const double* di, T* dq) {
+  const Index t0 = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
+  const Index D = g.d.dim, H = g.d.heads;
+  if (t0 >= g.d.batch * H * g.qcells) return;
+  const Index nh = t0 / g.qcells, qc = t0 % g.qcells, n = nh / H, h = nh % H;
+  Index qpos[3], start[3];
+  window_starts(g, qc, qpos, start);
+  const Index off = (n * g.C + h * D) * g.qcells + qc;
+  const T* kb = kv + (n * 2 * g.C + h * D) * g.fcells;
+  const T* vb = kv + (n * 2 * g.C + g.C + h * D) * g.fcells;
+  double acc[MaxD];
+  for (Index c = 0; c < D; ++c) acc[c] = 0;
+  const double li = lse[t0], dd = di[t0];
+  for (Index t = 0; t < g.keys; ++t) {
+    const Index f = key_cell(g, start, t);
+    const double p = exp(g.scale * dot(q + off, g.qcells, kb + f, g.fcells, D) - li);
+    const double ds = p * (dot(dout + off, g.qcells, vb + f, g.fcells, D) - dd);
+    for (Index c = 0; c < D; ++c) acc[c] += ds * static_cast<double>(kb[c * g.fcells + f]);
+  }
+  for (Index c = 0; c < D; ++c) dq[off + c * g.qcells] = static_cast<T>(g.scale * acc[c]);
+}
+
+// One thread per (sample, head, frame cell): every query of the block whose window holds the
+// cell, in query order; dk and dv added to the frame.
+template <class T, int MaxD>
+__global__ void dkv_kernel(Geo g, const T* q, const T* kv, const T* dout, const double* lse,
+                           const double* di, T* dkv) {
+  const Index t0 = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
+  const Index D = g.d.dim, H = g.d.heads;
+  if (t0 >= g.d.batch * H * g.fcells) return;
+  const Index nh = t0 / g.fcells, f = t0 % g.fcells, n = nh / H, h = nh % H;
+  const int nd = g.d.nd;
+  // The cell's global position; per dim the candidate queries: its class, within k dil.
+  Index pos[3] = {0, 0, 0}, lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0}, step[3] = {1, 1, 1};
+  Index rest = f;
+  for (int i = nd - 1; i >= 0; --i) {
+    pos[i] = g.d.f_lo[i] + rest % g.d.f_shape[i];
+    rest /= g.d.f_shape[i];
+  }
+  for (int i = 0; i < nd; ++i) {
+    const Index k = g.d.kernel[i], dil = g.d.dilation[i];
+    const Index qlo = g.d.q_lo[i], qhi = g.d.q_lo[i] + g.d.q_shape[i];
+    Index a = pos[i] - k * dil;
+    if (a < qlo) a = qlo;
+    a += ((pos[i] - a) % dil + dil) % dil;  // same class as the cell
+    Index b = pos[i] + k * dil + 1;
+    if (b > qhi) b = qhi;
+    if (a >= b) return;  // no query of the block reaches this cell
+    lo[i] = a, hi[i] = b, step[i] = dil;
+  }
+  const Index koff = (n * 2 * g.C + h * D) * g.fcells + f;
+  const Index voff = koff + g.C * g.fcells;
+  double ak[MaxD], av[MaxD];
+  for (Index c = 0; c < D; ++c) ak[c] = av[c] = 0;
+  Index i3[3] = {lo[0], lo[1], lo[2]};
+  for (;;) {
+    bool inside = true;
+    Index qc = 0;
+    for (int i = 0; i < nd; ++i) {
+      const Index s = neighborhood_start(i3[i], g.d.extent[i], g.d.kernel[i], g.d.dilation[i]);
+      const Index last = s + (g.d.kernel[i] - 1) * g.d.dilation[i];
+      inside = inside && pos[i] >= s && pos[i] <= last;  // same class: on the window's grid
+      qc = qc * g.d.q_shape[i] + (i3[i] - g.d.q_lo[i]);
+    }
+    if (inside) {
+      const Index r = nh * g.qcells + qc;
+      const Index qo = (n * g.C + h * D) * g.qcells + qc;
+      const double p = exp(g.scale * dot(q + qo, g.qcells, kv + koff, g.fcells, D) - lse[r]);
+      const double ds = p * (dot(dout + qo, g.qcells, kv + voff, g.fcells, D) - di[r]);
+      for (Index c = 0; c < D; ++c) {
+        ak[c] += g.scale * ds * static_cast<double>(q[qo + c * g.qcells]);
+        av[c] += p * static_cast<double>(dout[qo + c * g.qcells]);
+      }
+    }
+    int i = nd - 1;  // odometer, the last dim fastest: query order
+    for (; i >= 0; --i) {
+      i3[i] += step[i];
+      if (i3[i] < hi[i]) break;
+      i3[i] = lo[i];
+    }
+    if (i < 0) break;
+  }
+  for (Index c = 0; c < D; ++c) {
+    dkv[koff + c * g.fcells] =
+        static_cast<T>(static_cast<double>(dkv[koff + c * g.fcells]) + ak[c]);
+    dkv[voff + c * g.fcells] =
+        static_cast<T>(static_cast<double>(dkv[voff + c * g.fcells]) + av[c]);
+  }
+}
+
+// Runs f.template operator()<MaxD>() for the smallest register bucket holding D.
+template <class F>
+void with_max_d(Index D, const char* what, F&& f) {
+  if (D <= 16) return f.template operator()<16>();
+  if (D <= 32) return f.template operator()<32>();
+  if (D <= 64) return f.template operator()<64>();
+  if (D <= 128) return f.template operator()<128>();
+  throw Error(std::string(what) + ": head dim " + std::to_string(D) +
+              " exceeds the CUDA kernel's 128");
+}
+
+template <class T>
+void forward(const Device& dev, const NeighborhoodDesc& d, const void* q, const void* kv, void* out,
+             double* lse) {
+  const Geo g = geo_of(d);
+  const Index n = d.batch * d.heads * g.qcells;
+  if (n == 0) return;
+  with_max_d(d.dim, "neighborhood_attention_forward", [&]<int MaxD>() {
+    forward_kernel<T, MaxD><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
+        g, static_cast<const T*>(q), static_cast<const T*>(kv), static_cast<T*>(out), lse);
+  });
+  check_launch("neighbourhood attention forward");
+}
+
+template <class T>
+void backward(const Device& dev, const NeighborhoodDesc& d, const void* qv, const void* kvv,
+              const void* outv, const void* doutv, const double* lse, void* dqv, void* dkvv) {
+  const Geo g = geo_of(d);
+  const Index nq = d.batch * d.heads * g.qcells, nf = d.batch * d.heads * g.fcells;
+  if (nq == 0) return;
+  const cudaStream_t st = stream_of(dev);
+  const auto *q = static_cast<const T*>(qv), *kv = static_cast<const T*>(kvv),
+             *dout = static_cast<const T*>(doutv);
+  DeviceScratch<double> di(static_cast<std::size_t>(nq));
+  row_dots_kernel<T><<<cuda_blocks_for(nq, kThreads), kThreads, 0, st>>>(
+      g, static_cast<const T*>(outv), dout, di.get());
+  with_max_d(d.dim, "neighborhood_attention_backward", [&]<int MaxD>() {
+    dq_kernel<T, MaxD><<<cuda_blocks_for(nq, kThreads), kThreads, 0, st>>>(
+        g, q, kv, dout, lse, di.get(), static_cast<T*>(dqv));
+    if (nf > 0)
+      dkv_kernel<T, MaxD><<<cuda_blocks_for(nf, kThreads), kThreads, 0, st>>>(
+          g, q, kv, dout, lse, di.get(), static_cast<T*>(dkvv));
+  });
+  check_launch("neighbourhood attention backward", 3);
+}
+
+}  // namespace
+
+void cuda::neighborhood_attention_forward(const Device& dev, const NeighborhoodDesc& d,
+                                          const void* q, const void* kv, void* out, double* lse) {
+  if (d.type == DType::f64) return forward<double>(dev, d, q, kv, out, lse);
+  forward<float>(dev, d, q, kv, out, lse);
+}
+
+void cuda::neighborhood_attention_backward(const Device& dev, const NeighborhoodDesc& d,
+                                           const void* q, const void* kv, const void* out,
+                                           const void* dout, const double* lse, void* dq,
+                                           void* dkv) {
+  if (d.type == DType::f64) return backward<double>(dev, d, q, kv, out, dout, lse, dq, dkv);
+  backward<float>(dev, d, q, kv, out, dout, lse, dq, dkv);
+}
+
+}  // namespace tessera::kernels
