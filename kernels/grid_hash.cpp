@@ -105,24 +105,34 @@ GridHash::GridHash(const double* xyz, const std::int64_t* ids, Index n, MemSpace
 }
 
 namespace {
-std::vector<Neighbor> neighbors_of(const std::vector<std::int64_t>& row_ids,
-                                   const std::vector<Index>& idx, const std::vector<double>& d2,
-                                   Index count) {
+std::vector<Neighbor> neighbors_of(const std::vector<std::int64_t>& row_ids, const Index* idx,
+                                   const double* d2, Index count) {
   std::vector<Neighbor> out(static_cast<std::size_t>(count));
   for (std::size_t j = 0; j < out.size(); ++j)
     out[j] = {d2[j], row_ids[static_cast<std::size_t>(idx[j])], idx[j]};
   return out;
 }
+
+// Per-thread candidate buffers of the host queries, grown as needed and kept: a query
+// allocates only its result list.
+struct QueryScratch {
+  std::vector<Index> idx;
+  std::vector<double> d2;
+  void fit(Index n) {
+    const auto m = static_cast<std::size_t>(std::max<Index>(n, 1));
+    if (idx.size() < m) idx.resize(m), d2.resize(m);
+  }
+};
+thread_local QueryScratch scratch;
 }  // namespace
 
 std::vector<Neighbor> GridHash::knn(const double q[3], Index k) const {
   TESSERA_CHECK(space_ == MemSpace::Host, "GridHash::knn: the grid is in device memory");
   const Index m = std::max<Index>(0, std::min(k, view_.n));
-  std::vector<Index> idx(static_cast<std::size_t>(std::max<Index>(m, 1)));
-  std::vector<double> d2(idx.size());
+  scratch.fit(m);
   Index count = 0;
-  GridKnnQuery{view_, q, m, idx.data(), d2.data(), &count}(0);
-  return neighbors_of(row_ids_, idx, d2, count);
+  GridKnnQuery{view_, q, m, scratch.idx.data(), scratch.d2.data(), &count}(0);
+  return neighbors_of(row_ids_, scratch.idx.data(), scratch.d2.data(), count);
 }
 
 std::vector<Neighbor> GridHash::within(const double q[3], double r2, Index max_points) const {
@@ -130,11 +140,10 @@ std::vector<Neighbor> GridHash::within(const double q[3], double r2, Index max_p
   Index cap = max_points;
   if (cap <= 0) GridWithinQuery{view_, q, r2, 0, nullptr, nullptr, &cap}(0);  // all of them
   cap = std::min(cap, view_.n);
-  std::vector<Index> idx(static_cast<std::size_t>(std::max<Index>(cap, 1)));
-  std::vector<double> d2(idx.size());
+  scratch.fit(cap);
   Index count = 0;
-  if (cap > 0) GridWithinQuery{view_, q, r2, cap, idx.data(), d2.data(), &count}(0);
-  return neighbors_of(row_ids_, idx, d2, count);
+  if (cap > 0) GridWithinQuery{view_, q, r2, cap, scratch.idx.data(), scratch.d2.data(), &count}(0);
+  return neighbors_of(row_ids_, scratch.idx.data(), scratch.d2.data(), count);
 }
 
 GridHash::~GridHash() {

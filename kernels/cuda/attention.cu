@@ -201,8 +201,12 @@ void gemm(cublasHandle_t h, bool ta, bool tb, Index m, Index n, Index k, double 
 // least one row.
 Index chunk_rows(const AttentionDesc& a, std::size_t elem) {
   std::size_t budget = kChunkBytes;
-  if (const char* e = std::getenv("TESSERA_ATTENTION_CHUNK_BYTES"))
-    budget = std::strtoull(e, nullptr, 10);
+  if (const char* e = std::getenv("TESSERA_ATTENTION_CHUNK_BYTES")) {
+    char* end = nullptr;
+    budget = std::strtoull(e, &end, 10);
+    TESSERA_CHECK(*e && !*end && budget > 0,
+                  "TESSERA_ATTENTION_CHUNK_BYTES='" << e << "' is not a positive byte count");
+  }
   const Index per_row = a.batch * a.sk * static_cast<Index>(elem);
   const Index r = static_cast<Index>(budget) / std::max<Index>(per_row, 1);
   return std::max<Index>(1, std::min(r, a.sq));
