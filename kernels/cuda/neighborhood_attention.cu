@@ -62,17 +62,33 @@ __device__ double dot(const T* a, Index sa, const T* b, Index sb, Index D) {
   return s;
 }
 
+// A thread's place among batch x heads x cells (queries or frame cells); false past the
+// end. Its rows: queries and outputs at q_row + c qcells, keys at k_row + c fcells, values
+// C fcells further.
+struct Slot {
+  Index t, nh, cell, q_row, k_row;
+};
+__device__ bool slot_of(const Geo& g, Index cells, Slot& s) {
+  s.t = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
+  if (s.t >= g.d.batch * g.d.heads * cells) return false;
+  s.nh = s.t / cells;
+  s.cell = s.t % cells;
+  const Index n = s.nh / g.d.heads, h = s.nh % g.d.heads;
+  s.q_row = (n * g.C + h * g.d.dim) * g.qcells;
+  s.k_row = (n * 2 * g.C + h * g.d.dim) * g.fcells;
+  return true;
+}
+
 template <class T, int MaxD>
 __global__ void forward_kernel(Geo g, const T* q, const T* kv, T* out, double* lse) {
-  const Index t0 = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
-  const Index D = g.d.dim, H = g.d.heads;
-  if (t0 >= g.d.batch * H * g.qcells) return;
-  const Index nh = t0 / g.qcells, qc = t0 % g.qcells, n = nh / H, h = nh % H;
+  Slot sl;
+  if (!slot_of(g, g.qcells, sl)) return;
+  const Index D = g.d.dim, qc = sl.cell;
   Index qpos[3], start[3];
   window_starts(g, qc, qpos, start);
-  const T* qr = q + (n * g.C + h * D) * g.qcells + qc;
-  const T* kb = kv + (n * 2 * g.C + h * D) * g.fcells;
-  const T* vb = kv + (n * 2 * g.C + g.C + h * D) * g.fcells;
+  const T* qr = q + sl.q_row + qc;
+  const T* kb = kv + sl.k_row;
+  const T* vb = kb + g.C * g.fcells;
   double acc[MaxD];
   for (Index c = 0; c < D; ++c) acc[c] = 0;
   double m = -INFINITY, l = 0;
@@ -89,37 +105,34 @@ __global__ void forward_kernel(Geo g, const T* q, const T* kv, T* out, double* l
     l += p;
     for (Index c = 0; c < D; ++c) acc[c] += p * static_cast<double>(vb[c * g.fcells + f]);
   }
-  T* o = out + (n * g.C + h * D) * g.qcells + qc;
+  T* o = out + sl.q_row + qc;
   for (Index c = 0; c < D; ++c) o[c * g.qcells] = static_cast<T>(acc[c] / l);
-  lse[nh * g.qcells + qc] = m + log(l);
+  lse[sl.t] = m + log(l);
 }
 
 // D_i = dO_i . O_i per query.
 template <class T>
 __global__ void row_dots_kernel(Geo g, const T* out, const T* dout, double* di) {
-  const Index t0 = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
-  const Index D = g.d.dim, H = g.d.heads;
-  if (t0 >= g.d.batch * H * g.qcells) return;
-  const Index nh = t0 / g.qcells, qc = t0 % g.qcells, n = nh / H, h = nh % H;
-  const Index off = (n * g.C + h * D) * g.qcells + qc;
-  di[t0] = dot(out + off, g.qcells, dout + off, g.qcells, D);
+  Slot sl;
+  if (!slot_of(g, g.qcells, sl)) return;
+  const Index off = sl.q_row + sl.cell;
+  di[sl.t] = dot(out + off, g.qcells, dout + off, g.qcells, g.d.dim);
 }
 
 template <class T, int MaxD>
 __global__ void dq_kernel(Geo g, const T* q, const T* kv, const T* dout, const double* lse,
                           const double* di, T* dq) {
-  const Index t0 = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
-  const Index D = g.d.dim, H = g.d.heads;
-  if (t0 >= g.d.batch * H * g.qcells) return;
-  const Index nh = t0 / g.qcells, qc = t0 % g.qcells, n = nh / H, h = nh % H;
+  Slot sl;
+  if (!slot_of(g, g.qcells, sl)) return;
+  const Index D = g.d.dim;
   Index qpos[3], start[3];
-  window_starts(g, qc, qpos, start);
-  const Index off = (n * g.C + h * D) * g.qcells + qc;
-  const T* kb = kv + (n * 2 * g.C + h * D) * g.fcells;
-  const T* vb = kv + (n * 2 * g.C + g.C + h * D) * g.fcells;
+  window_starts(g, sl.cell, qpos, start);
+  const Index off = sl.q_row + sl.cell;
+  const T* kb = kv + sl.k_row;
+  const T* vb = kb + g.C * g.fcells;
   double acc[MaxD];
   for (Index c = 0; c < D; ++c) acc[c] = 0;
-  const double li = lse[t0], dd = di[t0];
+  const double li = lse[sl.t], dd = di[sl.t];
   for (Index t = 0; t < g.keys; ++t) {
     const Index f = key_cell(g, start, t);
     const double p = exp(g.scale * dot(q + off, g.qcells, kb + f, g.fcells, D) - li);
@@ -134,10 +147,9 @@ __global__ void dq_kernel(Geo g, const T* q, const T* kv, const T* dout, const d
 template <class T, int MaxD>
 __global__ void dkv_kernel(Geo g, const T* q, const T* kv, const T* dout, const double* lse,
                            const double* di, T* dkv) {
-  const Index t0 = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
-  const Index D = g.d.dim, H = g.d.heads;
-  if (t0 >= g.d.batch * H * g.fcells) return;
-  const Index nh = t0 / g.fcells, f = t0 % g.fcells, n = nh / H, h = nh % H;
+  Slot sl;
+  if (!slot_of(g, g.fcells, sl)) return;
+  const Index D = g.d.dim, nh = sl.nh, f = sl.cell;
   const int nd = g.d.nd;
   // The cell's global position; per dim the candidate queries: its class, within k dil.
   Index pos[3] = {0, 0, 0}, lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0}, step[3] = {1, 1, 1};
@@ -157,8 +169,7 @@ __global__ void dkv_kernel(Geo g, const T* q, const T* kv, const T* dout, const 
     if (a >= b) return;  // no query of the block reaches this cell
     lo[i] = a, hi[i] = b, step[i] = dil;
   }
-  const Index koff = (n * 2 * g.C + h * D) * g.fcells + f;
-  const Index voff = koff + g.C * g.fcells;
+  const Index koff = sl.k_row + f, voff = koff + g.C * g.fcells;
   double ak[MaxD], av[MaxD];
   for (Index c = 0; c < D; ++c) ak[c] = av[c] = 0;
   Index i3[3] = {lo[0], lo[1], lo[2]};
@@ -173,7 +184,7 @@ __global__ void dkv_kernel(Geo g, const T* q, const T* kv, const T* dout, const 
     }
     if (inside) {
       const Index r = nh * g.qcells + qc;
-      const Index qo = (n * g.C + h * D) * g.qcells + qc;
+      const Index qo = sl.q_row + qc;
       const double p = exp(g.scale * dot(q + qo, g.qcells, kv + koff, g.fcells, D) - lse[r]);
       const double ds = p * (dot(dout + qo, g.qcells, kv + voff, g.fcells, D) - di[r]);
       for (Index c = 0; c < D; ++c) {

@@ -20,6 +20,7 @@
 #include "tests/support/have_device.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/layer_check.hpp"
+#include "tests/support/neighborhood_cases.hpp"
 
 using namespace tessera;
 
@@ -295,26 +296,13 @@ TEST_CASE("sequence-sharded attention on CUDA tensors equals the host path", "[g
 TEST_CASE("neighbourhood attention on CUDA tensors equals one host rank, every gradient", "[gpu]") {
   if (!test::have_device()) return;
   const Mesh mesh = Mesh::line(test::harness_comm(), "x");
-  struct Case {
-    std::vector<Index> shape, kernel, dilation;
-  };
   std::mt19937 rng(7);
-  // 1-D odd and even kernels with dilation, 2-D mixed, 3-D: shards thinner than the window
-  // at 2-3 ranks.
-  for (const Case& c : {Case{{2, 4, 13}, {5}, {1}}, Case{{2, 4, 13}, {4}, {2}},
-                        Case{{2, 8, 9, 8}, {3, 4}, {1, 2}}, Case{{1, 4, 5, 4, 6}, {3, 2, 3}, {1}}})
+  // Shards thinner than the window at 2-3 ranks.
+  for (const test::NeighborhoodCase& c : test::neighborhood_cases())
     for (bool uneven : {false, true})
       for (DType dt : {DType::f64, DType::f32}) {
-        NeighborhoodAttentionOptions o;
-        o.nd = static_cast<int>(c.shape.size()) - 2;
-        o.channels = c.shape[1];
-        o.heads = 2;
-        o.kernel = c.kernel;
-        o.dilation = c.dilation;
-        o.dtype = dt;
-        o.seed = 4;
-        NeighborhoodAttentionOptions host = o;
-        o.space = MemSpace::Cuda;
+        const NeighborhoodAttentionOptions host = test::neighborhood_options(c, dt),
+                                           o = test::neighborhood_options(c, dt, MemSpace::Cuda);
         const ShardSpec spec = test::conv_spec(mesh, c.shape, rng, uneven);
         const auto r = test::compare_with_one_rank(
             mesh, spec, [&] { return std::make_unique<NeighborhoodAttention>(o); }, dt,

@@ -11,33 +11,20 @@
 #include "runtime/attention/neighborhood_attention.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/layer_check.hpp"
+#include "tests/support/neighborhood_cases.hpp"
 
 using namespace tessera;
 
 namespace {
 
-struct Case {
-  std::vector<Index> shape;
-  std::vector<Index> kernel, dilation;
-};
+using Case = test::NeighborhoodCase;
 
 NeighborhoodAttentionOptions options(const Case& c, DType dt) {
-  NeighborhoodAttentionOptions o;
-  o.nd = static_cast<int>(c.shape.size()) - 2;
-  o.channels = c.shape[1];
-  o.heads = 2;
-  o.kernel = c.kernel;
-  o.dilation = c.dilation;
-  o.dtype = dt;
-  o.seed = 4;
-  return o;
+  return test::neighborhood_options(c, dt);
 }
 
 std::vector<Case> cases() {
-  return {{{2, 4, 13}, {5}, {1}},
-          {{2, 4, 13}, {4}, {2}},
-          {{2, 4, 9, 8}, {3, 4}, {1, 2}},
-          {{1, 4, 5, 4, 6}, {3, 2, 3}, {1}}};
+  return test::neighborhood_cases();
 }
 
 }  // namespace
