@@ -1,5 +1,5 @@
 // Entry points of kernels/physics_attention.hpp: the point passes dispatched on the device
-// (host only so far: a device tensor is refused with the reason), and the token part.
+// (host or CUDA), and the token part (host).
 #include "kernels/physics_attention.hpp"
 
 #include <cmath>
@@ -11,9 +11,7 @@
 namespace tessera::kernels {
 namespace {
 
-bool check(const Device& dev, const PhysicsShape& s, const char* what) {
-  TESSERA_CHECK(dev.is_host(), what << ": physics attention runs on the host only so far (no "
-                                       "CUDA kernel yet); keep the point features on the host");
+bool check(const PhysicsShape& s, const char* what) {
   TESSERA_CHECK(s.batch >= 0 && s.heads >= 1 && s.dim >= 1 && s.slices >= 1 && s.points >= 0,
                 what << ": shape N " << s.batch << " H " << s.heads << " D " << s.dim << " M "
                      << s.slices << " P " << s.points);
@@ -34,26 +32,34 @@ void project(Index rows, Index D, const double* x, const double* w, double* y) {
 
 void physics_slice(const Device& dev, DType t, const PhysicsShape& s, const void* x,
                    const SliceParams& p, void* w, double* acc) {
-  check(dev, s, "physics_slice");
-  cpu::physics_slice(t, s, x, p, w, acc);
+  check(s, "physics_slice");
+  if (dev.is_host()) return cpu::physics_slice(t, s, x, p, w, acc);
+  if constexpr (kCudaEnabled) return cuda::physics_slice(dev, t, s, x, p, w, acc);
+  throw_without_cuda("physics_slice");
 }
 
 void physics_deslice(const Device& dev, DType t, const PhysicsShape& s, const void* w,
                      const double* o, void* y) {
-  check(dev, s, "physics_deslice");
-  cpu::physics_deslice(t, s, w, o, y);
+  check(s, "physics_deslice");
+  if (dev.is_host()) return cpu::physics_deslice(t, s, w, o, y);
+  if constexpr (kCudaEnabled) return cuda::physics_deslice(dev, t, s, w, o, y);
+  throw_without_cuda("physics_deslice");
 }
 
 void physics_deslice_grad(const Device& dev, DType t, const PhysicsShape& s, const void* w,
                           const void* dy, double* d_o) {
-  check(dev, s, "physics_deslice_grad");
-  cpu::physics_deslice_grad(t, s, w, dy, d_o);
+  check(s, "physics_deslice_grad");
+  if (dev.is_host()) return cpu::physics_deslice_grad(t, s, w, dy, d_o);
+  if constexpr (kCudaEnabled) return cuda::physics_deslice_grad(dev, t, s, w, dy, d_o);
+  throw_without_cuda("physics_deslice_grad");
 }
 
 void physics_slice_backward(const Device& dev, DType t, const PhysicsShape& s, const SliceParams& p,
                             const SliceBackward& b) {
-  check(dev, s, "physics_slice_backward");
-  cpu::physics_slice_backward(t, s, p, b);
+  check(s, "physics_slice_backward");
+  if (dev.is_host()) return cpu::physics_slice_backward(t, s, p, b);
+  if constexpr (kCudaEnabled) return cuda::physics_slice_backward(dev, t, s, p, b);
+  throw_without_cuda("physics_slice_backward");
 }
 
 namespace {

@@ -14,7 +14,9 @@
 // The point passes (slice, deslice and their adjoints) are the heavy part and run here per
 // block of points: A and Z (and the output's dO in backward) come out as this block's
 // partial sums, which the caller sums over the ranks holding the other points. The token
-// part is tiny (M x D per head) and replicated: float64 on the host, always.
+// part is tiny (M x D per head) and replicated: float64 on the host, always. The point
+// passes run on the host or a CUDA device (the point arrays' device); the slice parameters
+// and per-token arrays are host float64 either way.
 //
 // Layouts (channel-first, tokens flattened to P contiguous): x (N, 2 H D, P) with the slice
 // inputs a in channels [h D, h D + D) and the values f in [H D + h D, H D + h D + D); w
@@ -99,5 +101,17 @@ void physics_deslice_grad(DType t, const PhysicsShape& s, const void* w, const v
 void physics_slice_backward(DType t, const PhysicsShape& s, const SliceParams& p,
                             const SliceBackward& b);
 }  // namespace cpu
+// CUDA: the point arrays (x, w, y, dy, dx) on the device; the slice parameters and the
+// per-token float64 arrays (acc, o, d_o, da, dz, dws, dbs, dtau) stay host pointers.
+namespace cuda {
+void physics_slice(const Device& dev, DType t, const PhysicsShape& s, const void* x,
+                   const SliceParams& p, void* w, double* acc);
+void physics_deslice(const Device& dev, DType t, const PhysicsShape& s, const void* w,
+                     const double* o, void* y);
+void physics_deslice_grad(const Device& dev, DType t, const PhysicsShape& s, const void* w,
+                          const void* dy, double* d_o);
+void physics_slice_backward(const Device& dev, DType t, const PhysicsShape& s, const SliceParams& p,
+                            const SliceBackward& b);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

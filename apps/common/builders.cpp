@@ -53,7 +53,7 @@ DType model_dtype(const ModelConfig& c) {
 
 MemSpace model_space(const ModelConfig& c, int device, int rank, const char* program) {
   if (device < 0) return MemSpace::Host;
-  if (c.type == "transolver" || c.type == "pointconv") {
+  if (c.type == "pointconv") {
     if (rank == 0)
       std::cout << program << ": model " << c.type
                 << " has no CUDA kernels yet; running on the host" << std::endl;

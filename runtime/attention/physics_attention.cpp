@@ -45,8 +45,6 @@ PhysicsAttention::PhysicsAttention(const PhysicsAttentionOptions& o) : opts_(o) 
                                               << o.slices << ": each must be >= 1");
   TESSERA_CHECK(o.temperature > 0,
                 "PhysicsAttention: temperature " << o.temperature << " must be > 0");
-  TESSERA_CHECK(o.space == MemSpace::Host,
-                "PhysicsAttention: host tensors only so far (no CUDA kernel for the slicing yet)");
   kernel_scalar(o.dtype, "PhysicsAttention");
   const Index H = o.heads, D = o.head_dim, M = o.slices;
   in_ = token_linear(o.nd, o.channels, 2 * H * D, o.dtype, o.space, o.seed, "in");
@@ -110,10 +108,10 @@ ShardTensor PhysicsAttention::forward(const ShardTensor& x) {
   for (double t : s->tau)
     TESSERA_CHECK(t > 0, name() << ": temperature " << t << " is not positive");
   const kernels::SliceParams sp{s->ws.data(), s->bs.data(), s->tau.data()};
-  s->w = Tensor::empty({N, H, M, P}, opts_.dtype);
+  s->w = Tensor::empty({N, H, M, P}, opts_.dtype, opts_.space);
   s->acc.resize(static_cast<std::size_t>(N * H * M * (D + 1)));
-  const Device host = Device::host();
-  kernels::physics_slice(host, opts_.dtype, s->shape, s->h.raw(), sp, s->w.raw(), s->acc.data());
+  const Device dev = s->h.device();
+  kernels::physics_slice(dev, opts_.dtype, s->shape, s->h.raw(), sp, s->w.raw(), s->acc.data());
   allreduce_sum(s->mesh, axes_sharding_dims(s->in_spec, token_dims(s->in_spec.ndim())),
                 s->acc.data(), static_cast<Index>(s->acc.size()));
   const std::size_t tok = static_cast<std::size_t>(N * H * M * D);
@@ -126,8 +124,8 @@ ShardTensor PhysicsAttention::forward(const ShardTensor& x) {
   s->mid_spec = with_channels(s->h_spec, H * D);
   std::vector<Index> mid_shape = s->h.shape();
   mid_shape[1] = H * D;
-  Tensor mid = Tensor::empty(mid_shape, opts_.dtype);
-  kernels::physics_deslice(host, opts_.dtype, s->shape, s->w.raw(), s->o.data(), mid.raw());
+  Tensor mid = Tensor::empty(mid_shape, opts_.dtype, opts_.space);
+  kernels::physics_deslice(dev, opts_.dtype, s->shape, s->w.raw(), s->o.data(), mid.raw());
   const ShardTensor y = out_->forward(ShardTensor::unchecked(s->mesh, s->mid_spec, mid));
   s->out_spec = y.spec();
   saved_ = std::move(s);
@@ -143,8 +141,8 @@ ShardTensor PhysicsAttention::backward(const ShardTensor& dy) {
   const Index H = sh.heads, D = sh.dim, M = sh.slices, N = sh.batch;
   const std::size_t tok = static_cast<std::size_t>(N * H * M * D);
   std::vector<double> d_o(tok), da(tok), dz(static_cast<std::size_t>(N * H * M));
-  const Device host = Device::host();
-  kernels::physics_deslice_grad(host, opts_.dtype, sh, s.w.raw(), dmid.raw(), d_o.data());
+  const Device dev = s.h.device();
+  kernels::physics_deslice_grad(dev, opts_.dtype, sh, s.w.raw(), dmid.raw(), d_o.data());
   const std::vector<int> all_axes = sharding_axes(s.in_spec);
   allreduce_sum(s.mesh, axes_sharding_dims(s.in_spec, token_dims(s.in_spec.ndim())), d_o.data(),
                 static_cast<Index>(tok));
@@ -168,7 +166,7 @@ ShardTensor PhysicsAttention::backward(const ShardTensor& dy) {
 
   std::vector<double> dws(static_cast<std::size_t>(M * D)), dbs(static_cast<std::size_t>(M)),
       dtau(static_cast<std::size_t>(H));
-  Tensor dh = Tensor::empty(s.h.shape(), opts_.dtype);
+  Tensor dh = Tensor::empty(s.h.shape(), opts_.dtype, opts_.space);
   kernels::SliceBackward b;
   b.x = s.h.raw();
   b.w = s.w.raw();
@@ -181,7 +179,7 @@ ShardTensor PhysicsAttention::backward(const ShardTensor& dy) {
   b.dbs = dbs.data();
   b.dtau = dtau.data();
   const kernels::SliceParams sp{s.ws.data(), s.bs.data(), s.tau.data()};
-  kernels::physics_slice_backward(host, opts_.dtype, sh, sp, b);
+  kernels::physics_slice_backward(dev, opts_.dtype, sh, sp, b);
   add_param_grad(all_axes, as_tensor(dws, {M, D}), 0, slice_w_);
   add_param_grad(all_axes, as_tensor(dbs, {M}), 0, slice_b_);
   add_param_grad(all_axes, as_tensor(dtau, {H}), 0, temperature_);

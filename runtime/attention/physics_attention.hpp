@@ -37,7 +37,7 @@ struct PhysicsAttentionOptions {
   double eps = 1e-5;   // slice tokens are sums / (weights + eps), as Transolver
   double temperature = 0.5;
   DType dtype = DType::f32;
-  MemSpace space = MemSpace::Host;  // host only so far
+  MemSpace space = MemSpace::Host;  // or Cuda (the token part runs on the host either way)
   unsigned seed = 0;                // the same on every rank
 };
 

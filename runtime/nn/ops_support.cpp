@@ -47,7 +47,9 @@ void add_param_grad(const std::vector<int>& axes, const Tensor& local, Index off
   p.grad_axes = axes;
   if (n == 0) return;
   const Tensor dst = p.grad.reshape({p.grad.numel()}).view(Box({offset}, {offset + n}));
-  const Tensor src = local.contiguous().reshape({n});
+  // A host-side sum (a layer's float64 token part) goes to the device the gradient lives on.
+  const Tensor src =
+      (local.space() == dst.space() ? local : local.to(dst.space())).contiguous().reshape({n});
   if (src.dtype() == dst.dtype())
     add_into(dst, src);
   else

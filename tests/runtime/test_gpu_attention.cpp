@@ -15,6 +15,7 @@
 
 #include "kernels/attention.hpp"
 #include "runtime/attention/neighborhood_attention.hpp"
+#include "runtime/attention/physics_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/have_device.hpp"
@@ -310,5 +311,34 @@ TEST_CASE("neighbourhood attention on CUDA tensors equals one host rank, every g
             MemSpace::Host);
         INFO(spec.str() << " " << name_of(dt) << ": " << r.str());
         MPI_CHECK(r.worst() < (dt == DType::f64 ? 1e-11 : 1e-5));
+      }
+}
+
+TEST_CASE("physics attention on CUDA tensors equals one host rank, every gradient", "[gpu]") {
+  if (!test::have_device()) return;
+  const Mesh mesh = Mesh::line(test::harness_comm(), "points");
+  std::mt19937 rng(8);
+  for (int nd : {1, 2})
+    for (bool uneven : {false, true})
+      for (DType dt : {DType::f64, DType::f32}) {
+        PhysicsAttentionOptions host;
+        host.nd = nd;
+        host.channels = 3;
+        host.heads = 2;
+        host.head_dim = 4;
+        host.slices = 5;
+        host.dtype = dt;
+        host.seed = 11;
+        PhysicsAttentionOptions o = host;
+        o.space = MemSpace::Cuda;
+        // 300 points in 1-D: tiles of 256 and a partial one on one rank.
+        const std::vector<Index> shape =
+            nd == 1 ? std::vector<Index>{2, 3, 300} : std::vector<Index>{2, 3, 9, 7};
+        const ShardSpec spec = test::conv_spec(mesh, shape, rng, uneven);
+        const auto c = test::compare_with_one_rank(
+            mesh, spec, [&] { return std::make_unique<PhysicsAttention>(o); }, dt, MemSpace::Cuda,
+            21 + nd, [&] { return std::make_unique<PhysicsAttention>(host); }, MemSpace::Host);
+        INFO(spec.str() << " " << name_of(dt) << ": " << c.str());
+        MPI_CHECK(c.worst() < (dt == DType::f64 ? 1e-11 : 1e-5));
       }
 }
