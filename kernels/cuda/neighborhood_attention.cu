@@ -8,6 +8,7 @@
 
 #include "decomp/error.hpp"
 #include "kernels/cuda/device_loops.cuh"
+#include "kernels/cuda/register_bucket.cuh"
 #include "kernels/neighborhood_attention.hpp"
 
 namespace tessera::kernels {
@@ -208,27 +209,17 @@ __global__ void dkv_kernel(Geo g, const T* q, const T* kv, const T* dout, const 
   }
 }
 
-// Runs f.template operator()<MaxD>() for the smallest register bucket holding D.
-template <class F>
-void with_max_d(Index D, const char* what, F&& f) {
-  if (D <= 16) return f.template operator()<16>();
-  if (D <= 32) return f.template operator()<32>();
-  if (D <= 64) return f.template operator()<64>();
-  if (D <= 128) return f.template operator()<128>();
-  throw Error(std::string(what) + ": head dim " + std::to_string(D) +
-              " exceeds the CUDA kernel's 128");
-}
-
 template <class T>
 void forward(const Device& dev, const NeighborhoodDesc& d, const void* q, const void* kv, void* out,
              double* lse) {
   const Geo g = geo_of(d);
   const Index n = d.batch * d.heads * g.qcells;
   if (n == 0) return;
-  with_max_d(d.dim, "neighborhood_attention_forward", [&]<int MaxD>() {
-    forward_kernel<T, MaxD><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
-        g, static_cast<const T*>(q), static_cast<const T*>(kv), static_cast<T*>(out), lse);
-  });
+  with_register_bucket(
+      d.dim, "neighborhood_attention_forward", "channels per head", [&]<int MaxD>() {
+        forward_kernel<T, MaxD><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
+            g, static_cast<const T*>(q), static_cast<const T*>(kv), static_cast<T*>(out), lse);
+      });
   check_launch("neighbourhood attention forward");
 }
 
@@ -244,13 +235,14 @@ void backward(const Device& dev, const NeighborhoodDesc& d, const void* qv, cons
   DeviceScratch<double> di(static_cast<std::size_t>(nq));
   row_dots_kernel<T><<<cuda_blocks_for(nq, kThreads), kThreads, 0, st>>>(
       g, static_cast<const T*>(outv), dout, di.get());
-  with_max_d(d.dim, "neighborhood_attention_backward", [&]<int MaxD>() {
-    dq_kernel<T, MaxD><<<cuda_blocks_for(nq, kThreads), kThreads, 0, st>>>(
-        g, q, kv, dout, lse, di.get(), static_cast<T*>(dqv));
-    if (nf > 0)
-      dkv_kernel<T, MaxD><<<cuda_blocks_for(nf, kThreads), kThreads, 0, st>>>(
-          g, q, kv, dout, lse, di.get(), static_cast<T*>(dkvv));
-  });
+  with_register_bucket(d.dim, "neighborhood_attention_backward", "channels per head",
+                       [&]<int MaxD>() {
+                         dq_kernel<T, MaxD><<<cuda_blocks_for(nq, kThreads), kThreads, 0, st>>>(
+                             g, q, kv, dout, lse, di.get(), static_cast<T*>(dqv));
+                         if (nf > 0)
+                           dkv_kernel<T, MaxD><<<cuda_blocks_for(nf, kThreads), kThreads, 0, st>>>(
+                               g, q, kv, dout, lse, di.get(), static_cast<T*>(dkvv));
+                       });
   check_launch("neighbourhood attention backward", 3);
 }
 

@@ -10,6 +10,7 @@
 
 #include "decomp/error.hpp"
 #include "kernels/cuda/device_loops.cuh"
+#include "kernels/cuda/register_bucket.cuh"
 #include "kernels/physics_attention.hpp"
 
 namespace tessera::kernels {
@@ -192,16 +193,6 @@ __global__ void param_sums_kernel(Geo g, const double* part, double* out) {
   out[i] = s;
 }
 
-template <class F>
-void with_max_m(Index M, const char* what, F&& f) {
-  if (M <= 16) return f.template operator()<16>();
-  if (M <= 32) return f.template operator()<32>();
-  if (M <= 64) return f.template operator()<64>();
-  if (M <= 128) return f.template operator()<128>();
-  throw Error(std::string(what) + ": " + std::to_string(M) +
-              " slices exceed the CUDA kernel's 128");
-}
-
 // A host float64 array copied up to the device on the stream; and back (waited for).
 struct Uploaded {
   DeviceScratch<double> d;
@@ -246,7 +237,7 @@ void slice(const Device& dev, const PhysicsShape& s, const void* xv, const Slice
   auto* w = static_cast<T*>(wv);
   const Uploaded ws(dev, sp.ws, g.M * g.D), bs(dev, sp.bs, g.M), tau(dev, sp.tau, g.H);
   if (g.N * g.H * g.P > 0) {
-    with_max_m(g.M, "physics_slice", [&]<int MaxM>() {
+    with_register_bucket(g.M, "physics_slice", "slices", [&]<int MaxM>() {
       weights_kernel<T, MaxM>
           <<<cuda_blocks_for(g.N * g.H * g.P, kThreads), kThreads, 0, stream_of(dev)>>>(
               g, x, ws.get(), bs.get(), tau.get(), w);
@@ -281,7 +272,7 @@ void slice_backward(const Device& dev, const PhysicsShape& s, const SliceParams&
   const cudaStream_t st = stream_of(dev);
   const auto* x = static_cast<const T*>(b.x);
   if (pts > 0) {
-    with_max_m(g.M, "physics_slice_backward", [&]<int MaxM>() {
+    with_register_bucket(g.M, "physics_slice_backward", "slices", [&]<int MaxM>() {
       point_backward_kernel<T, MaxM><<<cuda_blocks_for(pts, kThreads), kThreads, 0, st>>>(
           g, x, static_cast<const T*>(b.w), static_cast<const T*>(b.dy), ws.get(), bs.get(),
           tau.get(), o.get(), da.get(), dz.get(), static_cast<T*>(b.dx), dl.get(), dtau_p.get());

@@ -21,7 +21,7 @@
 #include "tests/support/have_device.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/layer_check.hpp"
-#include "tests/support/neighborhood_cases.hpp"
+#include "tests/support/attention_cases.hpp"
 
 using namespace tessera;
 
@@ -321,16 +321,8 @@ TEST_CASE("physics attention on CUDA tensors equals one host rank, every gradien
   for (int nd : {1, 2})
     for (bool uneven : {false, true})
       for (DType dt : {DType::f64, DType::f32}) {
-        PhysicsAttentionOptions host;
-        host.nd = nd;
-        host.channels = 3;
-        host.heads = 2;
-        host.head_dim = 4;
-        host.slices = 5;
-        host.dtype = dt;
-        host.seed = 11;
-        PhysicsAttentionOptions o = host;
-        o.space = MemSpace::Cuda;
+        const PhysicsAttentionOptions host = test::physics_options(nd, dt),
+                                      o = test::physics_options(nd, dt, MemSpace::Cuda);
         // 300 points in 1-D: tiles of 256 and a partial one on one rank.
         const std::vector<Index> shape =
             nd == 1 ? std::vector<Index>{2, 3, 300} : std::vector<Index>{2, 3, 9, 7};

@@ -11,7 +11,7 @@
 #include "runtime/attention/neighborhood_attention.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/layer_check.hpp"
-#include "tests/support/neighborhood_cases.hpp"
+#include "tests/support/attention_cases.hpp"
 
 using namespace tessera;
 

@@ -9,6 +9,7 @@
 #include "runtime/attention/physics_attention.hpp"
 #include "runtime/nn/ops_support.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/support/attention_cases.hpp"
 #include "tests/support/layer_check.hpp"
 
 using namespace tessera;
@@ -16,15 +17,7 @@ using namespace tessera;
 namespace {
 
 PhysicsAttentionOptions options(int nd, DType dt) {
-  PhysicsAttentionOptions o;
-  o.nd = nd;
-  o.channels = 3;
-  o.heads = 2;
-  o.head_dim = 4;
-  o.slices = 5;
-  o.dtype = dt;
-  o.seed = 11;
-  return o;
+  return test::physics_options(nd, dt);
 }
 
 // The layer's output for x (N, C, P) written out from the definition in float64.

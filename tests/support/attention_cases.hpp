@@ -1,9 +1,11 @@
 #pragma once
-// The neighbourhood attention layers the host and device tests run: 1-D odd and even
-// kernels with dilation, 2-D mixed, 3-D; two heads.
+// The attention layers the host and device tests share: neighbourhood attention cases
+// (1-D odd and even kernels with dilation, 2-D mixed, 3-D; two heads) and the physics
+// attention layer of the tests.
 #include <vector>
 
 #include "runtime/attention/neighborhood_attention.hpp"
+#include "runtime/attention/physics_attention.hpp"
 
 namespace tessera::test {
 
@@ -31,6 +33,20 @@ inline std::vector<NeighborhoodCase> neighborhood_cases() {
           {{2, 4, 13}, {4}, {2}},
           {{2, 4, 9, 8}, {3, 4}, {1, 2}},
           {{1, 4, 5, 4, 6}, {3, 2, 3}, {1}}};
+}
+
+// 3 channels, 2 heads of 4, 5 slices.
+inline PhysicsAttentionOptions physics_options(int nd, DType dt, MemSpace space = MemSpace::Host) {
+  PhysicsAttentionOptions o;
+  o.nd = nd;
+  o.channels = 3;
+  o.heads = 2;
+  o.head_dim = 4;
+  o.slices = 5;
+  o.dtype = dt;
+  o.space = space;
+  o.seed = 11;
+  return o;
 }
 
 }  // namespace tessera::test
