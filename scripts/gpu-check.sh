@@ -37,7 +37,7 @@ if [ -n "${TESSERA_GPU_BUNDLE:-}" ]; then
   export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_plm=isolated
   export OMPI_MCA_mca_base_component_show_load_errors=0
   mpirun=("$root/ompi/bin/mpirun" --oversubscribe --bind-to none)
-  echo "bundle of commit $(cat "$root/commit" 2>/dev/null), checkout at $(git rev-parse HEAD 2>/dev/null)"
+  echo "bundle of commit $(cat "$root/commit" 2>/dev/null)"
 else
   TESSERA_BUILD_DIR=build-gpu TESSERA_CMAKE_ARGS="-DTESSERA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" \
     scripts/setup.sh >"$logs/build.log" 2>&1 || { tail -50 "$logs/build.log"; exit 1; }
