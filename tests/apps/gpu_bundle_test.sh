@@ -27,7 +27,7 @@ outside=$(for f in "$root"/bin/* "$root"/lib/*.so*; do
 done | sort -u | grep -v " $root/" | grep -Ev "^($allowed)" | cut -d' ' -f1 | sort -u | tr '\n' ' ')
 check "every other library comes from the bundle (from outside: ${outside:-none})" test -z "$outside"
 cudalib=$(dirname "$(ldd "$build/kernels/libtessera_kernels.so.0" | awk '/libcudart/ {print $3}')")
-out=$(env -i PATH=/usr/bin:/bin HOME="$HOME" LD_LIBRARY_PATH="$root/lib:$cudalib" \
+out=$(env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" LD_LIBRARY_PATH="$root/lib:$cudalib" \
   OPAL_PREFIX="$root/ompi" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_plm=isolated \
   OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mca_base_component_show_load_errors=0 \
