@@ -21,22 +21,6 @@ struct PhysicsAttention::Saved {
   std::vector<double> ws, bs, tau, wq, wk, wv;  // parameter values as float64
 };
 
-namespace {
-
-void fill_uniform(Parameter& p, std::mt19937_64& rng, double bound) {
-  std::uniform_real_distribution<double> u(-bound, bound);
-  Tensor h = Tensor::empty(p.value.shape(), p.value.dtype());
-  for (Index i = 0; i < h.numel(); ++i) {
-    if (h.dtype() == DType::f64)
-      h.data<double>()[i] = u(rng);
-    else
-      h.data<float>()[i] = static_cast<float>(u(rng));
-  }
-  p.value.copy_from(h);
-}
-
-}  // namespace
-
 PhysicsAttention::PhysicsAttention(const PhysicsAttentionOptions& o) : opts_(o) {
   TESSERA_CHECK(o.nd >= 1 && o.nd <= 3, "PhysicsAttention: nd = " << o.nd << ", must be 1..3");
   TESSERA_CHECK(o.channels >= 1 && o.heads >= 1 && o.head_dim >= 1 && o.slices >= 1,
@@ -58,7 +42,7 @@ PhysicsAttention::PhysicsAttention(const PhysicsAttentionOptions& o) : opts_(o) 
   // PyTorch's Linear init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the same on every rank.
   std::mt19937_64 rng(o.seed + 2);
   const double bound = 1.0 / std::sqrt(static_cast<double>(D));
-  for (Parameter* p : {&slice_w_, &slice_b_, &wq_, &wk_, &wv_}) fill_uniform(*p, rng, bound);
+  for (Parameter* p : {&slice_w_, &slice_b_, &wq_, &wk_, &wv_}) fill_uniform(p->value, rng, bound);
 }
 
 PhysicsAttention::~PhysicsAttention() = default;

@@ -194,21 +194,6 @@ void make_params(Parameter& weight, Parameter* bias, Index c0, Index c1, Index c
   init_uniform(weight, bias, fan_in, seed);
 }
 
-namespace {
-void fill_uniform(const Tensor& t, std::mt19937_64& rng, double bound) {
-  std::uniform_real_distribution<double> u(-bound, bound);
-  Tensor h = Tensor::empty(t.shape(), t.dtype());
-  for (Index i = 0; i < h.numel(); ++i) {
-    const double v = u(rng);
-    if (t.dtype() == DType::f64)
-      h.data<double>()[i] = v;
-    else
-      h.data<float>()[i] = static_cast<float>(v);
-  }
-  t.copy_from(h);
-}
-}  // namespace
-
 void init_uniform(Parameter& weight, Parameter* bias, Index fan_in, unsigned seed) {
   std::mt19937_64 rng(seed);
   const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));

@@ -68,6 +68,19 @@ Parameter make_param(const std::string& name, const std::vector<Index>& shape, d
   return Parameter{name, v.to(space), Tensor::zeros(shape, dt, space)};
 }
 
+void fill_uniform(const Tensor& t, std::mt19937_64& rng, double bound) {
+  std::uniform_real_distribution<double> u(-bound, bound);
+  Tensor h = Tensor::empty(t.shape(), t.dtype());
+  for (Index i = 0; i < h.numel(); ++i) {
+    const double v = u(rng);
+    if (t.dtype() == DType::f64)
+      h.data<double>()[i] = v;
+    else
+      h.data<float>()[i] = static_cast<float>(v);
+  }
+  t.copy_from(h);
+}
+
 std::vector<double> param_values(const Parameter& p) {
   const Tensor h = p.value.to(MemSpace::Host).contiguous();
   std::vector<double> v(static_cast<std::size_t>(h.numel()));

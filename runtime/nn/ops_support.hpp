@@ -3,6 +3,7 @@
 // the kernels' element type for a tensor, the mesh axes a spec shards, sums over those
 // axes, and the accumulation of local parameter gradients.
 #include "runtime/floor.hpp"
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ void add_param_grad(const std::vector<int>& axes, const Tensor& local, Index off
 // A parameter of `shape` filled with `fill` (grad zero) in dtype and space.
 Parameter make_param(const std::string& name, const std::vector<Index>& shape, double fill,
                      DType dt, MemSpace space);
+
+// Fills t (any memory space) with U(-bound, bound) draws of rng, in element order.
+void fill_uniform(const Tensor& t, std::mt19937_64& rng, double bound);
 
 // A parameter's values as float64 on the host (for layers that use them in host code).
 std::vector<double> param_values(const Parameter& p);
