@@ -6,6 +6,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace tessera {
@@ -15,6 +16,19 @@ enum class DType { f32, f64, i64, bf16, c64, c128 };
 struct bf16_t {
   std::uint16_t bits;
 };
+
+// float32 <-> bf16 on the host: rounding to nearest even (bf16 is float32's upper half).
+inline bf16_t bf16_from_float(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return {static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+inline float float_from_bf16(bf16_t b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 std::size_t size_of(DType t);
 std::string name_of(DType t);

@@ -12,8 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "apps/bench/cases.hpp"
@@ -56,15 +54,10 @@ json device_row(kernels::AttentionDesc a, DType t, const std::vector<float>& q,
   a.type = t;
   const std::size_t es = size_of(t), bytes = q.size() * es;
   auto up = [&](const std::vector<float>& h) {
-    std::vector<std::uint16_t> b;
+    std::vector<bf16_t> b;
     const void* src = h.data();
     if (t == DType::bf16) {
-      b.resize(h.size());
-      for (std::size_t i = 0; i < h.size(); ++i) {
-        std::uint32_t u;
-        std::memcpy(&u, &h[i], 4);
-        b[i] = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-      }
+      for (float x : h) b.push_back(bf16_from_float(x));
       src = b.data();
     }
     void* p = device::alloc(bytes);

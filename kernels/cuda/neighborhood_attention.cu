@@ -33,15 +33,13 @@ Geo geo_of(const NeighborhoodDesc& d) {
   return g;
 }
 
-// Per dim: the global index of query cell qc and its window's first key.
-__device__ void window_starts(const Geo& g, Index qc, Index* qpos, Index* start) {
-  Index rest = qc;
+// Per dim: the first key of query cell qc's window.
+__device__ void window_starts(const Geo& g, Index qc, Index* start) {
   for (int i = g.d.nd - 1; i >= 0; --i) {
-    qpos[i] = g.d.q_lo[i] + rest % g.d.q_shape[i];
-    rest /= g.d.q_shape[i];
+    const Index pos = g.d.q_lo[i] + qc % g.d.q_shape[i];
+    qc /= g.d.q_shape[i];
+    start[i] = neighborhood_start(pos, g.d.extent[i], g.d.kernel[i], g.d.dilation[i]);
   }
-  for (int i = 0; i < g.d.nd; ++i)
-    start[i] = neighborhood_start(qpos[i], g.d.extent[i], g.d.kernel[i], g.d.dilation[i]);
 }
 
 // Frame cell of window key t (the last dim fastest).
@@ -85,8 +83,8 @@ __global__ void forward_kernel(Geo g, const T* q, const T* kv, T* out, double* l
   Slot sl;
   if (!slot_of(g, g.qcells, sl)) return;
   const Index D = g.d.dim, qc = sl.cell;
-  Index qpos[3], start[3];
-  window_starts(g, qc, qpos, start);
+  Index start[3];
+  window_starts(g, qc, start);
   const T* qr = q + sl.q_row + qc;
   const T* kb = kv + sl.k_row;
   const T* vb = kb + g.C * g.fcells;
@@ -126,8 +124,8 @@ __global__ void dq_kernel(Geo g, const T* q, const T* kv, const T* dout, const d
   Slot sl;
   if (!slot_of(g, g.qcells, sl)) return;
   const Index D = g.d.dim;
-  Index qpos[3], start[3];
-  window_starts(g, sl.cell, qpos, start);
+  Index start[3];
+  window_starts(g, sl.cell, start);
   const Index off = sl.q_row + sl.cell;
   const T* kb = kv + sl.k_row;
   const T* vb = kb + g.C * g.fcells;

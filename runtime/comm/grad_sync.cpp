@@ -199,29 +199,29 @@ void GradSync::start(std::size_t bi) {
   const Tensor& wire = f.host.defined() ? f.host : b.grad;
   // Only runs over groups of several ranks travel; staged through the host, only they are
   // copied there (one rank, or mode-sharded weights alone in their group: no copy at all).
-  std::vector<std::pair<Index, Index>> moving;
+  struct Moving {
+    Index begin, end;
+    const AxesComm* comm;
+  };
+  std::vector<Moving> moving;
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const Index begin = runs[r].first;
     const Index end = r + 1 < runs.size() ? runs[r + 1].first : wire.numel();
-    if (runs[r].second->size() > 1 && end > begin) moving.emplace_back(begin, end);
+    if (runs[r].second->size() > 1 && end > begin) moving.push_back({begin, end, runs[r].second});
   }
   if (f.host.defined())
-    for (const auto& [begin, end] : moving)
-      f.host.view(Box({begin}, {end})).copy_from(b.grad.view(Box({begin}, {end})));
+    for (const Moving& m : moving)
+      f.host.view(Box({m.begin}, {m.end})).copy_from(b.grad.view(Box({m.begin}, {m.end})));
   if (!moving.empty()) device::synchronize(wire.device());  // MPI reads what kernels wrote
   const std::size_t esize = wire.elem_size();
-  for (std::size_t r = 0; r < runs.size(); ++r) {
-    const Index begin = runs[r].first;
-    const Index end = r + 1 < runs.size() ? runs[r + 1].first : wire.numel();
-    const AxesComm& c = *runs[r].second;
-    if (c.size() == 1 || end == begin) continue;
+  for (const Moving& m : moving) {
     MPI_Request req;
-    TESSERA_MPI(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(wire.raw()) + begin * esize,
-                               static_cast<int>(end - begin), mpi_type_of(wire.dtype()), MPI_SUM,
-                               c.comm(), &req));
+    TESSERA_MPI(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(wire.raw()) + m.begin * esize,
+                               static_cast<int>(m.end - m.begin), mpi_type_of(wire.dtype()),
+                               MPI_SUM, m.comm->comm(), &req));
     f.reqs.push_back(req);
-    f.ranges.emplace_back(begin, end);
-    stats_.bytes += static_cast<std::int64_t>((end - begin) * static_cast<Index>(esize));
+    f.ranges.emplace_back(m.begin, m.end);
+    stats_.bytes += static_cast<std::int64_t>((m.end - m.begin) * static_cast<Index>(esize));
     ++stats_.allreduces;
   }
   stats_.seconds += MPI_Wtime() - t0;

@@ -5,9 +5,7 @@
 // CUDA tensors against the same on host tensors, uneven shards and causal included.
 // Skips, saying so, where no device exists.
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <tuple>
 #include <limits>
 #include <random>
@@ -153,32 +151,19 @@ TEST_CASE("CUDA attention kernels equal the host kernels, forward and backward",
 }
 
 namespace {
-std::uint16_t to_bf16_bits(float f) {  // round to nearest even
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-float from_bf16_bits(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 // x rounded to bf16: the bf16 tensor and its float32 values.
 std::pair<Tensor, Tensor> rounded(const Tensor& x) {
   Tensor b = Tensor::empty(x.shape(), DType::bf16), f = Tensor::empty(x.shape(), DType::f32);
   for (Index i = 0; i < x.numel(); ++i) {
-    const std::uint16_t bits = to_bf16_bits(x.data<float>()[i]);
-    b.data<bf16_t>()[i].bits = bits;
-    f.data<float>()[i] = from_bf16_bits(bits);
+    b.data<bf16_t>()[i] = bf16_from_float(x.data<float>()[i]);
+    f.data<float>()[i] = float_from_bf16(b.data<bf16_t>()[i]);
   }
   return {b, f};
 }
 Tensor as_f32(const Tensor& b) {
   const Tensor h = b.to(MemSpace::Host);
   Tensor f = Tensor::empty(h.shape(), DType::f32);
-  for (Index i = 0; i < h.numel(); ++i)
-    f.data<float>()[i] = from_bf16_bits(h.data<bf16_t>()[i].bits);
+  for (Index i = 0; i < h.numel(); ++i) f.data<float>()[i] = float_from_bf16(h.data<bf16_t>()[i]);
   return f;
 }
 }  // namespace
