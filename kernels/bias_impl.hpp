@@ -10,7 +10,8 @@ struct BiasAdd {
   Index c, inner;
   T* y;
   const T* b;
-  TESSERA_HD void operator()(Index i) const { y[i] += b[(i / inner) % c]; }
+  TESSERA_HD void operator()(Index i) const { at(i, (i / inner) % c, 0); }
+  TESSERA_HD void at(Index i, Index ch, Index) const { y[i] += b[ch]; }
 };
 
 // Per-channel sum of dy in double, stored as T.
@@ -21,6 +22,10 @@ struct BiasGrad {
   T* db;
   TESSERA_HD void add(Index g, Index j, double& a, double&) const {
     a += static_cast<double>(dy[l.element(g, j)]);
+  }
+  const StatLayout& walk() const { return l; }
+  void add_cell(const StatLayout::Cell& k, Index, double& a, double&) const {
+    a += static_cast<double>(dy[k.e]);
   }
   TESSERA_HD void store(Index g, double a, double) const { db[g] = static_cast<T>(a); }
 };

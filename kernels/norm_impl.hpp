@@ -36,8 +36,8 @@ struct NormForward {
   const T* beta;
   const T* x;
   T* y;
-  TESSERA_HD void operator()(Index e) const {
-    const Index ch = p.l.channel_of(e), g = p.l.group_of(e);
+  TESSERA_HD void operator()(Index e) const { at(e, p.l.channel_of(e), p.l.group_of(e)); }
+  TESSERA_HD void at(Index e, Index ch, Index g) const {
     const double b = beta ? static_cast<double>(beta[ch]) : 0.0;
     y[e] = static_cast<T>(p.xhat(x, e, g) * p.gamma_of(ch) + b);
   }
@@ -56,6 +56,12 @@ struct NormBackwardSums {
     a += dyg;
     b += dyg * p.xhat(x, e, g);
   }
+  const StatLayout& walk() const { return p.l; }
+  void add_cell(const StatLayout::Cell& k, Index g, double& a, double& b) const {
+    const double dyg = static_cast<double>(dy[k.e]) * p.gamma_of(k.ch);
+    a += dyg;
+    b += dyg * p.xhat(x, k.e, g);
+  }
   TESSERA_HD void store(Index g, double a, double b) const {
     s1[g] = a;
     s2[g] = b;
@@ -71,8 +77,8 @@ struct NormBackwardDx {
   const double* S2;
   double inv_m;
   T* dx;
-  TESSERA_HD void operator()(Index e) const {
-    const Index ch = p.l.channel_of(e), g = p.l.group_of(e);
+  TESSERA_HD void operator()(Index e) const { at(e, p.l.channel_of(e), p.l.group_of(e)); }
+  TESSERA_HD void at(Index e, Index ch, Index g) const {
     const double dyg = static_cast<double>(dy[e]) * p.gamma_of(ch);
     dx[e] = static_cast<T>(p.rstd[g] * (dyg - (S1[g] + p.xhat(x, e, g) * S2[g]) * inv_m));
   }
@@ -91,6 +97,12 @@ struct NormParamGrads {
     const Index e = by_channel.element(ch, j);
     const double d = static_cast<double>(dy[e]);
     a += d * p.xhat(x, e, p.l.group_of(e));
+    b += d;
+  }
+  const StatLayout& walk() const { return by_channel; }
+  void add_cell(const StatLayout::Cell& k, Index, double& a, double& b) const {
+    const double d = static_cast<double>(dy[k.e]);
+    a += d * p.xhat(x, k.e, p.l.group_at(k.nn, k.ch, k.s));
     b += d;
   }
   TESSERA_HD void store(Index ch, double a, double b) const {

@@ -16,6 +16,12 @@ struct StatSums {
     a += v;
     b += v * v;
   }
+  const StatLayout& walk() const { return l; }
+  void add_cell(const StatLayout::Cell& k, Index, double& a, double& b) const {
+    const double v = static_cast<double>(x[k.e]);
+    a += v;
+    b += v * v;
+  }
   TESSERA_HD void store(Index g, double a, double b) const {
     sum[g] = a;
     if (sumsq) sumsq[g] = b;

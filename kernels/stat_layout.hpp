@@ -70,6 +70,44 @@ struct StatLayout {
     }
     return 0;
   }
+  // The group of the cell at (sample nn, channel ch, position s).
+  TESSERA_HD Index group_at(Index nn, Index ch, Index s) const {
+    switch (kind) {
+      case StatKind::PerGroup:
+        return nn * groups + ch / (c / groups);
+      case StatKind::PerChannel:
+        return ch;
+      case StatKind::PerPosition:
+        return nn * inner + s;
+    }
+    return 0;
+  }
+  // A cell of a group with its linear index and coordinates. The host loops walk a group's
+  // cells with next(), which divides nothing (element/channel_of/group_of divide per call).
+  struct Cell {
+    Index e, nn, ch, s;
+  };
+  Cell cell(Index g, Index j) const {
+    const Index e = element(g, j);
+    return {e, e / (inner * c), (e / inner) % c, e % inner};
+  }
+  // The group's next cell, in the order of j.
+  void next(Cell& k) const {
+    switch (kind) {
+      case StatKind::PerGroup:  // one contiguous run: positions, then the next channel
+        ++k.e;
+        if (++k.s == inner) k.s = 0, ++k.ch;
+        return;
+      case StatKind::PerChannel:  // a channel's positions, then the next sample's
+        ++k.e;
+        if (++k.s == inner) k.s = 0, ++k.nn, k.e += (c - 1) * inner;
+        return;
+      case StatKind::PerPosition:  // one position across the channels
+        ++k.ch;
+        k.e += inner;
+        return;
+    }
+  }
   // Linear index of the j-th cell of group g.
   TESSERA_HD Index element(Index g, Index j) const {
     switch (kind) {

@@ -11,7 +11,7 @@ void cpu::bias_add(DType type, Index n, Index c, Index inner, void* y, const voi
   check_stat_layout(l, "bias_add_cpu");
   dispatch(type, [&](auto t) {
     using T = decltype(t);
-    host_for_each(l.elements(), BiasAdd<T>{c, inner, static_cast<T*>(y), static_cast<const T*>(b)});
+    host_for_each_cell(l, BiasAdd<T>{c, inner, static_cast<T*>(y), static_cast<const T*>(b)});
   });
 }
 

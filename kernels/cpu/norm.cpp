@@ -9,10 +9,9 @@ namespace tessera::kernels {
 void cpu::norm_forward(const NormArgs& a, const void* x, void* y) {
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    host_for_each(
-        a.layout.elements(),
-        NormForward<T>{norm_params<T>(a, "norm_forward_cpu"), static_cast<const T*>(a.beta),
-                       static_cast<const T*>(x), static_cast<T*>(y)});
+    host_for_each_cell(a.layout, NormForward<T>{norm_params<T>(a, "norm_forward_cpu"),
+                                                static_cast<const T*>(a.beta),
+                                                static_cast<const T*>(x), static_cast<T*>(y)});
   });
 }
 
@@ -32,8 +31,8 @@ void cpu::norm_backward_dx(const NormArgs& a, const void* x, const void* dy, con
   TESSERA_CHECK(M > 0, "norm_backward_dx_cpu: group size M = " << M);
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    host_for_each(
-        a.layout.elements(),
+    host_for_each_cell(
+        a.layout,
         NormBackwardDx<T>{norm_params<T>(a, "norm_backward_dx_cpu"), static_cast<const T*>(x),
                           static_cast<const T*>(dy), S1, S2, 1.0 / M, static_cast<T*>(dx)});
   });
