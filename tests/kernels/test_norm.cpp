@@ -305,3 +305,29 @@ TEST_CASE("norm with groups larger than one reduction chunk", "[kernels][norm]")
     REQUIRE(max_abs_diff(r.dbeta, dbeta) <= 1e-9);
   }
 }
+
+TEST_CASE("the host's cell walk visits a group's cells as element(g, j) lists them",
+          "[kernels][norm]") {
+  // The host reductions walk cells with StatLayout::next instead of element(g, j); the walk
+  // must give the same cells in the same order (so sums keep their bits), with their
+  // coordinates, from any starting cell (the reductions' chunks start anywhere).
+  for (const Shape& s :
+       {Shape{StatKind::PerGroup, 3, 6, 7, 2}, Shape{StatKind::PerGroup, 2, 4, 1, 4},
+        Shape{StatKind::PerChannel, 3, 5, 4, 1}, Shape{StatKind::PerChannel, 1, 1, 9, 1},
+        Shape{StatKind::PerPosition, 2, 5, 6, 1}}) {
+    const StatLayout l = s.layout();
+    for (Index g = 0; g < l.count(); ++g)
+      for (Index lo : {Index{0}, l.size() / 2, l.size() - 1}) {
+        StatLayout::Cell k = l.cell(g, lo);
+        for (Index j = lo; j < l.size(); ++j, l.next(k)) {
+          const Index e = l.element(g, j);
+          REQUIRE(k.e == e);
+          REQUIRE(k.ch == l.channel_of(e));
+          REQUIRE(k.nn == e / (l.c * l.inner));
+          REQUIRE(k.s == e % l.inner);
+          REQUIRE(l.group_of(e) == g);
+          REQUIRE(l.group_at(k.nn, k.ch, k.s) == g);
+        }
+      }
+  }
+}
