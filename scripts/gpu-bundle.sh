@@ -39,7 +39,7 @@ cp -r "${prefix:-/usr}/share/openmpi" "$stage/ompi/share/"
 
 # Every library these load, except the C runtime (the GPU machine's own, newer or equal),
 # CUDA's, and the network fabrics' (their Open MPI components then just don't load).
-system='linux-vdso|ld-linux|lib(c|m|dl|rt|pthread|resolv)\.so|libstdc\+\+|libgcc_s'
+system='linux-vdso|ld-linux|lib(c|m|mvec|dl|rt|pthread|resolv)\.so|libstdc\+\+|libgcc_s'
 cuda='libcuda|libcudnn|libcufft|libcublas|libcudart|libnvidia|libOpenCL'
 fabric='libfabric|libuc[pstm]|libibverbs|librdmacm|libpsm|libnl-|libefa|libmlx'
 find "$stage/bin" "$stage/lib" "$stage/ompi" -type f \( -perm -u+x -o -name '*.so*' \) |

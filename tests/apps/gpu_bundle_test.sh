@@ -21,7 +21,7 @@ check "manifest lists the device halo test at 1-4 ranks" \
   test "$(grep -c '^test_gpu_halo [1-4]$' "$root/gpu-tests.txt")" = 4
 # Every library a program loads resolves inside the bundle, unless it is the C runtime, a
 # CUDA library or a network fabric's (those the GPU node provides).
-allowed='linux-vdso|ld-linux|lib(c|m|dl|rt|pthread|resolv)\.so|libstdc\+\+|libgcc_s|libcuda|libcudnn|libcufft|libcublas|libcudart|libnvidia|libOpenCL|libfabric|libuc[pstm]|libibverbs|librdmacm|libpsm|libnl-|libefa|libmlx'
+allowed='linux-vdso|ld-linux|lib(c|m|mvec|dl|rt|pthread|resolv)\.so|libstdc\+\+|libgcc_s|libcuda|libcudnn|libcufft|libcublas|libcudart|libnvidia|libOpenCL|libfabric|libuc[pstm]|libibverbs|librdmacm|libpsm|libnl-|libefa|libmlx'
 outside=$(for f in "$root"/bin/* "$root"/lib/*.so*; do
   LD_LIBRARY_PATH=$root/lib ldd "$f" 2>/dev/null | awk '$2 == "=>" {print $1, $3}'
 done | sort -u | grep -v " $root/" | grep -Ev "^($allowed)" | cut -d' ' -f1 | sort -u | tr '\n' ' ')
