@@ -99,10 +99,14 @@ struct NormParamGrads {
     a += d * p.xhat(x, e, p.l.group_of(e));
     b += d;
   }
+  // Host: a group of a sample per channel for GroupNorm layouts (group_at divides), or null.
+  const Index* group_in_sample = nullptr;
   const StatLayout& walk() const { return by_channel; }
   void add_cell(const StatLayout::Cell& k, Index, double& a, double& b) const {
     const double d = static_cast<double>(dy[k.e]);
-    a += d * p.xhat(x, k.e, p.l.group_at(k.nn, k.ch, k.s));
+    const Index g =
+        group_in_sample ? k.nn * p.l.groups + group_in_sample[k.ch] : p.l.group_at(k.nn, k.ch, k.s);
+    a += d * p.xhat(x, k.e, g);
     b += d;
   }
   TESSERA_HD void store(Index ch, double a, double b) const {

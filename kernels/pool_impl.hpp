@@ -87,6 +87,10 @@ struct PoolForward {
   TESSERA_HD void operator()(Index i) const {
     Index o[3], cc, nn;
     unravel_nc3(i, g.c, g.out, o, cc, nn);
+    at(i, nn, cc, o);
+  }
+  // Output i at (nn, cc, o): the host walks rows and calls this without the decode.
+  TESSERA_HD void at(Index i, Index nn, Index cc, const Index o[3]) const {
     const T* xnc = x + nn * g.xs[0] + cc * g.xs[1];
     if (g.max) {
       Index b[3] = {0, 0, 0};
@@ -115,6 +119,9 @@ struct PoolArgmax {
   TESSERA_HD void operator()(Index i) const {
     Index o[3], cc, nn;
     unravel_nc3(i, g.c, g.out, o, cc, nn);
+    at(i, nn, cc, o);
+  }
+  TESSERA_HD void at(Index i, Index nn, Index cc, const Index o[3]) const {
     Index b[3] = {0, 0, 0};
     pool_argmax(g, x + nn * g.xs[0] + cc * g.xs[1], o, b);
     arg[i] = (b[0] * g.in[1] + b[1]) * g.in[2] + b[2];
@@ -132,12 +139,21 @@ struct PoolBackward {
   TESSERA_HD void operator()(Index i) const {
     Index p[3], cc, nn;
     unravel_nc3(i, g.c, g.in, p, cc, nn);
-    // Outputs whose window covers p: o*s - plo <= p < o*s - plo + k.
+    at(i, nn, cc, p);
+  }
+  TESSERA_HD void at(Index, Index nn, Index cc, const Index p[3]) const {
     Index olo[3], ohi[3];
-    for (int d = 0; d < 3; ++d) {
-      olo[d] = max_i(floor_div(p[d] + g.plo[d] - g.k[d], g.s[d]) + 1, 0);
-      ohi[d] = min_i(floor_div(p[d] + g.plo[d], g.s[d]) + 1, g.out[d]);
-    }
+    for (int d = 0; d < 3; ++d) covering(d, p[d], olo[d], ohi[d]);
+    at_range(nn, cc, p, olo, ohi);
+  }
+  // Outputs [lo, hi) in dim d whose window covers cell p: o*s - plo <= p < o*s - plo + k.
+  TESSERA_HD void covering(int d, Index p, Index& lo, Index& hi) const {
+    lo = max_i(floor_div(p + g.plo[d] - g.k[d], g.s[d]) + 1, 0);
+    hi = min_i(floor_div(p + g.plo[d], g.s[d]) + 1, g.out[d]);
+  }
+  // ... with the covering outputs given (the host reads them from tables).
+  TESSERA_HD void at_range(Index nn, Index cc, const Index p[3], const Index olo[3],
+                           const Index ohi[3]) const {
     const Index plane = (nn * g.c + cc) * g.out[0] * g.out[1] * g.out[2];
     const Index self = (p[0] * g.in[1] + p[1]) * g.in[2] + p[2];
     double acc = 0;

@@ -41,9 +41,17 @@ struct UpsampleForward {
   TESSERA_HD void operator()(Index i) const {
     Index o[3], cc, nn;
     unravel_nc3(i, g.c, g.on, o, cc, nn, g.olo);
-    const T* xnc = x + nn * g.xs[0] + cc * g.xs[1];
+    at(i, nn, cc, o);
+  }
+  // Output i at (nn, cc, o) (global o): the host walks rows and calls this without the decode.
+  TESSERA_HD void at(Index i, Index nn, Index cc, const Index o[3]) const {
     UpsampleTap t[3];
     for (int d = 0; d < 3; ++d) t[d] = upsample_tap(g.mode, g.s[d], g.g[d], o[d]);
+    at_taps(i, nn, cc, t);
+  }
+  // ... with the output's taps per dim given (the host reads them from tables).
+  TESSERA_HD void at_taps(Index i, Index nn, Index cc, const UpsampleTap t[3]) const {
+    const T* xnc = x + nn * g.xs[0] + cc * g.xs[1];
     double acc = 0;
     for (int a = 0; a < 2; ++a) {
       const double wa = a ? t[0].w1 : 1.0 - t[0].w1;
@@ -74,6 +82,9 @@ struct UpsampleBackward {
   TESSERA_HD void operator()(Index i) const {
     Index p[3], cc, nn;
     unravel_nc3(i, g.c, g.in, p, cc, nn, g.ilo);
+    at(i, nn, cc, p);
+  }
+  TESSERA_HD void at(Index, Index nn, Index cc, const Index p[3]) const {
     Index lo[3], hi[3];
     for (int d = 0; d < 3; ++d) {
       lo[d] = max_i((p[d] - 1) * g.s[d], g.olo[d]);

@@ -7,6 +7,7 @@
 // (BatchNorm's channels) still use every thread and the result does not depend on the
 // thread count.
 #include "kernels/floor.hpp"
+#include <utility>
 #include <vector>
 
 #include "decomp/box.hpp"
@@ -39,9 +40,60 @@ void host_for_each_cell(const StatLayout& l, const F& f) {
   }
 }
 
+// A loop over the cells of an (n, c, ext[0], ext[1], ext[2]) block, row by row of ext[2]
+// cells: f.at(i, nn, cc, cell) with i the linear index and cell the spatial coordinates
+// plus `origin` (if given), decoded once per row instead of once per cell (unravel_nc3).
+template <class F>
+void host_for_each_nc3(Index n, Index c, const Index ext[3], const Index* origin, const F& f) {
+  const Index rows = n * c * ext[0] * ext[1];
+  const Index o0 = origin ? origin[0] : 0, o1 = origin ? origin[1] : 0, o2 = origin ? origin[2] : 0;
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < rows; ++r) {
+    Index k = r, cell[3];
+    cell[1] = k % ext[1] + o1;
+    k /= ext[1];
+    cell[0] = k % ext[0] + o0;
+    k /= ext[0];
+    const Index cc = k % c, nn = k / c;
+    for (Index e = 0; e < ext[2]; ++e) {
+      cell[2] = o2 + e;
+      f.at(r * ext[2] + e, nn, cc, cell);
+    }
+  }
+}
+
+// Per-position groups (channel LayerNorm: one group per (sample, position), reduced over
+// the channels) for a run of positions at once: channels outer, positions inner (contiguous,
+// so the loop vectorizes), each group's sum still in the order of its channels.
+template <class R>
+void host_position_reduce(const StatLayout& l, const R& r) {
+  constexpr Index kBlock = 64;
+  const Index blocks = (l.inner + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (Index w = 0; w < l.n * blocks; ++w) {
+    const Index nn = w / blocks, s0 = (w % blocks) * kBlock;
+    const Index m = l.inner - s0 < kBlock ? l.inner - s0 : kBlock, g0 = nn * l.inner + s0;
+    double a[kBlock] = {}, b[kBlock] = {};
+    for (Index ch = 0; ch < l.c; ++ch) {
+      const Index e0 = (nn * l.c + ch) * l.inner + s0;
+      for (Index t = 0; t < m; ++t)
+        r.add_cell(StatLayout::Cell{e0 + t, nn, ch, s0 + t}, g0 + t, a[t], b[t]);
+    }
+    for (Index t = 0; t < m; ++t) r.store(g0 + t, a[t], b[t]);
+  }
+}
+
 template <class R>
 void host_group_reduce(Index groups, Index size, const R& r) {
   if (groups <= 0) return;
+  if constexpr (requires {
+                  r.add_cell(StatLayout::Cell{}, Index{}, std::declval<double&>(),
+                             std::declval<double&>());
+                }) {
+    const StatLayout& l = r.walk();
+    if (l.kind == StatKind::PerPosition && size <= kReduceChunk)  // one chunk per group
+      return host_position_reduce(l, r);
+  }
   const Index chunks = size > kReduceChunk ? (size + kReduceChunk - 1) / kReduceChunk : 1;
   std::vector<double> pa(static_cast<std::size_t>(groups * chunks)), pb(pa.size());
 #pragma omp parallel for schedule(static)

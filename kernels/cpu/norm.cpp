@@ -1,4 +1,6 @@
 // Normalization on the host: OpenMP loops over kernels/norm_impl.hpp.
+#include <vector>
+
 #include "decomp/error.hpp"
 #include "kernels/cpu/host_loops.hpp"
 #include "kernels/dispatch.hpp"
@@ -41,12 +43,21 @@ void cpu::norm_backward_dx(const NormArgs& a, const void* x, const void* dy, con
 void cpu::norm_param_grads(const NormArgs& a, const void* x, const void* dy, double* dgamma,
                            double* dbeta) {
   const StatLayout byc = StatLayout::per_channel(a.layout.n, a.layout.c, a.layout.inner);
+  std::vector<Index> group_in_sample;
+  if (a.layout.kind == StatKind::PerGroup && a.layout.groups > 0 &&
+      a.layout.c % a.layout.groups == 0)
+    for (Index ch = 0; ch < a.layout.c; ++ch)
+      group_in_sample.push_back(ch / (a.layout.c / a.layout.groups));
   dispatch(a.type, [&](auto t) {
     using T = decltype(t);
-    host_group_reduce(
-        byc.count(), byc.size(),
-        NormParamGrads<T>{norm_params<T>(a, "norm_param_grads_cpu"), byc, static_cast<const T*>(x),
-                          static_cast<const T*>(dy), dgamma, dbeta});
+    NormParamGrads<T> f{norm_params<T>(a, "norm_param_grads_cpu"),
+                        byc,
+                        static_cast<const T*>(x),
+                        static_cast<const T*>(dy),
+                        dgamma,
+                        dbeta};
+    if (!group_in_sample.empty()) f.group_in_sample = group_in_sample.data();
+    host_group_reduce(byc.count(), byc.size(), f);
   });
 }
 

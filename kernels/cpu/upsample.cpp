@@ -1,16 +1,87 @@
 // Upsampling on the host: OpenMP loops over the element functions of kernels/upsample_impl.hpp.
+#include <vector>
+
 #include "kernels/cpu/host_loops.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/upsample_impl.hpp"
 
 namespace tessera::kernels {
+namespace {
+
+// The forward's taps per dim and output cell, tabulated once per call (upsample_tap
+// divides per call).
+template <class T>
+struct UpsampleForwardTabled {
+  UpsampleForward<T> f;
+  std::vector<UpsampleTap> taps[3];
+  explicit UpsampleForwardTabled(const UpsampleForward<T>& u) : f(u) {
+    const UpsampleGeom& g = f.g;
+    for (int d = 0; d < 3; ++d)
+      for (Index k = 0; k < g.on[d]; ++k)
+        taps[d].push_back(upsample_tap(g.mode, g.s[d], g.g[d], g.olo[d] + k));
+  }
+  void at(Index i, Index nn, Index cc, const Index o[3]) const {
+    UpsampleTap t[3];
+    for (int d = 0; d < 3; ++d) t[d] = taps[d][static_cast<std::size_t>(o[d] - f.g.olo[d])];
+    f.at_taps(i, nn, cc, t);
+  }
+};
+
+// The backward with, per dim and input cell, the outputs that read it with a nonzero
+// weight and that weight (g.weight), in the functor's order: the same products and sums.
+template <class T>
+struct UpsampleBackwardTabled {
+  UpsampleBackward<T> f;
+  std::vector<std::size_t> first[3];  // entries [first[p], first[p + 1]) of input cell p
+  std::vector<Index> out[3];          // output offset within the window
+  std::vector<double> w[3];
+  explicit UpsampleBackwardTabled(const UpsampleBackward<T>& u) : f(u) {
+    const UpsampleGeom& g = f.g;
+    for (int d = 0; d < 3; ++d)
+      for (Index pl = 0; pl <= g.in[d]; ++pl) {
+        first[d].push_back(out[d].size());
+        if (pl == g.in[d]) break;
+        const Index p = g.ilo[d] + pl;
+        const Index lo = max_i((p - 1) * g.s[d], g.olo[d]);
+        const Index hi = min_i((p + 2) * g.s[d], g.olo[d] + g.on[d]);
+        for (Index o = lo; o < hi; ++o) {
+          const double wo = g.weight(d, o, p);
+          if (wo == 0.0) continue;
+          out[d].push_back(o - g.olo[d]);
+          w[d].push_back(wo);
+        }
+      }
+  }
+  void at(Index, Index nn, Index cc, const Index p[3]) const {
+    const UpsampleGeom& g = f.g;
+    std::size_t r[3][2];
+    for (int d = 0; d < 3; ++d) {
+      const auto pl = static_cast<std::size_t>(p[d] - g.ilo[d]);
+      r[d][0] = first[d][pl];
+      r[d][1] = first[d][pl + 1];
+    }
+    const T* dync = f.dy + (nn * g.c + cc) * g.on[0] * g.on[1] * g.on[2];
+    double acc = 0;
+    for (std::size_t a = r[0][0]; a < r[0][1]; ++a)
+      for (std::size_t b = r[1][0]; b < r[1][1]; ++b)
+        for (std::size_t e = r[2][0]; e < r[2][1]; ++e) {
+          const Index off = (out[0][a] * g.on[1] + out[1][b]) * g.on[2] + out[2][e];
+          acc += w[0][a] * w[1][b] * w[2][e] * static_cast<double>(dync[off]);
+        }
+    f.dx[nn * g.xs[0] + cc * g.xs[1] + (p[0] - g.ilo[0]) * g.xs[2] + (p[1] - g.ilo[1]) * g.xs[3] +
+         (p[2] - g.ilo[2]) * g.xs[4]] = static_cast<T>(acc);
+  }
+};
+
+}  // namespace
 
 void cpu::upsample_forward(const UpsampleDesc& d, const void* x, void* y) {
   const UpsampleGeom g = upsample_geometry(d, "upsample_forward_cpu");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    host_for_each(g.out_count(),
-                  UpsampleForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)});
+    host_for_each_nc3(g.n, g.c, g.on, g.olo,
+                      UpsampleForwardTabled<T>(
+                          UpsampleForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)}));
   });
 }
 
@@ -18,8 +89,9 @@ void cpu::upsample_backward(const UpsampleDesc& d, const void* dy, void* dx) {
   const UpsampleGeom g = upsample_geometry(d, "upsample_backward_cpu");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    host_for_each(g.in_count(),
-                  UpsampleBackward<T>{g, static_cast<const T*>(dy), static_cast<T*>(dx)});
+    host_for_each_nc3(g.n, g.c, g.in, g.ilo,
+                      UpsampleBackwardTabled<T>(
+                          UpsampleBackward<T>{g, static_cast<const T*>(dy), static_cast<T*>(dx)}));
   });
 }
 
