@@ -59,16 +59,7 @@ struct StatLayout {
   TESSERA_HD Index channel_of(Index e) const { return (e / inner) % c; }
   // Group of cell e (row-major linear index).
   TESSERA_HD Index group_of(Index e) const {
-    const Index s = e % inner, ch = (e / inner) % c, nn = e / (inner * c);
-    switch (kind) {
-      case StatKind::PerGroup:
-        return nn * groups + ch / (c / groups);
-      case StatKind::PerChannel:
-        return ch;
-      case StatKind::PerPosition:
-        return nn * inner + s;
-    }
-    return 0;
+    return group_at(e / (inner * c), (e / inner) % c, e % inner);
   }
   // The group of the cell at (sample nn, channel ch, position s).
   TESSERA_HD Index group_at(Index nn, Index ch, Index s) const {

@@ -1,6 +1,7 @@
 // The host loops that walk rows and read tables (host_for_each_nc3, host_for_each_cell,
-// the cell cursor, the per-position reduction, the pool/upsample tables) against the per-element functors they replace
-// on the host (the CUDA kernels' form): the same values bit for bit, float32 and float64.
+// the cell cursor, the per-position reduction, the pool/upsample tables) against the per-element
+// functors they replace on the host (the CUDA kernels' form): the same values bit for bit, float32
+// and float64.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -32,13 +33,20 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-template <class T>
-void upsample_case(std::mt19937& rng, UpsampleMode mode, int nd) {
-  UpsampleDesc d;
+// A descriptor of nd spatial dims for element type T with a random batch and channels.
+template <class Desc, class T>
+Desc random_desc(std::mt19937& rng, int nd) {
+  Desc d;
   d.nd = nd;
   d.type = std::is_same_v<T, double> ? DType::f64 : DType::f32;
   d.n = pick(rng, 1, 2);
   d.c = pick(rng, 1, 3);
+  return d;
+}
+
+template <class T>
+void upsample_case(std::mt19937& rng, UpsampleMode mode, int nd) {
+  auto d = random_desc<UpsampleDesc, T>(rng, nd);
   d.mode = mode;
   for (int k = 0; k < nd; ++k) {
     d.scale[k] = pick(rng, 1, 3);
@@ -65,11 +73,7 @@ void upsample_case(std::mt19937& rng, UpsampleMode mode, int nd) {
 
 template <class T>
 void pool_case(std::mt19937& rng, PoolKind kind, int nd) {
-  PoolDesc d;
-  d.nd = nd;
-  d.type = std::is_same_v<T, double> ? DType::f64 : DType::f32;
-  d.n = pick(rng, 1, 2);
-  d.c = pick(rng, 1, 3);
+  auto d = random_desc<PoolDesc, T>(rng, nd);
   d.kind = kind;
   d.count_include_pad = rng() % 2 == 0;
   for (int k = 0; k < nd; ++k) {
@@ -119,8 +123,7 @@ void norm_case(std::mt19937& rng, StatKind kind) {
   host_for_each(E, NormForward<T>{p, beta.data(), x.data(), y_ref.data()});
   CHECK(same_bits(y, y_ref));
 
-  std::vector<double> s1(static_cast<std::size_t>(G)), s2(s1.size()), r1(s1.size()),
-      r2(s1.size());
+  std::vector<double> s1(static_cast<std::size_t>(G)), s2(s1.size()), r1(s1.size()), r2(s1.size());
   cpu::norm_backward_sums(a, x.data(), dy.data(), s1.data(), s2.data());
   for (Index gi = 0; gi < G; ++gi) {  // the functor's add(g, j), cell by cell in order of j
     double u = 0, v = 0;
@@ -146,13 +149,12 @@ void norm_case(std::mt19937& rng, StatKind kind) {
 
   std::vector<T> dx(x.size()), dx_ref(x.size());
   cpu::norm_backward_dx(a, x.data(), dy.data(), s1.data(), s2.data(), 7.0, dx.data());
-  host_for_each(E, NormBackwardDx<T>{p, x.data(), dy.data(), s1.data(), s2.data(), 1.0 / 7.0,
-                                     dx_ref.data()});
+  host_for_each(
+      E, NormBackwardDx<T>{p, x.data(), dy.data(), s1.data(), s2.data(), 1.0 / 7.0, dx_ref.data()});
   CHECK(same_bits(dx, dx_ref));
 
   const StatLayout byc = StatLayout::per_channel(n, c, inner);
-  std::vector<double> dg(static_cast<std::size_t>(c)), db(dg.size()), rg(dg.size()),
-      rb(dg.size());
+  std::vector<double> dg(static_cast<std::size_t>(c)), db(dg.size()), rg(dg.size()), rb(dg.size());
   cpu::norm_param_grads(a, x.data(), dy.data(), dg.data(), db.data());
   for (Index ch = 0; ch < c; ++ch) {
     double u = 0, v = 0;
