@@ -20,11 +20,11 @@ struct BiasGrad {
   StatLayout l;  // per channel
   const T* dy;
   T* db;
-  TESSERA_HD void add(Index g, Index j, double& a, double&) const {
-    a += static_cast<double>(dy[l.element(g, j)]);
+  TESSERA_HD const StatLayout& walk() const { return l; }
+  TESSERA_HD void add(Index g, Index j, double& a, double& b) const {
+    add_cell(l.cell(g, j), g, a, b);
   }
-  const StatLayout& walk() const { return l; }
-  void add_cell(const StatLayout::Cell& k, Index, double& a, double&) const {
+  TESSERA_HD void add_cell(const StatLayout::Cell& k, Index, double& a, double&) const {
     a += static_cast<double>(dy[k.e]);
   }
   TESSERA_HD void store(Index g, double a, double) const { db[g] = static_cast<T>(a); }

@@ -50,14 +50,11 @@ struct NormBackwardSums {
   const T* dy;
   double* s1;
   double* s2;
+  TESSERA_HD const StatLayout& walk() const { return p.l; }
   TESSERA_HD void add(Index g, Index j, double& a, double& b) const {
-    const Index e = p.l.element(g, j);
-    const double dyg = static_cast<double>(dy[e]) * p.gamma_of(p.l.channel_of(e));
-    a += dyg;
-    b += dyg * p.xhat(x, e, g);
+    add_cell(p.l.cell(g, j), g, a, b);
   }
-  const StatLayout& walk() const { return p.l; }
-  void add_cell(const StatLayout::Cell& k, Index g, double& a, double& b) const {
+  TESSERA_HD void add_cell(const StatLayout::Cell& k, Index g, double& a, double& b) const {
     const double dyg = static_cast<double>(dy[k.e]) * p.gamma_of(k.ch);
     a += dyg;
     b += dyg * p.xhat(x, k.e, g);
@@ -93,16 +90,13 @@ struct NormParamGrads {
   const T* dy;
   double* dgamma;
   double* dbeta;
-  TESSERA_HD void add(Index ch, Index j, double& a, double& b) const {
-    const Index e = by_channel.element(ch, j);
-    const double d = static_cast<double>(dy[e]);
-    a += d * p.xhat(x, e, p.l.group_of(e));
-    b += d;
-  }
   // Host: a group of a sample per channel for GroupNorm layouts (group_at divides), or null.
   const Index* group_in_sample = nullptr;
-  const StatLayout& walk() const { return by_channel; }
-  void add_cell(const StatLayout::Cell& k, Index, double& a, double& b) const {
+  TESSERA_HD const StatLayout& walk() const { return by_channel; }
+  TESSERA_HD void add(Index ch, Index j, double& a, double& b) const {
+    add_cell(by_channel.cell(ch, j), ch, a, b);
+  }
+  TESSERA_HD void add_cell(const StatLayout::Cell& k, Index, double& a, double& b) const {
     const double d = static_cast<double>(dy[k.e]);
     const Index g =
         group_in_sample ? k.nn * p.l.groups + group_in_sample[k.ch] : p.l.group_at(k.nn, k.ch, k.s);

@@ -11,13 +11,11 @@ struct StatSums {
   const T* x;
   double* sum;
   double* sumsq;  // may be null
+  TESSERA_HD const StatLayout& walk() const { return l; }
   TESSERA_HD void add(Index g, Index j, double& a, double& b) const {
-    const double v = static_cast<double>(x[l.element(g, j)]);
-    a += v;
-    b += v * v;
+    add_cell(l.cell(g, j), g, a, b);
   }
-  const StatLayout& walk() const { return l; }
-  void add_cell(const StatLayout::Cell& k, Index, double& a, double& b) const {
+  TESSERA_HD void add_cell(const StatLayout::Cell& k, Index, double& a, double& b) const {
     const double v = static_cast<double>(x[k.e]);
     a += v;
     b += v * v;

@@ -57,9 +57,17 @@ struct StatLayout {
     return 0;
   }
   TESSERA_HD Index channel_of(Index e) const { return (e / inner) % c; }
+  // A cell with its linear index and coordinates (sample, channel, position).
+  struct Cell {
+    Index e, nn, ch, s;
+  };
+  TESSERA_HD Cell cell_at(Index e) const {
+    return {e, e / (inner * c), (e / inner) % c, e % inner};
+  }
   // Group of cell e (row-major linear index).
   TESSERA_HD Index group_of(Index e) const {
-    return group_at(e / (inner * c), (e / inner) % c, e % inner);
+    const Cell k = cell_at(e);
+    return group_at(k.nn, k.ch, k.s);
   }
   // The group of the cell at (sample nn, channel ch, position s).
   TESSERA_HD Index group_at(Index nn, Index ch, Index s) const {
@@ -73,15 +81,9 @@ struct StatLayout {
     }
     return 0;
   }
-  // A cell of a group with its linear index and coordinates. The host loops walk a group's
-  // cells with next(), which divides nothing (element/channel_of/group_of divide per call).
-  struct Cell {
-    Index e, nn, ch, s;
-  };
-  Cell cell(Index g, Index j) const {
-    const Index e = element(g, j);
-    return {e, e / (inner * c), (e / inner) % c, e % inner};
-  }
+  // The j-th cell of group g. The host loops walk a group's cells from there with next(),
+  // which divides nothing (element and cell_at divide per call).
+  TESSERA_HD Cell cell(Index g, Index j) const { return cell_at(element(g, j)); }
   // The group's next cell, in the order of j.
   void next(Cell& k) const {
     switch (kind) {

@@ -23,6 +23,17 @@ struct UpsampleGeom {
 
   TESSERA_HD Index out_count() const { return n * c * on[0] * on[1] * on[2]; }
   TESSERA_HD Index in_count() const { return n * c * in[0] * in[1] * in[2]; }
+  // Outputs [lo, hi) of dim d (global, within the window) that may read input p (global):
+  // [(p-1)*scale, (p+2)*scale) covers both taps and the edge clamps.
+  TESSERA_HD void readers(int d, Index p, Index& lo, Index& hi) const {
+    lo = max_i((p - 1) * s[d], olo[d]);
+    hi = min_i((p + 2) * s[d], olo[d] + on[d]);
+  }
+  // Offset in x (and dx) of input cell p (global) of sample nn, channel cc.
+  TESSERA_HD Index x_offset(Index nn, Index cc, const Index p[3]) const {
+    return nn * xs[0] + cc * xs[1] + (p[0] - ilo[0]) * xs[2] + (p[1] - ilo[1]) * xs[3] +
+           (p[2] - ilo[2]) * xs[4];
+  }
   // Weight with which output o (global) reads input i (global) in dim d.
   TESSERA_HD double weight(int d, Index o, Index i) const {
     const UpsampleTap t = upsample_tap(mode, s[d], g[d], o);
@@ -86,10 +97,7 @@ struct UpsampleBackward {
   }
   TESSERA_HD void at(Index, Index nn, Index cc, const Index p[3]) const {
     Index lo[3], hi[3];
-    for (int d = 0; d < 3; ++d) {
-      lo[d] = max_i((p[d] - 1) * g.s[d], g.olo[d]);
-      hi[d] = min_i((p[d] + 2) * g.s[d], g.olo[d] + g.on[d]);
-    }
+    for (int d = 0; d < 3; ++d) g.readers(d, p[d], lo[d], hi[d]);
     const T* dync = dy + (nn * g.c + cc) * g.on[0] * g.on[1] * g.on[2];
     double acc = 0;
     for (Index a = lo[0]; a < hi[0]; ++a) {
@@ -106,8 +114,7 @@ struct UpsampleBackward {
         }
       }
     }
-    dx[nn * g.xs[0] + cc * g.xs[1] + (p[0] - g.ilo[0]) * g.xs[2] + (p[1] - g.ilo[1]) * g.xs[3] +
-       (p[2] - g.ilo[2]) * g.xs[4]] = static_cast<T>(acc);
+    dx[g.x_offset(nn, cc, p)] = static_cast<T>(acc);
   }
 };
 

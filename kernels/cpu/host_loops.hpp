@@ -1,16 +1,16 @@
 #pragma once
 // OpenMP drivers of the element functors shared with the CUDA kernels: a parallel loop
 // over elements (or over the rows of a statistics layout), and a per-group reduction for
-// functors with add(g, j, a, b) (or add_cell(cell, g, a, b) and walk(), the layout whose
-// groups g are) and store(g, a, b). Groups are cut into fixed chunks of kReduceChunk cells, summed
-// in parallel, and the chunk partials of a group are added in order, so few large groups
-// (BatchNorm's channels) still use every thread and the result does not depend on the
-// thread count.
+// functors with walk() (the statistics layout whose groups g are), add_cell(cell, g, a, b)
+// (add(g, j, a, b) on the device) and store(g, a, b). Groups are cut into fixed chunks of
+// kReduceChunk cells, summed in parallel, and the chunk partials of a group are added in
+// order, so few large groups (BatchNorm's channels) still use every thread and the result
+// does not depend on the thread count.
 #include "kernels/floor.hpp"
-#include <utility>
 #include <vector>
 
 #include "decomp/box.hpp"
+#include "kernels/spatial_index.hpp"
 #include "kernels/stat_layout.hpp"
 
 namespace tessera::kernels {
@@ -45,20 +45,13 @@ void host_for_each_cell(const StatLayout& l, const F& f) {
 // plus `origin` (if given), decoded once per row instead of once per cell (unravel_nc3).
 template <class F>
 void host_for_each_nc3(Index n, Index c, const Index ext[3], const Index* origin, const F& f) {
+  if (ext[2] <= 0) return;  // no cells (and no row to decode)
   const Index rows = n * c * ext[0] * ext[1];
-  const Index o0 = origin ? origin[0] : 0, o1 = origin ? origin[1] : 0, o2 = origin ? origin[2] : 0;
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < rows; ++r) {
-    Index k = r, cell[3];
-    cell[1] = k % ext[1] + o1;
-    k /= ext[1];
-    cell[0] = k % ext[0] + o0;
-    k /= ext[0];
-    const Index cc = k % c, nn = k / c;
-    for (Index e = 0; e < ext[2]; ++e) {
-      cell[2] = o2 + e;
-      f.at(r * ext[2] + e, nn, cc, cell);
-    }
+    Index cell[3], cc, nn;
+    unravel_nc3(r * ext[2], c, ext, cell, cc, nn, origin);  // the row's first cell
+    for (Index e = 0; e < ext[2]; ++e, ++cell[2]) f.at(r * ext[2] + e, nn, cc, cell);
   }
 }
 
@@ -86,14 +79,9 @@ void host_position_reduce(const StatLayout& l, const R& r) {
 template <class R>
 void host_group_reduce(Index groups, Index size, const R& r) {
   if (groups <= 0) return;
-  if constexpr (requires {
-                  r.add_cell(StatLayout::Cell{}, Index{}, std::declval<double&>(),
-                             std::declval<double&>());
-                }) {
-    const StatLayout& l = r.walk();
-    if (l.kind == StatKind::PerPosition && size <= kReduceChunk)  // one chunk per group
-      return host_position_reduce(l, r);
-  }
+  const StatLayout& l = r.walk();
+  if (l.kind == StatKind::PerPosition && size <= kReduceChunk)  // one chunk per group
+    return host_position_reduce(l, r);
   const Index chunks = size > kReduceChunk ? (size + kReduceChunk - 1) / kReduceChunk : 1;
   std::vector<double> pa(static_cast<std::size_t>(groups * chunks)), pb(pa.size());
 #pragma omp parallel for schedule(static)
@@ -101,14 +89,9 @@ void host_group_reduce(Index groups, Index size, const R& r) {
     const Index g = w / chunks, lo = (w % chunks) * kReduceChunk;
     const Index hi = lo + kReduceChunk < size ? lo + kReduceChunk : size;
     double a = 0, b = 0;
-    if constexpr (requires { r.add_cell(StatLayout::Cell{}, g, a, b); }) {
-      // The same cells in the same order, walked without a division per cell.
-      const StatLayout& l = r.walk();
-      StatLayout::Cell k = l.cell(g, lo);
-      for (Index j = lo; j < hi; ++j, l.next(k)) r.add_cell(k, g, a, b);
-    } else {
-      for (Index j = lo; j < hi; ++j) r.add(g, j, a, b);
-    }
+    // The cells of add(g, j) in order of j, walked without a division per cell.
+    StatLayout::Cell k = l.cell(g, lo);
+    for (Index j = lo; j < hi; ++j, l.next(k)) r.add_cell(k, g, a, b);
     pa[w] = a;
     pb[w] = b;
   }

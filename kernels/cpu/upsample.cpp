@@ -42,8 +42,8 @@ struct UpsampleBackwardTabled {
         first[d].push_back(out[d].size());
         if (pl == g.in[d]) break;
         const Index p = g.ilo[d] + pl;
-        const Index lo = max_i((p - 1) * g.s[d], g.olo[d]);
-        const Index hi = min_i((p + 2) * g.s[d], g.olo[d] + g.on[d]);
+        Index lo, hi;
+        g.readers(d, p, lo, hi);
         for (Index o = lo; o < hi; ++o) {
           const double wo = g.weight(d, o, p);
           if (wo == 0.0) continue;
@@ -68,8 +68,7 @@ struct UpsampleBackwardTabled {
           const Index off = (out[0][a] * g.on[1] + out[1][b]) * g.on[2] + out[2][e];
           acc += w[0][a] * w[1][b] * w[2][e] * static_cast<double>(dync[off]);
         }
-    f.dx[nn * g.xs[0] + cc * g.xs[1] + (p[0] - g.ilo[0]) * g.xs[2] + (p[1] - g.ilo[1]) * g.xs[3] +
-         (p[2] - g.ilo[2]) * g.xs[4]] = static_cast<T>(acc);
+    f.dx[g.x_offset(nn, cc, p)] = static_cast<T>(acc);
   }
 };
 
