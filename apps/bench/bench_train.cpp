@@ -11,11 +11,14 @@
 // cores (the conv case's former method) and the plain efficiency
 // E = T(1 rank, 1 thread) / (2 T(2 ranks, 1 thread each)) >= 0.95; weak-scaling peak memory
 // per rank at 4 ranks within 10% of 1 rank's. --deterministic=0 measures the cost of the
-// fixed halo-adjoint order tessera-train uses by default.
+// fixed halo-adjoint order tessera-train uses by default. At N > 1 ranks, --paired also
+// measures E in one launch from one-rank and N-rank steps taken in turn (train_step.hpp):
+// separate launches seconds apart see a machine whose speed drifts by 10-30% here.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
@@ -65,6 +68,24 @@ json run(Context& ctx, const cli::Args& opt) {
       rows.push_back(run_one(ctx, opt, "strong", batch, grid, 1));
       omp_set_num_threads(threads);
     }
+    const int pairs = static_cast<int>(opt.num("paired"));
+    if (ctx.size() > 1 && pairs > 0) {  // E from one-rank and N-rank steps taken in turn
+      omp_set_num_threads(1);
+      StepSetup s;
+      s.width = static_cast<Index>(opt.num("width"));
+      s.depth = static_cast<int>(opt.num("depth"));
+      s.batch = batch;
+      s.grid = grid;
+      s.warmup = static_cast<int>(opt.num("warmup"));
+      s.deterministic = opt.num("deterministic") != 0;
+      s.ghost_room = opt.num("ghost-room") != 0;
+      json row = paired_efficiency(ctx, s, pairs);
+      row["scaling"] = "paired";
+      row["threads"] = 1;
+      row["t_step_s"] = row["tN_s"];
+      rows.push_back(row);
+      omp_set_num_threads(threads);
+    }
   }
   if (which.find("weak") != std::string::npos) {
     std::vector<Index> g = parse_grid(opt.str("weak"));
@@ -98,6 +119,13 @@ json goals(const json& rows) {
                        double((*serial)["t_step_s"]) / (2 * double((*s2)["t_step_s"])),
                        ">=", 0.95));
   }
+  if (const json* p = row_of(rows, "paired", 2)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "%.2f-%.2f", double((*p)["e_min"]), double((*p)["e_max"]));
+    g.push_back(goal("strong, paired in one launch: median E over " +
+                         std::to_string(int((*p)["pairs"])) + " pairs (range " + range + ")",
+                     double((*p)["e_median"]), ">=", 0.95));
+  }
   const json* w1 = row_of(rows, "weak", 1);
   const json* w4 = row_of(rows, "weak", 4);
   if (w1 && w4)
@@ -123,6 +151,10 @@ Case train_case() {
                {"depth", "N", "UNet depth", "3"},
                {"reps", "N", "timed steps", "5"},
                {"warmup", "N", "untimed steps first", "2"},
+               {"paired", "N",
+                "at N > 1 ranks, also this many pairs of a one-rank step (rank 0, the others "
+                "asleep) and an N-rank step taken in turn: E per pair (0: none)",
+                "9"},
                {"deterministic", "0|1",
                 "halo-adjoint additions in a fixed order (1, tessera-train's default) or in "
                 "arrival order (0)",

@@ -3,7 +3,9 @@
 #include "runtime/comm/halo_exchange.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "apps/bench/mpi_counters.hpp"
 #include "kernels/device/memory.hpp"
@@ -70,15 +72,27 @@ std::unique_ptr<Model> make(const StepSetup& s) {
 
 }  // namespace
 
-json time_train_step(Context& ctx, const StepSetup& s) {
-  const Mesh mesh = Mesh::line(ctx.world(), "domain");
+struct TrainStepRunner::Impl {
+  Mesh mesh;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<GradSync> sync;
+  std::unique_ptr<AdamW> opt;
+  Loss loss{LossKind::RelativeL2};
+  std::vector<Index> shape;
+  ShardTensor x, y;
+};
+
+TrainStepRunner::TrainStepRunner(const Mesh& mesh, const StepSetup& s)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.mesh = mesh;
   set_halo_deterministic_default(s.deterministic);  // for the layers built next
-  const std::unique_ptr<Model> model = make(s);
-  Model& net = *model;
-  const std::vector<Index> shape = {s.batch, 1, s.grid[0], s.grid[1]};
-  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
+  m.model = make(s);
+  Model& net = *m.model;
+  m.shape = {s.batch, 1, s.grid[0], s.grid[1]};
+  const ShardSpec spec(m.shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
   const auto local_shape = spec.local_shape(mesh.coords());
-  std::string problem = net.input_problem(shape);
+  std::string problem = net.input_problem(m.shape);
   if (problem.empty()) problem = net.decomposition_problem(s.grid, {mesh.size(), 1});
   if (!problem.empty()) throw Error("bench " + s.model + ": " + problem);
 
@@ -87,26 +101,50 @@ json time_train_step(Context& ctx, const StepSetup& s) {
   net.graph().bind(mesh, {spec});
   std::vector<Parameter*> ps;
   for (const auto& np : net.graph().parameters()) ps.push_back(np.param);
-  GradSync sync(mesh, ps, GradSyncOptions{{}, {}, std::size_t{4} << 20});  // layers declare axes
-  net.graph().on_grads_ready([&](const std::vector<Parameter*>& ready) { sync.mark_ready(ready); });
+  m.sync = std::make_unique<GradSync>(
+      mesh, ps, GradSyncOptions{{}, {}, std::size_t{4} << 20});  // layers declare axes
+  GradSync* sync = m.sync.get();
+  net.graph().on_grads_ready(
+      [sync](const std::vector<Parameter*>& ready) { sync->mark_ready(ready); });
   AdamOptions ao;
   ao.lr = 1e-3;
   ao.weight_decay = 1e-4;
-  AdamW opt_w(net.graph().parameters(), ao);
-  Loss loss(LossKind::RelativeL2);
+  m.opt = std::make_unique<AdamW>(net.graph().parameters(), ao);
   const unsigned seed = static_cast<unsigned>(mesh.rank()) + 1;
-  const ShardTensor x(mesh, spec, random_local(local_shape, seed));
-  const ShardTensor y(mesh, net.graph().output_specs({spec})[0],
-                      random_local(local_shape, seed + 99));
-  auto step = [&] {
-    opt_w.zero_grad();
-    const ShardTensor pred = net.forward(x);
-    const LossResult l = loss(pred, y);
-    net.backward(l.grad);
-    sync.finish();
-    clip_grad_norm(opt_w.parameters(), 1.0);
-    opt_w.step();
-  };
+  m.x = ShardTensor(mesh, spec, random_local(local_shape, seed));
+  m.y =
+      ShardTensor(mesh, net.graph().output_specs({spec})[0], random_local(local_shape, seed + 99));
+}
+
+TrainStepRunner::~TrainStepRunner() = default;
+
+const Mesh& TrainStepRunner::mesh() const {
+  return impl_->mesh;
+}
+const std::vector<Index>& TrainStepRunner::shape() const {
+  return impl_->shape;
+}
+GradSync& TrainStepRunner::sync() {
+  return *impl_->sync;
+}
+
+void TrainStepRunner::step() {
+  Impl& m = *impl_;
+  m.opt->zero_grad();
+  const ShardTensor pred = m.model->forward(m.x);
+  const LossResult l = m.loss(pred, m.y);
+  m.model->backward(l.grad);
+  m.sync->finish();
+  clip_grad_norm(m.opt->parameters(), 1.0);
+  m.opt->step();
+}
+
+json time_train_step(Context& ctx, const StepSetup& s) {
+  TrainStepRunner runner(Mesh::line(ctx.world(), "domain"), s);
+  const Mesh& mesh = runner.mesh();
+  const std::vector<Index>& shape = runner.shape();
+  GradSync& sync = runner.sync();
+  auto step = [&] { runner.step(); };
 
   for (int i = 0; i < s.warmup; ++i) step();
   release_cached_host_memory();
@@ -164,6 +202,86 @@ json time_train_step(Context& ctx, const StepSetup& s) {
           {"mpi_allgather_bytes", most[4]},
           {"mpi_allreduce_f64_bytes", most[5]},
           {"mpi_reduce_scatter_bytes", most[6]}};
+}
+
+namespace {
+// A barrier whose waiting ranks sleep instead of polling, so that a one-rank step timed
+// meanwhile has the machine's other cores to itself.
+void sleeping_barrier(MPI_Comm comm) {
+  MPI_Request req;
+  MPI_Ibarrier(comm, &req);
+  int done = 0;
+  while (true) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
+
+json paired_efficiency(Context& ctx, const StepSetup& s, int pairs) {
+  TESSERA_CHECK(pairs > 0, "paired_efficiency: " << pairs << " pairs");
+  TrainStepRunner par(Mesh::line(ctx.world(), "domain"), s);
+  const Mesh& mesh = par.mesh();
+  const int n = mesh.size();
+  std::unique_ptr<TrainStepRunner> one;
+  if (mesh.rank() == 0) one = std::make_unique<TrainStepRunner>(Mesh::line(MPI_COMM_SELF), s);
+  // Each timed step follows an untimed one of the same side: a step right after the other
+  // side's ran 10-40% slower here (the sleeping ranks' cores idle, caches cold).
+  auto time_one = [&] {
+    double t = 0;
+    sleeping_barrier(mesh.comm());
+    if (one) {
+      one->step();
+      const double t0 = MPI_Wtime();
+      one->step();
+      t = MPI_Wtime() - t0;
+    }
+    sleeping_barrier(mesh.comm());
+    return t;
+  };
+  auto time_par = [&] {
+    par.step();
+    MPI_Barrier(mesh.comm());
+    const double t0 = MPI_Wtime();
+    par.step();
+    double t = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, mesh.comm());
+    return t;
+  };
+  // The node's cores (one node here), not this rank's binding.
+  const int cores = std::min(n, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  std::vector<double> t1, tn, e;
+  for (int i = 0; i < pairs; ++i) {
+    double a, b;
+    if (i % 2 == 0) {
+      a = time_one();
+      b = time_par();
+    } else {
+      b = time_par();
+      a = time_one();
+    }
+    MPI_Bcast(&a, 1, MPI_DOUBLE, 0, mesh.comm());
+    t1.push_back(a);
+    tn.push_back(b);
+    e.push_back(a / (cores * b));
+  }
+  return {{"ranks", n},
+          {"shape", shape_str(par.shape())},
+          {"pairs", pairs},
+          {"cores", cores},
+          {"t1_s", median(t1)},
+          {"tN_s", median(tn)},
+          {"e_median", median(e)},
+          {"e_min", *std::min_element(e.begin(), e.end())},
+          {"e_max", *std::max_element(e.begin(), e.end())},
+          {"t1_pairs_s", t1},
+          {"tN_pairs_s", tn}};
 }
 
 }  // namespace tessera::bench
