@@ -6,8 +6,10 @@
 // channel, y_i = max_j h_ij or mean_j h_ij over the existing neighbours (0 if none).
 // Backward: the max routes each channel's gradient to its first maximal edge (neighbours
 // come ordered by (distance, global id), so the choice is the same at every decomposition);
-// the mean spreads it evenly. Host only so far; dW and db accumulate per output channel,
-// so results do not depend on the thread count.
+// the mean spreads it evenly. Host: oneDNN's sgemm (float32) or double loops (float64), dW and
+// db accumulated per output channel, so results do not depend on the thread count. CUDA:
+// cuBLAS GEMMs; the bias, the reduction and its adjoint are the host's functors
+// (edge_conv_impl.hpp). Buffers live in the memory of `dev`; dw and db are float64 there.
 #include "kernels/floor.hpp"
 #include <cstdint>
 
@@ -29,19 +31,28 @@ struct EdgeConvShape {
 // pre-activations, for backward), y (m, out), argmax (m, out) (max: the chosen neighbour).
 void edge_conv_forward(const Device& dev, DType t, const EdgeConvShape& s, const void* edges,
                        const std::int64_t* ids, const void* w, const void* b, void* z, void* y,
-                       std::int32_t* argmax);
+                       std::int64_t* argmax);
 // dy (m, out) -> dedges (m, k, edge) overwritten; dw (out, edge), db (out) float64, added to.
 void edge_conv_backward(const Device& dev, DType t, const EdgeConvShape& s, const void* edges,
                         const std::int64_t* ids, const void* w, const void* z,
-                        const std::int32_t* argmax, const void* dy, void* dedges, double* dw,
+                        const std::int64_t* argmax, const void* dy, void* dedges, double* dw,
                         double* db);
 
 namespace cpu {
 void edge_conv_forward(DType t, const EdgeConvShape& s, const void* edges, const std::int64_t* ids,
-                       const void* w, const void* b, void* z, void* y, std::int32_t* argmax);
+                       const void* w, const void* b, void* z, void* y, std::int64_t* argmax);
 void edge_conv_backward(DType t, const EdgeConvShape& s, const void* edges, const std::int64_t* ids,
-                        const void* w, const void* z, const std::int32_t* argmax, const void* dy,
+                        const void* w, const void* z, const std::int64_t* argmax, const void* dy,
                         void* dedges, double* dw, double* db);
 }  // namespace cpu
+namespace cuda {
+void edge_conv_forward(const Device& dev, DType t, const EdgeConvShape& s, const void* edges,
+                       const std::int64_t* ids, const void* w, const void* b, void* z, void* y,
+                       std::int64_t* argmax);
+void edge_conv_backward(const Device& dev, DType t, const EdgeConvShape& s, const void* edges,
+                        const std::int64_t* ids, const void* w, const void* z,
+                        const std::int64_t* argmax, const void* dy, void* dedges, double* dw,
+                        double* db);
+}  // namespace cuda
 
 }  // namespace tessera::kernels

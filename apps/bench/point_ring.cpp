@@ -2,7 +2,8 @@
 
 #include <limits>
 
-#include "kernels/grid_hash.hpp"
+#include "kernels/neighbors.hpp"
+#include "runtime/points/local_search.hpp"
 #include "runtime/points/neighbor_query.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -40,15 +41,19 @@ RingLists ring_query(MPI_Comm comm, const Tensor& xyz, const Tensor& ids, Index 
                                     std::numeric_limits<double>::infinity())};
   std::vector<double> bx(q, q + 3 * m), rx;
   std::vector<std::int64_t> bi(ids.data<std::int64_t>(), ids.data<std::int64_t>() + m), ri;
-  std::vector<kernels::Neighbor> tmp;
+  std::vector<kernels::Neighbor> tmp, hits;
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
   const std::vector<Index> order = query_order(xyz);  // Tessera's order, for the same cache use
   for (int step = 0; step < P; ++step) {
     const Index n = static_cast<Index>(bi.size());
-    {
-      const kernels::GridHash index(bx.data(), bi.data(), n, MemSpace::Host);
+    {  // the visiting block's answers for every local query, through Tessera's local search
+      const LocalHits h =
+          local_search(bx.data(), bi.data(), n, q, m, order, keep, r2, MemSpace::Host);
       for (const Index i : order) {
-        const auto hits = r2 < 0 ? index.knn(q + 3 * i, keep) : index.within(q + 3 * i, r2, keep);
+        hits.clear();
+        for (Index j = 0; j < h.count[static_cast<std::size_t>(i)]; ++j)
+          hits.push_back({h.d2[static_cast<std::size_t>(i * keep + j)],
+                          h.ids[static_cast<std::size_t>(i * keep + j)], -1});
         merge_into(out.ids.data() + i * keep, out.d2.data() + i * keep, keep, hits, tmp);
       }
     }

@@ -51,15 +51,8 @@ DType model_dtype(const ModelConfig& c) {
   return c.dtype == "float64" ? DType::f64 : DType::f32;
 }
 
-MemSpace model_space(const ModelConfig& c, int device, int rank, const char* program) {
-  if (device < 0) return MemSpace::Host;
-  if (c.type == "pointconv") {
-    if (rank == 0)
-      std::cout << program << ": model " << c.type
-                << " has no CUDA kernels yet; running on the host" << std::endl;
-    return MemSpace::Host;
-  }
-  return MemSpace::Cuda;
+MemSpace model_space(int device) {
+  return device < 0 ? MemSpace::Host : MemSpace::Cuda;
 }
 
 }  // namespace tessera::app

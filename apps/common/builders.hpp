@@ -16,9 +16,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, std::vector<Name
 LrSchedule make_schedule(const TrainConfig& c, std::int64_t total_steps);
 LossKind loss_kind(const TrainLoopConfig& c);
 DType model_dtype(const ModelConfig& c);
-// Where the model runs: the rank's device where one exists (device >= 0), else the host;
-// the point-convolution model (its edge kernels are host-only so far) on the host, with a
-// line on `rank` 0 saying so.
-MemSpace model_space(const ModelConfig& c, int device, int rank, const char* program);
+// Where the model runs: the rank's device where one exists (device >= 0), else the host.
+MemSpace model_space(int device);
 
 }  // namespace tessera::app

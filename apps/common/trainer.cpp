@@ -258,7 +258,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
     ctx = &Context::current();
   } catch (const Error&) {
   }
-  space_ = model_space(cfg.model, ctx ? ctx->device() : -1, mesh.rank(), "tessera-train");
+  space_ = model_space(ctx ? ctx->device() : -1);
   const DType dtype = model_dtype(cfg.model);
   // Before any layer exists: the halo adjoint's order for every layer of the model.
   set_halo_deterministic_default(cfg.train.deterministic);

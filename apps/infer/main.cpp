@@ -115,7 +115,7 @@ int run(Context& ctx, int argc, char** argv) {
   const io::Checkpoint ck = io::load_checkpoint(checkpoint, ctx.world());
   const TrainConfig cfg = parse_config(ck.config, {}, checkpoint + " (config attribute)");
   const Mesh mesh = Mesh::parse(ctx.world(), args.str("mesh"));
-  const MemSpace space = model_space(cfg.model, ctx.device(), mesh.rank(), "tessera-infer");
+  const MemSpace space = model_space(ctx.device());
   const DType dtype = model_dtype(cfg.model);
 
   const io::File in = io::File::open(input, ctx.world());

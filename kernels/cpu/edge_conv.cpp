@@ -1,7 +1,8 @@
 // Host edge convolution. The edges of all points form one (m k, C + 3) matrix, so the
 // Linear and its two adjoint products are matrix products: oneDNN's sgemm in float32, loops
 // accumulating in double in float64 (OpenMP over points, and over output channels for dW and
-// db, each thread owning its rows: no atomics, a fixed order).
+// db, each thread owning its rows: no atomics, a fixed order). The bias, the reduction over
+// the neighbours and its adjoint are the functors the CUDA kernels run (edge_conv_impl.hpp).
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -10,9 +11,11 @@
 
 #include "decomp/error.hpp"
 
+#include "kernels/cpu/host_loops.hpp"
 #include "kernels/device/scratch.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/edge_conv.hpp"
+#include "kernels/edge_conv_impl.hpp"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -30,13 +33,11 @@ void sgemm(char ta, char tb, Index m, Index n, Index k, const float* a, Index ld
 
 template <class T>
 void forward(const EdgeConvShape& s, const T* e, const std::int64_t* ids, const T* w, const T* b,
-             T* z, T* y, std::int32_t* argmax) {
+             T* z, T* y, std::int64_t* argmax) {
   const Index m = s.points, k = s.neighbours, E = s.edge, O = s.out;
   if constexpr (std::is_same_v<T, float>) {
     sgemm('N', 'T', m * k, O, E, e, E, w, E, z, O);  // z = edges W^T
-#pragma omp parallel for schedule(static)
-    for (Index r = 0; r < m * k; ++r)
-      for (Index o = 0; o < O; ++o) z[r * O + o] += b[o];
+    host_for_each(m * k * O, EdgeBias<T>{z, b, O});
   } else {
 #pragma omp parallel for schedule(static)
     for (Index i = 0; i < m; ++i)
@@ -54,54 +55,21 @@ void forward(const EdgeConvShape& s, const T* e, const std::int64_t* ids, const 
   }
   ScratchVector<T> h(static_cast<std::size_t>(m * k * O));
   activation_forward(s.activation, dtype_of<T>::value, m * k * O, z, h.data());
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < m; ++i) {
-    Index count = 0;
-    for (Index j = 0; j < k; ++j) count += ids[i * k + j] >= 0;
-    for (Index o = 0; o < O; ++o) {
-      double best = 0, sum = 0;
-      std::int32_t at = -1;
-      for (Index j = 0; j < k; ++j) {
-        if (ids[i * k + j] < 0) continue;
-        const double v = static_cast<double>(h[static_cast<std::size_t>((i * k + j) * O + o)]);
-        sum += v;
-        if (at < 0 || v > best) best = v, at = static_cast<std::int32_t>(j);
-      }
-      argmax[i * O + o] = at;
-      y[i * O + o] = static_cast<T>(at < 0   ? 0.0
-                                    : s.mean ? sum / static_cast<double>(count)
-                                             : best);
-    }
-  }
+  host_for_each(m * O, EdgeReduce<T>{h.data(), ids, k, O, s.mean, y, argmax});
 }
 
 template <class T>
 void backward(const EdgeConvShape& s, const T* e, const std::int64_t* ids, const T* w, const T* z,
-              const std::int32_t* argmax, const T* dy, T* de, double* dw, double* db) {
+              const std::int64_t* argmax, const T* dy, T* de, double* dw, double* db) {
   const Index m = s.points, k = s.neighbours, E = s.edge, O = s.out;
-  ScratchVector<T> dh(static_cast<std::size_t>(m * k * O), T(0)), dz(dh.size());
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < m; ++i) {
-    Index count = 0;
-    for (Index j = 0; j < k; ++j) count += ids[i * k + j] >= 0;
-    for (Index o = 0; o < O; ++o) {
-      const T g = dy[i * O + o];
-      if (s.mean) {
-        for (Index j = 0; j < k; ++j)
-          if (ids[i * k + j] >= 0)
-            dh[static_cast<std::size_t>((i * k + j) * O + o)] =
-                static_cast<T>(static_cast<double>(g) / static_cast<double>(count));
-      } else if (argmax[i * O + o] >= 0) {
-        dh[static_cast<std::size_t>((i * k + argmax[i * O + o]) * O + o)] = g;
-      }
-    }
-  }
+  ScratchVector<T> dh(static_cast<std::size_t>(m * k * O)), dz(dh.size());
+  host_for_each(m * O, EdgeReduceAdjoint<T>{dy, ids, argmax, k, O, s.mean, dh.data()});
   activation_backward(s.activation, dtype_of<T>::value, m * k * O, z, dh.data(), dz.data());
   if constexpr (std::is_same_v<T, float>) {
     sgemm('N', 'N', m * k, E, O, dz.data(), O, w, E, de, E);  // dedges = dz W
     ScratchVector<float> dwf(static_cast<std::size_t>(O * E));
     sgemm('T', 'N', O, E, m * k, dz.data(), O, e, E, dwf.data(), E);  // dW = dz^T edges
-    for (Index i = 0; i < O * E; ++i) dw[i] += dwf[static_cast<std::size_t>(i)];
+    host_for_each(O * E, AddToDouble<float>{dw, dwf.data()});
     for (Index o = 0; o < O; ++o) {
       double bsum = 0;
       for (Index r = 0; r < m * k; ++r) bsum += dz[static_cast<std::size_t>(r * O + o)];
@@ -137,7 +105,7 @@ void backward(const EdgeConvShape& s, const T* e, const std::int64_t* ids, const
 }  // namespace
 
 void edge_conv_forward(DType t, const EdgeConvShape& s, const void* edges, const std::int64_t* ids,
-                       const void* w, const void* b, void* z, void* y, std::int32_t* argmax) {
+                       const void* w, const void* b, void* z, void* y, std::int64_t* argmax) {
   dispatch(t, [&](auto x) {
     using T = decltype(x);
     forward(s, static_cast<const T*>(edges), ids, static_cast<const T*>(w),
@@ -146,7 +114,7 @@ void edge_conv_forward(DType t, const EdgeConvShape& s, const void* edges, const
 }
 
 void edge_conv_backward(DType t, const EdgeConvShape& s, const void* edges, const std::int64_t* ids,
-                        const void* w, const void* z, const std::int32_t* argmax, const void* dy,
+                        const void* w, const void* z, const std::int64_t* argmax, const void* dy,
                         void* dedges, double* dw, double* db) {
   dispatch(t, [&](auto x) {
     using T = decltype(x);

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "kernels/grid_hash.hpp"
+#include "runtime/points/local_search.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -72,9 +74,9 @@ void write_row(NeighborLists& out, Index qi, Index keep, const std::vector<kerne
 // The shared second round: `out` holds each query's local answers (sorted rows), `bound` its
 // r2; asks every other rank whose region lies within the bound, and merges the answers into
 // the rows (rows, not a list per query: most queries get no remote answers).
-NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::GridHash& index,
-                     const Tensor& queries, const std::vector<Index>& order, NeighborLists out,
-                     const std::vector<double>& bound, Index keep) {
+NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
+                     const Tensor& ids, const Tensor& queries, const std::vector<Index>& order,
+                     NeighborLists out, const std::vector<double>& bound, Index keep) {
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
@@ -91,10 +93,16 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::
     }
   }
   const auto got = exchange_records(comm, req);
+  // Others' requests (about the surface of this region) are answered on the host.
+  std::unique_ptr<kernels::GridHash> index;
+  for (const auto& g : got)
+    if (!g.empty() && !index)
+      index = std::make_unique<kernels::GridHash>(points.data<double>(), ids.data<std::int64_t>(),
+                                                  points.shape(0), MemSpace::Host);
   std::vector<std::vector<Answer>> ans(static_cast<std::size_t>(P));
   for (int r = 0; r < P; ++r)
     for (const Request& q : got[static_cast<std::size_t>(r)]) {
-      const auto hits = index.within(q.xyz, q.r2, keep);
+      const auto hits = index->within(q.xyz, q.r2, keep);
       ans[static_cast<std::size_t>(r)].push_back({static_cast<double>(hits.size()), -2});  // header
       for (const auto& h : hits) ans[static_cast<std::size_t>(r)].push_back({h.d2, h.id});
     }
@@ -115,6 +123,18 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const kernels::
       write_row(out, q.query, keep, list);
     }
   }
+  return out;
+}
+
+// Round one: every query's answers among this rank's points, as rows.
+NeighborLists local_round(const Tensor& points, const Tensor& ids, const Tensor& queries,
+                          const std::vector<Index>& order, Index keep, double r2, MemSpace search) {
+  const Index m = queries.shape(0);
+  const LocalHits h = local_search(points.data<double>(), ids.data<std::int64_t>(), points.shape(0),
+                                   queries.data<double>(), m, order, keep, r2, search);
+  NeighborLists out{Tensor::empty({m, keep}, DType::i64), Tensor::empty({m, keep}, DType::f64)};
+  std::copy(h.ids.begin(), h.ids.end(), out.ids.data<std::int64_t>());
+  std::copy(h.d2.begin(), h.d2.end(), out.d2.data<double>());
   return out;
 }
 
@@ -142,45 +162,38 @@ std::vector<Index> query_order(const Tensor& queries) {
 }
 
 NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
-                        const Tensor& ids, const Tensor& queries, Index k) {
+                        const Tensor& ids, const Tensor& queries, Index k, MemSpace search) {
   check_rows3(points, "points");
   check_rows3(queries, "queries");
   TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
                 "neighbour query: one int64 id per point");
   TESSERA_CHECK(k >= 1, "kNN: k = " << k);
-  const kernels::GridHash index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0),
-                                MemSpace::Host);
   const Index m = queries.shape(0);
-  NeighborLists out{Tensor::empty({m, k}, DType::i64), Tensor::empty({m, k}, DType::f64)};
-  std::vector<double> bound(static_cast<std::size_t>(m));
   const std::vector<Index> order = query_order(queries);
-  for (const Index qi : order) {  // round one: the local k nearest bound the search
-    const auto l = index.knn(queries.data<double>() + 3 * qi, k);
-    bound[static_cast<std::size_t>(qi)] = static_cast<Index>(l.size()) < k ? kInf : l.back().d2;
-    write_row(out, qi, k, l);
+  // Round one: the local k nearest bound the search.
+  NeighborLists out = local_round(points, ids, queries, order, k, -1, search);
+  std::vector<double> bound(static_cast<std::size_t>(m));
+  for (Index qi = 0; qi < m; ++qi) {
+    const bool full = out.ids.data<std::int64_t>()[qi * k + k - 1] >= 0;
+    bound[static_cast<std::size_t>(qi)] = full ? out.d2.data<double>()[qi * k + k - 1] : kInf;
   }
-  return finish(comm, layout, index, queries, order, std::move(out), bound, k);
+  return finish(comm, layout, points, ids, queries, order, std::move(out), bound, k);
 }
 
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
-                         const Tensor& ids, const Tensor& queries, double r, Index max_points) {
+                         const Tensor& ids, const Tensor& queries, double r, Index max_points,
+                         MemSpace search) {
   check_rows3(points, "points");
   check_rows3(queries, "queries");
   TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
                 "neighbour query: one int64 id per point");
   TESSERA_CHECK(r >= 0 && std::isfinite(r) && max_points >= 1,
                 "ball query: radius " << r << ", max_points " << max_points);
-  const kernels::GridHash index(points.data<double>(), ids.data<std::int64_t>(), points.shape(0),
-                                MemSpace::Host);
   const Index m = queries.shape(0);
-  NeighborLists out{Tensor::empty({m, max_points}, DType::i64),
-                    Tensor::empty({m, max_points}, DType::f64)};
-  const std::vector<double> bound(static_cast<std::size_t>(m), r * r);
   const std::vector<Index> order = query_order(queries);
-  for (const Index qi : order)
-    write_row(out, qi, max_points,
-              index.within(queries.data<double>() + 3 * qi, r * r, max_points));
-  return finish(comm, layout, index, queries, order, std::move(out), bound, max_points);
+  NeighborLists out = local_round(points, ids, queries, order, max_points, r * r, search);
+  const std::vector<double> bound(static_cast<std::size_t>(m), r * r);
+  return finish(comm, layout, points, ids, queries, order, std::move(out), bound, max_points);
 }
 
 }  // namespace tessera

@@ -21,13 +21,18 @@ struct NeighborLists {
 };
 
 // points: this rank's owned points (n, 3) float64 with their global ids (n) int64;
-// queries: any (m, 3) float64 points on this rank. Collective over comm.
+// queries: any (m, 3) float64 points on this rank (host tensors). Collective over comm.
+// `search`: where each rank's local search of its own queries runs (the grid hash on the
+// host, or on the CUDA device with the points and queries copied there); other ranks'
+// requests, about the region's surface, are answered on the host.
 NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
-                        const Tensor& ids, const Tensor& queries, Index k);
+                        const Tensor& ids, const Tensor& queries, Index k,
+                        MemSpace search = MemSpace::Host);
 // The points within radius r of each query (distance <= r), nearest first, at most
 // max_points of them.
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
-                         const Tensor& ids, const Tensor& queries, double r, Index max_points);
+                         const Tensor& ids, const Tensor& queries, double r, Index max_points,
+                         MemSpace search = MemSpace::Host);
 // The order the queries above are searched in: rows of (m, 3) coordinates along a Morton
 // curve over their bounding box, so that consecutive searches walk the same tree nodes and
 // points while they are in cache (in a random order nearly every search misses).

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kernels/edge_conv.hpp"
+#include "kernels/strided_copy.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/ops_support.hpp"
 #include "runtime/nn/window_layout.hpp"
@@ -30,6 +31,38 @@ double coord(const Tensor& src, Index n, int c, Index i) {
   const Index Cs = src.shape(1), P = src.shape(2);
   const Index at = (n * Cs + c) * P + i;
   return src.dtype() == DType::f64 ? src.data<double>()[at] : src.data<float>()[at];
+}
+
+// t itself on the host (contiguous), else a host copy.
+Tensor on_host(const Tensor& t) {
+  return t.space() == MemSpace::Host ? t.contiguous() : t.to(MemSpace::Host);
+}
+// A host tensor in `space` (itself on the host).
+Tensor in_space(const Tensor& t, MemSpace space) {
+  return t.space() == space ? t : t.to(space);
+}
+
+// Sample n's (P, O) rows <-> its channel-first (O, P) block at `offset` elements of an
+// (N, O, P) tensor, on the device the buffers live on.
+void transpose_into(const Device& dev, DType t, const void* src, void* dst, Index offset, Index P,
+                    Index O, bool to_channels_first) {
+  kernels::StridedCopy c;
+  c.ndim = 2;
+  c.shape[0] = P;
+  c.shape[1] = O;
+  const std::size_t es = size_of(t);
+  const Index rows[2] = {O, 1}, cols[2] = {1, P};  // strides of (i, o) in each layout
+  for (int d = 0; d < 2; ++d) {
+    c.src_stride[d] = to_channels_first ? rows[d] : cols[d];
+    c.dst_stride[d] = to_channels_first ? cols[d] : rows[d];
+  }
+  const auto* s = static_cast<const unsigned char*>(src);
+  auto* o = static_cast<unsigned char*>(dst);
+  if (to_channels_first)
+    o += static_cast<std::size_t>(offset) * es;
+  else
+    s += static_cast<std::size_t>(offset) * es;
+  kernels::strided_copy(dev, o, s, c, es);
 }
 
 }  // namespace
@@ -60,8 +93,9 @@ const std::vector<SampleNeighbours>& PointNeighbourhoods::get(const Mesh& mesh, 
     const Migration mig(comm, layout.owners(xyz));
     const Tensor owned = mig.forward(xyz), owned_ids = mig.forward(ids);
     const NeighborLists nb =
-        o.radius > 0 ? ball_query(comm, layout, owned, owned_ids, xyz, o.radius, o.neighbours)
-                     : knn_query(comm, layout, owned, owned_ids, xyz, o.neighbours);
+        o.radius > 0
+            ? ball_query(comm, layout, owned, owned_ids, xyz, o.radius, o.neighbours, o.search)
+            : knn_query(comm, layout, owned, owned_ids, xyz, o.neighbours, o.search);
     const std::int64_t* p = nb.ids.data<std::int64_t>();
     SampleNeighbours s;
     s.ids = nb.ids;
@@ -79,8 +113,12 @@ struct PointConv::Saved {
   Mesh mesh;
   ShardSpec in_spec, source_spec, out_spec;
   std::vector<SampleNeighbours> nb;
-  std::vector<Tensor> edges, z;                   // per local sample
-  std::vector<std::vector<std::int32_t>> argmax;  // per local sample (P, C_out)
+  struct Sample {     // in the layer's memory space
+    Tensor edges, z;  // (P, k, C + 3), (P, k, C_out)
+    Tensor ids;       // (P, k) int64 neighbour ids, -1: none
+    Tensor argmax;    // (P, C_out) int64: the max's chosen neighbour
+  };
+  std::vector<Sample> samples;  // per local sample
 };
 
 PointConv::PointConv(const PointConvOptions& o) : opts_(o) {
@@ -91,22 +129,25 @@ PointConv::PointConv(const PointConvOptions& o) : opts_(o) {
   TESSERA_CHECK(o.neighbourhood.radius >= 0 && std::isfinite(o.neighbourhood.radius),
                 "PointConv: radius " << o.neighbourhood.radius);
   TESSERA_CHECK(o.pos_offset >= 0, "PointConv: pos_offset " << o.pos_offset);
-  TESSERA_CHECK(o.space == MemSpace::Host,
-                "PointConv: host tensors only so far (no CUDA kernel for the edges yet)");
   kernel_scalar(o.dtype, "PointConv");
+  opts_.neighbourhood.search = o.space;
   if (!opts_.neighbourhoods) opts_.neighbourhoods = std::make_shared<PointNeighbourhoods>();
   const Index E = o.in_channels + 3;
-  weight_ = make_param("weight", {o.out_channels, E}, 0.0, o.dtype, o.space);
-  bias_ = make_param("bias", {o.out_channels}, 0.0, o.dtype, o.space);
+  // Drawn on the host (the same values in every memory space), then moved.
+  weight_ = make_param("weight", {o.out_channels, E}, 0.0, o.dtype, MemSpace::Host);
+  bias_ = make_param("bias", {o.out_channels}, 0.0, o.dtype, MemSpace::Host);
   std::mt19937_64 rng(o.seed);
   std::uniform_real_distribution<double> u(-1.0 / std::sqrt(double(E)), 1.0 / std::sqrt(double(E)));
-  for (Parameter* p : {&weight_, &bias_})
+  for (Parameter* p : {&weight_, &bias_}) {
     for (Index i = 0; i < p->value.numel(); ++i) {
       if (o.dtype == DType::f64)
         p->value.data<double>()[i] = u(rng);
       else
         p->value.data<float>()[i] = static_cast<float>(u(rng));
     }
+    p->value = in_space(p->value, o.space);
+    p->grad = in_space(p->grad, o.space);
+  }
 }
 
 PointConv::~PointConv() = default;
@@ -150,7 +191,9 @@ ShardTensor PointConv::forward(const std::vector<ShardTensor>& in) {
   const ShardSpec out_spec = output_spec({in.at(0).spec(), in.at(1).spec()});
   for (const ShardTensor& t : in) {
     check_layer_input(t, 3, 3, name());
-    TESSERA_CHECK(t.local().space() == MemSpace::Host, name() << ": host tensors only so far");
+    TESSERA_CHECK(t.local().space() == opts_.space,
+                  name() << ": an input is in " << name_of(t.local().space())
+                         << " memory, the layer's parameters in " << name_of(opts_.space));
   }
   TESSERA_CHECK(in[0].dtype() == opts_.dtype, name() << ": features are " << name_of(in[0].dtype())
                                                      << ", the layer " << name_of(opts_.dtype));
@@ -162,13 +205,17 @@ ShardTensor PointConv::forward(const std::vector<ShardTensor>& in) {
   const int axis = s->in_spec.placement(2).axis;
   std::vector<Index> offsets{0};
   for (Index n : s->in_spec.sizes(2)) offsets.push_back(offsets.back() + n);
-  const Tensor f = in[0].local().contiguous(), src = in[1].local().contiguous();
+  // The neighbourhoods, the gathers and the edges' assembly run on the host (the queries
+  // and IndexGather are host code); the edge convolution runs where the layer lives.
+  const Tensor f = on_host(in[0].local()), src = on_host(in[1].local());
   s->nb =
       opts_.neighbourhoods->get(s->mesh, axis, offsets, src, opts_.pos_offset, opts_.neighbourhood);
   const Index N = f.shape(0), C = f.shape(1), P = f.shape(2), k = opts_.neighbourhood.neighbours;
   const Index E = C + 3, O = opts_.out_channels;
   const DType t = opts_.dtype;
-  Tensor y = Tensor::empty({N, O, P}, t);
+  const MemSpace space = opts_.space;
+  const Device dev = Device::of(space);
+  Tensor y = Tensor::empty({N, O, P}, t, space);
   const kernels::EdgeConvShape shape{P, k, E, O, opts_.mean, opts_.activation};
   for (Index n = 0; n < N; ++n) {
     // Each point's row [f_i, x_i], gathered for its neighbours: edges [f_j, x_j - x_i].
@@ -195,21 +242,18 @@ ShardTensor PointConv::forward(const std::vector<ShardTensor>& in) {
           else
             edges.data<float>()[at] = static_cast<float>(v);
         }
-    Tensor z = Tensor::empty({P, k, O}, t), yn = Tensor::empty({P, O}, t);
-    std::vector<std::int32_t> am(static_cast<std::size_t>(P * O));
-    kernels::edge_conv_forward(Device::host(), t, shape, edges.raw(), ids, weight_.value.raw(),
-                               bias_.value.raw(), z.raw(), yn.raw(), am.data());
+    Saved::Sample sm;
+    sm.edges = in_space(edges, space);
+    sm.ids = in_space(nb.ids, space);
+    sm.z = Tensor::empty({P, k, O}, t, space);
+    sm.argmax = Tensor::empty({P, O}, DType::i64, space);
+    Tensor yn = Tensor::empty({P, O}, t, space);
+    kernels::edge_conv_forward(dev, t, shape, sm.edges.raw(), sm.ids.data<std::int64_t>(),
+                               weight_.value.raw(), bias_.value.raw(), sm.z.raw(), yn.raw(),
+                               sm.argmax.data<std::int64_t>());
     // (P, O) rows -> channel-first (O, P) of sample n.
-    const std::size_t es = size_of(t);
-    auto* yo = static_cast<unsigned char*>(y.raw()) + static_cast<std::size_t>(n * O * P) * es;
-    const auto* yi = static_cast<const unsigned char*>(yn.raw());
-    for (Index i = 0; i < P; ++i)
-      for (Index o = 0; o < O; ++o)
-        std::memcpy(yo + static_cast<std::size_t>(o * P + i) * es,
-                    yi + static_cast<std::size_t>(i * O + o) * es, es);
-    s->edges.push_back(edges);
-    s->z.push_back(z);
-    s->argmax.push_back(std::move(am));
+    transpose_into(dev, t, yn.raw(), y.raw(), n * O * P, P, O, /*to_channels_first=*/true);
+    s->samples.push_back(std::move(sm));
   }
   const ShardTensor out = ShardTensor::unchecked(s->mesh, out_spec, y);
   saved_ = std::move(s);
@@ -224,32 +268,28 @@ std::vector<ShardTensor> PointConv::backward(const ShardTensor& dy) {
   const Index N = g.shape(0), O = g.shape(1), P = g.shape(2), k = opts_.neighbourhood.neighbours;
   const Index C = opts_.in_channels, E = C + 3;
   const DType t = opts_.dtype;
+  const MemSpace space = opts_.space;
+  const Device dev = Device::of(space);
   const kernels::EdgeConvShape shape{P, k, E, O, opts_.mean, opts_.activation};
-  std::vector<double> dw(static_cast<std::size_t>(O * E), 0.0), db(static_cast<std::size_t>(O));
+  const Tensor dw = Tensor::zeros({O, E}, DType::f64, space),
+               db = Tensor::zeros({O}, DType::f64, space);
   Tensor dx = Tensor::empty({N, C, P}, t);
   for (Index n = 0; n < N; ++n) {
-    Tensor gn = Tensor::empty({P, O}, t);  // channel-first -> rows
-    const std::size_t es = size_of(t);
-    const auto* gi =
-        static_cast<const unsigned char*>(g.raw()) + static_cast<std::size_t>(n * O * P) * es;
-    for (Index i = 0; i < P; ++i)
-      for (Index o = 0; o < O; ++o)
-        std::memcpy(
-            static_cast<unsigned char*>(gn.raw()) + static_cast<std::size_t>(i * O + o) * es,
-            gi + static_cast<std::size_t>(o * P + i) * es, es);
-    const SampleNeighbours& nb = s.nb[static_cast<std::size_t>(n)];
-    Tensor dedges = Tensor::empty({P, k, E}, t);
-    kernels::edge_conv_backward(
-        Device::host(), t, shape, s.edges[static_cast<std::size_t>(n)].raw(),
-        nb.ids.data<std::int64_t>(), weight_.value.raw(), s.z[static_cast<std::size_t>(n)].raw(),
-        s.argmax[static_cast<std::size_t>(n)].data(), gn.raw(), dedges.raw(), dw.data(), db.data());
+    Tensor gn = Tensor::empty({P, O}, t, space);  // channel-first -> rows
+    transpose_into(dev, t, g.raw(), gn.raw(), n * O * P, P, O, /*to_channels_first=*/false);
+    const Saved::Sample& sm = s.samples[static_cast<std::size_t>(n)];
+    Tensor dedges = Tensor::empty({P, k, E}, t, space);
+    kernels::edge_conv_backward(dev, t, shape, sm.edges.raw(), sm.ids.data<std::int64_t>(),
+                                weight_.value.raw(), sm.z.raw(), sm.argmax.data<std::int64_t>(),
+                                gn.raw(), dedges.raw(), dw.data<double>(), db.data<double>());
     // The feature part of each edge's gradient goes home to f_j (the coordinates are data).
+    const Tensor de = on_host(dedges);
     Tensor grows = Tensor::empty({P * k, C}, DType::f64);
     for (Index r = 0; r < P * k; ++r)
       for (Index c = 0; c < C; ++c)
         grows.data<double>()[r * C + c] =
-            t == DType::f64 ? dedges.data<double>()[r * E + c] : dedges.data<float>()[r * E + c];
-    const Tensor back = nb.gather->adjoint(grows);  // (P, C)
+            t == DType::f64 ? de.data<double>()[r * E + c] : de.data<float>()[r * E + c];
+    const Tensor back = s.nb[static_cast<std::size_t>(n)].gather->adjoint(grows);  // (P, C)
     for (Index i = 0; i < P; ++i)
       for (Index c = 0; c < C; ++c) {
         const double v = back.data<double>()[i * C + c];
@@ -261,12 +301,9 @@ std::vector<ShardTensor> PointConv::backward(const ShardTensor& dy) {
       }
   }
   const std::vector<int> axes = sharding_axes(s.in_spec);
-  Tensor dwt = Tensor::empty({O, E}, DType::f64), dbt = Tensor::empty({O}, DType::f64);
-  std::copy(dw.begin(), dw.end(), dwt.data<double>());
-  std::copy(db.begin(), db.end(), dbt.data<double>());
-  add_param_grad(axes, dwt, 0, weight_);
-  add_param_grad(axes, dbt, 0, bias_);
-  return {ShardTensor::unchecked(s.mesh, s.in_spec, dx), ShardTensor()};
+  add_param_grad(axes, dw, 0, weight_);
+  add_param_grad(axes, db, 0, bias_);
+  return {ShardTensor::unchecked(s.mesh, s.in_spec, in_space(dx, space)), ShardTensor()};
 }
 
 OpCost PointConv::cost(const std::vector<ShardSpec>&, const ShardSpec&, DType) const {

@@ -29,6 +29,9 @@ namespace tessera {
 struct NeighbourhoodOptions {
   Index neighbours = 16;  // k
   double radius = 0;      // > 0: ball query (at most k within radius), else kNN
+  // Where each rank's local search runs (the grid hash on the host or the CUDA device;
+  // PointConv sets its own memory space). The answer is the same.
+  MemSpace search = MemSpace::Host;
   bool operator==(const NeighbourhoodOptions& o) const {
     return neighbours == o.neighbours && radius == o.radius;
   }
@@ -62,7 +65,9 @@ struct PointConvOptions {
   kernels::Activation activation = kernels::Activation::GELU;
   int pos_offset = 0;  // channel of x in the source input
   DType dtype = DType::f32;
-  MemSpace space = MemSpace::Host;                      // host only so far
+  // Where the parameters and the edge convolution live; on a device, the neighbourhoods, the
+  // gathers and the edges' assembly still run on the host (copies both ways per sample).
+  MemSpace space = MemSpace::Host;
   unsigned seed = 0;                                    // the same on every rank
   std::shared_ptr<PointNeighbourhoods> neighbourhoods;  // shared by a model's layers, or null
 };

@@ -1,6 +1,6 @@
 // CUDA op kernels against their CPU versions (pooling, upsampling, activations, bias,
-// reductions, normalization), float32 and float64. They skip, saying so, where no device
-// exists (the CI machine builds the CUDA code but has no GPU).
+// reductions, normalization, the edge convolution), float32 and float64. They skip, saying so,
+// where no device exists (the CI machine builds the CUDA code but has no GPU).
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -9,6 +9,7 @@
 
 #include "kernels/activation.hpp"
 #include "kernels/bias.hpp"
+#include "kernels/edge_conv.hpp"
 #include "kernels/grid_hash.hpp"
 #include "kernels/norm.hpp"
 #include "kernels/pool.hpp"
@@ -358,4 +359,55 @@ TEST_CASE("CUDA activation over strided views equals the CPU one", "[gpu]") {
   device::synchronize(Device::cuda());
   MPI_CHECK(close(dyout.host(), y_host, 1e-12));
   MPI_CHECK(close(ddx.host(), dx_host, 1e-12));
+}
+
+namespace {
+template <class T>
+void edge_conv_case(std::mt19937& rng, bool mean, Activation act) {
+  const Index m = 37, k = 6, E = 7, O = 5;
+  const EdgeConvShape s{m, k, E, O, mean, act};
+  const auto e = random_vec<T>(static_cast<std::size_t>(m * k * E), rng);
+  const auto w = random_vec<T>(static_cast<std::size_t>(O * E), rng);
+  const auto b = random_vec<T>(static_cast<std::size_t>(O), rng);
+  const auto dy = random_vec<T>(static_cast<std::size_t>(m * O), rng);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(m * k));
+  for (Index i = 0; i < m * k; ++i)  // some points miss neighbours, every 7th has none
+    ids[static_cast<std::size_t>(i)] =
+        ((i / k) % 7 == 6 || (i % k > 0 && rng() % 3 == 0)) ? -1 : static_cast<std::int64_t>(i);
+  const DType t = scalar_of<T>();
+  // Host.
+  std::vector<T> z(static_cast<std::size_t>(m * k * O)), y(static_cast<std::size_t>(m * O)),
+      de(e.size());
+  std::vector<std::int64_t> am(y.size());
+  std::vector<double> dw(static_cast<std::size_t>(O * E), 0.25),
+      db(static_cast<std::size_t>(O), 0.5);
+  edge_conv_forward(Device::host(), t, s, e.data(), ids.data(), w.data(), b.data(), z.data(),
+                    y.data(), am.data());
+  edge_conv_backward(Device::host(), t, s, e.data(), ids.data(), w.data(), z.data(), am.data(),
+                     dy.data(), de.data(), dw.data(), db.data());
+  // Device.
+  Dev<T> de_(e), dw_(w), db_(b), ddy(dy), dz(z), dyo(y), dde(de);
+  Dev<std::int64_t> dids(ids), dam(am);
+  Dev<double> ddw(std::vector<double>(dw.size(), 0.25)), ddb(std::vector<double>(db.size(), 0.5));
+  edge_conv_forward(Device::cuda(), t, s, de_.p, dids.p, dw_.p, db_.p, dz.p, dyo.p, dam.p);
+  edge_conv_backward(Device::cuda(), t, s, de_.p, dids.p, dw_.p, dz.p, dam.p, ddy.p, dde.p, ddw.p,
+                     ddb.p);
+  device::synchronize(Device::cuda());
+  MPI_CHECK(close(dyo.host(), y, tol<T>()));
+  MPI_CHECK(close(dz.host(), z, tol<T>()));
+  MPI_CHECK(dam.host() == am);
+  MPI_CHECK(close(dde.host(), de, tol<T>()));
+  MPI_CHECK(close(ddw.host(), dw, tol<T>()));
+  MPI_CHECK(close(ddb.host(), db, tol<T>()));
+}
+}  // namespace
+
+TEST_CASE("CUDA edge convolution equals the CPU one", "[gpu]") {
+  if (!test::have_device()) return;
+  std::mt19937 rng(91);
+  for (bool mean : {false, true})
+    for (Activation a : {Activation::GELU, Activation::ReLU}) {
+      edge_conv_case<float>(rng, mean, a);
+      edge_conv_case<double>(rng, mean, a);
+    }
 }
