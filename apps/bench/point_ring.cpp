@@ -1,5 +1,6 @@
 #include "apps/bench/point_ring.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "kernels/neighbors.hpp"
@@ -10,18 +11,25 @@
 namespace tessera::bench {
 namespace {
 
-// Merges a sorted list into the sorted best `keep` of one query (padding sorts last).
-void merge_into(std::int64_t* bi, double* bd, Index keep, const std::vector<kernels::Neighbor>& add,
-                std::vector<kernels::Neighbor>& tmp) {
+// Merges a sorted list of `count` (id, d2) into the sorted best `keep` of one query (padding
+// sorts last).
+void merge_into(std::int64_t* bi, double* bd, Index keep, const std::int64_t* ai, const double* ad,
+                Index count, std::vector<kernels::Neighbor>& tmp) {
+  if (count == 0) return;
+  if (bi[0] < 0) {  // nothing yet: a copy
+    std::copy(ai, ai + count, bi);
+    std::copy(ad, ad + count, bd);
+    return;
+  }
   tmp.clear();
-  std::size_t a = 0;
-  Index b = 0;
+  Index a = 0, b = 0;
   while (static_cast<Index>(tmp.size()) < keep) {
-    const bool have_b = b < keep && bi[b] >= 0, have_a = a < add.size();
+    const bool have_b = b < keep && bi[b] >= 0, have_a = a < count;
     if (!have_a && !have_b) break;
     const kernels::Neighbor nb{have_b ? bd[b] : 0, have_b ? bi[b] : -1, -1};
-    if (have_a && (!have_b || add[a] < nb))
-      tmp.push_back(add[a++]);
+    const kernels::Neighbor na{have_a ? ad[a] : 0, have_a ? ai[a] : -1, -1};
+    if (have_a && (!have_b || na < nb))
+      tmp.push_back(na), ++a;
     else
       tmp.push_back(nb), ++b;
   }
@@ -41,21 +49,25 @@ RingLists ring_query(MPI_Comm comm, const Tensor& xyz, const Tensor& ids, Index 
                                     std::numeric_limits<double>::infinity())};
   std::vector<double> bx(q, q + 3 * m), rx;
   std::vector<std::int64_t> bi(ids.data<std::int64_t>(), ids.data<std::int64_t>() + m), ri;
-  std::vector<kernels::Neighbor> tmp, hits;
+  std::vector<kernels::Neighbor> tmp;
+  // A block's answers, in tensors (the host's cached blocks, reused from call to call).
+  const Tensor hid = Tensor::empty({m, keep}, DType::i64),
+               hd2 = Tensor::empty({m, keep}, DType::f64), hcount = Tensor::empty({m}, DType::i64);
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
   const std::vector<Index> order = query_order(xyz);  // Tessera's order, for the same cache use
   for (int step = 0; step < P; ++step) {
     const Index n = static_cast<Index>(bi.size());
-    {  // the visiting block's answers for every local query, through Tessera's local search
-      const LocalHits h =
-          local_search(bx.data(), bi.data(), n, q, m, order, keep, r2, MemSpace::Host);
-      for (const Index i : order) {
-        hits.clear();
-        for (Index j = 0; j < h.count[static_cast<std::size_t>(i)]; ++j)
-          hits.push_back({h.d2[static_cast<std::size_t>(i * keep + j)],
-                          h.ids[static_cast<std::size_t>(i * keep + j)], -1});
-        merge_into(out.ids.data() + i * keep, out.d2.data() + i * keep, keep, hits, tmp);
-      }
+    // The visiting block's answers for every local query, through Tessera's local search
+    // (into buffers reused from block to block), merged into the best so far.
+    {
+      const kernels::GridHash grid(bx.data(), bi.data(), n, MemSpace::Host);
+      local_search(grid, bi.data(), q, m, order, keep, r2, hid.data<std::int64_t>(),
+                   hd2.data<double>(), hcount.data<std::int64_t>());
+    }
+    for (const Index i : order) {
+      const std::size_t at = static_cast<std::size_t>(i * keep);
+      merge_into(out.ids.data() + at, out.d2.data() + at, keep, hid.data<std::int64_t>() + at,
+                 hd2.data<double>() + at, hcount.data<std::int64_t>()[i], tmp);
     }
     if (step == P - 1) break;
     // The block moves on: its size, then coordinates and ids.

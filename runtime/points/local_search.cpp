@@ -1,31 +1,34 @@
 #include "runtime/points/local_search.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "decomp/error.hpp"
-#include "kernels/grid_hash.hpp"
 #include "runtime/tensor/tensor.hpp"
 
 namespace tessera {
 
-LocalHits local_search(const double* xyz, const std::int64_t* ids, Index n, const double* queries,
-                       Index m, const std::vector<Index>& order, Index keep, double r2,
-                       MemSpace space) {
+void local_search(const kernels::GridHash& grid, const std::int64_t* ids, const double* queries,
+                  Index m, const std::vector<Index>& order, Index keep, double r2,
+                  std::int64_t* out_ids, double* out_d2, std::int64_t* out_count) {
   TESSERA_CHECK(
       keep >= 1 && static_cast<Index>(order.size()) == m,
       "local_search: keep " << keep << ", " << order.size() << " of " << m << " queries ordered");
-  LocalHits h;
-  h.keep = keep;
-  h.ids.assign(static_cast<std::size_t>(m * keep), -1);
-  h.d2.assign(h.ids.size(), std::numeric_limits<double>::infinity());
-  h.count.assign(static_cast<std::size_t>(m), 0);
-  if (m == 0 || n == 0) return h;
-  // The queries in search order; answers come back in that order.
+  const double inf = std::numeric_limits<double>::infinity();
+  if (m == 0) return;
+  if (grid.size() == 0) {
+    std::fill(out_ids, out_ids + m * keep, -1);
+    std::fill(out_d2, out_d2 + m * keep, inf);
+    std::fill(out_count, out_count + m, 0);
+    return;
+  }
+  // The queries in search order; answers come back in that order. Scratch through tensors,
+  // so repeated searches reuse the host's cached blocks.
   Tensor q = Tensor::empty({m, 3}, DType::f64);
   for (Index t = 0; t < m; ++t)
     for (int c = 0; c < 3; ++c)
       q.data<double>()[3 * t + c] = queries[3 * order[static_cast<std::size_t>(t)] + c];
-  const kernels::GridHash grid(xyz, ids, n, space);
+  const MemSpace space = grid.space();
   const Device dev = Device::of(space);
   const Tensor qd = space == MemSpace::Host ? q : q.to(space);
   Tensor idx = Tensor::empty({m, keep}, DType::i64, space),
@@ -44,18 +47,17 @@ LocalHits local_search(const double* xyz, const std::int64_t* ids, Index n, cons
     d2 = d2.to(MemSpace::Host);
     cnt = cnt.to(MemSpace::Host);
   }
+  const std::int64_t* rows = idx.data<std::int64_t>();
+  const double* dd = d2.data<double>();
   for (Index t = 0; t < m; ++t) {
     const Index qi = order[static_cast<std::size_t>(t)];
     const Index c = cnt.data<std::int64_t>()[t];
-    h.count[static_cast<std::size_t>(qi)] = c;
-    for (Index j = 0; j < c; ++j) {
-      const std::size_t to = static_cast<std::size_t>(qi * keep + j),
-                        from = static_cast<std::size_t>(t * keep + j);
-      h.ids[to] = ids[idx.data<std::int64_t>()[from]];
-      h.d2[to] = d2.data<double>()[from];
-    }
+    out_count[qi] = c;
+    std::int64_t* oi = out_ids + qi * keep;
+    double* od = out_d2 + qi * keep;
+    for (Index j = 0; j < c; ++j) oi[j] = ids[rows[t * keep + j]], od[j] = dd[t * keep + j];
+    for (Index j = c; j < keep; ++j) oi[j] = -1, od[j] = inf;
   }
-  return h;
 }
 
 }  // namespace tessera

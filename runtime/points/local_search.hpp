@@ -9,20 +9,16 @@
 #include <vector>
 
 #include "decomp/index.hpp"
-#include "decomp/mem_space.hpp"
+#include "kernels/grid_hash.hpp"
 
 namespace tessera {
 
-struct LocalHits {
-  Index keep = 0;
-  std::vector<std::int64_t> ids;  // (m, keep) global ids, sorted by (d2, id); -1 past count
-  std::vector<double> d2;         // (m, keep) squared distances; +inf past count
-  std::vector<Index> count;       // (m) answers per query
-};
-
-// xyz: n rows of 3 doubles with global ids; queries: m rows of 3 doubles (host memory).
-LocalHits local_search(const double* xyz, const std::int64_t* ids, Index n, const double* queries,
-                       Index m, const std::vector<Index>& order, Index keep, double r2,
-                       MemSpace space);
+// grid: the grid hash of n points (in host or device memory: the search runs there), ids:
+// their global ids by row (host); queries: m rows of 3 doubles (host). Writes, in host
+// memory, row i of out_ids / out_d2 (m rows of keep: global ids sorted by (d2, id), then -1
+// and +inf) and out_count[i] for query i.
+void local_search(const kernels::GridHash& grid, const std::int64_t* ids, const double* queries,
+                  Index m, const std::vector<Index>& order, Index keep, double r2,
+                  std::int64_t* out_ids, double* out_d2, std::int64_t* out_count);
 
 }  // namespace tessera

@@ -71,12 +71,27 @@ void write_row(NeighborLists& out, Index qi, Index keep, const std::vector<kerne
   }
 }
 
+// The host grid of this rank's points: both rounds' when the local search runs on the
+// host; on a device only the second round's, made when another rank asks.
+struct Grids {
+  const Tensor& points;
+  const Tensor& ids;
+  MemSpace search;
+  std::unique_ptr<kernels::GridHash> host;
+  const kernels::GridHash& on_host() {
+    if (!host)
+      host = std::make_unique<kernels::GridHash>(points.data<double>(), ids.data<std::int64_t>(),
+                                                 points.shape(0), MemSpace::Host);
+    return *host;
+  }
+};
+
 // The shared second round: `out` holds each query's local answers (sorted rows), `bound` its
 // r2; asks every other rank whose region lies within the bound, and merges the answers into
 // the rows (rows, not a list per query: most queries get no remote answers).
-NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
-                     const Tensor& ids, const Tensor& queries, const std::vector<Index>& order,
-                     NeighborLists out, const std::vector<double>& bound, Index keep) {
+NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, Grids& grids,
+                     const Tensor& queries, const std::vector<Index>& order, NeighborLists out,
+                     const std::vector<double>& bound, Index keep) {
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
@@ -94,15 +109,10 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const Tensor& p
   }
   const auto got = exchange_records(comm, req);
   // Others' requests (about the surface of this region) are answered on the host.
-  std::unique_ptr<kernels::GridHash> index;
-  for (const auto& g : got)
-    if (!g.empty() && !index)
-      index = std::make_unique<kernels::GridHash>(points.data<double>(), ids.data<std::int64_t>(),
-                                                  points.shape(0), MemSpace::Host);
   std::vector<std::vector<Answer>> ans(static_cast<std::size_t>(P));
   for (int r = 0; r < P; ++r)
     for (const Request& q : got[static_cast<std::size_t>(r)]) {
-      const auto hits = index->within(q.xyz, q.r2, keep);
+      const auto hits = grids.on_host().within(q.xyz, q.r2, keep);
       ans[static_cast<std::size_t>(r)].push_back({static_cast<double>(hits.size()), -2});  // header
       for (const auto& h : hits) ans[static_cast<std::size_t>(r)].push_back({h.d2, h.id});
     }
@@ -127,14 +137,22 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, const Tensor& p
 }
 
 // Round one: every query's answers among this rank's points, as rows.
-NeighborLists local_round(const Tensor& points, const Tensor& ids, const Tensor& queries,
-                          const std::vector<Index>& order, Index keep, double r2, MemSpace search) {
+NeighborLists local_round(Grids& grids, const Tensor& queries, const std::vector<Index>& order,
+                          Index keep, double r2) {
   const Index m = queries.shape(0);
-  const LocalHits h = local_search(points.data<double>(), ids.data<std::int64_t>(), points.shape(0),
-                                   queries.data<double>(), m, order, keep, r2, search);
   NeighborLists out{Tensor::empty({m, keep}, DType::i64), Tensor::empty({m, keep}, DType::f64)};
-  std::copy(h.ids.begin(), h.ids.end(), out.ids.data<std::int64_t>());
-  std::copy(h.d2.begin(), h.d2.end(), out.d2.data<double>());
+  const Tensor count = Tensor::empty({m}, DType::i64);
+  auto search = [&](const kernels::GridHash& g) {
+    local_search(g, grids.ids.data<std::int64_t>(), queries.data<double>(), m, order, keep, r2,
+                 out.ids.data<std::int64_t>(), out.d2.data<double>(), count.data<std::int64_t>());
+  };
+  if (grids.search == MemSpace::Host) {
+    search(grids.on_host());
+  } else {
+    const kernels::GridHash device(grids.points.data<double>(), grids.ids.data<std::int64_t>(),
+                                   grids.points.shape(0), grids.search);
+    search(device);
+  }
   return out;
 }
 
@@ -171,13 +189,14 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
   // Round one: the local k nearest bound the search.
-  NeighborLists out = local_round(points, ids, queries, order, k, -1, search);
+  Grids grids{points, ids, search, nullptr};
+  NeighborLists out = local_round(grids, queries, order, k, -1);
   std::vector<double> bound(static_cast<std::size_t>(m));
   for (Index qi = 0; qi < m; ++qi) {
     const bool full = out.ids.data<std::int64_t>()[qi * k + k - 1] >= 0;
     bound[static_cast<std::size_t>(qi)] = full ? out.d2.data<double>()[qi * k + k - 1] : kInf;
   }
-  return finish(comm, layout, points, ids, queries, order, std::move(out), bound, k);
+  return finish(comm, layout, grids, queries, order, std::move(out), bound, k);
 }
 
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
@@ -191,9 +210,10 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
                 "ball query: radius " << r << ", max_points " << max_points);
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
-  NeighborLists out = local_round(points, ids, queries, order, max_points, r * r, search);
+  Grids grids{points, ids, search, nullptr};
+  NeighborLists out = local_round(grids, queries, order, max_points, r * r);
   const std::vector<double> bound(static_cast<std::size_t>(m), r * r);
-  return finish(comm, layout, points, ids, queries, order, std::move(out), bound, max_points);
+  return finish(comm, layout, grids, queries, order, std::move(out), bound, max_points);
 }
 
 }  // namespace tessera
