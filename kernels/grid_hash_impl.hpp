@@ -129,6 +129,17 @@ TESSERA_HD inline void grid_ball_cells(const GridView& g, const double* p, doubl
   }
 }
 
+// A lower bound of the squared distance along dim d from x to cell c's slab, shrunk by a
+// margin for the binning's rounding (a point binned into c may lie a few rounding errors of
+// its coordinate outside the slab, also far from the origin), so a skipped cell never holds
+// a point within the radius.
+TESSERA_HD inline double grid_cell_gap(const GridView& g, int d, Index c, double x) {
+  const double lo = g.lo[d] + static_cast<double>(c) * g.cell, hi = lo + g.cell;
+  double gap = x < lo ? lo - x : (x > hi ? x - hi : 0.0);
+  gap = gap * (1 - 1e-12) - 1e-12 * g.cell - 1e-14 * (fabs(x) + fabs(lo) + fabs(hi));
+  return gap > 0 ? gap * gap : 0.0;
+}
+
 struct GridWithinQuery {
   GridView g;
   const double* q;
@@ -152,9 +163,17 @@ struct GridWithinQuery {
         ++n;
         if (keep) hits.offer(dd, row);
       };
-      for (Index z = lo[2]; z <= hi[2]; ++z)
-        for (Index y = lo[1]; y <= hi[1]; ++y)
-          for (Index x = lo[0]; x <= hi[0]; ++x) grid_scan_cell(g, p, x, y, z, take);
+      // Cells whose box lies beyond the radius hold no answer: skipped (a ball overlaps
+      // about half the cube of cells it spans).
+      for (Index z = lo[2]; z <= hi[2]; ++z) {
+        const double gz = grid_cell_gap(g, 2, z, p[2]);
+        for (Index y = lo[1]; y <= hi[1]; ++y) {
+          const double gy = gz + grid_cell_gap(g, 1, y, p[1]);
+          if (gy > rr) continue;
+          for (Index x = lo[0]; x <= hi[0]; ++x)
+            if (gy + grid_cell_gap(g, 0, x, p[0]) <= rr) grid_scan_cell(g, p, x, y, z, take);
+        }
+      }
     }
     if (idx) grid_slots_to_rows(g, hits.idx, hits.count);
     count[i] = idx ? hits.count : n;

@@ -65,6 +65,10 @@ std::vector<Cloud> clouds() {
   p.clear();
   for (int i = 0; i < 50; ++i) p.insert(p.end(), {0.3, 0.3, 0.3});  // one point, 50 times
   out.push_back(with_ids(p, rng));
+  for (int i = 0; i < 800; ++i)  // far from the origin: rounding of the binning is larger
+    p.insert(p.end(), {1e5 + u(rng), -3e5 + u(rng), 1e5 + static_cast<double>(rng() % 9) * 0.125});
+  out.push_back(with_ids(p, rng));
+  p.clear();
   p = {0, 0, 0, 1, 0, 0, 0, 2, 0};  // fewer points than k
   out.push_back(with_ids(p, rng));
   out.push_back(Cloud{});  // none
