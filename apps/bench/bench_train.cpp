@@ -34,8 +34,7 @@ std::vector<Index> parse_grid(const std::string& s) {
   return {std::stoll(s.substr(0, x)), std::stoll(s.substr(x + 1))};
 }
 
-json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Index batch,
-             const std::vector<Index>& grid, int threads) {
+StepSetup step_setup(const cli::Args& opt, Index batch, const std::vector<Index>& grid) {
   StepSetup s;
   s.width = static_cast<Index>(opt.num("width"));
   s.depth = static_cast<int>(opt.num("depth"));
@@ -45,6 +44,12 @@ json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Ind
   s.warmup = static_cast<int>(opt.num("warmup"));
   s.deterministic = opt.num("deterministic") != 0;
   s.ghost_room = opt.num("ghost-room") != 0;
+  return s;
+}
+
+json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Index batch,
+             const std::vector<Index>& grid, int threads) {
+  const StepSetup s = step_setup(opt, batch, grid);
   json row = time_train_step(ctx, s);
   row["ghost_room"] = s.ghost_room ? 1 : 0;
   row["scaling"] = scaling;
@@ -71,15 +76,7 @@ json run(Context& ctx, const cli::Args& opt) {
     const int pairs = static_cast<int>(opt.num("paired"));
     if (ctx.size() > 1 && pairs > 0) {  // E from one-rank and N-rank steps taken in turn
       omp_set_num_threads(1);
-      StepSetup s;
-      s.width = static_cast<Index>(opt.num("width"));
-      s.depth = static_cast<int>(opt.num("depth"));
-      s.batch = batch;
-      s.grid = grid;
-      s.warmup = static_cast<int>(opt.num("warmup"));
-      s.deterministic = opt.num("deterministic") != 0;
-      s.ghost_room = opt.num("ghost-room") != 0;
-      json row = paired_efficiency(ctx, s, pairs);
+      json row = paired_efficiency(ctx, step_setup(opt, batch, grid), pairs);
       row["scaling"] = "paired";
       row["threads"] = 1;
       row["t_step_s"] = row["tN_s"];
