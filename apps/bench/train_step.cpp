@@ -1,6 +1,7 @@
 #include "apps/bench/train_step.hpp"
 
 #include "runtime/comm/halo_exchange.hpp"
+#include "runtime/tensor/halo_tensor.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -112,6 +113,17 @@ TrainStepRunner::TrainStepRunner(const Mesh& mesh, const StepSetup& s)
   m.opt = std::make_unique<AdamW>(net.graph().parameters(), ao);
   const unsigned seed = static_cast<unsigned>(mesh.rank()) + 1;
   m.x = ShardTensor(mesh, spec, random_local(local_shape, seed));
+  // As tessera-train does: the input written into the room its first ops want.
+  if (s.ghost_room) {
+    const HaloWidths room = net.graph().input_room(0, mesh, {spec});
+    if (!room.empty()) {
+      const int block = block_of(mesh, spec);
+      const ShardTensor roomy = ShardTensor::with_room(
+          mesh, spec, room.left(block), room.right(block), DType::f32, MemSpace::Host);
+      roomy.local().copy_from(m.x.local());
+      m.x = roomy;
+    }
+  }
   m.y =
       ShardTensor(mesh, net.graph().output_specs({spec})[0], random_local(local_shape, seed + 99));
 }

@@ -1,5 +1,7 @@
 #include "apps/common/data.hpp"
 
+#include "runtime/tensor/halo_tensor.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -334,11 +336,30 @@ std::pair<ShardSpec, ShardSpec> GridData::batch_specs(Index b) const {
 }
 
 std::pair<ShardTensor, ShardTensor> GridData::batch(const std::vector<Index>& samples,
-                                                    MemSpace space) const {
+                                                    MemSpace space,
+                                                    const HaloWidths& x_room) const {
   const auto [xspec, yspec] = batch_specs(static_cast<Index>(samples.size()));
   const Box mine = xspec.local_box(mesh_.coords());
-  return {ShardTensor::unchecked(mesh_, xspec, gather(inputs_, samples, mine, cin_, space)),
-          ShardTensor::unchecked(mesh_, yspec, gather(targets_, samples, mine, cout_, space))};
+  const ShardTensor y =
+      ShardTensor::unchecked(mesh_, yspec, gather(targets_, samples, mine, cout_, space));
+  if (x_room.empty())
+    return {ShardTensor::unchecked(mesh_, xspec, gather(inputs_, samples, mine, cin_, space)), y};
+  const int block = block_of(mesh_, xspec);
+  const ShardTensor x =
+      ShardTensor::with_room(mesh_, xspec, x_room.left(block), x_room.right(block), dtype_, space);
+  if (space == MemSpace::Host) {  // each sample straight from the cache into the interior
+    for (Index b = mine.lo[0]; b < mine.hi[0]; ++b) {
+      const Index i = samples[static_cast<std::size_t>(b)];
+      TESSERA_CHECK(i >= 0 && i < n_, "batch: sample " << i << " outside [0, " << n_ << ")");
+      Box one = Box::from_shape(x.local().shape()), from = Box::from_shape(inputs_.shape());
+      one.lo[0] = b - mine.lo[0], one.hi[0] = one.lo[0] + 1;
+      from.lo[0] = i, from.hi[0] = i + 1;
+      x.local().view(one).copy_from(inputs_.view(from));
+    }
+  } else {  // one host-to-device copy of the gathered batch, then into the interior
+    x.local().copy_from(gather(inputs_, samples, mine, cin_, MemSpace::Host));
+  }
+  return {x, y};
 }
 
 }  // namespace tessera::app

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "decomp/halo_geometry.hpp"
 #include "io/file.hpp"
 #include "runtime/tensor/shard_tensor.hpp"
 
@@ -70,9 +71,11 @@ class GridData {
 
   // The batch of these global sample indices (the same list on every rank): inputs and
   // targets. The batch dim is split over the data axis when its size divides the batch,
-  // else replicated over it (each replica computes the same).
-  std::pair<ShardTensor, ShardTensor> batch(const std::vector<Index>& samples,
-                                            MemSpace space) const;
+  // else replicated over it (each replica computes the same). With `x_room` (the ghost
+  // room the model's first ops want, Graph::input_room), the inputs are written into the
+  // interior of a buffer with that room, which those ops' halo exchanges fill in place.
+  std::pair<ShardTensor, ShardTensor> batch(const std::vector<Index>& samples, MemSpace space,
+                                            const HaloWidths& x_room = HaloWidths()) const;
   // The specs of a batch of `b` samples: inputs, targets.
   std::pair<ShardSpec, ShardSpec> batch_specs(Index b) const;
 

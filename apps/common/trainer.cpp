@@ -347,11 +347,16 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
       [this](const std::vector<Parameter*>& ready) { sync_->mark_ready(ready); });
 }
 
+HaloWidths Trainer::input_room(std::size_t batch) {
+  return model_->graph().input_room(0, mesh_,
+                                    {data_->batch_specs(static_cast<Index>(batch)).first});
+}
+
 StepResult Trainer::step() {
   device::reset_stats();
   std::vector<Index> idx = sampler_->next();
   for (Index& i : idx) i = train_[static_cast<std::size_t>(i)];
-  auto [x, y] = data_->batch(idx, space_);
+  auto [x, y] = data_->batch(idx, space_, input_room(idx.size()));
   inject("step.batch");
   TESSERA_MPI(MPI_Barrier(mesh_.comm()));  // time this step, not the last one's stragglers
   comm_times() = {};
@@ -423,7 +428,7 @@ EvalResult Trainer::validate() {
     const std::vector<Index> idx(
         val_.begin() + static_cast<std::ptrdiff_t>(b0),
         val_.begin() + static_cast<std::ptrdiff_t>(std::min(val_.size(), b0 + bsz)));
-    auto [x, y] = data_->batch(idx, space_);
+    auto [x, y] = data_->batch(idx, space_, input_room(idx.size()));
     const ShardTensor pred = model_->forward(x);
     const double w = static_cast<double>(idx.size());
     e.loss += (*loss_)(pred, y, false).value * w;

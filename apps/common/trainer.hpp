@@ -119,6 +119,10 @@ class Trainer {
   void restore(const io::Checkpoint& c);
 
  private:
+  // The ghost room the model's graph wants its input in, for a batch of this size (the
+  // batch is written straight into it).
+  HaloWidths input_room(std::size_t batch);
+
   Mesh mesh_;
   TrainConfig cfg_;
   std::string config_text_;

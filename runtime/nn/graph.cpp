@@ -116,7 +116,9 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
     values_[static_cast<std::size_t>(inputs_[k])] = inputs[k];
   mesh_ = inputs.front().mesh();
 
-  const Rooms& room_plan = rooms_for(inputs);
+  std::vector<ShardSpec> in_specs;
+  for (const ShardTensor& t : inputs) in_specs.push_back(t.spec());
+  const Rooms& room_plan = rooms_for(in_specs);
   const std::vector<std::vector<HaloWidths>>& wants = room_plan.wants;
   const std::vector<HaloWidths>& rooms = room_plan.of_value;
   values_in_room_ = 0;
@@ -254,16 +256,35 @@ ShardTensor Graph::backward(const ShardTensor& dy) {
   return backward(std::vector<ShardTensor>{dy}).front();
 }
 
-const Graph::Rooms& Graph::rooms_for(const std::vector<ShardTensor>& inputs) {
-  std::vector<ShardSpec> in_specs;
-  for (const ShardTensor& t : inputs) in_specs.push_back(t.spec());
+HaloWidths Graph::input_room(int k, const Mesh& mesh, const std::vector<ShardSpec>& in_specs) {
+  TESSERA_CHECK(k >= 0 && k < static_cast<int>(inputs_.size()),
+                "Graph::input_room: input " << k << " of " << inputs_.size());
+  mesh_ = mesh;
+  const Rooms& r = rooms_for(in_specs);
+  const int v = inputs_[static_cast<std::size_t>(k)];
+  HaloWidths room;
+  bool first = true;
+  for (std::size_t id = 0; id < nodes_.size(); ++id)
+    for (std::size_t j = 0; j < nodes_[id].inputs.size(); ++j) {
+      if (nodes_[id].inputs[j] != v) continue;
+      const HaloWidths& w = r.wants[id][j];
+      if (w.empty() || (!first && !(w == room))) return HaloWidths();
+      room = w;
+      first = false;
+    }
+  for (int o : outputs_)
+    if (o == v) return HaloWidths();  // an input that is also an output stays plain
+  return room;
+}
+
+const Graph::Rooms& Graph::rooms_for(const std::vector<ShardSpec>& in_specs) {
   Rooms& r = rooms_;
   if (r.in_specs == in_specs && r.comm == mesh_.comm() && r.nodes == nodes_.size() &&
       r.outputs == outputs_ && r.on == ghost_room_ && r.keep == keep_values_)
     return r;
   r.wants = wanted_rooms(in_specs);
   r.of_value = value_rooms(r.wants);
-  r.in_specs = std::move(in_specs);
+  r.in_specs = in_specs;
   r.comm = mesh_.comm();
   r.nodes = nodes_.size();
   r.outputs = outputs_;

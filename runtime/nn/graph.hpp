@@ -106,6 +106,11 @@ class Graph {
   void ghost_room(bool on) { ghost_room_ = on; }
   // Values given room by the last forward (tests and benchmarks).
   int values_in_room() const { return values_in_room_; }
+  // The ghost room input k's consumers want for inputs of these specs on `mesh`: their
+  // common widths, empty when they disagree, one wants none, or ghost room is off. A caller
+  // that writes input k into a buffer with this room (ShardTensor::with_room) has it used in
+  // place: no copy of the shard into a padded buffer. Collective over the mesh on a change.
+  HaloWidths input_room(int k, const Mesh& mesh, const std::vector<ShardSpec>& in_specs);
 
   // Keep every intermediate value after forward (for inspection); off by default.
   void keep_values(bool on) { keep_values_ = on; }
@@ -159,7 +164,7 @@ class Graph {
     std::vector<HaloWidths> of_value;            // what each value's producer writes
   };
   Rooms rooms_;
-  const Rooms& rooms_for(const std::vector<ShardTensor>& inputs);  // collective on a change
+  const Rooms& rooms_for(const std::vector<ShardSpec>& in_specs);  // collective on a change
   // The room each op input wants (Op::input_room) for the inputs' specs; collective.
   std::vector<std::vector<HaloWidths>> wanted_rooms(const std::vector<ShardSpec>& in_specs);
   // The room each value's producer writes: what all its consumers want, when they agree.

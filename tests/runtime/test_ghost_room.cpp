@@ -272,3 +272,44 @@ TEST_CASE("Layers that take no ghost room say so", "[ghost_room]") {
                                                      DType::f64, MemSpace::Host);
   MPI_CHECK_ERROR(conv->backward(dy_room), "ghost room");
 }
+
+TEST_CASE("A graph input written into the room the graph asks for is exchanged in place",
+          "[ghost_room]") {
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const std::vector<Index> shape = {2, 2, 24, 6};
+  const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
+  const Tensor xf = test::random_tensor(shape, DType::f64, 17);
+  const ShardTensor plain = ShardTensor::scatter(mesh, xf, spec);
+  Graph g;
+  const Value x = g.input("x");
+  g.output(g.layer("act", std::make_shared<ActivationLayer>(kernels::Activation::GELU),
+                   g.layer("c3", same_conv(3, 4), x)));
+  const HaloWidths room = g.input_room(0, mesh, {spec});
+  // One rank exchanges nothing: no room wanted.
+  MPI_REQUIRE(room.empty() == (test::world_size() == 1));
+  if (room.empty()) return;
+  const int block = block_of(mesh, spec);
+  const ShardTensor roomy = ShardTensor::with_room(mesh, spec, room.left(block), room.right(block),
+                                                   DType::f64, MemSpace::Host);
+  roomy.local().copy_from(plain.local());
+  const ShardTensor y_plain = g.forward(plain);
+  const ShardTensor y_room = g.forward(roomy);
+  MPI_CHECK(same(y_room.local(), y_plain.local()));
+  // The exchange wrote the neighbours' rows into the input's own ghost slabs.
+  double padded_sum = 0;
+  const Tensor padded = roomy.room();
+  for (Index i = 0; i < padded.numel(); ++i) padded_sum += std::abs(padded.data<double>()[i]);
+  double interior = 0;
+  const Tensor in = roomy.local().contiguous();
+  for (Index i = 0; i < in.numel(); ++i) interior += std::abs(in.data<double>()[i]);
+  MPI_CHECK((padded_sum > interior) == (plain.local_box().extent(2) > 0));
+
+  // Consumers that want different room, or ghost room off: the input stays plain.
+  Graph two;
+  const Value x2 = two.input("x");
+  two.output(
+      two.add("sum", two.layer("c3", same_conv(3, 1), x2), two.layer("c5", same_conv(5, 2), x2)));
+  MPI_CHECK(two.input_room(0, mesh, {spec}).empty());
+  g.ghost_room(false);
+  MPI_CHECK(g.input_room(0, mesh, {spec}).empty());
+}
