@@ -15,6 +15,7 @@
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/have_device.hpp"
 #include "tests/support/layer_check.hpp"
+#include "tests/support/point_conv_options.hpp"
 
 using namespace tessera;
 
@@ -55,14 +56,7 @@ TEST_CASE("PointConv on CUDA tensors equals the host path", "[gpu]") {
   for (DType dt : {DType::f64, DType::f32})
     for (bool ball : {false, true})
       for (bool mean : {false, true}) {
-        PointConvOptions o;
-        o.in_channels = 3;
-        o.out_channels = 4;
-        o.neighbourhood.neighbours = 5;
-        o.neighbourhood.radius = ball ? 0.35 : 0.0;
-        o.mean = mean;
-        o.dtype = dt;
-        o.seed = 3;
+        const PointConvOptions o = test::point_conv_options(dt, ball, mean, 0);
         const Tensor f = test::random_tensor({2, 3, 41}, dt, 5);
         const Tensor s = test::random_tensor({2, 3, 41}, dt, 6, 0.0, 1.0);
         const Run d = run(mesh, o, MemSpace::Cuda, f, s), h = run(mesh, o, MemSpace::Host, f, s);

@@ -13,6 +13,7 @@
 #include "runtime/points/point_conv.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/layer_check.hpp"
+#include "tests/support/point_conv_options.hpp"
 
 using namespace tessera;
 
@@ -25,16 +26,7 @@ int world_rank(MPI_Comm c) {
 }
 
 PointConvOptions conv_options(DType dt, bool ball, bool mean) {
-  PointConvOptions o;
-  o.in_channels = 3;
-  o.out_channels = 4;
-  o.neighbourhood.neighbours = 5;
-  o.neighbourhood.radius = ball ? 0.35 : 0.0;
-  o.mean = mean;
-  o.pos_offset = 1;  // the source holds a channel before x, y, z
-  o.dtype = dt;
-  o.seed = 3;
-  return o;
+  return test::point_conv_options(dt, ball, mean, 1);  // a channel before x, y, z
 }
 
 // Features (N, 3, P) and a source (N, 4, P) whose channels 1..3 are coordinates in the unit
