@@ -46,9 +46,10 @@ class GridHash {
   MemSpace space() const { return space_; }
   Index size() const { return view_.n; }
 
-  // One query at a time on a host grid, as kernels::PointIndex answers them (the host's
-  // local search of the distributed queries): the k nearest, sorted; every point within
-  // r2, sorted, the first max_points of them if > 0.
+  // One query at a time on a host grid, as kernels::PointIndex answers them (other ranks'
+  // requests in the distributed queries; their own queries go through the batched
+  // grid_knn / grid_within): the k nearest, sorted; every point within r2, sorted, the
+  // first max_points of them if > 0.
   std::vector<Neighbor> knn(const double q[3], Index k) const;
   std::vector<Neighbor> within(const double q[3], double r2, Index max_points = 0) const;
 

@@ -116,9 +116,7 @@ ShardTensor input_in_room(ConvNd& layer, const Mesh& mesh, const ShardSpec& spec
   const Tensor v = pseudo_random(spec.local_shape(mesh.coords()), seed);
   const HaloWidths room = layer.input_room(mesh, spec);
   if (room.empty()) return ShardTensor(mesh, spec, v);
-  const int b = block_of(mesh, spec);
-  const ShardTensor x =
-      ShardTensor::with_room(mesh, spec, room.left(b), room.right(b), v.dtype(), v.space());
+  const ShardTensor x = ShardTensor::with_room(mesh, spec, room, v.dtype(), v.space());
   x.local().copy_from(v);
   return x;
 }

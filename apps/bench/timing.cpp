@@ -5,8 +5,7 @@
 
 namespace tessera::bench {
 
-namespace {
-double time_once(MPI_Comm comm, const std::function<void()>& fn) {
+double time_slowest(MPI_Comm comm, const std::function<void()>& fn) {
   MPI_Barrier(comm);
   const double t0 = MPI_Wtime();
   fn();
@@ -14,11 +13,10 @@ double time_once(MPI_Comm comm, const std::function<void()>& fn) {
   MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
   return worst;
 }
-Timing summary(std::vector<double> t) {
+Timing summarize(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   return {t[t.size() / 2], t.front()};
 }
-}  // namespace
 
 std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
                                            const std::function<void()>& a,
@@ -26,17 +24,17 @@ std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
   for (int i = 0; i < warmup; ++i) a(), b();
   std::vector<double> ta, tb;
   for (int i = 0; i < reps; ++i) {
-    ta.push_back(time_once(comm, a));
-    tb.push_back(time_once(comm, b));
+    ta.push_back(time_slowest(comm, a));
+    tb.push_back(time_slowest(comm, b));
   }
-  return {summary(ta), summary(tb)};
+  return {summarize(ta), summarize(tb)};
 }
 
 Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> t;
-  for (int i = 0; i < reps; ++i) t.push_back(time_once(comm, fn));
-  return summary(t);
+  for (int i = 0; i < reps; ++i) t.push_back(time_slowest(comm, fn));
+  return summarize(t);
 }
 
 }  // namespace tessera::bench

@@ -5,12 +5,18 @@
 
 #include <functional>
 #include <utility>
+#include <vector>
 
 namespace tessera::bench {
 
 struct Timing {
   double median_s = 0, min_s = 0;
 };
+
+// One run of fn from a barrier: the slowest rank's time.
+double time_slowest(MPI_Comm comm, const std::function<void()>& fn);
+// The median and minimum of some times.
+Timing summarize(std::vector<double> times);
 
 // Runs fn `warmup` times untimed, then `reps` times timed.
 Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<void()>& fn);

@@ -1,7 +1,6 @@
 #include "apps/bench/train_step.hpp"
 
 #include "runtime/comm/halo_exchange.hpp"
-#include "runtime/tensor/halo_tensor.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +8,7 @@
 #include <thread>
 
 #include "apps/bench/mpi_counters.hpp"
+#include "apps/bench/timing.hpp"
 #include "kernels/device/memory.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/grad_sync.hpp"
@@ -117,9 +117,8 @@ TrainStepRunner::TrainStepRunner(const Mesh& mesh, const StepSetup& s)
   if (s.ghost_room) {
     const HaloWidths room = net.graph().input_room(0, mesh, {spec});
     if (!room.empty()) {
-      const int block = block_of(mesh, spec);
-      const ShardTensor roomy = ShardTensor::with_room(
-          mesh, spec, room.left(block), room.right(block), DType::f32, MemSpace::Host);
+      const ShardTensor roomy =
+          ShardTensor::with_room(mesh, spec, room, DType::f32, MemSpace::Host);
       roomy.local().copy_from(m.x.local());
       m.x = roomy;
     }
@@ -229,11 +228,6 @@ void sleeping_barrier(MPI_Comm comm) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 }  // namespace
 
 json paired_efficiency(Context& ctx, const StepSetup& s, int pairs) {
@@ -259,12 +253,7 @@ json paired_efficiency(Context& ctx, const StepSetup& s, int pairs) {
   };
   auto time_par = [&] {
     par.step();
-    MPI_Barrier(mesh.comm());
-    const double t0 = MPI_Wtime();
-    par.step();
-    double t = MPI_Wtime() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, mesh.comm());
-    return t;
+    return time_slowest(mesh.comm(), [&] { par.step(); });
   };
   // The node's cores (one node here), not this rank's binding.
   const int cores = std::min(n, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
@@ -287,10 +276,10 @@ json paired_efficiency(Context& ctx, const StepSetup& s, int pairs) {
           {"shape", shape_str(par.shape())},
           {"pairs", pairs},
           {"cores", cores},
-          {"t1_s", median(t1)},
-          {"tN_s", median(tn)},
-          {"e_median", median(e)},
-          {"e_min", *std::min_element(e.begin(), e.end())},
+          {"t1_s", summarize(t1).median_s},
+          {"tN_s", summarize(tn).median_s},
+          {"e_median", summarize(e).median_s},
+          {"e_min", summarize(e).min_s},
           {"e_max", *std::max_element(e.begin(), e.end())},
           {"t1_pairs_s", t1},
           {"tN_pairs_s", tn}};

@@ -1,7 +1,5 @@
 #include "apps/common/data.hpp"
 
-#include "runtime/tensor/halo_tensor.hpp"
-
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -323,7 +321,7 @@ Tensor GridData::gather(const Tensor& cache, const std::vector<Index>& samples, 
     std::memcpy(static_cast<char*>(local.raw()) + static_cast<std::size_t>(b - b0) * per,
                 static_cast<const char*>(cache.raw()) + static_cast<std::size_t>(i) * per, per);
   }
-  return space == MemSpace::Host ? local : local.to(space);
+  return local.in_space(space);
 }
 
 std::pair<ShardSpec, ShardSpec> GridData::batch_specs(Index b) const {
@@ -344,9 +342,7 @@ std::pair<ShardTensor, ShardTensor> GridData::batch(const std::vector<Index>& sa
       ShardTensor::unchecked(mesh_, yspec, gather(targets_, samples, mine, cout_, space));
   if (x_room.empty())
     return {ShardTensor::unchecked(mesh_, xspec, gather(inputs_, samples, mine, cin_, space)), y};
-  const int block = block_of(mesh_, xspec);
-  const ShardTensor x =
-      ShardTensor::with_room(mesh_, xspec, x_room.left(block), x_room.right(block), dtype_, space);
+  const ShardTensor x = ShardTensor::with_room(mesh_, xspec, x_room, dtype_, space);
   if (space == MemSpace::Host) {  // each sample straight from the cache into the interior
     for (Index b = mine.lo[0]; b < mine.hi[0]; ++b) {
       const Index i = samples[static_cast<std::size_t>(b)];

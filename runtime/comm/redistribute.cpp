@@ -16,10 +16,6 @@
 namespace tessera {
 namespace {
 
-Tensor in_space(const Tensor& t, MemSpace s) {
-  return t.space() == s ? t : t.to(s);
-}
-
 // Local index space of `box` (given in global coordinates) inside `owner` (a local box).
 Box to_local(const Box& box, const Box& owner) {
   return relative_to(box, owner);
@@ -122,7 +118,7 @@ Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
                          static_cast<int>(out.regions.size()), out.total(), es,
                          kernels::PackOp::Pack);
   const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
-  Tensor ws = in_space(sbuf, wire),
+  Tensor ws = sbuf.in_space(wire),
          wr = wire == rbuf.space() ? rbuf : Tensor::empty({in.total()}, src.dtype(), wire);
   MpiType et = element_type(es);
   device::synchronize(ws.device());  // MPI reads what the packing kernel wrote
@@ -203,7 +199,7 @@ ShardTensor axis_allgather(const ShardTensor& t, int axis, int d, const ShardSpe
   const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
   Tensor recvbuf = direct && wire == src.space() ? out.reshape({out.numel()})
                                                  : Tensor::empty({tot}, src.dtype(), wire);
-  const Tensor sendbuf = in_space(src, wire);
+  const Tensor sendbuf = src.in_space(wire);
   MpiType et = element_type(src.elem_size());
   TESSERA_MPI(MPI_Allgatherv(sendbuf.raw(), checked_count(src.numel(), "allgatherv count"),
                              et.get(), recvbuf.raw(), counts.data(), displs.data(), et.get(),
@@ -228,7 +224,7 @@ ShardTensor local_slice(const ShardTensor& t, const ShardSpec& target) {
 // Allreduce in chunks that fit MPI's int counts.
 void allreduce_sum(Tensor& t, MPI_Comm comm) {
   const MemSpace wire = mpi_accepts(t.space()) ? t.space() : MemSpace::Host;
-  Tensor buf = in_space(t, wire);
+  Tensor buf = t.in_space(wire);
   const MPI_Datatype mt = mpi_reducible_type_of(t.dtype());
   const Index chunk = 1 << 30;
   auto* p = static_cast<unsigned char*>(buf.raw());
@@ -272,13 +268,13 @@ ShardTensor partial_to_shard(const ShardTensor& t, int axis, int d,
     off += b.volume();
   }
   const MemSpace wire = mpi_accepts(src.space()) ? src.space() : MemSpace::Host;
-  const Tensor ws = in_space(packed, wire);
+  const Tensor ws = packed.in_space(wire);
   const Box want = target.local_box(mesh.coords());
   Tensor out = Tensor::empty(want.shape(), src.dtype(), wire);
   TESSERA_MPI(MPI_Reduce_scatter(ws.raw(), out.raw(), counts.data(),
                                  mpi_reducible_type_of(src.dtype()), MPI_SUM,
                                  mesh.axis_comm(axis)));
-  return ShardTensor::unchecked(mesh, target, in_space(out, src.space()));
+  return ShardTensor::unchecked(mesh, target, out.in_space(src.space()));
 }
 
 // Replicate over `axis` -> Partial: coordinate 0 keeps the value, the others hold zero.

@@ -260,21 +260,8 @@ HaloWidths Graph::input_room(int k, const Mesh& mesh, const std::vector<ShardSpe
   TESSERA_CHECK(k >= 0 && k < static_cast<int>(inputs_.size()),
                 "Graph::input_room: input " << k << " of " << inputs_.size());
   mesh_ = mesh;
-  const Rooms& r = rooms_for(in_specs);
-  const int v = inputs_[static_cast<std::size_t>(k)];
-  HaloWidths room;
-  bool first = true;
-  for (std::size_t id = 0; id < nodes_.size(); ++id)
-    for (std::size_t j = 0; j < nodes_[id].inputs.size(); ++j) {
-      if (nodes_[id].inputs[j] != v) continue;
-      const HaloWidths& w = r.wants[id][j];
-      if (w.empty() || (!first && !(w == room))) return HaloWidths();
-      room = w;
-      first = false;
-    }
-  for (int o : outputs_)
-    if (o == v) return HaloWidths();  // an input that is also an output stays plain
-  return room;
+  return rooms_for(in_specs)
+      .of_value[static_cast<std::size_t>(inputs_[static_cast<std::size_t>(k)])];
 }
 
 const Graph::Rooms& Graph::rooms_for(const std::vector<ShardSpec>& in_specs) {
@@ -322,9 +309,7 @@ std::vector<HaloWidths> Graph::value_rooms(
     }
   for (int o : outputs_) agree[static_cast<std::size_t>(o)] = false;  // callers get plain shards
   for (std::size_t v = 0; v < n; ++v)
-    if (!ghost_room_ || keep_values_ || nodes_[v].kind == Kind::Input || consumers[v] == 0 ||
-        !agree[v])
-      rooms[v] = HaloWidths();
+    if (!ghost_room_ || keep_values_ || consumers[v] == 0 || !agree[v]) rooms[v] = HaloWidths();
   return rooms;
 }
 

@@ -167,7 +167,8 @@ class Graph {
   const Rooms& rooms_for(const std::vector<ShardSpec>& in_specs);  // collective on a change
   // The room each op input wants (Op::input_room) for the inputs' specs; collective.
   std::vector<std::vector<HaloWidths>> wanted_rooms(const std::vector<ShardSpec>& in_specs);
-  // The room each value's producer writes: what all its consumers want, when they agree.
+  // The room each value's producer writes: what all its consumers want, when they agree (for
+  // a graph input, the room its caller may write it in: input_room).
   std::vector<HaloWidths> value_rooms(const std::vector<std::vector<HaloWidths>>& wants) const;
   std::function<void(const std::vector<Parameter*>&)> grads_ready_;
 };

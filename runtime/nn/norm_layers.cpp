@@ -18,10 +18,10 @@ using kernels::StatLayout;
 Tensor doubles_in(const std::vector<double>& v, MemSpace s) {
   Tensor t = Tensor::empty({static_cast<Index>(v.size())}, DType::f64);
   if (!v.empty()) std::memcpy(t.raw(), v.data(), v.size() * sizeof(double));
-  return s == MemSpace::Host ? t : t.to(s);
+  return t.in_space(s);
 }
 std::vector<double> host_doubles(const Tensor& t) {
-  const Tensor h = t.space() == MemSpace::Host ? t : t.to(MemSpace::Host);
+  const Tensor h = t.in_space(MemSpace::Host);
   std::vector<double> v(static_cast<std::size_t>(h.numel()));
   if (!v.empty()) std::memcpy(v.data(), h.raw(), v.size() * sizeof(double));
   return v;

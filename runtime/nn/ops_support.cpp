@@ -48,8 +48,7 @@ void add_param_grad(const std::vector<int>& axes, const Tensor& local, Index off
   if (n == 0) return;
   const Tensor dst = p.grad.reshape({p.grad.numel()}).view(Box({offset}, {offset + n}));
   // A host-side sum (a layer's float64 token part) goes to the device the gradient lives on.
-  const Tensor src =
-      (local.space() == dst.space() ? local : local.to(dst.space())).contiguous().reshape({n});
+  const Tensor src = local.in_space(dst.space()).contiguous().reshape({n});
   if (src.dtype() == dst.dtype())
     add_into(dst, src);
   else

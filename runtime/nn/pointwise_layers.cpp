@@ -26,12 +26,10 @@ ShardTensor ActivationLayer::forward_into_room(const ShardTensor& x, const HaloW
   check_layer_input(x, 1, kMaxDims, name());
   const DType t = kernel_scalar(x.dtype(), "ActivationLayer");
   const Tensor& in = x.local();
-  const int block = room.empty() ? 0 : block_of(x.mesh(), x.spec());
   const ShardTensor y =
       room.empty() ? ShardTensor::unchecked(x.mesh(), x.spec(),
                                             Tensor::empty(in.shape(), in.dtype(), in.space()))
-                   : ShardTensor::with_room(x.mesh(), x.spec(), room.left(block), room.right(block),
-                                            in.dtype(), in.space());
+                   : ShardTensor::with_room(x.mesh(), x.spec(), room, in.dtype(), in.space());
   const Tensor& out = y.local();
   if (out.is_contiguous())
     kernels::activation_forward(in.device(), kind_, t, in.numel(), in.raw(), out.raw());

@@ -19,7 +19,7 @@ void local_search(const kernels::GridHash& grid, const std::int64_t* ids, const 
   if (grid.size() == 0) {
     std::fill(out_ids, out_ids + m * keep, -1);
     std::fill(out_d2, out_d2 + m * keep, inf);
-    std::fill(out_count, out_count + m, 0);
+    if (out_count) std::fill(out_count, out_count + m, 0);
     return;
   }
   // The queries in search order; answers come back in that order. Scratch through tensors,
@@ -30,7 +30,7 @@ void local_search(const kernels::GridHash& grid, const std::int64_t* ids, const 
       q.data<double>()[3 * t + c] = queries[3 * order[static_cast<std::size_t>(t)] + c];
   const MemSpace space = grid.space();
   const Device dev = Device::of(space);
-  const Tensor qd = space == MemSpace::Host ? q : q.to(space);
+  const Tensor qd = q.in_space(space);
   Tensor idx = Tensor::empty({m, keep}, DType::i64, space),
          d2 = Tensor::empty({m, keep}, DType::f64, space),
          cnt = Tensor::empty({m}, DType::i64, space);
@@ -42,17 +42,15 @@ void local_search(const kernels::GridHash& grid, const std::int64_t* ids, const 
   else
     kernels::grid_within(dev, grid.view(), qd.data<double>(), m, r2, keep, ip, d2.data<double>(),
                          cp);
-  if (space != MemSpace::Host) {  // waits for the search
-    idx = idx.to(MemSpace::Host);
-    d2 = d2.to(MemSpace::Host);
-    cnt = cnt.to(MemSpace::Host);
-  }
+  idx = idx.in_space(MemSpace::Host);  // from a device: waits for the search
+  d2 = d2.in_space(MemSpace::Host);
+  cnt = cnt.in_space(MemSpace::Host);
   const std::int64_t* rows = idx.data<std::int64_t>();
   const double* dd = d2.data<double>();
   for (Index t = 0; t < m; ++t) {
     const Index qi = order[static_cast<std::size_t>(t)];
     const Index c = cnt.data<std::int64_t>()[t];
-    out_count[qi] = c;
+    if (out_count) out_count[qi] = c;
     std::int64_t* oi = out_ids + qi * keep;
     double* od = out_d2 + qi * keep;
     for (Index j = 0; j < c; ++j) oi[j] = ids[rows[t * keep + j]], od[j] = dd[t * keep + j];

@@ -16,7 +16,7 @@ namespace tessera {
 // grid: the grid hash of n points (in host or device memory: the search runs there), ids:
 // their global ids by row (host); queries: m rows of 3 doubles (host). Writes, in host
 // memory, row i of out_ids / out_d2 (m rows of keep: global ids sorted by (d2, id), then -1
-// and +inf) and out_count[i] for query i.
+// and +inf) and, if out_count is not null, out_count[i] for query i.
 void local_search(const kernels::GridHash& grid, const std::int64_t* ids, const double* queries,
                   Index m, const std::vector<Index>& order, Index keep, double r2,
                   std::int64_t* out_ids, double* out_d2, std::int64_t* out_count);

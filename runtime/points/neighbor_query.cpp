@@ -141,10 +141,9 @@ NeighborLists local_round(Grids& grids, const Tensor& queries, const std::vector
                           Index keep, double r2) {
   const Index m = queries.shape(0);
   NeighborLists out{Tensor::empty({m, keep}, DType::i64), Tensor::empty({m, keep}, DType::f64)};
-  const Tensor count = Tensor::empty({m}, DType::i64);
   auto search = [&](const kernels::GridHash& g) {
     local_search(g, grids.ids.data<std::int64_t>(), queries.data<double>(), m, order, keep, r2,
-                 out.ids.data<std::int64_t>(), out.d2.data<double>(), count.data<std::int64_t>());
+                 out.ids.data<std::int64_t>(), out.d2.data<double>(), nullptr);
   };
   if (grids.search == MemSpace::Host) {
     search(grids.on_host());

@@ -33,15 +33,6 @@ double coord(const Tensor& src, Index n, int c, Index i) {
   return src.dtype() == DType::f64 ? src.data<double>()[at] : src.data<float>()[at];
 }
 
-// t itself on the host (contiguous), else a host copy.
-Tensor on_host(const Tensor& t) {
-  return t.space() == MemSpace::Host ? t.contiguous() : t.to(MemSpace::Host);
-}
-// A host tensor in `space` (itself on the host).
-Tensor in_space(const Tensor& t, MemSpace space) {
-  return t.space() == space ? t : t.to(space);
-}
-
 // Sample n's (P, O) rows <-> its channel-first (O, P) block at `offset` elements of an
 // (N, O, P) tensor, on the device the buffers live on.
 void transpose_into(const Device& dev, DType t, const void* src, void* dst, Index offset, Index P,
@@ -145,8 +136,8 @@ PointConv::PointConv(const PointConvOptions& o) : opts_(o) {
       else
         p->value.data<float>()[i] = static_cast<float>(u(rng));
     }
-    p->value = in_space(p->value, o.space);
-    p->grad = in_space(p->grad, o.space);
+    p->value = p->value.in_space(o.space);
+    p->grad = p->grad.in_space(o.space);
   }
 }
 
@@ -207,7 +198,8 @@ ShardTensor PointConv::forward(const std::vector<ShardTensor>& in) {
   for (Index n : s->in_spec.sizes(2)) offsets.push_back(offsets.back() + n);
   // The neighbourhoods, the gathers and the edges' assembly run on the host (the queries
   // and IndexGather are host code); the edge convolution runs where the layer lives.
-  const Tensor f = on_host(in[0].local()), src = on_host(in[1].local());
+  const Tensor f = in[0].local().in_space(MemSpace::Host).contiguous(),
+               src = in[1].local().in_space(MemSpace::Host).contiguous();
   s->nb =
       opts_.neighbourhoods->get(s->mesh, axis, offsets, src, opts_.pos_offset, opts_.neighbourhood);
   const Index N = f.shape(0), C = f.shape(1), P = f.shape(2), k = opts_.neighbourhood.neighbours;
@@ -243,8 +235,8 @@ ShardTensor PointConv::forward(const std::vector<ShardTensor>& in) {
             edges.data<float>()[at] = static_cast<float>(v);
         }
     Saved::Sample sm;
-    sm.edges = in_space(edges, space);
-    sm.ids = in_space(nb.ids, space);
+    sm.edges = edges.in_space(space);
+    sm.ids = nb.ids.in_space(space);
     sm.z = Tensor::empty({P, k, O}, t, space);
     sm.argmax = Tensor::empty({P, O}, DType::i64, space);
     Tensor yn = Tensor::empty({P, O}, t, space);
@@ -283,7 +275,7 @@ std::vector<ShardTensor> PointConv::backward(const ShardTensor& dy) {
                                 weight_.value.raw(), sm.z.raw(), sm.argmax.data<std::int64_t>(),
                                 gn.raw(), dedges.raw(), dw.data<double>(), db.data<double>());
     // The feature part of each edge's gradient goes home to f_j (the coordinates are data).
-    const Tensor de = on_host(dedges);
+    const Tensor de = dedges.in_space(MemSpace::Host).contiguous();
     Tensor grows = Tensor::empty({P * k, C}, DType::f64);
     for (Index r = 0; r < P * k; ++r)
       for (Index c = 0; c < C; ++c)
@@ -303,7 +295,7 @@ std::vector<ShardTensor> PointConv::backward(const ShardTensor& dy) {
   const std::vector<int> axes = sharding_axes(s.in_spec);
   add_param_grad(axes, dw, 0, weight_);
   add_param_grad(axes, db, 0, bias_);
-  return {ShardTensor::unchecked(s.mesh, s.in_spec, in_space(dx, space)), ShardTensor()};
+  return {ShardTensor::unchecked(s.mesh, s.in_spec, dx.in_space(space)), ShardTensor()};
 }
 
 OpCost PointConv::cost(const std::vector<ShardSpec>&, const ShardSpec&, DType) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/comm/collective_error.hpp"
+#include "runtime/tensor/halo_tensor.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 
 namespace tessera {
@@ -39,6 +40,12 @@ ShardTensor ShardTensor::with_room(const Mesh& mesh, const ShardSpec& spec,
   const ShardTensor t = in_room(mesh, spec, Tensor::empty(pb.shape(), dtype, space), pb);
   for (const Box& slab : outside_of(pb, own)) t.room_.view(relative_to(slab, pb)).zero();
   return t;
+}
+
+ShardTensor ShardTensor::with_room(const Mesh& mesh, const ShardSpec& spec,
+                                   const HaloWidths& widths, DType dtype, MemSpace space) {
+  const int block = block_of(mesh, spec);
+  return with_room(mesh, spec, widths.left(block), widths.right(block), dtype, space);
 }
 
 ShardTensor ShardTensor::without_room() const {
@@ -138,9 +145,6 @@ bool is_canonical_holder(const ShardSpec& spec, const std::vector<int>& coords) 
   return true;
 }
 
-Tensor host_copy(const Tensor& t) {
-  return t.space() == MemSpace::Host ? t.contiguous() : t.to(MemSpace::Host);
-}
 }  // namespace
 
 ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full,
@@ -185,7 +189,7 @@ ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full, const Sha
   const DType dt = static_cast<DType>(hdr[0]);
   const std::size_t es = size_of(dt);
 
-  const Tensor src = me == root ? host_copy(full) : Tensor();
+  const Tensor src = me == root ? full.in_space(MemSpace::Host).contiguous() : Tensor();
   Tensor local = Tensor::empty(spec.local_shape(mesh.coords()), dt, MemSpace::Host);
   std::vector<MpiType> stypes, rtypes;
   std::vector<MPI_Datatype> st(P, MPI_BYTE), rt(P, MPI_BYTE);
@@ -216,7 +220,7 @@ Tensor ShardTensor::gather(int root) const {
   const int me = mesh_.rank(), P = mesh_.size();
   TESSERA_CHECK(root >= 0 && root < P, "ShardTensor::gather: root " << root << " not in mesh");
   const std::size_t es = local_.elem_size();
-  const Tensor src = host_copy(local_);
+  const Tensor src = local_.in_space(MemSpace::Host).contiguous();
   Tensor full =
       me == root ? Tensor::empty(spec_.global_shape(), dtype(), MemSpace::Host) : Tensor();
   std::vector<MpiType> types;

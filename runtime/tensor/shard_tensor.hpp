@@ -14,6 +14,8 @@
 
 namespace tessera {
 
+class HaloWidths;
+
 class ShardTensor {
  public:
   ShardTensor() = default;
@@ -63,6 +65,9 @@ class ShardTensor {
   // zeroed, the interior left for its producer to write.
   static ShardTensor with_room(const Mesh& mesh, const ShardSpec& spec,
                                const std::vector<Index>& left, const std::vector<Index>& right,
+                               DType dtype, MemSpace space);
+  // The same with this rank's widths of `widths` (per block, as halo plans give them).
+  static ShardTensor with_room(const Mesh& mesh, const ShardSpec& spec, const HaloWidths& widths,
                                DType dtype, MemSpace space);
   bool has_room() const { return room_.defined(); }
   const Tensor& room() const { return room_; }       // the padded buffer (undefined: none)

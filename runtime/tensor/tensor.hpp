@@ -89,6 +89,8 @@ class Tensor {
   // A contiguous deep copy in `space` (default: the same space).
   Tensor clone() const;
   Tensor to(MemSpace space) const;
+  // Itself when it already lives in `space`, else a contiguous copy there.
+  Tensor in_space(MemSpace space) const { return space_ == space ? *this : to(space); }
   Tensor contiguous() const { return is_contiguous() ? *this : clone(); }
   // Element-wise copy of an equally shaped tensor of the same dtype, any strides/spaces.
   void copy_from(const Tensor& src) const;

@@ -288,9 +288,7 @@ TEST_CASE("A graph input written into the room the graph asks for is exchanged i
   // One rank exchanges nothing: no room wanted.
   MPI_REQUIRE(room.empty() == (test::world_size() == 1));
   if (room.empty()) return;
-  const int block = block_of(mesh, spec);
-  const ShardTensor roomy = ShardTensor::with_room(mesh, spec, room.left(block), room.right(block),
-                                                   DType::f64, MemSpace::Host);
+  const ShardTensor roomy = ShardTensor::with_room(mesh, spec, room, DType::f64, MemSpace::Host);
   roomy.local().copy_from(plain.local());
   const ShardTensor y_plain = g.forward(plain);
   const ShardTensor y_room = g.forward(roomy);
