@@ -122,13 +122,17 @@ std::uint64_t hilbert3(std::uint32_t x[3], int bits) {
 
 }  // namespace
 
-double Region3::distance_to(const Point3& p) const {
+double Region3::distance2_to(const Point3& p) const {
   double s = 0;
   for (int d = 0; d < 3; ++d) {
     const double e = p[d] < lo[d] ? lo[d] - p[d] : p[d] > hi[d] ? p[d] - hi[d] : 0.0;
     s += e * e;
   }
-  return std::sqrt(s);
+  return s;
+}
+
+double Region3::distance_to(const Point3& p) const {
+  return std::sqrt(distance2_to(p));
 }
 
 double PointPartition::imbalance() const {
@@ -221,7 +225,7 @@ std::vector<std::pair<Index, int>> ghost_plan(const PointPartition& part,
     for (std::size_t i = 0; i < pts.size(); ++i) {
       if (part.owner[i] != me) continue;
       for (const Region3& b : part.region[static_cast<std::size_t>(q)])
-        if (b.distance_to(pts[i]) <= r) {
+        if (b.distance2_to(pts[i]) <= r * r) {
           out.push_back({static_cast<Index>(i), q});
           break;
         }

@@ -22,6 +22,10 @@ using Point3 = std::array<double, 3>;
 struct Region3 {
   Point3 lo, hi;                              // closed box; +-infinity where unbounded
   double distance_to(const Point3& p) const;  // 0 inside
+  // The squared distance, summed over x, y, z in the order a pair's squared distance is: a
+  // point within r (d2 <= r * r) of any point of the box is within r of the box in floating
+  // point too, which the ghost criteria and the query rounds rely on for exactness.
+  double distance2_to(const Point3& p) const;
 };
 
 struct PointPartition {

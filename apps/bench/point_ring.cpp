@@ -38,7 +38,8 @@ void merge_into(std::int64_t* bi, double* bd, Index keep, const std::int64_t* ai
 
 }  // namespace
 
-RingLists ring_query(MPI_Comm comm, const Tensor& xyz, const Tensor& ids, Index keep, double r2) {
+RingLists ring_query(MPI_Comm comm, const Tensor& xyz, const Tensor& ids, Index keep, double r2,
+                     RingSearch search) {
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
@@ -51,23 +52,39 @@ RingLists ring_query(MPI_Comm comm, const Tensor& xyz, const Tensor& ids, Index 
   std::vector<std::int64_t> bi(ids.data<std::int64_t>(), ids.data<std::int64_t>() + m), ri;
   std::vector<kernels::Neighbor> tmp;
   // A block's answers, in tensors (the host's cached blocks, reused from call to call).
-  const Tensor hid = Tensor::empty({m, keep}, DType::i64),
-               hd2 = Tensor::empty({m, keep}, DType::f64), hcount = Tensor::empty({m}, DType::i64);
+  const Index rows = search == RingSearch::Grid ? m : 0;
+  const Tensor hid = Tensor::empty({rows, keep}, DType::i64),
+               hd2 = Tensor::empty({rows, keep}, DType::f64),
+               hcount = Tensor::empty({rows}, DType::i64);
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
   const std::vector<Index> order = query_order(xyz);  // Tessera's order, for the same cache use
   for (int step = 0; step < P; ++step) {
     const Index n = static_cast<Index>(bi.size());
-    // The visiting block's answers for every local query, through Tessera's local search
-    // (into buffers reused from block to block), merged into the best so far.
-    {
-      const kernels::GridHash grid(bx.data(), bi.data(), n, MemSpace::Host);
-      local_search(grid, bi.data(), q, m, order, keep, r2, hid.data<std::int64_t>(),
-                   hd2.data<double>(), hcount.data<std::int64_t>());
-    }
-    for (const Index i : order) {
-      const std::size_t at = static_cast<std::size_t>(i * keep);
-      merge_into(out.ids.data() + at, out.d2.data() + at, keep, hid.data<std::int64_t>() + at,
-                 hd2.data<double>() + at, hcount.data<std::int64_t>()[i], tmp);
+    if (search == RingSearch::KdTree) {
+      // A k-d tree on the visiting block, one search (and list) per local query.
+      const kernels::PointIndex tree(bx.data(), bi.data(), n);
+      std::vector<std::int64_t> li(static_cast<std::size_t>(keep));
+      std::vector<double> ld(static_cast<std::size_t>(keep));
+      for (const Index i : order) {
+        const auto hits = r2 < 0 ? tree.knn(q + 3 * i, keep) : tree.within(q + 3 * i, r2, keep);
+        for (std::size_t j = 0; j < hits.size(); ++j) li[j] = hits[j].id, ld[j] = hits[j].d2;
+        const std::size_t at = static_cast<std::size_t>(i * keep);
+        merge_into(out.ids.data() + at, out.d2.data() + at, keep, li.data(), ld.data(),
+                   static_cast<Index>(hits.size()), tmp);
+      }
+    } else {
+      // The visiting block's answers for every local query, through Tessera's local search
+      // (into buffers reused from block to block), merged into the best so far.
+      {
+        const kernels::GridHash grid(bx.data(), bi.data(), n, MemSpace::Host);
+        local_search(grid, bi.data(), q, m, order, keep, r2, hid.data<std::int64_t>(),
+                     hd2.data<double>(), hcount.data<std::int64_t>());
+      }
+      for (const Index i : order) {
+        const std::size_t at = static_cast<std::size_t>(i * keep);
+        merge_into(out.ids.data() + at, out.d2.data() + at, keep, hid.data<std::int64_t>() + at,
+                   hd2.data<double>() + at, hcount.data<std::int64_t>()[i], tmp);
+      }
     }
     if (step == P - 1) break;
     // The block moves on: its size, then coordinates and ids.

@@ -21,13 +21,20 @@ Timing summarize(std::vector<double> t) {
 std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
                                            const std::function<void()>& a,
                                            const std::function<void()>& b) {
-  for (int i = 0; i < warmup; ++i) a(), b();
-  std::vector<double> ta, tb;
-  for (int i = 0; i < reps; ++i) {
-    ta.push_back(time_slowest(comm, a));
-    tb.push_back(time_slowest(comm, b));
-  }
-  return {summarize(ta), summarize(tb)};
+  const std::vector<Timing> t = time_interleaved(comm, reps, warmup, {a, b});
+  return {t[0], t[1]};
+}
+
+std::vector<Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
+                                     const std::vector<std::function<void()>>& fns) {
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& f : fns) f();
+  std::vector<std::vector<double>> t(fns.size());
+  for (int i = 0; i < reps; ++i)
+    for (std::size_t j = 0; j < fns.size(); ++j) t[j].push_back(time_slowest(comm, fns[j]));
+  std::vector<Timing> out;
+  for (const auto& series : t) out.push_back(summarize(series));
+  return out;
 }
 
 Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<void()>& fn) {

@@ -26,5 +26,8 @@ Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<
 std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
                                            const std::function<void()>& a,
                                            const std::function<void()>& b);
+// The same for any number of functions, timed in turn within each rep.
+std::vector<Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
+                                     const std::vector<std::function<void()>>& fns);
 
 }  // namespace tessera::bench

@@ -11,7 +11,7 @@ namespace tessera {
 
 GhostExchange::GhostExchange(MPI_Comm comm, const SpatialLayout& layout, const Tensor& owned,
                              double r)
-    : comm_(comm), owned_(owned.ndim() == 2 ? owned.shape(0) : -1) {
+    : comm_(comm), radius_(r), owned_(owned.ndim() == 2 ? owned.shape(0) : -1) {
   TESSERA_CHECK(owned.space() == MemSpace::Host && owned.dtype() == DType::f64 &&
                     owned.ndim() == 2 && owned.shape(1) == 3 && owned.is_contiguous(),
                 "ghost exchange: owned coordinates are a contiguous host (n, 3) float64 tensor");
@@ -19,6 +19,7 @@ GhostExchange::GhostExchange(MPI_Comm comm, const SpatialLayout& layout, const T
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
+  rank_ = me;
   TESSERA_CHECK(layout.parts() == P,
                 "ghost exchange: a layout of " << layout.parts() << " parts on " << P << " ranks");
   send_count_.assign(static_cast<std::size_t>(P), 0);
@@ -26,7 +27,7 @@ GhostExchange::GhostExchange(MPI_Comm comm, const SpatialLayout& layout, const T
     if (q == me) continue;
     for (Index i = 0; i < owned_; ++i) {
       const double* x = owned.data<double>() + 3 * i;
-      if (layout.region(q).distance_to({x[0], x[1], x[2]}) <= r) {
+      if (layout.region(q).distance2_to({x[0], x[1], x[2]}) <= r * r) {
         send_rows_.push_back(i);
         ++send_count_[static_cast<std::size_t>(q)];
       }

@@ -101,8 +101,7 @@ NeighborLists finish(MPI_Comm comm, const SpatialLayout& layout, Grids& grids,
     const Point3 p{x[0], x[1], x[2]};
     for (int r = 0; r < P; ++r) {
       if (r == me) continue;
-      const double d = layout.region(r).distance_to(p);
-      if (d * d <= bound[static_cast<std::size_t>(qi)])
+      if (layout.region(r).distance2_to(p) <= bound[static_cast<std::size_t>(qi)])
         req[static_cast<std::size_t>(r)].push_back(
             {{x[0], x[1], x[2]}, bound[static_cast<std::size_t>(qi)], qi});
     }
@@ -213,6 +212,47 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
   NeighborLists out = local_round(grids, queries, order, max_points, r * r);
   const std::vector<double> bound(static_cast<std::size_t>(m), r * r);
   return finish(comm, layout, grids, queries, order, std::move(out), bound, max_points);
+}
+
+NeighborLists ball_query(const SpatialLayout& layout, const GhostExchange& ghosts,
+                         const Tensor& points, const Tensor& ids, const Tensor& ghost_points,
+                         const Tensor& ghost_ids, const Tensor& queries, double r, Index max_points,
+                         MemSpace search) {
+  check_rows3(points, "points");
+  check_rows3(ghost_points, "ghost points");
+  check_rows3(queries, "queries");
+  TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0) &&
+                    ghost_ids.dtype() == DType::i64 && ghost_ids.numel() == ghost_points.shape(0),
+                "neighbour query: one int64 id per point and per ghost");
+  TESSERA_CHECK(r >= 0 && std::isfinite(r) && max_points >= 1,
+                "ball query: radius " << r << ", max_points " << max_points);
+  TESSERA_CHECK(points.shape(0) == ghosts.owned() && ghost_points.shape(0) == ghosts.ghosts(),
+                "ball query: " << points.shape(0) << " points and " << ghost_points.shape(0)
+                               << " ghosts, the ghost exchange has " << ghosts.owned() << " and "
+                               << ghosts.ghosts());
+  // The ghosts hold every point within their radius of this region: balls around points of
+  // the region need no more when r is not larger.
+  TESSERA_CHECK(r <= ghosts.radius(),
+                "ball query: radius " << r << " passes the ghosts' radius " << ghosts.radius());
+  const Region3& mine = layout.region(ghosts.rank());
+  const Index m = queries.shape(0);
+  for (Index i = 0; i < m; ++i) {
+    const double* x = queries.data<double>() + 3 * i;
+    TESSERA_CHECK(mine.distance2_to({x[0], x[1], x[2]}) == 0.0,
+                  "ball query: query " << i << " (" << x[0] << ", " << x[1] << ", " << x[2]
+                                       << ") lies outside this rank's region; ghosts answer "
+                                          "only queries inside it");
+  }
+  // Owned and ghost rows as one indexed set (ids are global, so the order does not matter).
+  const Index n = points.shape(0), g = ghost_points.shape(0);
+  Tensor all = Tensor::empty({n + g, 3}, DType::f64), all_ids = Tensor::empty({n + g}, DType::i64);
+  std::copy_n(points.data<double>(), 3 * n, all.data<double>());
+  std::copy_n(ghost_points.data<double>(), 3 * g, all.data<double>() + 3 * n);
+  const Tensor oid = ids.contiguous(), gid = ghost_ids.contiguous();
+  std::copy_n(oid.data<std::int64_t>(), n, all_ids.data<std::int64_t>());
+  std::copy_n(gid.data<std::int64_t>(), g, all_ids.data<std::int64_t>() + n);
+  Grids grids{all, all_ids, search, nullptr};
+  return local_round(grids, queries, query_order(queries), max_points, r * r);
 }
 
 }  // namespace tessera

@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "runtime/points/ghost_exchange.hpp"
 #include "runtime/points/spatial_layout.hpp"
 #include "runtime/tensor/tensor.hpp"
 
@@ -32,6 +33,15 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
 // max_points of them.
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                          const Tensor& ids, const Tensor& queries, double r, Index max_points,
+                         MemSpace search = MemSpace::Host);
+// The ball query answered from this rank's owned and ghost points alone, with no
+// communication (as molecular dynamics answers from its ghost atoms): `ghosts` was built on
+// `layout` with a radius >= r, and ghost_points / ghost_ids are its forward() of points / ids.
+// Every query must lie in this rank's region (its owned points do; others throw). The same
+// answer as the ball query above, without its round of requests.
+NeighborLists ball_query(const SpatialLayout& layout, const GhostExchange& ghosts,
+                         const Tensor& points, const Tensor& ids, const Tensor& ghost_points,
+                         const Tensor& ghost_ids, const Tensor& queries, double r, Index max_points,
                          MemSpace search = MemSpace::Host);
 // The order the queries above are searched in: rows of (m, 3) coordinates along a Morton
 // curve over their bounding box, so that consecutive searches walk the same tree nodes and

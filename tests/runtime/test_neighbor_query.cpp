@@ -9,6 +9,7 @@
 #include "runtime/points/migration.hpp"
 #include "runtime/points/neighbor_query.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/support/expect_error.hpp"
 
 using namespace tessera;
 
@@ -95,6 +96,69 @@ TEST_CASE("distributed kNN and ball query equal a brute-force search") {
     }
 }
 
+TEST_CASE("the ball query from owned + ghost points equals a brute-force search, no requests") {
+  MPI_Comm comm = test::harness_comm();
+  const int P = test::world_size(), me = test::world_rank();
+  for (int kind = 0; kind < 5; ++kind)
+    for (bool empty_ranks : {false, true}) {
+      const auto pts = cloud(kind);
+      const Index n = static_cast<Index>(pts.size());
+      const Index lo = empty_ranks ? 0 : n * me / P;
+      const Index hi = empty_ranks ? (me == 0 ? n : 0) : n * (me + 1) / P;
+      Tensor xyz = Tensor::empty({hi - lo, 3}, DType::f64),
+             ids = Tensor::empty({hi - lo}, DType::i64);
+      for (Index i = lo; i < hi; ++i) {
+        for (int d = 0; d < 3; ++d)
+          xyz.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
+        ids.data<std::int64_t>()[i - lo] = i;
+      }
+      const SpatialLayout layout = SpatialLayout::rcb(comm, xyz);
+      const Migration mig(comm, layout.owners(xyz));
+      const Tensor owned = mig.forward(xyz), owned_ids = mig.forward(ids);
+      const double r = kind == 0 ? 0.1 : 0.15;
+      // Ghosts of a larger radius serve a smaller ball too.
+      for (const double ghost_r : {r, 1.5 * r}) {
+        const GhostExchange gx(comm, layout, owned, ghost_r);
+        const Tensor gxyz = gx.forward(owned), gids = gx.forward(owned_ids);
+        const Index cap = 24;
+        const NeighborLists ball =
+            ball_query(layout, gx, owned, owned_ids, gxyz, gids, owned, r, cap);
+        bool ok = ball.ids.shape(0) == owned.shape(0);
+        for (Index qi = 0; ok && qi < owned.shape(0); ++qi) {
+          const double* x = owned.data<double>() + 3 * qi;
+          const auto want = brute(pts, {x[0], x[1], x[2]});
+          Index inside = 0;
+          for (const auto& [d2, id] : want)
+            if (d2 <= r * r) ++inside;
+          for (Index j = 0; j < cap; ++j) {
+            const std::int64_t w = j < inside ? want[static_cast<std::size_t>(j)].second : -1;
+            ok = ok && ball.ids.data<std::int64_t>()[qi * cap + j] == w;
+          }
+        }
+        INFO("cloud " << kind << (empty_ranks ? ", all points on rank 0 first" : "")
+                      << ", ghosts of radius " << ghost_r);
+        MPI_CHECK(ok);
+        // A radius past the ghosts', or a query outside the region, is refused (locally:
+        // the query has no collective to hang).
+        MPI_CHECK_ERROR(
+            ball_query(layout, gx, owned, owned_ids, gxyz, gids, owned, 2 * ghost_r, cap),
+            "passes the ghosts' radius");
+        // Regions are unbounded at the domain's faces: outside mine is in another's.
+        const auto away = std::find_if(pts.begin(), pts.end(), [&](const Point3& p) {
+          return layout.region(me).distance2_to(p) > 0;
+        });
+        Tensor outside = Tensor::empty({1, 3}, DType::f64);
+        if (away != pts.end()) std::copy_n(away->data(), 3, outside.data<double>());
+        MPI_CHECK(away == pts.end() || test::has(test::error_of([&] {
+                                                   ball_query(layout, gx, owned, owned_ids, gxyz,
+                                                              gids, outside, r, cap);
+                                                 }),
+                                                 "outside this rank's region"));
+        MPI_CHECK(P == 1 || kind == 4 || empty_ranks || away != pts.end());
+      }
+    }
+}
+
 TEST_CASE("ghost exchange: exactly the points within r of my region; adjoint by dot product") {
   MPI_Comm comm = test::harness_comm();
   const int P = test::world_size(), me = test::world_rank();
@@ -118,7 +182,7 @@ TEST_CASE("ghost exchange: exactly the points within r of my region; adjoint by 
         got(gids.data<std::int64_t>(), gids.data<std::int64_t>() + gids.numel());
     for (Index i = 0; i < n; ++i) {
       const int o = layout.owner_of(pts[static_cast<std::size_t>(i)]);
-      if (o != me && layout.region(me).distance_to(pts[static_cast<std::size_t>(i)]) <= r)
+      if (o != me && layout.region(me).distance2_to(pts[static_cast<std::size_t>(i)]) <= r * r)
         want.push_back(i);
     }
     std::sort(got.begin(), got.end());
