@@ -60,6 +60,25 @@ TESSERA_HD inline void grid_slots_to_rows(const GridView& g, Index* idx, Index c
   for (Index j = 0; j < count; ++j) idx[j] = g.order[idx[j]];
 }
 
+// A lower bound of the distance from p (in cell c) to any point of the cells at Chebyshev
+// offset r: such a point is, in some dim, in the cell at offset +-r, at least that far along
+// that dim. Shrunk by a margin for the binning's rounding; <= 0: no bound.
+TESSERA_HD inline double grid_ring_bound(const GridView& g, const double* p, const Index c[3],
+                                         Index r) {
+  double bound = INFINITY;
+  for (int d = 0; d < 3; ++d) {
+    if (c[d] + r < g.dims[d]) {
+      const double gap = g.lo[d] + static_cast<double>(c[d] + r) * g.cell - p[d];
+      bound = fmin(bound, gap > 0 ? gap : 0);
+    }
+    if (c[d] - r >= 0) {
+      const double gap = p[d] - (g.lo[d] + static_cast<double>(c[d] - r + 1) * g.cell);
+      bound = fmin(bound, gap > 0 ? gap : 0);
+    }
+  }
+  return bound * (1 - 1e-12) - 1e-12 * g.cell;
+}
+
 struct GridKnnQuery {
   GridView g;
   const double* q;
@@ -84,21 +103,9 @@ struct GridKnnQuery {
     auto take = [&](Index row, double dd) { hits.offer(dd, row); };
     for (Index r = 0; r <= rmax; ++r) {
       if (hits.count == k && r > 0) {
-        // A point of ring r (cells at Chebyshev offset r) is, in some dim, in the cell at
-        // offset +-r: at least that far along that dim. Stop when even the nearest such
-        // cell lies beyond the k-th distance (strictly: an equal one may win on its id).
-        double bound = INFINITY;
-        for (int d = 0; d < 3; ++d) {
-          if (c[d] + r < g.dims[d]) {
-            const double gap = g.lo[d] + static_cast<double>(c[d] + r) * g.cell - p[d];
-            bound = fmin(bound, gap > 0 ? gap : 0);
-          }
-          if (c[d] - r >= 0) {
-            const double gap = p[d] - (g.lo[d] + static_cast<double>(c[d] - r + 1) * g.cell);
-            bound = fmin(bound, gap > 0 ? gap : 0);
-          }
-        }
-        bound = bound * (1 - 1e-12) - 1e-12 * g.cell;  // margin for the binning's rounding
+        // Stop when even the ring's nearest cell lies beyond the k-th distance (strictly:
+        // an equal one may win on its id).
+        const double bound = grid_ring_bound(g, p, c, r);
         if (bound > 0 && bound * bound > hits.d2[k - 1]) break;
       }
       for (Index z = c[2] - r; z <= c[2] + r; ++z) {
@@ -157,21 +164,57 @@ struct GridWithinQuery {
       Index lo[3], hi[3];
       grid_ball_cells(g, p, r2, lo, hi);
       const double rr = r2;
-      const bool keep = idx != nullptr;
-      auto take = [&](Index row, double dd) {
-        if (!(dd <= rr)) return;
-        ++n;
-        if (keep) hits.offer(dd, row);
-      };
-      // Cells whose box lies beyond the radius hold no answer: skipped (a ball overlaps
-      // about half the cube of cells it spans).
-      for (Index z = lo[2]; z <= hi[2]; ++z) {
-        const double gz = grid_cell_gap(g, 2, z, p[2]);
-        for (Index y = lo[1]; y <= hi[1]; ++y) {
-          const double gy = gz + grid_cell_gap(g, 1, y, p[1]);
-          if (gy > rr) continue;
-          for (Index x = lo[0]; x <= hi[0]; ++x)
-            if (gy + grid_cell_gap(g, 0, x, p[0]) <= rr) grid_scan_cell(g, p, x, y, z, take);
+      if (!idx) {
+        // Counting: every cell the ball overlaps, less those whose box lies beyond the
+        // radius (a ball overlaps about half the cube of cells it spans).
+        auto tally = [&](Index, double dd) { n += dd <= rr ? 1 : 0; };
+        for (Index z = lo[2]; z <= hi[2]; ++z) {
+          const double gz = grid_cell_gap(g, 2, z, p[2]);
+          for (Index y = lo[1]; y <= hi[1]; ++y) {
+            const double gy = gz + grid_cell_gap(g, 1, y, p[1]);
+            if (gy > rr) continue;
+            for (Index x = lo[0]; x <= hi[0]; ++x)
+              if (gy + grid_cell_gap(g, 0, x, p[0]) <= rr) grid_scan_cell(g, p, x, y, z, tally);
+          }
+        }
+      } else {
+        // The nearest `cap` within the radius: rings of cells outward from p's cell, as the
+        // kNN walks, clipped to the ball's cells; once the list is full, rings and cells
+        // beyond its last distance are skipped. Where points crowd (clusters, surfaces)
+        // the ball holds far more than cap points and the walk stops near p.
+        Index c[3], rmax = 0;
+        for (int d = 0; d < 3; ++d) {
+          c[d] = grid_cell(g, d, p[d]);
+          const Index far = c[d] - lo[d] > hi[d] - c[d] ? c[d] - lo[d] : hi[d] - c[d];
+          rmax = far > rmax ? far : rmax;
+        }
+        auto take = [&](Index row, double dd) {
+          if (dd <= rr) hits.offer(dd, row);
+        };
+        for (Index r = 0; r <= rmax; ++r) {
+          const bool full = hits.count == cap;
+          if (full && r > 0) {
+            const double bound = grid_ring_bound(g, p, c, r);
+            if (bound > 0 && bound * bound > hits.d2[cap - 1]) break;
+          }
+          // Cells whose box lies beyond this squared distance hold no answer.
+          const double limit = full && hits.d2[cap - 1] < rr ? hits.d2[cap - 1] : rr;
+          for (Index z = c[2] - r; z <= c[2] + r; ++z) {
+            if (z < lo[2] || z > hi[2]) continue;
+            const double gz = grid_cell_gap(g, 2, z, p[2]);
+            if (gz > limit) continue;
+            const bool zface = z == c[2] - r || z == c[2] + r;
+            for (Index y = c[1] - r; y <= c[1] + r; ++y) {
+              if (y < lo[1] || y > hi[1]) continue;
+              const double gy = gz + grid_cell_gap(g, 1, y, p[1]);
+              if (gy > limit) continue;
+              const bool yface = zface || y == c[1] - r || y == c[1] + r;
+              const Index step = yface ? 1 : (r > 0 ? 2 * r : 1);
+              for (Index x = c[0] - r; x <= c[0] + r; x += step)
+                if (x >= lo[0] && x <= hi[0] && gy + grid_cell_gap(g, 0, x, p[0]) <= limit)
+                  grid_scan_cell(g, p, x, y, z, take);
+            }
+          }
         }
       }
     }

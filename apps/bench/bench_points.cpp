@@ -1,5 +1,6 @@
 // Case "points": distributed neighbour queries on a point cloud, queries = the points.
-// --points points, uniform in the unit cube or clustered, each rank generating a contiguous
+// --points points, uniform in the unit cube, clustered, or on a sphere's surface (as a
+// vehicle's surface mesh: dense on a 2-D manifold, empty around), each rank generating a contiguous
 // index range (index-sharded, as read from a file). Per query kind (kNN with --k, and the
 // ball query with r holding --ball points on average, at most --ball kept):
 //  (a) Tessera (RCB layout + migration to owners + ghost exchange for the ball radius +
@@ -41,10 +42,15 @@ double unit(std::uint64_t i, int j) {
   return static_cast<double>(mix(8 * i + static_cast<std::uint64_t>(j)) >> 11) * 0x1.0p-53;
 }
 
-// Point i: uniform, or half uniform and half in 16 tight Gaussian blobs (clamped to the cube).
-Point3 point(std::uint64_t i, bool clustered) {
+// Point i: uniform; half uniform and half in 16 tight Gaussian blobs (clamped to the cube);
+// or uniform on the sphere of radius 0.4 around the cube's centre.
+Point3 point(std::uint64_t i, const std::string& cloud) {
   const Point3 u{unit(i, 0), unit(i, 1), unit(i, 2)};
-  if (!clustered || unit(i, 3) < 0.5) return u;
+  if (cloud == "surface") {
+    const double z = 2 * u[0] - 1, phi = 2 * std::numbers::pi * u[1], s = std::sqrt(1 - z * z);
+    return {0.5 + 0.4 * s * std::cos(phi), 0.5 + 0.4 * s * std::sin(phi), 0.5 + 0.4 * z};
+  }
+  if (cloud != "clustered" || unit(i, 3) < 0.5) return u;
   const std::uint64_t blob = (mix(i) >> 7) % 16;
   Point3 p;
   for (int d = 0; d < 3; ++d) {  // Box-Muller
@@ -60,14 +66,14 @@ struct Cloud {
   Tensor xyz, ids;  // this rank's index range
 };
 
-Cloud generate(MPI_Comm comm, Index n, bool clustered) {
+Cloud generate(MPI_Comm comm, Index n, const std::string& cloud) {
   int P = 1, me = 0;
   MPI_Comm_size(comm, &P);
   MPI_Comm_rank(comm, &me);
   const Index lo = n * me / P, hi = n * (me + 1) / P;
   Cloud c{Tensor::empty({hi - lo, 3}, DType::f64), Tensor::empty({hi - lo}, DType::i64)};
   for (Index i = lo; i < hi; ++i) {
-    const Point3 p = point(static_cast<std::uint64_t>(i), clustered);
+    const Point3 p = point(static_cast<std::uint64_t>(i), cloud);
     for (int d = 0; d < 3; ++d) c.xyz.data<double>()[3 * (i - lo) + d] = p[d];
     c.ids.data<std::int64_t>()[i - lo] = i;
   }
@@ -140,12 +146,13 @@ json run(Context& ctx, const cli::Args& opt) {
   const MPI_Comm comm = ctx.world();
   const Index n = opt.integer("points"), k = opt.integer("k"), ball = opt.integer("ball");
   const std::string cloud = opt.str("cloud");
-  TESSERA_CHECK(cloud == "uniform" || cloud == "clustered", "points: --cloud=" << cloud);
+  TESSERA_CHECK(cloud == "uniform" || cloud == "clustered" || cloud == "surface",
+                "points: --cloud=" << cloud << " (uniform, clustered or surface)");
   TESSERA_CHECK(n >= 1 && k >= 1 && ball >= 1, "points: --points, --k, --ball must be >= 1");
   const int reps = static_cast<int>(opt.integer("reps"));
   // n (4/3) pi r^3 = ball: r holds `ball` points on average in a uniform cloud.
   const double r = std::cbrt(3.0 * static_cast<double>(ball) / (4 * std::numbers::pi * n));
-  const Cloud c = generate(comm, n, cloud == "clustered");
+  const Cloud c = generate(comm, n, cloud);
 
   Owned o;
   const Timing tp = time_collective(comm, reps, 0, [&] { partition(comm, c, o); });
@@ -246,7 +253,7 @@ Case points_case() {
   c.options = {{"points", "N", "points (also the queries)", "1000000"},
                {"k", "K", "neighbours of the kNN query", "16"},
                {"ball", "B", "mean points in the ball query's radius, and the most kept", "32"},
-               {"cloud", "KIND", "uniform or clustered", "uniform"},
+               {"cloud", "KIND", "uniform, clustered or surface", "uniform"},
                {"reps", "N", "timed repetitions", "1"}};
   c.rank_counts = {1, 2, 4};
   c.columns = {"what",
