@@ -1,8 +1,9 @@
 // Exact distributed kNN and ball queries against a brute-force serial search (indices in
-// order, ties by global id) for uniform, clustered and degenerate clouds (duplicates, a
-// plane, fewer points than k, ranks without points) at every rank count: the answer does not
-// depend on the partition.
+// order, ties by global id) for uniform, clustered, surface and degenerate clouds
+// (duplicates, a plane, fewer points than k, ranks without points) at every rank count: the answer
+// does not depend on the partition.
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "runtime/points/ghost_exchange.hpp"
@@ -31,6 +32,11 @@ std::vector<Point3> cloud(int kind) {
     for (int i = 0; i < 1200; ++i) p.push_back({(i % 40) * 0.1, (i % 7) * 0.2, 0.0});
   else if (kind == 3)  // a plane
     for (int i = 0; i < 900; ++i) p.push_back({(i % 30) * 0.1, (i / 30) * 0.1, 1.0});
+  else if (kind == 5)  // a sphere's surface: dense on a 2-D manifold, empty inside
+    for (int i = 0; i < 2000; ++i) {
+      const double zc = 2 * u(g) - 1, phi = 6.283185307179586 * u(g), s = std::sqrt(1 - zc * zc);
+      p.push_back({0.5 + 0.4 * s * std::cos(phi), 0.5 + 0.4 * s * std::sin(phi), 0.5 + 0.4 * zc});
+    }
   else  // fewer points than k
     p = {{0, 0, 0}, {1, 1, 1}, {0.5, 0, 0}};
   return p;
@@ -53,7 +59,7 @@ std::vector<std::pair<double, std::int64_t>> brute(const std::vector<Point3>& pt
 TEST_CASE("distributed kNN and ball query equal a brute-force search") {
   MPI_Comm comm = test::harness_comm();
   const int P = test::world_size(), me = test::world_rank();
-  for (int kind = 0; kind < 5; ++kind)
+  for (int kind = 0; kind < 6; ++kind)
     for (bool empty_ranks : {false, true}) {
       const auto pts = cloud(kind);
       const Index n = static_cast<Index>(pts.size());
@@ -99,7 +105,7 @@ TEST_CASE("distributed kNN and ball query equal a brute-force search") {
 TEST_CASE("the ball query from owned + ghost points equals a brute-force search, no requests") {
   MPI_Comm comm = test::harness_comm();
   const int P = test::world_size(), me = test::world_rank();
-  for (int kind = 0; kind < 5; ++kind)
+  for (int kind = 0; kind < 6; ++kind)
     for (bool empty_ranks : {false, true}) {
       const auto pts = cloud(kind);
       const Index n = static_cast<Index>(pts.size());
