@@ -4,6 +4,7 @@
 // does not depend on the partition.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "runtime/points/ghost_exchange.hpp"
@@ -54,28 +55,47 @@ std::vector<std::pair<double, std::int64_t>> brute(const std::vector<Point3>& pt
   return all;
 }
 
+// A cloud placed on the ranks: this rank's points before partitioning (a contiguous index
+// range, or all on rank 0), the RCB layout, and the points and ids at their owners.
+struct Placed {
+  Index lo = 0, hi = 0;  // this rank's index range before partitioning
+  Tensor xyz, ids;
+  std::optional<SpatialLayout> layout;
+  Tensor owned, owned_ids;
+};
+
+Placed place(MPI_Comm comm, const std::vector<Point3>& pts, bool all_on_rank0) {
+  const int P = test::world_size(), me = test::world_rank();
+  const Index n = static_cast<Index>(pts.size());
+  Placed c;
+  c.lo = all_on_rank0 ? 0 : n * me / P;
+  c.hi = all_on_rank0 ? (me == 0 ? n : 0) : n * (me + 1) / P;
+  c.xyz = Tensor::empty({c.hi - c.lo, 3}, DType::f64);
+  c.ids = Tensor::empty({c.hi - c.lo}, DType::i64);
+  for (Index i = c.lo; i < c.hi; ++i) {
+    for (int d = 0; d < 3; ++d)
+      c.xyz.data<double>()[3 * (i - c.lo) + d] = pts[static_cast<std::size_t>(i)][d];
+    c.ids.data<std::int64_t>()[i - c.lo] = i;
+  }
+  c.layout = SpatialLayout::rcb(comm, c.xyz);
+  const Migration mig(comm, c.layout->owners(c.xyz));
+  c.owned = mig.forward(c.xyz);
+  c.owned_ids = mig.forward(c.ids);
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("distributed kNN and ball query equal a brute-force search") {
   MPI_Comm comm = test::harness_comm();
-  const int P = test::world_size(), me = test::world_rank();
   for (int kind = 0; kind < 6; ++kind)
     for (bool empty_ranks : {false, true}) {
       const auto pts = cloud(kind);
       const Index n = static_cast<Index>(pts.size());
-      // This rank's points before partitioning: a contiguous range, or all on rank 0.
-      const Index lo = empty_ranks ? 0 : n * me / P;
-      const Index hi = empty_ranks ? (me == 0 ? n : 0) : n * (me + 1) / P;
-      Tensor xyz = Tensor::empty({hi - lo, 3}, DType::f64),
-             ids = Tensor::empty({hi - lo}, DType::i64);
-      for (Index i = lo; i < hi; ++i) {
-        for (int d = 0; d < 3; ++d)
-          xyz.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
-        ids.data<std::int64_t>()[i - lo] = i;
-      }
-      const SpatialLayout layout = SpatialLayout::rcb(comm, xyz);
-      const Migration mig(comm, layout.owners(xyz));
-      const Tensor owned = mig.forward(xyz), owned_ids = mig.forward(ids);
+      const Placed c = place(comm, pts, empty_ranks);
+      const SpatialLayout& layout = *c.layout;
+      const Tensor &xyz = c.xyz, &owned = c.owned, &owned_ids = c.owned_ids;
+      const Index lo = c.lo, hi = c.hi;
       const Index k = 16;
       const NeighborLists knn = knn_query(comm, layout, owned, owned_ids, xyz, k);
       const double r = kind == 0 ? 0.1 : 0.15;
@@ -108,19 +128,9 @@ TEST_CASE("the ball query from owned + ghost points equals a brute-force search,
   for (int kind = 0; kind < 6; ++kind)
     for (bool empty_ranks : {false, true}) {
       const auto pts = cloud(kind);
-      const Index n = static_cast<Index>(pts.size());
-      const Index lo = empty_ranks ? 0 : n * me / P;
-      const Index hi = empty_ranks ? (me == 0 ? n : 0) : n * (me + 1) / P;
-      Tensor xyz = Tensor::empty({hi - lo, 3}, DType::f64),
-             ids = Tensor::empty({hi - lo}, DType::i64);
-      for (Index i = lo; i < hi; ++i) {
-        for (int d = 0; d < 3; ++d)
-          xyz.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
-        ids.data<std::int64_t>()[i - lo] = i;
-      }
-      const SpatialLayout layout = SpatialLayout::rcb(comm, xyz);
-      const Migration mig(comm, layout.owners(xyz));
-      const Tensor owned = mig.forward(xyz), owned_ids = mig.forward(ids);
+      const Placed c = place(comm, pts, empty_ranks);
+      const SpatialLayout& layout = *c.layout;
+      const Tensor &owned = c.owned, &owned_ids = c.owned_ids;
       const double r = kind == 0 ? 0.1 : 0.15;
       // Ghosts of a larger radius serve a smaller ball too.
       for (const double ghost_r : {r, 1.5 * r}) {
@@ -167,19 +177,12 @@ TEST_CASE("the ball query from owned + ghost points equals a brute-force search,
 
 TEST_CASE("ghost exchange: exactly the points within r of my region; adjoint by dot product") {
   MPI_Comm comm = test::harness_comm();
-  const int P = test::world_size(), me = test::world_rank();
+  const int me = test::world_rank();
   const auto pts = cloud(1);
   const Index n = static_cast<Index>(pts.size());
-  const Index lo = n * me / P, hi = n * (me + 1) / P;
-  Tensor xyz = Tensor::empty({hi - lo, 3}, DType::f64), ids = Tensor::empty({hi - lo}, DType::i64);
-  for (Index i = lo; i < hi; ++i) {
-    for (int d = 0; d < 3; ++d)
-      xyz.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
-    ids.data<std::int64_t>()[i - lo] = i;
-  }
-  const SpatialLayout layout = SpatialLayout::rcb(comm, xyz);
-  const Migration mig(comm, layout.owners(xyz));
-  const Tensor owned = mig.forward(xyz), owned_ids = mig.forward(ids);
+  const Placed c = place(comm, pts, false);
+  const SpatialLayout& layout = *c.layout;
+  const Tensor &owned = c.owned, &owned_ids = c.owned_ids;
   for (double r : {0.02, 0.3}) {
     const GhostExchange gx(comm, layout, owned, r);
     const Tensor gids = gx.forward(owned_ids);
