@@ -89,8 +89,11 @@ struct Owned {
   Tensor ghost_xyz, ghost_ids;
 };
 
-void partition(MPI_Comm comm, const Cloud& c, Owned& o) {
-  o.layout = SpatialLayout::rcb(comm, c.xyz);
+void partition(MPI_Comm comm, const Cloud& c, const std::string& layout, Owned& o) {
+  if (layout == "rcb")
+    o.layout = SpatialLayout::rcb(comm, c.xyz);
+  else
+    o.layout = SpatialLayout::sfc(comm, c.xyz, layout == "morton" ? Curve::Morton : Curve::Hilbert);
   o.mig.emplace(comm, o.layout->owners(c.xyz));
   o.xyz = o.mig->forward(c.xyz);
   o.ids = o.mig->forward(c.ids);
@@ -155,7 +158,10 @@ json run(Context& ctx, const cli::Args& opt) {
   const Cloud c = generate(comm, n, cloud);
 
   Owned o;
-  const Timing tp = time_collective(comm, reps, 0, [&] { partition(comm, c, o); });
+  const std::string layout = opt.str("layout");
+  TESSERA_CHECK(layout == "rcb" || layout == "hilbert" || layout == "morton",
+                "points: --layout=" << layout << " (rcb, hilbert or morton)");
+  const Timing tp = time_collective(comm, reps, 0, [&] { partition(comm, c, layout, o); });
   const Timing tg = time_collective(comm, reps, 0, [&] { ghosts(comm, r, o); });
   const double owned = static_cast<double>(o.xyz.shape(0));
   const double imbalance =
@@ -190,6 +196,7 @@ json run(Context& ctx, const cli::Args& opt) {
     const double total = tp.median_s + tg.median_s + tt.median_s;
     rows.push_back({{"what", what.str()},
                     {"cloud", cloud},
+                    {"layout", layout},
                     {"points", n},
                     {"ranks", ctx.size()},
                     {"threads", 1},
@@ -223,7 +230,8 @@ json goals(const json& rows) {
       g.push_back(goal(what + ": T(k-d tree ring) / T(partition + ghosts + queries)",
                        r["ring_over_total"], ">=", 3.0));
     }
-    if (P > 1 && r["what"] == rows[0]["what"] && r["cloud"] == "uniform") {  // per rank count
+    if (P > 1 && r["what"] == rows[0]["what"] && r["cloud"] == "uniform" &&
+        r.value("layout", "rcb") == "rcb") {  // per rank count
       g.push_back(goal(what + ": ghosts / surface estimate",
                        double(r["ghosts"]) / double(r["ghosts_est"]), "<=", 1.25));
       g.push_back(goal(what + ": imbalance (max / mean points)", r["imbalance"], "<=", 1.05));
@@ -254,6 +262,7 @@ Case points_case() {
                {"k", "K", "neighbours of the kNN query", "16"},
                {"ball", "B", "mean points in the ball query's radius, and the most kept", "32"},
                {"cloud", "KIND", "uniform, clustered or surface", "uniform"},
+               {"layout", "KIND", "rcb, hilbert or morton (space-filling curve)", "rcb"},
                {"reps", "N", "timed repetitions", "1"}};
   c.rank_counts = {1, 2, 4};
   c.columns = {"what",

@@ -5,10 +5,12 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <sstream>
 
 #include "kernels/grid_hash.hpp"
 #include "runtime/points/local_search.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera {
@@ -21,6 +23,28 @@ void check_rows3(const Tensor& t, const char* what) {
                     t.shape(1) == 3 && t.is_contiguous(),
                 "neighbour query: " << what << " are a contiguous host (n, 3) float64 tensor, not "
                                     << name_of(t.dtype()) << " " << shape_str(t.shape()));
+}
+
+// Collective: the rounds ask only the ranks whose region lies near a query, so every
+// rank's points must lie in its own region (true of the points a layout was built from,
+// and of any point under RCB, whose regions tile space; not of every point under SFC).
+void check_points_in_region(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points) {
+  int P = 1, me = 0;
+  TESSERA_MPI(MPI_Comm_size(comm, &P));
+  TESSERA_MPI(MPI_Comm_rank(comm, &me));
+  TESSERA_CHECK(layout.parts() == P,
+                "neighbour query: a layout of " << layout.parts() << " parts on " << P << " ranks");
+  const Region3& mine = layout.region(me);
+  Index outside = -1;
+  for (Index i = 0; i < points.shape(0) && outside < 0; ++i) {
+    const double* x = points.data<double>() + 3 * i;
+    if (mine.distance2_to({x[0], x[1], x[2]}) != 0.0) outside = i;
+  }
+  std::ostringstream msg;
+  if (outside >= 0)
+    msg << "neighbour query: point " << outside << " lies outside this rank's region (rank " << me
+        << "); migrate the points to their owners of this layout first";
+  collective_check(comm, outside < 0, msg.str());
 }
 
 struct Request {  // a query sent to another rank
@@ -184,6 +208,7 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
   TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
                 "neighbour query: one int64 id per point");
   TESSERA_CHECK(k >= 1, "kNN: k = " << k);
+  check_points_in_region(comm, layout, points);
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
   // Round one: the local k nearest bound the search.
@@ -206,6 +231,7 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
                 "neighbour query: one int64 id per point");
   TESSERA_CHECK(r >= 0 && std::isfinite(r) && max_points >= 1,
                 "ball query: radius " << r << ", max_points " << max_points);
+  check_points_in_region(comm, layout, points);
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
   Grids grids{points, ids, search, nullptr};

@@ -16,21 +16,27 @@ Point3 row(const Tensor& c, Index i) {
   return {p[0], p[1], p[2]};
 }
 
-}  // namespace
-
-SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
+void check_input(const Tensor& coords, const Tensor& weights) {
   TESSERA_CHECK(coords.space() == MemSpace::Host && coords.dtype() == DType::f64 &&
                     coords.ndim() == 2 && coords.shape(1) == 3 && coords.is_contiguous(),
                 "spatial layout: coordinates are a contiguous host (n, 3) float64 tensor, not "
                     << name_of(coords.dtype()) << " " << shape_str(coords.shape()));
   const Index n = coords.shape(0);
-  TESSERA_CHECK(!weights.defined() || (weights.dtype() == DType::f64 && weights.numel() == n),
+  TESSERA_CHECK(!weights.defined() || (weights.dtype() == DType::f64 && weights.numel() == n &&
+                                       weights.is_contiguous()),
                 "spatial layout: one float64 weight per point");
-  int P = 1;
-  TESSERA_MPI(MPI_Comm_size(comm, &P));
   for (Index i = 0; i < 3 * n; ++i)
     TESSERA_CHECK(std::isfinite(coords.data<double>()[i]),
                   "spatial layout: a coordinate is not finite");
+}
+
+}  // namespace
+
+SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
+  check_input(coords, weights);
+  const Index n = coords.shape(0);
+  int P = 1;
+  TESSERA_MPI(MPI_Comm_size(comm, &P));
   auto w = [&](Index i) { return weights.defined() ? weights.data<double>()[i] : 1.0; };
 
   SpatialLayout out;
@@ -155,7 +161,112 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
   return out;
 }
 
+SpatialLayout SpatialLayout::sfc(MPI_Comm comm, const Tensor& coords, Curve curve,
+                                 const Tensor& weights) {
+  check_input(coords, weights);
+  const Index n = coords.shape(0);
+  int P = 1;
+  TESSERA_MPI(MPI_Comm_size(comm, &P));
+  SpatialLayout out;
+  out.sfc_ = true;
+  out.curve_ = curve;
+  // The key box: the points' bounding box over all ranks (hi stored negated).
+  double box[6] = {kInf, kInf, kInf, kInf, kInf, kInf};
+  for (Index i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d)
+      box[d] = std::min(box[d], coords.data<double>()[3 * i + d]),
+      box[3 + d] = std::min(box[3 + d], -coords.data<double>()[3 * i + d]);
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, box, 6, MPI_DOUBLE, MPI_MIN, comm));
+  const bool none = !(box[0] <= -box[3]);
+  for (int d = 0; d < 3; ++d)
+    out.key_lo_[d] = none ? 0.0 : box[d], out.key_hi_[d] = none ? 0.0 : -box[3 + d];
+  // This rank's keys in order, with the weight below each.
+  std::vector<std::pair<std::uint64_t, double>> keys(static_cast<std::size_t>(n));
+  for (Index i = 0; i < n; ++i)
+    keys[static_cast<std::size_t>(i)] = {curve_key(row(coords, i), out.key_lo_, out.key_hi_, curve),
+                                         weights.defined() ? weights.data<double>()[i] : 1.0};
+  std::sort(keys.begin(), keys.end());
+  std::vector<double> below(keys.size() + 1, 0.0);
+  for (std::size_t i = 0; i < keys.size(); ++i) below[i + 1] = below[i] + keys[i].second;
+  auto weight_below = [&](std::uint64_t c) {  // of this rank's keys < c
+    const auto it = std::lower_bound(keys.begin(), keys.end(), std::make_pair(c, -kInf));
+    return below[static_cast<std::size_t>(it - keys.begin())];
+  };
+  double total = below.back();
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_DOUBLE, MPI_SUM, comm));
+  TESSERA_MPI(MPI_Bcast(&total, 1, MPI_DOUBLE, 0, comm));  // the same targets everywhere
+  // Cut j (1..P-1): the smallest key c with weight(keys < c) >= total j / P, searched in
+  // (lo, hi] with W(lo) < target <= W(hi): each step counts the weight below 63 keys
+  // spread over every open interval with one all-reduce (2^63 keys: 11 steps, then the
+  // last <= 64 keys one by one).
+  constexpr int kProbe = 63;
+  const std::size_t cuts = static_cast<std::size_t>(P - 1);
+  std::vector<std::uint64_t> lo(cuts, 0), hi(cuts, std::uint64_t{1} << 63);
+  std::vector<double> target(cuts);
+  for (std::size_t j = 0; j < cuts; ++j) {
+    target[j] = total * static_cast<double>(j + 1) / P;
+    if (!(target[j] > 0)) hi[j] = lo[j] + 1;  // no weight: cut at key 1 (nothing below 0)
+  }
+  std::vector<std::uint64_t> probe(cuts * kProbe);
+  std::vector<double> count(cuts * kProbe);
+  auto open = [&] {
+    for (std::size_t j = 0; j < cuts; ++j)
+      if (hi[j] - lo[j] > 1) return true;
+    return false;
+  };
+  while (open()) {
+    for (std::size_t j = 0; j < cuts; ++j) {
+      const std::uint64_t span = hi[j] - lo[j];
+      const std::uint64_t step = span > kProbe + 1 ? span / (kProbe + 1) : 1;
+      for (int i = 0; i < kProbe; ++i) {
+        // Probes past the interval repeat hi (already known to reach the target).
+        const std::uint64_t c = span > static_cast<std::uint64_t>(i + 1)
+                                    ? lo[j] + step * static_cast<std::uint64_t>(i + 1)
+                                    : hi[j];
+        probe[j * kProbe + static_cast<std::size_t>(i)] = c;
+        count[j * kProbe + static_cast<std::size_t>(i)] = weight_below(c);
+      }
+    }
+    // Summed on rank 0 and sent out: every rank then sees the same bits and takes the same
+    // steps (an all-reduce may round non-integer weights differently per rank, and a rank
+    // whose search ended early would leave the others waiting).
+    int me = 0;
+    TESSERA_MPI(MPI_Comm_rank(comm, &me));
+    TESSERA_MPI(MPI_Reduce(me == 0 ? MPI_IN_PLACE : count.data(), count.data(),
+                           static_cast<int>(count.size()), MPI_DOUBLE, MPI_SUM, 0, comm));
+    TESSERA_MPI(MPI_Bcast(count.data(), static_cast<int>(count.size()), MPI_DOUBLE, 0, comm));
+    for (std::size_t j = 0; j < cuts; ++j) {
+      if (hi[j] - lo[j] <= 1) continue;
+      int i = 0;
+      while (i < kProbe && count[j * kProbe + static_cast<std::size_t>(i)] < target[j]) ++i;
+      if (i < kProbe) hi[j] = std::min(hi[j], probe[j * kProbe + static_cast<std::size_t>(i)]);
+      if (i > 0) lo[j] = probe[j * kProbe + static_cast<std::size_t>(i - 1)];
+    }
+  }
+  out.cuts_ = hi;
+  // Each part's region: the bounding box of the points it owns (empty: lo > hi).
+  std::vector<double> reg(6 * static_cast<std::size_t>(P), kInf);
+  for (Index i = 0; i < n; ++i) {
+    const auto p = static_cast<std::size_t>(out.owner_of(row(coords, i)));
+    for (int d = 0; d < 3; ++d)
+      reg[6 * p + d] = std::min(reg[6 * p + d], coords.data<double>()[3 * i + d]),
+                  reg[6 * p + 3 + d] =
+                      std::min(reg[6 * p + 3 + d], -coords.data<double>()[3 * i + d]);
+  }
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, reg.data(), static_cast<int>(reg.size()), MPI_DOUBLE,
+                            MPI_MIN, comm));
+  out.region_.resize(static_cast<std::size_t>(P));
+  for (std::size_t p = 0; p < out.region_.size(); ++p)
+    for (int d = 0; d < 3; ++d)
+      out.region_[p].lo[d] = reg[6 * p + d], out.region_[p].hi[d] = -reg[6 * p + 3 + d];
+  return out;
+}
+
 int SpatialLayout::owner_of(const Point3& p) const {
+  if (sfc_) {
+    const std::uint64_t key = curve_key(p, key_lo_, key_hi_, curve_);
+    return static_cast<int>(std::upper_bound(cuts_.begin(), cuts_.end(), key) - cuts_.begin());
+  }
   std::size_t k = 0;
   while (nodes_[k].dim >= 0)
     k = static_cast<std::size_t>(p[static_cast<std::size_t>(nodes_[k].dim)] < nodes_[k].plane

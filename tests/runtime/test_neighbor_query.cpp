@@ -64,7 +64,12 @@ struct Placed {
   Tensor owned, owned_ids;
 };
 
-Placed place(MPI_Comm comm, const std::vector<Point3>& pts, bool all_on_rank0) {
+// Layouts the queries are checked on: RCB (regions tile space) and a Hilbert curve (regions
+// are the owned points' bounding boxes, which may overlap).
+enum class Kind { Rcb, Hilbert };
+
+Placed place(MPI_Comm comm, const std::vector<Point3>& pts, bool all_on_rank0,
+             Kind kind = Kind::Rcb) {
   const int P = test::world_size(), me = test::world_rank();
   const Index n = static_cast<Index>(pts.size());
   Placed c;
@@ -77,7 +82,8 @@ Placed place(MPI_Comm comm, const std::vector<Point3>& pts, bool all_on_rank0) {
       c.xyz.data<double>()[3 * (i - c.lo) + d] = pts[static_cast<std::size_t>(i)][d];
     c.ids.data<std::int64_t>()[i - c.lo] = i;
   }
-  c.layout = SpatialLayout::rcb(comm, c.xyz);
+  c.layout = kind == Kind::Rcb ? SpatialLayout::rcb(comm, c.xyz)
+                               : SpatialLayout::sfc(comm, c.xyz, Curve::Hilbert);
   const Migration mig(comm, c.layout->owners(c.xyz));
   c.owned = mig.forward(c.xyz);
   c.owned_ids = mig.forward(c.ids);
@@ -88,91 +94,113 @@ Placed place(MPI_Comm comm, const std::vector<Point3>& pts, bool all_on_rank0) {
 
 TEST_CASE("distributed kNN and ball query equal a brute-force search") {
   MPI_Comm comm = test::harness_comm();
-  for (int kind = 0; kind < 6; ++kind)
-    for (bool empty_ranks : {false, true}) {
-      const auto pts = cloud(kind);
-      const Index n = static_cast<Index>(pts.size());
-      const Placed c = place(comm, pts, empty_ranks);
-      const SpatialLayout& layout = *c.layout;
-      const Tensor &xyz = c.xyz, &owned = c.owned, &owned_ids = c.owned_ids;
-      const Index lo = c.lo, hi = c.hi;
-      const Index k = 16;
-      const NeighborLists knn = knn_query(comm, layout, owned, owned_ids, xyz, k);
-      const double r = kind == 0 ? 0.1 : 0.15;
-      const Index cap = 24;
-      const NeighborLists ball = ball_query(comm, layout, owned, owned_ids, xyz, r, cap);
-      bool knn_ok = true, ball_ok = true;
-      for (Index qi = 0; qi < hi - lo; ++qi) {
-        const auto want = brute(pts, pts[static_cast<std::size_t>(lo + qi)]);
-        for (Index j = 0; j < k; ++j) {
-          const std::int64_t w = j < n ? want[static_cast<std::size_t>(j)].second : -1;
-          knn_ok = knn_ok && knn.ids.data<std::int64_t>()[qi * k + j] == w;
-        }
-        Index inside = 0;
-        for (const auto& [d2, id] : want)
-          if (d2 <= r * r) ++inside;
-        for (Index j = 0; j < cap; ++j) {
-          const std::int64_t w = j < inside ? want[static_cast<std::size_t>(j)].second : -1;
-          ball_ok = ball_ok && ball.ids.data<std::int64_t>()[qi * cap + j] == w;
-        }
-      }
-      INFO("cloud " << kind << (empty_ranks ? ", all points on rank 0 first" : ""));
-      MPI_CHECK(knn_ok);
-      MPI_CHECK(ball_ok);
-    }
-}
-
-TEST_CASE("the ball query from owned + ghost points equals a brute-force search, no requests") {
-  MPI_Comm comm = test::harness_comm();
-  const int P = test::world_size(), me = test::world_rank();
-  for (int kind = 0; kind < 6; ++kind)
-    for (bool empty_ranks : {false, true}) {
-      const auto pts = cloud(kind);
-      const Placed c = place(comm, pts, empty_ranks);
-      const SpatialLayout& layout = *c.layout;
-      const Tensor &owned = c.owned, &owned_ids = c.owned_ids;
-      const double r = kind == 0 ? 0.1 : 0.15;
-      // Ghosts of a larger radius serve a smaller ball too.
-      for (const double ghost_r : {r, 1.5 * r}) {
-        const GhostExchange gx(comm, layout, owned, ghost_r);
-        const Tensor gxyz = gx.forward(owned), gids = gx.forward(owned_ids);
+  for (Kind layout_kind : {Kind::Rcb, Kind::Hilbert})
+    for (int kind = 0; kind < 6; ++kind)
+      for (bool empty_ranks : {false, true}) {
+        const auto pts = cloud(kind);
+        const Index n = static_cast<Index>(pts.size());
+        const Placed c = place(comm, pts, empty_ranks, layout_kind);
+        const SpatialLayout& layout = *c.layout;
+        const Tensor &xyz = c.xyz, &owned = c.owned, &owned_ids = c.owned_ids;
+        const Index lo = c.lo, hi = c.hi;
+        const Index k = 16;
+        const NeighborLists knn = knn_query(comm, layout, owned, owned_ids, xyz, k);
+        const double r = kind == 0 ? 0.1 : 0.15;
         const Index cap = 24;
-        const NeighborLists ball =
-            ball_query(layout, gx, owned, owned_ids, gxyz, gids, owned, r, cap);
-        bool ok = ball.ids.shape(0) == owned.shape(0);
-        for (Index qi = 0; ok && qi < owned.shape(0); ++qi) {
-          const double* x = owned.data<double>() + 3 * qi;
-          const auto want = brute(pts, {x[0], x[1], x[2]});
+        const NeighborLists ball = ball_query(comm, layout, owned, owned_ids, xyz, r, cap);
+        bool knn_ok = true, ball_ok = true;
+        for (Index qi = 0; qi < hi - lo; ++qi) {
+          const auto want = brute(pts, pts[static_cast<std::size_t>(lo + qi)]);
+          for (Index j = 0; j < k; ++j) {
+            const std::int64_t w = j < n ? want[static_cast<std::size_t>(j)].second : -1;
+            knn_ok = knn_ok && knn.ids.data<std::int64_t>()[qi * k + j] == w;
+          }
           Index inside = 0;
           for (const auto& [d2, id] : want)
             if (d2 <= r * r) ++inside;
           for (Index j = 0; j < cap; ++j) {
             const std::int64_t w = j < inside ? want[static_cast<std::size_t>(j)].second : -1;
-            ok = ok && ball.ids.data<std::int64_t>()[qi * cap + j] == w;
+            ball_ok = ball_ok && ball.ids.data<std::int64_t>()[qi * cap + j] == w;
           }
         }
         INFO("cloud " << kind << (empty_ranks ? ", all points on rank 0 first" : "")
-                      << ", ghosts of radius " << ghost_r);
-        MPI_CHECK(ok);
-        // A radius past the ghosts', or a query outside the region, is refused (locally:
-        // the query has no collective to hang).
-        MPI_CHECK_ERROR(
-            ball_query(layout, gx, owned, owned_ids, gxyz, gids, owned, 2 * ghost_r, cap),
-            "passes the ghosts' radius");
-        // Regions are unbounded at the domain's faces: outside mine is in another's.
-        const auto away = std::find_if(pts.begin(), pts.end(), [&](const Point3& p) {
-          return layout.region(me).distance2_to(p) > 0;
-        });
-        Tensor outside = Tensor::empty({1, 3}, DType::f64);
-        if (away != pts.end()) std::copy_n(away->data(), 3, outside.data<double>());
-        MPI_CHECK(away == pts.end() || test::has(test::error_of([&] {
-                                                   ball_query(layout, gx, owned, owned_ids, gxyz,
-                                                              gids, outside, r, cap);
-                                                 }),
-                                                 "outside this rank's region"));
-        MPI_CHECK(P == 1 || kind == 4 || empty_ranks || away != pts.end());
+                      << (layout_kind == Kind::Rcb ? ", RCB" : ", Hilbert"));
+        MPI_CHECK(knn_ok);
+        MPI_CHECK(ball_ok);
       }
-    }
+}
+
+TEST_CASE("the ball query from owned + ghost points equals a brute-force search, no requests") {
+  MPI_Comm comm = test::harness_comm();
+  const int P = test::world_size(), me = test::world_rank();
+  for (Kind layout_kind : {Kind::Rcb, Kind::Hilbert})
+    for (int kind = 0; kind < 6; ++kind)
+      for (bool empty_ranks : {false, true}) {
+        const auto pts = cloud(kind);
+        const Placed c = place(comm, pts, empty_ranks, layout_kind);
+        const SpatialLayout& layout = *c.layout;
+        const Tensor &owned = c.owned, &owned_ids = c.owned_ids;
+        const double r = kind == 0 ? 0.1 : 0.15;
+        // Ghosts of a larger radius serve a smaller ball too.
+        for (const double ghost_r : {r, 1.5 * r}) {
+          const GhostExchange gx(comm, layout, owned, ghost_r);
+          const Tensor gxyz = gx.forward(owned), gids = gx.forward(owned_ids);
+          const Index cap = 24;
+          const NeighborLists ball =
+              ball_query(layout, gx, owned, owned_ids, gxyz, gids, owned, r, cap);
+          bool ok = ball.ids.shape(0) == owned.shape(0);
+          for (Index qi = 0; ok && qi < owned.shape(0); ++qi) {
+            const double* x = owned.data<double>() + 3 * qi;
+            const auto want = brute(pts, {x[0], x[1], x[2]});
+            Index inside = 0;
+            for (const auto& [d2, id] : want)
+              if (d2 <= r * r) ++inside;
+            for (Index j = 0; j < cap; ++j) {
+              const std::int64_t w = j < inside ? want[static_cast<std::size_t>(j)].second : -1;
+              ok = ok && ball.ids.data<std::int64_t>()[qi * cap + j] == w;
+            }
+          }
+          INFO("cloud " << kind << (empty_ranks ? ", all points on rank 0 first" : "")
+                        << (layout_kind == Kind::Rcb ? ", RCB" : ", Hilbert")
+                        << ", ghosts of radius " << ghost_r);
+          MPI_CHECK(ok);
+          // A radius past the ghosts', or a query outside the region, is refused (locally:
+          // the query has no collective to hang).
+          MPI_CHECK_ERROR(
+              ball_query(layout, gx, owned, owned_ids, gxyz, gids, owned, 2 * ghost_r, cap),
+              "passes the ghosts' radius");
+          // Regions are unbounded at the domain's faces: outside mine is in another's.
+          const auto away = std::find_if(pts.begin(), pts.end(), [&](const Point3& p) {
+            return layout.region(me).distance2_to(p) > 0;
+          });
+          Tensor outside = Tensor::empty({1, 3}, DType::f64);
+          if (away != pts.end()) std::copy_n(away->data(), 3, outside.data<double>());
+          MPI_CHECK(away == pts.end() || test::has(test::error_of([&] {
+                                                     ball_query(layout, gx, owned, owned_ids, gxyz,
+                                                                gids, outside, r, cap);
+                                                   }),
+                                                   "outside this rank's region"));
+          MPI_CHECK(P == 1 || kind == 4 || empty_ranks || away != pts.end());
+        }
+      }
+}
+
+TEST_CASE("the query rounds refuse points outside their rank's region, on every rank") {
+  MPI_Comm comm = test::harness_comm();
+  const auto pts = cloud(0);
+  const Placed c = place(comm, pts, false, Kind::Hilbert);
+  // This rank's owned points and one far outside every region (the Hilbert regions are the
+  // owned points' bounding boxes).
+  const Index n = c.owned.shape(0);
+  Tensor bad = Tensor::empty({n + 1, 3}, DType::f64), bad_ids = Tensor::empty({n + 1}, DType::i64);
+  std::copy_n(c.owned.data<double>(), 3 * n, bad.data<double>());
+  std::copy_n(c.owned_ids.data<std::int64_t>(), n, bad_ids.data<std::int64_t>());
+  for (int d = 0; d < 3; ++d) bad.data<double>()[3 * n + d] = 100.0;
+  bad_ids.data<std::int64_t>()[n] = 1 << 30;
+  MPI_CHECK_ERROR(knn_query(comm, *c.layout, bad, bad_ids, c.owned, 4),
+                  "outside this rank's region");
+  MPI_CHECK_ERROR(ball_query(comm, *c.layout, bad, bad_ids, c.owned, 0.1, 4),
+                  "outside this rank's region");
 }
 
 TEST_CASE("ghost exchange: exactly the points within r of my region; adjoint by dot product") {

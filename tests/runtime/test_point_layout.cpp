@@ -1,6 +1,7 @@
-// The collective RCB layout and point migration: every rank builds the same region tree from
-// its own points (no gather); every point has one owner, inside that owner's region; the
-// imbalance is <= 1.05 for uniform and strongly clustered clouds, by count and by weight;
+// The collective RCB and space-filling-curve (Hilbert, Morton) layouts and point migration:
+// every rank builds the same layout from its own points (no gather); every point has one
+// owner, inside that owner's region; the imbalance is <= 1.05 for uniform and strongly
+// clustered clouds, by count and by weight;
 // migration sends each point to its owner in a fixed order and reverse() restores every row
 // bitwise.
 #include <algorithm>
@@ -32,73 +33,84 @@ std::vector<Point3> cloud(bool clustered, std::size_t n) {
   return p;
 }
 
+enum class Kind { Rcb, Hilbert, Morton };
+
+SpatialLayout make_layout(Kind kind, MPI_Comm comm, const Tensor& coords,
+                          const Tensor& weights = {}) {
+  if (kind == Kind::Rcb) return SpatialLayout::rcb(comm, coords, weights);
+  return SpatialLayout::sfc(comm, coords, kind == Kind::Hilbert ? Curve::Hilbert : Curve::Morton,
+                            weights);
+}
+
 }  // namespace
 
-TEST_CASE("collective RCB: one tree everywhere, balanced; migration there and back") {
+TEST_CASE("collective RCB and SFC layouts: one layout everywhere, balanced; migration") {
   MPI_Comm comm = test::harness_comm();
   const int P = test::world_size(), me = test::world_rank();
-  for (bool clustered : {false, true})
-    for (bool weighted : {false, true}) {
-      const std::size_t n = 12000;
-      const auto pts = cloud(clustered, n);
-      std::vector<double> wt(n, 1.0);
-      std::mt19937 g(3);
-      std::uniform_real_distribution<double> u(0.2, 2.0);
-      if (weighted)
-        for (auto& x : wt) x = u(g);
-      // This rank's contiguous range of the global ids.
-      const Index lo = static_cast<Index>(n) * me / P, hi = static_cast<Index>(n) * (me + 1) / P;
-      Tensor coords = Tensor::empty({hi - lo, 3}, DType::f64),
-             ids = Tensor::empty({hi - lo}, DType::i64);
-      Tensor weights = Tensor::empty({hi - lo}, DType::f64);
-      for (Index i = lo; i < hi; ++i) {
-        for (int d = 0; d < 3; ++d)
-          coords.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
-        ids.data<std::int64_t>()[i - lo] = i;
-        weights.data<double>()[i - lo] = wt[static_cast<std::size_t>(i)];
+  for (Kind kind : {Kind::Rcb, Kind::Hilbert, Kind::Morton})
+    for (bool clustered : {false, true})
+      for (bool weighted : {false, true}) {
+        const std::size_t n = 12000;
+        const auto pts = cloud(clustered, n);
+        std::vector<double> wt(n, 1.0);
+        std::mt19937 g(3);
+        std::uniform_real_distribution<double> u(0.2, 2.0);
+        if (weighted)
+          for (auto& x : wt) x = u(g);
+        // This rank's contiguous range of the global ids.
+        const Index lo = static_cast<Index>(n) * me / P, hi = static_cast<Index>(n) * (me + 1) / P;
+        Tensor coords = Tensor::empty({hi - lo, 3}, DType::f64),
+               ids = Tensor::empty({hi - lo}, DType::i64);
+        Tensor weights = Tensor::empty({hi - lo}, DType::f64);
+        for (Index i = lo; i < hi; ++i) {
+          for (int d = 0; d < 3; ++d)
+            coords.data<double>()[3 * (i - lo) + d] = pts[static_cast<std::size_t>(i)][d];
+          ids.data<std::int64_t>()[i - lo] = i;
+          weights.data<double>()[i - lo] = wt[static_cast<std::size_t>(i)];
+        }
+        const SpatialLayout layout = make_layout(kind, comm, coords, weighted ? weights : Tensor());
+        INFO("layout " << static_cast<int>(kind) << ", " << (clustered ? "clustered" : "uniform")
+                       << (weighted ? ", weighted" : ""));
+        // The same owners of every global point on every rank; inside the owner's region.
+        std::vector<double> part_weight(static_cast<std::size_t>(P), 0.0);
+        long long checksum = 0;
+        bool inside = true;
+        for (std::size_t i = 0; i < n; ++i) {
+          const int o = layout.owner_of(pts[i]);
+          checksum = checksum * 31 + o;
+          part_weight[static_cast<std::size_t>(o)] += wt[i];
+          inside = inside && layout.region(o).distance_to(pts[i]) == 0.0;
+        }
+        long long mn = checksum, mx = checksum;
+        MPI_Allreduce(MPI_IN_PLACE, &mn, 1, MPI_LONG_LONG, MPI_MIN, comm);
+        MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_LONG_LONG, MPI_MAX, comm);
+        MPI_CHECK(mn == mx);
+        MPI_CHECK(inside);
+        double top = 0, sum = 0;
+        for (double x : part_weight) top = std::max(top, x), sum += x;
+        INFO("imbalance " << top / (sum / P));
+        MPI_CHECK(top / (sum / P) <= 1.05);
+        // Migration to the owners and back.
+        const Migration mig(comm, layout.owners(coords));
+        const Tensor got = mig.forward(coords), got_ids = mig.forward(ids);
+        bool mine = true, ordered = true;
+        for (Index i = 0; i < got.shape(0); ++i) {
+          const Point3 p{got.data<double>()[3 * i], got.data<double>()[3 * i + 1],
+                         got.data<double>()[3 * i + 2]};
+          mine = mine && layout.owner_of(p) == me;
+          if (i > 0)
+            ordered =
+                ordered && got_ids.data<std::int64_t>()[i] > got_ids.data<std::int64_t>()[i - 1];
+        }
+        MPI_CHECK(mine);
+        MPI_CHECK(ordered);  // by source rank, then source order: increasing global ids here
+        const Index expect = static_cast<Index>(std::count_if(
+            pts.begin(), pts.end(), [&](const Point3& p) { return layout.owner_of(p) == me; }));
+        MPI_CHECK(got.shape(0) == expect);
+        const Tensor back = mig.reverse(got);
+        MPI_CHECK(std::memcmp(back.raw(), coords.raw(), coords.nbytes()) == 0);
+        MPI_CHECK(std::memcmp(mig.reverse(got_ids).raw(), ids.raw(), ids.nbytes()) == 0);
       }
-      const SpatialLayout layout = SpatialLayout::rcb(comm, coords, weighted ? weights : Tensor());
-      INFO((clustered ? "clustered" : "uniform") << (weighted ? ", weighted" : ""));
-      // The same owners of every global point on every rank; inside the owner's region.
-      std::vector<double> part_weight(static_cast<std::size_t>(P), 0.0);
-      long long checksum = 0;
-      bool inside = true;
-      for (std::size_t i = 0; i < n; ++i) {
-        const int o = layout.owner_of(pts[i]);
-        checksum = checksum * 31 + o;
-        part_weight[static_cast<std::size_t>(o)] += wt[i];
-        inside = inside && layout.region(o).distance_to(pts[i]) == 0.0;
-      }
-      long long mn = checksum, mx = checksum;
-      MPI_Allreduce(MPI_IN_PLACE, &mn, 1, MPI_LONG_LONG, MPI_MIN, comm);
-      MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_LONG_LONG, MPI_MAX, comm);
-      MPI_CHECK(mn == mx);
-      MPI_CHECK(inside);
-      double top = 0, sum = 0;
-      for (double x : part_weight) top = std::max(top, x), sum += x;
-      INFO("imbalance " << top / (sum / P));
-      MPI_CHECK(top / (sum / P) <= 1.05);
-      // Migration to the owners and back.
-      const Migration mig(comm, layout.owners(coords));
-      const Tensor got = mig.forward(coords), got_ids = mig.forward(ids);
-      bool mine = true, ordered = true;
-      for (Index i = 0; i < got.shape(0); ++i) {
-        const Point3 p{got.data<double>()[3 * i], got.data<double>()[3 * i + 1],
-                       got.data<double>()[3 * i + 2]};
-        mine = mine && layout.owner_of(p) == me;
-        if (i > 0)
-          ordered =
-              ordered && got_ids.data<std::int64_t>()[i] > got_ids.data<std::int64_t>()[i - 1];
-      }
-      MPI_CHECK(mine);
-      MPI_CHECK(ordered);  // by source rank, then source order: increasing global ids here
-      const Index expect = static_cast<Index>(std::count_if(
-          pts.begin(), pts.end(), [&](const Point3& p) { return layout.owner_of(p) == me; }));
-      MPI_CHECK(got.shape(0) == expect);
-      const Tensor back = mig.reverse(got);
-      MPI_CHECK(std::memcmp(back.raw(), coords.raw(), coords.nbytes()) == 0);
-      MPI_CHECK(std::memcmp(mig.reverse(got_ids).raw(), ids.raw(), ids.nbytes()) == 0);
-    }
 }
 
 TEST_CASE("layouts of degenerate clouds and bad input") {
@@ -107,11 +119,16 @@ TEST_CASE("layouts of degenerate clouds and bad input") {
   const Index n = test::world_rank() == 0 ? 0 : 50;
   Tensor same = Tensor::empty({n, 3}, DType::f64);
   for (Index i = 0; i < 3 * n; ++i) same.data<double>()[i] = 0.25;
-  const SpatialLayout l = SpatialLayout::rcb(comm, same);
-  const Migration m(comm, l.owners(same));
-  long long total = m.received();
-  MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_LONG_LONG, MPI_SUM, comm);
-  MPI_CHECK(total == 50LL * (test::world_size() - 1));
+  for (Kind kind : {Kind::Rcb, Kind::Hilbert, Kind::Morton}) {
+    const SpatialLayout l = make_layout(kind, comm, same);
+    const Migration m(comm, l.owners(same));
+    long long total = m.received();
+    MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_LONG_LONG, MPI_SUM, comm);
+    MPI_CHECK(total == 50LL * (test::world_size() - 1));
+    // No points anywhere: a layout all the same.
+    const SpatialLayout e = make_layout(kind, comm, Tensor::empty({0, 3}, DType::f64));
+    MPI_CHECK(e.parts() == test::world_size());
+  }
   Tensor bad = Tensor::empty({1, 2}, DType::f64);
   bool refused = false;
   try {
