@@ -64,7 +64,7 @@ namespace {
 // Columns [k0, k0 + sk) of this rank's bias rows, contiguous, and the descriptor fields.
 Tensor bias_block(const Tensor& bias, Index k0, Index sk, kernels::AttentionDesc& a) {
   const Index bb = bias.shape(0), sq = bias.shape(1);
-  Tensor block = bias.view(Box({0, 0, k0}, {bb, sq, k0 + sk})).contiguous();
+  Tensor block = converted(bias.view(Box({0, 0, k0}, {bb, sq, k0 + sk})).contiguous(), a.type);
   a.bias = block.raw();
   a.bias_batch_stride = bb == 1 ? 0 : sq * sk;
   return block;
@@ -135,10 +135,13 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
   const int P = mesh.dim(opts_.axis), me = mesh.coords()[static_cast<std::size_t>(opts_.axis)];
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
   const Blocks qb(q.spec().sizes(1)), kb(k.spec().sizes(1));
-  const Tensor ql = q.local().contiguous();
-  Tensor out = Tensor::zeros(ql.shape(), ql.dtype(), ql.space());
+  // bf16 blocks travel as they are; the kernel, the partial outputs and their merge run in
+  // float32 (compute_type).
+  const DType ct = compute_type(q.dtype());
+  const Tensor ql = converted(q.local().contiguous(), ct);
+  Tensor out = Tensor::zeros(ql.shape(), ct, ql.space());
   Tensor lse = Tensor::empty({ql.shape(0), ql.shape(1)}, DType::f64, ql.space());
-  Tensor part = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
+  Tensor part = Tensor::empty(ql.shape(), ct, ql.space());
   Tensor part_lse = Tensor::empty(lse.shape(), DType::f64, ql.space());
   Tensor cur = pack_kv(k.local().contiguous(), v.local().contiguous());
   for (int step = 0; step < P; ++step) {
@@ -152,7 +155,7 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
           cur.space());
       hop.start(comm, cur, nxt, next, prev, step);
     }
-    const Tensor kk = half(cur, 0), vv = half(cur, 1);
+    const Tensor kk = converted(half(cur, 0), ct), vv = converted(half(cur, 1), ct);
     auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
                             kb.start[static_cast<std::size_t>(owner)], opts_);
     Tensor bblock;
@@ -163,8 +166,8 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
     } else {
       kernels::attention_forward(ql.device(), a, ql.raw(), kk.raw(), vv.raw(), part.raw(),
                                  part_lse.data<double>());
-      kernels::attention_merge(ql.device(), ql.dtype(), a.batch, a.sq, a.d, out.raw(),
-                               lse.data<double>(), part.raw(), part_lse.data<double>());
+      kernels::attention_merge(ql.device(), ct, a.batch, a.sq, a.d, out.raw(), lse.data<double>(),
+                               part.raw(), part_lse.data<double>());
     }
     if (step + 1 < P) {
       hop.wait();
@@ -176,9 +179,9 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
   v_ = v;
   bias_ = bias;
   dbias_ = ShardTensor();
-  out_ = ShardTensor::unchecked(mesh, q.spec(), out);
+  out_ = ShardTensor::unchecked(mesh, q.spec(), out);  // in the compute type, for backward
   lse_ = lse;
-  return out_;
+  return ShardTensor::unchecked(mesh, q.spec(), converted(out, q.dtype()));
 }
 
 std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
@@ -191,37 +194,39 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
   const int P = mesh.dim(opts_.axis), me = mesh.coords()[static_cast<std::size_t>(opts_.axis)];
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
   const Blocks qb(q_.spec().sizes(1)), kb(k_.spec().sizes(1));
-  const Tensor ql = q_.local().contiguous(), go = dout.local().contiguous(),
-               ol = out_.local().contiguous();
-  Tensor dq = Tensor::zeros(ql.shape(), ql.dtype(), ql.space());
-  Tensor dq_part = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
+  const DType ct = compute_type(q_.dtype());
+  const Tensor ql = converted(q_.local().contiguous(), ct),
+               go = converted(dout.local().contiguous(), ct), ol = out_.local().contiguous();
+  Tensor dq = Tensor::zeros(ql.shape(), ct, ql.space());
+  Tensor dq_part = Tensor::empty(ql.shape(), ct, ql.space());
   const bool has_bias = bias_.local().defined();
   const Tensor bl = has_bias ? bias_.local() : Tensor();
   // The bias gradient per (batch row, query, key), not broadcast: (B_local, S_q local, S_k).
   Tensor dbias =
-      has_bias ? Tensor::zeros({ql.shape(0), ql.shape(1), bl.shape(2)}, ql.dtype(), ql.space())
-               : Tensor();
-  // The travelling block: k, v and their accumulating gradients, one message per hop.
+      has_bias ? Tensor::zeros({ql.shape(0), ql.shape(1), bl.shape(2)}, ct, ql.space()) : Tensor();
+  // The travelling block: k and v in their storage type (one message), and their
+  // accumulating gradients in the compute type (a second): bf16 gradients would round at
+  // every hop.
   const Tensor kl = k_.local().contiguous(), vl = v_.local().contiguous();
-  Tensor cur = Tensor::zeros({4, kl.shape(0), kl.shape(1), kl.shape(2)}, kl.dtype(), kl.space());
-  const Tensor kv = pack_kv(kl, vl);
-  cur.view(Box({0, 0, 0, 0}, {2, kl.shape(0), kl.shape(1), kl.shape(2)})).copy_from(kv);
+  Tensor cur = pack_kv(kl, vl);
+  Tensor grads = Tensor::zeros({2, kl.shape(0), kl.shape(1), kl.shape(2)}, ct, kl.space());
   for (int step = 0; step < P; ++step) {
     const int owner = (me - step + P) % P;
     const Index b = cur.shape(1), s = cur.shape(2), d = cur.shape(3);
-    auto slot = [&](int i) {
-      return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d});
+    auto slot = [&](const Tensor& t, int i) {
+      return t.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d});
     };
-    const Tensor kk = slot(0), vv = slot(1), dk = slot(2), dv = slot(3);
+    const Tensor kk = converted(slot(cur, 0), ct), vv = converted(slot(cur, 1), ct),
+                 dk = slot(grads, 0), dv = slot(grads, 1);
     auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
                             kb.start[static_cast<std::size_t>(owner)], opts_);
     Tensor bblock, db_part;
     if (has_bias) {
       bblock = bias_block(bl, a.k_offset, a.sk, a);
-      db_part = Tensor::empty({a.batch, a.sq, a.sk}, ql.dtype(), ql.space());
+      db_part = Tensor::empty({a.batch, a.sq, a.sk}, ct, ql.space());
     }
-    Tensor dk_part = Tensor::empty(kk.shape(), kk.dtype(), kk.space());
-    Tensor dv_part = Tensor::empty(vv.shape(), vv.dtype(), vv.space());
+    Tensor dk_part = Tensor::empty(kk.shape(), ct, kk.space());
+    Tensor dv_part = Tensor::empty(vv.shape(), ct, vv.space());
     kernels::attention_backward(ql.device(), a, ql.raw(), kk.raw(), vv.raw(), ol.raw(), go.raw(),
                                 lse_.data<double>(), dq_part.raw(), dk_part.raw(), dv_part.raw(),
                                 has_bias ? db_part.raw() : nullptr);
@@ -231,24 +236,29 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
     add_into(dk, dk_part);
     add_into(dv, dv_part);
     // The block moves on (after the last step it arrives home with complete gradients).
-    const int incoming = (me - step - 1 + 2 * P) % P;
-    Tensor nxt = Tensor::empty({4, b, kb.size[static_cast<std::size_t>(incoming)], d}, cur.dtype(),
-                               cur.space());
     if (P > 1) {
-      RingHop hop;
-      hop.start(comm, cur, nxt, next, prev, 1000 + step);
+      const Index sn = kb.size[static_cast<std::size_t>((me - step - 1 + 2 * P) % P)];
+      Tensor nxt = Tensor::empty({2, b, sn, d}, cur.dtype(), cur.space());
+      Tensor nxt_grads = Tensor::empty({2, b, sn, d}, ct, cur.space());
+      RingHop hop, grad_hop;
+      hop.start(comm, cur, nxt, next, prev, 1000 + 2 * step);
+      grad_hop.start(comm, grads, nxt_grads, next, prev, 1001 + 2 * step);
       hop.wait();
+      grad_hop.wait();
       cur = nxt;
+      grads = nxt_grads;
     }
   }
+  // A bf16 bias's gradient stays float32: it may be a pending sum, which MPI adds in float32.
   if (has_bias) dbias_ = attention_bias_grad(bias_, q_.spec(), dbias);
-  const Index b = cur.shape(1), s = cur.shape(2), d = cur.shape(3);
-  auto slot = [&](int i) {
-    return cur.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}).contiguous();
+  const Index b = grads.shape(1), s = grads.shape(2), d = grads.shape(3);
+  auto home = [&](int i) {
+    return converted(grads.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}), k_.dtype())
+        .contiguous();
   };
-  return {ShardTensor::unchecked(mesh, q_.spec(), dq),
-          ShardTensor::unchecked(mesh, k_.spec(), slot(2)),
-          ShardTensor::unchecked(mesh, v_.spec(), slot(3))};
+  return {ShardTensor::unchecked(mesh, q_.spec(), converted(dq, q_.dtype())),
+          ShardTensor::unchecked(mesh, k_.spec(), home(0)),
+          ShardTensor::unchecked(mesh, v_.spec(), home(1))};
 }
 
 }  // namespace tessera

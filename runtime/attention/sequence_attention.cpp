@@ -18,7 +18,7 @@ ShardTensor moved(const ShardTensor& t, const ShardSpec& to) {
 // returns the contiguous tensor, to be kept alive while the kernel runs.
 Tensor with_bias(kernels::AttentionDesc& a, const ShardTensor& bias) {
   if (!bias.local().defined()) return Tensor();
-  const Tensor b = bias.local().contiguous();
+  const Tensor b = converted(bias.local().contiguous(), a.type);
   a.bias = b.raw();
   a.bias_batch_stride = b.shape(0) == 1 ? 0 : b.shape(1) * b.shape(2);
   return b;
@@ -126,16 +126,20 @@ ShardTensor SequenceAttention::forward(const ShardTensor& q, const ShardTensor& 
     q0 = q.local_box().lo[1];
     if (has_bias) bias_w_ = bias;  // this rank's query rows, every key column
   }
-  const Tensor ql = qw_.local().contiguous(), kl = kw_.local().contiguous(),
-               vl = vw_.local().contiguous();
-  Tensor out = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
+  // bf16 moves as bf16; the kernel runs in the compute type (float32 for bf16).
+  const DType ct = compute_type(q.dtype());
+  const Tensor ql = converted(qw_.local().contiguous(), ct),
+               kl = converted(kw_.local().contiguous(), ct),
+               vl = converted(vw_.local().contiguous(), ct);
+  Tensor out = Tensor::empty(ql.shape(), ct, ql.space());
   lse_ = Tensor::empty({ql.shape(0), ql.shape(1)}, DType::f64, ql.space());
   kernels::AttentionDesc a = attention_desc(ql, kl, q0, 0, opts_);
   const Tensor bl = with_bias(a, bias_w_);
   kernels::attention_forward(ql.device(), a, ql.raw(), kl.raw(), vl.raw(), out.raw(),
                              lse_.data<double>());
-  out_w_ = ShardTensor::unchecked(mesh, qw_.spec(), out);
-  return chosen_ == SequenceAlgorithm::AllToAll ? moved(out_w_, q.spec()) : out_w_;
+  out_w_ = ShardTensor::unchecked(mesh, qw_.spec(), out);  // compute type, for backward
+  const ShardTensor res = ShardTensor::unchecked(mesh, qw_.spec(), converted(out, q.dtype()));
+  return chosen_ == SequenceAlgorithm::AllToAll ? moved(res, q.spec()) : res;
 }
 
 std::array<ShardTensor, 3> SequenceAttention::backward(const ShardTensor& dout) {
@@ -146,35 +150,40 @@ std::array<ShardTensor, 3> SequenceAttention::backward(const ShardTensor& dout) 
                                               << q_.spec().str());
   const Mesh& mesh = q_.mesh();
   const ShardTensor gw = chosen_ == SequenceAlgorithm::AllToAll ? moved(dout, qw_.spec()) : dout;
-  const Tensor ql = qw_.local().contiguous(), kl = kw_.local().contiguous(),
-               vl = vw_.local().contiguous(), go = gw.local().contiguous(),
-               ol = out_w_.local().contiguous();
+  const DType ct = compute_type(q_.dtype());
+  const Tensor ql = converted(qw_.local().contiguous(), ct),
+               kl = converted(kw_.local().contiguous(), ct),
+               vl = converted(vw_.local().contiguous(), ct),
+               go = converted(gw.local().contiguous(), ct), ol = out_w_.local().contiguous();
   const Index q0 = chosen_ == SequenceAlgorithm::AllGather ? q_.local_box().lo[1] : 0;
-  Tensor dq = Tensor::empty(ql.shape(), ql.dtype(), ql.space());
-  Tensor dk = Tensor::empty(kl.shape(), kl.dtype(), kl.space());
-  Tensor dv = Tensor::empty(vl.shape(), vl.dtype(), vl.space());
+  Tensor dq = Tensor::empty(ql.shape(), ct, ql.space());
+  Tensor dk = Tensor::empty(kl.shape(), ct, kl.space());
+  Tensor dv = Tensor::empty(vl.shape(), ct, vl.space());
   kernels::AttentionDesc a = attention_desc(ql, kl, q0, 0, opts_);
   const Tensor bl = with_bias(a, bias_w_);
   const bool has_bias = bl.defined();
   // The bias gradient per (problem, query, key) of the local kernel, not broadcast.
-  Tensor db = has_bias
-                  ? Tensor::empty({ql.shape(0), ql.shape(1), kl.shape(1)}, ql.dtype(), ql.space())
-                  : Tensor();
+  Tensor db =
+      has_bias ? Tensor::empty({ql.shape(0), ql.shape(1), kl.shape(1)}, ct, ql.space()) : Tensor();
   kernels::attention_backward(ql.device(), a, ql.raw(), kl.raw(), vl.raw(), ol.raw(), go.raw(),
                               lse_.data<double>(), dq.raw(), dk.raw(), dv.raw(),
                               has_bias ? db.raw() : nullptr);
   if (has_bias) dbias_ = bias_grad_home(db, mesh);
+  const DType st = q_.dtype();  // the storage type the gradients are returned in
   if (chosen_ == SequenceAlgorithm::AllToAll)
-    return {moved(ShardTensor::unchecked(mesh, qw_.spec(), dq), q_.spec()),
-            moved(ShardTensor::unchecked(mesh, kw_.spec(), dk), k_.spec()),
-            moved(ShardTensor::unchecked(mesh, vw_.spec(), dv), v_.spec())};
+    return {moved(ShardTensor::unchecked(mesh, qw_.spec(), converted(dq, st)), q_.spec()),
+            moved(ShardTensor::unchecked(mesh, kw_.spec(), converted(dk, st)), k_.spec()),
+            moved(ShardTensor::unchecked(mesh, vw_.spec(), converted(dv, st)), v_.spec())};
   // AllGather: each rank holds its queries' share of the whole dk, dv: a pending sum over
-  // the axis, reduce-scattered back to the key blocks.
+  // the axis, reduce-scattered back to the key blocks in the compute type.
   const std::vector<int> partial{opts_.axis};
   const ShardSpec pk = kw_.spec().with_partial(partial);
-  return {ShardTensor::unchecked(mesh, q_.spec(), dq),
-          moved(ShardTensor::unchecked(mesh, pk, dk), k_.spec()),
-          moved(ShardTensor::unchecked(mesh, pk, dv), v_.spec())};
+  const auto home = [&](const Tensor& g, const ShardSpec& to) {
+    return ShardTensor::unchecked(
+        mesh, to, converted(moved(ShardTensor::unchecked(mesh, pk, g), to).local(), st));
+  };
+  return {ShardTensor::unchecked(mesh, q_.spec(), converted(dq, st)), home(dk, k_.spec()),
+          home(dv, v_.spec())};
 }
 
 }  // namespace tessera

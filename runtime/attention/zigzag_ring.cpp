@@ -77,14 +77,16 @@ ShardTensor ZigZagRingAttention::forward(const ShardTensor& q, const ShardTensor
     return swap01(mig_->forward(swap01(t.local())));
   };
   const Tensor zq = to_zigzag(q);
-  zk_ = to_zigzag(k);
+  zk_ = to_zigzag(k);  // k and v travel in their storage type (bf16 too)
   zv_ = to_zigzag(v);
   const auto mine = chunks_of(me, P);
   const Index n0 =
       cs[static_cast<std::size_t>(mine[0]) + 1] - cs[static_cast<std::size_t>(mine[0])];
-  zq_ = {rows(zq, 0, n0), rows(zq, n0, zq.shape(1))};
+  // Queries, outputs and merges in the compute type (float32 for bf16).
+  const DType ct = compute_type(q.dtype());
+  zq_ = {converted(rows(zq, 0, n0), ct), converted(rows(zq, n0, zq.shape(1)), ct)};
   for (int a = 0; a < 2; ++a) {
-    zout_[a] = Tensor::zeros(zq_[a].shape(), zq.dtype());
+    zout_[a] = Tensor::zeros(zq_[a].shape(), ct);
     zlse_[a] = Tensor::empty({zq.shape(0), zq_[a].shape(1)}, DType::f64);
     for (Index i = 0; i < zlse_[a].numel(); ++i)
       zlse_[a].data<double>()[i] = -std::numeric_limits<double>::infinity();
@@ -120,8 +122,10 @@ ShardTensor ZigZagRingAttention::forward(const ShardTensor& q, const ShardTensor
         const Index q0 = cs[static_cast<std::size_t>(mine[a])], nq = zq_[a].shape(1);
         if (nq == 0 || nk == 0 || k0 > q0 + nq - 1) continue;  // every key after every query
         ++pairs_;
-        const Tensor kk = cur.view(kb).contiguous().reshape({cur.shape(1), nk, cur.shape(3)});
-        const Tensor vv = cur.view(vb).contiguous().reshape({cur.shape(1), nk, cur.shape(3)});
+        const Tensor kk =
+            converted(cur.view(kb).contiguous().reshape({cur.shape(1), nk, cur.shape(3)}), ct);
+        const Tensor vv =
+            converted(cur.view(vb).contiguous().reshape({cur.shape(1), nk, cur.shape(3)}), ct);
         const auto d = attention_desc(zq_[a], kk, q0, k0, opts_);
         Tensor part = Tensor::empty(zq_[a].shape(), zq_[a].dtype());
         Tensor part_lse = Tensor::empty(zlse_[a].shape(), DType::f64);
@@ -140,10 +144,11 @@ ShardTensor ZigZagRingAttention::forward(const ShardTensor& q, const ShardTensor
   k_ = k;
   v_ = v;
   // Back to the caller's layout.
-  Tensor zo = Tensor::empty(zq.shape(), zq.dtype());
+  Tensor zo = Tensor::empty(zq.shape(), ct);
   zo.view(Box({0, 0, 0}, {zq.shape(0), n0, zq.shape(2)})).copy_from(zout_[0]);
   zo.view(Box({0, n0, 0}, {zq.shape(0), zq.shape(1), zq.shape(2)})).copy_from(zout_[1]);
-  return ShardTensor::unchecked(mesh, q.spec(), swap01(mig_->reverse(swap01(zo))));
+  return ShardTensor::unchecked(mesh, q.spec(),
+                                swap01(mig_->reverse(swap01(converted(zo, q.dtype())))));
 }
 
 std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout) {
@@ -157,13 +162,16 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
   const std::vector<Index> cs = chunk_starts(q_.global_shape()[1], P);
   const auto mine = chunks_of(me, P);
   const Tensor zg = swap01(mig_->forward(swap01(dout.local())));
+  const DType ct = zq_[0].dtype();
   const Index n0 = zq_[0].shape(1);
-  const std::array<Tensor, 2> zgo = {rows(zg, 0, n0), rows(zg, n0, zg.shape(1))};
-  std::array<Tensor, 2> dq = {Tensor::zeros(zq_[0].shape(), zg.dtype()),
-                              Tensor::zeros(zq_[1].shape(), zg.dtype())};
-  // The travelling block: k, v and their accumulating gradients.
+  const std::array<Tensor, 2> zgo = {converted(rows(zg, 0, n0), ct),
+                                     converted(rows(zg, n0, zg.shape(1)), ct)};
+  std::array<Tensor, 2> dq = {Tensor::zeros(zq_[0].shape(), ct), Tensor::zeros(zq_[1].shape(), ct)};
+  // The travelling block: k and v in their storage type, and their accumulating gradients
+  // in the compute type (one message each).
   const Index B = zk_.shape(0), D = zk_.shape(2);
-  Tensor cur = Tensor::zeros({4, B, zk_.shape(1), D}, zk_.dtype());
+  Tensor cur = Tensor::empty({2, B, zk_.shape(1), D}, zk_.dtype());
+  Tensor grads = Tensor::zeros({2, B, zk_.shape(1), D}, ct);
   cur.view(Box({0, 0, 0, 0}, {1, B, zk_.shape(1), D}))
       .copy_from(zk_.reshape({1, B, zk_.shape(1), D}));
   cur.view(Box({1, 0, 0, 0}, {2, B, zk_.shape(1), D}))
@@ -180,20 +188,19 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
       for (int a = 0; a < 2; ++a) {
         const Index q0 = cs[static_cast<std::size_t>(mine[a])], nq = zq_[a].shape(1);
         if (nq == 0 || nk == 0 || k0 > q0 + nq - 1) continue;
-        const Tensor kk = cur.view(slot(0)).contiguous().reshape({B, nk, D});
-        const Tensor vv = cur.view(slot(1)).contiguous().reshape({B, nk, D});
+        const Tensor kk = converted(cur.view(slot(0)).contiguous().reshape({B, nk, D}), ct);
+        const Tensor vv = converted(cur.view(slot(1)).contiguous().reshape({B, nk, D}), ct);
         const auto d = attention_desc(zq_[a], kk, q0, k0, opts_);
-        Tensor dqp = Tensor::empty(zq_[a].shape(), zg.dtype()),
-               dkp = Tensor::empty(kk.shape(), zg.dtype()),
-               dvp = Tensor::empty(kk.shape(), zg.dtype());
+        Tensor dqp = Tensor::empty(zq_[a].shape(), ct), dkp = Tensor::empty(kk.shape(), ct),
+               dvp = Tensor::empty(kk.shape(), ct);
         kernels::attention_backward(Device::host(), d, zq_[a].raw(), kk.raw(), vv.raw(),
                                     zout_[a].raw(), zgo[a].raw(), zlse_[a].data<double>(),
                                     dqp.raw(), dkp.raw(), dvp.raw());
         add_into(dq[a], dqp);
-        for (const auto& [i, part] : {std::pair{2, dkp}, std::pair{3, dvp}}) {
-          Tensor acc = cur.view(slot(i)).contiguous();
+        for (const auto& [i, part] : {std::pair{0, dkp}, std::pair{1, dvp}}) {
+          Tensor acc = grads.view(slot(i)).contiguous();
           add_into(acc, part.reshape({1, B, nk, D}));
-          cur.view(slot(i)).copy_from(acc);
+          grads.view(slot(i)).copy_from(acc);
         }
       }
       koff += nk;
@@ -202,25 +209,31 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
       const auto inc = chunks_of((me - step - 1 + 2 * P) % P, P);
       Index n = 0;
       for (int c : inc) n += cs[static_cast<std::size_t>(c) + 1] - cs[static_cast<std::size_t>(c)];
-      Tensor nxt = Tensor::empty({4, B, n, D}, cur.dtype());
-      RingHop hop;
-      hop.start(comm, cur, nxt, next, prev, 3000 + step);
+      Tensor nxt = Tensor::empty({2, B, n, D}, cur.dtype()),
+             nxt_grads = Tensor::empty({2, B, n, D}, ct);
+      RingHop hop, grad_hop;
+      hop.start(comm, cur, nxt, next, prev, 3000 + 2 * step);
+      grad_hop.start(comm, grads, nxt_grads, next, prev, 3001 + 2 * step);
       hop.wait();
+      grad_hop.wait();
       cur = nxt;
+      grads = nxt_grads;
     }
   }
-  Tensor zdq = Tensor::empty(zg.shape(), zg.dtype());
+  Tensor zdq = Tensor::empty(zg.shape(), ct);
   zdq.view(Box({0, 0, 0}, {B, n0, D})).copy_from(dq[0]);
   zdq.view(Box({0, n0, 0}, {B, zg.shape(1), D})).copy_from(dq[1]);
-  const auto back = [&](const Tensor& z) { return swap01(mig_->reverse(swap01(z))); };
+  const auto back = [&](const Tensor& z) {
+    return swap01(mig_->reverse(swap01(converted(z, q_.dtype()))));
+  };
   const auto part = [&](int i) {
-    return cur.view(Box({i, 0, 0, 0}, {i + 1, B, cur.shape(2), D}))
+    return grads.view(Box({i, 0, 0, 0}, {i + 1, B, grads.shape(2), D}))
         .contiguous()
-        .reshape({B, cur.shape(2), D});
+        .reshape({B, grads.shape(2), D});
   };
   return {ShardTensor::unchecked(mesh, q_.spec(), back(zdq)),
-          ShardTensor::unchecked(mesh, k_.spec(), back(part(2))),
-          ShardTensor::unchecked(mesh, v_.spec(), back(part(3)))};
+          ShardTensor::unchecked(mesh, k_.spec(), back(part(0))),
+          ShardTensor::unchecked(mesh, v_.spec(), back(part(1)))};
 }
 
 }  // namespace tessera

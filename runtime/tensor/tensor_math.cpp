@@ -1,5 +1,6 @@
 #include "runtime/tensor/tensor_math.hpp"
 
+#include "kernels/convert.hpp"
 #include "kernels/elementwise.hpp"
 
 namespace tessera {
@@ -29,6 +30,20 @@ void add_into(const Tensor& y, const Tensor& x, double alpha) {
   scalar_of(x, "add_into");
   check_like(y, x, "add_into");
   kernels::axpy(y.device(), s, y.numel(), alpha, x.raw(), y.raw());
+}
+
+Tensor converted(const Tensor& x, DType to) {
+  if (x.dtype() == to) return x;
+  TESSERA_CHECK(kernels::convertible(x.dtype(), to),
+                "converted: no conversion from " << name_of(x.dtype()) << " to " << name_of(to));
+  const Tensor c = x.contiguous();
+  Tensor y = Tensor::empty(c.shape(), to, c.space());
+  kernels::convert(c.device(), c.dtype(), to, c.numel(), c.raw(), y.raw());
+  return y;
+}
+
+DType compute_type(DType storage) {
+  return storage == DType::bf16 ? DType::f32 : storage;
 }
 
 void add_f64_into(const Tensor& y, const Tensor& x) {

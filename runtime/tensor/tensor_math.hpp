@@ -16,6 +16,11 @@ void scale_inplace(const Tensor& y, double alpha);
 // out = alpha * (a - b)
 void scaled_diff(const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
 double sum_squares(const Tensor& x);
+// x in element type `to` (itself when it already is; otherwise a contiguous copy in x's
+// memory space): float32 <-> bfloat16 and float32 <-> float64.
+Tensor converted(const Tensor& x, DType to);
+// The type arithmetic on `storage` runs in: float32 for bfloat16, the type itself otherwise.
+DType compute_type(DType storage);
 double sum_sq_diff(const Tensor& a, const Tensor& b);
 
 }  // namespace tessera

@@ -16,6 +16,7 @@
 #include "runtime/attention/physics_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/support/bf16.hpp"
 #include "tests/support/have_device.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/layer_check.hpp"
@@ -150,24 +151,6 @@ TEST_CASE("CUDA attention kernels equal the host kernels, forward and backward",
     }
 }
 
-namespace {
-// x rounded to bf16: the bf16 tensor and its float32 values.
-std::pair<Tensor, Tensor> rounded(const Tensor& x) {
-  Tensor b = Tensor::empty(x.shape(), DType::bf16), f = Tensor::empty(x.shape(), DType::f32);
-  for (Index i = 0; i < x.numel(); ++i) {
-    b.data<bf16_t>()[i] = bf16_from_float(x.data<float>()[i]);
-    f.data<float>()[i] = float_from_bf16(b.data<bf16_t>()[i]);
-  }
-  return {b, f};
-}
-Tensor as_f32(const Tensor& b) {
-  const Tensor h = b.to(MemSpace::Host);
-  Tensor f = Tensor::empty(h.shape(), DType::f32);
-  for (Index i = 0; i < h.numel(); ++i) f.data<float>()[i] = float_from_bf16(h.data<bf16_t>()[i]);
-  return f;
-}
-}  // namespace
-
 TEST_CASE("CUDA bfloat16 attention equals float32 attention of the rounded inputs", "[gpu]") {
   if (!test::have_device()) return;
   struct Shape {
@@ -180,16 +163,16 @@ TEST_CASE("CUDA bfloat16 attention equals float32 attention of the rounded input
       ChunkBytes scoped(chunk);
       kernels::AttentionDesc a =
           desc(s.batch, s.sq, s.sk, s.d, s.causal, 0, s.causal ? 3 : 0, DType::f32);
-      const auto [qb, qf] = rounded(rnd({s.batch, s.sq, s.d}, DType::f32, 1));
-      const auto [kb, kf] = rounded(rnd({s.batch, s.sk, s.d}, DType::f32, 2));
-      const auto [vb, vf] = rounded(rnd({s.batch, s.sk, s.d}, DType::f32, 3));
-      const auto [gb, gf] = rounded(rnd({s.batch, s.sq, s.d}, DType::f32, 4));
+      const auto [qb, qf] = test::rounded_bf16(rnd({s.batch, s.sq, s.d}, DType::f32, 1));
+      const auto [kb, kf] = test::rounded_bf16(rnd({s.batch, s.sk, s.d}, DType::f32, 2));
+      const auto [vb, vf] = test::rounded_bf16(rnd({s.batch, s.sk, s.d}, DType::f32, 3));
+      const auto [gb, gf] = test::rounded_bf16(rnd({s.batch, s.sq, s.d}, DType::f32, 4));
       Tensor biasb, biasf;
       if (s.bias) {
         Tensor raw = rnd({s.batch, s.sq, s.sk}, DType::f32, 5);
         for (Index i = 0; i < raw.numel(); i += 4)
           raw.data<float>()[i] = -std::numeric_limits<float>::infinity();
-        std::tie(biasb, biasf) = rounded(raw);
+        std::tie(biasb, biasf) = test::rounded_bf16(raw);
         a.bias_batch_stride = s.sq * s.sk;
       }
       a.type = DType::f32;
@@ -204,12 +187,12 @@ TEST_CASE("CUDA bfloat16 attention equals float32 attention of the rounded input
       // One bf16 rounding of each result (2^-8 relative) on float32 sums; P and dS pass
       // through bf16 between the GEMMs: a few roundings in all.
       const double tol = 2e-2;
-      MPI_CHECK(test::rel_error(as_f32(got.out), want.out) < tol);
+      MPI_CHECK(test::rel_error(test::bf16_as_f32(got.out), want.out) < tol);
       MPI_CHECK(lse_diff(got.lse, want.lse) < 1e-3);
-      MPI_CHECK(test::rel_error(as_f32(got.dq), want.dq) < tol);
-      MPI_CHECK(test::rel_error(as_f32(got.dk), want.dk) < tol);
-      MPI_CHECK(test::rel_error(as_f32(got.dv), want.dv) < tol);
-      if (s.bias) MPI_CHECK(test::rel_error(as_f32(got.db), want.db) < tol);
+      MPI_CHECK(test::rel_error(test::bf16_as_f32(got.dq), want.dq) < tol);
+      MPI_CHECK(test::rel_error(test::bf16_as_f32(got.dk), want.dk) < tol);
+      MPI_CHECK(test::rel_error(test::bf16_as_f32(got.dv), want.dv) < tol);
+      if (s.bias) MPI_CHECK(test::rel_error(test::bf16_as_f32(got.db), want.db) < tol);
     }
 }
 
