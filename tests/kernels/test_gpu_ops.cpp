@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "kernels/activation.hpp"
 #include "kernels/bias.hpp"
+#include "kernels/convert.hpp"
 #include "kernels/edge_conv.hpp"
 #include "kernels/grid_hash.hpp"
 #include "kernels/norm.hpp"
@@ -282,6 +284,29 @@ TEST_CASE("CUDA reductions and normalization equal the CPU ones", "[gpu]") {
   std::mt19937 rng(74);
   reduce_and_norm_cases<float>(rng);
   reduce_and_norm_cases<double>(rng);
+}
+
+TEST_CASE("CUDA type conversion equals the host's", "[gpu]") {
+  if (!test::have_device()) return;
+  std::mt19937 rng(31);
+  std::vector<float> x = random_vec<float>(5000, rng, -1e4, 1e4);
+  x.push_back(0.0f);
+  x.push_back(-0.0f);
+  x.push_back(std::numeric_limits<float>::infinity());
+  const auto n = static_cast<std::int64_t>(x.size());
+  std::vector<std::uint16_t> hb(x.size());
+  kernels::convert(Device::host(), DType::f32, DType::bf16, n, x.data(), hb.data());
+  const Dev<float> dx(x);
+  Dev<std::uint16_t> db(std::vector<std::uint16_t>(x.size()));
+  kernels::convert(Device::cuda(), DType::f32, DType::bf16, n, dx.p, db.p);
+  device::synchronize(Device::cuda());
+  MPI_CHECK(db.host() == hb);
+  Dev<float> dy(std::vector<float>(x.size()));
+  kernels::convert(Device::cuda(), DType::bf16, DType::f32, n, db.p, dy.p);
+  std::vector<float> hy(x.size());
+  kernels::convert(Device::host(), DType::bf16, DType::f32, n, hb.data(), hy.data());
+  device::synchronize(Device::cuda());
+  MPI_CHECK(dy.host() == hy);
 }
 
 TEST_CASE("CUDA grid hash queries equal the host's", "[gpu]") {
