@@ -1,7 +1,8 @@
 // Case "attention": the local attention kernel and the sequence-sharded algorithms.
 //  (a) local attention forward + backward, --heads x --dim, sequence lengths --seq, float32,
 //      achieved GFLOP/s (4 S^2 D per head forward, 2.5x that backward) against the machine's
-//      matmul GFLOP/s measured in the same run (a --gemm^3 SGEMM through oneDNN);
+//      matmul GFLOP/s measured in the same run (a --gemm^3 SGEMM through oneDNN, timed in
+//      turn with the attention's forward and backward in every repetition);
 //  (b) ring attention forward + backward at --ring_seq over the ranks: time and the
 //      transfer time not hidden (waits), for E = T(1 rank, 1 thread) / (min(N, cores) x
 //      T(N ranks, 1 thread each));
@@ -26,25 +27,38 @@
 namespace tessera::bench {
 namespace {
 
-// GFLOP/s of an n^3 float32 matmul through oneDNN (the machine's matmul speed).
-double sgemm_gflops(Index n, int reps) {
-  using dnnl::memory;
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream s(eng);
-  const memory::dims dims{n, n};
-  const memory::desc md(dims, memory::data_type::f32, memory::format_tag::ab);
-  memory a(md, eng), b(md, eng), c(md, eng);
-  for (Index i = 0; i < n * n; ++i) {
-    static_cast<float*>(a.get_data_handle())[i] = static_cast<float>(std::sin(0.001 * i));
-    static_cast<float*>(b.get_data_handle())[i] = static_cast<float>(std::cos(0.001 * i));
+// An n^3 float32 matmul through oneDNN: the machine's matmul speed, timed call by call so it
+// can be interleaved with the kernel it is compared with (both then see the same load).
+class Sgemm {
+ public:
+  explicit Sgemm(Index n)
+      : n_(n),
+        eng_(dnnl::engine::kind::cpu, 0),
+        s_(eng_),
+        md_({n, n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
+        a_(md_, eng_),
+        b_(md_, eng_),
+        c_(md_, eng_),
+        mm_(dnnl::matmul::primitive_desc(dnnl::matmul::desc(md_, md_, md_), eng_)) {
+    for (Index i = 0; i < n * n; ++i) {
+      static_cast<float*>(a_.get_data_handle())[i] = static_cast<float>(std::sin(0.001 * i));
+      static_cast<float*>(b_.get_data_handle())[i] = static_cast<float>(std::cos(0.001 * i));
+    }
   }
-  const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(md, md, md), eng));
-  const Timing t = time_collective(MPI_COMM_SELF, reps, 1, [&] {
-    mm.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-    s.wait();
-  });
-  return 2.0 * n * n * n / t.median_s / 1e9;
-}
+  void run() {
+    mm_.execute(s_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_}});
+    s_.wait();
+  }
+  double gflops(double seconds) const { return 2.0 * n_ * n_ * n_ / seconds / 1e9; }
+
+ private:
+  Index n_;
+  dnnl::engine eng_;
+  dnnl::stream s_;
+  dnnl::memory::desc md_;
+  dnnl::memory a_, b_, c_;
+  dnnl::matmul mm_;
+};
 
 // The same problem on the device (cuBLAS GEMMs and row passes; each timed call waits for
 // its work), in float32 or bfloat16 (the inputs rounded to nearest even).
@@ -91,7 +105,7 @@ json device_row(kernels::AttentionDesc a, DType t, const std::vector<float>& q,
 json local_rows(const cli::Args& opt, int threads) {
   json rows = json::array();
   const Index heads = static_cast<Index>(opt.num("heads")), d = static_cast<Index>(opt.num("dim"));
-  const double gemm = sgemm_gflops(static_cast<Index>(opt.num("gemm")), 3);
+  Sgemm sgemm(static_cast<Index>(opt.num("gemm")));
   for (double sd : opt.numbers("seq")) {
     const Index S = static_cast<Index>(sd);
     kernels::AttentionDesc a;
@@ -108,16 +122,23 @@ json local_rows(const cli::Args& opt, int threads) {
       g[i] = 1e-3f;
     }
     std::vector<double> lse(static_cast<std::size_t>(heads * S));
-    // One untimed round first (oneDNN's kernels generated, buffers touched), then the median.
+    // One untimed round first (oneDNN's kernels generated, buffers touched), then the
+    // medians of forward, backward and the SGEMM, timed in turn in every repetition.
     const int reps = static_cast<int>(opt.num("local_reps"));
-    const Timing tf = time_collective(MPI_COMM_SELF, reps, 1, [&] {
-      kernels::attention_forward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
-                                 lse.data());
-    });
-    const Timing tb = time_collective(MPI_COMM_SELF, reps, 1, [&] {
-      kernels::attention_backward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
-                                  g.data(), lse.data(), dq.data(), dk.data(), dv.data());
-    });
+    const std::vector<Timing> t = time_interleaved(
+        MPI_COMM_SELF, reps, 1,
+        {[&] {
+           kernels::attention_forward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
+                                      lse.data());
+         },
+         [&] {
+           kernels::attention_backward(Device::host(), a, q.data(), k.data(), v.data(),
+                                       out.data(), g.data(), lse.data(), dq.data(), dk.data(),
+                                       dv.data());
+         },
+         [&] { sgemm.run(); }});
+    const Timing &tf = t[0], &tb = t[1];
+    const double gemm = sgemm.gflops(t[2].median_s);
     const double flops_f = 4.0 * static_cast<double>(S) * S * d * heads;
     const double gf = (flops_f + 2.5 * flops_f) / (tf.median_s + tb.median_s) / 1e9;
     rows.push_back({{"what", "local fwd+bwd"},
