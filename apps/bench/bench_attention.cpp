@@ -132,9 +132,8 @@ json local_rows(const cli::Args& opt, int threads) {
                                       lse.data());
          },
          [&] {
-           kernels::attention_backward(Device::host(), a, q.data(), k.data(), v.data(),
-                                       out.data(), g.data(), lse.data(), dq.data(), dk.data(),
-                                       dv.data());
+           kernels::attention_backward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
+                                       g.data(), lse.data(), dq.data(), dk.data(), dv.data());
          },
          [&] { sgemm.run(); }});
     const Timing &tf = t[0], &tb = t[1];

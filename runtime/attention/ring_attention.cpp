@@ -4,6 +4,7 @@
 
 #include "kernels/attention.hpp"
 #include "runtime/attention/ring_hop.hpp"
+#include "runtime/attention/travelling_block.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -204,20 +205,17 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
   // The bias gradient per (batch row, query, key), not broadcast: (B_local, S_q local, S_k).
   Tensor dbias =
       has_bias ? Tensor::zeros({ql.shape(0), ql.shape(1), bl.shape(2)}, ct, ql.space()) : Tensor();
-  // The travelling block: k and v in their storage type (one message), and their
-  // accumulating gradients in the compute type (a second): bf16 gradients would round at
-  // every hop.
-  const Tensor kl = k_.local().contiguous(), vl = v_.local().contiguous();
-  Tensor cur = pack_kv(kl, vl);
-  Tensor grads = Tensor::zeros({2, kl.shape(0), kl.shape(1), kl.shape(2)}, ct, kl.space());
+  // The travelling block: k, v and their accumulating gradients (travelling_block.hpp).
+  TravellingBlock block(pack_kv(k_.local().contiguous(), v_.local().contiguous()), ct);
   for (int step = 0; step < P; ++step) {
     const int owner = (me - step + P) % P;
-    const Index b = cur.shape(1), s = cur.shape(2), d = cur.shape(3);
+    const Tensor& kv = block.kv();
+    const Index b = kv.shape(1), s = kv.shape(2), d = kv.shape(3);
     auto slot = [&](const Tensor& t, int i) {
       return t.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d});
     };
-    const Tensor kk = converted(slot(cur, 0), ct), vv = converted(slot(cur, 1), ct),
-                 dk = slot(grads, 0), dv = slot(grads, 1);
+    const Tensor kk = converted(slot(kv, 0), ct), vv = converted(slot(kv, 1), ct),
+                 dk = slot(block.grads(), 0), dv = slot(block.grads(), 1);
     auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
                             kb.start[static_cast<std::size_t>(owner)], opts_);
     Tensor bblock, db_part;
@@ -236,24 +234,16 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
     add_into(dk, dk_part);
     add_into(dv, dv_part);
     // The block moves on (after the last step it arrives home with complete gradients).
-    if (P > 1) {
-      const Index sn = kb.size[static_cast<std::size_t>((me - step - 1 + 2 * P) % P)];
-      Tensor nxt = Tensor::empty({2, b, sn, d}, cur.dtype(), cur.space());
-      Tensor nxt_grads = Tensor::empty({2, b, sn, d}, ct, cur.space());
-      RingHop hop, grad_hop;
-      hop.start(comm, cur, nxt, next, prev, 1000 + 2 * step);
-      grad_hop.start(comm, grads, nxt_grads, next, prev, 1001 + 2 * step);
-      hop.wait();
-      grad_hop.wait();
-      cur = nxt;
-      grads = nxt_grads;
-    }
+    if (P > 1)
+      block.hop(comm, kb.size[static_cast<std::size_t>((me - step - 1 + 2 * P) % P)], next, prev,
+                1000 + 2 * step);
   }
   // A bf16 bias's gradient stays float32: it may be a pending sum, which MPI adds in float32.
   if (has_bias) dbias_ = attention_bias_grad(bias_, q_.spec(), dbias);
-  const Index b = grads.shape(1), s = grads.shape(2), d = grads.shape(3);
+  const Tensor& g = block.grads();
+  const Index b = g.shape(1), s = g.shape(2), d = g.shape(3);
   auto home = [&](int i) {
-    return converted(grads.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}), k_.dtype())
+    return converted(g.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}), k_.dtype())
         .contiguous();
   };
   return {ShardTensor::unchecked(mesh, q_.spec(), converted(dq, q_.dtype())),

@@ -7,6 +7,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/strided_copy.hpp"
 #include "runtime/attention/ring_hop.hpp"
+#include "runtime/attention/travelling_block.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -167,15 +168,14 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
   const std::array<Tensor, 2> zgo = {converted(rows(zg, 0, n0), ct),
                                      converted(rows(zg, n0, zg.shape(1)), ct)};
   std::array<Tensor, 2> dq = {Tensor::zeros(zq_[0].shape(), ct), Tensor::zeros(zq_[1].shape(), ct)};
-  // The travelling block: k and v in their storage type, and their accumulating gradients
-  // in the compute type (one message each).
+  // The travelling block: k, v and their accumulating gradients (travelling_block.hpp).
   const Index B = zk_.shape(0), D = zk_.shape(2);
-  Tensor cur = Tensor::empty({2, B, zk_.shape(1), D}, zk_.dtype());
-  Tensor grads = Tensor::zeros({2, B, zk_.shape(1), D}, ct);
-  cur.view(Box({0, 0, 0, 0}, {1, B, zk_.shape(1), D}))
+  Tensor kv0 = Tensor::empty({2, B, zk_.shape(1), D}, zk_.dtype());
+  kv0.view(Box({0, 0, 0, 0}, {1, B, zk_.shape(1), D}))
       .copy_from(zk_.reshape({1, B, zk_.shape(1), D}));
-  cur.view(Box({1, 0, 0, 0}, {2, B, zk_.shape(1), D}))
+  kv0.view(Box({1, 0, 0, 0}, {2, B, zk_.shape(1), D}))
       .copy_from(zv_.reshape({1, B, zk_.shape(1), D}));
+  TravellingBlock block(kv0, ct);
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
   for (int step = 0; step < P; ++step) {
     const int owner = (me - step + P) % P;
@@ -188,8 +188,9 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
       for (int a = 0; a < 2; ++a) {
         const Index q0 = cs[static_cast<std::size_t>(mine[a])], nq = zq_[a].shape(1);
         if (nq == 0 || nk == 0 || k0 > q0 + nq - 1) continue;
-        const Tensor kk = converted(cur.view(slot(0)).contiguous().reshape({B, nk, D}), ct);
-        const Tensor vv = converted(cur.view(slot(1)).contiguous().reshape({B, nk, D}), ct);
+        const Tensor& kv = block.kv();
+        const Tensor kk = converted(kv.view(slot(0)).contiguous().reshape({B, nk, D}), ct);
+        const Tensor vv = converted(kv.view(slot(1)).contiguous().reshape({B, nk, D}), ct);
         const auto d = attention_desc(zq_[a], kk, q0, k0, opts_);
         Tensor dqp = Tensor::empty(zq_[a].shape(), ct), dkp = Tensor::empty(kk.shape(), ct),
                dvp = Tensor::empty(kk.shape(), ct);
@@ -198,9 +199,9 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
                                     dqp.raw(), dkp.raw(), dvp.raw());
         add_into(dq[a], dqp);
         for (const auto& [i, part] : {std::pair{0, dkp}, std::pair{1, dvp}}) {
-          Tensor acc = grads.view(slot(i)).contiguous();
+          Tensor acc = block.grads().view(slot(i)).contiguous();
           add_into(acc, part.reshape({1, B, nk, D}));
-          grads.view(slot(i)).copy_from(acc);
+          block.grads().view(slot(i)).copy_from(acc);
         }
       }
       koff += nk;
@@ -209,15 +210,7 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
       const auto inc = chunks_of((me - step - 1 + 2 * P) % P, P);
       Index n = 0;
       for (int c : inc) n += cs[static_cast<std::size_t>(c) + 1] - cs[static_cast<std::size_t>(c)];
-      Tensor nxt = Tensor::empty({2, B, n, D}, cur.dtype()),
-             nxt_grads = Tensor::empty({2, B, n, D}, ct);
-      RingHop hop, grad_hop;
-      hop.start(comm, cur, nxt, next, prev, 3000 + 2 * step);
-      grad_hop.start(comm, grads, nxt_grads, next, prev, 3001 + 2 * step);
-      hop.wait();
-      grad_hop.wait();
-      cur = nxt;
-      grads = nxt_grads;
+      block.hop(comm, n, next, prev, 3000 + 2 * step);
     }
   }
   Tensor zdq = Tensor::empty(zg.shape(), ct);
@@ -226,6 +219,7 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
   const auto back = [&](const Tensor& z) {
     return swap01(mig_->reverse(swap01(converted(z, q_.dtype()))));
   };
+  const Tensor& grads = block.grads();
   const auto part = [&](int i) {
     return grads.view(Box({i, 0, 0, 0}, {i + 1, B, grads.shape(2), D}))
         .contiguous()
