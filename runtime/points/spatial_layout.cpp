@@ -16,6 +16,15 @@ Point3 row(const Tensor& c, Index i) {
   return {p[0], p[1], p[2]};
 }
 
+// Sums n doubles over comm, summed on rank 0 and sent out, so every rank holds the same bits
+// and takes the same decisions from them (an all-reduce need not round alike everywhere).
+void sum_everywhere(MPI_Comm comm, double* data, int n) {
+  int me = 0;
+  TESSERA_MPI(MPI_Comm_rank(comm, &me));
+  TESSERA_MPI(MPI_Reduce(me == 0 ? MPI_IN_PLACE : data, data, n, MPI_DOUBLE, MPI_SUM, 0, comm));
+  TESSERA_MPI(MPI_Bcast(data, n, MPI_DOUBLE, 0, comm));
+}
+
 void check_input(const Tensor& coords, const Tensor& weights) {
   TESSERA_CHECK(coords.space() == MemSpace::Host && coords.dtype() == DType::f64 &&
                     coords.ndim() == 2 && coords.shape(1) == 3 && coords.is_contiguous(),
@@ -67,8 +76,7 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
         MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
     TESSERA_MPI(
         MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
-    TESSERA_MPI(
-        MPI_Allreduce(MPI_IN_PLACE, tot.data(), static_cast<int>(m), MPI_DOUBLE, MPI_SUM, comm));
+    sum_everywhere(comm, tot.data(), static_cast<int>(m));
     std::vector<int> dim(m, 0);
     std::vector<double> a(m), b(m), target(m);
     for (std::size_t k = 0; k < m; ++k) {
@@ -102,8 +110,7 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
             std::upper_bound(c, c + kGaps - 1, coords.data<double>()[3 * i + dim[k]]) - c;
         hist[k * kGaps + static_cast<std::size_t>(j)] += w(i);
       }
-      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(m * kGaps), MPI_DOUBLE,
-                                MPI_SUM, comm));
+      sum_everywhere(comm, hist.data(), static_cast<int>(m * kGaps));
       for (std::size_t k = 0; k < m; ++k) {
         const double* c = plane.data() + k * (kGaps - 1);
         double below = 0;
@@ -193,8 +200,7 @@ SpatialLayout SpatialLayout::sfc(MPI_Comm comm, const Tensor& coords, Curve curv
     return below[static_cast<std::size_t>(it - keys.begin())];
   };
   double total = below.back();
-  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_DOUBLE, MPI_SUM, comm));
-  TESSERA_MPI(MPI_Bcast(&total, 1, MPI_DOUBLE, 0, comm));  // the same targets everywhere
+  sum_everywhere(comm, &total, 1);  // the same targets everywhere
   // Cut j (1..P-1): the smallest key c with weight(keys < c) >= total j / P, searched in
   // (lo, hi] with W(lo) < target <= W(hi): each step counts the weight below 63 keys
   // spread over every open interval with one all-reduce (2^63 keys: 11 steps, then the
@@ -227,14 +233,9 @@ SpatialLayout SpatialLayout::sfc(MPI_Comm comm, const Tensor& coords, Curve curv
         count[j * kProbe + static_cast<std::size_t>(i)] = weight_below(c);
       }
     }
-    // Summed on rank 0 and sent out: every rank then sees the same bits and takes the same
-    // steps (an all-reduce may round non-integer weights differently per rank, and a rank
-    // whose search ended early would leave the others waiting).
-    int me = 0;
-    TESSERA_MPI(MPI_Comm_rank(comm, &me));
-    TESSERA_MPI(MPI_Reduce(me == 0 ? MPI_IN_PLACE : count.data(), count.data(),
-                           static_cast<int>(count.size()), MPI_DOUBLE, MPI_SUM, 0, comm));
-    TESSERA_MPI(MPI_Bcast(count.data(), static_cast<int>(count.size()), MPI_DOUBLE, 0, comm));
+    // The same sums everywhere: every rank takes the same steps (a rank whose search ended
+    // early would leave the others waiting).
+    sum_everywhere(comm, count.data(), static_cast<int>(count.size()));
     for (std::size_t j = 0; j < cuts; ++j) {
       if (hi[j] - lo[j] <= 1) continue;
       int i = 0;

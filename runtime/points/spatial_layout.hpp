@@ -1,14 +1,15 @@
 #pragma once
 // SpatialLayout: which rank owns which part of space, for a point cloud spread over the ranks
 // of a communicator, computed collectively - no rank gathers the points - and the same on
-// every rank, so any rank can say who owns a point (owner_of).
+// every rank, so any rank can say who owns a point (owner_of). The searches' sums are made
+// on rank 0 and broadcast, so every rank decides from the same bits.
 // - rcb: recursive coordinate bisection. Each cut's plane is the weighted median of the
 //   points of its region along the region's longest extent, found by a search on the plane
-//   with one all-reduce per step for all regions of a level. Each rank's region is one box;
-//   the regions tile space.
+//   with one sum per step for all regions of a level. Each rank's region is one box; the
+//   regions tile space.
 // - sfc: a space-filling curve (Hilbert or Morton keys over the points' bounding box) cut
 //   into ranges of equal weight; the P - 1 cut keys found by a search over the key space with
-//   one all-reduce per step for all cuts. Each rank's region is the bounding box of the
+//   one sum per step for all cuts. Each rank's region is the bounding box of the
 //   points it owns (boxes may overlap; a rank without points has an empty one), so a point
 //   that was not among the layout's input may lie outside its owner's region: the queries
 //   refuse such points.
