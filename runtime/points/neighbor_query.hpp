@@ -21,7 +21,8 @@ struct NeighborLists {
   Tensor d2;   // (queries, k) float64 squared distances, +inf where ids is -1
 };
 
-// points: this rank's owned points (n, 3) float64 with their global ids (n) int64;
+// points: this rank's owned points (n, 3) float64 with their global ids (n) int64, inside
+// this rank's region of the layout (refused on every rank, naming the point, otherwise);
 // queries: any (m, 3) float64 points on this rank (host tensors). Collective over comm.
 // `search`: where each rank's local search of its own queries runs (the grid hash on the
 // host, or on the CUDA device with the points and queries copied there); other ranks'
