@@ -43,21 +43,6 @@ struct Blocks {
   }
 };
 
-// k and v of one block side by side in one buffer, so one message carries both.
-Tensor pack_kv(const Tensor& k, const Tensor& v) {
-  Tensor kv = Tensor::empty({2, k.shape(0), k.shape(1), k.shape(2)}, k.dtype(), k.space());
-  kv.view(Box({0, 0, 0, 0}, {1, k.shape(0), k.shape(1), k.shape(2)}))
-      .copy_from(k.reshape({1, k.shape(0), k.shape(1), k.shape(2)}));
-  kv.view(Box({1, 0, 0, 0}, {2, k.shape(0), k.shape(1), k.shape(2)}))
-      .copy_from(v.reshape({1, k.shape(0), k.shape(1), k.shape(2)}));
-  return kv;
-}
-
-Tensor half(const Tensor& kv, int which) {
-  const Index b = kv.shape(1), s = kv.shape(2), d = kv.shape(3);
-  return kv.view(Box({which, 0, 0, 0}, {which + 1, b, s, d})).reshape({b, s, d});
-}
-
 }  // namespace
 
 namespace {
@@ -156,7 +141,7 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
           cur.space());
       hop.start(comm, cur, nxt, next, prev, step);
     }
-    const Tensor kk = converted(half(cur, 0), ct), vv = converted(half(cur, 1), ct);
+    const Tensor kk = converted(block_slot(cur, 0), ct), vv = converted(block_slot(cur, 1), ct);
     auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
                             kb.start[static_cast<std::size_t>(owner)], opts_);
     Tensor bblock;
@@ -209,13 +194,9 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
   TravellingBlock block(pack_kv(k_.local().contiguous(), v_.local().contiguous()), ct);
   for (int step = 0; step < P; ++step) {
     const int owner = (me - step + P) % P;
-    const Tensor& kv = block.kv();
-    const Index b = kv.shape(1), s = kv.shape(2), d = kv.shape(3);
-    auto slot = [&](const Tensor& t, int i) {
-      return t.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d});
-    };
-    const Tensor kk = converted(slot(kv, 0), ct), vv = converted(slot(kv, 1), ct),
-                 dk = slot(block.grads(), 0), dv = slot(block.grads(), 1);
+    const Tensor kk = converted(block_slot(block.kv(), 0), ct),
+                 vv = converted(block_slot(block.kv(), 1), ct), dk = block_slot(block.grads(), 0),
+                 dv = block_slot(block.grads(), 1);
     auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
                             kb.start[static_cast<std::size_t>(owner)], opts_);
     Tensor bblock, db_part;
@@ -240,11 +221,8 @@ std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
   }
   // A bf16 bias's gradient stays float32: it may be a pending sum, which MPI adds in float32.
   if (has_bias) dbias_ = attention_bias_grad(bias_, q_.spec(), dbias);
-  const Tensor& g = block.grads();
-  const Index b = g.shape(1), s = g.shape(2), d = g.shape(3);
   auto home = [&](int i) {
-    return converted(g.view(Box({i, 0, 0, 0}, {i + 1, b, s, d})).reshape({b, s, d}), k_.dtype())
-        .contiguous();
+    return converted(block_slot(block.grads(), i), k_.dtype()).contiguous();
   };
   return {ShardTensor::unchecked(mesh, q_.spec(), converted(dq, q_.dtype())),
           ShardTensor::unchecked(mesh, k_.spec(), home(0)),

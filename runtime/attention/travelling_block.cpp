@@ -4,6 +4,19 @@
 
 namespace tessera {
 
+Tensor pack_kv(const Tensor& k, const Tensor& v) {
+  const Index B = k.shape(0), S = k.shape(1), D = k.shape(2);
+  Tensor kv = Tensor::empty({2, B, S, D}, k.dtype(), k.space());
+  kv.view(Box({0, 0, 0, 0}, {1, B, S, D})).copy_from(k.reshape({1, B, S, D}));
+  kv.view(Box({1, 0, 0, 0}, {2, B, S, D})).copy_from(v.reshape({1, B, S, D}));
+  return kv;
+}
+
+Tensor block_slot(const Tensor& block, int i) {
+  const Index B = block.shape(1), S = block.shape(2), D = block.shape(3);
+  return block.view(Box({i, 0, 0, 0}, {i + 1, B, S, D})).reshape({B, S, D});
+}
+
 TravellingBlock::TravellingBlock(const Tensor& kv, DType grad_type)
     : one_(kv.dtype() == grad_type) {
   const Index B = kv.shape(1), S = kv.shape(2), D = kv.shape(3);

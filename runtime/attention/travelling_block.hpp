@@ -10,6 +10,11 @@
 
 namespace tessera {
 
+// k and v (B, S, D) of one block side by side, (2, B, S, D), so one message carries both.
+Tensor pack_kv(const Tensor& k, const Tensor& v);
+// Slot i of a block of slots (n, B, S, D), as a (B, S, D) view.
+Tensor block_slot(const Tensor& block, int i);
+
 class TravellingBlock {
  public:
   // kv: (2, B, S, D), k then v; the gradients start at zero, of type grad_type.

@@ -95,11 +95,7 @@ ShardTensor ZigZagRingAttention::forward(const ShardTensor& q, const ShardTensor
   pairs_ = 0;
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
   // The travelling block: k and v rows of one rank's two chunks.
-  Tensor cur = Tensor::empty({2, zk_.shape(0), zk_.shape(1), zk_.shape(2)}, zk_.dtype());
-  cur.view(Box({0, 0, 0, 0}, {1, zk_.shape(0), zk_.shape(1), zk_.shape(2)}))
-      .copy_from(zk_.reshape({1, zk_.shape(0), zk_.shape(1), zk_.shape(2)}));
-  cur.view(Box({1, 0, 0, 0}, {2, zk_.shape(0), zk_.shape(1), zk_.shape(2)}))
-      .copy_from(zv_.reshape({1, zk_.shape(0), zk_.shape(1), zk_.shape(2)}));
+  Tensor cur = pack_kv(zk_, zv_);
   for (int step = 0; step < P; ++step) {
     const int owner = (me - step + P) % P;
     RingHop hop;
@@ -170,12 +166,7 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
   std::array<Tensor, 2> dq = {Tensor::zeros(zq_[0].shape(), ct), Tensor::zeros(zq_[1].shape(), ct)};
   // The travelling block: k, v and their accumulating gradients (travelling_block.hpp).
   const Index B = zk_.shape(0), D = zk_.shape(2);
-  Tensor kv0 = Tensor::empty({2, B, zk_.shape(1), D}, zk_.dtype());
-  kv0.view(Box({0, 0, 0, 0}, {1, B, zk_.shape(1), D}))
-      .copy_from(zk_.reshape({1, B, zk_.shape(1), D}));
-  kv0.view(Box({1, 0, 0, 0}, {2, B, zk_.shape(1), D}))
-      .copy_from(zv_.reshape({1, B, zk_.shape(1), D}));
-  TravellingBlock block(kv0, ct);
+  TravellingBlock block(pack_kv(zk_, zv_), ct);
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
   for (int step = 0; step < P; ++step) {
     const int owner = (me - step + P) % P;
@@ -219,12 +210,7 @@ std::array<ShardTensor, 3> ZigZagRingAttention::backward(const ShardTensor& dout
   const auto back = [&](const Tensor& z) {
     return swap01(mig_->reverse(swap01(converted(z, q_.dtype()))));
   };
-  const Tensor& grads = block.grads();
-  const auto part = [&](int i) {
-    return grads.view(Box({i, 0, 0, 0}, {i + 1, B, grads.shape(2), D}))
-        .contiguous()
-        .reshape({B, grads.shape(2), D});
-  };
+  const auto part = [&](int i) { return block_slot(block.grads(), i).contiguous(); };
   return {ShardTensor::unchecked(mesh, q_.spec(), back(zdq)),
           ShardTensor::unchecked(mesh, k_.spec(), back(part(0))),
           ShardTensor::unchecked(mesh, v_.spec(), back(part(1)))};

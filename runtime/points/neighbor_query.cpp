@@ -25,6 +25,29 @@ void check_rows3(const Tensor& t, const char* what) {
                                     << name_of(t.dtype()) << " " << shape_str(t.shape()));
 }
 
+// Points (what) with their ids, and queries: the shapes and types every query takes.
+void check_points_and_queries(const Tensor& points, const Tensor& ids, const Tensor& queries,
+                              const char* what = "points") {
+  check_rows3(points, what);
+  check_rows3(queries, "queries");
+  TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
+                "neighbour query: one int64 id per point");
+}
+
+void check_ball(double r, Index max_points) {
+  TESSERA_CHECK(r >= 0 && std::isfinite(r) && max_points >= 1,
+                "ball query: radius " << r << ", max_points " << max_points);
+}
+
+// The first of (n, 3) rows outside `region`, or -1.
+Index first_outside(const Region3& region, const Tensor& rows) {
+  for (Index i = 0; i < rows.shape(0); ++i) {
+    const double* x = rows.data<double>() + 3 * i;
+    if (region.distance2_to({x[0], x[1], x[2]}) != 0.0) return i;
+  }
+  return -1;
+}
+
 // Collective: the rounds ask only the ranks whose region lies near a query, so every
 // rank's points must lie in its own region (true of the points a layout was built from,
 // and of any point under RCB, whose regions tile space; not of every point under SFC).
@@ -34,12 +57,7 @@ void check_points_in_region(MPI_Comm comm, const SpatialLayout& layout, const Te
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
   TESSERA_CHECK(layout.parts() == P,
                 "neighbour query: a layout of " << layout.parts() << " parts on " << P << " ranks");
-  const Region3& mine = layout.region(me);
-  Index outside = -1;
-  for (Index i = 0; i < points.shape(0) && outside < 0; ++i) {
-    const double* x = points.data<double>() + 3 * i;
-    if (mine.distance2_to({x[0], x[1], x[2]}) != 0.0) outside = i;
-  }
+  const Index outside = first_outside(layout.region(me), points);
   std::ostringstream msg;
   if (outside >= 0)
     msg << "neighbour query: point " << outside << " lies outside this rank's region (rank " << me
@@ -203,10 +221,7 @@ std::vector<Index> query_order(const Tensor& queries) {
 
 NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                         const Tensor& ids, const Tensor& queries, Index k, MemSpace search) {
-  check_rows3(points, "points");
-  check_rows3(queries, "queries");
-  TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
-                "neighbour query: one int64 id per point");
+  check_points_and_queries(points, ids, queries);
   TESSERA_CHECK(k >= 1, "kNN: k = " << k);
   check_points_in_region(comm, layout, points);
   const Index m = queries.shape(0);
@@ -225,12 +240,8 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                          const Tensor& ids, const Tensor& queries, double r, Index max_points,
                          MemSpace search) {
-  check_rows3(points, "points");
-  check_rows3(queries, "queries");
-  TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
-                "neighbour query: one int64 id per point");
-  TESSERA_CHECK(r >= 0 && std::isfinite(r) && max_points >= 1,
-                "ball query: radius " << r << ", max_points " << max_points);
+  check_points_and_queries(points, ids, queries);
+  check_ball(r, max_points);
   check_points_in_region(comm, layout, points);
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
@@ -244,14 +255,9 @@ NeighborLists ball_query(const SpatialLayout& layout, const GhostExchange& ghost
                          const Tensor& points, const Tensor& ids, const Tensor& ghost_points,
                          const Tensor& ghost_ids, const Tensor& queries, double r, Index max_points,
                          MemSpace search) {
-  check_rows3(points, "points");
-  check_rows3(ghost_points, "ghost points");
-  check_rows3(queries, "queries");
-  TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0) &&
-                    ghost_ids.dtype() == DType::i64 && ghost_ids.numel() == ghost_points.shape(0),
-                "neighbour query: one int64 id per point and per ghost");
-  TESSERA_CHECK(r >= 0 && std::isfinite(r) && max_points >= 1,
-                "ball query: radius " << r << ", max_points " << max_points);
+  check_points_and_queries(points, ids, queries);
+  check_points_and_queries(ghost_points, ghost_ids, queries, "ghost points");
+  check_ball(r, max_points);
   TESSERA_CHECK(points.shape(0) == ghosts.owned() && ghost_points.shape(0) == ghosts.ghosts(),
                 "ball query: " << points.shape(0) << " points and " << ghost_points.shape(0)
                                << " ghosts, the ghost exchange has " << ghosts.owned() << " and "
@@ -260,15 +266,11 @@ NeighborLists ball_query(const SpatialLayout& layout, const GhostExchange& ghost
   // the region need no more when r is not larger.
   TESSERA_CHECK(r <= ghosts.radius(),
                 "ball query: radius " << r << " passes the ghosts' radius " << ghosts.radius());
-  const Region3& mine = layout.region(ghosts.rank());
-  const Index m = queries.shape(0);
-  for (Index i = 0; i < m; ++i) {
-    const double* x = queries.data<double>() + 3 * i;
-    TESSERA_CHECK(mine.distance2_to({x[0], x[1], x[2]}) == 0.0,
-                  "ball query: query " << i << " (" << x[0] << ", " << x[1] << ", " << x[2]
-                                       << ") lies outside this rank's region; ghosts answer "
-                                          "only queries inside it");
-  }
+  const Index i = first_outside(layout.region(ghosts.rank()), queries);
+  const double* x = queries.data<double>() + 3 * std::max<Index>(i, 0);
+  TESSERA_CHECK(i < 0, "ball query: query " << i << " (" << x[0] << ", " << x[1] << ", " << x[2]
+                                            << ") lies outside this rank's region; ghosts answer "
+                                               "only queries inside it");
   // Owned and ghost rows as one indexed set (ids are global, so the order does not matter).
   const Index n = points.shape(0), g = ghost_points.shape(0);
   Tensor all = Tensor::empty({n + g, 3}, DType::f64), all_ids = Tensor::empty({n + g}, DType::i64);

@@ -25,6 +25,32 @@ void sum_everywhere(MPI_Comm comm, double* data, int n) {
   TESSERA_MPI(MPI_Bcast(data, n, MPI_DOUBLE, 0, comm));
 }
 
+// Per group g < groups, the bounding box over all ranks of the rows i with group(i) == g
+// (group < 0: none), with one all-reduce; a group without rows gets lo = +inf, hi = -inf.
+template <class Group>
+std::vector<Region3> boxes_everywhere(MPI_Comm comm, const Tensor& coords, std::size_t groups,
+                                      const Group& group) {
+  std::vector<double> b(6 * groups, kInf);  // per group: lo, then hi negated (one MIN)
+  for (Index i = 0; i < coords.shape(0); ++i) {
+    const int g = group(i);
+    if (g < 0) continue;
+    const Point3 p = row(coords, i);
+    double* bg = b.data() + 6 * static_cast<std::size_t>(g);
+    for (int d = 0; d < 3; ++d)
+      bg[d] = std::min(bg[d], p[d]), bg[3 + d] = std::min(bg[3 + d], -p[d]);
+  }
+  TESSERA_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, b.data(), static_cast<int>(b.size()), MPI_DOUBLE, MPI_MIN, comm));
+  std::vector<Region3> out(groups);
+  for (std::size_t g = 0; g < groups; ++g)
+    for (int d = 0; d < 3; ++d) out[g].lo[d] = b[6 * g + d], out[g].hi[d] = -b[6 * g + 3 + d];
+  return out;
+}
+
+double weight_of(const Tensor& weights, Index i) {
+  return weights.defined() ? weights.data<double>()[i] : 1.0;
+}
+
 void check_input(const Tensor& coords, const Tensor& weights) {
   TESSERA_CHECK(coords.space() == MemSpace::Host && coords.dtype() == DType::f64 &&
                     coords.ndim() == 2 && coords.shape(1) == 3 && coords.is_contiguous(),
@@ -46,7 +72,6 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
   const Index n = coords.shape(0);
   int P = 1;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
-  auto w = [&](Index i) { return weights.defined() ? weights.data<double>()[i] : 1.0; };
 
   SpatialLayout out;
   out.region_.assign(static_cast<std::size_t>(P), Region3{});
@@ -62,29 +87,22 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
     std::vector<Open> next;
     const std::size_t m = open.size();
     // The points' bounding box per open region (all ranks), and its total weight.
-    std::vector<double> lo(3 * m, kInf), hi(3 * m, kInf), tot(m, 0.0);  // hi stored negated
-    for (Index i = 0; i < n; ++i) {
-      if (where[static_cast<std::size_t>(i)] < 0) continue;
-      const auto k = static_cast<std::size_t>(where[static_cast<std::size_t>(i)]);
-      const Point3 p = row(coords, i);
-      for (int d = 0; d < 3; ++d)
-        lo[3 * k + d] = std::min(lo[3 * k + d], p[d]),
-                   hi[3 * k + d] = std::min(hi[3 * k + d], -p[d]);
-      tot[k] += w(i);
-    }
-    TESSERA_MPI(
-        MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
-    TESSERA_MPI(
-        MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(3 * m), MPI_DOUBLE, MPI_MIN, comm));
+    const std::vector<Region3> box = boxes_everywhere(
+        comm, coords, m, [&](Index i) { return where[static_cast<std::size_t>(i)]; });
+    std::vector<double> tot(m, 0.0);
+    for (Index i = 0; i < n; ++i)
+      if (where[static_cast<std::size_t>(i)] >= 0)
+        tot[static_cast<std::size_t>(where[static_cast<std::size_t>(i)])] += weight_of(weights, i);
     sum_everywhere(comm, tot.data(), static_cast<int>(m));
     std::vector<int> dim(m, 0);
     std::vector<double> a(m), b(m), target(m);
     for (std::size_t k = 0; k < m; ++k) {
+      const Region3& bx = box[k];
       for (int d = 1; d < 3; ++d)
-        if (-hi[3 * k + d] - lo[3 * k + d] > -hi[3 * k + dim[k]] - lo[3 * k + dim[k]]) dim[k] = d;
-      const bool empty = !(lo[3 * k] <= -hi[3 * k]);
-      a[k] = empty ? 0.0 : lo[3 * k + dim[k]];
-      b[k] = empty ? 0.0 : -hi[3 * k + dim[k]];
+        if (bx.hi[d] - bx.lo[d] > bx.hi[dim[k]] - bx.lo[dim[k]]) dim[k] = d;
+      const bool empty = !(bx.lo[0] <= bx.hi[0]);
+      a[k] = empty ? 0.0 : bx.lo[dim[k]];
+      b[k] = empty ? 0.0 : bx.hi[dim[k]];
       const Open& o = open[k];
       target[k] = o.np > 1 ? tot[k] * (o.np / 2) / o.np : 0.0;
     }
@@ -108,7 +126,7 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
         // gap j: the planes at or below x number j (the points below plane j lie in gaps < j)
         const auto j =
             std::upper_bound(c, c + kGaps - 1, coords.data<double>()[3 * i + dim[k]]) - c;
-        hist[k * kGaps + static_cast<std::size_t>(j)] += w(i);
+        hist[k * kGaps + static_cast<std::size_t>(j)] += weight_of(weights, i);
       }
       sum_everywhere(comm, hist.data(), static_cast<int>(m * kGaps));
       for (std::size_t k = 0; k < m; ++k) {
@@ -177,21 +195,16 @@ SpatialLayout SpatialLayout::sfc(MPI_Comm comm, const Tensor& coords, Curve curv
   SpatialLayout out;
   out.sfc_ = true;
   out.curve_ = curve;
-  // The key box: the points' bounding box over all ranks (hi stored negated).
-  double box[6] = {kInf, kInf, kInf, kInf, kInf, kInf};
-  for (Index i = 0; i < n; ++i)
-    for (int d = 0; d < 3; ++d)
-      box[d] = std::min(box[d], coords.data<double>()[3 * i + d]),
-      box[3 + d] = std::min(box[3 + d], -coords.data<double>()[3 * i + d]);
-  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, box, 6, MPI_DOUBLE, MPI_MIN, comm));
-  const bool none = !(box[0] <= -box[3]);
+  // The key box: the points' bounding box over all ranks.
+  const Region3 box = boxes_everywhere(comm, coords, 1, [](Index) { return 0; })[0];
+  const bool none = !(box.lo[0] <= box.hi[0]);
   for (int d = 0; d < 3; ++d)
-    out.key_lo_[d] = none ? 0.0 : box[d], out.key_hi_[d] = none ? 0.0 : -box[3 + d];
+    out.key_lo_[d] = none ? 0.0 : box.lo[d], out.key_hi_[d] = none ? 0.0 : box.hi[d];
   // This rank's keys in order, with the weight below each.
   std::vector<std::pair<std::uint64_t, double>> keys(static_cast<std::size_t>(n));
   for (Index i = 0; i < n; ++i)
     keys[static_cast<std::size_t>(i)] = {curve_key(row(coords, i), out.key_lo_, out.key_hi_, curve),
-                                         weights.defined() ? weights.data<double>()[i] : 1.0};
+                                         weight_of(weights, i)};
   std::sort(keys.begin(), keys.end());
   std::vector<double> below(keys.size() + 1, 0.0);
   for (std::size_t i = 0; i < keys.size(); ++i) below[i + 1] = below[i] + keys[i].second;
@@ -246,20 +259,8 @@ SpatialLayout SpatialLayout::sfc(MPI_Comm comm, const Tensor& coords, Curve curv
   }
   out.cuts_ = hi;
   // Each part's region: the bounding box of the points it owns (empty: lo > hi).
-  std::vector<double> reg(6 * static_cast<std::size_t>(P), kInf);
-  for (Index i = 0; i < n; ++i) {
-    const auto p = static_cast<std::size_t>(out.owner_of(row(coords, i)));
-    for (int d = 0; d < 3; ++d)
-      reg[6 * p + d] = std::min(reg[6 * p + d], coords.data<double>()[3 * i + d]),
-                  reg[6 * p + 3 + d] =
-                      std::min(reg[6 * p + 3 + d], -coords.data<double>()[3 * i + d]);
-  }
-  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, reg.data(), static_cast<int>(reg.size()), MPI_DOUBLE,
-                            MPI_MIN, comm));
-  out.region_.resize(static_cast<std::size_t>(P));
-  for (std::size_t p = 0; p < out.region_.size(); ++p)
-    for (int d = 0; d < 3; ++d)
-      out.region_[p].lo[d] = reg[6 * p + d], out.region_[p].hi[d] = -reg[6 * p + 3 + d];
+  out.region_ = boxes_everywhere(comm, coords, static_cast<std::size_t>(P),
+                                 [&](Index i) { return out.owner_of(row(coords, i)); });
   return out;
 }
 
