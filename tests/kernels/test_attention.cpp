@@ -4,6 +4,7 @@
 // float64 and float32; the reference's gradients against finite differences; and the LSE
 // merge of two key halves equal to attention over all keys.
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -170,6 +171,39 @@ TEST_CASE("float32 attention over several row tiles and key blocks (the online s
     INFO("causal " << causal);
     check_case<float>(a, true, false, 2e-5, 4096);
     check_case<float>(a, false, false, 2e-5);
+  }
+}
+
+TEST_CASE("float32 attention gives the same bits at every thread count") {
+  // Two problems of 300 queries (three row tiles) and 2100 keys (five key blocks), causal: no
+  // thread count may change a bit of any result (a run must not depend on OMP_NUM_THREADS).
+  AttentionDesc a;
+  a.batch = 2;
+  a.sq = 300;
+  a.sk = 2100;
+  a.d = 8;
+  a.causal = true;
+  a.q_offset = 1900;
+  const auto q = as<float>(rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 1));
+  const auto k = as<float>(rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 2));
+  const auto v = as<float>(rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 3));
+  const auto dout = as<float>(rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 4));
+  auto run = [&](int threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<float> out(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
+    std::vector<double> lse(static_cast<std::size_t>(a.batch * a.sq));
+    attention_forward(Device::host(), a, q.data(), k.data(), v.data(), out.data(), lse.data());
+    attention_backward(Device::host(), a, q.data(), k.data(), v.data(), out.data(), dout.data(),
+                       lse.data(), dq.data(), dk.data(), dv.data());
+    omp_set_num_threads(before);
+    return std::vector<std::vector<float>>{out, dq, dk, dv};
+  };
+  const auto one = run(1);
+  for (int threads : {2, 3}) {
+    INFO(threads << " threads");
+    const auto many = run(threads);
+    for (std::size_t r = 0; r < one.size(); ++r) CHECK(many[r] == one[r]);
   }
 }
 
