@@ -62,3 +62,57 @@ TEST_CASE("the backward products are the adjoints of the forward") {
   spectral_mix_dw(Device::host(), DType::c128, s, x.data(), y.data(), dw.data());
   CHECK(dot(fx, y) * 2 == Approx(dot(w, dw)).epsilon(1e-12));
 }
+
+TEST_CASE("every product equals its direct sum on shapes of both kernels") {
+  // Packed chunks of 16 modes (37 modes: two chunks and a tail of 5), odd rows and columns
+  // (the 2 x 2 blocks' padding), columns past one packed tile of B (64-term sums in float64),
+  // and the streamed kernel (one sample; sums of 2 terms).
+  const std::vector<MixShape> shapes = {
+      {5, 64, 19, 37}, {2, 6, 7, 40}, {1, 9, 4, 33}, {3, 2, 5, 17}, {6, 3, 3, 16}};
+  for (const MixShape& s : shapes) {
+    INFO("batch " << s.batch << ", " << s.cin << " -> " << s.cout << ", modes " << s.modes);
+    const auto x = rnd(static_cast<std::size_t>(s.batch * s.cin * s.modes), 6);
+    const auto w = rnd(static_cast<std::size_t>(s.cin * s.cout * s.modes), 7);
+    const auto y = rnd(static_cast<std::size_t>(s.batch * s.cout * s.modes), 8);
+    const auto w0 = rnd(w.size(), 9);  // dw adds into this
+    std::vector<cd> fx(y.size()), dx(x.size()), dw = w0;
+    spectral_mix(Device::host(), DType::c128, s, x.data(), w.data(), fx.data());
+    spectral_mix_dx(Device::host(), DType::c128, s, y.data(), w.data(), dx.data());
+    spectral_mix_dw(Device::host(), DType::c128, s, x.data(), y.data(), dw.data());
+    std::vector<std::complex<float>> xf(x.begin(), x.end()), wf(w.begin(), w.end()),
+        yf(y.begin(), y.end()), fxf(fx.size()), dxf(dx.size()), dwf(w0.begin(), w0.end());
+    spectral_mix(Device::host(), DType::c64, s, xf.data(), wf.data(), fxf.data());
+    spectral_mix_dx(Device::host(), DType::c64, s, yf.data(), wf.data(), dxf.data());
+    spectral_mix_dw(Device::host(), DType::c64, s, xf.data(), yf.data(), dwf.data());
+    auto check = [](const cd& got64, const std::complex<float>& got32, const cd& ref, Index terms) {
+      CHECK(std::abs(got64 - ref) < 1e-14 * static_cast<double>(terms));
+      CHECK(std::abs(cd(got32) - ref) < 1e-6 * static_cast<double>(terms));
+    };
+    for (Index m = 0; m < s.modes; ++m) {
+      for (Index n = 0; n < s.batch; ++n) {
+        for (Index o = 0; o < s.cout; ++o) {
+          cd ref = 0;
+          for (Index i = 0; i < s.cin; ++i)
+            ref += x[(n * s.cin + i) * s.modes + m] * w[(i * s.cout + o) * s.modes + m];
+          const std::size_t k = static_cast<std::size_t>((n * s.cout + o) * s.modes + m);
+          check(fx[k], fxf[k], ref, s.cin);
+        }
+        for (Index i = 0; i < s.cin; ++i) {
+          cd ref = 0;
+          for (Index o = 0; o < s.cout; ++o)
+            ref += y[(n * s.cout + o) * s.modes + m] * std::conj(w[(i * s.cout + o) * s.modes + m]);
+          const std::size_t k = static_cast<std::size_t>((n * s.cin + i) * s.modes + m);
+          check(dx[k], dxf[k], ref, s.cout);
+        }
+      }
+      for (Index i = 0; i < s.cin; ++i)
+        for (Index o = 0; o < s.cout; ++o) {
+          const std::size_t k = static_cast<std::size_t>((i * s.cout + o) * s.modes + m);
+          cd ref = w0[k];
+          for (Index n = 0; n < s.batch; ++n)
+            ref += std::conj(x[(n * s.cin + i) * s.modes + m]) * y[(n * s.cout + o) * s.modes + m];
+          check(dw[k], dwf[k], ref, s.batch + 1);
+        }
+    }
+  }
+}
