@@ -1,10 +1,25 @@
 // Entry points of kernels/spectral_mix.hpp: one per op, dispatched once on the device.
 #include "kernels/spectral_mix.hpp"
 
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
 #include "decomp/error.hpp"
 
 namespace tessera::kernels {
 namespace {
+CudaMixPath path_from_environment() {
+  const char* v = std::getenv("TESSERA_SPECTRAL_MIX");
+  const std::string s = v ? v : "kernel";
+  TESSERA_CHECK(s == "kernel" || s == "gemm",
+                "TESSERA_SPECTRAL_MIX is '" << s << "': kernel or gemm");
+  return s == "gemm" ? CudaMixPath::Gemm : CudaMixPath::Kernel;
+}
+std::atomic<int>& path_slot() {
+  static std::atomic<int> p{static_cast<int>(path_from_environment())};
+  return p;
+}
 bool check(DType t, const MixShape& s, const char* what) {
   TESSERA_CHECK(is_complex(t), what << " takes complex64 or complex128, not " << name_of(t));
   TESSERA_CHECK(s.batch >= 0 && s.cin >= 0 && s.cout >= 0 && s.modes >= 0,
@@ -12,6 +27,13 @@ bool check(DType t, const MixShape& s, const char* what) {
   return s.modes > 0;
 }
 }  // namespace
+
+CudaMixPath cuda_mix_path() {
+  return static_cast<CudaMixPath>(path_slot().load());
+}
+void set_cuda_mix_path(CudaMixPath p) {
+  path_slot().store(static_cast<int>(p));
+}
 
 void spectral_mix(const Device& dev, DType t, const MixShape& s, const void* x, const void* w,
                   void* out) {

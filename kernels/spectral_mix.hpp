@@ -24,6 +24,15 @@ void spectral_mix_dx(const Device& dev, DType cplx, const MixShape& s, const voi
 void spectral_mix_dw(const Device& dev, DType cplx, const MixShape& s, const void* x,
                      const void* dy, void* dw);
 
+// How the CUDA products run: the own kernel (one thread per output, modes coalesced; the
+// default, verified on an H200) or cuBLAS strided-batched complex GEMMs over the modes, the
+// operands transposed to modes-outer and back by cuBLAS geam (three transposes a call: a
+// per-mode matrix has no unit stride in the spectrum's layout). The environment's
+// TESSERA_SPECTRAL_MIX=kernel|gemm sets the first value; the host ignores it.
+enum class CudaMixPath { Kernel, Gemm };
+CudaMixPath cuda_mix_path();
+void set_cuda_mix_path(CudaMixPath p);
+
 namespace cpu {
 void spectral_mix(DType cplx, const MixShape& s, const void* x, const void* w, void* out);
 void spectral_mix_dx(DType cplx, const MixShape& s, const void* dy, const void* w, void* dx);

@@ -3,7 +3,8 @@
 #  - every GPU test (ctest label gpu: CUDA against the host for each kernel, the device
 #    halo exchange, device layers, attention, FFTs, training pieces) at its rank counts;
 #  - the kernel benchmarks on the device: cuDNN convolution next to oneDNN on the host
-#    (conv-kernel), and the local attention kernel (cuBLAS GEMMs) next to the host's;
+#    (conv-kernel), the local attention kernel (cuBLAS GEMMs) next to the host's, and the FNO
+#    block (512^2, width 64, 32 modes) with each CUDA spectral mixing (kernel, cuBLAS GEMMs);
 #  - three training steps of each demo model at 1 and 2 ranks with the device traffic of a
 #    step (train.device_stats);
 # and prints a short table; logs go to $TESSERA_GPU_LOGS (default gpu-logs/).
@@ -82,6 +83,16 @@ else
   printf '%-40s %s\n' "attention benchmark" FAIL
   tail -5 "$logs/bench-attention.log"
 fi
+# The FNO block on the device with each spectral mixing (own kernel, cuBLAS batched GEMMs).
+for mix in kernel gemm; do
+  if run -np 1 -x TESSERA_SPECTRAL_MIX=$mix "$apps/tessera-bench" fft --which=fno --space=cuda \
+    --nfno=512 --width=64 --modes=32 --out="$logs/fno-$mix.json" >"$logs/bench-fno-$mix.log" 2>&1; then
+    grep -E "^ *FNO block" "$logs/bench-fno-$mix.log" | head -1 | cut -c1-120
+  else
+    printf '%-40s %s\n' "FNO block benchmark ($mix)" FAIL
+    tail -5 "$logs/bench-fno-$mix.log"
+  fi
+done
 
 # Training on the device: three steps of each demo model at 1 and 2 ranks.
 data=$(mktemp -d)

@@ -17,6 +17,8 @@
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
+#include "kernels/device/device.hpp"
+#include "kernels/spectral_mix.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/nn/conv_layer.hpp"
 #include "runtime/spectral/dist_fft.hpp"
@@ -170,31 +172,39 @@ json pruned_row(Context& ctx, Index n, int reps, int threads) {
 }
 
 // Forward + backward of an FNO block: spectral conv + 1x1 conv bypass (summed).
-json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int threads) {
+json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int threads,
+             MemSpace space) {
   const Mesh mesh = Mesh::line(ctx.world());
   const std::vector<Index> shape = {2, width, n, n};
   const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
   SpectralConvOptions so;
   so.in_channels = so.out_channels = width;
   so.modes = {modes};
+  so.space = space;
   SpectralConv spectral(so);
   ConvOptions co;
   co.in_channels = co.out_channels = width;
   co.kernel = {1};
+  co.space = space;
   ConvNd bypass(co);
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.01 * i));
-  const ShardTensor xs = ShardTensor::unchecked(mesh, spec, x);
+  const ShardTensor xs = ShardTensor::unchecked(mesh, spec, x.to(space));
   comm_times() = {};
   const Timing t = time_collective(ctx.world(), reps, 1, [&] {
     const ShardTensor a = spectral.forward(xs), b = bypass.forward(xs);
     add_into(a.local(), b.local());
     spectral.backward(a);
     bypass.backward(a);
+    if (space == MemSpace::Cuda) device::synchronize(Device::cuda());
   });
+  std::string where;
+  if (space == MemSpace::Cuda)
+    where = std::string(", CUDA, mixing ") +
+            (kernels::cuda_mix_path() == kernels::CudaMixPath::Gemm ? "cuBLAS" : "kernel");
   const double a2a = comm_times().alltoall_s / (reps + 1);
   return {{"what", "FNO block fwd+bwd (width " + std::to_string(width) + ", modes " +
-                       std::to_string(modes) + ", batch 2)"},
+                       std::to_string(modes) + ", batch 2" + where + ")"},
           {"shape", shape_str({n, n})},
           {"ranks", mesh.size()},
           {"threads", threads},
@@ -219,10 +229,13 @@ json run(Context& ctx, const cli::Args& opt) {
   if (which.find("2d") != std::string::npos)
     rows.push_back(transform_row(ctx, {{n2, n2}}, reps, threads));
   if (which.find("pruned") != std::string::npos) rows.push_back(pruned_row(ctx, n3, reps, threads));
+  TESSERA_CHECK(opt.str("space") == "host" || opt.str("space") == "cuda",
+                "fft: --space is host or cuda, not '" << opt.str("space") << "'");
   if (which.find("fno") != std::string::npos)
     rows.push_back(fno_row(ctx, static_cast<Index>(opt.num("nfno")),
                            static_cast<Index>(opt.num("width")),
-                           static_cast<Index>(opt.num("modes")), reps, threads));
+                           static_cast<Index>(opt.num("modes")), reps, threads,
+                           opt.str("space") == "cuda" ? MemSpace::Cuda : MemSpace::Host));
   kernels::set_fft_planning(kernels::FftPlanning::Estimate);
   return rows;
 }
@@ -263,6 +276,10 @@ Case fft_case() {
                {"width", "C", "FNO block channels", "32"},
                {"modes", "M", "FNO block modes per dim", "16"},
                {"which", "LIST", "rows: 3d, 2d, pruned, fno", "3d,2d,pruned,fno"},
+               {"space", "WHERE",
+                "the FNO block's memory: host or cuda (TESSERA_SPECTRAL_MIX "
+                "picks the CUDA mixing)",
+                "host"},
                {"reps", "N", "timed repetitions", "5"},
                {"threads", "N", "OpenMP threads per rank", "1"}};
   c.rank_counts = {1, 2, 4};

@@ -1,5 +1,13 @@
 // CUDA spectral mixing: one thread per output element (consecutive threads take consecutive
-// modes, so loads coalesce), reducing over the contracted channel or batch in a fixed order.
+// modes, so loads coalesce), reducing over the contracted channel or batch in a fixed order;
+// or (CudaMixPath::Gemm) cuBLAS strided-batched complex GEMMs, one matrix per mode, on
+// operands transposed to modes-outer by cuBLAS geam.
+#include <cuComplex.h>
+
+#include <limits>
+#include <type_traits>
+
+#include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/cuda/device_loops.cuh"
 #include "kernels/spectral_mix.hpp"
 
@@ -49,10 +57,125 @@ void run(const Device& dev, DType t, const Product& p, const void* a, const void
   check_launch("spectral mix");
 }
 
+// --- The GEMM path. Column-major views: a tensor (rows..., modes) with modes contiguous is
+// the matrix (modes x K), K the product of the other extents; its transpose (K x modes) holds
+// one block of K per mode - for x (N, C_in, M) the column-major (C_in x N) matrix X_m^T, for
+// w (C_in, C_out, M) the (C_out x C_in) matrix W_m^T. Then per mode
+//   Y^T = W^T X^T,  dX^T = (W^T)^H dY^T,  dW^T += dY^T (X^T)^H,
+// and the results transposed back (dW's added into the gradient by the same geam).
+
+int as_int(Index v, const char* what) {
+  TESSERA_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(),
+                what << ": extent " << v << " exceeds cuBLAS's int");
+  return static_cast<int>(v);
+}
+
+template <class R>
+using Cx = std::conditional_t<std::is_same_v<R, double>, cuDoubleComplex, cuComplex>;
+
+// c (cols x rows, column-major) = transpose(a (rows x cols)) + beta c.
+template <class R>
+void transpose(cublasHandle_t h, cudaStream_t st, Index rows, Index cols, const R* a, R* c,
+               double beta) {
+  if (rows == 0 || cols == 0) return;
+  const Cx<R> one{1, 0}, b{static_cast<R>(beta), 0};
+  const auto* A = reinterpret_cast<const Cx<R>*>(a);
+  auto* C = reinterpret_cast<Cx<R>*>(c);
+  const int m = as_int(cols, "spectral mix transpose"), n = as_int(rows, "spectral mix transpose");
+  if (beta == 0)  // C doubles as geam's B: zeros, so that 0 x B is 0 whatever C held
+    TESSERA_CUDA_CHECK(
+        cudaMemsetAsync(c, 0, static_cast<std::size_t>(rows * cols) * sizeof(Cx<R>), st));
+  // C = op_T(A) + beta * C, with B = C (cuBLAS's in-place form: op(B) = N, ldb = ldc).
+  if constexpr (std::is_same_v<R, double>)
+    cublas_check(cublasZgeam(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, &one, A, n, &b, C, m, C, m),
+                 "cublasZgeam");
+  else
+    cublas_check(cublasCgeam(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, &one, A, n, &b, C, m, C, m),
+                 "cublasCgeam");
+}
+
+// Per mode (batch of `modes`), column-major: C = op(A) op(B), A (m x k) after op.
+template <class R>
+void gemm_modes(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, Index m, Index n,
+                Index k, const R* a, Index lda, Index sa, const R* b, Index ldb, Index sb, R* c,
+                Index ldc, Index sc, Index modes) {
+  const Cx<R> one{1, 0}, zero{0, 0};
+  const char* what = "spectral mix GEMM";
+  const auto* A = reinterpret_cast<const Cx<R>*>(a);
+  const auto* B = reinterpret_cast<const Cx<R>*>(b);
+  auto* C = reinterpret_cast<Cx<R>*>(c);
+  if constexpr (std::is_same_v<R, double>)
+    cublas_check(
+        cublasZgemmStridedBatched(h, oa, ob, as_int(m, what), as_int(n, what), as_int(k, what),
+                                  &one, A, as_int(lda, what), sa, B, as_int(ldb, what), sb, &zero,
+                                  C, as_int(ldc, what), sc, as_int(modes, what)),
+        "cublasZgemmStridedBatched");
+  else
+    cublas_check(
+        cublasCgemmStridedBatched(h, oa, ob, as_int(m, what), as_int(n, what), as_int(k, what),
+                                  &one, A, as_int(lda, what), sa, B, as_int(ldb, what), sb, &zero,
+                                  C, as_int(ldc, what), sc, as_int(modes, what)),
+        "cublasCgemmStridedBatched");
+}
+
+template <class R>
+void gemm_mix(const Device& dev, const MixShape& s, const R* x, const R* w, R* out) {
+  const cublasHandle_t h = cublas_for(dev);
+  const cudaStream_t st = stream_of(dev);
+  const Index N = s.batch, Ci = s.cin, Co = s.cout, M = s.modes;
+  DeviceScratch<R> xt(static_cast<std::size_t>(2 * N * Ci * M)),
+      wt(static_cast<std::size_t>(2 * Ci * Co * M)), yt(static_cast<std::size_t>(2 * N * Co * M));
+  transpose(h, st, M, N * Ci, x, xt.get(), 0);
+  transpose(h, st, M, Ci * Co, w, wt.get(), 0);
+  gemm_modes(h, CUBLAS_OP_N, CUBLAS_OP_N, Co, N, Ci, wt.get(), Co, Ci * Co, xt.get(), Ci, Ci * N,
+             yt.get(), Co, Co * N, M);
+  transpose(h, st, N * Co, M, yt.get(), out, 0);
+}
+
+template <class R>
+void gemm_mix_dx(const Device& dev, const MixShape& s, const R* dy, const R* w, R* dx) {
+  const cublasHandle_t h = cublas_for(dev);
+  const cudaStream_t st = stream_of(dev);
+  const Index N = s.batch, Ci = s.cin, Co = s.cout, M = s.modes;
+  DeviceScratch<R> dyt(static_cast<std::size_t>(2 * N * Co * M)),
+      wt(static_cast<std::size_t>(2 * Ci * Co * M)), dxt(static_cast<std::size_t>(2 * N * Ci * M));
+  transpose(h, st, M, N * Co, dy, dyt.get(), 0);
+  transpose(h, st, M, Ci * Co, w, wt.get(), 0);
+  gemm_modes(h, CUBLAS_OP_C, CUBLAS_OP_N, Ci, N, Co, wt.get(), Co, Ci * Co, dyt.get(), Co, Co * N,
+             dxt.get(), Ci, Ci * N, M);
+  transpose(h, st, N * Ci, M, dxt.get(), dx, 0);
+}
+
+template <class R>
+void gemm_mix_dw(const Device& dev, const MixShape& s, const R* x, const R* dy, R* dw) {
+  const cublasHandle_t h = cublas_for(dev);
+  const cudaStream_t st = stream_of(dev);
+  const Index N = s.batch, Ci = s.cin, Co = s.cout, M = s.modes;
+  if (N == 0) return;  // no terms: the gradient is unchanged
+  DeviceScratch<R> xt(static_cast<std::size_t>(2 * N * Ci * M)),
+      dyt(static_cast<std::size_t>(2 * N * Co * M)), dwt(static_cast<std::size_t>(2 * Ci * Co * M));
+  transpose(h, st, M, N * Ci, x, xt.get(), 0);
+  transpose(h, st, M, N * Co, dy, dyt.get(), 0);
+  gemm_modes(h, CUBLAS_OP_N, CUBLAS_OP_C, Co, Ci, N, dyt.get(), Co, Co * N, xt.get(), Ci, Ci * N,
+             dwt.get(), Co, Co * Ci, M);
+  transpose(h, st, Ci * Co, M, dwt.get(), dw, 1);  // added into the gradient
+}
+
+bool use_gemm() {
+  return cuda_mix_path() == CudaMixPath::Gemm;
+}
+
 }  // namespace
 
 void cuda::spectral_mix(const Device& dev, DType t, const MixShape& s, const void* x, const void* w,
                         void* out) {
+  if (use_gemm()) {
+    if (t == DType::c128)
+      return gemm_mix(dev, s, static_cast<const double*>(x), static_cast<const double*>(w),
+                      static_cast<double*>(out));
+    return gemm_mix(dev, s, static_cast<const float*>(x), static_cast<const float*>(w),
+                    static_cast<float*>(out));
+  }
   const Index M = s.modes;
   // out[n, o] = sum_i x[n, i] w[i, o]
   run(dev, t, Product{s.batch, s.cout, s.cin, M, s.cin * M, M, s.cout * M, M, false, false, false},
@@ -61,6 +184,13 @@ void cuda::spectral_mix(const Device& dev, DType t, const MixShape& s, const voi
 
 void cuda::spectral_mix_dx(const Device& dev, DType t, const MixShape& s, const void* dy,
                            const void* w, void* dx) {
+  if (use_gemm()) {
+    if (t == DType::c128)
+      return gemm_mix_dx(dev, s, static_cast<const double*>(dy), static_cast<const double*>(w),
+                         static_cast<double*>(dx));
+    return gemm_mix_dx(dev, s, static_cast<const float*>(dy), static_cast<const float*>(w),
+                       static_cast<float*>(dx));
+  }
   const Index M = s.modes;
   // dx[n, i] = sum_o dy[n, o] conj(w[i, o]): B[k = o, c = i] = w[i, o]
   run(dev, t, Product{s.batch, s.cin, s.cout, M, s.cout * M, M, M, s.cout * M, false, true, false},
@@ -69,6 +199,13 @@ void cuda::spectral_mix_dx(const Device& dev, DType t, const MixShape& s, const 
 
 void cuda::spectral_mix_dw(const Device& dev, DType t, const MixShape& s, const void* x,
                            const void* dy, void* dw) {
+  if (use_gemm()) {
+    if (t == DType::c128)
+      return gemm_mix_dw(dev, s, static_cast<const double*>(x), static_cast<const double*>(dy),
+                         static_cast<double*>(dw));
+    return gemm_mix_dw(dev, s, static_cast<const float*>(x), static_cast<const float*>(dy),
+                       static_cast<float*>(dw));
+  }
   const Index M = s.modes;
   // dw[i, o] += sum_n conj(x[n, i]) dy[n, o]: A[r = i, k = n] = x[n, i]
   run(dev, t, Product{s.cin, s.cout, s.batch, M, M, s.cin * M, s.cout * M, M, true, false, true}, x,

@@ -1,7 +1,8 @@
 // The CUDA spectral path against the host: cuFFT r2c / c2r / c2c along every dim of
 // (outer, n, inner) blocks with odd and prime lengths, scales and Hermitian weights,
-// float32 and float64; the per-mode mixing products; and the distributed FFT and
-// SpectralConv on CUDA tensors against the same on host tensors. Skips without a device.
+// float32 and float64; the per-mode mixing products (own kernel and cuBLAS GEMMs); and the
+// distributed FFT and SpectralConv on CUDA tensors against the same on host tensors. Skips
+// without a device.
 #include <complex>
 #include <random>
 #include <vector>
@@ -105,44 +106,66 @@ TEST_CASE("cuFFT transforms equal FFTW's along every dim") {
   }
 }
 
-TEST_CASE("CUDA spectral mixing equals the host's") {
+// Runs one mixing product on the device: operands a, b copied there, c preloaded (dW adds).
+template <class R, class F>
+std::vector<R> product_on_device(const std::vector<R>& a, const std::vector<R>& b,
+                                 const std::vector<R>& c, F&& op) {
+  auto up = [](const std::vector<R>& h) {
+    void* d = device::alloc(std::max<std::size_t>(1, h.size() * sizeof(R)));
+    device::copy(d, h.data(), h.size() * sizeof(R), device::Copy::HostToDevice);
+    return d;
+  };
+  void *da = up(a), *db = up(b), *dc = up(c);
+  op(da, db, dc);
+  device::synchronize(Device::cuda());
+  std::vector<R> out(c.size());
+  device::copy(out.data(), dc, c.size() * sizeof(R), device::Copy::DeviceToHost);
+  device::free(da);
+  device::free(db);
+  device::free(dc);
+  return out;
+}
+
+template <class R>
+void check_mixing(const MixShape& s) {
+  const DType t = std::is_same_v<R, double> ? DType::c128 : DType::c64;
+  const double tol = std::is_same_v<R, double> ? 1e-12 : 1e-5;
+  const auto x = random_reals<R>(static_cast<std::size_t>(2 * s.batch * s.cin * s.modes), 4);
+  const auto w = random_reals<R>(static_cast<std::size_t>(2 * s.cin * s.cout * s.modes), 5);
+  const auto y = random_reals<R>(static_cast<std::size_t>(2 * s.batch * s.cout * s.modes), 6);
+  const auto w0 = random_reals<R>(w.size(), 7);
+  std::vector<R> hy(y.size()), hdx(x.size()), hdw = w0;
+  spectral_mix(Device::host(), t, s, x.data(), w.data(), hy.data());
+  spectral_mix_dx(Device::host(), t, s, y.data(), w.data(), hdx.data());
+  spectral_mix_dw(Device::host(), t, s, x.data(), y.data(), hdw.data());
+  const Device dev = Device::cuda();
+  const auto dy =
+      product_on_device(x, w, std::vector<R>(y.size(), R(7)),
+                        [&](auto a, auto b, auto c) { spectral_mix(dev, t, s, a, b, c); });
+  const auto ddx =
+      product_on_device(y, w, std::vector<R>(x.size(), R(7)),
+                        [&](auto a, auto b, auto c) { spectral_mix_dx(dev, t, s, a, b, c); });
+  const auto ddw = product_on_device(
+      x, y, w0, [&](auto a, auto b, auto c) { spectral_mix_dw(dev, t, s, a, b, c); });
+  MPI_CHECK(rel_diff(dy, hy) < tol);
+  MPI_CHECK(rel_diff(ddx, hdx) < tol);
+  MPI_CHECK(rel_diff(ddw, hdw) < tol);
+}
+
+TEST_CASE("CUDA spectral mixing equals the host's, own kernel and cuBLAS GEMMs") {
   if (!test::have_device()) return;
-  const MixShape s{3, 4, 5, 37};
-  for (DType t : {DType::c128, DType::c64}) {
-    const double tol = t == DType::c128 ? 1e-12 : 1e-5;
-    const auto x = random_reals<double>(static_cast<std::size_t>(2 * s.batch * s.cin * s.modes), 4);
-    const auto w = random_reals<double>(static_cast<std::size_t>(2 * s.cin * s.cout * s.modes), 5);
-    const auto y =
-        random_reals<double>(static_cast<std::size_t>(2 * s.batch * s.cout * s.modes), 6);
-    auto as = [&](const std::vector<double>& v) {
-      std::vector<float> f(v.begin(), v.end());
-      return f;
-    };
-    if (t == DType::c128) {
-      std::vector<double> h(y.size());
-      spectral_mix(Device::host(), t, s, x.data(), w.data(), h.data());
-      const auto d = on_device_and_back<double>(x, y.size(), [&](const void* i, void* o) {
-        void* dw = device::alloc(w.size() * sizeof(double));
-        device::copy(dw, w.data(), w.size() * sizeof(double), device::Copy::HostToDevice);
-        spectral_mix(Device::cuda(), t, s, i, dw, o);
-        device::synchronize(Device::cuda());
-        device::free(dw);
-      });
-      MPI_CHECK(rel_diff(d, h) < tol);
-    } else {
-      const auto xf = as(x), wf = as(w);
-      std::vector<float> h(y.size());
-      spectral_mix(Device::host(), t, s, xf.data(), wf.data(), h.data());
-      const auto d = on_device_and_back<float>(xf, y.size(), [&](const void* i, void* o) {
-        void* dw = device::alloc(wf.size() * sizeof(float));
-        device::copy(dw, wf.data(), wf.size() * sizeof(float), device::Copy::HostToDevice);
-        spectral_mix(Device::cuda(), t, s, i, dw, o);
-        device::synchronize(Device::cuda());
-        device::free(dw);
-      });
-      MPI_CHECK(rel_diff(d, h) < tol);
+  const CudaMixPath before = cuda_mix_path();
+  for (CudaMixPath path : {CudaMixPath::Kernel, CudaMixPath::Gemm}) {
+    set_cuda_mix_path(path);
+    INFO("path " << (path == CudaMixPath::Gemm ? "gemm" : "kernel"));
+    for (const MixShape& s : {MixShape{3, 4, 5, 37}, MixShape{1, 16, 8, 130}, MixShape{6, 3, 2, 1},
+                              MixShape{0, 3, 2, 5}}) {
+      INFO("batch " << s.batch << ", " << s.cin << " -> " << s.cout << ", modes " << s.modes);
+      check_mixing<double>(s);
+      check_mixing<float>(s);
     }
   }
+  set_cuda_mix_path(before);
 }
 
 TEST_CASE("distributed FFT and SpectralConv on CUDA tensors equal the host path") {
@@ -172,9 +195,14 @@ TEST_CASE("distributed FFT and SpectralConv on CUDA tensors equal the host path"
   so.dtype = DType::f64;
   SpectralConvOptions sd = so;
   sd.space = MemSpace::Cuda;
-  const auto r = test::compare_with_one_rank(
-      line, spec, [&] { return std::make_unique<SpectralConv>(sd); }, DType::f64, MemSpace::Cuda, 3,
-      [&] { return std::make_unique<SpectralConv>(so); }, MemSpace::Host);
-  INFO(r.str());
-  MPI_CHECK(r.worst() < 1e-11);
+  const CudaMixPath before = cuda_mix_path();
+  for (CudaMixPath path : {CudaMixPath::Kernel, CudaMixPath::Gemm}) {
+    set_cuda_mix_path(path);
+    const auto r = test::compare_with_one_rank(
+        line, spec, [&] { return std::make_unique<SpectralConv>(sd); }, DType::f64, MemSpace::Cuda,
+        3, [&] { return std::make_unique<SpectralConv>(so); }, MemSpace::Host);
+    INFO((path == CudaMixPath::Gemm ? "gemm: " : "kernel: ") << r.str());
+    MPI_CHECK(r.worst() < 1e-11);
+  }
+  set_cuda_mix_path(before);
 }
