@@ -1,36 +1,10 @@
 #include "apps/common/memory_estimate.hpp"
 
-#include <unistd.h>
-
-#include <fstream>
-#include <iomanip>
-#include <sstream>
 #include <string>
 
-#include "runtime/comm/collective_error.hpp"
-#include "runtime/comm/mpi_error.hpp"
+#include "apps/common/node_memory.hpp"
 
 namespace tessera::app {
-namespace {
-
-// Bytes this node can still give: MemAvailable, else physical memory.
-double node_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024.0;
-  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-}
-
-std::string gib(double bytes) {
-  std::ostringstream os;
-  os << std::setprecision(3) << bytes / double(1 << 30) << " GiB";
-  return os.str();
-}
-
-}  // namespace
 
 MemoryEstimate estimate_training_memory(const UNetOptions& o, Index samples, Index cells,
                                         Index batch) {
@@ -65,23 +39,10 @@ MemoryEstimate estimate_training_memory(const UNetOptions& o, Index samples, Ind
 }
 
 void check_memory_fits(MPI_Comm comm, const MemoryEstimate& need) {
-  MPI_Comm node = MPI_COMM_NULL;
-  TESSERA_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int local = 1, local_rank = 0;
-  MPI_Comm_size(node, &local);
-  MPI_Comm_rank(node, &local_rank);
-  double mine = need.total(), sum = 0;
-  TESSERA_MPI(MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, node));
-  MPI_Comm_free(&node);
-  const double have = node_available_bytes();
-  std::ostringstream os;
-  if (sum > have)
-    os << "training needs about " << gib(need.total()) << " per rank (data " << gib(need.data)
-       << ", parameters and optimizer " << gib(need.parameters) << ", activations "
-       << gib(need.activations) << "), " << gib(sum) << " for the " << local
-       << " ranks of this node; the node has " << gib(have)
-       << " available (a smaller model, batch or grid, or more nodes)";
-  collective_check(comm, sum <= have || local_rank != 0, os.str());
+  const std::string detail = " (data " + gib(need.data) + ", parameters and optimizer " +
+                             gib(need.parameters) + ", activations " + gib(need.activations) + ")";
+  check_node_memory(comm, need.total(), "training", detail,
+                    "a smaller model, batch or grid, or more nodes");
 }
 
 }  // namespace tessera::app

@@ -238,13 +238,36 @@ std::vector<NamedTensor> normalizer_buffers(const Normalizer& in, const Normaliz
           {"data.target_std", vector_tensor(out.std)}};
 }
 
+namespace {
+// A checkpoint's normalization must be usable: as many means as stds, finite means, finite
+// positive stds (an edited or corrupt buffer would otherwise turn every prediction into NaN
+// or silently rescale it).
+void check_normalizer(const Normalizer& n, const char* mean_name, const char* std_name) {
+  TESSERA_CHECK(n.mean.size() == n.std.size(), "checkpoint: " << mean_name << " has "
+                                                              << n.mean.size() << " values, "
+                                                              << std_name << " " << n.std.size());
+  for (std::size_t k = 0; k < n.mean.size(); ++k) {
+    TESSERA_CHECK(std::isfinite(n.mean[k]), "checkpoint: " << mean_name << "[" << k << "] = "
+                                                           << n.mean[k] << " is not finite");
+    TESSERA_CHECK(std::isfinite(n.std[k]) && n.std[k] > 0,
+                  "checkpoint: " << std_name << "[" << k << "] = " << n.std[k]
+                                 << ", not a positive finite number");
+  }
+}
+}  // namespace
+
 std::pair<Normalizer, Normalizer> normalizers_from(const std::vector<NamedTensor>& b) {
   Normalizer in, out;
   if (const Tensor* t = find(b, "data.input_mean")) {
+    const char* names[] = {"data.input_std", "data.target_mean", "data.target_std"};
+    for (const char* n : names)
+      TESSERA_CHECK(find(b, n), "checkpoint: data.input_mean without " << n);
     in.mean = tensor_vector(*t);
     in.std = tensor_vector(*find(b, "data.input_std"));
     out.mean = tensor_vector(*find(b, "data.target_mean"));
     out.std = tensor_vector(*find(b, "data.target_std"));
+    check_normalizer(in, "data.input_mean", "data.input_std");
+    check_normalizer(out, "data.target_mean", "data.target_std");
   }
   return {in, out};
 }

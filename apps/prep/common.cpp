@@ -1,5 +1,8 @@
 #include "apps/prep/common.hpp"
 
+#include <sstream>
+
+#include "apps/common/node_memory.hpp"
 #include "io/sharded.hpp"
 
 namespace tessera::prep {
@@ -15,6 +18,23 @@ ShardSpec grid_spec(const Mesh& mesh, const std::vector<Index>& shape) {
   std::vector<Placement> dims;
   for (int d = 0; d < mesh.ndim(); ++d) dims.push_back(Shard(d));
   return ShardSpec(shape, dims, mesh);
+}
+
+void check_grid_fits(const Mesh& mesh, const ShardSpec& spec, double bytes_per_cell,
+                     const std::string& what) {
+  double cells = 1, local = 1;
+  const Box own = spec.local_box(mesh.coords());
+  for (int d = 0; d < spec.ndim(); ++d) {
+    cells *= static_cast<double>(spec.global_shape()[static_cast<std::size_t>(d)]);
+    local *= static_cast<double>(own.extent(d));
+  }
+  TESSERA_CHECK(cells < 1e18, "grid " << shape_str(spec.global_shape()) << ": " << cells
+                                      << " cells, more than a file can index");
+  std::ostringstream detail;
+  detail << " (" << local << " cells of the grid " << shape_str(spec.global_shape())
+         << " on this rank)";
+  app::check_node_memory(mesh.comm(), local * bytes_per_cell, what, detail.str(),
+                         "a smaller grid, or more ranks on more nodes");
 }
 
 void create_grid_field(io::File& f, const std::string& name, Index samples, const ShardSpec& spec,

@@ -31,6 +31,11 @@ Command stats_command();
 Mesh grid_mesh(MPI_Comm comm, const std::vector<Index>& shape, const std::string& mesh);
 // Spatial dim d sharded over mesh axis d.
 ShardSpec grid_spec(const Mesh& mesh, const std::vector<Index>& shape);
+// Collective, before any file is made: refuses on every rank a grid whose blocks would not
+// fit the node - `bytes_per_cell` of the generator's work arrays per local cell (`what`
+// names the generator) - and a grid whose cell count overflows.
+void check_grid_fits(const Mesh& mesh, const ShardSpec& spec, double bytes_per_cell,
+                     const std::string& what);
 // Collective: a /fields dataset (N, 1, shape...) float32, chunked one chunk per shard and
 // sample, with the schema's grid attributes for a grid of interior nodes on [0, 1]^d.
 void create_grid_field(io::File& f, const std::string& name, Index samples, const ShardSpec& spec,

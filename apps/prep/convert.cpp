@@ -39,10 +39,10 @@ Input describe_input(const std::string& path, const cli::Args& a) {
     if (!a.has("shape") || !a.has("dtype"))
       throw Error("'" + path + "' is raw binary: give --shape and --dtype (or use a .npy file)");
     in.shape = a.shape("shape");
-    const DType dt = dtype_from_name(a.str("dtype"));
-    if (dt != DType::f32 && dt != DType::f64)
-      throw Error("--dtype " + a.str("dtype") + ": raw input must be float32 or float64");
-    in.elem = size_of(dt);
+    const std::string dt = a.str("dtype");
+    if (dt != "float32" && dt != "float64")
+      throw Error("--dtype " + dt + ": raw input must be float32 or float64");
+    in.elem = size_of(dtype_from_name(dt));
   }
   in.is_double = in.elem == 8;
   Index n = 1;
@@ -64,11 +64,20 @@ int run(Context& ctx, const cli::Args& a) {
   Input in;
   collective_run(ctx.world(), [&] { in = describe_input(src, a); });  // every rank checks
   const std::size_t nd = in.shape.size();
+  // Refused here, before any file is written, what the schema's validation would refuse.
+  for (Index e : in.shape)
+    TESSERA_CHECK(e >= 1, "'" << src << "' has shape " << shape_str(in.shape)
+                              << ": every extent must be at least 1 (no samples, no points?)");
   std::string dset;
   if (kind == "field") {
-    TESSERA_CHECK(nd >= 3, "'" << src << "' has shape " << shape_str(in.shape)
-                               << ": a field needs (N, C, spatial...)");
-    dset = std::string(io::schema::kFields) + "/" + a.str("name");
+    TESSERA_CHECK(nd >= 3 && nd <= 5, "'" << src << "' has shape " << shape_str(in.shape)
+                                          << ": a field needs (N, C, spatial...) with 1 to 3 "
+                                             "spatial dims");
+    const std::string name = a.str("name");
+    TESSERA_CHECK(
+        !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+        "--name '" << name << "': a field name is one non-empty word without '/'");
+    dset = std::string(io::schema::kFields) + "/" + name;
   } else if (kind == "coords" || kind == "features") {
     TESSERA_CHECK(nd == 3 && (kind == "features" || in.shape[2] == 3),
                   "'" << src << "' has shape " << shape_str(in.shape) << ": " << kind

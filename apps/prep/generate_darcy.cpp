@@ -27,6 +27,9 @@ int run(Context& ctx, const cli::Args& a) {
   p.max_iter = static_cast<int>(a.integer("max-iter"));
   const Mesh mesh = grid_mesh(ctx.world(), grid, a.str("mesh"));
   const ShardSpec spec = grid_spec(mesh, grid);
+  // Per cell: k with its halo, the random field, CG's x, r, z, q, diagonal and direction,
+  // the float32 copy written: about 12 doubles.
+  check_grid_fits(mesh, spec, 96.0, "the Darcy solve");
   io::NewFile out(a.str("out"), ctx.world());  // renamed into place when complete
   io::File& f = out.file();
   io::schema::write_root(f, "tessera-prep generate darcy");

@@ -23,9 +23,12 @@ int run(Context& ctx, const cli::Args& a) {
   p.alpha = a.num("alpha");
   p.cfl = a.num("cfl");
   p.steps = static_cast<int>(a.integer("steps"));
+  TESSERA_CHECK(p.steps >= 0, "--steps " << p.steps << ": the explicit steps, 0 or more");
   TESSERA_CHECK(p.cfl > 0 && p.cfl <= 1, "--cfl must lie in (0, 1] for stable explicit steps");
   const Mesh mesh = grid_mesh(ctx.world(), grid, a.str("mesh"));
   const ShardSpec spec = grid_spec(mesh, grid);
+  // Per cell: the two time levels with their halos, the sample kept, its float32 copy.
+  check_grid_fits(mesh, spec, 40.0, "the heat solve");
   io::NewFile out(a.str("out"), ctx.world());  // renamed into place when complete
   io::File& f = out.file();
   io::schema::write_root(f, "tessera-prep generate heat");

@@ -144,3 +144,37 @@ TEST_CASE("training: data the model or mesh cannot take fails on every rank", "[
                         }),
                         "not divisible by the 4 ranks"));
 }
+
+TEST_CASE("checkpoint: a normalization that cannot be used is refused", "[checkpoint]") {
+  // An edited or corrupt checkpoint: inference would turn every prediction into NaN (std 0)
+  // or rescale it silently (std < 0); resuming would train on it.
+  Normalizer in, out;
+  in.mean = {0.5, -1.0};
+  in.std = {2.0, 0.25};
+  out.mean = {3.0};
+  out.std = {1.5};
+  const auto good = normalizer_buffers(in, out);
+  const auto [gi, go] = normalizers_from(good);
+  MPI_CHECK(gi.std == in.std);
+  MPI_CHECK(go.mean == out.mean);
+  auto with = [&](const char* name, std::size_t k, double v) {
+    auto b = normalizer_buffers(in, out);
+    for (auto& nt : b)
+      if (nt.name == name) nt.tensor.data<double>()[k] = v;
+    return b;
+  };
+  MPI_CHECK_ERROR(normalizers_from(with("data.input_std", 1, 0.0)),
+                  "data.input_std[1] = 0, not a positive finite number");
+  MPI_CHECK_ERROR(normalizers_from(with("data.target_std", 0, -1.0)),
+                  "data.target_std[0] = -1, not a positive finite number");
+  MPI_CHECK_ERROR(normalizers_from(with("data.input_std", 0, std::nan(""))), "data.input_std[0]");
+  MPI_CHECK_ERROR(normalizers_from(with("data.target_mean", 0, INFINITY)),
+                  "data.target_mean[0] = inf is not finite");
+  Normalizer short_std = in;
+  short_std.std.pop_back();
+  MPI_CHECK_ERROR(normalizers_from(normalizer_buffers(short_std, out)),
+                  "data.input_mean has 2 values, data.input_std 1");
+  auto missing = good;
+  missing.pop_back();
+  MPI_CHECK_ERROR(normalizers_from(missing), "without data.target_std");
+}

@@ -1,0 +1,21 @@
+#pragma once
+// What one node can give the ranks on it, and the collective refusal when they would need
+// more - made before anything large is allocated (or any file created), so a problem too
+// large for the node fails on every rank with numbers ("needs X GiB per rank, the node has
+// Y") instead of in an allocation midway, or inside HDF5 for a file of absurd size.
+#include <mpi.h>
+
+#include <string>
+
+namespace tessera::app {
+
+double node_available_bytes();  // MemAvailable of /proc/meminfo, else physical memory
+std::string gib(double bytes);  // "1.5 GiB"
+
+// Collective over comm: this rank needs `need` bytes for `what` ("training", "the Darcy
+// solve"); `detail` (may be empty) follows the per-rank figure, `advice` ends the message.
+// Refuses on every rank when the ranks of one node together need more than it has.
+void check_node_memory(MPI_Comm comm, double need, const std::string& what,
+                       const std::string& detail, const std::string& advice);
+
+}  // namespace tessera::app
