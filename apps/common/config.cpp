@@ -401,12 +401,17 @@ std::string format_value(const Ref& r) {
   }
 }
 
-std::string range_text(const Field& f) {
+// The accepted values; bounds of an integer key as integers ("must be >= 1", not 1.0).
+std::string range_text(const Field& f, bool integer) {
   if (!f.choices.empty()) return "one of " + join(f.choices);
   const Range& g = f.range;
+  auto bound = [&](double v) {
+    return integer && std::isfinite(v) ? std::to_string(static_cast<long long>(v))
+                                       : format_double(v);
+  };
   if (g.lo == -kInf && g.hi == kInf) return "";
-  if (g.hi == kInf) return std::string(g.lo_open ? "> " : ">= ") + format_double(g.lo);
-  return std::string(g.lo_open ? "(" : "[") + format_double(g.lo) + ", " + format_double(g.hi) +
+  if (g.hi == kInf) return std::string(g.lo_open ? "> " : ">= ") + bound(g.lo);
+  return std::string(g.lo_open ? "(" : "[") + bound(g.lo) + ", " + bound(g.hi) +
          (g.hi_open ? ")" : "]");
 }
 
@@ -415,7 +420,7 @@ void check_range(const Field& f, TrainConfig& c) {
   if (!f.choices.empty()) {
     const std::string& v = *std::get<3>(r);
     if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
-      fail(f.name() + " = " + quote(v) + " is not " + range_text(f));
+      fail(f.name() + " = " + quote(v) + " is not " + range_text(f, false));
     return;
   }
   double v = 0;
@@ -429,7 +434,9 @@ void check_range(const Field& f, TrainConfig& c) {
   const bool ok =
       std::isfinite(v) && (g.lo_open ? v > g.lo : v >= g.lo) && (g.hi_open ? v < g.hi : v <= g.hi);
   if (!std::isfinite(v)) fail(f.name() + " = " + format_value(r) + " is not a finite number");
-  if (!ok) fail(f.name() + " = " + format_value(r) + " is out of range: must be " + range_text(f));
+  if (!ok)
+    fail(f.name() + " = " + format_value(r) + " is out of range: must be " +
+         range_text(f, r.index() == 0));
 }
 
 void apply_overrides(TrainConfig& c, const std::vector<std::string>& overrides) {
@@ -567,7 +574,7 @@ std::string usage(const std::string& program) {
     std::string flag = "  --" + f.name() + "=" + kinds[r.index()];
     os << flag << std::string(flag.size() < 34 ? 34 - flag.size() : 1, ' ') << f.help
        << " (default " << format_value(r);
-    const std::string rt = range_text(f);
+    const std::string rt = range_text(f, r.index() == 0);
     if (!rt.empty()) os << "; " << rt;
     os << ")\n";
   }

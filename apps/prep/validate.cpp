@@ -29,11 +29,13 @@ int run(Context& ctx, const cli::Args& a) {
       std::cout << f.path() << ": valid (schema version " << io::schema::kVersion << ")\n";
     return 0;
   }
-  if (ctx.rank() == 0)
+  // One problem: the error line says it. Several: each listed once, the error names the first.
+  if (ctx.rank() == 0 && problems.size() > 1)
     for (const auto& p : problems) std::cout << "invalid: " << p << "\n";
-  throw Error(problems.front() + (problems.size() > 1
-                                      ? " (and " + std::to_string(problems.size() - 1) + " more)"
-                                      : ""));
+  throw Error(problems.front() +
+              (problems.size() > 1
+                   ? " (and " + std::to_string(problems.size() - 1) + " more, listed above)"
+                   : ""));
 }
 
 }  // namespace
