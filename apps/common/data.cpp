@@ -15,14 +15,31 @@
 namespace tessera::app {
 namespace {
 
+// f(channel, value&) over every element of an (N, C, ...) host tensor: contiguous, or a
+// view such as the interior of a buffer with ghost room (walked row by row of the last dim).
 template <class F>
-void for_each_value(const Tensor& t,
-                    F&& f) {  // f(channel, value&) over a contiguous (N, C, ...) tensor
-  const Index n = t.shape(0), c = t.shape(1), inner = n * c == 0 ? 0 : t.numel() / (n * c);
+void for_each_value(const Tensor& t, F&& f) {
+  if (t.numel() == 0) return;
+  const int nd = t.ndim();
+  TESSERA_CHECK(nd >= 2, "normalization of a tensor of rank " << nd << ": (N, C, ...) expected");
+  const std::vector<Index>& sh = t.shape();
+  const std::vector<Index>& st = t.strides();
   auto run = [&](auto* p) {
-    for (Index i = 0; i < n; ++i)
-      for (Index k = 0; k < c; ++k)
-        for (Index s = 0; s < inner; ++s) f(k, p[(i * c + k) * inner + s]);
+    std::vector<Index> idx(static_cast<std::size_t>(nd), 0);
+    const Index len = sh.back(), step = st.back();
+    for (;;) {
+      Index off = 0;
+      for (int d = 0; d + 1 < nd; ++d)
+        off += idx[static_cast<std::size_t>(d)] * st[static_cast<std::size_t>(d)];
+      auto* row = p + off;
+      for (Index e = 0; e < len; ++e) f(nd == 2 ? e : idx[1], row[e * step]);
+      int d = nd - 2;
+      for (; d >= 0; --d) {
+        if (++idx[static_cast<std::size_t>(d)] < sh[static_cast<std::size_t>(d)]) break;
+        idx[static_cast<std::size_t>(d)] = 0;
+      }
+      if (d < 0) break;
+    }
   };
   if (t.dtype() == DType::f64)
     run(t.data<double>());

@@ -41,7 +41,7 @@ struct FieldSet {
 struct Normalizer {
   std::vector<double> mean, std;  // empty: identity
   bool identity() const { return mean.empty(); }
-  void apply(const Tensor& t) const;   // in place, (N, C, ...) host tensor
+  void apply(const Tensor& t) const;   // in place, (N, C, ...) host tensor or view
   void invert(const Tensor& t) const;  // in place
 };
 

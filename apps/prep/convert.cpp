@@ -64,10 +64,13 @@ int run(Context& ctx, const cli::Args& a) {
   Input in;
   collective_run(ctx.world(), [&] { in = describe_input(src, a); });  // every rank checks
   const std::size_t nd = in.shape.size();
-  // Refused here, before any file is written, what the schema's validation would refuse.
-  for (Index e : in.shape)
-    TESSERA_CHECK(e >= 1, "'" << src << "' has shape " << shape_str(in.shape)
-                              << ": every extent must be at least 1 (no samples, no points?)");
+  // Refused here, before any file is written, what the schema's validation would refuse;
+  // zero samples (an empty split) only when asked for: training and inference refuse them.
+  for (std::size_t d = 0; d < nd; ++d)
+    TESSERA_CHECK(in.shape[d] >= 1 || (d == 0 && a.flag("allow-empty")),
+                  "'" << src << "' has shape " << shape_str(in.shape)
+                      << ": every extent must be at least 1"
+                      << (d == 0 ? " (no samples: --allow-empty writes such a file)" : ""));
   std::string dset;
   if (kind == "field") {
     TESSERA_CHECK(nd >= 3 && nd <= 5, "'" << src << "' has shape " << shape_str(in.shape)
@@ -205,25 +208,27 @@ int run(Context& ctx, const cli::Args& a) {
 }  // namespace
 
 Command convert_command() {
-  return {"convert",
-          "tessera-prep convert IN.npy|IN.raw --out F.h5 --name NAME [--kind field] [--shape S "
-          "--dtype T]",
-          "Converts a NumPy .npy file (C order, little-endian float32/float64) or a raw binary\n"
-          "array (give --shape and --dtype) into the schema, stored as float32. --kind field\n"
-          "writes /fields/NAME of shape (N, C, spatial...); coords and features write\n"
-          "/points/coords (N, P, 3) and /points/features (N, P, C). Each rank reads and writes\n"
-          "its own part of every sample.",
-          {{"out", "FILE", "output HDF5 file", ""},
-           {"name", "NAME", "field name (for --kind field)", "u"},
-           {"kind", "KIND", "field, coords or features", "field"},
-           {"shape", "S", "shape of raw input, e.g. 4,1,64,64", ""},
-           {"dtype", "T", "element type of raw input: float32 or float64", ""},
-           {"variables", "A,B", "channel names", ""},
-           {"spacing", "X,Y", "grid spacing per spatial dim", ""},
-           {"extent", "X,Y", "domain extent per spatial dim", ""},
-           {"append", "", "add to an existing file instead of creating it", ""},
-           {"quiet", "", "no progress output", ""}},
-          run};
+  return {
+      "convert",
+      "tessera-prep convert IN.npy|IN.raw --out F.h5 --name NAME [--kind field] [--shape S "
+      "--dtype T]",
+      "Converts a NumPy .npy file (C order, little-endian float32/float64) or a raw binary\n"
+      "array (give --shape and --dtype) into the schema, stored as float32. --kind field\n"
+      "writes /fields/NAME of shape (N, C, spatial...); coords and features write\n"
+      "/points/coords (N, P, 3) and /points/features (N, P, C). Each rank reads and writes\n"
+      "its own part of every sample.",
+      {{"out", "FILE", "output HDF5 file", ""},
+       {"name", "NAME", "field name (for --kind field)", "u"},
+       {"kind", "KIND", "field, coords or features", "field"},
+       {"shape", "S", "shape of raw input, e.g. 4,1,64,64", ""},
+       {"dtype", "T", "element type of raw input: float32 or float64", ""},
+       {"variables", "A,B", "channel names", ""},
+       {"spacing", "X,Y", "grid spacing per spatial dim", ""},
+       {"extent", "X,Y", "domain extent per spatial dim", ""},
+       {"append", "", "add to an existing file instead of creating it", ""},
+       {"allow-empty", "", "write zero samples (an empty split; train and infer refuse it)", ""},
+       {"quiet", "", "no progress output", ""}},
+      run};
 }
 
 }  // namespace tessera::prep

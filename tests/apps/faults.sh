@@ -93,6 +93,7 @@ field() {
   for x in ${shape//,/ }; do count=$((count * x)); done
   raw "$name.raw" "$count" "${4:--1}"
   [ -e "$file" ] && append=(--append)
+  [ "$count" -eq 0 ] && append+=(--allow-empty)  # a file of no samples, asked for
   expect_ok 1 tessera-prep convert "$name.raw" --shape "$shape" --dtype float32 --out "$file" \
     --name "$name" "${append[@]}" --quiet
 }

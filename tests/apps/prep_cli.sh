@@ -155,7 +155,7 @@ case $case_name in
     ;;
   convert_no_samples)  # what the schema refuses is refused before writing
     : >e.raw
-    expect_error "has shape (0, 1, 4, 6): every extent must be at least 1" \
+    expect_error "has shape (0, 1, 4, 6): every extent must be at least 1 (no samples: --allow-empty" \
       convert e.raw --shape 0,1,4,6 --dtype float32 --out e.h5 --name u
     ;;
   convert_spatial_dims)
