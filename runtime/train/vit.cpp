@@ -11,6 +11,7 @@
 #include "runtime/nn/pointwise_layers.hpp"
 #include "runtime/nn/learned_positions.hpp"
 #include "runtime/nn/position_embedding.hpp"
+#include "runtime/nn/realign.hpp"
 
 namespace tessera {
 
@@ -40,7 +41,11 @@ Vit::Vit(const VitOptions& o) : opts_(o) {
   pe.dtype = o.dtype;
   pe.space = o.space;
   pe.seed = seed++;
-  Value x = graph_.layer("embed", std::make_shared<ConvNd>(pe), graph_.input("x"));
+  // Blocks of whole patches (the grid's split may cut them: 16 patches over 3 ranks), and
+  // back to the grid's split at the end.
+  const auto align = std::make_shared<AlignToGranule>(o.patch);
+  Value x = graph_.layer("align", align, graph_.input("x"));
+  x = graph_.layer("embed", std::make_shared<ConvNd>(pe), x);
   if (o.learned_positions) {
     LearnedPositionsOptions lp;
     lp.nd = o.nd;
@@ -97,7 +102,8 @@ Vit::Vit(const VitOptions& o) : opts_(o) {
   up.dtype = o.dtype;
   up.space = o.space;
   up.seed = seed++;
-  graph_.output(graph_.layer("head", std::make_shared<ConvTransposeNd>(up), x));
+  x = graph_.layer("head", std::make_shared<ConvTransposeNd>(up), x);
+  graph_.output(graph_.layer("restore", std::make_shared<RestoreSplit>(align), x));
 }
 
 std::string Vit::input_problem(const std::vector<Index>& shape) const {
@@ -128,10 +134,10 @@ std::string Vit::decomposition_problem(const std::vector<Index>& spatial,
   std::ostringstream os;
   for (std::size_t d = 0; d < ranks.size() && d < spatial.size(); ++d) {
     const Index patches = spatial[d] / opts_.patch;
-    if (patches % ranks[d] != 0) {
+    if (patches < ranks[d]) {
       os << "spatial dim " << d << ": " << patches << " patches of " << opts_.patch
-         << " cells do not split evenly over " << ranks[d]
-         << " ranks (each rank holds whole patches of its own cells)";
+         << " cells, fewer than its " << ranks[d]
+         << " ranks (each rank holds whole patches, at least one)";
       break;
     }
   }

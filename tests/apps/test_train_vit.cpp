@@ -146,6 +146,42 @@ TEST_CASE("vit: the same parameters run on a larger grid; unfit grids are refuse
     }
   MPI_CHECK(net.input_problem({1, 1, 18, 16}).find("not a multiple of model.patch") !=
             std::string::npos);
-  MPI_CHECK(net.decomposition_problem({16, 16}, {3, 1}).find("do not split evenly") !=
+  MPI_CHECK(net.decomposition_problem({16, 16}, {5, 1}).find("fewer than its 5 ranks") !=
             std::string::npos);
+  MPI_CHECK(net.decomposition_problem({16, 16}, {3, 1}).empty());
+}
+
+TEST_CASE("vit: a split that cuts patches runs on whole patches, forward and backward", "[vit]") {
+  // Rows of one patch more than the ranks split evenly (and at 1 rank, 5 patches): the
+  // grid's default split cuts patches; the ViT realigns its blocks to whole patches and
+  // returns its output to the grid's split. Output and input gradient equal one rank.
+  VitOptions o;
+  o.patch = 4;
+  o.dim = 8;
+  o.depth = 1;
+  o.heads = 2;
+  o.dtype = DType::f64;
+  for (bool window : {false, true}) {
+    VitOptions v = o;
+    if (window) v.window = 3;
+    Vit net(v);
+    const Mesh world = Mesh::line(MPI_COMM_WORLD);
+    const int n = world_size();
+    const Index rows = 4 * (2 * n + 1);  // 2n + 1 patches: not a multiple of the ranks
+    const std::vector<Index> shape{2, 1, rows, 12};
+    const Tensor x = random_tensor(shape, DType::f64, 7);
+    const Tensor dy = random_tensor(shape, DType::f64, 8);
+    const Mesh self = Mesh::line(MPI_COMM_SELF);
+    const ShardSpec one_spec = ShardSpec::replicated(shape, self);
+    const Tensor y1 = net.forward(ShardTensor(self, one_spec, x)).local().clone();
+    const Tensor dx1 = net.backward(ShardTensor(self, one_spec, dy)).local().clone();
+    const std::vector<Placement> split = {Replicate(), Replicate(), Shard(0), Replicate()};
+    const ShardTensor ys = net.forward(ShardTensor::scatter(world, x, split));
+    MPI_CHECK(ys.spec() == ShardSpec(shape, split, world));  // the grid's own split
+    const Tensor yn = ys.gather_all();
+    const Tensor dxn = net.backward(ShardTensor::scatter(world, dy, split)).gather_all();
+    INFO("window " << window << ": output " << rel_error(yn, y1) << ", dx " << rel_error(dxn, dx1));
+    MPI_CHECK(rel_error(yn, y1) < 1e-12);
+    MPI_CHECK(rel_error(dxn, dx1) < 1e-11);
+  }
 }

@@ -1,0 +1,108 @@
+#include "runtime/nn/realign.hpp"
+
+#include <sstream>
+
+namespace tessera {
+namespace {
+
+// A move between two splits: the busiest rank's elements sent, forward and back.
+OpCost move_cost(const ShardSpec& from, const ShardSpec& to, DType dtype) {
+  if (from == to) return {};
+  const double es = static_cast<double>(size_of(dtype));
+  return busiest(from, [&](const std::vector<int>& coords) {
+    OpCost r;
+    const auto sent = elements_sent(from, to, coords) + elements_sent(to, from, coords);
+    r.alltoalls = 2;
+    r.alltoall_bytes = static_cast<std::int64_t>(static_cast<double>(sent) * es);
+    r.bytes = 2 * local_elems(from, coords) * es + 2 * local_elems(to, coords) * es;
+    return r;
+  });
+}
+
+}  // namespace
+
+AlignToGranule::AlignToGranule(Index granule)
+    : granule_(granule), met_(std::make_shared<ShardSpec>()) {
+  TESSERA_CHECK(granule >= 1, "AlignToGranule: granule " << granule << " (>= 1)");
+}
+
+std::string AlignToGranule::name() const {
+  std::ostringstream o;
+  o << "AlignToGranule(" << granule_ << ")";
+  return o.str();
+}
+
+ShardSpec AlignToGranule::output_spec(const ShardSpec& in) const {
+  *met_ = in;
+  ShardSpec out = in;
+  for (int d = 2; d < in.ndim(); ++d) {
+    const Placement& p = in.placement(d);
+    if (!p.sharded()) continue;
+    const Index extent = in.global_shape()[static_cast<std::size_t>(d)];
+    const Index n = in.mesh_dims()[static_cast<std::size_t>(p.axis)];
+    TESSERA_CHECK(extent % granule_ == 0, name() << ": spatial extent " << extent << " (dim " << d
+                                                 << ") is not a multiple of " << granule_);
+    const Index units = extent / granule_;
+    TESSERA_CHECK(units >= n, name() << ": dim " << d << " holds " << units << " units of "
+                                     << granule_ << " cells, fewer than its " << n
+                                     << " ranks (each needs one)");
+    // As the default split of cells, the first ranks take one unit more.
+    std::vector<Index> sizes(static_cast<std::size_t>(n));
+    for (Index r = 0; r < n; ++r)
+      sizes[static_cast<std::size_t>(r)] = (units / n + (r < units % n ? 1 : 0)) * granule_;
+    out = out.with_placement(d, p, sizes);
+  }
+  return out;
+}
+
+ShardTensor AlignToGranule::forward(const ShardTensor& x) {
+  in_spec_ = x.spec();
+  out_spec_ = output_spec(x.spec());
+  return in_spec_ == out_spec_ ? x : x.redistribute(out_spec_);
+}
+
+ShardTensor AlignToGranule::backward(const ShardTensor& dy) {
+  return in_spec_ == out_spec_ ? dy : dy.redistribute(in_spec_);
+}
+
+OpCost AlignToGranule::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  return move_cost(in, out, dtype);
+}
+
+RestoreSplit::RestoreSplit(std::shared_ptr<const AlignToGranule> partner)
+    : partner_(std::move(partner)) {
+  TESSERA_CHECK(partner_, "RestoreSplit: no partner");
+}
+
+ShardSpec RestoreSplit::output_spec(const ShardSpec& in) const {
+  const ShardSpec& met = *partner_->met();
+  TESSERA_CHECK(met.ndim() == in.ndim(), "RestoreSplit: its partner met a tensor of rank "
+                                             << met.ndim() << ", this one has " << in.ndim());
+  ShardSpec out = in;
+  for (int d = 2; d < in.ndim(); ++d) {
+    const Placement& p = in.placement(d);
+    TESSERA_CHECK(p.sharded() == met.placement(d).sharded() &&
+                      in.global_shape()[static_cast<std::size_t>(d)] ==
+                          met.global_shape()[static_cast<std::size_t>(d)],
+                  "RestoreSplit: dim " << d << " differs from what its partner met ("
+                                       << in.str() << " against " << met.str() << ")");
+    if (p.sharded()) out = out.with_placement(d, p, met.sizes(d));
+  }
+  return out;
+}
+
+ShardTensor RestoreSplit::forward(const ShardTensor& x) {
+  in_spec_ = x.spec();
+  out_spec_ = output_spec(x.spec());
+  return in_spec_ == out_spec_ ? x : x.redistribute(out_spec_);
+}
+
+ShardTensor RestoreSplit::backward(const ShardTensor& dy) {
+  return in_spec_ == out_spec_ ? dy : dy.redistribute(in_spec_);
+}
+
+OpCost RestoreSplit::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  return move_cost(in, out, dtype);
+}
+
+}  // namespace tessera
