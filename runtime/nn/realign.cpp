@@ -43,9 +43,9 @@ ShardSpec AlignToGranule::output_spec(const ShardSpec& in) const {
     TESSERA_CHECK(extent % granule_ == 0, name() << ": spatial extent " << extent << " (dim " << d
                                                  << ") is not a multiple of " << granule_);
     const Index units = extent / granule_;
-    TESSERA_CHECK(units >= n, name() << ": dim " << d << " holds " << units << " units of "
-                                     << granule_ << " cells, fewer than its " << n
-                                     << " ranks (each needs one)");
+    TESSERA_CHECK(units >= n, name()
+                                  << ": dim " << d << " holds " << units << " units of " << granule_
+                                  << " cells, fewer than its " << n << " ranks (each needs one)");
     // As the default split of cells, the first ranks take one unit more.
     std::vector<Index> sizes(static_cast<std::size_t>(n));
     for (Index r = 0; r < n; ++r)
@@ -84,8 +84,8 @@ ShardSpec RestoreSplit::output_spec(const ShardSpec& in) const {
     TESSERA_CHECK(p.sharded() == met.placement(d).sharded() &&
                       in.global_shape()[static_cast<std::size_t>(d)] ==
                           met.global_shape()[static_cast<std::size_t>(d)],
-                  "RestoreSplit: dim " << d << " differs from what its partner met ("
-                                       << in.str() << " against " << met.str() << ")");
+                  "RestoreSplit: dim " << d << " differs from what its partner met (" << in.str()
+                                       << " against " << met.str() << ")");
     if (p.sharded()) out = out.with_placement(d, p, met.sizes(d));
   }
   return out;
