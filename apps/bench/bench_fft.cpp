@@ -216,6 +216,8 @@ json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int thre
 }
 
 json run(Context& ctx, const cli::Args& opt) {
+  TESSERA_CHECK(opt.str("space") == "host" || opt.str("space") == "cuda",
+                "fft: --space is host or cuda, not '" << opt.str("space") << "'");
   const int threads = static_cast<int>(opt.num("threads"));
   omp_set_num_threads(threads);
   fftwf_mpi_init();
@@ -229,8 +231,6 @@ json run(Context& ctx, const cli::Args& opt) {
   if (which.find("2d") != std::string::npos)
     rows.push_back(transform_row(ctx, {{n2, n2}}, reps, threads));
   if (which.find("pruned") != std::string::npos) rows.push_back(pruned_row(ctx, n3, reps, threads));
-  TESSERA_CHECK(opt.str("space") == "host" || opt.str("space") == "cuda",
-                "fft: --space is host or cuda, not '" << opt.str("space") << "'");
   if (which.find("fno") != std::string::npos)
     rows.push_back(fno_row(ctx, static_cast<Index>(opt.num("nfno")),
                            static_cast<Index>(opt.num("width")),

@@ -116,6 +116,14 @@ Index Args::integer(const std::string& name) const {
   throw Error("option --" + name + " " + v + " is not an integer");
 }
 
+Index Args::integer_in(const std::string& name, Index lo, Index hi) const {
+  const Index v = integer(name);
+  if (v < lo || v > hi)
+    throw Error("option --" + name + " " + std::to_string(v) + ": must lie in [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
 std::vector<Index> parse_shape(const std::string& text, const std::string& what) {
   std::vector<Index> out;
   std::string cur;

@@ -36,6 +36,8 @@ class Args {
   std::string str(const std::string& name) const;
   double num(const std::string& name) const;
   Index integer(const std::string& name) const;
+  // The same, refused outside [lo, hi] (before any narrowing cast can wrap it).
+  Index integer_in(const std::string& name, Index lo, Index hi) const;
   // "256x256" or "4,1,64,64" -> {256, 256} / {4, 1, 64, 64}
   std::vector<Index> shape(const std::string& name) const;
   std::vector<double> numbers(const std::string& name) const;    // "0.1,0.2"

@@ -12,6 +12,9 @@
 
 namespace tessera::prep {
 
+// The largest value of an int option (iteration counts, modes, steps).
+inline constexpr Index kIntMax = 2147483647;
+
 struct Command {
   std::string name;  // "generate darcy", "inspect", ...
   std::string usage, description;

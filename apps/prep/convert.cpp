@@ -39,10 +39,15 @@ Input describe_input(const std::string& path, const cli::Args& a) {
     if (!a.has("shape") || !a.has("dtype"))
       throw Error("'" + path + "' is raw binary: give --shape and --dtype (or use a .npy file)");
     in.shape = a.shape("shape");
-    const std::string dt = a.str("dtype");
-    if (dt != "float32" && dt != "float64")
-      throw Error("--dtype " + dt + ": raw input must be float32 or float64");
-    in.elem = size_of(dtype_from_name(dt));
+    // Any name of float32 / float64 the library knows (f32, float, double, ...); nothing else.
+    DType dt = DType::i64;
+    try {
+      dt = dtype_from_name(a.str("dtype"));
+    } catch (const Error&) {
+    }
+    if (dt != DType::f32 && dt != DType::f64)
+      throw Error("--dtype " + a.str("dtype") + ": raw input must be float32 or float64");
+    in.elem = size_of(dt);
   }
   in.is_double = in.elem == 8;
   Index n = 1;

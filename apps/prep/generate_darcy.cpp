@@ -21,10 +21,10 @@ int run(Context& ctx, const cli::Args& a) {
   TESSERA_CHECK(samples >= 1, "--samples must be at least 1");
   DarcyParams p;
   p.field.seed = static_cast<std::uint64_t>(a.integer("seed"));
-  p.field.modes = static_cast<int>(a.integer("modes"));
+  p.field.modes = static_cast<int>(a.integer_in("modes", 0, kIntMax));
   p.sigma = a.num("sigma");
   p.tol = a.num("tol");
-  p.max_iter = static_cast<int>(a.integer("max-iter"));
+  p.max_iter = static_cast<int>(a.integer_in("max-iter", 1, kIntMax));
   const Mesh mesh = grid_mesh(ctx.world(), grid, a.str("mesh"));
   const ShardSpec spec = grid_spec(mesh, grid);
   // Per cell: k with its halo, the random field, CG's x, r, z, q, diagonal and direction,

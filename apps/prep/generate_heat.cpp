@@ -19,11 +19,10 @@ int run(Context& ctx, const cli::Args& a) {
   TESSERA_CHECK(samples >= 1, "--samples must be at least 1");
   HeatParams p;
   p.field.seed = static_cast<std::uint64_t>(a.integer("seed"));
-  p.field.modes = static_cast<int>(a.integer("modes"));
+  p.field.modes = static_cast<int>(a.integer_in("modes", 0, kIntMax));
   p.alpha = a.num("alpha");
   p.cfl = a.num("cfl");
-  p.steps = static_cast<int>(a.integer("steps"));
-  TESSERA_CHECK(p.steps >= 0, "--steps " << p.steps << ": the explicit steps, 0 or more");
+  p.steps = static_cast<int>(a.integer_in("steps", 0, kIntMax));
   TESSERA_CHECK(p.cfl > 0 && p.cfl <= 1, "--cfl must lie in (0, 1] for stable explicit steps");
   const Mesh mesh = grid_mesh(ctx.world(), grid, a.str("mesh"));
   const ShardSpec spec = grid_spec(mesh, grid);

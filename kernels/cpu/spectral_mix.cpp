@@ -7,7 +7,8 @@
 // per chunk instead of once per output row (W, Cin x Cout x modes, was streamed once per
 // sample). Outputs are computed two rows by two columns at a time, so every load feeds two
 // products. Each output element sums over r in order in its own lane, whatever the chunk,
-// the block or the thread: the bits depend on the operands alone.
+// the block or the thread, and the file is built without fused multiply-adds (CMake), so the
+// streamed product rounds as the packed one: the bits depend on the operands alone.
 #include <algorithm>
 #include <cstring>
 
@@ -86,15 +87,21 @@ TESSERA_MIX_CLONES void block_2x2(const R* __restrict ar0, const R* __restrict a
 }
 
 // C (P x Q rows) (+)= A (P x Rn) B (Rn x Q), per mode, by packed chunks. B is packed a tile
-// of columns at a time, so that a tile's planes (Rn x kQTile x kChunk) stay in the 1 MiB L2
-// at widths of 128 and more.
+// of columns at a time, so that a tile's planes (Rn x tile x kChunk) stay in the 1 MiB L2 at
+// widths of 128 and more; the work units are (chunk, column tile) pairs, the tiles made
+// narrower where there are fewer chunks than threads (16 modes a rank: one chunk), each unit
+// packing its chunk of A. Tiling changes no sum: every output adds its Rn terms in order.
 template <class R>
 void packed_product(Index P, Index Q, Index Rn, Index modes, const Operand<R>& A,
                     const Operand<R>& B, R* c_base, Index c_s0, Index c_s1, bool accumulate) {
   const Index chunks = (modes + kChunk - 1) / kChunk;
-  const Index q_tile = std::max<Index>(
-      2, std::min<Index>(Q + (Q & 1),
-                         (Index{256} << 10) / (Rn * kChunk * 2 * Index(sizeof(R))) / 2 * 2));
+  const Index threads = omp_get_max_threads();
+  const Index l2_tile = (Index{256} << 10) / (Rn * kChunk * 2 * Index(sizeof(R)));
+  const Index spread = (Q + std::max<Index>(1, threads / chunks) - 1) /
+                       std::max<Index>(1, threads / chunks);  // columns per unit, for the threads
+  Index q_tile = std::min({Q, l2_tile, spread});
+  q_tile = std::max<Index>(2, q_tile + (q_tile & 1));
+  const Index tiles = (Q + q_tile - 1) / q_tile;
   const Index Pe = P + (P & 1);  // padded to the 2 x 2 blocks
   const std::size_t z = static_cast<std::size_t>(Rn * kChunk);
   const std::size_t a_plane = static_cast<std::size_t>(Pe) * z;
@@ -110,12 +117,13 @@ void packed_product(Index P, Index Q, Index Rn, Index modes, const Operand<R>& A
     R* const bim = bre + b_plane;
     R* const cb = bim + b_plane;
 #pragma omp for schedule(static)
-    for (Index ch = 0; ch < chunks; ++ch) {
+    for (Index u = 0; u < chunks * tiles; ++u) {
+      const Index ch = u / tiles, q0 = (u % tiles) * q_tile;
       const Index m0 = ch * kChunk, mc = std::min(kChunk, modes - m0);
-      pack(A, P, Rn, modes, m0, mc, are, aim);  // [p][r]
+      pack(A, P, Rn, modes, m0, mc, are, aim);  // [p][r]: this unit's chunk of A
       if (Pe > P)
         std::fill(are + P * z, are + Pe * z, R(0)), std::fill(aim + P * z, aim + Pe * z, R(0));
-      for (Index q0 = 0; q0 < Q; q0 += q_tile) {
+      {
         const Index qn = std::min(q_tile, Q - q0), qe = qn + (qn & 1);
         const Operand<R> tile{Bt.row(q0, 0, modes), Bt.s0, Bt.s1, Bt.conj};
         pack(tile, qn, Rn, modes, m0, mc, bre, bim);  // [q - q0][r]

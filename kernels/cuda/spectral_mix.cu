@@ -123,6 +123,11 @@ void gemm_mix(const Device& dev, const MixShape& s, const R* x, const R* w, R* o
   const cublasHandle_t h = cublas_for(dev);
   const cudaStream_t st = stream_of(dev);
   const Index N = s.batch, Ci = s.cin, Co = s.cout, M = s.modes;
+  if (Ci == 0) {  // sums of no terms (cuBLAS refuses a leading dimension of 0)
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(2 * N * Co * M) * sizeof(R),
+                                       stream_of(dev)));
+    return;
+  }
   DeviceScratch<R> xt(static_cast<std::size_t>(2 * N * Ci * M)),
       wt(static_cast<std::size_t>(2 * Ci * Co * M)), yt(static_cast<std::size_t>(2 * N * Co * M));
   transpose(h, st, M, N * Ci, x, xt.get(), 0);
@@ -137,6 +142,11 @@ void gemm_mix_dx(const Device& dev, const MixShape& s, const R* dy, const R* w, 
   const cublasHandle_t h = cublas_for(dev);
   const cudaStream_t st = stream_of(dev);
   const Index N = s.batch, Ci = s.cin, Co = s.cout, M = s.modes;
+  if (Co == 0) {  // sums of no terms (cuBLAS refuses a leading dimension of 0)
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(2 * N * Ci * M) * sizeof(R),
+                                       stream_of(dev)));
+    return;
+  }
   DeviceScratch<R> dyt(static_cast<std::size_t>(2 * N * Co * M)),
       wt(static_cast<std::size_t>(2 * Ci * Co * M)), dxt(static_cast<std::size_t>(2 * N * Ci * M));
   transpose(h, st, M, N * Co, dy, dyt.get(), 0);

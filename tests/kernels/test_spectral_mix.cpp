@@ -2,7 +2,9 @@
 // backward products as the adjoints of the forward: <mix(x), y> == <x, mix_dx(y)> and
 // <mix_w(w), y> == <w, mix_dw(y)> in the real inner product of the (re, im) parts.
 #include <catch2/catch.hpp>
+#include <omp.h>
 
+#include <algorithm>
 #include <complex>
 #include <random>
 #include <vector>
@@ -114,5 +116,44 @@ TEST_CASE("every product equals its direct sum on shapes of both kernels") {
           check(dw[k], dwf[k], ref, s.batch + 1);
         }
     }
+  }
+}
+
+TEST_CASE("the packed and streamed products give the same bits, at any thread count") {
+  // Batch 4 takes the packed product for mix and dx and, summing over 4 samples, for dW;
+  // each sample alone (batch 1) takes the streamed one. The same sample must come out the
+  // same either way (inference runs batch 1, training more), and dW of the 4 samples equals
+  // the 4 single-sample dWs added in turn. 20 modes: one chunk and a tail; 1-3 threads split
+  // the columns of that chunk among them.
+  const MixShape s{4, 6, 9, 20};
+  const auto x = rnd(static_cast<std::size_t>(s.batch * s.cin * s.modes), 11);
+  const auto w = rnd(static_cast<std::size_t>(s.cin * s.cout * s.modes), 12);
+  const auto y = rnd(static_cast<std::size_t>(s.batch * s.cout * s.modes), 13);
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<std::complex<float>> xf(x.begin(), x.end()), wf(w.begin(), w.end()),
+        yf(y.begin(), y.end()), fx(yf.size()), dx(xf.size()), dw(wf.size());
+    spectral_mix(Device::host(), DType::c64, s, xf.data(), wf.data(), fx.data());
+    spectral_mix_dx(Device::host(), DType::c64, s, yf.data(), wf.data(), dx.data());
+    spectral_mix_dw(Device::host(), DType::c64, s, xf.data(), yf.data(), dw.data());
+    const MixShape one{1, s.cin, s.cout, s.modes};
+    std::vector<std::complex<float>> dw1(wf.size());
+    bool same = true;
+    for (Index n = 0; n < s.batch; ++n) {
+      const auto* xn = xf.data() + n * s.cin * s.modes;
+      const auto* yn = yf.data() + n * s.cout * s.modes;
+      std::vector<std::complex<float>> f1(static_cast<std::size_t>(s.cout * s.modes)),
+          d1(static_cast<std::size_t>(s.cin * s.modes));
+      spectral_mix(Device::host(), DType::c64, one, xn, wf.data(), f1.data());
+      spectral_mix_dx(Device::host(), DType::c64, one, yn, wf.data(), d1.data());
+      spectral_mix_dw(Device::host(), DType::c64, one, xn, yn, dw1.data());
+      same = same && std::equal(f1.begin(), f1.end(), fx.begin() + n * s.cout * s.modes) &&
+             std::equal(d1.begin(), d1.end(), dx.begin() + n * s.cin * s.modes);
+    }
+    CHECK(same);
+    CHECK(dw1 == dw);
+    omp_set_num_threads(before);
   }
 }
