@@ -118,57 +118,59 @@ void gemm_modes(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, In
         "cublasCgemmStridedBatched");
 }
 
+// One product of the GEMM path: a and b (modes contiguous, ka and kb elements per mode)
+// transposed to modes-outer, per mode C_m = op_a(A_m) op_b(B_m) (m x n, inner k, column-major
+// with leading dimensions lda, ldb, ldc = m), and C (kc = m n per mode) transposed back into
+// c (+ beta c). A sum of no terms (k = 0, which cuBLAS refuses as a leading dimension) writes
+// zeros, or leaves c as it was when adding.
+struct ModeGemm {
+  cublasOperation_t oa, ob;
+  Index m, n, k, lda, ldb;
+};
+
+template <class R>
+void gemm_product(const Device& dev, Index modes, const R* a, Index ka, const R* b, Index kb, R* c,
+                  double beta, const ModeGemm& g) {
+  const Index kc = g.m * g.n;
+  if (g.k == 0) {
+    if (beta == 0)
+      TESSERA_CUDA_CHECK(cudaMemsetAsync(c, 0, static_cast<std::size_t>(2 * kc * modes) * sizeof(R),
+                                         stream_of(dev)));
+    return;
+  }
+  const cublasHandle_t h = cublas_for(dev);
+  const cudaStream_t st = stream_of(dev);
+  DeviceScratch<R> at(static_cast<std::size_t>(2 * ka * modes)),
+      bt(static_cast<std::size_t>(2 * kb * modes)), ct(static_cast<std::size_t>(2 * kc * modes));
+  transpose(h, st, modes, ka, a, at.get(), 0);
+  transpose(h, st, modes, kb, b, bt.get(), 0);
+  gemm_modes(h, g.oa, g.ob, g.m, g.n, g.k, at.get(), g.lda, ka, bt.get(), g.ldb, kb, ct.get(), g.m,
+             kc, modes);
+  transpose(h, st, kc, modes, ct.get(), c, beta);
+}
+
+// Y^T = W^T X^T per mode: W^T (C_out x C_in), X^T (C_in x N).
 template <class R>
 void gemm_mix(const Device& dev, const MixShape& s, const R* x, const R* w, R* out) {
-  const cublasHandle_t h = cublas_for(dev);
-  const cudaStream_t st = stream_of(dev);
-  const Index N = s.batch, Ci = s.cin, Co = s.cout, M = s.modes;
-  if (Ci == 0) {  // sums of no terms (cuBLAS refuses a leading dimension of 0)
-    TESSERA_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(2 * N * Co * M) * sizeof(R),
-                                       stream_of(dev)));
-    return;
-  }
-  DeviceScratch<R> xt(static_cast<std::size_t>(2 * N * Ci * M)),
-      wt(static_cast<std::size_t>(2 * Ci * Co * M)), yt(static_cast<std::size_t>(2 * N * Co * M));
-  transpose(h, st, M, N * Ci, x, xt.get(), 0);
-  transpose(h, st, M, Ci * Co, w, wt.get(), 0);
-  gemm_modes(h, CUBLAS_OP_N, CUBLAS_OP_N, Co, N, Ci, wt.get(), Co, Ci * Co, xt.get(), Ci, Ci * N,
-             yt.get(), Co, Co * N, M);
-  transpose(h, st, N * Co, M, yt.get(), out, 0);
+  const Index N = s.batch, Ci = s.cin, Co = s.cout;
+  gemm_product(dev, s.modes, w, Ci * Co, x, N * Ci, out, 0,
+               {CUBLAS_OP_N, CUBLAS_OP_N, Co, N, Ci, Co, Ci});
 }
 
+// dX^T = (W^T)^H dY^T per mode: dY^T (C_out x N).
 template <class R>
 void gemm_mix_dx(const Device& dev, const MixShape& s, const R* dy, const R* w, R* dx) {
-  const cublasHandle_t h = cublas_for(dev);
-  const cudaStream_t st = stream_of(dev);
-  const Index N = s.batch, Ci = s.cin, Co = s.cout, M = s.modes;
-  if (Co == 0) {  // sums of no terms (cuBLAS refuses a leading dimension of 0)
-    TESSERA_CUDA_CHECK(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(2 * N * Ci * M) * sizeof(R),
-                                       stream_of(dev)));
-    return;
-  }
-  DeviceScratch<R> dyt(static_cast<std::size_t>(2 * N * Co * M)),
-      wt(static_cast<std::size_t>(2 * Ci * Co * M)), dxt(static_cast<std::size_t>(2 * N * Ci * M));
-  transpose(h, st, M, N * Co, dy, dyt.get(), 0);
-  transpose(h, st, M, Ci * Co, w, wt.get(), 0);
-  gemm_modes(h, CUBLAS_OP_C, CUBLAS_OP_N, Ci, N, Co, wt.get(), Co, Ci * Co, dyt.get(), Co, Co * N,
-             dxt.get(), Ci, Ci * N, M);
-  transpose(h, st, N * Ci, M, dxt.get(), dx, 0);
+  const Index N = s.batch, Ci = s.cin, Co = s.cout;
+  gemm_product(dev, s.modes, w, Ci * Co, dy, N * Co, dx, 0,
+               {CUBLAS_OP_C, CUBLAS_OP_N, Ci, N, Co, Co, Co});
 }
 
+// dW^T += dY^T (X^T)^H per mode, added into the gradient by the last transpose.
 template <class R>
 void gemm_mix_dw(const Device& dev, const MixShape& s, const R* x, const R* dy, R* dw) {
-  const cublasHandle_t h = cublas_for(dev);
-  const cudaStream_t st = stream_of(dev);
-  const Index N = s.batch, Ci = s.cin, Co = s.cout, M = s.modes;
-  if (N == 0) return;  // no terms: the gradient is unchanged
-  DeviceScratch<R> xt(static_cast<std::size_t>(2 * N * Ci * M)),
-      dyt(static_cast<std::size_t>(2 * N * Co * M)), dwt(static_cast<std::size_t>(2 * Ci * Co * M));
-  transpose(h, st, M, N * Ci, x, xt.get(), 0);
-  transpose(h, st, M, N * Co, dy, dyt.get(), 0);
-  gemm_modes(h, CUBLAS_OP_N, CUBLAS_OP_C, Co, Ci, N, dyt.get(), Co, Co * N, xt.get(), Ci, Ci * N,
-             dwt.get(), Co, Co * Ci, M);
-  transpose(h, st, Ci * Co, M, dwt.get(), dw, 1);  // added into the gradient
+  const Index N = s.batch, Ci = s.cin, Co = s.cout;
+  gemm_product(dev, s.modes, dy, N * Co, x, N * Ci, dw, 1,
+               {CUBLAS_OP_N, CUBLAS_OP_C, Co, Ci, N, Co, Ci});
 }
 
 bool use_gemm() {

@@ -32,6 +32,17 @@ void check_curves_on_meshes(const TrainConfig& cfg, const std::vector<double>& w
     MPI_CHECK(max_rel(got, want) < 1e-9);
   }
 }
+// A ViT of one block on 4x4 patches, float64: the forward-only tests' model.
+VitOptions small_vit() {
+  VitOptions o;
+  o.patch = 4;
+  o.dim = 8;
+  o.depth = 1;
+  o.heads = 2;
+  o.dtype = DType::f64;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("vit: the loss curve on any mesh equals one rank's", "[vit]") {
@@ -116,12 +127,7 @@ TEST_CASE("vit: 10 steps, save, restart at another rank count, 10 more == 20 str
 }
 
 TEST_CASE("vit: the same parameters run on a larger grid; unfit grids are refused", "[vit]") {
-  VitOptions o;
-  o.patch = 4;
-  o.dim = 8;
-  o.depth = 1;
-  o.heads = 2;
-  o.dtype = DType::f64;
+  const VitOptions o = small_vit();
   Vit net(o);
   VitOptions lo = o;
   lo.learned_positions = true;
@@ -155,12 +161,7 @@ TEST_CASE("vit: a split that cuts patches runs on whole patches, forward and bac
   // Rows of one patch more than the ranks split evenly (and at 1 rank, 5 patches): the
   // grid's default split cuts patches; the ViT realigns its blocks to whole patches and
   // returns its output to the grid's split. Output and input gradient equal one rank.
-  VitOptions o;
-  o.patch = 4;
-  o.dim = 8;
-  o.depth = 1;
-  o.heads = 2;
-  o.dtype = DType::f64;
+  const VitOptions o = small_vit();
   for (bool window : {false, true}) {
     VitOptions v = o;
     if (window) v.window = 3;
