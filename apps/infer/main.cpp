@@ -47,44 +47,43 @@ std::string field(const std::string& n) {
   return std::string(io::schema::kFields) + "/" + n;
 }
 
-// One sample of the listed fields, this rank's spatial block, channels concatenated.
-Tensor read_sample(const io::File& f, const FieldSet& fs, Index n, const Box& block, DType dtype) {
-  if (fs.points) return read_point_quantities(f, fs, n, n + 1, block.lo[0], block.hi[0], dtype);
-  std::vector<Index> shape = {1, fs.total_channels()};
-  for (int d = 0; d < block.ndim; ++d) shape.push_back(block.extent(d));
-  Tensor out = Tensor::empty(shape, dtype);
-  Index c0 = 0;
-  for (std::size_t i = 0; i < fs.names.size(); ++i) {
-    std::vector<Index> lo = {n, 0}, hi = {n + 1, fs.channels[i]};
-    for (int d = 0; d < block.ndim; ++d) lo.push_back(block.lo[d]), hi.push_back(block.hi[d]);
-    const Tensor part =
-        host_converted(io::read_slab(f, field(fs.names[i]), Box(lo, hi), DType::f32), dtype);
-    std::vector<Index> clo(shape.size(), 0), chi = shape;
-    clo[1] = c0;
-    chi[1] = c0 + fs.channels[i];
-    out.view(Box(clo, chi)).copy_from(part);
-    c0 += fs.channels[i];
-  }
-  return out;
-}
-
-// Sample n of the listed fields straight into the interior of x's ghost room (x: a shard
-// with room, float32 on the host, as the fields are stored): no intermediate tensor, and
-// the first layer's halo exchange fills the ghosts in place.
-void read_sample_into_room(const io::File& f, const FieldSet& fs, Index n, const Box& block,
-                           const ShardTensor& x) {
-  const Box& rb = x.room_box();  // global box of the padded buffer: (0..1, C, padded...)
+// Sample n of the listed grid fields, this rank's spatial block, into `mem` (a contiguous
+// float32 host tensor (1, C, cells...), as the fields are stored), channels concatenated, the
+// block's first cell at `first` of mem's cells: straight from HDF5, no intermediate tensor.
+void read_fields_into(const io::File& f, const FieldSet& fs, Index n, const Box& block,
+                      const Tensor& mem, const std::vector<Index>& first) {
   Index c0 = 0;
   for (std::size_t i = 0; i < fs.names.size(); ++i) {
     std::vector<Index> lo = {n, 0}, hi = {n + 1, fs.channels[i]}, mlo = {0, c0},
                        mhi = {1, c0 + fs.channels[i]};
     for (int d = 0; d < block.ndim; ++d) {
+      const std::size_t k = static_cast<std::size_t>(d);
       lo.push_back(block.lo[d]), hi.push_back(block.hi[d]);
-      mlo.push_back(block.lo[d] - rb.lo[d + 2]), mhi.push_back(block.hi[d] - rb.lo[d + 2]);
+      mlo.push_back(first[k]), mhi.push_back(first[k] + block.extent(d));
     }
-    io::read_box(f, field(fs.names[i]), Box(lo, hi), x.room(), Box(mlo, mhi));
+    io::read_box(f, field(fs.names[i]), Box(lo, hi), mem, Box(mlo, mhi));
     c0 += fs.channels[i];
   }
+}
+
+// One sample of the listed fields, this rank's spatial block, channels concatenated.
+Tensor read_sample(const io::File& f, const FieldSet& fs, Index n, const Box& block, DType dtype) {
+  if (fs.points) return read_point_quantities(f, fs, n, n + 1, block.lo[0], block.hi[0], dtype);
+  std::vector<Index> shape = {1, fs.total_channels()};
+  for (int d = 0; d < block.ndim; ++d) shape.push_back(block.extent(d));
+  const Tensor out = Tensor::empty(shape, DType::f32);
+  read_fields_into(f, fs, n, block, out, std::vector<Index>(static_cast<std::size_t>(block.ndim)));
+  return host_converted(out, dtype);
+}
+
+// The same into the interior of x's ghost room (x: a float32 host shard with room): the first
+// layer's halo exchange fills the ghosts in place.
+void read_sample_into_room(const io::File& f, const FieldSet& fs, Index n, const Box& block,
+                           const ShardTensor& x) {
+  const Box& rb = x.room_box();  // global box of the padded buffer: (0..1, C, padded...)
+  std::vector<Index> first;
+  for (int d = 0; d < block.ndim; ++d) first.push_back(block.lo[d] - rb.lo[d + 2]);
+  read_fields_into(f, fs, n, block, x.room(), first);
 }
 
 // Sample s of a point prediction (1, C, this rank's points) as /points/features rows

@@ -5,6 +5,7 @@
 
 #include "decomp/error.hpp"
 #include "kernels/cpu/host_loops.hpp"
+#include "kernels/cpu/simd_clones.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/strided_copy.hpp"
 
@@ -22,7 +23,7 @@ float expf(float) noexcept;
 #pragma omp declare simd notinbranch
 float tanhf(float) noexcept;
 }
-#define TESSERA_ACT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define TESSERA_ACT_CLONES TESSERA_SIMD_CLONES
 #else
 #define TESSERA_ACT_CLONES
 #endif

@@ -16,6 +16,7 @@
 
 #include "decomp/error.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/cpu/simd_clones.hpp"
 #include "kernels/device/scratch.hpp"
 
 namespace tessera::kernels {
@@ -204,19 +205,13 @@ void merge(Index rows, Index d, T* out, double* lse, const T* out2, const double
   }
 }
 
-// The float32 path's passes over rows of scores, built also for AVX-512 and AVX2 (the library
-// targets generic x86-64, where these loops would run 4 lanes wide; the loader picks the widest
-// clone the CPU has). oneDNN's sgemm dispatches by CPU on its own.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define TESSERA_ROW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TESSERA_ROW_CLONES
-#endif
+// The float32 path's passes over rows of scores are built also for AVX-512 and AVX2
+// (TESSERA_SIMD_CLONES); oneDNN's sgemm dispatches by CPU on its own.
 
 // One key block of the online softmax: rows of scores -> e^(s - m') in place, where m' is each
 // row's running maximum updated by this block; c gets the factor e^(m - m') that rescales the
 // row's earlier sum and output (1 while a row has seen only masked keys), l the running sum.
-TESSERA_ROW_CLONES
+TESSERA_SIMD_CLONES
 void online_softmax_rows(float* s, Index rows, Index nk, double* m, double* l, float* c) {
   for (Index r = 0; r < rows; ++r) {
     float* row = s + r * nk;
@@ -244,7 +239,7 @@ void online_softmax_rows(float* s, Index rows, Index nk, double* m, double* l, f
 }
 
 // Rows of scores -> probabilities e^(s - LSE) in place, from the forward's LSE.
-TESSERA_ROW_CLONES
+TESSERA_SIMD_CLONES
 void probabilities_from_lse(float* s, Index rows, Index sk, const double* lse) {
   for (Index r = 0; r < rows; ++r) {
     float* row = s + r * sk;
@@ -261,7 +256,7 @@ void probabilities_from_lse(float* s, Index rows, Index sk, const double* lse) {
 }
 
 // dS = P (dP - D_i) in place of dP, row by row.
-TESSERA_ROW_CLONES
+TESSERA_SIMD_CLONES
 void softmax_grad_rows(float* dp, const float* p, Index rows, Index sk, const float* di) {
   for (Index r = 0; r < rows; ++r) {
     float* ds = dp + r * sk;

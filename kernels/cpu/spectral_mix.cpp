@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/simd_clones.hpp"
 #include "kernels/device/scratch.hpp"
 #include "kernels/spectral_mix.hpp"
 
@@ -48,22 +49,14 @@ void pack(const Operand<R>& op, Index n0, Index n1, Index modes, Index m0, Index
     }
 }
 
-// Built also for AVX-512 and AVX2 (the library targets generic x86-64, where this loop would
-// run 4 lanes wide; the loader picks the widest clone the CPU has), as the attention's rows.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define TESSERA_MIX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TESSERA_MIX_CLONES
-#endif
-
 // Lanes of c (re, im) += a * b over r, for two rows of A and two columns of B: a planes are
 // [p][r][kChunk], b planes [q][r][kChunk] (B packed transposed, so r runs contiguous).
 template <class R>
-TESSERA_MIX_CLONES void block_2x2(const R* __restrict ar0, const R* __restrict ai0,
-                                  const R* __restrict ar1, const R* __restrict ai1,
-                                  const R* __restrict br0, const R* __restrict bi0,
-                                  const R* __restrict br1, const R* __restrict bi1, Index rn,
-                                  R* __restrict c) {
+TESSERA_SIMD_CLONES void block_2x2(const R* __restrict ar0, const R* __restrict ai0,
+                                   const R* __restrict ar1, const R* __restrict ai1,
+                                   const R* __restrict br0, const R* __restrict bi0,
+                                   const R* __restrict br1, const R* __restrict bi1, Index rn,
+                                   R* __restrict c) {
   // c: 4 outputs (p0q0, p0q1, p1q0, p1q1) x (re, im) x kChunk
   R acc[8][kChunk];
   std::memcpy(acc, c, sizeof(acc));
@@ -123,39 +116,38 @@ void packed_product(Index P, Index Q, Index Rn, Index modes, const Operand<R>& A
       pack(A, P, Rn, modes, m0, mc, are, aim);  // [p][r]: this unit's chunk of A
       if (Pe > P)
         std::fill(are + P * z, are + Pe * z, R(0)), std::fill(aim + P * z, aim + Pe * z, R(0));
-      {
-        const Index qn = std::min(q_tile, Q - q0), qe = qn + (qn & 1);
-        const Operand<R> tile{Bt.row(q0, 0, modes), Bt.s0, Bt.s1, Bt.conj};
-        pack(tile, qn, Rn, modes, m0, mc, bre, bim);  // [q - q0][r]
-        if (qe > qn)
-          std::fill(bre + qn * z, bre + qe * z, R(0)), std::fill(bim + qn * z, bim + qe * z, R(0));
-        for (Index p = 0; p < Pe; p += 2)
-          for (Index qt = 0; qt < qe; qt += 2) {
-            // The block's current values (accumulate) or zeros, as planes.
-            for (int k = 0; k < 4; ++k) {
-              const Index pp = p + k / 2, qq = q0 + qt + k % 2;
-              R* cr = cb + (2 * k) * kChunk;
-              R* ci = cr + kChunk;
-              if (accumulate && pp < P && qq < Q) {
-                const R* src = c_base + 2 * (pp * c_s0 + qq * c_s1) * modes + 2 * m0;
-                for (Index m = 0; m < mc; ++m) cr[m] = src[2 * m], ci[m] = src[2 * m + 1];
-                for (Index m = mc; m < kChunk; ++m) cr[m] = ci[m] = R(0);
-              } else {
-                std::fill(cr, cr + 2 * kChunk, R(0));
-              }
-            }
-            block_2x2(are + p * z, aim + p * z, are + (p + 1) * z, aim + (p + 1) * z, bre + qt * z,
-                      bim + qt * z, bre + (qt + 1) * z, bim + (qt + 1) * z, Rn, cb);
-            for (int k = 0; k < 4; ++k) {
-              const Index pp = p + k / 2, qq = q0 + qt + k % 2;
-              if (pp >= P || qq >= Q) continue;
-              const R* cr = cb + (2 * k) * kChunk;
-              const R* ci = cr + kChunk;
-              R* dst = c_base + 2 * (pp * c_s0 + qq * c_s1) * modes + 2 * m0;
-              for (Index m = 0; m < mc; ++m) dst[2 * m] = cr[m], dst[2 * m + 1] = ci[m];
-            }
+      const Index qn = std::min(q_tile, Q - q0), qe = qn + (qn & 1);
+      const Operand<R> tile{Bt.row(q0, 0, modes), Bt.s0, Bt.s1, Bt.conj};
+      pack(tile, qn, Rn, modes, m0, mc, bre, bim);  // [q - q0][r]
+      if (qe > qn)
+        std::fill(bre + qn * z, bre + qe * z, R(0)), std::fill(bim + qn * z, bim + qe * z, R(0));
+      // Output (p, q)'s chunk, interleaved (re, im).
+      auto c_at = [&](Index p, Index q) {
+        return c_base + 2 * (p * c_s0 + q * c_s1) * modes + 2 * m0;
+      };
+      for (Index p = 0; p < Pe; p += 2)
+        for (Index qt = 0; qt < qe; qt += 2) {
+          // The block's current values (accumulate) or zeros, as planes.
+          for (int k = 0; k < 4; ++k) {
+            const Index pp = p + k / 2, qq = q0 + qt + k % 2;
+            R* cr = cb + (2 * k) * kChunk;
+            R* ci = cr + kChunk;
+            std::fill(cr, cr + 2 * kChunk, R(0));
+            if (!accumulate || pp >= P || qq >= Q) continue;
+            const R* src = c_at(pp, qq);
+            for (Index m = 0; m < mc; ++m) cr[m] = src[2 * m], ci[m] = src[2 * m + 1];
           }
-      }
+          block_2x2(are + p * z, aim + p * z, are + (p + 1) * z, aim + (p + 1) * z, bre + qt * z,
+                    bim + qt * z, bre + (qt + 1) * z, bim + (qt + 1) * z, Rn, cb);
+          for (int k = 0; k < 4; ++k) {
+            const Index pp = p + k / 2, qq = q0 + qt + k % 2;
+            if (pp >= P || qq >= Q) continue;
+            const R* cr = cb + (2 * k) * kChunk;
+            const R* ci = cr + kChunk;
+            R* dst = c_at(pp, qq);
+            for (Index m = 0; m < mc; ++m) dst[2 * m] = cr[m], dst[2 * m + 1] = ci[m];
+          }
+        }
     }
   }
 }

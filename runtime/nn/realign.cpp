@@ -3,23 +3,30 @@
 #include <sstream>
 
 namespace tessera {
-namespace {
 
-// A move between two splits: the busiest rank's elements sent, forward and back.
-OpCost move_cost(const ShardSpec& from, const ShardSpec& to, DType dtype) {
-  if (from == to) return {};
+ShardTensor Resplit::forward(const ShardTensor& x) {
+  in_spec_ = x.spec();
+  out_spec_ = output_spec(x.spec());
+  return in_spec_ == out_spec_ ? x : x.redistribute(out_spec_);
+}
+
+ShardTensor Resplit::backward(const ShardTensor& dy) {
+  return in_spec_ == out_spec_ ? dy : dy.redistribute(in_spec_);
+}
+
+// The busiest rank's elements sent, forward and back.
+OpCost Resplit::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  if (in == out) return {};
   const double es = static_cast<double>(size_of(dtype));
-  return busiest(from, [&](const std::vector<int>& coords) {
+  return busiest(in, [&](const std::vector<int>& coords) {
     OpCost r;
-    const auto sent = elements_sent(from, to, coords) + elements_sent(to, from, coords);
+    const auto sent = elements_sent(in, out, coords) + elements_sent(out, in, coords);
     r.alltoalls = 2;
     r.alltoall_bytes = static_cast<std::int64_t>(static_cast<double>(sent) * es);
-    r.bytes = 2 * local_elems(from, coords) * es + 2 * local_elems(to, coords) * es;
+    r.bytes = 2 * local_elems(in, coords) * es + 2 * local_elems(out, coords) * es;
     return r;
   });
 }
-
-}  // namespace
 
 AlignToGranule::AlignToGranule(Index granule)
     : granule_(granule), met_(std::make_shared<ShardSpec>()) {
@@ -55,20 +62,6 @@ ShardSpec AlignToGranule::output_spec(const ShardSpec& in) const {
   return out;
 }
 
-ShardTensor AlignToGranule::forward(const ShardTensor& x) {
-  in_spec_ = x.spec();
-  out_spec_ = output_spec(x.spec());
-  return in_spec_ == out_spec_ ? x : x.redistribute(out_spec_);
-}
-
-ShardTensor AlignToGranule::backward(const ShardTensor& dy) {
-  return in_spec_ == out_spec_ ? dy : dy.redistribute(in_spec_);
-}
-
-OpCost AlignToGranule::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
-  return move_cost(in, out, dtype);
-}
-
 RestoreSplit::RestoreSplit(std::shared_ptr<const AlignToGranule> partner)
     : partner_(std::move(partner)) {
   TESSERA_CHECK(partner_, "RestoreSplit: no partner");
@@ -89,20 +82,6 @@ ShardSpec RestoreSplit::output_spec(const ShardSpec& in) const {
     if (p.sharded()) out = out.with_placement(d, p, met.sizes(d));
   }
   return out;
-}
-
-ShardTensor RestoreSplit::forward(const ShardTensor& x) {
-  in_spec_ = x.spec();
-  out_spec_ = output_spec(x.spec());
-  return in_spec_ == out_spec_ ? x : x.redistribute(out_spec_);
-}
-
-ShardTensor RestoreSplit::backward(const ShardTensor& dy) {
-  return in_spec_ == out_spec_ ? dy : dy.redistribute(in_spec_);
-}
-
-OpCost RestoreSplit::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
-  return move_cost(in, out, dtype);
 }
 
 }  // namespace tessera

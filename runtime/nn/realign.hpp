@@ -14,39 +14,41 @@
 
 namespace tessera {
 
-class AlignToGranule : public Layer {
+// What both layers share: a move of the same values to the split output_spec gives (the
+// redistribute engine; its adjoint, the move back), identities where the split is unchanged.
+class Resplit : public Layer {
+ public:
+  ShardTensor forward(const ShardTensor& x) override;
+  ShardTensor backward(const ShardTensor& dy) override;
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
+  bool keeps_input() const override { return false; }
+
+ private:
+  ShardSpec in_spec_, out_spec_;
+};
+
+class AlignToGranule : public Resplit {
  public:
   // granule: cells per unit along each spatial dim (dims 2.. of (N, C, spatial...)).
   explicit AlignToGranule(Index granule);
   ShardSpec output_spec(const ShardSpec& in) const override;
-  ShardTensor forward(const ShardTensor& x) override;
-  ShardTensor backward(const ShardTensor& dy) override;
   std::string name() const override;
-  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
-  bool keeps_input() const override { return false; }
   // The split the last output_spec met (RestoreSplit's target).
   std::shared_ptr<const ShardSpec> met() const { return met_; }
 
  private:
-  friend class RestoreSplit;
   Index granule_;
   std::shared_ptr<ShardSpec> met_;
-  ShardSpec in_spec_, out_spec_;
 };
 
-class RestoreSplit : public Layer {
+class RestoreSplit : public Resplit {
  public:
   explicit RestoreSplit(std::shared_ptr<const AlignToGranule> partner);
   ShardSpec output_spec(const ShardSpec& in) const override;
-  ShardTensor forward(const ShardTensor& x) override;
-  ShardTensor backward(const ShardTensor& dy) override;
   std::string name() const override { return "RestoreSplit"; }
-  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
-  bool keeps_input() const override { return false; }
 
  private:
   std::shared_ptr<const AlignToGranule> partner_;
-  ShardSpec in_spec_, out_spec_;
 };
 
 }  // namespace tessera

@@ -200,11 +200,15 @@ SpatialLayout SpatialLayout::sfc(MPI_Comm comm, const Tensor& coords, Curve curv
   const bool none = !(box.lo[0] <= box.hi[0]);
   for (int d = 0; d < 3; ++d)
     out.key_lo_[d] = none ? 0.0 : box.lo[d], out.key_hi_[d] = none ? 0.0 : box.hi[d];
-  // This rank's keys in order, with the weight below each.
+  // This rank's keys (once: the owners below come from them too), in order with the weight
+  // below each.
+  std::vector<std::uint64_t> key(static_cast<std::size_t>(n));
   std::vector<std::pair<std::uint64_t, double>> keys(static_cast<std::size_t>(n));
-  for (Index i = 0; i < n; ++i)
-    keys[static_cast<std::size_t>(i)] = {curve_key(row(coords, i), out.key_lo_, out.key_hi_, curve),
-                                         weight_of(weights, i)};
+  for (Index i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    key[k] = curve_key(row(coords, i), out.key_lo_, out.key_hi_, curve);
+    keys[k] = {key[k], weight_of(weights, i)};
+  }
   std::sort(keys.begin(), keys.end());
   std::vector<double> below(keys.size() + 1, 0.0);
   for (std::size_t i = 0; i < keys.size(); ++i) below[i + 1] = below[i] + keys[i].second;
@@ -259,16 +263,18 @@ SpatialLayout SpatialLayout::sfc(MPI_Comm comm, const Tensor& coords, Curve curv
   }
   out.cuts_ = hi;
   // Each part's region: the bounding box of the points it owns (empty: lo > hi).
-  out.region_ = boxes_everywhere(comm, coords, static_cast<std::size_t>(P),
-                                 [&](Index i) { return out.owner_of(row(coords, i)); });
+  out.region_ = boxes_everywhere(comm, coords, static_cast<std::size_t>(P), [&](Index i) {
+    return out.owner_of_key(key[static_cast<std::size_t>(i)]);
+  });
   return out;
 }
 
+int SpatialLayout::owner_of_key(std::uint64_t key) const {
+  return static_cast<int>(std::upper_bound(cuts_.begin(), cuts_.end(), key) - cuts_.begin());
+}
+
 int SpatialLayout::owner_of(const Point3& p) const {
-  if (sfc_) {
-    const std::uint64_t key = curve_key(p, key_lo_, key_hi_, curve_);
-    return static_cast<int>(std::upper_bound(cuts_.begin(), cuts_.end(), key) - cuts_.begin());
-  }
+  if (sfc_) return owner_of_key(curve_key(p, key_lo_, key_hi_, curve_));
   std::size_t k = 0;
   while (nodes_[k].dim >= 0)
     k = static_cast<std::size_t>(p[static_cast<std::size_t>(nodes_[k].dim)] < nodes_[k].plane

@@ -40,6 +40,7 @@ class SpatialLayout {
   std::vector<int> owners(const Tensor& coords) const;
 
  private:
+  int owner_of_key(std::uint64_t key) const;  // sfc: the part whose key range holds key
   struct Node {
     int dim = -1;  // -1: a leaf
     double plane = 0;
