@@ -1,8 +1,9 @@
 // Case "attention": the local attention kernel and the sequence-sharded algorithms.
 //  (a) local attention forward + backward, --heads x --dim, sequence lengths --seq, float32,
 //      achieved GFLOP/s (4 S^2 D per head forward, 2.5x that backward) against the machine's
-//      matmul GFLOP/s measured in the same run (a --gemm^3 SGEMM through oneDNN, timed in
-//      turn with the attention's forward and backward in every repetition);
+//      matmul GFLOP/s measured in the same run (a --gemm^3 SGEMM through oneDNN, repeated to
+//      span about the attention's time and timed in turn with its forward and backward in
+//      every repetition);
 //  (b) ring attention forward + backward at --ring_seq over the ranks: time and the
 //      transfer time not hidden (waits), for E = T(1 rank, 1 thread) / (min(N, cores) x
 //      T(N ranks, 1 thread each));
@@ -122,22 +123,29 @@ json local_rows(const cli::Args& opt, int threads) {
       g[i] = 1e-3f;
     }
     std::vector<double> lse(static_cast<std::size_t>(heads * S));
-    // One untimed round first (oneDNN's kernels generated, buffers touched), then the
-    // medians of forward, backward and the SGEMM, timed in turn in every repetition.
+    const auto fwd = [&] {
+      kernels::attention_forward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
+                                 lse.data());
+    };
+    const auto bwd = [&] {
+      kernels::attention_backward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
+                                  g.data(), lse.data(), dq.data(), dk.data(), dv.data());
+    };
+    // One untimed round first (oneDNN's kernels generated, buffers touched), which also sizes
+    // the baseline: the SGEMM repeated to span about as long as forward + backward, so both
+    // sides of the ratio see the machine over alike stretches (a 0.08 s product against an
+    // 11 s attention samples a shared host's load very differently). Then the medians of
+    // forward, backward and the baseline, timed in turn in every repetition.
+    const double t_att = time_slowest(MPI_COMM_SELF, fwd) + time_slowest(MPI_COMM_SELF, bwd);
+    const double t_one = time_slowest(MPI_COMM_SELF, [&] { sgemm.run(); });
+    const int gemm_reps = static_cast<int>(std::clamp(std::round(t_att / t_one), 1.0, 1000.0));
     const int reps = static_cast<int>(opt.num("local_reps"));
-    const std::vector<Timing> t = time_interleaved(
-        MPI_COMM_SELF, reps, 1,
-        {[&] {
-           kernels::attention_forward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
-                                      lse.data());
-         },
-         [&] {
-           kernels::attention_backward(Device::host(), a, q.data(), k.data(), v.data(), out.data(),
-                                       g.data(), lse.data(), dq.data(), dk.data(), dv.data());
-         },
-         [&] { sgemm.run(); }});
+    const std::vector<Timing> t =
+        time_interleaved(MPI_COMM_SELF, reps, 0, {fwd, bwd, [&] {
+                                                    for (int i = 0; i < gemm_reps; ++i) sgemm.run();
+                                                  }});
     const Timing &tf = t[0], &tb = t[1];
-    const double gemm = sgemm.gflops(t[2].median_s);
+    const double gemm = sgemm.gflops(t[2].median_s / gemm_reps);
     const double flops_f = 4.0 * static_cast<double>(S) * S * d * heads;
     const double gf = (flops_f + 2.5 * flops_f) / (tf.median_s + tb.median_s) / 1e9;
     rows.push_back({{"what", "local fwd+bwd"},

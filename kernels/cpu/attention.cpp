@@ -25,25 +25,28 @@ namespace {
 constexpr Index kRowTile = 32, kKeyBlock = 128;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// e^x in float32 for the softmax (x <= 0 after the row maximum), written so a loop of it
-// vectorizes: x = n ln2 + r with |r| <= ln2 / 2, e^r by Cephes' degree-6 polynomial, 2^n from
-// the exponent bits. Relative error about 2e-7; x below -87 (masked keys: -inf) gives 0.
-inline float softmax_exp(float x) {
-  const float xc = x < -87.0f ? -87.0f : x;
-  const float t = xc * 1.44269504088896341f;                     // x / ln 2
-  const float n = (t + 12582912.0f) - 12582912.0f;               // round to nearest (|t| < 2^22)
-  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln 2, two parts
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const float two_n = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-  const float keep = x < -87.0f ? 0.0f : 1.0f;  // a select, not a branch
-  return p * two_n * keep;
+// 2^x in float32 for the softmax, whose scores the float32 path keeps in log2 units (the
+// scale times log2 e folded into the score product): x = n + r with |r| <= 1/2, 2^r by
+// Cephes' exp2f polynomial (relative error about 1.5e-7), 2^n from the exponent bits. x at or
+// below -127 (masked keys: -inf) gives exactly 0 (n + 127 = 0 is the bit pattern of +0);
+// a NaN stays a NaN.
+inline float softmax_exp2(float x) {
+  const float xc = x < -127.0f ? -127.0f : x;
+  const float big = xc + 12582912.0f;  // 1.5 2^23: the low bits hold round(x)
+  const float n = big - 12582912.0f;
+  const float r = xc - n;
+  float p = 1.535336188319500e-4f;
+  p = p * r + 1.339887440266574e-3f;
+  p = p * r + 9.618437357674640e-3f;
+  p = p * r + 5.550332471162809e-2f;
+  p = p * r + 2.402264791363012e-1f;
+  p = p * r + 6.931472028550421e-1f;
+  p = p * r + 1.0f;
+  const std::int32_t bits = std::bit_cast<std::int32_t>(big) - 0x4B400000;  // round(x)
+  return p * std::bit_cast<float>((bits + 127) << 23);
 }
+
+constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
 
 template <class T>
 inline double dot(const T* __restrict a, const T* __restrict b, Index d) {
@@ -208,9 +211,10 @@ void merge(Index rows, Index d, T* out, double* lse, const T* out2, const double
 // The float32 path's passes over rows of scores are built also for AVX-512 and AVX2
 // (TESSERA_SIMD_CLONES); oneDNN's sgemm dispatches by CPU on its own.
 
-// One key block of the online softmax: rows of scores -> e^(s - m') in place, where m' is each
-// row's running maximum updated by this block; c gets the factor e^(m - m') that rescales the
-// row's earlier sum and output (1 while a row has seen only masked keys), l the running sum.
+// One key block of the online softmax, scores and maxima in log2 units: rows of scores ->
+// 2^(s - m') in place, where m' is each row's running maximum updated by this block; c gets the
+// factor 2^(m - m') that rescales the row's earlier sum and output (1 while a row has seen only
+// masked keys), l the running sum.
 TESSERA_SIMD_CLONES
 void online_softmax_rows(float* s, Index rows, Index nk, double* m, double* l, float* c) {
   for (Index r = 0; r < rows; ++r) {
@@ -224,21 +228,22 @@ void online_softmax_rows(float* s, Index rows, Index nk, double* m, double* l, f
       c[r] = 1.0f;
       continue;
     }
-    c[r] = static_cast<float>(std::exp(m[r] - mn));
+    c[r] = static_cast<float>(std::exp2(m[r] - mn));
     const float mf = static_cast<float>(mn);
-    double sum = 0;
+    float sum = 0;  // a block's sum in float32 (16 lanes of at most 512 / 16 terms each)
 #pragma omp simd reduction(+ : sum)
     for (Index j = 0; j < nk; ++j) {
-      const float e = softmax_exp(row[j] - mf);
+      const float e = softmax_exp2(row[j] - mf);
       row[j] = e;
-      sum += static_cast<double>(e);
+      sum += e;
     }
-    l[r] = l[r] * static_cast<double>(c[r]) + sum;
+    l[r] = l[r] * static_cast<double>(c[r]) + static_cast<double>(sum);
     m[r] = mn;
   }
 }
 
-// Rows of scores -> probabilities e^(s - LSE) in place, from the forward's LSE.
+// Rows of scores (log2 units) -> probabilities 2^(s - LSE log2 e) in place, from the forward's
+// (natural) LSE.
 TESSERA_SIMD_CLONES
 void probabilities_from_lse(float* s, Index rows, Index sk, const double* lse) {
   for (Index r = 0; r < rows; ++r) {
@@ -249,9 +254,9 @@ void probabilities_from_lse(float* s, Index rows, Index sk, const double* lse) {
     }
     // Scores minus the LSE are <= 0 up to rounding; the subtraction in float32 costs about
     // 1e-7 |score| of relative accuracy, as the forward's.
-    const float lf = static_cast<float>(lse[r]);
+    const float lf = static_cast<float>(lse[r] * kLog2e);
 #pragma omp simd
-    for (Index j = 0; j < sk; ++j) row[j] = softmax_exp(row[j] - lf);
+    for (Index j = 0; j < sk; ++j) row[j] = softmax_exp2(row[j] - lf);
   }
 }
 
@@ -268,7 +273,8 @@ void softmax_grad_rows(float* dp, const float* p, Index rows, Index sk, const fl
 }
 
 // float32: the blocks as matrix products through oneDNN's sgemm (row-major), a row tile of
-// queries against a block of keys at a time: S = scale Q K^T (+ bias, masks), the online
+// queries against a block of keys at a time: S = scale log2(e) Q K^T (+ bias log2(e), masks;
+// log2 units, so the softmax's exponentials are 2^x without a multiply each), the online
 // softmax across key blocks (each row's running maximum and sum, O rescaled as it grows; the
 // LSE kept), O = P V; backward, with the probabilities recomputed from the LSE (no rescaling),
 // dP = dO V^T, dS = P (dP - D), dQ += scale dS K, dK += scale dS^T Q, dV += P^T dO. Each
@@ -295,7 +301,7 @@ void sgemm(char ta, char tb, Index m, Index n, Index k, float alpha, const float
 // Scores of rows [i0, i1) of problem b against keys [j0, j1), masked, into s (rows x (j1 - j0)).
 void scores(const AttentionDesc& a, Index b, Index i0, Index i1, Index j0, Index j1, const float* q,
             const float* k, float* s) {
-  const float sc = static_cast<float>(a.effective_scale());
+  const float sc = static_cast<float>(a.effective_scale() * kLog2e);
   const Index nk = j1 - j0;
   if (nk == 0 || i1 == i0) return;
   sgemm('N', 'T', i1 - i0, nk, a.d, sc, q + (b * a.sq + i0) * a.d, a.d, k + (b * a.sk + j0) * a.d,
@@ -306,7 +312,7 @@ void scores(const AttentionDesc& a, Index b, Index i0, Index i1, Index j0, Index
     if (bias) {
       const float* br = bias + b * a.bias_batch_stride + i * a.sk + j0;
 #pragma omp simd
-      for (Index j = 0; j < nk; ++j) row[j] += br[j];
+      for (Index j = 0; j < nk; ++j) row[j] += br[j] * static_cast<float>(kLog2e);
     }
     if (a.causal) {
       const Index first_hidden = std::max<Index>(j0, i + a.q_offset - a.k_offset + 1);
@@ -348,7 +354,7 @@ void forward_gemm(const AttentionDesc& a, const float* q, const float* k, const 
       for (Index r = 0; r < rows; ++r) {  // normalized once, d values per row
         const float inv = l[r] > 0 ? static_cast<float>(1.0 / l[r]) : 0.0f;
         for (Index e = 0; e < a.d; ++e) o[r * a.d + e] *= inv;
-        lse[b * a.sq + i0 + r] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
+        lse[b * a.sq + i0 + r] = l[r] > 0 ? m[r] * kLn2 + std::log(l[r]) : kNegInf;
       }
     }
   }

@@ -174,6 +174,55 @@ TEST_CASE("float32 attention over several row tiles and key blocks (the online s
   }
 }
 
+TEST_CASE("float32 attention with sharp scores: underflowing probabilities, exact zeros") {
+  // A scale of 60 spreads each row's scores over hundreds, so most probabilities underflow
+  // float32 (the exponential's argument passes -127 in log2 units): they must come out 0, as
+  // the dense reference's do in effect, masked keys' gradients exactly 0, and the rest stay
+  // accurate relative to each result's size (the gradients grow with the scale).
+  AttentionDesc a;
+  a.batch = 2;
+  a.sq = 70;
+  a.sk = 600;  // two key blocks
+  a.d = 6;
+  a.scale = 60;
+  a.type = DType::f32;
+  const auto q = rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 11);
+  const auto k = rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 12);
+  const auto v = rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 13);
+  const auto dout = rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 14);
+  auto bias = rnd(static_cast<std::size_t>(a.batch * a.sq * a.sk), 15);
+  for (std::size_t i = 0; i < bias.size(); i += 7) bias[i] = -kInf;
+  a.bias_batch_stride = a.sq * a.sk;
+  const Ref ref = reference(a, q, k, v, &bias, dout);
+  const auto qt = as<float>(q), kt = as<float>(k), vt = as<float>(v), dt = as<float>(dout),
+             bt = as<float>(bias);
+  a.bias = bt.data();
+  std::vector<float> out(ref.out.size()), dq(ref.dq.size()), dk(ref.dk.size()), dv(ref.dv.size()),
+      db(ref.dbias.size());
+  std::vector<double> lse(ref.lse.size());
+  attention_forward(Device::host(), a, qt.data(), kt.data(), vt.data(), out.data(), lse.data());
+  attention_backward(Device::host(), a, qt.data(), kt.data(), vt.data(), out.data(), dt.data(),
+                     lse.data(), dq.data(), dk.data(), dv.data(), db.data());
+  const auto relative = [](const std::vector<double>& x, const std::vector<double>& r) {
+    double scale = 0;
+    for (double e : r) scale = std::max(scale, std::abs(e));
+    return max_diff(x, r) / std::max(scale, 1e-300);
+  };
+  CHECK(relative(back(out), ref.out) < 1e-4);
+  CHECK(max_diff(lse, ref.lse) < 1e-4);  // the LSE itself is in the hundreds
+  CHECK(relative(back(dq), ref.dq) < 1e-4);
+  CHECK(relative(back(dk), ref.dk) < 1e-4);
+  CHECK(relative(back(dv), ref.dv) < 1e-4);
+  CHECK(relative(back(db), ref.dbias) < 1e-4);
+  std::size_t masked_nonzero = 0, underflowed = 0;
+  for (std::size_t i = 0; i < bias.size(); ++i) {
+    if (bias[i] == -kInf && db[i] != 0.0f) ++masked_nonzero;
+    if (bias[i] != -kInf && db[i] == 0.0f) ++underflowed;
+  }
+  CHECK(masked_nonzero == 0);
+  CHECK(underflowed > bias.size() / 4);  // the case does reach the underflow
+}
+
 TEST_CASE("float32 attention gives the same bits at every thread count") {
   // Two problems of 300 queries (three row tiles) and 2100 keys (five key blocks), causal: no
   // thread count may change a bit of any result (a run must not depend on OMP_NUM_THREADS).
