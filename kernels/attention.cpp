@@ -1,7 +1,10 @@
 // Entry points of kernels/attention.hpp: one per op, dispatched once on the device.
 #include "kernels/attention.hpp"
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "decomp/error.hpp"
 
@@ -12,6 +15,18 @@ double AttentionDesc::effective_scale() const {
 }
 
 namespace {
+CudaAttentionPath path_from_environment() {
+  const char* v = std::getenv("TESSERA_ATTENTION_KERNEL");
+  const std::string s = v ? v : "gemm";
+  TESSERA_CHECK(s == "gemm" || s == "fused",
+                "TESSERA_ATTENTION_KERNEL is '" << s << "': gemm or fused");
+  return s == "fused" ? CudaAttentionPath::Fused : CudaAttentionPath::Gemm;
+}
+std::atomic<int>& path_slot() {
+  static std::atomic<int> p{static_cast<int>(path_from_environment())};
+  return p;
+}
+
 // float32 and float64 everywhere; bfloat16 on a device (bf16 storage, float32 sums).
 void check_type(const Device& dev, DType t, const char* what) {
   TESSERA_CHECK(t == DType::f32 || t == DType::f64 || (t == DType::bf16 && !dev.is_host()),
@@ -29,6 +44,13 @@ bool check(const Device& dev, const AttentionDesc& a, const char* what) {
   return a.batch * a.sq > 0 || a.batch * a.sk > 0;
 }
 }  // namespace
+
+CudaAttentionPath cuda_attention_path() {
+  return static_cast<CudaAttentionPath>(path_slot().load());
+}
+void set_cuda_attention_path(CudaAttentionPath p) {
+  path_slot().store(static_cast<int>(p));
+}
 
 void attention_forward(const Device& dev, const AttentionDesc& a, const void* q, const void* k,
                        const void* v, void* out, double* lse) {

@@ -48,6 +48,14 @@ void attention_backward(const Device& dev, const AttentionDesc& a, const void* q
 // length sk: the float32 path's two tiles of scores; float64's few rows are not counted.
 std::size_t attention_host_scratch_bytes(DType t, Index sk);
 
+// The CUDA local kernel: Gemm (cuBLAS products per chunk of query rows, a warp per row for the
+// softmax and gradient passes) or Fused (FlashAttention-2, one kernel per pass on CUDA cores,
+// no chunk buffers; head dims up to 128, wider ones take Gemm). TESSERA_ATTENTION_KERNEL=
+// gemm|fused sets the first value; the host ignores it.
+enum class CudaAttentionPath { Gemm, Fused };
+CudaAttentionPath cuda_attention_path();
+void set_cuda_attention_path(CudaAttentionPath p);
+
 // Merges a partial result (out2, lse2) over other keys into (out, lse), in place:
 // lse = log(e^lse + e^lse2), out = e^(lse_old - lse) out + e^(lse2 - lse) out2.
 void attention_merge(const Device& dev, DType t, Index batch, Index sq, Index d, void* out,

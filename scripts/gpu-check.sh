@@ -3,8 +3,9 @@
 #  - every GPU test (ctest label gpu: CUDA against the host for each kernel, the device
 #    halo exchange, device layers, attention, FFTs, training pieces) at its rank counts;
 #  - the kernel benchmarks on the device: cuDNN convolution next to oneDNN on the host
-#    (conv-kernel), the local attention kernel (cuBLAS GEMMs) next to the host's, and the FNO
-#    block (512^2, width 64, 32 modes) with each CUDA spectral mixing (kernel, cuBLAS GEMMs);
+#    (conv-kernel), the local attention kernel (cuBLAS GEMMs, and the fused kernels) next to
+#    the host's, and the FNO block (512^2, width 64, 32 modes) with each CUDA spectral mixing
+#    (kernel, cuBLAS GEMMs);
 #  - three training steps of each demo model at 1 and 2 ranks with the device traffic of a
 #    step (train.device_stats);
 # and prints a short table; logs go to $TESSERA_GPU_LOGS (default gpu-logs/).
@@ -78,7 +79,7 @@ else
 fi
 if run -np 1 -x OMP_NUM_THREADS=8 "$apps/tessera-bench" attention --which=local --seq=1024,4096,16384 \
   --threads=8 --out="$logs/attention.json" >"$logs/bench-attention.log" 2>&1; then
-  grep -E "^ *(what|local)" "$logs/bench-attention.log" | cut -c1-100
+  grep -E "^ *(what|local)" "$logs/bench-attention.log" | cut -c1-130
 else
   printf '%-40s %s\n' "attention benchmark" FAIL
   tail -5 "$logs/bench-attention.log"

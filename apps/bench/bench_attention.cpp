@@ -61,12 +61,15 @@ class Sgemm {
   dnnl::matmul mm_;
 };
 
-// The same problem on the device (cuBLAS GEMMs and row passes; each timed call waits for
-// its work), in float32 or bfloat16 (the inputs rounded to nearest even).
-json device_row(kernels::AttentionDesc a, DType t, const std::vector<float>& q,
-                const std::vector<float>& k, const std::vector<float>& v,
-                const std::vector<float>& g, int threads) {
+// The same problem on the device by one path (cuBLAS GEMMs and row passes, or the fused
+// kernels; each timed call waits for its work), in float32 or bfloat16 (the inputs rounded to
+// nearest even).
+json device_row(kernels::AttentionDesc a, DType t, kernels::CudaAttentionPath path,
+                const std::vector<float>& q, const std::vector<float>& k,
+                const std::vector<float>& v, const std::vector<float>& g, int threads) {
   a.type = t;
+  const kernels::CudaAttentionPath before = kernels::cuda_attention_path();
+  kernels::set_cuda_attention_path(path);
   const std::size_t es = size_of(t), bytes = q.size() * es;
   auto up = [&](const std::vector<float>& h) {
     std::vector<bf16_t> b;
@@ -93,8 +96,10 @@ json device_row(kernels::AttentionDesc a, DType t, const std::vector<float>& q,
   });
   for (void* p : {dq_in, dk_in, dv_in, dg, out, dq, dk, dv, static_cast<void*>(lse)})
     device::free(p);
+  kernels::set_cuda_attention_path(before);
   const double flops_f = 4.0 * static_cast<double>(a.sq) * a.sk * a.d * a.batch;
-  return {{"what", std::string("local fwd+bwd (device, ") + name_of(t) + ")"},
+  const char* how = path == kernels::CudaAttentionPath::Fused ? "fused" : "gemm";
+  return {{"what", std::string("local fwd+bwd (device ") + how + ", " + name_of(t) + ")"},
           {"S", a.sq},
           {"ranks", 1},
           {"threads", threads},
@@ -158,8 +163,9 @@ json local_rows(const cli::Args& opt, int threads) {
                     {"gemm_GFLOPs", gemm},
                     {"of_gemm", gf / gemm}});
     if (device::count() > 0)
-      for (DType t : {DType::f32, DType::bf16})
-        rows.push_back(device_row(a, t, q, k, v, g, threads));
+      for (auto path : {kernels::CudaAttentionPath::Gemm, kernels::CudaAttentionPath::Fused})
+        for (DType t : {DType::f32, DType::bf16})
+          rows.push_back(device_row(a, t, path, q, k, v, g, threads));
   }
   return rows;
 }

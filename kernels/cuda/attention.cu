@@ -19,40 +19,15 @@
 
 #include "decomp/error.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_fused.hpp"
 #include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/cuda/device_loops.cuh"
 
 namespace tessera::kernels {
 namespace {
 
-// The type scores and accumulations are kept in: float for float32 and bf16, double for
-// float64.
-template <class T>
-struct AccOf {
-  using type = float;
-};
-template <>
-struct AccOf<double> {
-  using type = double;
-};
-
-__device__ inline double to_d(float x) {
-  return x;
-}
-__device__ inline double to_d(double x) {
-  return x;
-}
-__device__ inline double to_d(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <class T>
-__device__ inline T from_d(double x) {
-  return static_cast<T>(x);
-}
-template <>
-__device__ inline __nv_bfloat16 from_d<__nv_bfloat16>(double x) {
-  return __double2bfloat16(x);
-}
+using namespace attention_cuda;
 
 template <class T>
 constexpr cudaDataType_t cuda_type() {
@@ -74,16 +49,7 @@ struct RowDims {
 };
 
 __device__ bool masked(const RowDims& p, Index i, Index j) {
-  return p.causal && j + p.k_offset > i + p.q_offset;
-}
-
-__device__ double warp_max(double x) {
-  for (int o = 16; o > 0; o /= 2) x = fmax(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ double warp_sum(double x) {
-  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
+  return causal_hidden(p.causal, p.q_offset, p.k_offset, i, j);
 }
 
 // The biased, masked score of key j of a row whose scaled scores are `row`.
@@ -97,24 +63,24 @@ __device__ double biased(const RowDims& p, const A* row, const T* brow, Index i,
 // each row's LSE (-inf and zeros: no visible key).
 template <class T, class A>
 __global__ void softmax_rows_kernel(RowDims p, const A* s, T* prob, const T* bias, double* lse) {
-  const Index w = (blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
-  if (w >= p.batch * p.rows) return;  // whole warps leave together
-  const Index b = w / p.rows, i = p.r0 + w % p.rows;
-  const A* row = s + w * p.sk;
-  T* prow = prob + w * p.sk;
-  const T* brow = bias ? bias + b * p.bias_stride + i * p.sk : nullptr;
-  double m = -INFINITY;
-  for (Index j = lane; j < p.sk; j += 32) m = fmax(m, biased(p, row, brow, i, j));
-  m = warp_max(m);
-  double z = 0;
-  if (m != -INFINITY)
-    for (Index j = lane; j < p.sk; j += 32) z += exp(biased(p, row, brow, i, j) - m);
-  z = warp_sum(z);
-  const double l = m == -INFINITY ? -INFINITY : m + log(z);
-  for (Index j = lane; j < p.sk; j += 32)
-    prow[j] = from_d<T>(l == -INFINITY ? 0.0 : exp(biased(p, row, brow, i, j) - l));
-  if (lane == 0) lse[b * p.sq + i] = l;
+  for (Index w = first_warp_row(); w < p.batch * p.rows; w += warp_row_stride()) {
+    const Index b = w / p.rows, i = p.r0 + w % p.rows;
+    const A* row = s + w * p.sk;
+    T* prow = prob + w * p.sk;
+    const T* brow = bias ? bias + b * p.bias_stride + i * p.sk : nullptr;
+    double m = -INFINITY;
+    for (Index j = lane; j < p.sk; j += 32) m = fmax(m, biased(p, row, brow, i, j));
+    m = warp_max(m);
+    double z = 0;
+    if (m != -INFINITY)
+      for (Index j = lane; j < p.sk; j += 32) z += exp(biased(p, row, brow, i, j) - m);
+    z = warp_sum(z);
+    const double l = m == -INFINITY ? -INFINITY : m + log(z);
+    for (Index j = lane; j < p.sk; j += 32)
+      prow[j] = from_d<T>(l == -INFINITY ? 0.0 : exp(biased(p, row, brow, i, j) - l));
+    if (lane == 0) lse[b * p.sq + i] = l;
+  }
 }
 
 // Backward row pass: scores s and dP g (type A) -> P and dS = P (dP - D_i) (type T; may
@@ -122,41 +88,23 @@ __global__ void softmax_rows_kernel(RowDims p, const A* s, T* prob, const T* bia
 template <class T, class A>
 __global__ void grad_rows_kernel(RowDims p, const A* s, const A* g, T* prob, T* ds_out,
                                  const T* bias, const double* lse, const double* di, T* dbias) {
-  const Index w = (blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
-  if (w >= p.batch * p.rows) return;
-  const Index b = w / p.rows, i = p.r0 + w % p.rows, r = b * p.sq + i;
-  const A* srow = s + w * p.sk;
-  const A* grow = g + w * p.sk;
-  T* prow = prob + w * p.sk;
-  T* dsrow = ds_out + w * p.sk;
-  const T* brow = bias ? bias + b * p.bias_stride + i * p.sk : nullptr;
-  const double l = lse[r], d = di[r];
-  for (Index j = lane; j < p.sk; j += 32) {
-    const double pr = l == -INFINITY ? 0.0 : exp(biased(p, srow, brow, i, j) - l);
-    const double ds = pr * (to_d(grow[j]) - d);
-    prow[j] = from_d<T>(pr);
-    dsrow[j] = from_d<T>(ds);
-    if (dbias) dbias[r * p.sk + j] = from_d<T>(ds);
+  for (Index w = first_warp_row(); w < p.batch * p.rows; w += warp_row_stride()) {
+    const Index b = w / p.rows, i = p.r0 + w % p.rows, r = b * p.sq + i;
+    const A* srow = s + w * p.sk;
+    const A* grow = g + w * p.sk;
+    T* prow = prob + w * p.sk;
+    T* dsrow = ds_out + w * p.sk;
+    const T* brow = bias ? bias + b * p.bias_stride + i * p.sk : nullptr;
+    const double l = lse[r], d = di[r];
+    for (Index j = lane; j < p.sk; j += 32) {
+      const double pr = l == -INFINITY ? 0.0 : exp(biased(p, srow, brow, i, j) - l);
+      const double ds = pr * (to_d(grow[j]) - d);
+      prow[j] = from_d<T>(pr);
+      dsrow[j] = from_d<T>(ds);
+      if (dbias) dbias[r * p.sk + j] = from_d<T>(ds);
+    }
   }
-}
-
-// D_i = rowsum(dO o O) of every row, in double.
-template <class T>
-__global__ void row_dots_kernel(Index rows, Index d, const T* a, const T* b, double* out) {
-  const Index w = (blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  if (w >= rows) return;
-  double x = 0;
-  for (Index e = lane; e < d; e += 32) x += to_d(a[w * d + e]) * to_d(b[w * d + e]);
-  x = warp_sum(x);
-  if (lane == 0) out[w] = x;
-}
-
-__global__ void fill_kernel(double* x, Index n, double v) {
-  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<Index>(gridDim.x) * blockDim.x)
-    x[i] = v;
 }
 
 __global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, Index n) {
@@ -219,21 +167,22 @@ RowDims row_dims(const AttentionDesc& a, Index r0, Index rows) {
 template <class T>
 __global__ void merge_kernel(Index rows, Index d, T* out, double* lse, const T* out2,
                              const double* lse2) {
-  const Index r = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
-  if (r >= rows) return;
-  const double l1 = lse[r], l2 = lse2[r];
-  if (l2 == -INFINITY) return;
-  T* o = out + r * d;
-  const T* o2 = out2 + r * d;
-  if (l1 == -INFINITY) {
-    for (Index e = 0; e < d; ++e) o[e] = o2[e];
-    lse[r] = l2;
-    return;
+  for (Index r = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; r < rows;
+       r += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const double l1 = lse[r], l2 = lse2[r];
+    if (l2 == -INFINITY) continue;
+    T* o = out + r * d;
+    const T* o2 = out2 + r * d;
+    if (l1 == -INFINITY) {
+      for (Index e = 0; e < d; ++e) o[e] = o2[e];
+      lse[r] = l2;
+      continue;
+    }
+    const double mx = fmax(l1, l2), l = mx + log(exp(l1 - mx) + exp(l2 - mx));
+    const double w1 = exp(l1 - l), w2 = exp(l2 - l);
+    for (Index e = 0; e < d; ++e) o[e] = from_d<T>(w1 * to_d(o[e]) + w2 * to_d(o2[e]));
+    lse[r] = l;
   }
-  const double mx = fmax(l1, l2), l = mx + log(exp(l1 - mx) + exp(l2 - mx));
-  const double w1 = exp(l1 - l), w2 = exp(l2 - l);
-  for (Index e = 0; e < d; ++e) o[e] = from_d<T>(w1 * to_d(o[e]) + w2 * to_d(o2[e]));
-  lse[r] = l;
 }
 
 // Scores of query rows [r0, r0 + rows) of every problem against all keys: C = alpha X_r Y^T,
@@ -258,7 +207,7 @@ void run_forward(const Device& dev, const AttentionDesc& a, const void* qv, cons
   if (sk == 0) {  // no keys: zero output, LSE -inf
     TESSERA_CUDA_CHECK(
         cudaMemsetAsync(out, 0, static_cast<std::size_t>(B * sq * d) * sizeof(T), st));
-    fill_kernel<<<cuda_blocks_for(B * sq, 256), 256, 0, st>>>(lse, B * sq, -INFINITY);
+    fill_kernel<double><<<cuda_blocks_for(B * sq, 256), 256, 0, st>>>(lse, B * sq, -INFINITY);
     check_launch("attention LSE fill");
     return;
   }
@@ -350,10 +299,15 @@ void run_backward(const Device& dev, const AttentionDesc& a, const void* qv, con
   finish();
 }
 
+bool use_fused(const AttentionDesc& a) {
+  return cuda_attention_path() == CudaAttentionPath::Fused && cuda::attention_fused_fits(a);
+}
+
 }  // namespace
 
 void cuda::attention_forward(const Device& dev, const AttentionDesc& a, const void* q,
                              const void* k, const void* v, void* out, double* lse) {
+  if (use_fused(a)) return cuda::attention_fused_forward(dev, a, q, k, v, out, lse);
   if (a.type == DType::f64) return run_forward<double>(dev, a, q, k, v, out, lse);
   if (a.type == DType::bf16) return run_forward<__nv_bfloat16>(dev, a, q, k, v, out, lse);
   run_forward<float>(dev, a, q, k, v, out, lse);
@@ -362,6 +316,8 @@ void cuda::attention_forward(const Device& dev, const AttentionDesc& a, const vo
 void cuda::attention_backward(const Device& dev, const AttentionDesc& a, const void* q,
                               const void* k, const void* v, const void* out, const void* dout,
                               const double* lse, void* dq, void* dk, void* dv, void* dbias) {
+  if (use_fused(a))
+    return cuda::attention_fused_backward(dev, a, q, k, v, out, dout, lse, dq, dk, dv, dbias);
   if (a.type == DType::f64)
     return run_backward<double>(dev, a, q, k, v, out, dout, lse, dq, dk, dv, dbias);
   if (a.type == DType::bf16)

@@ -1,11 +1,12 @@
-// The CUDA attention path against the host: the local kernels (forward output and LSE,
-// every gradient including the bias's, the LSE merge) over odd lengths, causal blocks with
+// The CUDA attention paths (cuBLAS and fused) against the host: the local kernels (forward output
+// and LSE, every gradient including the bias's, the LSE merge) over odd lengths, causal blocks with
 // offsets, broadcast and per-problem biases with masked entries and rows that see no key,
 // float64 and float32; and sequence-sharded attention (ring, all-to-all, all-gather) on
 // CUDA tensors against the same on host tensors, uneven shards and causal included.
 // Skips, saying so, where no device exists.
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <tuple>
 #include <limits>
 #include <random>
@@ -97,14 +98,35 @@ double lse_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// Restores the CUDA attention path when a test leaves.
+struct PathGuard {
+  kernels::CudaAttentionPath before = kernels::cuda_attention_path();
+  ~PathGuard() { kernels::set_cuda_attention_path(before); }
+};
+
+// The paths with the chunk sizes each is run at: the cuBLAS path at its default chunks and
+// at chunks of a row or two (dK, dV summed over many); the fused kernels have no chunks.
+struct PathRun {
+  kernels::CudaAttentionPath path;
+  const char* chunk;
+};
+constexpr PathRun kPathRuns[] = {{kernels::CudaAttentionPath::Gemm, ""},
+                                 {kernels::CudaAttentionPath::Gemm, "3000"},
+                                 {kernels::CudaAttentionPath::Fused, ""}};
+const char* path_name(kernels::CudaAttentionPath p) {
+  return p == kernels::CudaAttentionPath::Fused ? "fused" : "gemm";
+}
+
 }  // namespace
 
 TEST_CASE("CUDA attention kernels equal the host kernels, forward and backward", "[gpu]") {
   if (!test::have_device()) return;
   const double inf = std::numeric_limits<double>::infinity();
-  // The device's default chunks, then chunks of a row or two (dK, dV summed over many).
-  for (const char* chunk : {"", "3000"})
+  const PathGuard guard;
+  for (const PathRun& run : kPathRuns)
     for (DType dt : {DType::f64, DType::f32}) {
+      kernels::set_cuda_attention_path(run.path);
+      const char* chunk = run.chunk;
       ChunkBytes scoped(chunk);
       const double tol = dt == DType::f64 ? 1e-12 : 2e-5;
       struct Shape {
@@ -113,10 +135,14 @@ TEST_CASE("CUDA attention kernels equal the host kernels, forward and backward",
         Index q0, k0;
         int bias;  // 0 none, 1 broadcast, 2 per problem
       };
+      // Head dims 5 to 130: each padded width of the fused kernels (32, 64, 128) and one
+      // past them (the cuBLAS path takes it); several query and key tiles of 32, causal tiles
+      // wholly hidden, a key tile no query sees.
       for (const Shape& s :
            {Shape{3, 37, 53, 16, false, 0, 0, 0}, Shape{2, 29, 29, 8, true, 0, 0, 1},
             Shape{4, 17, 31, 64, true, 20, 5, 2}, Shape{1, 1, 7, 5, false, 0, 0, 2},
-            Shape{2, 40, 33, 32, true, 0, 13, 0}}) {
+            Shape{2, 40, 33, 32, true, 0, 13, 0}, Shape{2, 70, 101, 100, true, 0, 30, 2},
+            Shape{1, 65, 97, 130, false, 0, 0, 1}, Shape{3, 96, 64, 48, true, 0, 0, 0}}) {
         kernels::AttentionDesc a = desc(s.batch, s.sq, s.sk, s.d, s.causal, s.q0, s.k0, dt);
         const Tensor q = rnd({s.batch, s.sq, s.d}, dt, 1), k = rnd({s.batch, s.sk, s.d}, dt, 2),
                      v = rnd({s.batch, s.sk, s.d}, dt, 3), g = rnd({s.batch, s.sq, s.d}, dt, 4);
@@ -138,9 +164,9 @@ TEST_CASE("CUDA attention kernels equal the host kernels, forward and backward",
         const Tensor* bp = s.bias ? &bias : nullptr;
         const KernelRun h = run_kernel(a, q, k, v, g, bp, MemSpace::Host),
                         d = run_kernel(a, q, k, v, g, bp, MemSpace::Cuda);
-        INFO("chunk bytes '" << chunk << "' " << name_of(dt) << " B " << s.batch << " sq " << s.sq
-                             << " sk " << s.sk << " d " << s.d << (s.causal ? " causal" : "")
-                             << " bias " << s.bias);
+        INFO(path_name(run.path) << ", chunk bytes '" << chunk << "' " << name_of(dt) << " B "
+                                 << s.batch << " sq " << s.sq << " sk " << s.sk << " d " << s.d
+                                 << (s.causal ? " causal" : "") << " bias " << s.bias);
         MPI_CHECK(test::rel_error(d.out, h.out) < tol);
         MPI_CHECK(lse_diff(d.lse, h.lse) < tol);
         MPI_CHECK(test::rel_error(d.dq, h.dq) < tol);
@@ -157,9 +183,12 @@ TEST_CASE("CUDA bfloat16 attention equals float32 attention of the rounded input
     Index batch, sq, sk, d;
     bool causal, bias;
   };
-  for (const char* chunk : {"", "5000"})
+  const PathGuard guard;
+  for (const PathRun& run : kPathRuns)
     for (const Shape& s : {Shape{4, 64, 96, 64, false, false}, Shape{2, 33, 47, 32, true, true},
                            Shape{3, 300, 257, 16, true, false}}) {
+      kernels::set_cuda_attention_path(run.path);
+      const char* chunk = run.chunk;
       ChunkBytes scoped(chunk);
       kernels::AttentionDesc a =
           desc(s.batch, s.sq, s.sk, s.d, s.causal, 0, s.causal ? 3 : 0, DType::f32);
@@ -181,9 +210,9 @@ TEST_CASE("CUDA bfloat16 attention equals float32 attention of the rounded input
       a.type = DType::bf16;
       const KernelRun got =
           run_kernel(a, qb, kb, vb, gb, s.bias ? &biasb : nullptr, MemSpace::Cuda);
-      INFO("chunk bytes '" << chunk << "' bf16 B " << s.batch << " sq " << s.sq << " sk " << s.sk
-                           << " d " << s.d << (s.causal ? " causal" : "")
-                           << (s.bias ? " bias" : ""));
+      INFO(path_name(run.path) << ", chunk bytes '" << chunk << "' bf16 B " << s.batch << " sq "
+                               << s.sq << " sk " << s.sk << " d " << s.d
+                               << (s.causal ? " causal" : "") << (s.bias ? " bias" : ""));
       // One bf16 rounding of each result (2^-8 relative) on float32 sums; P and dS pass
       // through bf16 between the GEMMs: a few roundings in all.
       const double tol = 2e-2;
@@ -194,6 +223,22 @@ TEST_CASE("CUDA bfloat16 attention equals float32 attention of the rounded input
       MPI_CHECK(test::rel_error(test::bf16_as_f32(got.dv), want.dv) < tol);
       if (s.bias) MPI_CHECK(test::rel_error(test::bf16_as_f32(got.db), want.db) < tol);
     }
+}
+
+TEST_CASE("the fused CUDA attention gives the same bits every run (no atomics)", "[gpu]") {
+  if (!test::have_device()) return;
+  const PathGuard guard;
+  kernels::set_cuda_attention_path(kernels::CudaAttentionPath::Fused);
+  kernels::AttentionDesc a = desc(4, 200, 150, 64, true, 60, 0, DType::f32);
+  const Tensor q = rnd({4, 200, 64}, DType::f32, 1), k = rnd({4, 150, 64}, DType::f32, 2),
+               v = rnd({4, 150, 64}, DType::f32, 3), g = rnd({4, 200, 64}, DType::f32, 4);
+  const KernelRun one = run_kernel(a, q, k, v, g, nullptr, MemSpace::Cuda),
+                  two = run_kernel(a, q, k, v, g, nullptr, MemSpace::Cuda);
+  for (auto member :
+       {&KernelRun::out, &KernelRun::lse, &KernelRun::dq, &KernelRun::dk, &KernelRun::dv}) {
+    const Tensor &x = one.*member, &y = two.*member;
+    MPI_CHECK(std::memcmp(x.raw(), y.raw(), static_cast<std::size_t>(x.nbytes())) == 0);
+  }
 }
 
 TEST_CASE("bfloat16 attention is refused on the host, clearly", "[gpu]") {
@@ -229,37 +274,41 @@ TEST_CASE("CUDA LSE merge equals the host merge", "[gpu]") {
 TEST_CASE("sequence-sharded attention on CUDA tensors equals the host path", "[gpu]") {
   if (!test::have_device()) return;
   const Mesh mesh = Mesh::line(test::harness_comm(), "seq");
+  const PathGuard guard;
   std::mt19937 rng(5);
-  for (bool uneven : {false, true})
-    for (bool causal : {false, true})
-      for (DType dt : {DType::f64, DType::f32})
-        for (auto algo :
-             {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll, SequenceAlgorithm::AllGather}) {
-          const std::vector<Index> shape{4, 23, 8};
-          std::vector<std::vector<Index>> sizes(3);
-          if (uneven) sizes[1] = test::random_sizes(rng, shape[1], mesh.dim(0));
-          const ShardSpec spec(shape, {Replicate(), Shard(0), Replicate()}, mesh, {}, sizes);
-          const Tensor q = rnd(shape, dt, 1), k = rnd(shape, dt, 2), v = rnd(shape, dt, 3),
-                       g = rnd(shape, dt, 4);
-          RingAttentionOptions o;
-          o.causal = causal;
-          auto run = [&](MemSpace space) {
-            SequenceAttention att(o, algo);
-            const Tensor out = att.forward(ShardTensor::scatter(mesh, q.to(space), spec),
-                                           ShardTensor::scatter(mesh, k.to(space), spec),
-                                           ShardTensor::scatter(mesh, v.to(space), spec))
-                                   .gather_all()
-                                   .to(MemSpace::Host);
-            const auto gr = att.backward(ShardTensor::scatter(mesh, g.to(space), spec));
-            return std::vector<Tensor>{out, gr[0].gather_all().to(MemSpace::Host),
-                                       gr[1].gather_all().to(MemSpace::Host),
-                                       gr[2].gather_all().to(MemSpace::Host)};
-          };
-          const auto h = run(MemSpace::Host), d = run(MemSpace::Cuda);
-          const double tol = dt == DType::f64 ? 1e-12 : 2e-5;
-          INFO(spec.str() << (causal ? " causal " : " ") << name_of(dt) << " " << name_of(algo));
-          for (int i = 0; i < 4; ++i) MPI_CHECK(test::rel_error(d[i], h[i]) < tol);
-        }
+  for (auto path : {kernels::CudaAttentionPath::Gemm, kernels::CudaAttentionPath::Fused})
+    for (bool uneven : {false, true})
+      for (bool causal : {false, true})
+        for (DType dt : {DType::f64, DType::f32})
+          for (auto algo : {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll,
+                            SequenceAlgorithm::AllGather}) {
+            const std::vector<Index> shape{4, 23, 8};
+            std::vector<std::vector<Index>> sizes(3);
+            if (uneven) sizes[1] = test::random_sizes(rng, shape[1], mesh.dim(0));
+            const ShardSpec spec(shape, {Replicate(), Shard(0), Replicate()}, mesh, {}, sizes);
+            const Tensor q = rnd(shape, dt, 1), k = rnd(shape, dt, 2), v = rnd(shape, dt, 3),
+                         g = rnd(shape, dt, 4);
+            RingAttentionOptions o;
+            o.causal = causal;
+            auto run = [&](MemSpace space) {
+              SequenceAttention att(o, algo);
+              const Tensor out = att.forward(ShardTensor::scatter(mesh, q.to(space), spec),
+                                             ShardTensor::scatter(mesh, k.to(space), spec),
+                                             ShardTensor::scatter(mesh, v.to(space), spec))
+                                     .gather_all()
+                                     .to(MemSpace::Host);
+              const auto gr = att.backward(ShardTensor::scatter(mesh, g.to(space), spec));
+              return std::vector<Tensor>{out, gr[0].gather_all().to(MemSpace::Host),
+                                         gr[1].gather_all().to(MemSpace::Host),
+                                         gr[2].gather_all().to(MemSpace::Host)};
+            };
+            kernels::set_cuda_attention_path(path);
+            const auto h = run(MemSpace::Host), d = run(MemSpace::Cuda);
+            const double tol = dt == DType::f64 ? 1e-12 : 2e-5;
+            INFO(path_name(path) << " " << spec.str() << (causal ? " causal " : " ") << name_of(dt)
+                                 << " " << name_of(algo));
+            for (int i = 0; i < 4; ++i) MPI_CHECK(test::rel_error(d[i], h[i]) < tol);
+          }
 }
 
 TEST_CASE("neighbourhood attention on CUDA tensors equals one host rank, every gradient", "[gpu]") {
