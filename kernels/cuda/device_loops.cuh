@@ -52,6 +52,14 @@ inline unsigned cuda_blocks_for(Index n, unsigned threads) {
   return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
 }
 
+// Blocks for a kernel that takes one item per thread (no grid-stride loop): all of them,
+// never capped as cuda_blocks_for's grids are (a capped grid would leave items undone).
+inline unsigned cuda_blocks_exact(Index n, unsigned threads) {
+  const Index b = (n + threads - 1) / threads;
+  TESSERA_CHECK(b <= 0x7fffffff, "CUDA launch: " << n << " items exceed the grid's range");
+  return static_cast<unsigned>(b > 0 ? b : 1);
+}
+
 template <class F>
 __global__ void for_each_kernel(Index n, F f) {
   for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < n;

@@ -215,7 +215,7 @@ void forward(const Device& dev, const NeighborhoodDesc& d, const void* q, const 
   if (n == 0) return;
   with_register_bucket(
       d.dim, "neighborhood_attention_forward", "channels per head", [&]<int MaxD>() {
-        forward_kernel<T, MaxD><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
+        forward_kernel<T, MaxD><<<cuda_blocks_exact(n, kThreads), kThreads, 0, stream_of(dev)>>>(
             g, static_cast<const T*>(q), static_cast<const T*>(kv), static_cast<T*>(out), lse);
       });
   check_launch("neighbourhood attention forward");
@@ -231,16 +231,16 @@ void backward(const Device& dev, const NeighborhoodDesc& d, const void* qv, cons
   const auto *q = static_cast<const T*>(qv), *kv = static_cast<const T*>(kvv),
              *dout = static_cast<const T*>(doutv);
   DeviceScratch<double> di(static_cast<std::size_t>(nq));
-  row_dots_kernel<T><<<cuda_blocks_for(nq, kThreads), kThreads, 0, st>>>(
+  row_dots_kernel<T><<<cuda_blocks_exact(nq, kThreads), kThreads, 0, st>>>(
       g, static_cast<const T*>(outv), dout, di.get());
-  with_register_bucket(d.dim, "neighborhood_attention_backward", "channels per head",
-                       [&]<int MaxD>() {
-                         dq_kernel<T, MaxD><<<cuda_blocks_for(nq, kThreads), kThreads, 0, st>>>(
-                             g, q, kv, dout, lse, di.get(), static_cast<T*>(dqv));
-                         if (nf > 0)
-                           dkv_kernel<T, MaxD><<<cuda_blocks_for(nf, kThreads), kThreads, 0, st>>>(
-                               g, q, kv, dout, lse, di.get(), static_cast<T*>(dkvv));
-                       });
+  with_register_bucket(
+      d.dim, "neighborhood_attention_backward", "channels per head", [&]<int MaxD>() {
+        dq_kernel<T, MaxD><<<cuda_blocks_exact(nq, kThreads), kThreads, 0, st>>>(
+            g, q, kv, dout, lse, di.get(), static_cast<T*>(dqv));
+        if (nf > 0)
+          dkv_kernel<T, MaxD><<<cuda_blocks_exact(nf, kThreads), kThreads, 0, st>>>(
+              g, q, kv, dout, lse, di.get(), static_cast<T*>(dkvv));
+      });
   check_launch("neighbourhood attention backward", 3);
 }
 

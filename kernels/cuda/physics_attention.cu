@@ -221,10 +221,10 @@ void point_sums(const Device& dev, const Geo& g, const T* w, const T* v, Index s
       out(static_cast<std::size_t>(total));
   const cudaStream_t st = stream_of(dev);
   if (g.jobs() > 0)
-    tile_sums_kernel<T><<<cuda_blocks_for(g.jobs() * slot, kThreads), kThreads, 0, st>>>(
+    tile_sums_kernel<T><<<cuda_blocks_exact(g.jobs() * slot, kThreads), kThreads, 0, st>>>(
         g, w, v, sn, b0, C, count, part.get());
-  sum_tiles_kernel<<<cuda_blocks_for(total, kThreads), kThreads, 0, st>>>(g, slot, part.get(),
-                                                                          out.get());
+  sum_tiles_kernel<<<cuda_blocks_exact(total, kThreads), kThreads, 0, st>>>(g, slot, part.get(),
+                                                                            out.get());
   check_launch("physics attention point sums", 2);
   down(dev, host_out, out.get(), total);
 }
@@ -239,7 +239,7 @@ void slice(const Device& dev, const PhysicsShape& s, const void* xv, const Slice
   if (g.N * g.H * g.P > 0) {
     with_register_bucket(g.M, "physics_slice", "slices", [&]<int MaxM>() {
       weights_kernel<T, MaxM>
-          <<<cuda_blocks_for(g.N * g.H * g.P, kThreads), kThreads, 0, stream_of(dev)>>>(
+          <<<cuda_blocks_exact(g.N * g.H * g.P, kThreads), kThreads, 0, stream_of(dev)>>>(
               g, x, ws.get(), bs.get(), tau.get(), w);
     });
     check_launch("physics attention slice weights");
@@ -254,7 +254,7 @@ void deslice(const Device& dev, const PhysicsShape& s, const void* w, const doub
   const Index n = g.N * g.H * g.D * g.P;
   if (n == 0) return;
   const Uploaded od(dev, o, g.N * g.H * g.M * g.D);
-  deslice_kernel<T><<<cuda_blocks_for(n, kThreads), kThreads, 0, stream_of(dev)>>>(
+  deslice_kernel<T><<<cuda_blocks_exact(n, kThreads), kThreads, 0, stream_of(dev)>>>(
       g, static_cast<const T*>(w), od.get(), static_cast<T*>(y));
   check_launch("physics attention deslice");
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_of(dev)));  // od is freed on return
@@ -273,7 +273,7 @@ void slice_backward(const Device& dev, const PhysicsShape& s, const SliceParams&
   const auto* x = static_cast<const T*>(b.x);
   if (pts > 0) {
     with_register_bucket(g.M, "physics_slice_backward", "slices", [&]<int MaxM>() {
-      point_backward_kernel<T, MaxM><<<cuda_blocks_for(pts, kThreads), kThreads, 0, st>>>(
+      point_backward_kernel<T, MaxM><<<cuda_blocks_exact(pts, kThreads), kThreads, 0, st>>>(
           g, x, static_cast<const T*>(b.w), static_cast<const T*>(b.dy), ws.get(), bs.get(),
           tau.get(), o.get(), da.get(), dz.get(), static_cast<T*>(b.dx), dl.get(), dtau_p.get());
     });
@@ -283,9 +283,10 @@ void slice_backward(const Device& dev, const PhysicsShape& s, const SliceParams&
   DeviceScratch<double> part(static_cast<std::size_t>(std::max<Index>(g.jobs() * slot, 1))),
       out(static_cast<std::size_t>(nout));
   if (g.jobs() > 0)
-    param_tiles_kernel<T><<<cuda_blocks_for(g.jobs() * slot, kThreads), kThreads, 0, st>>>(
+    param_tiles_kernel<T><<<cuda_blocks_exact(g.jobs() * slot, kThreads), kThreads, 0, st>>>(
         g, x, dl.get(), dtau_p.get(), part.get());
-  param_sums_kernel<<<cuda_blocks_for(nout, kThreads), kThreads, 0, st>>>(g, part.get(), out.get());
+  param_sums_kernel<<<cuda_blocks_exact(nout, kThreads), kThreads, 0, st>>>(g, part.get(),
+                                                                            out.get());
   check_launch("physics attention parameter sums", 2);
   std::vector<double> h(static_cast<std::size_t>(nout));
   down(dev, h.data(), out.get(), nout);

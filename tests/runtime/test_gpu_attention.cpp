@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "kernels/neighborhood_attention.hpp"
 #include "runtime/attention/neighborhood_attention.hpp"
 #include "runtime/attention/physics_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
@@ -309,6 +310,37 @@ TEST_CASE("sequence-sharded attention on CUDA tensors equals the host path", "[g
                                  << " " << name_of(algo));
             for (int i = 0; i < 4; ++i) MPI_CHECK(test::rel_error(d[i], h[i]) < tol);
           }
+}
+
+TEST_CASE("CUDA neighbourhood attention covers more queries than a capped grid holds", "[gpu]") {
+  // One thread per query and per frame cell: 9,000,001 cells are more than 65535 blocks of
+  // 128 threads (8,388,480), so a grid capped there would leave the last queries undone.
+  if (!test::have_device()) return;
+  kernels::NeighborhoodDesc d;
+  d.nd = 1;
+  d.batch = 1;
+  d.extent[0] = d.q_shape[0] = d.f_shape[0] = 9000001;
+  d.kernel[0] = 3;
+  d.type = DType::f32;
+  const Index n = d.extent[0];
+  const Tensor q = rnd({1, 1, n}, DType::f32, 1), kv = rnd({1, 2, n}, DType::f32, 2),
+               g = rnd({1, 1, n}, DType::f32, 3);
+  auto run = [&](MemSpace space) {
+    const Tensor qs = q.to(space), kvs = kv.to(space), gs = g.to(space);
+    Tensor out = Tensor::empty({1, 1, n}, DType::f32, space),
+           lse = Tensor::empty({1, 1, n}, DType::f64, space),
+           dq = Tensor::empty({1, 1, n}, DType::f32, space),
+           dkv = Tensor::zeros({1, 2, n}, DType::f32, space);
+    const Device dev = qs.device();
+    kernels::neighborhood_attention_forward(dev, d, qs.raw(), kvs.raw(), out.raw(),
+                                            lse.data<double>());
+    kernels::neighborhood_attention_backward(dev, d, qs.raw(), kvs.raw(), out.raw(), gs.raw(),
+                                             lse.data<double>(), dq.raw(), dkv.raw());
+    return std::vector<Tensor>{out.to(MemSpace::Host), dq.to(MemSpace::Host),
+                               dkv.to(MemSpace::Host)};
+  };
+  const auto h = run(MemSpace::Host), c = run(MemSpace::Cuda);
+  for (std::size_t i = 0; i < h.size(); ++i) MPI_CHECK(test::rel_error(c[i], h[i]) < 2e-5);
 }
 
 TEST_CASE("neighbourhood attention on CUDA tensors equals one host rank, every gradient", "[gpu]") {
