@@ -67,6 +67,9 @@ __device__ inline Index warp_row_stride() {
   return static_cast<Index>(gridDim.x) * blockDim.x / 32;
 }
 
+// The kernels below have internal linkage: each CUDA file that launches them holds its own.
+namespace {
+
 // D_i = rowsum(dO o O) of every row, in double: a warp per row.
 template <class T>
 __global__ void row_dots_kernel(Index rows, Index d, const T* a, const T* b, double* out) {
@@ -85,5 +88,7 @@ __global__ void fill_kernel(X* x, Index n, X v) {
        i += static_cast<Index>(gridDim.x) * blockDim.x)
     x[i] = v;
 }
+
+}  // namespace
 
 }  // namespace tessera::kernels::attention_cuda

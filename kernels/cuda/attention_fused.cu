@@ -117,10 +117,13 @@ __global__ void __launch_bounds__(kThreads)
   const Index b = blockIdx.x / nt, i0 = blockIdx.x % nt * kTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   load_tile<T, A, D>(qs, D, q, b, p.sq, p.d, i0);
+  // Indexed only by unrolled loops, so these stay in registers (not local memory).
   A m[kWarpRows], l[kWarpRows], o[kWarpRows][D / 32];
+#pragma unroll
   for (int r = 0; r < kWarpRows; ++r) {
     m[r] = -INFINITY;
     l[r] = 0;
+#pragma unroll
     for (int t = 0; t < D / 32; ++t) o[r][t] = 0;
   }
   const Index j_end = keys_seen(p, i0);
@@ -129,6 +132,7 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<T, A, D>(ks, D + 1, k, b, p.sk, p.d, j0);
     load_tile<T, A, D>(vs, D + 1, v, b, p.sk, p.d, j0);
     __syncthreads();
+#pragma unroll
     for (int r = 0; r < kWarpRows; ++r) {  // lane = key: the row's scores, online softmax
       const int rt = warp * kWarpRows + r;
       const A s = score<T, A, D>(p, bias, b, i0 + rt, j0 + lane, qs + rt * D, ks + lane * (D + 1));
@@ -141,21 +145,26 @@ __global__ void __launch_bounds__(kThreads)
       l[r] = l[r] * c + warp_sum(pr);
       m[r] = mn;
       ps[rt * kTile + lane] = pr;
+#pragma unroll
       for (int t = 0; t < D / 32; ++t) o[r][t] *= c;
     }
     __syncwarp();
+#pragma unroll
     for (int r = 0; r < kWarpRows; ++r) {  // lane = column: O += P V
       const int rt = warp * kWarpRows + r;
       for (int jj = 0; jj < kTile; ++jj) {
         const A pj = ps[rt * kTile + jj];
+#pragma unroll
         for (int t = 0; t < D / 32; ++t) o[r][t] += pj * vs[jj * (D + 1) + lane + 32 * t];
       }
     }
   }
+#pragma unroll
   for (int r = 0; r < kWarpRows; ++r) {
     const Index i = i0 + warp * kWarpRows + r;
     if (i >= p.sq) break;
     const A inv = l[r] > 0 ? A(1) / l[r] : A(0);
+#pragma unroll
     for (int t = 0; t < D / 32; ++t) {
       const Index e = lane + 32 * t;
       if (e < p.d) out[(b * p.sq + i) * p.d + e] = from_d<T>(to_d(o[r][t] * inv));
@@ -173,6 +182,7 @@ __device__ void tile_grads(const Dims& p, const T* bias, T* dbias, Index b, Inde
                            const A* di_s, A* ps, A* dss) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const Index j = j0 + lane;
+#pragma unroll
   for (int r = 0; r < kWarpRows; ++r) {
     const int rt = warp * kWarpRows + r;
     const Index i = i0 + rt;
@@ -239,6 +249,7 @@ __global__ void __launch_bounds__(kThreads)
   load_tile<T, A, D>(s.ks, D + 1, k, b, p.sk, p.d, j0);
   load_tile<T, A, D>(s.vs, D + 1, v, b, p.sk, p.d, j0);
   A gk[D / 4], gv[D / 4];
+#pragma unroll
   for (int t = 0; t < D / 4; ++t) gk[t] = gv[t] = 0;
   for (Index i0 = first_query_tile(p, j0); i0 < p.sq; i0 += kTile) {
     __syncthreads();  // the last query tile used up
@@ -251,6 +262,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (int rt = 0; rt < kTile; ++rt) {
       const A pr = s.ps[rt * (kTile + 1) + jt], ds = s.dss[rt * (kTile + 1) + jt];
+#pragma unroll
       for (int t = 0; t < D / 4; ++t) {
         const int e = e0 + 4 * t;
         gv[t] += pr * s.gs[rt * D + e];
@@ -260,6 +272,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const Index j = j0 + jt;
   if (j >= p.sk) return;
+#pragma unroll
   for (int t = 0; t < D / 4; ++t) {
     const Index e = e0 + 4 * t;
     if (e >= p.d) continue;
@@ -283,6 +296,7 @@ __global__ void __launch_bounds__(kThreads)
   load_tile<T, A, D>(s.gs, D, dout, b, p.sq, p.d, i0);
   load_row_terms<A>(p, b, i0, lse, di, s.lse_s, s.di_s);
   A gq[D / 4];
+#pragma unroll
   for (int t = 0; t < D / 4; ++t) gq[t] = 0;
   const Index j_end = keys_seen(p, i0);
   for (Index j0 = 0; j0 < j_end; j0 += kTile) {
@@ -295,11 +309,13 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (int jj = 0; jj < kTile; ++jj) {
       const A ds = s.dss[it * (kTile + 1) + jj];
+#pragma unroll
       for (int t = 0; t < D / 4; ++t) gq[t] += ds * s.ks[jj * (D + 1) + e0 + 4 * t];
     }
   }
   const Index i = i0 + it;
   if (i >= p.sq) return;
+#pragma unroll
   for (int t = 0; t < D / 4; ++t) {
     const Index e = e0 + 4 * t;
     if (e < p.d) dq[(b * p.sq + i) * p.d + e] = from_d<T>(p.scale * to_d(gq[t]));
