@@ -7,6 +7,7 @@
 #include <string>
 
 #include "decomp/error.hpp"
+#include "kernels/env_choice.hpp"
 
 namespace tessera::kernels {
 
@@ -15,15 +16,8 @@ double AttentionDesc::effective_scale() const {
 }
 
 namespace {
-CudaAttentionPath path_from_environment() {
-  const char* v = std::getenv("TESSERA_ATTENTION_KERNEL");
-  const std::string s = v ? v : "gemm";
-  TESSERA_CHECK(s == "gemm" || s == "fused",
-                "TESSERA_ATTENTION_KERNEL is '" << s << "': gemm or fused");
-  return s == "fused" ? CudaAttentionPath::Fused : CudaAttentionPath::Gemm;
-}
 std::atomic<int>& path_slot() {
-  static std::atomic<int> p{static_cast<int>(path_from_environment())};
+  static std::atomic<int> p{env_choice("TESSERA_ATTENTION_KERNEL", {"gemm", "fused"})};
   return p;
 }
 

@@ -6,18 +6,12 @@
 #include <string>
 
 #include "decomp/error.hpp"
+#include "kernels/env_choice.hpp"
 
 namespace tessera::kernels {
 namespace {
-CudaMixPath path_from_environment() {
-  const char* v = std::getenv("TESSERA_SPECTRAL_MIX");
-  const std::string s = v ? v : "kernel";
-  TESSERA_CHECK(s == "kernel" || s == "gemm",
-                "TESSERA_SPECTRAL_MIX is '" << s << "': kernel or gemm");
-  return s == "gemm" ? CudaMixPath::Gemm : CudaMixPath::Kernel;
-}
 std::atomic<int>& path_slot() {
-  static std::atomic<int> p{static_cast<int>(path_from_environment())};
+  static std::atomic<int> p{env_choice("TESSERA_SPECTRAL_MIX", {"kernel", "gemm"})};
   return p;
 }
 bool check(DType t, const MixShape& s, const char* what) {

@@ -7,11 +7,13 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "kernels/env_choice.hpp"
 
 using namespace tessera;
 using namespace tessera::kernels;
@@ -331,4 +333,18 @@ TEST_CASE("attention refuses bad arguments") {
   a.d = 0;
   CHECK_THROWS_WITH(attention_forward(Device::host(), a, &x, &x, &x, &x, &l),
                     Catch::Contains("bad shape"));
+}
+
+TEST_CASE("a kernel path's environment variable takes only its named values") {
+  const char* var = "TESSERA_TEST_KERNEL_CHOICE";
+  unsetenv(var);
+  CHECK(env_choice(var, {"gemm", "fused"}) == 0);  // unset: the first, the default
+  setenv(var, "fused", 1);
+  CHECK(env_choice(var, {"gemm", "fused"}) == 1);
+  setenv(var, "Fused", 1);  // no guessing: names are exact
+  CHECK_THROWS_WITH(env_choice(var, {"gemm", "fused", "auto"}),
+                    Catch::Contains("TESSERA_TEST_KERNEL_CHOICE is 'Fused': gemm, fused or auto"));
+  setenv(var, "", 1);
+  CHECK_THROWS_WITH(env_choice(var, {"kernel", "gemm"}), Catch::Contains("'': kernel or gemm"));
+  unsetenv(var);
 }
