@@ -1,7 +1,6 @@
 #include "kernels/env_choice.hpp"
 
 #include <cstdlib>
-#include <sstream>
 #include <string>
 
 #include "decomp/error.hpp"
@@ -16,11 +15,15 @@ int env_choice(const char* var, std::initializer_list<const char*> choices) {
     if (std::string(v) == c) return i;
     ++i;
   }
-  std::ostringstream names;
+  std::string names;  // "a, b or c"
+  const int n = static_cast<int>(choices.size());
   i = 0;
-  for (const char* c : choices)
-    names << (i++ == 0 ? "" : i == static_cast<int>(choices.size()) ? " or " : ", ") << c;
-  TESSERA_CHECK(false, var << " is '" << v << "': " << names.str());
+  for (const char* c : choices) {
+    names += i == 0 ? "" : i == n - 1 ? " or " : ", ";
+    names += c;
+    ++i;
+  }
+  TESSERA_CHECK(false, var << " is '" << v << "': " << names);
   return 0;
 }
 

@@ -236,7 +236,7 @@ struct BackwardSmem {
 };
 
 // Per key tile: dK = scale dS^T Q and dV = P^T dO over the query tiles; thread = (key jt,
-// columns e0, e0 + 4, ...). Writes dS to dbias (zeroed before, for tiles skipped causally).
+// columns e0, e0 + 4, ...). Writes dS to dbias (zeroed before where causal, for the tiles skipped).
 template <class T, class A, int D>
 __global__ void __launch_bounds__(kThreads)
     fused_dkdv_kernel(Dims p, const T* q, const T* k, const T* v, const T* dout, const T* bias,
@@ -385,7 +385,8 @@ void backward(const Device& dev, const AttentionDesc& a, const void* qv, const v
         a.batch * a.sq, a.d, dout, static_cast<const T*>(outv), di.get());
     check_launch("fused attention rowsum(dO O)");
   }
-  if (dbias && a.batch * a.sq * a.sk > 0)
+  // Causally skipped tile pairs are the only dbias entries the kernels do not write.
+  if (dbias && a.causal && a.batch * a.sq * a.sk > 0)
     TESSERA_CUDA_CHECK(
         cudaMemsetAsync(dbias, 0, static_cast<std::size_t>(a.batch * a.sq * a.sk) * sizeof(T), st));
   constexpr std::size_t smem = backward_smem<A, D>();
