@@ -4,6 +4,7 @@
 // float64 and float32; and sequence-sharded attention (ring, all-to-all, all-gather) on
 // CUDA tensors against the same on host tensors, uneven shards and causal included.
 // Skips, saying so, where no device exists.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/neighborhood_attention.hpp"
+#include "kernels/physics_attention.hpp"
 #include "runtime/attention/neighborhood_attention.hpp"
 #include "runtime/attention/physics_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
@@ -341,6 +343,74 @@ TEST_CASE("CUDA neighbourhood attention covers more queries than a capped grid h
   };
   const auto h = run(MemSpace::Host), c = run(MemSpace::Cuda);
   for (std::size_t i = 0; i < h.size(); ++i) MPI_CHECK(test::rel_error(c[i], h[i]) < 2e-5);
+}
+
+TEST_CASE("CUDA physics attention covers more points than a capped grid holds", "[gpu]") {
+  // The point passes take one thread per point (and per point x slice tile): 9,000,001
+  // points are more than 65535 blocks of 128 threads, so a grid capped there would leave the
+  // last points unsliced, undesliced and without gradients, with no error.
+  if (!test::have_device()) return;
+  kernels::PhysicsShape s;
+  s.batch = 1;
+  s.heads = 1;
+  s.dim = 2;
+  s.slices = 3;
+  s.points = 9000001;
+  const Index n = s.points, hd = s.heads * s.dim, tok = s.heads * s.slices * s.dim;
+  const std::vector<double> ws = {0.3, -0.2, 0.1, 0.5, -0.4, 0.2}, bs = {0.1, -0.1, 0.05},
+                            tau = {0.7};
+  const kernels::SliceParams params{ws.data(), bs.data(), tau.data()};
+  const Tensor x = rnd({1, 2 * hd, n}, DType::f32, 5), dy = rnd({1, hd, n}, DType::f32, 6);
+  std::vector<double> o(tok), da(tok), dz(s.heads * s.slices);
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    o[i] = std::sin(0.7 * static_cast<double>(i) + 0.1);
+    da[i] = std::cos(0.3 * static_cast<double>(i));
+  }
+  for (std::size_t i = 0; i < dz.size(); ++i) dz[i] = 0.2 * static_cast<double>(i) - 0.1;
+  struct Result {
+    std::vector<Tensor> points;  // w, y, dx
+    std::vector<double> sums;    // acc, dO, dws, dbs, dtau
+  };
+  auto run = [&](MemSpace space) {
+    const Tensor xs = x.to(space), dys = dy.to(space);
+    Tensor w = Tensor::empty({1, s.heads, s.slices, n}, DType::f32, space),
+           y = Tensor::empty({1, hd, n}, DType::f32, space),
+           dx = Tensor::empty({1, 2 * hd, n}, DType::f32, space);
+    std::vector<double> acc(s.heads * s.slices * (s.dim + 1)), d_o(tok), dws(ws.size(), 0.0),
+        dbs(bs.size(), 0.0), dtau(tau.size(), 0.0);
+    const Device dev = xs.device();
+    kernels::physics_slice(dev, DType::f32, s, xs.raw(), params, w.raw(), acc.data());
+    kernels::physics_deslice(dev, DType::f32, s, w.raw(), o.data(), y.raw());
+    kernels::physics_deslice_grad(dev, DType::f32, s, w.raw(), dys.raw(), d_o.data());
+    kernels::SliceBackward b;
+    b.x = xs.raw();
+    b.w = w.raw();
+    b.dy = dys.raw();
+    b.o = o.data();
+    b.da = da.data();
+    b.dz = dz.data();
+    b.dx = dx.raw();
+    b.dws = dws.data();
+    b.dbs = dbs.data();
+    b.dtau = dtau.data();
+    kernels::physics_slice_backward(dev, DType::f32, s, params, b);
+    Result r;
+    r.points = {w.to(MemSpace::Host), y.to(MemSpace::Host), dx.to(MemSpace::Host)};
+    for (const auto* v : {&acc, &d_o, &dws, &dbs, &dtau})
+      r.sums.insert(r.sums.end(), v->begin(), v->end());
+    return r;
+  };
+  const Result h = run(MemSpace::Host), c = run(MemSpace::Cuda);
+  for (std::size_t i = 0; i < h.points.size(); ++i)
+    MPI_CHECK(test::rel_error(c.points[i], h.points[i]) < 2e-5);
+  // The sums over all points (float64, other summation orders): the last points count too.
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < h.sums.size(); ++i) {
+    worst = std::max(worst, std::abs(c.sums[i] - h.sums[i]));
+    scale = std::max(scale, std::abs(h.sums[i]));
+  }
+  INFO("sums: worst difference " << worst << " of " << scale);
+  MPI_CHECK(worst <= 1e-9 * scale);
 }
 
 TEST_CASE("neighbourhood attention on CUDA tensors equals one host rank, every gradient", "[gpu]") {
