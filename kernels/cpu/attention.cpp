@@ -1,7 +1,7 @@
 // Host attention. float64: a row tile of queries against blocks of keys with the online
 // softmax (forward), and the two gradient passes of FlashAttention-2 recomputing the
 // probabilities from the saved LSE - dq per row tile, dk and dv per key tile - so no thread
-// writes another's rows. float32: the same algebra as matrix products (oneDNN sgemm) per row
+// writes another's rows. float32: the same algebra as matrix products (oneDNN matmul) per row
 // tile against all keys, each problem on one thread. Results do not depend on the thread
 // count.
 #include <algorithm>
@@ -12,14 +12,14 @@
 #include <limits>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.h>
-
 #include "decomp/error.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/cpu/simd_clones.hpp"
+#include "kernels/cpu/tile_sgemm.hpp"
 #include "kernels/device/scratch.hpp"
 
 namespace tessera::kernels {
+using cpu::tile_sgemm;
 namespace {
 
 constexpr Index kRowTile = 32, kKeyBlock = 128;
@@ -209,7 +209,8 @@ void merge(Index rows, Index d, T* out, double* lse, const T* out2, const double
 }
 
 // The float32 path's passes over rows of scores are built also for AVX-512 and AVX2
-// (TESSERA_SIMD_CLONES); oneDNN's sgemm dispatches by CPU on its own.
+// (TESSERA_SIMD_CLONES); oneDNN's matmul kernels dispatch by CPU on
+// their own.
 
 // One key block of the online softmax, scores and maxima in log2 units: rows of scores ->
 // 2^(s - m') in place, where m' is each row's running maximum updated by this block; c gets the
@@ -272,7 +273,7 @@ void softmax_grad_rows(float* dp, const float* p, Index rows, Index sk, const fl
   }
 }
 
-// float32: the blocks as matrix products through oneDNN's sgemm (row-major), a row tile of
+// float32: the blocks as matrix products through oneDNN (tile_sgemm, row-major), a row tile of
 // queries against a block of keys at a time: S = scale log2(e) Q K^T (+ bias log2(e), masks;
 // log2 units, so the softmax's exponentials are 2^x without a multiply each), the online
 // softmax across key blocks (each row's running maximum and sum, O rescaled as it grows; the
@@ -291,21 +292,14 @@ std::size_t tile_elems(Index sk) {
   return static_cast<std::size_t>(kGemmRows * key_block(sk));
 }
 
-void sgemm(char ta, char tb, Index m, Index n, Index k, float alpha, const float* a, Index lda,
-           const float* b, Index ldb, float beta, float* c, Index ldc) {
-  if (m == 0 || n == 0) return;
-  const dnnl_status_t st = dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  TESSERA_CHECK(st == dnnl_success, "attention: oneDNN sgemm failed (status " << st << ")");
-}
-
 // Scores of rows [i0, i1) of problem b against keys [j0, j1), masked, into s (rows x (j1 - j0)).
 void scores(const AttentionDesc& a, Index b, Index i0, Index i1, Index j0, Index j1, const float* q,
             const float* k, float* s) {
   const float sc = static_cast<float>(a.effective_scale() * kLog2e);
   const Index nk = j1 - j0;
   if (nk == 0 || i1 == i0) return;
-  sgemm('N', 'T', i1 - i0, nk, a.d, sc, q + (b * a.sq + i0) * a.d, a.d, k + (b * a.sk + j0) * a.d,
-        a.d, 0.0f, s, nk);
+  tile_sgemm('N', 'T', i1 - i0, nk, a.d, sc, q + (b * a.sq + i0) * a.d, a.d,
+             k + (b * a.sk + j0) * a.d, a.d, 0.0f, s, nk);
   const auto* bias = static_cast<const float*>(a.bias);
   for (Index i = i0; i < i1; ++i) {
     float* row = s + (i - i0) * nk;
@@ -348,8 +342,8 @@ void forward_gemm(const AttentionDesc& a, const float* q, const float* k, const 
         if (j0 > 0)  // the rows' earlier blocks, to the new maxima
           for (Index r = 0; r < rows; ++r)
             for (Index e = 0; e < a.d; ++e) o[r * a.d + e] *= c[r];
-        sgemm('N', 'N', rows, a.d, nk, 1.0f, s, nk, v + (b * a.sk + j0) * a.d, a.d,
-              j0 > 0 ? 1.0f : 0.0f, o, a.d);
+        tile_sgemm('N', 'N', rows, a.d, nk, 1.0f, s, nk, v + (b * a.sk + j0) * a.d, a.d,
+                   j0 > 0 ? 1.0f : 0.0f, o, a.d);
       }
       for (Index r = 0; r < rows; ++r) {  // normalized once, d values per row
         const float inv = l[r] > 0 ? static_cast<float>(1.0 / l[r]) : 0.0f;
@@ -401,18 +395,18 @@ void backward_gemm(const AttentionDesc& a, const float* q, const float* k, const
             const float* go = dout + (b * a.sq + i0) * a.d;
             scores(a, b, i0, i1, j0, j1, q, k, p);
             probabilities_from_lse(p, rows, nk, lse + b * a.sq + i0);
-            sgemm('N', 'T', rows, nk, a.d, 1.0f, go, a.d, vb, a.d, 0.0f, dp, nk);
+            tile_sgemm('N', 'T', rows, nk, a.d, 1.0f, go, a.d, vb, a.d, 0.0f, dp, nk);
             softmax_grad_rows(dp, p, rows, nk, di + (i0 - band0));
             if (dbias)
               for (Index i = i0; i < i1; ++i)
                 std::copy(dp + (i - i0) * nk, dp + (i - i0 + 1) * nk,
                           dbias + (b * a.sq + i) * a.sk + j0);
-            sgemm('N', 'N', rows, a.d, nk, sc, dp, nk, k + (b * a.sk + j0) * a.d, a.d,
-                  j0 > 0 ? 1.0f : 0.0f, dqt, a.d);
-            sgemm('T', 'N', nk, a.d, rows, sc, dp, nk, q + (b * a.sq + i0) * a.d, a.d, 1.0f,
-                  dk + (b * a.sk + j0) * a.d, a.d);
-            sgemm('T', 'N', nk, a.d, rows, 1.0f, p, nk, go, a.d, 1.0f, dv + (b * a.sk + j0) * a.d,
-                  a.d);
+            tile_sgemm('N', 'N', rows, a.d, nk, sc, dp, nk, k + (b * a.sk + j0) * a.d, a.d,
+                       j0 > 0 ? 1.0f : 0.0f, dqt, a.d);
+            tile_sgemm('T', 'N', nk, a.d, rows, sc, dp, nk, q + (b * a.sq + i0) * a.d, a.d, 1.0f,
+                       dk + (b * a.sk + j0) * a.d, a.d);
+            tile_sgemm('T', 'N', nk, a.d, rows, 1.0f, p, nk, go, a.d, 1.0f,
+                       dv + (b * a.sk + j0) * a.d, a.d);
           }
         }
       }
