@@ -151,17 +151,16 @@ ShardTensor PhysicsAttention::backward(const ShardTensor& dy) {
   std::vector<double> dws(static_cast<std::size_t>(M * D)), dbs(static_cast<std::size_t>(M)),
       dtau(static_cast<std::size_t>(H));
   Tensor dh = Tensor::empty(s.h.shape(), opts_.dtype, opts_.space);
-  kernels::SliceBackward b;
-  b.x = s.h.raw();
-  b.w = s.w.raw();
-  b.dy = dmid.raw();
-  b.o = s.o.data();
-  b.da = da.data();
-  b.dz = dz.data();
-  b.dx = dh.raw();
-  b.dws = dws.data();
-  b.dbs = dbs.data();
-  b.dtau = dtau.data();
+  const kernels::SliceBackward b{.x = s.h.raw(),
+                                 .w = s.w.raw(),
+                                 .dy = dmid.raw(),
+                                 .o = s.o.data(),
+                                 .da = da.data(),
+                                 .dz = dz.data(),
+                                 .dx = dh.raw(),
+                                 .dws = dws.data(),
+                                 .dbs = dbs.data(),
+                                 .dtau = dtau.data()};
   const kernels::SliceParams sp{s.ws.data(), s.bs.data(), s.tau.data()};
   kernels::physics_slice_backward(dev, opts_.dtype, sh, sp, b);
   add_param_grad(all_axes, as_tensor(dws, {M, D}), 0, slice_w_);

@@ -14,6 +14,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/env_choice.hpp"
+#include "tests/support/random_values.hpp"
 
 using namespace tessera;
 using namespace tessera::kernels;
@@ -21,14 +22,6 @@ using namespace tessera::kernels;
 namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<double> rnd(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<double> v(n);
-  for (auto& x : v) x = u(g);
-  return v;
-}
 
 struct Ref {
   std::vector<double> out, lse, dq, dk, dv, dbias;
@@ -107,13 +100,14 @@ template <class T>
 void check_case(AttentionDesc a, bool with_bias, bool broadcast, double tol,
                 Index masked_prefix = 0) {
   a.type = std::is_same_v<T, double> ? DType::f64 : DType::f32;
-  const auto q = rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 1);
-  const auto k = rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 2);
-  const auto v = rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 3);
-  const auto dout = rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 4);
+  const auto q = test::random_values(static_cast<std::size_t>(a.batch * a.sq * a.d), 1);
+  const auto k = test::random_values(static_cast<std::size_t>(a.batch * a.sk * a.d), 2);
+  const auto v = test::random_values(static_cast<std::size_t>(a.batch * a.sk * a.d), 3);
+  const auto dout = test::random_values(static_cast<std::size_t>(a.batch * a.sq * a.d), 4);
   std::vector<double> bias;
   if (with_bias) {
-    bias = rnd(static_cast<std::size_t>((broadcast ? 1 : a.batch) * a.sq * a.sk), 5);
+    bias =
+        test::random_values(static_cast<std::size_t>((broadcast ? 1 : a.batch) * a.sq * a.sk), 5);
     for (std::size_t i = 0; i < bias.size(); i += 3) bias[i] = -kInf;  // masked entries
     if (a.sq > 1)  // a row that sees no key at all
       for (Index j = 0; j < a.sk; ++j) bias[static_cast<std::size_t>(1 * a.sk + j)] = -kInf;
@@ -188,11 +182,11 @@ TEST_CASE("float32 attention with sharp scores: underflowing probabilities, exac
   a.d = 6;
   a.scale = 60;
   a.type = DType::f32;
-  const auto q = rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 11);
-  const auto k = rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 12);
-  const auto v = rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 13);
-  const auto dout = rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 14);
-  auto bias = rnd(static_cast<std::size_t>(a.batch * a.sq * a.sk), 15);
+  const auto q = test::random_values(static_cast<std::size_t>(a.batch * a.sq * a.d), 11);
+  const auto k = test::random_values(static_cast<std::size_t>(a.batch * a.sk * a.d), 12);
+  const auto v = test::random_values(static_cast<std::size_t>(a.batch * a.sk * a.d), 13);
+  const auto dout = test::random_values(static_cast<std::size_t>(a.batch * a.sq * a.d), 14);
+  auto bias = test::random_values(static_cast<std::size_t>(a.batch * a.sq * a.sk), 15);
   for (std::size_t i = 0; i < bias.size(); i += 7) bias[i] = -kInf;
   a.bias_batch_stride = a.sq * a.sk;
   const Ref ref = reference(a, q, k, v, &bias, dout);
@@ -235,10 +229,11 @@ TEST_CASE("float32 attention gives the same bits at every thread count") {
   a.d = 8;
   a.causal = true;
   a.q_offset = 1900;
-  const auto q = as<float>(rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 1));
-  const auto k = as<float>(rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 2));
-  const auto v = as<float>(rnd(static_cast<std::size_t>(a.batch * a.sk * a.d), 3));
-  const auto dout = as<float>(rnd(static_cast<std::size_t>(a.batch * a.sq * a.d), 4));
+  const auto q = as<float>(test::random_values(static_cast<std::size_t>(a.batch * a.sq * a.d), 1));
+  const auto k = as<float>(test::random_values(static_cast<std::size_t>(a.batch * a.sk * a.d), 2));
+  const auto v = as<float>(test::random_values(static_cast<std::size_t>(a.batch * a.sk * a.d), 3));
+  const auto dout =
+      as<float>(test::random_values(static_cast<std::size_t>(a.batch * a.sq * a.d), 4));
   auto run = [&](int threads) {
     const int before = omp_get_max_threads();
     omp_set_num_threads(threads);
@@ -265,8 +260,8 @@ TEST_CASE("the reference's gradients are the loss's finite differences") {
   a.sk = 4;
   a.d = 2;
   a.type = DType::f64;
-  auto q = rnd(6, 1), k = rnd(8, 2), v = rnd(8, 3);
-  const auto dout = rnd(6, 4);
+  auto q = test::random_values(6, 1), k = test::random_values(8, 2), v = test::random_values(8, 3);
+  const auto dout = test::random_values(6, 4);
   const Ref r = reference(a, q, k, v, nullptr, dout);
   auto loss = [&] {
     const Ref x = reference(a, q, k, v, nullptr, dout);
@@ -296,7 +291,8 @@ TEST_CASE("the LSE merge of two key halves equals attention over all keys") {
     a.d = 4;
     a.type = DType::f64;
     a.causal = causal;
-    const auto q = rnd(72, 1), k = rnd(80, 2), v = rnd(80, 3);
+    const auto q = test::random_values(72, 1), k = test::random_values(80, 2),
+               v = test::random_values(80, 3);
     std::vector<double> whole(72), lw(18);
     attention_forward(Device::host(), a, q.data(), k.data(), v.data(), whole.data(), lw.data());
     // Keys [0, 6) and [6, 10) separately (the causal rule on global positions), merged.

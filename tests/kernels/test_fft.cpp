@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/fft.hpp"
+#include "tests/support/random_values.hpp"
 
 using namespace tessera;
 using namespace tessera::kernels;
@@ -38,11 +39,7 @@ std::vector<cd> dft(const std::vector<cd>& x, const FftBlock& b, int s) {
 }
 
 std::vector<double> random_real(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<double> v(n);
-  for (auto& x : v) x = u(g);
-  return v;
+  return test::random_values(n, seed);
 }
 
 std::vector<cd> random_complex(std::size_t n, unsigned seed) {

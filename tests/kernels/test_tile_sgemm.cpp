@@ -11,19 +11,12 @@
 
 #include "decomp/error.hpp"
 #include "kernels/cpu/tile_sgemm.hpp"
+#include "tests/support/random_values.hpp"
 
 using namespace tessera;
 using tessera::kernels::cpu::tile_sgemm;
 
 namespace {
-
-std::vector<float> rnd(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(g);
-  return v;
-}
 
 struct Case {
   char ta, tb;
@@ -45,9 +38,9 @@ struct Outcome {
 
 Outcome check(const Case& c) {
   const Index arows = c.ta == 'N' ? c.m : c.k, brows = c.tb == 'N' ? c.k : c.n;
-  const auto a = rnd(static_cast<std::size_t>(arows * c.lda), 1);
-  const auto b = rnd(static_cast<std::size_t>(brows * c.ldb), 2);
-  const auto c0 = rnd(static_cast<std::size_t>(c.m * c.ldc), 3);
+  const auto a = test::random_values<float>(static_cast<std::size_t>(arows * c.lda), 1);
+  const auto b = test::random_values<float>(static_cast<std::size_t>(brows * c.ldb), 2);
+  const auto c0 = test::random_values<float>(static_cast<std::size_t>(c.m * c.ldc), 3);
   std::vector<float> got = c0;
   tile_sgemm(c.ta, c.tb, c.m, c.n, c.k, c.alpha, a.data(), c.lda, b.data(), c.ldb, c.beta,
              got.data(), c.ldc);
@@ -111,7 +104,7 @@ TEST_CASE("tile_sgemm plans past its cache bound and gives the same bits inside 
   // 60 distinct shapes twice over: more than the plans a thread keeps, so early shapes are
   // planned again on the second pass and must give what they gave on the first.
   std::vector<std::vector<float>> first;
-  const auto a = rnd(64 * 64, 4), b = rnd(64 * 64, 5);
+  const auto a = test::random_values<float>(64 * 64, 4), b = test::random_values<float>(64 * 64, 5);
   for (int pass = 0; pass < 2; ++pass)
     for (Index m = 1; m <= 60; ++m) {
       std::vector<float> c(static_cast<std::size_t>(m * 64));

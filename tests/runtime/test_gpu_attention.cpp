@@ -382,17 +382,16 @@ TEST_CASE("CUDA physics attention covers more points than a capped grid holds", 
     kernels::physics_slice(dev, DType::f32, s, xs.raw(), params, w.raw(), acc.data());
     kernels::physics_deslice(dev, DType::f32, s, w.raw(), o.data(), y.raw());
     kernels::physics_deslice_grad(dev, DType::f32, s, w.raw(), dys.raw(), d_o.data());
-    kernels::SliceBackward b;
-    b.x = xs.raw();
-    b.w = w.raw();
-    b.dy = dys.raw();
-    b.o = o.data();
-    b.da = da.data();
-    b.dz = dz.data();
-    b.dx = dx.raw();
-    b.dws = dws.data();
-    b.dbs = dbs.data();
-    b.dtau = dtau.data();
+    const kernels::SliceBackward b{.x = xs.raw(),
+                                   .w = w.raw(),
+                                   .dy = dys.raw(),
+                                   .o = o.data(),
+                                   .da = da.data(),
+                                   .dz = dz.data(),
+                                   .dx = dx.raw(),
+                                   .dws = dws.data(),
+                                   .dbs = dbs.data(),
+                                   .dtau = dtau.data()};
     kernels::physics_slice_backward(dev, DType::f32, s, params, b);
     Result r;
     r.points = {w.to(MemSpace::Host), y.to(MemSpace::Host), dx.to(MemSpace::Host)};
