@@ -14,6 +14,7 @@
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/have_device.hpp"
 #include "tests/support/layer_check.hpp"
+#include "tests/support/random_values.hpp"
 
 using namespace tessera;
 using namespace tessera::kernels;
@@ -36,15 +37,6 @@ std::vector<T> on_device_and_back(const std::vector<T>& in, std::size_t out_coun
 }
 
 template <class R>
-std::vector<R> random_reals(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<R> v(n);
-  for (auto& x : v) x = static_cast<R>(u(g));
-  return v;
-}
-
-template <class R>
 double rel_diff(const std::vector<R>& a, const std::vector<R>& b) {
   double m = 0, s = 1e-300;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -62,7 +54,7 @@ void check_block(const FftBlock& b) {
   const std::size_t nr = static_cast<std::size_t>(b.outer * b.n * b.inner);
   const std::size_t nc = static_cast<std::size_t>(b.outer * b.bins() * b.inner);
   // r2c with a scale and doubled interior (reals viewed as interleaved complex after).
-  const auto x = random_reals<R>(nr, 1);
+  const auto x = test::random_values<R>(nr, 1);
   std::vector<R> host_z(2 * nc);
   fft_r2c(Device::host(), real, b, x.data(), host_z.data(), 0.5, HalfWeight::DoubleInterior);
   std::vector<R> xin(x);
@@ -72,7 +64,7 @@ void check_block(const FftBlock& b) {
   });
   MPI_CHECK(rel_diff(dev_z, host_z) < tol);
   // c2r with halved interior; the input must survive on both.
-  const auto z = random_reals<R>(2 * nc, 2);
+  const auto z = test::random_values<R>(2 * nc, 2);
   std::vector<R> host_x(nr);
   fft_c2r(Device::host(), real, b, z.data(), host_x.data(), 0.25, HalfWeight::HalveInterior);
   std::vector<R> zin(z);
@@ -83,7 +75,7 @@ void check_block(const FftBlock& b) {
   MPI_CHECK(rel_diff(dev_x, host_x) < tol);
   // c2c both signs.
   for (int sign : {-1, 1}) {
-    const auto c = random_reals<R>(2 * nr, 3);
+    const auto c = test::random_values<R>(2 * nr, 3);
     std::vector<R> host_c(2 * nr);
     fft_c2c(Device::host(), cplx, b, c.data(), host_c.data(), sign, 1.0 / 3);
     const auto dev_c = on_device_and_back<R>(c, 2 * nr, [&](const void* i, void* o) {
@@ -130,10 +122,11 @@ template <class R>
 void check_mixing(const MixShape& s) {
   const DType t = std::is_same_v<R, double> ? DType::c128 : DType::c64;
   const double tol = std::is_same_v<R, double> ? 1e-12 : 1e-5;
-  const auto x = random_reals<R>(static_cast<std::size_t>(2 * s.batch * s.cin * s.modes), 4);
-  const auto w = random_reals<R>(static_cast<std::size_t>(2 * s.cin * s.cout * s.modes), 5);
-  const auto y = random_reals<R>(static_cast<std::size_t>(2 * s.batch * s.cout * s.modes), 6);
-  const auto w0 = random_reals<R>(w.size(), 7);
+  const auto x = test::random_values<R>(static_cast<std::size_t>(2 * s.batch * s.cin * s.modes), 4);
+  const auto w = test::random_values<R>(static_cast<std::size_t>(2 * s.cin * s.cout * s.modes), 5);
+  const auto y =
+      test::random_values<R>(static_cast<std::size_t>(2 * s.batch * s.cout * s.modes), 6);
+  const auto w0 = test::random_values<R>(w.size(), 7);
   std::vector<R> hy(y.size()), hdx(x.size()), hdw = w0;
   spectral_mix(Device::host(), t, s, x.data(), w.data(), hy.data());
   spectral_mix_dx(Device::host(), t, s, y.data(), w.data(), hdx.data());
