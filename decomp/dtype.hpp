@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include "decomp/host_device.hpp"
+
 namespace tessera {
 
 enum class DType { f32, f64, i64, bf16, c64, c128 };
@@ -17,11 +19,19 @@ struct bf16_t {
   std::uint16_t bits;
 };
 
-// float32 <-> bf16 on the host: rounding to nearest even (bf16 is float32's upper half).
+// float32 bits -> bf16 bits (bf16 is float32's upper half), rounding to nearest even; the
+// host conversions and the CUDA kernel share it. A NaN stays a quiet NaN of its sign: the
+// rounding's carry would turn it into an infinity or a signed zero.
+TESSERA_HD inline std::uint16_t bf16_bits_from_float_bits(std::uint32_t u) {
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// float32 <-> bf16 on the host.
 inline bf16_t bf16_from_float(float f) {
   std::uint32_t u;
   std::memcpy(&u, &f, 4);
-  return {static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+  return {bf16_bits_from_float_bits(u)};
 }
 inline float float_from_bf16(bf16_t b) {
   const std::uint32_t u = static_cast<std::uint32_t>(b.bits) << 16;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "decomp/dtype.hpp"
 #include "decomp/host_device.hpp"
 
 namespace tessera::kernels {
@@ -28,10 +29,9 @@ TESSERA_HD inline float float_of_bits(std::uint32_t u) {
 #endif
 }
 
-// bf16 is float32's upper half: round to nearest even, as bf16_from_float.
+// As bf16_from_float (decomp/dtype.hpp), on either side.
 TESSERA_HD inline std::uint16_t bf16_bits_of(float f) {
-  const std::uint32_t u = float_bits(f);
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return bf16_bits_from_float_bits(float_bits(f));
 }
 
 TESSERA_HD inline float float_of_bf16_bits(std::uint16_t b) {

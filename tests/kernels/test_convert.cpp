@@ -1,8 +1,9 @@
 // Element type conversion on the host: float32 -> bfloat16 rounds to nearest even exactly as
-// decomp/dtype.hpp's bf16_from_float (random values, halfway cases, signed zeros, infinities,
-// the largest finite values), bf16 -> float32 is exact, float32 <-> float64 as the casts;
-// other pairs are refused.
+// decomp/dtype.hpp's bf16_from_float (random values, halfway cases, signed zeros,
+// infinities, the largest finite values; NaNs stay NaNs of their sign), bf16 -> float32 is
+// exact, float32 <-> float64 as the casts; other pairs are refused.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -47,6 +48,20 @@ TEST_CASE("convert: bf16 rounding to nearest even, exact widening, float casts",
   CHECK(exact);
   // Ties to even: 1 + 2^-8 (halfway between 1 and 1 + 2^-7) rounds down to 1.
   CHECK(bf16_from_float(from_bits(0x3f808000u)).bits == 0x3f80u);
+  // NaNs stay NaNs of their sign (quieted), through both the function and the kernel loop:
+  // CUDA's canonical NaN 0x7fffffff would round into -0.0, a signalling NaN with a low
+  // payload into an infinity.
+  const std::vector<std::pair<std::uint32_t, std::uint16_t>> nans{
+      {0x7fc00000u, 0x7fc0u}, {0x7fffffffu, 0x7fffu}, {0xffffffffu, 0xffffu},
+      {0x7f800001u, 0x7fc0u}, {0x7f808000u, 0x7fc0u}, {0xff800001u, 0xffc0u}};
+  for (const auto& [in, want] : nans) {
+    const float v = from_bits(in);
+    bf16_t k{};
+    kernels::convert(Device::host(), DType::f32, DType::bf16, 1, &v, &k);
+    CHECK(bf16_from_float(v).bits == want);
+    CHECK(k.bits == want);
+    CHECK(std::isnan(float_from_bf16(k)));
+  }
   std::vector<double> d(x.size());
   kernels::convert(Device::host(), DType::f32, DType::f64, n, x.data(), d.data());
   std::vector<float> f(x.size());
