@@ -62,16 +62,18 @@ cufftHandle get_plan(cufftType type, const FftBlock& b) {
   cufftHandle h;
   cufft_check(cufftCreate(&h), "cufftCreate");
   std::size_t work = 0;
+  cufftResult r;
   if (b.inner == 1)
-    cufft_check(cufftMakePlanMany64(h, 1, &n, &n, 1, ni, &n, 1, no, type, b.outer, &work),
-                "cufftMakePlanMany64");
+    r = cufftMakePlanMany64(h, 1, &n, &n, 1, ni, &n, 1, no, type, b.outer, &work);
   else if (by_outer)
-    cufft_check(cufftMakePlanMany64(h, 1, &n, &n, b.inner, ni * b.inner, &n, b.inner, no * b.inner,
-                                    type, b.outer, &work),
-                "cufftMakePlanMany64");
+    r = cufftMakePlanMany64(h, 1, &n, &n, b.inner, ni * b.inner, &n, b.inner, no * b.inner, type,
+                            b.outer, &work);
   else
-    cufft_check(cufftMakePlanMany64(h, 1, &n, &n, b.inner, 1, &n, b.inner, 1, type, b.inner, &work),
-                "cufftMakePlanMany64");
+    r = cufftMakePlanMany64(h, 1, &n, &n, b.inner, 1, &n, b.inner, 1, type, b.inner, &work);
+  if (r != CUFFT_SUCCESS) cufftDestroy(h);  // a failed plan (out of memory) leaks no handle
+  cufft_check(r, ("cufftMakePlanMany64 for block " + std::to_string(b.outer) + " x " +
+                  std::to_string(b.n) + " x " + std::to_string(b.inner))
+                     .c_str());
   plans.emplace(key, h);
   return h;
 }
@@ -88,15 +90,18 @@ void per_slice(const FftBlock& b, cufftType type, F run) {
   for (Index o = 0; o < b.outer; ++o) run(o * ni, o * no);
 }
 
+// Scales the half spectrum, the interior bins by wi too; with real_edges, the imaginary
+// parts of bin 0 and of the Nyquist bin (the bins past the interior) become 0.
 template <class C>
 __global__ void weigh_kernel(C* z, Index count, Index bins, Index inner, Index last_interior,
-                             double scale, double wi) {
+                             double scale, double wi, bool real_edges) {
   for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<Index>(gridDim.x) * blockDim.x) {
     const Index k = (i / inner) % bins;
-    const double f = (k >= 1 && k <= last_interior) ? scale * wi : scale;
+    const bool interior = k >= 1 && k <= last_interior;
+    const double f = interior ? scale * wi : scale;
     z[i].x *= f;
-    z[i].y *= f;
+    z[i].y = (real_edges && !interior) ? 0 : z[i].y * f;
   }
 }
 
@@ -139,13 +144,18 @@ double weight_of(HalfWeight w) {
   return w == HalfWeight::DoubleInterior ? 2.0 : w == HalfWeight::HalveInterior ? 0.5 : 1.0;
 }
 
+// real_edges: before a c2r. fft_c2r promises numpy's irfft, which ignores the imaginary
+// parts of bin 0 and the Nyquist bin; cuFFT leaves input that is not Hermitian undefined
+// (and its handling of those parts has changed between versions), and the spectra here
+// need not be Hermitian there (an FNO's mixed modes, a c2c over the other dims first).
 template <class C>
-void weigh(const Device& dev, C* z, const FftBlock& b, double scale, HalfWeight w) {
+void weigh(const Device& dev, C* z, const FftBlock& b, double scale, HalfWeight w,
+           bool real_edges = false) {
   const double wi = weight_of(w);
-  if (scale == 1.0 && wi == 1.0) return;
+  if (scale == 1.0 && wi == 1.0 && !real_edges) return;
   const Index count = b.outer * b.bins() * b.inner;
   weigh_kernel<C><<<cuda_blocks_for(count, 256), 256, 0, stream_of(dev)>>>(
-      z, count, b.bins(), b.inner, (b.n - 1) / 2, scale, wi);
+      z, count, b.bins(), b.inner, (b.n - 1) / 2, scale, wi, real_edges);
   check_launch("FFT weights");
 }
 
@@ -231,9 +241,9 @@ void cuda::fft_c2r(const Device& dev, DType real, const FftBlock& b, const void*
                                        cudaMemcpyDeviceToDevice, st));
   }
   if (dbl)
-    weigh(dev, reinterpret_cast<cuDoubleComplex*>(zp), b, 1.0, w);
+    weigh(dev, reinterpret_cast<cuDoubleComplex*>(zp), b, 1.0, w, true);
   else
-    weigh(dev, reinterpret_cast<cuComplex*>(zp), b, 1.0, w);
+    weigh(dev, reinterpret_cast<cuComplex*>(zp), b, 1.0, w, true);
   const cufftHandle h = get_plan(type, b);
   cufft_check(cufftSetStream(h, st), "cufftSetStream");
   const Index slice = b.inner == 1 ? b.outer * b.n : b.n * b.inner;
