@@ -22,7 +22,10 @@ namespace {
   throw Error("config: " + msg);
 }
 
-using Ref = std::variant<std::int64_t*, double*, bool*, std::string*, std::vector<std::string>*>;
+// The kinds of keys: integer, number, boolean, string, array of strings, and integers (one
+// value, or an array of them: one per spatial dim).
+using Ref = std::variant<std::int64_t*, double*, bool*, std::string*, std::vector<std::string>*,
+                         std::vector<std::int64_t>*>;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -66,7 +69,10 @@ const std::vector<Field>& schema() {
        "unet: channels of the first level (doubled per level down); fno: channels of the Fourier "
        "blocks; transolver: channels of the blocks",
        kAtLeastOne},
-      {TESSERA_FIELD(model, modes), "fno: retained Fourier modes per spatial dim", kAtLeastOne},
+      {TESSERA_FIELD(model, modes),
+       "fno: retained Fourier modes per spatial dim: one value for every dim, or one per dim "
+       "([16, 8])",
+       kAtLeastOne},
       {TESSERA_FIELD(model, layers), "fno: Fourier blocks; transolver: blocks", kAtLeastOne},
       {TESSERA_FIELD(model, projection), "fno: hidden channels of the projection", kAtLeastOne},
       {TESSERA_FIELD(model, weights),
@@ -230,8 +236,10 @@ std::string type_name(const Ref& r) {
       return "a boolean (true or false)";
     case 3:
       return "a string";
-    default:
+    case 4:
       return "an array of strings";
+    default:
+      return "an integer or an array of integers";
   }
 }
 
@@ -286,6 +294,23 @@ void assign_node(const Field& f, const toml::node& n, TrainConfig& c, const std:
       if (!n.is_string()) wrong();
       *std::get<3>(r) = *n.value<std::string>();
       break;
+    case 5: {
+      std::vector<std::int64_t> v;
+      if (n.is_integer()) {
+        v.push_back(*n.value<std::int64_t>());
+      } else if (const toml::array* a = n.as_array(); a && !a->empty()) {
+        for (const toml::node& e : *a) {
+          if (!e.is_integer())
+            fail(f.name() + " must be an integer or an array of integers, but an element is " +
+                 toml_type_name(e) + " " + where);
+          v.push_back(*e.value<std::int64_t>());
+        }
+      } else {
+        wrong();
+      }
+      *std::get<5>(r) = std::move(v);
+      break;
+    }
     default: {
       const toml::array* a = n.as_array();
       if (!a) wrong();
@@ -334,6 +359,32 @@ void assign_text(const Field& f, const std::string& text, TrainConfig& c,
     case 3:
       *std::get<3>(r) = text;
       break;
+    case 5: {
+      // One integer, TOML array syntax, or a comma-separated list.
+      std::vector<std::int64_t> v;
+      if (!text.empty() && text.front() == '[') {
+        toml::table t;
+        try {
+          t = toml::parse("v = " + text);
+        } catch (const toml::parse_error&) {
+          wrong();
+        }
+        assign_node(f, *t.get("v"), c, where);
+        break;
+      }
+      if (text.empty() || text.back() == ',') wrong();  // getline drops a last empty item
+      std::stringstream ss(text);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        std::int64_t x = 0;
+        const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
+        if (ec != std::errc() || p != item.data() + item.size() || item.empty()) wrong();
+        v.push_back(x);
+      }
+      if (v.empty()) wrong();
+      *std::get<5>(r) = std::move(v);
+      break;
+    }
     default: {
       // TOML array syntax, or a comma-separated list.
       if (!text.empty() && text.front() == '[') {
@@ -345,6 +396,7 @@ void assign_text(const Field& f, const std::string& text, TrainConfig& c,
         }
         assign_node(f, *t.get("v"), c, where);
       } else {
+        if (!text.empty() && text.back() == ',') wrong();  // getline drops a last empty item
         std::vector<std::string> v;
         std::stringstream ss(text);
         std::string item;
@@ -393,9 +445,16 @@ std::string format_value(const Ref& r) {
       return *std::get<2>(r) ? "true" : "false";
     case 3:
       return quote(*std::get<3>(r));
-    default: {
+    case 4: {
       std::vector<std::string> q;
       for (const auto& s : *std::get<4>(r)) q.push_back(quote(s));
+      return "[" + join(q) + "]";
+    }
+    default: {
+      const auto& v = *std::get<5>(r);
+      if (v.size() == 1) return std::to_string(v[0]);
+      std::vector<std::string> q;
+      for (const std::int64_t x : v) q.push_back(std::to_string(x));
       return "[" + join(q) + "]";
     }
   }
@@ -415,6 +474,18 @@ std::string range_text(const Field& f, bool integer) {
          (g.hi_open ? ")" : "]");
 }
 
+// v (shown as `shown`) within f's range; for integers the bounds print as integers.
+void check_value(const Field& f, const std::string& shown, double v, bool integer,
+                 const char* each = "") {
+  const Range& g = f.range;
+  const bool ok =
+      std::isfinite(v) && (g.lo_open ? v > g.lo : v >= g.lo) && (g.hi_open ? v < g.hi : v <= g.hi);
+  if (!std::isfinite(v)) fail(f.name() + " = " + shown + " is not a finite number");
+  if (!ok)
+    fail(f.name() + " = " + shown + " is out of range: " + each + "must be " +
+         range_text(f, integer));
+}
+
 void check_range(const Field& f, TrainConfig& c) {
   const Ref r = f.ref(c);
   if (!f.choices.empty()) {
@@ -423,20 +494,19 @@ void check_range(const Field& f, TrainConfig& c) {
       fail(f.name() + " = " + quote(v) + " is not " + range_text(f, false));
     return;
   }
-  double v = 0;
-  if (r.index() == 0)
-    v = static_cast<double>(*std::get<0>(r));
-  else if (r.index() == 1)
-    v = *std::get<1>(r);
-  else
-    return;
-  const Range& g = f.range;
-  const bool ok =
-      std::isfinite(v) && (g.lo_open ? v > g.lo : v >= g.lo) && (g.hi_open ? v < g.hi : v <= g.hi);
-  if (!std::isfinite(v)) fail(f.name() + " = " + format_value(r) + " is not a finite number");
-  if (!ok)
-    fail(f.name() + " = " + format_value(r) + " is out of range: must be " +
-         range_text(f, r.index() == 0));
+  switch (r.index()) {
+    case 0:
+      return check_value(f, format_value(r), static_cast<double>(*std::get<0>(r)), true);
+    case 1:
+      return check_value(f, format_value(r), *std::get<1>(r), false);
+    case 5:
+      for (const std::int64_t x : *std::get<5>(r))
+        check_value(f, format_value(r), static_cast<double>(x), true,
+                    std::get<5>(r)->size() > 1 ? "each value " : "");
+      return;
+    default:
+      return;
+  }
 }
 
 void apply_overrides(TrainConfig& c, const std::vector<std::string>& overrides) {
@@ -570,11 +640,11 @@ std::string usage(const std::string& program) {
       current = f.section;
     }
     const Ref r = f.ref(defaults);
-    static const char* kinds[] = {"INT", "FLOAT", "BOOL", "STRING", "LIST"};
+    static const char* kinds[] = {"INT", "FLOAT", "BOOL", "STRING", "LIST", "INT[,INT...]"};
     std::string flag = "  --" + f.name() + "=" + kinds[r.index()];
     os << flag << std::string(flag.size() < 34 ? 34 - flag.size() : 1, ' ') << f.help
        << " (default " << format_value(r);
-    const std::string rt = range_text(f, r.index() == 0);
+    const std::string rt = range_text(f, r.index() == 0 || r.index() == 5);
     if (!rt.empty()) os << "; " << rt;
     os << ")\n";
   }

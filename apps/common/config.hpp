@@ -26,18 +26,18 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string type = "unet";      // unet | fno | transolver | pointconv | vit
-  std::int64_t width = 16;        // unet: channels of level 0 (doubled per level); fno: of blocks
-  std::int64_t modes = 12;        // fno: retained Fourier modes per spatial dim
-  std::int64_t layers = 4;        // fno: Fourier blocks; transolver: blocks
-  std::int64_t projection = 128;  // fno: hidden channels of the projection
-  std::string weights = "replicated";  // fno: spectral weights replicated | mode_sharded
-  std::int64_t heads = 4;              // transolver: attention heads (dividing width)
-  std::int64_t slices = 32;            // transolver: physics-attention slices
-  std::int64_t neighbours = 16;        // pointconv: neighbours per point
-  std::int64_t patch = 4;              // vit: patch edge in cells
-  std::int64_t dim = 32;               // vit: token channels
-  std::string attention = "auto";      // vit: auto | ring | all_to_all | all_gather | neighbourhood
+  std::string type = "unet";  // unet | fno | transolver | pointconv | vit
+  std::int64_t width = 16;    // unet: channels of level 0 (doubled per level); fno: of blocks
+  std::vector<std::int64_t> modes = {12};  // fno: retained modes, for all dims or per dim
+  std::int64_t layers = 4;                 // fno: Fourier blocks; transolver: blocks
+  std::int64_t projection = 128;           // fno: hidden channels of the projection
+  std::string weights = "replicated";      // fno: spectral weights replicated | mode_sharded
+  std::int64_t heads = 4;                  // transolver: attention heads (dividing width)
+  std::int64_t slices = 32;                // transolver: physics-attention slices
+  std::int64_t neighbours = 16;            // pointconv: neighbours per point
+  std::int64_t patch = 4;                  // vit: patch edge in cells
+  std::int64_t dim = 32;                   // vit: token channels
+  std::string attention = "auto";  // vit: auto | ring | all_to_all | all_gather | neighbourhood
   std::string positions = "sinusoidal";  // vit: sinusoidal | learned
   std::int64_t window = 7;               // vit, neighbourhood attention: tokens per dim
   double radius = 0.0;                   // pointconv: > 0: ball query within it, else kNN

@@ -47,7 +47,7 @@ FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index cin, Index 
   o.out_channels = cout;
   o.width = c.model.width;
   o.layers = static_cast<int>(c.model.layers);
-  o.modes = {c.model.modes};
+  o.modes.assign(c.model.modes.begin(), c.model.modes.end());
   o.projection = c.model.projection;
   o.mode_sharded = c.model.weights == "mode_sharded";
   o.activation = activation_by_name(c.model.activation);

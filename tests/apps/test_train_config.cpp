@@ -117,6 +117,30 @@ TEST_CASE("config: --print-config output parses back to the same config", "[conf
   MPI_CHECK(test::has(help, "one of sgd, adam, adamw"));
 }
 
+TEST_CASE("config: model.modes is one value for every dim or one per dim", "[config]") {
+  MPI_CHECK(parse("").model.modes == std::vector<std::int64_t>{12});
+  MPI_CHECK(parse("[model]\nmodes = 8\n").model.modes == std::vector<std::int64_t>{8});
+  MPI_CHECK(parse("[model]\nmodes = [16, 8]\n").model.modes == (std::vector<std::int64_t>{16, 8}));
+  MPI_CHECK(parse("", {"model.modes=5,3,2"}).model.modes == (std::vector<std::int64_t>{5, 3, 2}));
+  MPI_CHECK(parse("", {"model.modes=[4, 6]"}).model.modes == (std::vector<std::int64_t>{4, 6}));
+  MPI_CHECK(parse("", {"model.modes=7"}).model.modes == std::vector<std::int64_t>{7});
+  // Printed as it was given (one value stays an integer), and parsed back.
+  MPI_CHECK(test::has(to_toml(parse("", {"model.modes=4,6"})), "\nmodes = [4, 6]\n"));
+  MPI_CHECK(test::has(to_toml(parse("")), "\nmodes = 12\n"));
+  MPI_CHECK(parse(to_toml(parse("", {"model.modes=4,6"}))).model.modes ==
+            (std::vector<std::int64_t>{4, 6}));
+  MPI_CHECK_ERROR(parse("[model]\nmodes = []\n"),
+                  "model.modes must be an integer or an array of integers, got an array");
+  MPI_CHECK_ERROR(parse("[model]\nmodes = [4, 1.5]\n"), "but an element is a float");
+  MPI_CHECK_ERROR(parse("[model]\nmodes = \"4\"\n"), "got a string");
+  MPI_CHECK_ERROR(parse("[model]\nmodes = [6, 0]\n"),
+                  "model.modes = [6, 0] is out of range: each value must be >= 1");
+  MPI_CHECK_ERROR(parse("", {"model.modes=0"}), "model.modes = 0 is out of range: must be >= 1");
+  MPI_CHECK_ERROR(parse("", {"model.modes=4,x"}), "got '4,x' in --model.modes=4,x");
+  MPI_CHECK_ERROR(parse("", {"model.modes=4,"}), "got '4,' in --model.modes=4,");
+  MPI_CHECK(test::has(usage("tessera-train"), "--model.modes=INT[,INT...]"));
+}
+
 TEST_CASE("config errors: unknown section and key, in file and on the command line", "[config]") {
   MPI_CHECK_ERROR(parse("[optimizer]\nlr = 1\n"), "unknown section [optimizer] at test.toml:1:");
   MPI_CHECK_ERROR(parse("[optim]\nlrr = 0.1\n"), "unknown key 'optim.lrr' at test.toml:2:1");
@@ -144,6 +168,7 @@ TEST_CASE("config errors: wrong types", "[config]") {
   MPI_CHECK_ERROR(parse("", {"optim.lr=1e-3.5"}), "optim.lr must be a number");
   MPI_CHECK_ERROR(parse("", {"train.resume=maybe"}), "train.resume must be a boolean");
   MPI_CHECK_ERROR(parse("", {"data.inputs=[1, 2]"}), "data.inputs must be an array of strings");
+  MPI_CHECK_ERROR(parse("", {"data.inputs=a,b,"}), "got 'a,b,' in --data.inputs=a,b,");
 }
 
 TEST_CASE("config errors: out of range, bad choices, inconsistent keys", "[config]") {
