@@ -2,7 +2,8 @@
 // on the world's domain mesh, a data-parallel mesh and a 2x2 domain x data mesh equals a
 // one-rank run to 1e-9 relative, spectral weights replicated or sharded by mode; 10 steps on
 // one rank + checkpoint + restart at the world's rank count (either weight layout) + 10 steps
-// == 20 straight; the model runs on a finer grid than it trained on.
+// == 20 straight; the model runs on a finer grid than it trained on. The modes differ per
+// dim (4 and 3).
 #include "tests/support/train_fixture.hpp"
 
 using namespace tessera;
@@ -10,7 +11,7 @@ using namespace tessera::app;
 using namespace tessera::test;
 
 namespace {
-const std::vector<std::string> kFno = {"model.type=fno", "model.width=6",      "model.modes=4",
+const std::vector<std::string> kFno = {"model.type=fno", "model.width=6",      "model.modes=4,3",
                                        "model.layers=2", "model.projection=8", "optim.lr=0.02"};
 std::vector<std::string> with(std::vector<std::string> v, const std::string& s) {
   v.push_back(s);
