@@ -47,6 +47,9 @@ FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index cin, Index 
   o.out_channels = cout;
   o.width = c.model.width;
   o.layers = static_cast<int>(c.model.layers);
+  TESSERA_CHECK(c.model.modes.size() == 1 || static_cast<int>(c.model.modes.size()) == spatial_dims,
+                "model.modes has " << c.model.modes.size() << " values for " << spatial_dims
+                                   << "-D fields: give one value for every dim, or one per dim");
   o.modes.assign(c.model.modes.begin(), c.model.modes.end());
   o.projection = c.model.projection;
   o.mode_sharded = c.model.weights == "mode_sharded";

@@ -4,6 +4,7 @@
 // one rank + checkpoint + restart at the world's rank count (either weight layout) + 10 steps
 // == 20 straight; the model runs on a finer grid than it trained on. The modes differ per
 // dim (4 and 3).
+#include "tests/support/expect_error.hpp"
 #include "tests/support/train_fixture.hpp"
 
 using namespace tessera;
@@ -102,4 +103,14 @@ TEST_CASE("fno: the same parameters run on a finer grid, sharded or not", "[fno]
   }
   MPI_CHECK(net.input_problem({1, 1, 4, 4}).find("too small for 3 Fourier modes") !=
             std::string::npos);
+}
+
+TEST_CASE("fno: model.modes needs one value or one per spatial dim of the fields", "[fno]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir("fno");
+  const TrainConfig cfg =
+      config(make_dataset(dir), dir + "/ck-modes", with(kFno, "model.modes=4,3,2"));
+  MPI_CHECK_ERROR(Trainer(Mesh::line(MPI_COMM_WORLD), cfg),
+                  "model.modes has 3 values for 2-D fields: give one value for every dim, or one "
+                  "per dim");
 }
