@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check, one call well inside 10 minutes on a machine with an NVIDIA GPU:
 #  - every GPU test (ctest label gpu: CUDA against the host for each kernel, the device
-#    halo exchange, device layers, attention, FFTs, training pieces) at its rank counts;
+#    halo exchange, device layers, attention, FFTs, training pieces) at its rank counts,
+#    and the device's distributed FFT and SpectralConv against numpy;
 #  - the kernel benchmarks on the device: cuDNN convolution next to oneDNN on the host
 #    (conv-kernel), the local attention kernel (cuBLAS GEMMs, and the fused kernels) next to
 #    the host's, and the FNO block (512^2, width 64, 32 modes) with each CUDA spectral mixing
@@ -70,6 +71,26 @@ else
     echo ", FAILED: $(awk '$3 != "0" {printf "%s.np%s (rc %s) ", $1, $2, $3}' "$logs/gpu-tests.result")")"
 fi
 
+# numpy against the device's distributed FFT and SpectralConv (cuFFT, the CUDA spectral
+# mixing; tests/runtime/numpy_reference.py), where this build has the test (not bundles).
+numpy_rc=0
+if [ -z "${TESSERA_GPU_BUNDLE:-}" ]; then
+  if ctest --test-dir build-gpu -R '^numpy_reference_cuda' --output-on-failure -V \
+    >"$logs/numpy-cuda.log" 2>&1; then
+    n_ok=$(grep -cE '^[0-9]+: ok +cuda' "$logs/numpy-cuda.log")
+    worst=$(grep -oE 'ok +cuda .*relative error [0-9.e+-]+' "$logs/numpy-cuda.log" |
+      awk '{print $NF}' | sort -g | tail -1)
+    if grep -q 'SKIPPED: no CUDA device' "$logs/numpy-cuda.log"; then
+      printf '%-40s %s\n' "numpy reference (device)" "skipped: no CUDA device visible"
+    else
+      printf '%-40s %s\n' "numpy reference (device)" "$n_ok results ok, worst relative error $worst"
+    fi
+  else
+    numpy_rc=1
+    printf '%-40s %s\n' "numpy reference (device)" "FAILED: $(grep -m3 FAIL "$logs/numpy-cuda.log" | tr '\n' ' ')"
+  fi
+fi
+
 # Kernel benchmarks: device next to host, same problems, one run.
 if run -np 1 "$apps/tessera-bench" conv-kernel --out="$logs/conv-kernel.json" >"$logs/bench-conv.log" 2>&1; then
   grep -E "^ *(problem|conv)" "$logs/bench-conv.log" | cut -c1-100
@@ -124,4 +145,4 @@ for m in darcy_unet darcy_fno darcy_vit points_transolver points_pointconv; do
 done
 rm -rf "$data"
 printf '%-40s %s s\n' "wall time" "$(($(date +%s) - start))"
-[ "$passed" = "$total" ] && [ $train_rc = 0 ]
+[ "$passed" = "$total" ] && [ $train_rc = 0 ] && [ $numpy_rc = 0 ]

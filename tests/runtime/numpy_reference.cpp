@@ -3,7 +3,9 @@
 // (full and pruned, every normalization, 2-D and 3-D, forward and inverse) and FNO
 // SpectralConv layers on them, sharded as the mesh argument says, and writes every result
 // with the sharded HDF5 writer. numpy (pocketfft, not FFTW) then computes the same results
-// and compares. Usage: numpy_reference IN.h5 OUT.h5 line|pencil|data
+// and compares. With `cuda` the tensors and layers live on the GPU (cuFFT, the CUDA spectral
+// mixing); without a device it exits 77, the skip code.
+// Usage: numpy_reference IN.h5 OUT.h5 line|pencil|data [host|cuda]
 #include <mpi.h>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 
 #include "io/file.hpp"
 #include "io/sharded.hpp"
+#include "kernels/device/device.hpp"
 #include "runtime/nn/parameter_shard.hpp"
 #include "runtime/spectral/dist_fft.hpp"
 #include "runtime/spectral/spectral_conv.hpp"
@@ -52,11 +55,16 @@ struct Run {
   io::File& out;
   const Mesh& mesh;
   std::string kind;
+  MemSpace space;
+
+  ShardTensor on_space(const ShardTensor& t) const {
+    return ShardTensor::unchecked(mesh, t.spec(), t.local().in_space(space));
+  }
 
   ShardTensor read(const std::string& name, DType dt) const {
     const std::vector<Index> shape = in.info(name).shape;
-    return io::read_sharded(in, name, mesh, ShardSpec(shape, placements(kind, shape.size()), mesh),
-                            dt);
+    return on_space(io::read_sharded(in, name, mesh,
+                                     ShardSpec(shape, placements(kind, shape.size()), mesh), dt));
   }
 
   // Forward real FFT of `field` over its spatial dims.
@@ -79,7 +87,8 @@ struct Run {
     o.norm = norm;
     const ShardSpec real_spec(real_shape, placements(kind, real_shape.size()), mesh);
     const DistFft fft(mesh, real_spec, DType::f64, o);
-    const ShardTensor X = io::read_sharded(in, spectrum, mesh, fft.spectrum_spec(), DType::c128);
+    const ShardTensor X =
+        on_space(io::read_sharded(in, spectrum, mesh, fft.spectrum_spec(), DType::c128));
     io::write_sharded(out, result, fft.inverse(X));
   }
 
@@ -99,6 +108,7 @@ struct Run {
       o.modes.push_back(d + 1 < o.nd ? kept / 2 : kept);  // complex dims keep both corners
     }
     o.dtype = DType::f64;
+    o.space = space;
     o.shard_weights = mode_sharded;
     SpectralConv layer(o);
     Box block = Box::from_shape(wi.shape);
@@ -117,12 +127,21 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rc = 0;
   try {
-    if (argc != 4) throw Error("usage: numpy_reference IN.h5 OUT.h5 line|pencil|data");
-    const std::string kind = argv[3];
+    if (argc != 4 && argc != 5)
+      throw Error("usage: numpy_reference IN.h5 OUT.h5 line|pencil|data [host|cuda]");
+    const std::string kind = argv[3], where = argc == 5 ? argv[4] : "host";
+    if (where != "host" && where != "cuda")
+      throw Error("numpy_reference: space must be host or cuda, not '" + where + "'");
+    const MemSpace space = where == "cuda" ? MemSpace::Cuda : MemSpace::Host;
+    if (space == MemSpace::Cuda && device::count() == 0) {
+      std::printf("SKIPPED: no CUDA device visible\n");
+      MPI_Finalize();
+      return 77;
+    }
     const Mesh mesh = make_mesh(kind);
     const io::File in = io::File::open(argv[1], MPI_COMM_WORLD);
     io::File out = io::File::create(argv[2], MPI_COMM_WORLD);
-    Run r{in, out, mesh, kind};
+    Run r{in, out, mesh, kind, space};
     using kernels::FftNorm;
     r.forward("/x2", "/rfft2", {}, FftNorm::Backward);
     r.forward("/x2", "/rfft2_pruned", {3, 2}, FftNorm::Ortho);

@@ -6,8 +6,9 @@ and layers and writes them with Tessera's sharded HDF5 writer (complex as h5py's
 compound); numpy computes the same and every result must agree to 1e-12 relative (float64).
 The spectral layer is the reference FNO's: irfftn of the per-mode channel mixing at the
 retained corners (the imaginary part of each zero-frequency column dropped, as irfftn does).
-Exits 77 (ctest's skip code) without h5py or numpy.
-Args: PROG TMPDIR KIND LAUNCH... (the mpiexec command with its rank count)"""
+Exits 77 (ctest's skip code) without h5py or numpy, or (SPACE cuda) without a GPU.
+Args: PROG TMPDIR KIND[:SPACE] LAUNCH... (KIND line, pencil or data; SPACE host, the
+default, or cuda; LAUNCH the mpiexec command with its rank count)"""
 import os
 import subprocess
 import sys
@@ -80,10 +81,12 @@ def fno_layer(x, w, modes):
 
 def main():
     prog, tmp, kind = sys.argv[1:4]
+    kind, _, space = kind.partition(":")
+    space = space or "host"
     launch = sys.argv[4:]
     os.makedirs(tmp, exist_ok=True)
-    src = os.path.join(tmp, f"in-{kind}.h5")
-    dst = os.path.join(tmp, f"out-{kind}.h5")
+    src = os.path.join(tmp, f"in-{kind}-{space}.h5")
+    dst = os.path.join(tmp, f"out-{kind}-{space}.h5")
     for p in (src, dst):
         if os.path.exists(p):
             os.remove(p)
@@ -106,8 +109,12 @@ def main():
         for name, v in dict(x2=x2, x3=x3, X2=X2, X2_pruned=X2p, X3_pruned=X3p, W2=W2,
                             W3=W3).items():
             f[name] = v
-    cmd = launch + [prog, src, dst, kind]
-    r = subprocess.run(cmd, timeout=240)
+    cmd = launch + [prog, src, dst, kind, space]
+    r = subprocess.run(cmd, timeout=240, capture_output=True, text=True)
+    sys.stdout.write(r.stdout)
+    sys.stderr.write(r.stderr)
+    if "SKIPPED: no CUDA device visible" in r.stdout:
+        return SKIP
     if r.returncode != 0:
         print(f"FAIL {' '.join(cmd)} exited {r.returncode}")
         return 1
@@ -145,7 +152,7 @@ def main():
             err = np.max(np.abs(got - want)) / np.max(np.abs(want))
             ok = err <= TOL
             failures += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {name} {got.dtype} {got.shape}: relative error {err:.2e}")
+            print(f"{'ok  ' if ok else 'FAIL'} {space} {name} {got.dtype} {got.shape}: relative error {err:.2e}")
     return 1 if failures else 0
 
 
