@@ -114,6 +114,8 @@ json local_rows(const cli::Args& opt, int threads) {
   Sgemm sgemm(static_cast<Index>(opt.num("gemm")));
   for (double sd : opt.numbers("seq")) {
     const Index S = static_cast<Index>(sd);
+    TESSERA_CHECK(S >= 1 && static_cast<double>(S) == sd,
+                  "attention: --seq takes whole lengths of at least 1, not " << sd);
     kernels::AttentionDesc a;
     a.batch = heads;
     a.sq = a.sk = S;
@@ -267,13 +269,13 @@ json neighbourhood_rows(Context& ctx, const cli::Args& opt, int threads) {
 json run(Context& ctx, const cli::Args& opt) {
   const int threads = static_cast<int>(opt.num("threads"));
   omp_set_num_threads(threads);
-  const std::string which = opt.str("which");
+  const auto which = opt.choices("which", {"local", "sharded", "neighbourhood"});
   json rows = json::array();
-  if (which.find("local") != std::string::npos && ctx.size() == 1)
+  if (which.count("local") && ctx.size() == 1)
     for (auto& r : local_rows(opt, threads)) rows.push_back(r);
-  if (which.find("sharded") != std::string::npos)
+  if (which.count("sharded"))
     for (auto& r : sharded_rows(ctx, opt, threads)) rows.push_back(r);
-  if (which.find("neighbourhood") != std::string::npos)
+  if (which.count("neighbourhood"))
     for (auto& r : neighbourhood_rows(ctx, opt, threads)) rows.push_back(r);
   return rows;
 }

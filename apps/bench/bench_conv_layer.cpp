@@ -240,14 +240,14 @@ json run(Context& ctx, const cli::Args& opt) {
   const int threads =
       opt.has("threads") ? static_cast<int>(opt.num("threads")) : ctx.node_share_threads();
   omp_set_num_threads(threads);
-  const std::string which = opt.str("which");
+  const auto which = opt.choices("which", {"2d", "3d"});
   json rows = json::array();
-  if (which.find("2d") != std::string::npos) {
+  if (which.count("2d")) {
     for (double n : opt.numbers("n2d"))
       rows.push_back(
           run_one(ctx, opt, 2, static_cast<Index>(n), static_cast<Index>(opt.num("c2d")), threads));
   }
-  if (which.find("3d") != std::string::npos)
+  if (which.count("3d"))
     rows.push_back(run_one(ctx, opt, 3, static_cast<Index>(opt.num("n3d")),
                            static_cast<Index>(opt.num("c3d")), threads));
   return rows;

@@ -174,6 +174,10 @@ json pruned_row(Context& ctx, Index n, int reps, int threads) {
 // Forward + backward of an FNO block: spectral conv + 1x1 conv bypass (summed).
 json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int threads,
              MemSpace space) {
+  // Checked before the weights exist (they grow with the modes).
+  TESSERA_CHECK(width >= 1 && modes >= 1, "fft: --width and --modes must be at least 1");
+  TESSERA_CHECK(n >= 2 * modes, "fft: --modes=" << modes << " needs --nfno of at least "
+                                                << 2 * modes << ", not " << n);
   const Mesh mesh = Mesh::line(ctx.world());
   const std::vector<Index> shape = {2, width, n, n};
   const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
@@ -223,15 +227,13 @@ json run(Context& ctx, const cli::Args& opt) {
   fftwf_mpi_init();
   kernels::set_fft_planning(kernels::FftPlanning::Measure);
   const int reps = static_cast<int>(opt.num("reps"));
-  const std::string which = opt.str("which");
+  const auto which = opt.choices("which", {"3d", "2d", "pruned", "fno"});
   const Index n3 = static_cast<Index>(opt.num("n3d")), n2 = static_cast<Index>(opt.num("n2d"));
   json rows = json::array();
-  if (which.find("3d") != std::string::npos)
-    rows.push_back(transform_row(ctx, {{n3, n3, n3}}, reps, threads));
-  if (which.find("2d") != std::string::npos)
-    rows.push_back(transform_row(ctx, {{n2, n2}}, reps, threads));
-  if (which.find("pruned") != std::string::npos) rows.push_back(pruned_row(ctx, n3, reps, threads));
-  if (which.find("fno") != std::string::npos)
+  if (which.count("3d")) rows.push_back(transform_row(ctx, {{n3, n3, n3}}, reps, threads));
+  if (which.count("2d")) rows.push_back(transform_row(ctx, {{n2, n2}}, reps, threads));
+  if (which.count("pruned")) rows.push_back(pruned_row(ctx, n3, reps, threads));
+  if (which.count("fno"))
     rows.push_back(fno_row(ctx, static_cast<Index>(opt.num("nfno")),
                            static_cast<Index>(opt.num("width")),
                            static_cast<Index>(opt.num("modes")), reps, threads,

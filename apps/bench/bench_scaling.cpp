@@ -80,10 +80,8 @@ json capacity_try(Context& ctx, const cli::Args& opt) {
 
 json run(Context& ctx, const cli::Args& opt) {
   omp_set_num_threads(static_cast<int>(opt.integer("threads")));
-  const auto which = opt.list("which");
-  const auto has = [&](const std::string& w) {
-    return std::find(which.begin(), which.end(), w) != which.end();
-  };
+  const auto which = opt.choices("which", {"strong", "weak", "capacity"});
+  const auto has = [&](const std::string& w) { return which.count(w) > 0; };
   json rows = json::array();
   if (has("capacity")) {
     rows.push_back(capacity_try(ctx, opt));

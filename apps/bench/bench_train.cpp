@@ -64,8 +64,8 @@ json run(Context& ctx, const cli::Args& opt) {
   omp_set_num_threads(threads);
   const Index batch = static_cast<Index>(opt.num("batch"));
   json rows = json::array();
-  const std::string which = opt.str("which");
-  if (which.find("strong") != std::string::npos) {
+  const auto which = opt.choices("which", {"strong", "weak"});
+  if (which.count("strong")) {
     const auto grid = parse_grid(opt.str("strong"));
     rows.push_back(run_one(ctx, opt, "strong", batch, grid, threads));
     if (ctx.size() == 1 && threads > 1) {  // the serial baseline of the plain efficiency
@@ -84,7 +84,7 @@ json run(Context& ctx, const cli::Args& opt) {
       omp_set_num_threads(threads);
     }
   }
-  if (which.find("weak") != std::string::npos) {
+  if (which.count("weak")) {
     std::vector<Index> g = parse_grid(opt.str("weak"));
     g[0] *= ctx.size();
     rows.push_back(run_one(ctx, opt, "weak", batch, g, threads));

@@ -1,5 +1,6 @@
 #include "apps/common/cli.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "decomp/error.hpp"
@@ -156,6 +157,21 @@ std::vector<std::string> Args::list(const std::string& name) const {
   std::vector<std::string> out;
   std::stringstream ss(str(name));
   for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+std::set<std::string> Args::choices(const std::string& name,
+                                    const std::vector<std::string>& allowed) const {
+  std::set<std::string> out;
+  for (const std::string& item : list(name)) {
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+      std::string names;
+      for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
+      throw Error("option --" + name + ": '" + item + "' is not one of " + names);
+    }
+    out.insert(item);
+  }
+  if (out.empty()) throw Error("option --" + name + ": empty list");
   return out;
 }
 

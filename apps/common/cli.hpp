@@ -4,6 +4,7 @@
 // Unknown options are errors naming the option, and --help text is built from the same
 // declarations, so the two cannot drift apart. tessera-train also passes dotted
 // `--section.key=value` arguments through to its TOML config, which checks them itself.
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ class Args {
   std::vector<Index> shape(const std::string& name) const;
   std::vector<double> numbers(const std::string& name) const;    // "0.1,0.2"
   std::vector<std::string> list(const std::string& name) const;  // "a,b,c"
+  // A list whose items must come from `allowed` (an unknown or empty item is an error naming
+  // the choices, not a silently skipped row).
+  std::set<std::string> choices(const std::string& name,
+                                const std::vector<std::string>& allowed) const;
 
  private:
   const Option* option(const std::string& name) const;

@@ -130,8 +130,16 @@ PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index 
 
 std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
                                   MemSpace space, bool points, const std::vector<Index>& grid) {
-  if (c.model.type == "fno")
-    return std::make_unique<Fno>(fno_options(c, spatial_dims, cin, cout, space));
+  if (c.model.type == "fno") {
+    const FnoOptions o = fno_options(c, spatial_dims, cin, cout, space);
+    // Before the weights exist: modes far past the grid would allocate them first (a
+    // typo's 1000 modes is gigabytes per layer).
+    const std::string problem =
+        static_cast<int>(grid.size()) == spatial_dims ? fno_modes_problem(o.modes, grid, 0) : "";
+    TESSERA_CHECK(problem.empty(), "model.modes: the data's grid "
+                                       << shape_str(grid) << " cannot take them: " << problem);
+    return std::make_unique<Fno>(o);
+  }
   if (c.model.type == "transolver")
     return std::make_unique<Transolver>(
         transolver_options(c, spatial_dims, points, cin, cout, space));

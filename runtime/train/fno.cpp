@@ -59,12 +59,19 @@ std::string Fno::input_problem(const std::vector<Index>& shape) const {
     os << "the FNO takes " << opts_.in_channels << " input channels, the data has " << shape[1];
     return os.str();
   }
-  for (int d = 0; d < opts_.nd; ++d) {
-    const Index n = shape[static_cast<std::size_t>(d) + 2], m = modes_[static_cast<std::size_t>(d)];
-    const bool real = d + 1 == opts_.nd;
-    const Index need = real ? 2 * (m - 1) : 2 * m;
+  return fno_modes_problem(modes_, shape, 2);
+}
+
+std::string fno_modes_problem(const std::vector<Index>& modes, const std::vector<Index>& shape,
+                              int first_spatial) {
+  const int nd = static_cast<int>(shape.size()) - first_spatial;
+  for (int d = 0; d < nd; ++d) {
+    const std::size_t k = static_cast<std::size_t>(first_spatial + d);
+    const Index n = shape[k], m = modes[modes.size() == 1 ? 0 : static_cast<std::size_t>(d)];
+    const Index need = d + 1 == nd ? 2 * (m - 1) : 2 * m;
     if (n < need) {
-      os << "spatial extent " << n << " (dim " << d + 2 << " of " << shape_str(shape) << ") is too "
+      std::ostringstream os;
+      os << "spatial extent " << n << " (dim " << k << " of " << shape_str(shape) << ") is too "
          << "small for " << m << " Fourier modes (needs at least " << need << ")";
       return os.str();
     }

@@ -35,6 +35,14 @@ struct FnoOptions {
   unsigned seed = 0;  // parameter init, the same on every rank
 };
 
+// Why spatial extents cannot take `modes` retained modes per dim (one value for every dim,
+// or one per dim), or "": a complex dim needs 2 m points, the last (real) dim 2 (m - 1).
+// `shape` holds the extents from dim `first_spatial` on (2 for (N, C, spatial...), 0 for a
+// bare grid); messages name the dim of `shape`. Apps check the training grid before
+// building the model: the spectral weights grow with the modes.
+std::string fno_modes_problem(const std::vector<Index>& modes, const std::vector<Index>& shape,
+                              int first_spatial);
+
 class Fno : public Model {
  public:
   explicit Fno(const FnoOptions& opts);

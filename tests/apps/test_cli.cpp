@@ -69,6 +69,17 @@ TEST_CASE("cli: errors name the option", "[cli]") {
         }) == "option --sigma 1e is not a number");
   CHECK(test::has(test::error_of([] { parse({"--grid=16y4"}).shape("grid"); }),
                   "--grid '16y4' is not a shape"));
+  // A list of choices: every item must be one of them (a typo is not a skipped row).
+  const std::vector<Option> rows = {{"which", "LIST", "rows", "3d,2d"}};
+  CHECK(Args({"--which=2d,fno"}, rows).choices("which", {"3d", "2d", "fno"}) ==
+        std::set<std::string>{"2d", "fno"});
+  CHECK(Args({}, rows).choices("which", {"3d", "2d"}) == std::set<std::string>{"3d", "2d"});
+  CHECK(test::error_of([&] {
+          Args({"--which=2d,3D"}, rows).choices("which", {"3d", "2d"});
+        }) == "option --which: '3D' is not one of 3d, 2d");
+  CHECK(test::error_of([&] {
+          Args({"--which="}, rows).choices("which", {"3d", "2d"});
+        }) == "option --which: empty list");
   // Dotted overrides are unknown options unless the command lets them through.
   CHECK(test::has(err({"--train.lr=0.1"}), "unknown option '--train.lr'"));
 }
