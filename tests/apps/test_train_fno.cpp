@@ -113,4 +113,12 @@ TEST_CASE("fno: model.modes needs one value or one per spatial dim of the fields
   MPI_CHECK_ERROR(Trainer(Mesh::line(MPI_COMM_WORLD), cfg),
                   "model.modes has 3 values for 2-D fields: give one value for every dim, or one "
                   "per dim");
+  // Modes far past the grid are refused before the weights exist (1000 modes would be
+  // gigabytes of weights per layer).
+  const TrainConfig huge =
+      config(dir + "/data.h5", dir + "/ck-modes", with(kFno, "model.modes=1000"));
+  MPI_CHECK_ERROR(
+      Trainer(Mesh::line(MPI_COMM_WORLD), huge),
+      "model.modes: the data's grid (16, 16) cannot take them: spatial extent 16 (dim 0 "
+      "of (16, 16)) is too small for 1000 Fourier modes (needs at least 2000)");
 }
