@@ -333,6 +333,29 @@ void assign_text(const Field& f, const std::string& text, TrainConfig& c,
   auto wrong = [&] {
     fail(f.name() + " must be " + type_name(r) + ", got '" + text + "' " + where);
   };
+  // A list (of strings or integers) in TOML array syntax is parsed as TOML.
+  if ((r.index() == 4 || r.index() == 5) && !text.empty() && text.front() == '[') {
+    toml::table t;
+    try {
+      t = toml::parse("v = " + text);
+    } catch (const toml::parse_error&) {
+      wrong();
+    }
+    return assign_node(f, *t.get("v"), c, where);
+  }
+  // Otherwise its comma-separated items (none for an empty text), none empty (getline would
+  // drop a last empty one).
+  auto items = [&] {
+    std::vector<std::string> v;
+    if (text.empty()) return v;
+    if (text.back() == ',') wrong();
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+      if (item.empty()) wrong();
+      v.push_back(item);
+    }
+    return v;
+  };
   switch (r.index()) {
     case 0: {
       std::int64_t v = 0;
@@ -360,50 +383,19 @@ void assign_text(const Field& f, const std::string& text, TrainConfig& c,
       *std::get<3>(r) = text;
       break;
     case 5: {
-      // One integer, TOML array syntax, or a comma-separated list.
       std::vector<std::int64_t> v;
-      if (!text.empty() && text.front() == '[') {
-        toml::table t;
-        try {
-          t = toml::parse("v = " + text);
-        } catch (const toml::parse_error&) {
-          wrong();
-        }
-        assign_node(f, *t.get("v"), c, where);
-        break;
-      }
-      if (text.empty() || text.back() == ',') wrong();  // getline drops a last empty item
-      std::stringstream ss(text);
-      std::string item;
-      while (std::getline(ss, item, ',')) {
+      for (const std::string& item : items()) {
         std::int64_t x = 0;
         const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
-        if (ec != std::errc() || p != item.data() + item.size() || item.empty()) wrong();
+        if (ec != std::errc() || p != item.data() + item.size()) wrong();
         v.push_back(x);
       }
       if (v.empty()) wrong();
       *std::get<5>(r) = std::move(v);
       break;
     }
-    default: {
-      // TOML array syntax, or a comma-separated list.
-      if (!text.empty() && text.front() == '[') {
-        toml::table t;
-        try {
-          t = toml::parse("v = " + text);
-        } catch (const toml::parse_error&) {
-          wrong();
-        }
-        assign_node(f, *t.get("v"), c, where);
-      } else {
-        if (!text.empty() && text.back() == ',') wrong();  // getline drops a last empty item
-        std::vector<std::string> v;
-        std::stringstream ss(text);
-        std::string item;
-        while (std::getline(ss, item, ',')) v.push_back(item);
-        *std::get<4>(r) = std::move(v);
-      }
-    }
+    default:
+      *std::get<4>(r) = items();
   }
 }
 

@@ -169,6 +169,9 @@ TEST_CASE("config errors: wrong types", "[config]") {
   MPI_CHECK_ERROR(parse("", {"train.resume=maybe"}), "train.resume must be a boolean");
   MPI_CHECK_ERROR(parse("", {"data.inputs=[1, 2]"}), "data.inputs must be an array of strings");
   MPI_CHECK_ERROR(parse("", {"data.inputs=a,b,"}), "got 'a,b,' in --data.inputs=a,b,");
+  MPI_CHECK_ERROR(parse("", {"data.inputs=a,,b"}), "got 'a,,b' in --data.inputs=a,,b");
+  MPI_CHECK_ERROR(parse("", {"model.modes=4,,3"}), "got '4,,3' in --model.modes=4,,3");
+  MPI_CHECK_ERROR(parse("", {"model.modes="}), "got '' in --model.modes=");
 }
 
 TEST_CASE("config errors: out of range, bad choices, inconsistent keys", "[config]") {
