@@ -599,6 +599,9 @@ TrainConfig load_config(MPI_Comm comm, const CliArgs& args) {
 
 void check_complete(const TrainConfig& c) {
   if (c.data.path.empty()) fail("data.path is not set (in the config file or as --data.path=FILE)");
+  // An empty directory name would put checkpoints (and their pruning) in the filesystem root.
+  if (c.train.checkpoint_dir.empty())
+    fail("train.checkpoint_dir is empty: name a directory (\".\" for the working directory)");
   if (c.train.steps == 0 && c.train.epochs == 0)
     fail("neither train.steps nor train.epochs is set; set one of them");
 }

@@ -100,6 +100,17 @@ int run(Context& ctx, int argc, char** argv) {
                      {{"data.path", cfg.data.path}, {"the config file", cli.config_path}});
 
   bool resumed = false;
+  if (!cfg.train.resume) {
+    // A new run writes ckpt_STEP.h5 and prunes the oldest: among another run's checkpoints it
+    // would overwrite theirs and could prune its own newest. Refused, before any step.
+    const std::vector<std::string> there =
+        io::list_checkpoints(cfg.train.checkpoint_dir, ctx.world());
+    TESSERA_CHECK(there.empty(), "train.checkpoint_dir '"
+                                     << cfg.train.checkpoint_dir << "' already holds "
+                                     << there.size() << " checkpoint(s) (newest " << there.front()
+                                     << "): pass --resume to continue that run, or choose "
+                                        "another train.checkpoint_dir, or remove them");
+  }
   if (cfg.train.resume) {
     // The newest checkpoint that loads; a damaged or non-finite one is passed over, saying so.
     const std::vector<std::string> all =

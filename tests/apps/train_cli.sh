@@ -5,7 +5,8 @@
 #  - --help, --print-config (which parses back to itself); train.device_stats lines;
 #  - a run with checkpoints and metrics; a run killed in the middle of a checkpoint write
 #    (TESSERA_CHECKPOINT_FAULT) keeps the previous checkpoint, and --resume from it at
-#    another rank count reproduces the uninterrupted run's losses (float64, 1e-9);
+#    another rank count reproduces the uninterrupted run's losses (float64, 1e-9); a new
+#    run into that folder without --resume, or with no folder name, is refused;
 #  - tessera-infer on a larger grid writes the prediction in the dataset schema;
 #  - a Transolver on point clouds: trained at 2 ranks, inference at 1 and 2 ranks writes
 #    /points/coords and /points/features (equal at both rank counts); a point quantity
@@ -117,6 +118,13 @@ for s in map(str, range(3, 7)):
     assert rel < 1e-9
 EOF
 echo "ok: resumed at 1 rank == straight at 2 ranks"
+# A new run (no --resume) into a folder of another run's checkpoints is refused before any
+# step (it would overwrite them and could prune its own newest), and they stay as they were.
+sum_before=$(cat ck/ckpt_*.h5 | md5sum)
+expect_error 2 "already holds" cfg.toml --model.width=6
+[ "$(cat ck/ckpt_*.h5 | md5sum)" = "$sum_before" ] || fail "a refused run changed the checkpoints"
+# An empty checkpoint folder name would put checkpoints in the filesystem root.
+expect_error 2 "train.checkpoint_dir is empty" cfg.toml --train.checkpoint_dir=
 
 # Inference on a larger grid, 2 ranks.
 mpi 2 "$bin/tessera-infer" --checkpoint ck/ckpt_00000006.h5 --input big.h5 --output pred.h5 \
