@@ -110,8 +110,8 @@ json device_row(kernels::AttentionDesc a, DType t, kernels::CudaAttentionPath pa
 
 json local_rows(const cli::Args& opt, int threads) {
   json rows = json::array();
-  const Index heads = static_cast<Index>(opt.num("heads")), d = static_cast<Index>(opt.num("dim"));
-  Sgemm sgemm(static_cast<Index>(opt.num("gemm")));
+  const Index heads = opt.integer_in("heads", 1, 1 << 20), d = opt.integer_in("dim", 1, 1 << 20);
+  Sgemm sgemm(opt.integer_in("gemm", 1, 1 << 20));
   for (double sd : opt.numbers("seq")) {
     const Index S = static_cast<Index>(sd);
     TESSERA_CHECK(S >= 1 && static_cast<double>(S) == sd,
@@ -146,7 +146,7 @@ json local_rows(const cli::Args& opt, int threads) {
     const double t_att = time_slowest(MPI_COMM_SELF, fwd) + time_slowest(MPI_COMM_SELF, bwd);
     const double t_one = time_slowest(MPI_COMM_SELF, [&] { sgemm.run(); });
     const int gemm_reps = static_cast<int>(std::clamp(std::round(t_att / t_one), 1.0, 1000.0));
-    const int reps = static_cast<int>(opt.num("local_reps"));
+    const int reps = static_cast<int>(opt.integer_in("local_reps", 1, 1000000));
     const std::vector<Timing> t =
         time_interleaved(MPI_COMM_SELF, reps, 0, {fwd, bwd, [&] {
                                                     for (int i = 0; i < gemm_reps; ++i) sgemm.run();
@@ -175,14 +175,16 @@ json local_rows(const cli::Args& opt, int threads) {
 json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
   json rows = json::array();
   const Mesh mesh = Mesh::line(ctx.world(), "seq");
-  const Index heads = static_cast<Index>(opt.num("heads")), d = static_cast<Index>(opt.num("dim"));
+  const Index heads = opt.integer_in("heads", 1, 1 << 20), d = opt.integer_in("dim", 1, 1 << 20);
   const Index S = static_cast<Index>(opt.num("ring_seq"));
   const std::vector<Index> shape{heads, S, d};
   const ShardSpec spec(shape, {Replicate(), Shard(0), Replicate()}, mesh);
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
   const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
-  const auto algos = opt.list("algos");
+  const auto algos_set =
+      opt.choices("algos", {"ring", "all_to_all", "all_gather", "ring_causal", "zigzag"});
+  const std::vector<std::string> algos(algos_set.begin(), algos_set.end());
   const auto wanted = [&](const std::string& n) {
     return std::find(algos.begin(), algos.end(), n) != algos.end();
   };
@@ -191,7 +193,7 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
     if (!wanted(name_of(algo))) continue;
     SequenceAttention att({}, algo);
     comm_times() = {};
-    const int reps = static_cast<int>(opt.num("reps"));
+    const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
     const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
       const ShardTensor y = att.forward(t, t, t);
       att.backward(y);
@@ -212,7 +214,7 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
     RingAttention ring(o);
     ZigZagRingAttention zz(o);
     comm_times() = {};
-    const int reps = static_cast<int>(opt.num("reps"));
+    const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
     const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
       if (zigzag) {
         const ShardTensor y = zz.forward(t, t, t);
@@ -251,7 +253,7 @@ json neighbourhood_rows(Context& ctx, const cli::Args& opt, int threads) {
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
   const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
   comm_times() = {};
-  const int reps = static_cast<int>(opt.num("reps"));
+  const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
   const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
     const ShardTensor y = na.forward(t);
     na.backward(y);
@@ -267,7 +269,7 @@ json neighbourhood_rows(Context& ctx, const cli::Args& opt, int threads) {
 }
 
 json run(Context& ctx, const cli::Args& opt) {
-  const int threads = static_cast<int>(opt.num("threads"));
+  const int threads = static_cast<int>(opt.integer_in("threads", 1, 4096));
   omp_set_num_threads(threads);
   const auto which = opt.choices("which", {"local", "sharded", "neighbourhood"});
   json rows = json::array();

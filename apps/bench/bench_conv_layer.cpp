@@ -122,7 +122,7 @@ ShardTensor input_in_room(ConvNd& layer, const Mesh& mesh, const ShardSpec& spec
 }
 
 json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int threads) {
-  const int reps = static_cast<int>(opt.num("reps"));
+  const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
   const int warmup = static_cast<int>(opt.num("warmup"));
   std::vector<Index> shape = {1, c};
   for (int d = 0; d < nd; ++d) shape.push_back(n);
@@ -237,8 +237,8 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
 }
 
 json run(Context& ctx, const cli::Args& opt) {
-  const int threads =
-      opt.has("threads") ? static_cast<int>(opt.num("threads")) : ctx.node_share_threads();
+  const int threads = opt.has("threads") ? static_cast<int>(opt.integer_in("threads", 1, 4096))
+                                         : ctx.node_share_threads();
   omp_set_num_threads(threads);
   const auto which = opt.choices("which", {"2d", "3d"});
   json rows = json::array();
@@ -248,7 +248,7 @@ json run(Context& ctx, const cli::Args& opt) {
           run_one(ctx, opt, 2, static_cast<Index>(n), static_cast<Index>(opt.num("c2d")), threads));
   }
   if (which.count("3d"))
-    rows.push_back(run_one(ctx, opt, 3, static_cast<Index>(opt.num("n3d")),
+    rows.push_back(run_one(ctx, opt, 3, opt.integer_in("n3d", 1, Index{1} << 20),
                            static_cast<Index>(opt.num("c3d")), threads));
   return rows;
 }

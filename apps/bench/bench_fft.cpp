@@ -222,13 +222,14 @@ json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int thre
 json run(Context& ctx, const cli::Args& opt) {
   TESSERA_CHECK(opt.str("space") == "host" || opt.str("space") == "cuda",
                 "fft: --space is host or cuda, not '" << opt.str("space") << "'");
-  const int threads = static_cast<int>(opt.num("threads"));
+  const int threads = static_cast<int>(opt.integer_in("threads", 1, 4096));
   omp_set_num_threads(threads);
   fftwf_mpi_init();
   kernels::set_fft_planning(kernels::FftPlanning::Measure);
-  const int reps = static_cast<int>(opt.num("reps"));
+  const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
   const auto which = opt.choices("which", {"3d", "2d", "pruned", "fno"});
-  const Index n3 = static_cast<Index>(opt.num("n3d")), n2 = static_cast<Index>(opt.num("n2d"));
+  const Index n3 = opt.integer_in("n3d", 1, Index{1} << 20),
+              n2 = opt.integer_in("n2d", 1, Index{1} << 20);
   json rows = json::array();
   if (which.count("3d")) rows.push_back(transform_row(ctx, {{n3, n3, n3}}, reps, threads));
   if (which.count("2d")) rows.push_back(transform_row(ctx, {{n2, n2}}, reps, threads));

@@ -13,6 +13,14 @@ using namespace tessera;
 using namespace tessera::bench;
 
 namespace {
+// A JSON file, or an error naming it (an unwritable --out must not pass silently).
+void write_json(const std::string& path, const json& j) {
+  std::ofstream f(path);
+  f << j.dump(2) << '\n';
+  f.close();
+  if (!f) throw Error("cannot write '" + path + "'");
+}
+
 void usage() {
   std::cout << "usage: tessera-bench CASE [--key=value ...] [--out=FILE]   (under mpirun)\n"
                "       tessera-bench merge CASE OUT.json PART.json...\n"
@@ -43,7 +51,7 @@ int merge(const std::vector<std::string>& args) {
   const Case& c = find_case(p[0]);
   json out = merge_parts(c.name, std::vector<std::string>(p.begin() + 2, p.end()));
   out["goals"] = c.goals(out["rows"]);
-  std::ofstream(p[1]) << out.dump(2) << '\n';
+  write_json(p[1], out);
   std::cout << "benchmark " << c.name << '\n';
   print_table(out["rows"], c.columns);
   std::cout << '\n';
@@ -92,7 +100,7 @@ int run_case(const Case& c, const std::vector<std::string>& args, int argc, char
   }
   if (ctx.rank() == 0) {
     json part = {{"case", c.name}, {"rows", rows}};
-    if (a.has("out")) std::ofstream(a.str("out")) << part.dump(2) << '\n';
+    if (a.has("out")) write_json(a.str("out"), part);
     print_table(rows, c.columns);
   }
   return 0;
