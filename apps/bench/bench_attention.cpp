@@ -146,7 +146,7 @@ json local_rows(const cli::Args& opt, int threads) {
     const double t_att = time_slowest(MPI_COMM_SELF, fwd) + time_slowest(MPI_COMM_SELF, bwd);
     const double t_one = time_slowest(MPI_COMM_SELF, [&] { sgemm.run(); });
     const int gemm_reps = static_cast<int>(std::clamp(std::round(t_att / t_one), 1.0, 1000.0));
-    const int reps = static_cast<int>(opt.integer_in("local_reps", 1, 1000000));
+    const int reps = reps_option(opt, "local_reps");
     const std::vector<Timing> t =
         time_interleaved(MPI_COMM_SELF, reps, 0, {fwd, bwd, [&] {
                                                     for (int i = 0; i < gemm_reps; ++i) sgemm.run();
@@ -182,18 +182,15 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
   const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
-  const auto algos_set =
+  const auto algos =
       opt.choices("algos", {"ring", "all_to_all", "all_gather", "ring_causal", "zigzag"});
-  const std::vector<std::string> algos(algos_set.begin(), algos_set.end());
-  const auto wanted = [&](const std::string& n) {
-    return std::find(algos.begin(), algos.end(), n) != algos.end();
-  };
+  const auto wanted = [&](const std::string& n) { return algos.count(n) > 0; };
   for (auto algo :
        {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll, SequenceAlgorithm::AllGather}) {
     if (!wanted(name_of(algo))) continue;
     SequenceAttention att({}, algo);
     comm_times() = {};
-    const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
+    const int reps = reps_option(opt);
     const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
       const ShardTensor y = att.forward(t, t, t);
       att.backward(y);
@@ -214,7 +211,7 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
     RingAttention ring(o);
     ZigZagRingAttention zz(o);
     comm_times() = {};
-    const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
+    const int reps = reps_option(opt);
     const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
       if (zigzag) {
         const ShardTensor y = zz.forward(t, t, t);
@@ -253,7 +250,7 @@ json neighbourhood_rows(Context& ctx, const cli::Args& opt, int threads) {
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
   const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
   comm_times() = {};
-  const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
+  const int reps = reps_option(opt);
   const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
     const ShardTensor y = na.forward(t);
     na.backward(y);
@@ -269,7 +266,7 @@ json neighbourhood_rows(Context& ctx, const cli::Args& opt, int threads) {
 }
 
 json run(Context& ctx, const cli::Args& opt) {
-  const int threads = static_cast<int>(opt.integer_in("threads", 1, 4096));
+  const int threads = threads_option(opt);
   omp_set_num_threads(threads);
   const auto which = opt.choices("which", {"local", "sharded", "neighbourhood"});
   json rows = json::array();

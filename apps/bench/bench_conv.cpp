@@ -121,7 +121,7 @@ Paired time_paired(int reps, const std::function<void()>& a, const std::function
 }
 
 json run(Context& ctx, const cli::Args& opt) {
-  const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
+  const int reps = reps_option(opt);
   const DType type = opt.str("dtype") == "f64" ? DType::f64 : DType::f32;
   const std::vector<std::pair<std::string, ConvDesc>> problems = {
       {"conv2d", problem(2, 32, static_cast<Index>(opt.num("hw")), type)},

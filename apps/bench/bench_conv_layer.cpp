@@ -122,7 +122,7 @@ ShardTensor input_in_room(ConvNd& layer, const Mesh& mesh, const ShardSpec& spec
 }
 
 json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int threads) {
-  const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
+  const int reps = reps_option(opt);
   const int warmup = static_cast<int>(opt.num("warmup"));
   std::vector<Index> shape = {1, c};
   for (int d = 0; d < nd; ++d) shape.push_back(n);
@@ -237,8 +237,7 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
 }
 
 json run(Context& ctx, const cli::Args& opt) {
-  const int threads = opt.has("threads") ? static_cast<int>(opt.integer_in("threads", 1, 4096))
-                                         : ctx.node_share_threads();
+  const int threads = opt.has("threads") ? threads_option(opt) : ctx.node_share_threads();
   omp_set_num_threads(threads);
   const auto which = opt.choices("which", {"2d", "3d"});
   json rows = json::array();

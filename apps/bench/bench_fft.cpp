@@ -222,11 +222,11 @@ json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int thre
 json run(Context& ctx, const cli::Args& opt) {
   TESSERA_CHECK(opt.str("space") == "host" || opt.str("space") == "cuda",
                 "fft: --space is host or cuda, not '" << opt.str("space") << "'");
-  const int threads = static_cast<int>(opt.integer_in("threads", 1, 4096));
+  const int threads = threads_option(opt);
   omp_set_num_threads(threads);
   fftwf_mpi_init();
   kernels::set_fft_planning(kernels::FftPlanning::Measure);
-  const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
+  const int reps = reps_option(opt);
   const auto which = opt.choices("which", {"3d", "2d", "pruned", "fno"});
   const Index n3 = opt.integer_in("n3d", 1, Index{1} << 20),
               n2 = opt.integer_in("n2d", 1, Index{1} << 20);

@@ -21,7 +21,7 @@ namespace {
 
 json run(Context& ctx, const cli::Args& opt) {
   const Index n = static_cast<Index>(opt.num("n"));
-  const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
+  const int reps = reps_option(opt);
   const std::vector<Index> shape = {n, n, n};
   const std::string grid = opt.str("grid");
   std::vector<int> dims;

@@ -13,7 +13,7 @@ namespace {
 
 json run(Context& ctx, const cli::Args& opt) {
   const double mib = opt.num("mib");
-  const int reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
+  const int reps = reps_option(opt);
   Mesh mesh = Mesh::line(ctx.world());
   const int P = mesh.size();
   // (n, n, 256) float32, n a multiple of 8 chosen so the tensor holds at least `mib` MiB.

@@ -40,7 +40,7 @@ StepSetup step_setup(const cli::Args& opt, Index batch, const std::vector<Index>
   s.depth = static_cast<int>(opt.num("depth"));
   s.batch = batch;
   s.grid = grid;
-  s.reps = static_cast<int>(opt.integer_in("reps", 1, 1000000));
+  s.reps = reps_option(opt);
   s.warmup = static_cast<int>(opt.num("warmup"));
   s.deterministic = opt.num("deterministic") != 0;
   s.ghost_room = opt.num("ghost-room") != 0;
@@ -59,8 +59,7 @@ json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Ind
 }
 
 json run(Context& ctx, const cli::Args& opt) {
-  const int threads = opt.has("threads") ? static_cast<int>(opt.integer_in("threads", 1, 4096))
-                                         : ctx.node_share_threads();
+  const int threads = opt.has("threads") ? threads_option(opt) : ctx.node_share_threads();
   omp_set_num_threads(threads);
   const Index batch = static_cast<Index>(opt.num("batch"));
   json rows = json::array();

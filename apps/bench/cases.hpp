@@ -21,6 +21,15 @@ struct Case {
   std::function<json(const json& rows)> goals;
 };
 
+// The counts every case takes the same way: --reps (timed repetitions) and --threads
+// (OpenMP threads per rank), refused below 1 (0 crashed the timers and the libraries).
+inline int reps_option(const cli::Args& opt, const std::string& name = "reps") {
+  return static_cast<int>(opt.integer_in(name, 1, 1000000));
+}
+inline int threads_option(const cli::Args& opt) {
+  return static_cast<int>(opt.integer_in("threads", 1, 4096));
+}
+
 std::vector<Case> all_cases();
 Case redistribute_case();
 Case halo_case();
