@@ -7,10 +7,26 @@
 
 namespace tessera {
 
+namespace detail {
+inline std::string& last_error_text() {
+  thread_local std::string text;
+  return text;
+}
+}  // namespace detail
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(what) {
+    detail::last_error_text() = what;
+  }
 };
+
+// The message of the latest Error constructed on this thread ("" if none). A destructor that
+// runs while an error unwinds cannot see the exception; this is how it names the error (an
+// HDF5 file closed under a watch, runtime/comm/bounded_failure.hpp).
+inline const std::string& last_error_message() {
+  return detail::last_error_text();
+}
 
 }  // namespace tessera
 

@@ -90,13 +90,13 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
   collective_check(comm, bad.empty(),
                    "checkpoint '" + path + "' not written: non-finite " + bad +
                        " (the previous checkpoints are kept)");
-  const std::string tmp = path + ".tmp";
   collective_run(comm, [&] {
     const auto dir = std::filesystem::path(path).parent_path();
     if (rank == 0 && !dir.empty()) std::filesystem::create_directories(dir);
   });
   {
-    File f = File::create(tmp, comm);
+    NewFile out(path, comm);  // PATH.tmp until complete; removed on an error
+    File& f = out.file();
     f.set_attr("/", "tessera_checkpoint_version", kCheckpointVersion);
     f.set_attr("/", "step", c.step);
     f.set_attr("/", "config", c.config);
@@ -109,10 +109,8 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
     write_group(f, "/buffers", c.buffers, rank);
     fault_point("buffers");
     fault_point("close");
-    f.close();
+    out.commit();  // every rank has closed it: only now may it replace the previous one
   }
-  // Every rank has closed the file: only now may it replace the previous one.
-  rename_into_place(comm, tmp, path);
 }
 
 Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm) {

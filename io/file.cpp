@@ -56,9 +56,10 @@ std::vector<Index> dims_of(hid_t space) {
 
 File::~File() {
   if (!h_.valid() || std::uncaught_exceptions() == 0) return;
-  const std::string why = failure::last_error();
-  const failure::Watch watch("closing '" + path_ + "' after " +
-                             (why.empty() ? std::string("an error on this rank") : why));
+  const std::string why = last_error_message();  // the error unwinding (a tessera::Error)
+  const failure::Watch watch(
+      "closing '" + path_ + "' after " +
+      (why.empty() ? std::string("an error on this rank") : "the error: " + why));
   h_.reset();
 }
 

@@ -40,8 +40,26 @@ void rename_into_place(MPI_Comm comm, const std::string& tmp, const std::string&
   });
 }
 
-NewFile::NewFile(const std::string& path, MPI_Comm comm)
-    : path_(path), comm_(comm), f_(File::create(temp_path(path), comm)) {}
+namespace {
+
+// PATH.tmp as a copy of PATH (rank 0 copies; every rank learns a failure), opened to add to.
+File open_copy(const std::string& path, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  collective_run(comm, [&] {
+    if (rank == 0) fs::copy_file(path, temp_path(path), fs::copy_options::overwrite_existing);
+  });
+  return File::open(temp_path(path), comm, Mode::ReadWrite);
+}
+
+}  // namespace
+
+NewFile::NewFile(const std::string& path, MPI_Comm comm, Start start)
+    : path_(path),
+      comm_(comm),
+      remove_on_abort_(temp_path(path)),
+      f_(start == Start::CopyOfPath ? open_copy(path, comm) : File::create(temp_path(path), comm)) {
+}
 
 NewFile::~NewFile() {
   if (committed_) return;

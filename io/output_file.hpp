@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/file.hpp"
+#include "runtime/comm/bounded_failure.hpp"
 
 namespace tessera::io {
 
@@ -23,11 +24,14 @@ void refuse_alias(MPI_Comm comm, const std::string& what_out, const std::string&
 // "PATH.tmp": where an output is written until it is complete.
 std::string temp_path(const std::string& path);
 
-// A new HDF5 output: created as PATH.tmp; commit() closes it and renames it to PATH.
-// Destroyed without commit() (an error), it removes PATH.tmp.
+// A new HDF5 output: created as PATH.tmp (empty, or a copy of PATH to add to); commit()
+// closes it and renames it to PATH.
+// Destroyed without commit() (an error), it removes PATH.tmp; so does a watch that ends the
+// job meanwhile (runtime/comm/bounded_failure.hpp).
 class NewFile {
  public:
-  NewFile(const std::string& path, MPI_Comm comm);  // collective
+  enum class Start { Empty, CopyOfPath };  // a new file, or a copy of PATH to add to
+  NewFile(const std::string& path, MPI_Comm comm, Start start = Start::Empty);  // collective
   ~NewFile();
   NewFile(const NewFile&) = delete;
   NewFile& operator=(const NewFile&) = delete;
@@ -39,6 +43,7 @@ class NewFile {
  private:
   std::string path_;
   MPI_Comm comm_;
+  failure::RemoveOnAbort remove_on_abort_;  // before f_: also while it is being created
   File f_;
   bool committed_ = false;
 };

@@ -189,19 +189,21 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
        {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll, SequenceAlgorithm::AllGather}) {
     if (!wanted(name_of(algo))) continue;
     SequenceAttention att({}, algo);
-    comm_times() = {};
-    const int reps = reps_option(opt);
-    const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
-      const ShardTensor y = att.forward(t, t, t);
-      att.backward(y);
-    });
+    const SplitTiming st = time_collective_split(
+        ctx.world(), reps_option(opt), 1,
+        [&] {
+          const ShardTensor y = att.forward(t, t, t);
+          att.backward(y);
+        },
+        [] { return comm_times().alltoall_s; });
+    const Timing& tm = st.total;
     rows.push_back({{"what", name_of(algo) + " fwd+bwd"},
                     {"S", S},
                     {"ranks", mesh.size()},
                     {"threads", threads},
                     {"cores", std::max(1, omp_get_num_procs())},
                     {"t_s", tm.median_s},
-                    {"t_comm_wait_s", comm_times().alltoall_s / (reps + 1)}});
+                    {"t_comm_wait_s", st.part_s}});
   }
   // Causal: the plain ring (rank r works on r + 1 blocks) against the zig-zag layout.
   for (bool zigzag : {false, true}) {
@@ -210,24 +212,26 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
     o.causal = true;
     RingAttention ring(o);
     ZigZagRingAttention zz(o);
-    comm_times() = {};
-    const int reps = reps_option(opt);
-    const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
-      if (zigzag) {
-        const ShardTensor y = zz.forward(t, t, t);
-        zz.backward(y);
-      } else {
-        const ShardTensor y = ring.forward(t, t, t);
-        ring.backward(y);
-      }
-    });
+    const SplitTiming st = time_collective_split(
+        ctx.world(), reps_option(opt), 1,
+        [&] {
+          if (zigzag) {
+            const ShardTensor y = zz.forward(t, t, t);
+            zz.backward(y);
+          } else {
+            const ShardTensor y = ring.forward(t, t, t);
+            ring.backward(y);
+          }
+        },
+        [] { return comm_times().alltoall_s; });
+    const Timing& tm = st.total;
     rows.push_back({{"what", zigzag ? "zigzag causal fwd+bwd" : "ring causal fwd+bwd"},
                     {"S", S},
                     {"ranks", mesh.size()},
                     {"threads", threads},
                     {"cores", std::max(1, omp_get_num_procs())},
                     {"t_s", tm.median_s},
-                    {"t_comm_wait_s", comm_times().alltoall_s / (reps + 1)}});
+                    {"t_comm_wait_s", st.part_s}});
   }
   return rows;
 }
@@ -249,9 +253,7 @@ json neighbourhood_rows(Context& ctx, const cli::Args& opt, int threads) {
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
   const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
-  comm_times() = {};
-  const int reps = reps_option(opt);
-  const Timing tm = time_collective(ctx.world(), reps, 1, [&] {
+  const Timing tm = time_collective(ctx.world(), reps_option(opt), 1, [&] {
     const ShardTensor y = na.forward(t);
     na.backward(y);
   });

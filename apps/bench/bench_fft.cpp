@@ -194,19 +194,22 @@ json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int thre
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.01 * i));
   const ShardTensor xs = ShardTensor::unchecked(mesh, spec, x.to(space));
-  comm_times() = {};
-  const Timing t = time_collective(ctx.world(), reps, 1, [&] {
-    const ShardTensor a = spectral.forward(xs), b = bypass.forward(xs);
-    add_into(a.local(), b.local());
-    spectral.backward(a);
-    bypass.backward(a);
-    if (space == MemSpace::Cuda) device::synchronize(Device::cuda());
-  });
+  const SplitTiming st = time_collective_split(
+      ctx.world(), reps, 1,
+      [&] {
+        const ShardTensor a = spectral.forward(xs), b = bypass.forward(xs);
+        add_into(a.local(), b.local());
+        spectral.backward(a);
+        bypass.backward(a);
+        if (space == MemSpace::Cuda) device::synchronize(Device::cuda());
+      },
+      [] { return comm_times().alltoall_s; });
+  const Timing& t = st.total;
   std::string where;
   if (space == MemSpace::Cuda)
     where = std::string(", CUDA, mixing ") +
             (kernels::cuda_mix_path() == kernels::CudaMixPath::Gemm ? "cuBLAS" : "kernel");
-  const double a2a = comm_times().alltoall_s / (reps + 1);
+  const double a2a = st.part_s;
   return {{"what", "FNO block fwd+bwd (width " + std::to_string(width) + ", modes " +
                        std::to_string(modes) + ", batch 2" + where + ")"},
           {"shape", shape_str({n, n})},

@@ -44,4 +44,21 @@ Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<
   return summarize(t);
 }
 
+SplitTiming time_collective_split(MPI_Comm comm, int reps, int warmup,
+                                  const std::function<void()>& fn,
+                                  const std::function<double()>& counter) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<std::pair<double, double>> runs;  // (total, part), each the slowest rank's
+  for (int i = 0; i < reps; ++i) {
+    const double before = counter();
+    const double total = time_slowest(comm, fn);
+    double part = counter() - before, worst = 0;
+    // The part is at most its own rank's total, so never more than the slowest total.
+    MPI_Allreduce(&part, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
+    runs.push_back({total, worst});
+  }
+  std::sort(runs.begin(), runs.end());
+  return {{runs[runs.size() / 2].first, runs.front().first}, runs[runs.size() / 2].second};
+}
+
 }  // namespace tessera::bench

@@ -21,6 +21,18 @@ Timing summarize(std::vector<double> times);
 // Runs fn `warmup` times untimed, then `reps` times timed.
 Timing time_collective(MPI_Comm comm, int reps, int warmup, const std::function<void()>& fn);
 
+// A time and the part of it a counter saw (communication waits), from one repetition: the
+// median one. Averaging the counter over all repetitions (warm-up included) against a median
+// total mixes two statistics and can make the rest negative.
+struct SplitTiming {
+  Timing total;
+  double part_s = 0;  // the counter's growth in the median repetition, slowest rank's
+};
+// time_collective, reading counter() (cumulative seconds) around each timed repetition.
+SplitTiming time_collective_split(MPI_Comm comm, int reps, int warmup,
+                                  const std::function<void()>& fn,
+                                  const std::function<double()>& counter);
+
 // Times a and b alternately, rep by rep, so a measurement and its baseline see the same
 // load on a shared machine (a ratio of two back-to-back series drifts with it).
 std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,

@@ -293,6 +293,15 @@ int run(Context& ctx, int argc, char** argv) {
     Tensor pred = y.local().to(MemSpace::Host).clone();
     out_norm.invert(pred);
     const Tensor pred32 = host_converted(pred, DType::f32);
+    // A prediction of NaN or Inf (finite inputs the model overflows on, in its dtype or in
+    // float32 as stored) is no prediction: refused, not written.
+    collective_check(ctx.world(), io::first_nonfinite(pred32) < 0,
+                     input + ": sample " + std::to_string(s) +
+                         ": the prediction holds a non-finite value (the model overflows on "
+                         "this input in " +
+                         (dtype == DType::f32 ? std::string("float32")
+                                              : name_of(dtype) + ", or in float32 as stored") +
+                         "): no prediction written");
     if (points) write_points(in, out, s, block, pred32, writer);
     Index c0 = 0;
     for (std::size_t i = 0; i < (points ? 0 : cfg.data.targets.size()); ++i) {

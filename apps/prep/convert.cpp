@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <optional>
 
 #include "apps/prep/common.hpp"
 #include "apps/prep/npy.hpp"
@@ -99,19 +98,9 @@ int run(Context& ctx, const cli::Args& a) {
   io::refuse_alias(ctx.world(), "--out", out, {{"the input", src}});
   // Written under a temporary name, renamed when complete: a failure leaves `out` as it was
   // (--append works on a copy of it).
-  std::optional<io::NewFile> fresh;
-  io::File appended;
-  if (append) {
-    collective_run(ctx.world(), [&] {
-      if (ctx.rank() == 0)
-        std::filesystem::copy_file(out, io::temp_path(out),
-                                   std::filesystem::copy_options::overwrite_existing);
-    });
-    appended = io::File::open(io::temp_path(out), ctx.world(), io::Mode::ReadWrite);
-  } else {
-    fresh.emplace(out, ctx.world());
-  }
-  io::File& f = append ? appended : fresh->file();
+  io::NewFile output(out, ctx.world(),
+                     append ? io::NewFile::Start::CopyOfPath : io::NewFile::Start::Empty);
+  io::File& f = output.file();
   if (!append) io::schema::write_root(f, "tessera-prep convert");
   // Each sample is split over the ranks along its largest dim after N.
   int split = 1;
@@ -122,6 +111,20 @@ int run(Context& ctx, const cli::Args& a) {
   chunk[static_cast<std::size_t>(split)] = std::max<Index>(
       1, io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), 0).second);
   collective_check(ctx.world(), !f.exists(dset), f.where(dset) + " exists already");
+  // The schema's one N (and one P for a point cloud) over all datasets, said before writing.
+  for (const std::string& d : append ? f.datasets("/") : std::vector<std::string>{}) {
+    const std::vector<Index> s = f.info(d).shape;
+    const bool same_points =
+        kind != "field" && (d == io::schema::kCoords || d == io::schema::kFeatures);
+    TESSERA_CHECK(s.empty() || s[0] == in.shape[0],
+                  "--append: '" << out << "' holds " << s[0] << " samples (dataset '" << d
+                                << "'), '" << src << "' " << in.shape[0]
+                                << ": every dataset of a file has the same N");
+    TESSERA_CHECK(!same_points || s.size() < 2 || s[1] == in.shape[1],
+                  "--append: '" << out << "' holds " << s[1] << " points per sample (dataset '" << d
+                                << "'), '" << src << "' " << in.shape[1]
+                                << ": coords and features share P");
+  }
   f.create_dataset(dset, in.shape, DType::f32, chunk);
   const Index C = in.shape[kind == "field" ? 1 : 2];
   std::vector<std::string> vars;
@@ -198,12 +201,7 @@ int run(Context& ctx, const cli::Args& a) {
     progress.update(n + 1);
   }
   if (fd >= 0) ::close(fd);
-  if (append) {
-    appended.close();
-    io::rename_into_place(ctx.world(), io::temp_path(out), out);
-  } else {
-    fresh->commit();
-  }
+  output.commit();
   if (ctx.rank() == 0 && !a.flag("quiet"))
     std::cerr << "[convert] " << src << " -> " << out << ":" << dset << " " << shape_str(in.shape)
               << " float32" << std::endl;

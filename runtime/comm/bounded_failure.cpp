@@ -35,7 +35,7 @@ struct State {
   int next_id = 0;
   double deadline = env_deadline();
   std::string program = "tessera";
-  std::string last_error;
+  std::map<int, std::string> remove_on_abort;  // id -> path
   std::thread thread;
   bool stop = false;
 
@@ -69,6 +69,7 @@ struct State {
       }
       const std::string line = first->second.second;
       [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
+      for (const auto& [id, path] : remove_on_abort) ::unlink(path.c_str());  // gone already: fine
       MPI_Abort(MPI_COMM_WORLD, 1);
       std::_Exit(1);  // MPI_Abort does not return; if it did, the process still ends
     }
@@ -113,14 +114,17 @@ const std::string& program() {
   return state().program;
 }
 
-void note_error(const std::string& text) {
-  std::lock_guard<std::mutex> l(state().m);
-  state().last_error = text;
+RemoveOnAbort::RemoveOnAbort(const std::string& path) {
+  State& s = state();
+  std::lock_guard<std::mutex> l(s.m);
+  id_ = s.next_id++;
+  s.remove_on_abort[id_] = path;
 }
 
-std::string last_error() {
-  std::lock_guard<std::mutex> l(state().m);
-  return state().last_error;
+RemoveOnAbort::~RemoveOnAbort() {
+  State& s = state();
+  std::lock_guard<std::mutex> l(s.m);
+  s.remove_on_abort.erase(id_);
 }
 
 std::string rank_list(const std::vector<int>& ranks) {

@@ -47,10 +47,19 @@ class Watch {
 // Returns 0 when no rank failed, else 1 (on every rank).
 int conclude(MPI_Comm comm, const std::string& error);
 
-// The text of the last collective error this process raised (collective_check records
-// it), for a Watch armed while that error unwinds ("" if none).
-void note_error(const std::string& text);
-std::string last_error();
+// While alive: if a Watch ends the job, the file at `path` is removed first (the temporary
+// of an output being written: a job ended by a watch leaves no partial file behind).
+// Nestable; each rank registers its own.
+class RemoveOnAbort {
+ public:
+  explicit RemoveOnAbort(const std::string& path);
+  ~RemoveOnAbort();
+  RemoveOnAbort(const RemoveOnAbort&) = delete;
+  RemoveOnAbort& operator=(const RemoveOnAbort&) = delete;
+
+ private:
+  int id_;
+};
 
 // "0", "0, 2", "0-7": a sorted rank list, runs shortened.
 std::string rank_list(const std::vector<int>& ranks);

@@ -56,7 +56,6 @@ void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
           ? groups.front().first + " (on all " + std::to_string(size) + " ranks)"
           : "check failed on " + std::to_string(failed) + " of " + std::to_string(size) +
                 " ranks: " + what;
-  failure::note_error(text);
   throw Error(text);
 }
 

@@ -77,13 +77,14 @@ EOF
 }
 
 # raw FILE COUNT [NAN_AT]: COUNT float32 values (smooth, non-zero), NaN at index NAN_AT
-# (NAN_AT = zero: all zero).
+# (NAN_AT = zero: all zero; big: all times 2e38, finite float32 at the edge of the range).
 raw() {
   python3 -c "
 import math, struct, sys
 n, bad = int(sys.argv[2]), sys.argv[3]
 v = [1.0 + 0.5 * math.sin(0.37 * i) for i in range(n)]
 if bad == 'zero': v = [0.0] * n
+elif bad == 'big': v = [2e38 * x for x in v]
 elif 0 <= int(bad) < n: v[int(bad)] = float('nan')
 open(sys.argv[1], 'wb').write(struct.pack('<%df' % n, *v))" "$1" "$2" "${3:--1}"
 }
@@ -219,10 +220,29 @@ case "$case_name" in
   infer_target_count)  # targets with another sample count (the schema's one-N rule)
     trained
     field bad.h5 permeability 2,1,32,24
-    field bad.h5 pressure 3,1,32,24
+    field three.h5 pressure 3,1,32,24  # --append refuses another N: h5copy makes the file
+    h5copy -i three.h5 -o bad.h5 -s /fields/pressure -d /fields/pressure || fail "h5copy"
     expect_fail 30 "'bad.h5': datasets disagree on the sample count N" \
       3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input bad.h5 --output pred.h5
     [ -e pred.h5 ] && fail "a partial prediction was left"
+    ;;
+  infer_layer_error_rank1)  # an exception in a layer on rank 1 only, the output file open
+    trained
+    TESSERA_FAULT_INJECT=layer:1:3 expect_fail 30 \
+      "\(rank 1 of 3\).*injected fault in layer '.*'" 3 tessera-infer \
+      --checkpoint ck/ckpt_00000001.h5 --input train.h5 --output pred.h5
+    [ -e pred.h5 ] && fail "a partial prediction was left"
+    [ -e pred.h5.tmp ] && fail "the temporary pred.h5.tmp was left"
+    ;;
+  infer_nonfinite_prediction)  # finite inputs a float32 FNO overflows on: no file of NaNs
+    data
+    expect_ok 3 tessera-train cfg.toml --train.steps=1 --model.type=fno --model.modes=4 \
+      --model.layers=1 --model.dtype=float32
+    field big.h5 permeability 2,1,24,24 big
+    expect_fail 30 "sample 0: the prediction holds a non-finite value" 3 tessera-infer \
+      --checkpoint ck/ckpt_00000001.h5 --input big.h5 --output pred.h5
+    [ -e pred.h5 ] && fail "a prediction of non-finite values was written"
+    [ -e pred.h5.tmp ] && fail "the temporary pred.h5.tmp was left"
     ;;
   infer_zero_samples)
     trained

@@ -169,6 +169,22 @@ case $case_name in
     expect_error "--name 'a/b': a field name is one non-empty word without '/'" \
       convert a.raw --shape 2,1,4,6 --dtype float32 --out e.h5 --name a/b
     ;;
+  convert_append_count)  # --append of another N or P: refused, the file left as it was
+    ramp 48 a.raw
+    ramp 72 b.raw
+    expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out c.h5 --name u --quiet
+    ramp 30 xyz.raw
+    ramp 8 f.raw
+    expect_ok 1 convert xyz.raw --kind coords --shape 2,5,3 --dtype float32 --out p.h5 --quiet
+    before=$(sha256sum c.h5 p.h5)
+    (expect_error "--append: 'c.h5' holds 2 samples (dataset '/fields/u'), 'b.raw' 3: every dataset of a file has the same N" \
+      convert b.raw --shape 3,1,4,6 --dtype float32 --out c.h5 --name v --append) || exit 1
+    (expect_error "--append: 'p.h5' holds 5 points per sample (dataset '/points/coords'), 'f.raw' 4: coords and features share P" \
+      convert f.raw --kind features --shape 2,4,1 --dtype float32 --out p.h5 --append) || exit 1
+    [ "$(sha256sum c.h5 p.h5)" = "$before" ] || fail "an appended-to file changed"
+    [ -e c.h5.tmp ] || [ -e p.h5.tmp ] && fail "a temporary file was left"
+    echo "prep_cli convert_append_count: refused, files unchanged"
+    ;;
   stats_invalid)  # a file that fails the schema (its nodes span more than the extent)
     ramp 48 a.raw
     expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out c.h5 --name u --spacing 1,1 --quiet
