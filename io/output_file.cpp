@@ -52,10 +52,19 @@ File open_copy(const std::string& path, MPI_Comm comm) {
   return File::open(temp_path(path), comm, Mode::ReadWrite);
 }
 
+// Collective: `path` may name a file to write (a folder there would fail only at the final
+// rename, after all the work); returns it.
+const std::string& writable_file_path(const std::string& path, MPI_Comm comm) {
+  std::error_code ec;
+  collective_check(comm, !fs::is_directory(path, ec),
+                   "output '" + path + "' is a directory (name a file in it)");
+  return path;
+}
+
 }  // namespace
 
 NewFile::NewFile(const std::string& path, MPI_Comm comm, Start start)
-    : path_(path),
+    : path_(writable_file_path(path, comm)),
       comm_(comm),
       remove_on_abort_(temp_path(path)),
       f_(start == Start::CopyOfPath ? open_copy(path, comm) : File::create(temp_path(path), comm)) {

@@ -25,7 +25,8 @@ fits() {
   local m=$1
   shift
   tries=$((tries + 1))
-  if TESSERA_MEMORY_LIMIT_MB=$limit OMP_NUM_THREADS=1 "${TESSERA_MPIRUN[@]}" -np "$n" "$bench" \
+  if TESSERA_MEMORY_LIMIT_MB=$limit TESSERA_FAILURE_TIMEOUT=${TESSERA_FAILURE_TIMEOUT:-3} \
+    OMP_NUM_THREADS=1 "${TESSERA_MPIRUN[@]}" -np "$n" "$bench" \
     scaling "$@" --which=capacity --rows="$m" --out="$tmp/try.json" >"$tmp/log" 2>&1; then
     if [ "$m" -gt "$best" ]; then best=$m; cp "$tmp/try.json" "$tmp/best.json"; fi
     echo "  rows $m: fits"

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "apps/bench/cases.hpp"
+#include "apps/common/report_errors.hpp"
 #include "decomp/error.hpp"
 
 using namespace tessera;
@@ -73,31 +74,23 @@ int ranks(const std::vector<std::string>& args) {
   return 0;
 }
 
-// One run of a case at the rank count it is launched with; rank 0 prints the rows.
-int run_case(const Case& c, const std::vector<std::string>& args, int argc, char** argv) {
+// One run of a case at the rank count it is launched with; rank 0 prints the rows. Errors
+// end through failure::conclude (apps/common/report_errors.hpp): printed once, and a rank
+// that fails alone (a memory limit passed on one rank) ends the job within the deadline.
+int run_case(Context& ctx, const std::string& name, const std::vector<std::string>& args) {
+  const Case& c = find_case(name);
   std::vector<cli::Option> options = c.options;
   options.push_back({"out", "FILE", "write the rows as JSON, a part for merge", ""});
   const cli::Args a(args, options);
   if (a.help()) {
-    std::cout << cli::help_text("tessera-bench " + c.name + " [options]   (under mpirun)", c.help,
-                                options);
+    if (ctx.rank() == 0)
+      std::cout << cli::help_text("tessera-bench " + c.name + " [options]   (under mpirun)", c.help,
+                                  options);
     return 0;
   }
   if (!a.positional().empty())
     throw Error("unexpected argument '" + a.positional()[0] + "' (see --help)");
-  Context ctx(argc, argv);
-  json rows;
-  try {
-    rows = c.run(ctx, a);
-  } catch (const std::exception& e) {
-    // A rank that fails alone (a memory limit passed on one rank) would leave the others
-    // waiting in the step's communication: say why, then end the whole job.
-    const std::string line =
-        "tessera-bench: error (rank " + std::to_string(ctx.rank()) + "): " + e.what() + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
-    MPI_Abort(ctx.world(), 1);
-  }
+  const json rows = c.run(ctx, a);
   if (ctx.rank() == 0) {
     json part = {{"case", c.name}, {"rows", rows}};
     if (a.has("out")) write_json(a.str("out"), part);
@@ -122,7 +115,9 @@ int main(int argc, char** argv) {
     const std::vector<std::string> rest(args.begin() + 1, args.end());
     if (args[0] == "merge") return merge(rest);
     if (args[0] == "ranks") return ranks(rest);
-    return run_case(find_case(args[0]), rest, argc, argv);
+    return app::run_reporting_errors("tessera-bench", argc, argv, [&](Context& ctx, int, char**) {
+      return run_case(ctx, args[0], rest);
+    });
   } catch (const std::exception& e) {
     std::cerr << "tessera-bench: " << e.what() << std::endl;
     return 1;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -584,6 +585,8 @@ TrainConfig parse_config(const std::string& text, const std::vector<std::string>
 
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return parse_config("", overrides, "(no file)");
+  // A folder opens as an empty stream on Linux: it would read as an empty config.
+  if (std::filesystem::is_directory(path)) fail("config file '" + path + "' is a directory");
   std::ifstream in(path);
   if (!in) fail("cannot open config file '" + path + "'");
   std::stringstream ss;
@@ -659,8 +662,8 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       fail("--dry-run=" + c.dry_run + ": the format is table or json");
     if (!a.has("grid")) fail("--dry-run needs --grid (e.g. --grid=256x256)");
     c.dry_grid = a.shape("grid");
-    if (a.has("ranks")) c.dry_ranks = static_cast<int>(a.integer("ranks"));
-    if (a.has("batch")) c.dry_batch = a.integer("batch");
+    if (a.has("ranks")) c.dry_ranks = static_cast<int>(a.integer_in("ranks", 1, 1 << 24));
+    if (a.has("batch")) c.dry_batch = a.integer_in("batch", 1, Index{1} << 40);
   } else if (a.has("grid") || a.has("ranks") || a.has("batch")) {
     fail("--grid, --ranks and --batch belong to --dry-run");
   }

@@ -113,6 +113,8 @@ expect_error "belong to --dry-run" --grid=64x32
 expect_error "not divisible" --dry-run=table --grid=60x32
 expect_error "fewer than its 16 domain ranks" --dry-run=table --grid=64x32 --ranks=16
 expect_error "2 patches of 4 cells, fewer than its 3 ranks" --dry-run=table --grid=8x32 --ranks=3 --model.type=vit
+expect_error "option --ranks 0: must lie in [1," --dry-run=table --grid=64x32 --ranks=0
+expect_error "option --batch -2: must lie in [1," --dry-run=table --grid=64x32 --batch=-2
 expect_error "the dry run covers grid inputs" --dry-run=table --grid=64x32 --data.inputs=coords,a
 # Any layer of the UNet has a cost: transposed-conv up-sampling and strided-conv down too.
 "$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" --dry-run=json --grid=64x32 --ranks=2 \

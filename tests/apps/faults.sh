@@ -244,6 +244,14 @@ case "$case_name" in
     [ -e pred.h5 ] && fail "a prediction of non-finite values was written"
     [ -e pred.h5.tmp ] && fail "the temporary pred.h5.tmp was left"
     ;;
+  infer_output_directory)  # --output naming a folder: refused before the work, not at the end
+    trained
+    mkdir out
+    expect_fail 30 "output 'out' is a directory \(name a file in it\)" 3 tessera-infer \
+      --checkpoint ck/ckpt_00000001.h5 --input train.h5 --output out
+    [ -e out.tmp ] && fail "out.tmp was left"
+    echo "$out" | grep -q "^sample " && fail "the samples ran before the check"
+    ;;
   infer_zero_samples)
     trained
     field empty.h5 permeability 0,1,32,24

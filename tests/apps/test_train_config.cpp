@@ -211,6 +211,8 @@ TEST_CASE("config errors: syntax, files and command-line flags", "[config]") {
   MPI_CHECK_ERROR(parse("[optim]\nlr = = 3\n"), "config: test.toml:2:");
   MPI_CHECK_ERROR(load_config("/nonexistent/train.toml", {}),
                   "cannot open config file '/nonexistent/train.toml'");
+  // A folder reads as an empty stream: it must not pass for an empty config.
+  MPI_CHECK_ERROR(load_config("/tmp", {}), "config file '/tmp' is a directory");
   const CliArgs a = parse_cli({"run.toml", "--optim.lr=0.1", "--print-config", "--train.steps=3"});
   MPI_CHECK(a.config_path == "run.toml");
   MPI_CHECK(a.print_config);
