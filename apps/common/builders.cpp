@@ -1,6 +1,7 @@
 #include "apps/common/builders.hpp"
 
 #include <iostream>
+#include <sstream>
 
 #include "runtime/comm/mpi_error.hpp"
 
@@ -53,6 +54,25 @@ DType model_dtype(const ModelConfig& c) {
 
 MemSpace model_space(int device) {
   return device < 0 ? MemSpace::Host : MemSpace::Cuda;
+}
+
+std::string signature_difference(const std::string& have, const std::string& want) {
+  const auto words = [](const std::string& s) {
+    std::istringstream in(s);
+    std::vector<std::string> w;
+    for (std::string t; in >> t;) w.push_back(t);
+    return w;
+  };
+  const std::vector<std::string> a = words(have), b = words(want);
+  if (a.empty() || b.empty() || a[0] != b[0])
+    return "a " + (a.empty() ? std::string("?") : a[0]) + ", not a " +
+           (b.empty() ? std::string("?") : b[0]);
+  std::string out;
+  for (std::size_t i = 1; i < std::max(a.size(), b.size()); ++i) {
+    const std::string x = i < a.size() ? a[i] : "(nothing)", y = i < b.size() ? b[i] : "(nothing)";
+    if (x != y) out += (out.empty() ? "" : "; ") + x + ", not " + y;
+  }
+  return out.empty() ? "the same words" : out;
 }
 
 }  // namespace tessera::app

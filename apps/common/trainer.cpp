@@ -507,10 +507,24 @@ void Trainer::save(const std::string& path) const {
 
 void Trainer::restore(const io::Checkpoint& c) {
   const std::string mine = model_->signature();
-  TESSERA_CHECK(c.model == mine, "checkpoint of another model: it has '"
+  TESSERA_CHECK(c.model == mine, "checkpoint of another model ("
+                                     << signature_difference(c.model, mine) << "): it has '"
                                      << c.model << "', the config builds '" << mine << "'");
   load_parameter_state(model_->graph(), c.params);
-  optimizer_->load_state(c.optimizer);
+  try {
+    optimizer_->load_state(c.optimizer);
+  } catch (const Error& e) {
+    // Most often the optimizer was changed between the runs: say so, not just the key.
+    std::string then = "another optimizer";
+    try {
+      then = "optim.name = '" + parse_config(c.config, {}, "checkpoint").optim.name + "'";
+    } catch (const Error&) {
+    }
+    throw Error("the checkpoint's optimizer state (written with " + then +
+                ") does not fit optim.name = '" + cfg_.optim.name + "' (" + e.what() +
+                "): resume with the checkpoint's optimizer settings, or start a new run in "
+                "another train.checkpoint_dir");
+  }
   std::vector<Model::Buffer> bufs;
   for (const auto& b : c.buffers) bufs.push_back({b.name, tensor_vector(b.tensor)});
   model_->load_buffers(bufs);

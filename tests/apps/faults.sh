@@ -252,6 +252,20 @@ case "$case_name" in
     [ -e out.tmp ] && fail "out.tmp was left"
     echo "$out" | grep -q "^sample " && fail "the samples ran before the check"
     ;;
+  infer_channel_mismatch)  # inputs with another channel count than in training
+    trained
+    field c2.h5 permeability 2,2,24,24
+    expect_fail 30 "c2.h5: its input fields \(permeability: 2 channels\) do not fit the checkpoint's model \(in=1, not in=2" \
+      3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input c2.h5 --output pred.h5
+    [ -e pred.h5 ] && fail "a prediction was written"
+    ;;
+  resume_other_model)  # --resume with another optimizer or model width: what differs, said
+    trained
+    expect_fail 30 "the checkpoint's optimizer state \(written with optim.name = '[a-z]+'\) does not fit optim.name = 'sgd'" \
+      3 tessera-train cfg.toml --train.steps=2 --resume --optim.name=sgd
+    expect_fail 30 "checkpoint of another model \(width=4, not width=8\)" \
+      3 tessera-train cfg.toml --train.steps=2 --resume --model.width=8
+    ;;
   infer_zero_samples)
     trained
     field empty.h5 permeability 0,1,32,24
