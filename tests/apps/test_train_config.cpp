@@ -242,7 +242,8 @@ TEST_CASE("config: a file readable on some ranks only fails on every rank", "[co
   // The last rank looks elsewhere: everyone fails, naming that rank's problem.
   if (rank == size - 1) args.config_path = path + ".missing";
   MPI_CHECK_ERROR(load_config(MPI_COMM_WORLD, args), "cannot open config file");
-  MPI_CHECK_ERROR(load_config(MPI_COMM_WORLD, args), "rank " + std::to_string(size - 1));
+  if (size > 1)
+    MPI_CHECK_ERROR(load_config(MPI_COMM_WORLD, args), "rank " + std::to_string(size - 1));
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) std::remove(path.c_str());
 }
