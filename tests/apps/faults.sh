@@ -167,6 +167,7 @@ case "$case_name" in
     [ "$(sums ck/ckpt_00000002.h5)" = "$(echo "$before" | head -1)" ] ||
       fail "the previous checkpoint changed"
     [ -f ck/ckpt_00000004.h5 ] && fail "a failed checkpoint was renamed into place"
+    [ -e ck/ckpt_00000004.h5.tmp ] && fail "the failed checkpoint's temporary was left"
     expect_ok 3 tessera-train cfg.toml --resume  # it still loads (step 2 of 2: nothing to do)
     echo "$out" | grep -q "resume: ck/ckpt_00000002.h5 (step 2)" || fail "the checkpoint is unreadable"
     ;;
@@ -187,12 +188,14 @@ case "$case_name" in
     expect_fail 60 "(closing 'full/gen.h5.tmp' after .*input/output error|'full/gen.h5.tmp': MPI_File_write_at_all failed: .*input/output error)" 3 tessera-prep \
       generate darcy --grid 96x96 --samples 4 --seed 3 --out full/gen.h5 --quiet
     [ -e full/gen.h5 ] && fail "a partial output under its final name"
+    [ -e full/gen.h5.tmp ] && fail "the temporary full/gen.h5.tmp was left"
     ;;
   prep_enospc)  # tessera-prep generate onto a full disk, rank 1 fails its write
     expect_ok 1 tessera-prep generate darcy --grid 24x24 --samples 2 --seed 1 --out keep.h5 --quiet
     TESSERA_FAULT_INJECT=h5write:1:2 expect_fail 30 "No space left on device" 3 tessera-prep \
       generate darcy --grid 24x24 --samples 4 --seed 3 --out out.h5 --quiet
     [ -e out.h5 ] && fail "a partial out.h5 was left under its final name"
+    [ -e out.h5.tmp ] && fail "the temporary out.h5.tmp was left"
     ;;
   infer_output_is_input)  # --output naming --input (through another name): refused
     trained
