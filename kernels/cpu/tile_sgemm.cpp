@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <sstream>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -62,9 +63,10 @@ Planned plan(const Key& key) {
     return p;
   } catch (const dnnl::error& e) {
     omp_set_num_threads(threads);
-    TESSERA_CHECK(false, "tile_sgemm: oneDNN cannot plan a " << key.m << " x " << key.n << " x "
-                                                             << key.k << " product (" << e.what()
-                                                             << ")");
+    std::ostringstream os;
+    os << "tile_sgemm: oneDNN cannot plan a " << key.m << " x " << key.n << " x " << key.k
+       << " product (" << e.what() << ")";
+    throw Error(os.str());
   }
 }
 
