@@ -130,6 +130,13 @@ PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index 
 
 std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
                                   MemSpace space, bool points, const std::vector<Index>& grid) {
+  // Spectral and conv layers need a grid: over a point cloud's storage order they would
+  // train on a meaningless 1-D signal.
+  TESSERA_CHECK(
+      !points || (c.model.type != "fno" && c.model.type != "unet" && c.model.type != "vit"),
+      "model.type = '" << c.model.type
+                       << "' takes grid fields, not point clouds (for points: "
+                          "pointconv or transolver)");
   if (c.model.type == "fno") {
     const FnoOptions o = fno_options(c, spatial_dims, cin, cout, space);
     // Before the weights exist: modes far past the grid would allocate them first (a
@@ -145,10 +152,8 @@ std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index 
         transolver_options(c, spatial_dims, points, cin, cout, space));
   if (c.model.type == "pointconv")
     return std::make_unique<PointConvNet>(point_conv_options(c, points, cin, cout, space));
-  if (c.model.type == "vit") {
-    TESSERA_CHECK(!points, "model.type = 'vit' takes grid fields, not point clouds");
+  if (c.model.type == "vit")
     return std::make_unique<Vit>(vit_options(c, spatial_dims, cin, cout, space, grid));
-  }
   TESSERA_CHECK(c.model.type == "unet", "model.type = '" << c.model.type
                                                          << "' is not one of unet, fno, "
                                                             "transolver, pointconv, vit");

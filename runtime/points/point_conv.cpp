@@ -1,5 +1,6 @@
 #include "runtime/points/point_conv.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -56,6 +57,11 @@ void transpose_into(const Device& dev, DType t, const void* src, void* dst, Inde
   kernels::strided_copy(dev, o, s, c, es);
 }
 
+// The columns of the neighbour lists: k, or the cloud's points where it has fewer.
+Index neighbours_per_point(const std::vector<SampleNeighbours>& nb) {
+  return nb.empty() ? 0 : nb.front().ids.shape(1);
+}
+
 }  // namespace
 
 const std::vector<SampleNeighbours>& PointNeighbourhoods::get(const Mesh& mesh, int axis,
@@ -73,6 +79,9 @@ const std::vector<SampleNeighbours>& PointNeighbourhoods::get(const Mesh& mesh, 
   int me = 0;
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
   const Index N = pos.shape(0), P = pos.shape(2), first = offsets[static_cast<std::size_t>(me)];
+  // No more neighbours than the cloud has points: the rest would be empty slots, and the
+  // edges (P x k x C) grow with k (k = 100000 on a cloud of 512 filled the node's memory).
+  const Index k = std::min(o.neighbours, offsets.back());
   samples_.clear();
   for (Index n = 0; n < N; ++n) {
     Tensor xyz = Tensor::empty({P, 3}, DType::f64), ids = Tensor::empty({P}, DType::i64);
@@ -84,9 +93,8 @@ const std::vector<SampleNeighbours>& PointNeighbourhoods::get(const Mesh& mesh, 
     const Migration mig(comm, layout.owners(xyz));
     const Tensor owned = mig.forward(xyz), owned_ids = mig.forward(ids);
     const NeighborLists nb =
-        o.radius > 0
-            ? ball_query(comm, layout, owned, owned_ids, xyz, o.radius, o.neighbours, o.search)
-            : knn_query(comm, layout, owned, owned_ids, xyz, o.neighbours, o.search);
+        o.radius > 0 ? ball_query(comm, layout, owned, owned_ids, xyz, o.radius, k, o.search)
+                     : knn_query(comm, layout, owned, owned_ids, xyz, k, o.search);
     const std::int64_t* p = nb.ids.data<std::int64_t>();
     SampleNeighbours s;
     s.ids = nb.ids;
@@ -202,7 +210,7 @@ ShardTensor PointConv::forward(const std::vector<ShardTensor>& in) {
                src = in[1].local().in_space(MemSpace::Host).contiguous();
   s->nb =
       opts_.neighbourhoods->get(s->mesh, axis, offsets, src, opts_.pos_offset, opts_.neighbourhood);
-  const Index N = f.shape(0), C = f.shape(1), P = f.shape(2), k = opts_.neighbourhood.neighbours;
+  const Index N = f.shape(0), C = f.shape(1), P = f.shape(2), k = neighbours_per_point(s->nb);
   const Index E = C + 3, O = opts_.out_channels;
   const DType t = opts_.dtype;
   const MemSpace space = opts_.space;
@@ -257,7 +265,7 @@ std::vector<ShardTensor> PointConv::backward(const ShardTensor& dy) {
   Saved& s = *saved_;
   check_output_grad(dy, s.out_spec, opts_.dtype, opts_.space, name());
   const Tensor g = dy.local().contiguous();
-  const Index N = g.shape(0), O = g.shape(1), P = g.shape(2), k = opts_.neighbourhood.neighbours;
+  const Index N = g.shape(0), O = g.shape(1), P = g.shape(2), k = neighbours_per_point(s.nb);
   const Index C = opts_.in_channels, E = C + 3;
   const DType t = opts_.dtype;
   const MemSpace space = opts_.space;

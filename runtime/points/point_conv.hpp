@@ -27,7 +27,7 @@
 namespace tessera {
 
 struct NeighbourhoodOptions {
-  Index neighbours = 16;  // k
+  Index neighbours = 16;  // k (a cloud of fewer points gives each point all of them)
   double radius = 0;      // > 0: ball query (at most k within radius), else kNN
   // Where each rank's local search runs (the grid hash on the host or the CUDA device;
   // PointConv sets its own memory space). The answer is the same.
@@ -39,7 +39,7 @@ struct NeighbourhoodOptions {
 
 // Per sample of a batch: each local point's neighbour indices and the gather plan.
 struct SampleNeighbours {
-  Tensor ids;  // (points, k) int64 global point indices, -1: none
+  Tensor ids;  // (points, min(k, the cloud's points)) int64 global point indices, -1: none
   std::shared_ptr<IndexGather> gather;
 };
 

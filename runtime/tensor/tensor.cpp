@@ -23,7 +23,9 @@ std::vector<Index> row_major_strides(const std::vector<Index>& shape) {
 
 Index numel_of(const std::vector<Index>& shape) {
   Index n = 1;
-  for (Index e : shape) n *= e;
+  for (Index e : shape)
+    if (__builtin_mul_overflow(n, e, &n))  // a product past 2^63 wrapped to a small buffer
+      throw Error("Tensor: shape " + shape_str(shape) + " holds more than 2^63 elements");
   return n;
 }
 
@@ -44,6 +46,10 @@ Tensor Tensor::empty(const std::vector<Index>& shape, DType dtype, MemSpace spac
   t.shape_ = shape;
   t.strides_ = row_major_strides(shape);
   t.numel_ = numel_of(shape);
+  Index bytes = 0;
+  TESSERA_CHECK(!__builtin_mul_overflow(t.numel_, static_cast<Index>(size_of(dtype)), &bytes),
+                "Tensor: shape " << shape_str(shape) << " of " << name_of(dtype)
+                                 << " holds more than 2^63 bytes");
   t.dtype_ = dtype;
   t.space_ = space;
   t.storage_ = std::make_shared<Storage>(space, t.nbytes());

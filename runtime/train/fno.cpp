@@ -68,11 +68,16 @@ std::string fno_modes_problem(const std::vector<Index>& modes, const std::vector
   for (int d = 0; d < nd; ++d) {
     const std::size_t k = static_cast<std::size_t>(first_spatial + d);
     const Index n = shape[k], m = modes[modes.size() == 1 ? 0 : static_cast<std::size_t>(d)];
-    const Index need = d + 1 == nd ? 2 * (m - 1) : 2 * m;
-    if (n < need) {
+    // m > n first: 2 * m of a huge m would overflow into a small "need".
+    const Index need = m > n ? m : d + 1 == nd ? 2 * (m - 1) : 2 * m;
+    if (m > n || n < need) {
       std::ostringstream os;
       os << "spatial extent " << n << " (dim " << k << " of " << shape_str(shape) << ") is too "
-         << "small for " << m << " Fourier modes (needs at least " << need << ")";
+         << "small for " << m << " Fourier modes (";
+      if (m > n)
+        os << "more modes than points)";
+      else
+        os << "needs at least " << need << ")";
       return os.str();
     }
   }

@@ -128,6 +128,18 @@ TEST_CASE("pointconv needs a point cloud with coordinates", "[pointconv]") {
                         "needs a point cloud with \"coords\""));
 }
 
+TEST_CASE("grid models refuse a point cloud (its storage order is no grid)", "[points]") {
+  const std::string dir = test_dir("transolver");
+  const std::string cloud = make_points(dir);
+  for (const char* type : {"fno", "unet", "vit"}) {
+    const TrainConfig c = points_config(cloud, dir + "/ck-grid-on-points",
+                                        {std::string("model.type=") + type, "model.width=4"});
+    MPI_CHECK(throws_with(
+        [&] { Trainer t(Mesh::line(MPI_COMM_WORLD), c); },
+        std::string("model.type = '") + type + "' takes grid fields, not point clouds"));
+  }
+}
+
 TEST_CASE("point models: 10 steps, save, restart at another rank count, 10 more == 20 straight",
           "[transolver]") {
   const std::string dir = test_dir("transolver");

@@ -151,6 +151,27 @@ TEST_CASE("PointConv equals its definition with brute-force neighbours on one ra
       INFO((ball ? "ball " : "knn ") << (mean ? "mean" : "max") << " diff " << diff);
       MPI_CHECK(diff <= 1e-13 * scale);
     }
+  // More neighbours than the cloud has points: every point is a neighbour (the lists hold
+  // the cloud's 9 points, not 100000 slots of which all but 9 are empty).
+  for (bool mean : {false, true}) {
+    PointConvOptions o = conv_options(DType::f64, false, mean);
+    o.neighbourhood.neighbours = 100000;
+    PointConv layer(o);
+    const auto [f, s] = cloud(2, 9, DType::f64, 7);
+    reset_peak_memory(MemSpace::Host);
+    const std::size_t before = memory_stats(MemSpace::Host).current;
+    const ShardTensor y =
+        layer.forward({ShardTensor(self, ShardSpec::replicated(f.shape(), self), f),
+                       ShardTensor(self, ShardSpec::replicated(s.shape(), self), s)});
+    const std::vector<double> want = naive(layer, o, f, s);
+    double diff = 0;
+    for (Index i = 0; i < y.local().numel(); ++i)
+      diff = std::max(diff,
+                      std::fabs(y.local().data<double>()[i] - want[static_cast<std::size_t>(i)]));
+    MPI_CHECK(diff <= 1e-13);
+    // 100000 slots per point would be over 40 MiB of edges alone.
+    MPI_CHECK(memory_stats(MemSpace::Host).peak < before + (std::size_t{4} << 20));
+  }
 }
 
 TEST_CASE("sharded PointConv equals one rank, forward and every gradient") {

@@ -27,6 +27,17 @@ TEST_CASE("Tensor shape, strides, dtype", "[tensor]") {
   CHECK_THROWS_AS(dtype_from_name("half"), Error);
 }
 
+TEST_CASE("Shapes past 2^63 elements or bytes are refused, not wrapped", "[tensor]") {
+  const Index big = Index{1} << 62;
+  // 2^62 x 4 wraps to 0 elements in 64 bits: a tiny buffer, written past its end.
+  CHECK_THROWS_WITH(Tensor::empty({big, 4}, DType::f32),
+                    Catch::Contains("holds more than 2^63 elements"));
+  CHECK_THROWS_WITH(Tensor::empty({big, 1}, DType::f64),
+                    Catch::Contains("of float64 holds more than 2^63 bytes"));
+  CHECK_THROWS_WITH(numel_of({3, big, 8}), Catch::Contains("(3, 4611686018427387904, 8)"));
+  CHECK(numel_of({big, 1, 1}) == big);
+}
+
 TEST_CASE("Tensor views of a box share storage and read the right cells", "[tensor]") {
   Tensor t = iota({4, 5, 6});
   Tensor v = t.view(Box({1, 2, 0}, {3, 5, 4}));
