@@ -273,6 +273,24 @@ Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channe
   return cache;
 }
 
+std::vector<Index> GridData::zero_targets(const std::vector<Index>& samples) const {
+  const Index per = targets_.numel() / std::max<Index>(n_, 1);  // this rank's cells of a sample
+  std::vector<int> nonzero(samples.size(), 0);
+  for (std::size_t j = 0; j < samples.size(); ++j)
+    for (Index s = 0; s < per && !nonzero[j]; ++s) {
+      const Index at = samples[j] * per + s;
+      nonzero[j] = dtype_ == DType::f64 ? targets_.data<double>()[at] != 0.0
+                                        : targets_.data<float>()[at] != 0.0f;
+    }
+  // Zero everywhere on every rank (replicas over the data axis agree).
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, nonzero.data(), static_cast<int>(nonzero.size()), MPI_INT,
+                            MPI_MAX, mesh_.comm()));
+  std::vector<Index> out;
+  for (std::size_t j = 0; j < samples.size(); ++j)
+    if (!nonzero[j]) out.push_back(samples[j]);
+  return out;
+}
+
 Normalizer GridData::statistics(bool input, const std::vector<Index>& samples) const {
   const Tensor& cache = input ? inputs_ : targets_;
   const Index c = cache.shape(1);

@@ -63,6 +63,9 @@ class GridData {
   // Per-channel mean and std over the listed samples (all cells): collective, two passes
   // in float64 (the mean, then squared deviations about it).
   Normalizer statistics(bool input, const std::vector<Index>& samples) const;
+  // The listed samples whose cached target (as the loss sees it: normalized) is zero in every
+  // cell and channel, in the order listed: collective.
+  std::vector<Index> zero_targets(const std::vector<Index>& samples) const;
   // Normalizes the cached fields in place.
   void normalize(const Normalizer& in, const Normalizer& out);
   // From one normalization to another: undoes `from`, applies `to`.

@@ -359,6 +359,17 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
     out_norm_ = data_->statistics(false, train_);
     data_->normalize(in_norm_, out_norm_);
   }
+  // A zero target has no relative error: found now, not at the step that draws it.
+  if (loss_kind(cfg.train) == LossKind::RelativeL2) {
+    const std::vector<Index> zero = data_->zero_targets(train_);
+    TESSERA_CHECK(zero.empty(),
+                  "train.loss = \"rel_l2\": the target of sample "
+                      << (zero.empty() ? 0 : zero[0]) << " of " << cfg.data.path
+                      << " is zero everywhere" << (cfg.data.normalize ? " after normalization" : "")
+                      << " (" << zero.size()
+                      << " such training samples): its relative error is undefined; leave it "
+                         "out of the data, or use train.loss = \"mse\"");
+  }
 
   sampler_ = std::make_unique<Sampler>(train_samples(), bsz, cfg.data.shuffle,
                                        static_cast<std::uint64_t>(cfg.train.seed));
@@ -375,6 +386,8 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   optimizer_ = make_optimizer(cfg.optim, model_->graph().parameters());
   schedule_ = make_schedule(cfg, total_steps_);
   loss_ = std::make_unique<Loss>(loss_kind(cfg.train));
+  val_loss_ = std::make_unique<Loss>(loss_kind(cfg.train), LossOptions{{}, true});
+  val_rel_l2_ = std::make_unique<Loss>(LossKind::RelativeL2, LossOptions{{}, true});
 
   // The loss is a mean over the global batch: gradients are summed over every axis that
   // splits the batch (the axes each layer declares: domain and data), in buckets started
@@ -462,6 +475,7 @@ EvalResult Trainer::validate() {
     return e;
   }
   model_->train(false);
+  double loss_weight = 0, rel_weight = 0;
   const std::size_t bsz = static_cast<std::size_t>(cfg_.train.batch_size);
   for (std::size_t b0 = 0; b0 < val_.size(); b0 += bsz) {
     const std::vector<Index> idx(
@@ -469,22 +483,27 @@ EvalResult Trainer::validate() {
         val_.begin() + static_cast<std::ptrdiff_t>(std::min(val_.size(), b0 + bsz)));
     auto [x, y] = data_->batch(idx, space_, input_room(idx.size()));
     const ShardTensor pred = model_->forward(x);
-    const double w = static_cast<double>(idx.size());
-    e.loss += (*loss_)(pred, y, false).value * w;
+    // Means weighted by the samples each covers (a relative error skips zero targets).
+    const LossResult l = (*val_loss_)(pred, y, false);
+    const double wl = loss_->kind() == LossKind::Mse ? static_cast<double>(idx.size())
+                                                     : static_cast<double>(l.samples);
+    e.loss += l.value * wl;
+    loss_weight += wl;
     // The error in physical units: undo the target normalization on both.
     const Tensor p = pred.local().to(MemSpace::Host).clone(),
                  t = y.local().to(MemSpace::Host).clone();
     out_norm_.invert(p);
     out_norm_.invert(t);
-    e.rel_l2 += relative_l2_loss(ShardTensor::unchecked(mesh_, pred.spec(), p),
-                                 ShardTensor::unchecked(mesh_, y.spec(), t), false)
-                    .value *
-                w;
+    const LossResult r = (*val_rel_l2_)(ShardTensor::unchecked(mesh_, pred.spec(), p),
+                                        ShardTensor::unchecked(mesh_, y.spec(), t), false);
+    e.rel_l2 += r.value * static_cast<double>(r.samples);
+    rel_weight += static_cast<double>(r.samples);
   }
   model_->train(true);
   e.samples = val_samples();
-  e.loss /= static_cast<double>(val_.size());
-  e.rel_l2 /= static_cast<double>(val_.size());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  e.loss = loss_weight > 0 ? e.loss / loss_weight : nan;
+  e.rel_l2 = rel_weight > 0 ? e.rel_l2 / rel_weight : nan;
   return e;
 }
 

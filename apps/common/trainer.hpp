@@ -50,7 +50,8 @@ struct StepResult {
 
 struct EvalResult {
   double loss = 0;    // the training loss on the validation samples (normalized units)
-  double rel_l2 = 0;  // mean per-sample relative L2 error in physical units
+  double rel_l2 = 0;  // mean per-sample relative L2 error in physical units (samples whose
+                      // target is zero have none and are left out; NaN if all are)
   Index samples = 0;
 };
 
@@ -136,6 +137,8 @@ class Trainer {
   LrSchedule schedule_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Loss> loss_;
+  // Validation's: zero targets (no relative error) left out of the means, not an error.
+  std::unique_ptr<Loss> val_loss_, val_rel_l2_;
   std::unique_ptr<Sampler> sampler_;
   std::int64_t total_steps_ = 0;
   std::int64_t skips_in_a_row_ = 0;

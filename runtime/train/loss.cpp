@@ -88,8 +88,9 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
       const auto k = static_cast<std::size_t>(i);
       if (sums[3 * k + 2] == 0) continue;  // a sample of another replica group
       if (!(sums[3 * k + 1] > 0)) {
+        if (opts_.skip_zero_targets && !want_grad) continue;
         std::ostringstream os;
-        os << "relative L2 loss: target of sample " << i << " has zero norm";
+        os << "relative L2 loss: the target of sample " << i << " of the batch has zero norm";
         why = os.str();
         break;
       }
@@ -97,9 +98,11 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
       total += rel[k];
       count += 1;
     }
-    if (why.empty() && count == 0) why = "relative L2 loss of an empty batch";
+    const bool all_skipped = count == 0 && opts_.skip_zero_targets && !want_grad;
+    if (why.empty() && count == 0 && !all_skipped) why = "relative L2 loss of an empty batch";
     collective_check(mesh.comm(), why.empty(), why);
-    r.value = total / count;
+    r.value = all_skipped ? 0.0 : total / count;
+    r.samples = static_cast<Index>(count);
     // d r_i / d p = (p - y) / (r_i * ||y_i||^2); ||y_i||^2 counted once per replica.
     for (Index j = 0; want_grad && j < nloc; ++j) {
       const auto k = static_cast<std::size_t>(lo + j);

@@ -24,11 +24,15 @@ namespace tessera {
 
 struct LossOptions {
   std::vector<int> axes;  // mesh axes to reduce over; empty: all
+  // Relative L2 without a gradient (validation, reports): samples whose target is zero
+  // have no relative error and are left out of the mean (else they are an error).
+  bool skip_zero_targets = false;
 };
 
 struct LossResult {
-  double value = 0;  // the same on every rank of the reduction group
-  ShardTensor grad;  // dL/dpred, pred's spec
+  double value = 0;   // the same on every rank of the reduction group
+  ShardTensor grad;   // dL/dpred, pred's spec
+  Index samples = 0;  // relative L2: the samples in the mean (0 and value 0: none had a target)
 };
 
 enum class LossKind { Mse, RelativeL2 };

@@ -77,7 +77,8 @@ EOF
 }
 
 # raw FILE COUNT [NAN_AT]: COUNT float32 values (smooth, non-zero), NaN at index NAN_AT
-# (NAN_AT = zero: all zero; big: all times 2e38, finite float32 at the edge of the range).
+# (NAN_AT = zero: all zero; big: all times 2e38, finite float32 at the edge of the range;
+# zero_last:K: the last K values zero).
 raw() {
   python3 -c "
 import math, struct, sys
@@ -85,6 +86,7 @@ n, bad = int(sys.argv[2]), sys.argv[3]
 v = [1.0 + 0.5 * math.sin(0.37 * i) for i in range(n)]
 if bad == 'zero': v = [0.0] * n
 elif bad == 'big': v = [2e38 * x for x in v]
+elif bad.startswith('zero_last:'): v[n - int(bad[10:]):] = [0.0] * int(bad[10:])
 elif 0 <= int(bad) < n: v[int(bad)] = float('nan')
 open(sys.argv[1], 'wb').write(struct.pack('<%df' % n, *v))" "$1" "$2" "${3:--1}"
 }
@@ -268,6 +270,22 @@ case "$case_name" in
       3 tessera-train cfg.toml --train.steps=2 --resume --optim.name=sgd
     expect_fail 30 "checkpoint of another model \(width=4, not width=8\)" \
       3 tessera-train cfg.toml --train.steps=2 --resume --model.width=8
+    ;;
+  train_zero_target)  # a sample whose target is zero everywhere (no relative error)
+    field z.h5 permeability 6,1,24,24
+    field z.h5 pressure 6,1,24,24 zero_last:576  # sample 5
+    data
+    # In validation: left out of the relative error, with any loss; training runs.
+    expect_ok 3 tessera-train cfg.toml --data.path=z.h5 --data.normalize=false \
+      --train.loss=mse --data.shuffle=false
+    echo "$out" | grep -qE "step 2/2 .*rel_l2 [0-9]" || fail "no finite validation error"
+    expect_ok 3 tessera-train cfg.toml --data.path=z.h5 --data.normalize=false \
+      --train.loss=rel_l2 --train.checkpoint_dir=ck2
+    # In the training split with rel_l2: refused before step 1, naming the dataset's sample.
+    expect_fail 30 "the target of sample 5 of z.h5 is zero everywhere \(1 such training samples\)" \
+      3 tessera-train cfg.toml --data.path=z.h5 --data.normalize=false --train.loss=rel_l2 \
+      --train.validation_split=0 --train.checkpoint_dir=ck3
+    echo "$out" | grep -q "^step 1/" && fail "training started"
     ;;
   infer_zero_samples)
     trained

@@ -225,7 +225,21 @@ TEST_CASE("loss errors are collective and say what is wrong", "[loss]") {
   const ShardTensor ys = ShardTensor::scatter(mesh, y, dims);
   const ShardTensor ps =
       ShardTensor::scatter(mesh, test::reference({2, 1, 6}, DType::f64, 1), dims);
-  MPI_CHECK_ERROR(relative_l2_loss(ps, ys), "target of sample 1 has zero norm");
+  MPI_CHECK_ERROR(relative_l2_loss(ps, ys), "the target of sample 1 of the batch has zero norm");
+  // Validation leaves it out: the mean over sample 0 alone, and an all-zero batch counts none.
+  Loss skip(LossKind::RelativeL2, {{}, true});
+  const LossResult kept = skip(ps, ys, false),
+                   only0 = relative_l2_loss(
+                       ShardTensor::scatter(mesh, test::reference({1, 1, 6}, DType::f64, 1), dims),
+                       ShardTensor::scatter(mesh, y.view(Box({0, 0, 0}, {1, 1, 6})).clone(), dims),
+                       false);
+  MPI_CHECK(kept.samples == 1);
+  MPI_CHECK(std::abs(kept.value - only0.value) <= 1e-15 * only0.value);
+  MPI_CHECK_ERROR(skip(ps, ys, true), "the target of sample 1 of the batch has zero norm");
+  const ShardTensor zeros = ShardTensor::scatter(mesh, Tensor::zeros({2, 1, 6}, DType::f64), dims);
+  const LossResult none = skip(ps, zeros, false);
+  MPI_CHECK(none.samples == 0);
+  MPI_CHECK(none.value == 0);
   const ShardTensor wrong =
       ShardTensor::scatter(mesh, test::reference({2, 1, 5}, DType::f64), dims);
   MPI_CHECK_ERROR(mse_loss(ps, wrong), "differ in global shape");
