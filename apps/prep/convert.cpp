@@ -2,9 +2,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "apps/prep/common.hpp"
 #include "apps/prep/npy.hpp"
@@ -139,15 +141,29 @@ int run(Context& ctx, const cli::Args& a) {
   if (kind == "field") {
     io::schema::GridMeta m;
     m.variables = vars;
-    for (std::size_t d = 2; d < nd; ++d) {
-      m.extent.push_back(1.0);
-      m.spacing.push_back(1.0 / static_cast<double>(in.shape[d]));
-    }
     if (a.has("spacing")) m.spacing = a.numbers("spacing");
     if (a.has("extent")) m.extent = a.numbers("extent");
-    TESSERA_CHECK(m.spacing.size() == nd - 2 && m.extent.size() == nd - 2,
+    TESSERA_CHECK((m.spacing.empty() || m.spacing.size() == nd - 2) &&
+                      (m.extent.empty() || m.extent.size() == nd - 2),
                   "--spacing and --extent need " << nd - 2 << " numbers");
+    // One given: the other follows (n cells of the spacing fill the extent); neither: the
+    // unit cube.
+    for (std::size_t d = 2; d < nd; ++d) {
+      const auto n = static_cast<double>(in.shape[d]);
+      if (!a.has("spacing")) m.spacing.push_back((a.has("extent") ? m.extent[d - 2] : 1.0) / n);
+      if (!a.has("extent")) m.extent.push_back(m.spacing[d - 2] * n);
+    }
     io::schema::write_grid_meta(f, dset, m);
+  }
+  // What the schema would refuse of the metadata (a spacing that overruns the extent, a
+  // name twice, a negative or infinite number) is refused before the values are written.
+  const std::vector<std::string> problems = io::schema::validate(f, {}, false);
+  if (!problems.empty()) {
+    std::string why = problems.front();  // the same on every rank
+    const std::string tmp = "'" + io::temp_path(out) + "'";
+    for (std::size_t at; (at = why.find(tmp)) != std::string::npos;)
+      why.replace(at, tmp.size(), "'" + out + "'");
+    throw Error(why + " (nothing written)");
   }
   // Read this rank's box of each sample with pread, one call per contiguous run.
   const int fd = ::open(src.c_str(), O_RDONLY);
@@ -190,6 +206,17 @@ int run(Context& ctx, const cli::Args& a) {
         }
       else
         std::memcpy(dst, raw.data(), static_cast<std::size_t>(cnt) * 4);
+      // The schema holds finite float32: NaN, Inf and float64 past 3.4e38 are refused.
+      for (Index i = 0; i < cnt && err.empty(); ++i)
+        if (!std::isfinite(dst[i])) {
+          const Index at = first + i;
+          double v = dst[i];
+          if (in.is_double) std::memcpy(&v, raw.data() + 8 * i, 8);
+          std::ostringstream os;
+          os << "'" << src << "': value " << v << " at flat index " << at << " (sample " << n
+             << ") is not a finite float32: the schema takes finite values only";
+          err = os.str();
+        }
     }
     collective_check(ctx.world(), err.empty(), err);
     Box box = Box::from_shape(in.shape);
@@ -226,8 +253,8 @@ Command convert_command() {
        {"shape", "S", "shape of raw input, e.g. 4,1,64,64", ""},
        {"dtype", "T", "element type of raw input: float32 or float64", ""},
        {"variables", "A,B", "channel names", ""},
-       {"spacing", "X,Y", "grid spacing per spatial dim", ""},
-       {"extent", "X,Y", "domain extent per spatial dim", ""},
+       {"spacing", "X,Y", "grid spacing per spatial dim (default: extent / points)", ""},
+       {"extent", "X,Y", "domain extent per spatial dim (default: spacing x points, or 1)", ""},
        {"append", "", "add to an existing file instead of creating it", ""},
        {"allow-empty", "", "write zero samples (an empty split; train and infer refuse it)", ""},
        {"quiet", "", "no progress output", ""}},

@@ -144,8 +144,16 @@ case $case_name in
   nan)
     ramp 48 a.raw
     # value index 29 = (1, 0, 0, 5) in shape (2, 1, 4, 6) becomes NaN
+    cp a.raw good.raw
     printf '\x00\x00\xc0\x7f' | dd of=a.raw bs=4 seek=29 conv=notrunc status=none
-    expect_ok 2 convert a.raw --shape 2,1,4,6 --dtype float32 --out x.h5 --name u --quiet
+    # convert refuses it (on the rank that reads it) ...
+    (expect_error "'a.raw': value nan at flat index 29 (sample 1) is not a finite float32" \
+      convert a.raw --shape 2,1,4,6 --dtype float32 --out x.h5 --name u) || exit 1
+    [ -e x.h5 ] && fail "convert left x.h5"
+    # ... and validate finds one that h5py wrote
+    expect_ok 2 convert good.raw --shape 2,1,4,6 --dtype float32 --out x.h5 --name u --quiet
+    /usr/bin/python3 -c "import h5py; h5py.File('x.h5', 'r+')['/fields/u'][1, 0, 0, 5] = float('nan')" ||
+      fail "h5py could not write the NaN"
     expect_error "dataset '/fields/u' in 'x.h5': non-finite value nan at index (1, 0, 0, 5)" validate x.h5
     ;;
   empty_grid) expect_error "--grid 0x5: every extent must be at least 1" generate darcy --grid 0x5 --out z.h5 ;;
@@ -185,9 +193,34 @@ case $case_name in
     [ -e c.h5.tmp ] || [ -e p.h5.tmp ] && fail "a temporary file was left"
     echo "prep_cli convert_append_count: refused, files unchanged"
     ;;
+  convert_invalid)  # metadata and values the schema refuses: refused before writing them
+    ramp 48 a.raw
+    (expect_error "'/fields/u' in 'c.h5': spatial dim 0 has 4 nodes at spacing 0.500000, which span 1.500000, more than its extent 1.000000 (nothing written)" \
+      convert a.raw --shape 2,1,4,6 --dtype float32 --out c.h5 --name u --spacing 0.5,0.5 --extent 1,1) || exit 1
+    (expect_error "names 'a' twice" convert a.raw --shape 2,2,4,3 --dtype float32 --out c.h5 --name u \
+      --variables a,a) || exit 1
+    (expect_error "attribute 'extent' entry 0 is inf, must be finite and > 0" convert a.raw \
+      --shape 2,1,4,6 --dtype float32 --out c.h5 --name u --extent inf,1 --spacing 0.1,0.1) || exit 1
+    # float64 past float32's range: not stored as inf
+    printf '\x00\x00\x00\x00\x00\x00\xf0\x3f%.0s' $(seq 47) >d.raw
+    printf '\xa5\x5c\xc3\xf1\x29\x63\x3d\x48' >>d.raw  # 1e40
+    (expect_error "'d.raw': value 1e+40 at flat index 47 (sample 1) is not a finite float32" \
+      convert d.raw --shape 2,1,4,6 --dtype float64 --out c.h5 --name u) || exit 1
+    [ -e c.h5 ] || [ -e c.h5.tmp ] && fail "a file was left: $(ls)"
+    # One of spacing and extent given: the other follows, and the file is valid.
+    expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out s.h5 --name u --spacing 0.5,0.25 --quiet
+    expect_ok 1 validate s.h5 --quiet
+    "$h5dump" -a /fields/u/extent s.h5 | grep -q "2, 1.5" || fail "extent not derived from the spacing"
+    expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out e.h5 --name u --extent 2,3 --quiet
+    "$h5dump" -a /fields/u/spacing e.h5 | grep -q "0.5, 0.5" || fail "spacing not derived from the extent"
+    echo "prep_cli convert_invalid: refused, derived"
+    ;;
   stats_invalid)  # a file that fails the schema (its nodes span more than the extent)
     ramp 48 a.raw
-    expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out c.h5 --name u --spacing 1,1 --quiet
+    expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out c.h5 --name u --quiet
+    # convert refuses such metadata: h5py writes it
+    /usr/bin/python3 -c "import h5py, numpy as np; h5py.File('c.h5', 'r+')['/fields/u'].attrs.modify('spacing', np.array([1.0, 1.0]))" ||
+      fail "h5py could not set the attribute"
     run 3 validate c.h5 --quiet
     [ "$rc" -ne 0 ] || fail "validate accepted spacing 1 for 4 nodes in an extent of 1"
     expect_error "spatial dim 0 has 4 nodes at spacing 1.000000, which span 3.000000, more than its extent" \
