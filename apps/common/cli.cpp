@@ -125,17 +125,18 @@ Index Args::integer_in(const std::string& name, Index lo, Index hi) const {
   return v;
 }
 
-std::vector<Index> parse_shape(const std::string& text, const std::string& what) {
+std::vector<Index> parse_shape(const std::string& text, const std::string& what, bool wildcard) {
   std::vector<Index> out;
   std::string cur;
   auto flush = [&] {
     try {
       std::size_t used = 0;
       const long long v = std::stoll(cur, &used);
-      if (used != cur.size() || v < 0) throw Error("");
+      if (used != cur.size() || (v < 0 && !(wildcard && v == -1))) throw Error("");
       out.push_back(v);
     } catch (const std::exception&) {
-      throw Error(what + " '" + text + "' is not a shape like 64x64 or 4,1,64,64");
+      throw Error(what + " '" + text + "' is not a shape like 64x64 or 4,1,64,64" +
+                  (wildcard ? " (-1: any extent)" : ""));
     }
     cur.clear();
   };
@@ -151,6 +152,10 @@ std::vector<Index> parse_shape(const std::string& text, const std::string& what)
 
 std::vector<Index> Args::shape(const std::string& name) const {
   return parse_shape(str(name), "--" + name);
+}
+
+std::vector<Index> Args::shape_pattern(const std::string& name) const {
+  return parse_shape(str(name), "--" + name, true);
 }
 
 std::vector<std::string> Args::list(const std::string& name) const {

@@ -41,6 +41,8 @@ class Args {
   Index integer_in(const std::string& name, Index lo, Index hi) const;
   // "256x256" or "4,1,64,64" -> {256, 256} / {4, 1, 64, 64}
   std::vector<Index> shape(const std::string& name) const;
+  // A shape to match: -1 stands for any extent.
+  std::vector<Index> shape_pattern(const std::string& name) const;
   std::vector<double> numbers(const std::string& name) const;    // "0.1,0.2"
   std::vector<std::string> list(const std::string& name) const;  // "a,b,c"
   // A list whose items must come from `allowed` (an unknown or empty item is an error naming
@@ -57,7 +59,8 @@ class Args {
 };
 
 // "64x64" or "4,1,64,64" as extents; what names the source in the error.
-std::vector<Index> parse_shape(const std::string& text, const std::string& what);
+std::vector<Index> parse_shape(const std::string& text, const std::string& what,
+                               bool wildcard = false);  // wildcard: -1 allowed
 // The --help text: usage line, description, then one line per option and --help.
 std::string help_text(const std::string& usage, const std::string& description,
                       const std::vector<Option>& options);

@@ -15,7 +15,7 @@ int run(Context& ctx, const cli::Args& a) {
     io::schema::Expectation e;
     e.dataset = a.str("dataset");
     if (a.has("dtype")) e.dtype = a.str("dtype");
-    if (a.has("shape")) e.shape = a.shape("shape");
+    if (a.has("shape")) e.shape = a.shape_pattern("shape");
     expect.push_back(e);
   } else if (a.has("shape") || a.has("dtype")) {
     throw Error("--shape and --dtype need --dataset");
