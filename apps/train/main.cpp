@@ -126,6 +126,11 @@ int run(Context& ctx, int argc, char** argv) {
       tr.restore(c);
       resumed = true;
       if (root) std::cout << "resume: " << path << " (step " << tr.steps_done() << ")" << std::endl;
+      if (root && tr.steps_done() > tr.total_steps())
+        std::cout << "resume: the checkpoint is past the run's " << tr.total_steps()
+                  << " steps (train.steps or train.epochs): nothing to train; raise them to go "
+                     "on"
+                  << std::endl;
       break;
     }
     if (!resumed && root)

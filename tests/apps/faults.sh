@@ -287,6 +287,15 @@ case "$case_name" in
       --train.validation_split=0 --train.checkpoint_dir=ck3
     echo "$out" | grep -q "^step 1/" && fail "training started"
     ;;
+  resume_past_steps)  # --resume of a checkpoint past train.steps: said, nothing trained
+    data
+    expect_ok 3 tessera-train cfg.toml
+    before=$(sums ck/ckpt_00000002.h5)
+    expect_ok 3 tessera-train cfg.toml --train.steps=1 --resume
+    echo "$out" | grep -q "resume: the checkpoint is past the run's 1 steps" ||
+      { echo "$out"; fail "no word that nothing was trained"; }
+    [ "$(sums ck/ckpt_00000002.h5)" = "$before" ] || fail "the checkpoint changed"
+    ;;
   infer_zero_samples)
     trained
     field empty.h5 permeability 0,1,32,24
