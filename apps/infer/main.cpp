@@ -164,6 +164,10 @@ int run(Context& ctx, int argc, char** argv) {
   // The grid the model trained on (grid-shaped parameters: learned positions), or this one.
   std::vector<Index> trained_grid = index_buffer(ck, "data.grid");
   if (trained_grid.empty()) trained_grid = spatial;
+  TESSERA_CHECK(points || static_cast<int>(trained_grid.size()) == nd,
+                input << ": its fields have " << nd << " spatial dims, the checkpoint's model was "
+                      << "trained on the " << trained_grid.size() << "-D grid "
+                      << shape_str(trained_grid));
   const std::unique_ptr<Model> net =
       make_model(cfg, nd, inputs.total_channels(), cout, space, points, trained_grid);
   Model& model = *net;

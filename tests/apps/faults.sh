@@ -263,6 +263,9 @@ case "$case_name" in
     expect_fail 30 "c2.h5: its input fields \(permeability: 2 channels\) do not fit the checkpoint's model \(in=1, not in=2" \
       3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input c2.h5 --output pred.h5
     [ -e pred.h5 ] && fail "a prediction was written"
+    field d3.h5 permeability 2,1,8,8,8  # 3-D fields for a 2-D model
+    expect_fail 30 "d3.h5: its fields have 3 spatial dims, the checkpoint's model was trained on the 2-D grid \(24, 24\)" \
+      3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input d3.h5 --output pred.h5
     ;;
   resume_other_model)  # --resume with another optimizer or model width: what differs, said
     trained
