@@ -186,6 +186,7 @@ ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progre
     s.std.push_back(tot[c].n > 0 ? std::sqrt(tot[c].m2 / tot[c].n) : 0.0);
     s.min.push_back(tot[c].n > 0 ? tot[c].min : 0.0);
     s.max.push_back(tot[c].n > 0 ? tot[c].max : 0.0);
+    s.finite.push_back(static_cast<Index>(tot[c].n));
   }
   s.count = C > 0 ? static_cast<Index>(tot[0].n) : 0;
   if (best >= 0) {

@@ -55,10 +55,21 @@ int run(Context& ctx, const cli::Args& a) {
             io::schema::scan(f, d, cdim, [&](Index done, Index total, double bytes) {
               progress.update_bytes(done, total, bytes);
             });
-        os << "  statistics over " << s.count << " values per channel (computed now):\n";
-        for (std::size_t c = 0; c < s.mean.size(); ++c)
-          os << "    channel " << c << ": mean " << s.mean[c] << ", std " << s.std[c] << ", min "
-             << s.min[c] << ", max " << s.max[c] << "\n";
+        Index per_channel = in.shape[static_cast<std::size_t>(cdim)] > 0 ? 1 : 0;
+        for (std::size_t k = 0; k < in.shape.size(); ++k)
+          if (static_cast<int>(k) != cdim) per_channel *= in.shape[k];
+        os << "  statistics over the " << (s.first_bad.empty() ? "" : "finite ") << "values of "
+           << per_channel << " per channel (computed now):\n";
+        for (std::size_t c = 0; c < s.mean.size(); ++c) {
+          os << "    channel " << c << ": ";
+          if (s.finite[c] == 0) {
+            os << "no finite value\n";
+            continue;
+          }
+          if (s.finite[c] < per_channel) os << s.finite[c] << " finite, ";
+          os << "mean " << s.mean[c] << ", std " << s.std[c] << ", min " << s.min[c] << ", max "
+             << s.max[c] << "\n";
+        }
         if (!s.first_bad.empty())
           os << "    first non-finite value " << s.first_bad_value << " at "
              << shape_str(s.first_bad) << "\n";
