@@ -30,9 +30,8 @@ void check_node_memory(MPI_Comm comm, double need, const std::string& what,
                        const std::string& detail, const std::string& advice) {
   MPI_Comm node = MPI_COMM_NULL;
   TESSERA_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int local = 1, local_rank = 0;
+  int local = 1;
   MPI_Comm_size(node, &local);
-  MPI_Comm_rank(node, &local_rank);
   double sum = 0;
   TESSERA_MPI(MPI_Allreduce(&need, &sum, 1, MPI_DOUBLE, MPI_SUM, node));
   MPI_Comm_free(&node);
@@ -42,7 +41,8 @@ void check_node_memory(MPI_Comm comm, double need, const std::string& what,
     os << what << " needs about " << gib(need) << " per rank" << detail << ", " << gib(sum)
        << " for the " << local << " ranks of this node; the node has " << gib(have)
        << " available (" << advice << ")";
-  collective_check(comm, sum <= have || local_rank != 0, os.str());
+  // Every rank of a short node fails alike: one message per node, not "rank 0 of ...".
+  collective_check(comm, sum <= have, os.str());
 }
 
 }  // namespace tessera::app
