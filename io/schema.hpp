@@ -37,7 +37,7 @@ void write_grid_meta(File& f, const std::string& dset, const GridMeta& m);
 // Per-channel statistics over every sample and every cell or point.
 struct ChannelStats {
   std::vector<double> mean, std, min, max;
-  Index count = 0;  // values per channel
+  Index count = 0;            // values per channel
   std::vector<Index> finite;  // per channel: the finite values the other figures are over
   // The first value that is NaN or +-Inf, in row-major order: its multi-index, else empty.
   std::vector<Index> first_bad;

@@ -50,14 +50,12 @@ void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
     what += (what.empty() ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") +
             failure::rank_list(ranks) + ": " + m;
   if (failed == 0) what = "a rank failed a check without a message";
-  // Every rank failed alike (a bad config, a missing file): the message once, no list.
-  // One rank alone: its message as it is (a rank list of one says nothing).
-  const std::string text =
-      size == 1 && groups.size() == 1 ? groups.front().first
-      : size > 1 && failed == size && groups.size() == 1
-          ? groups.front().first + " (on all " + std::to_string(size) + " ranks)"
-          : "check failed on " + std::to_string(failed) + " of " + std::to_string(size) +
-                " ranks: " + what;
+  // Every rank failed alike (a bad config, a missing file; a one-rank job): the message
+  // as it is, as a local error on every rank reads.
+  const std::string text = failed == size && groups.size() == 1
+                               ? groups.front().first
+                               : "check failed on " + std::to_string(failed) + " of " +
+                                     std::to_string(size) + " ranks: " + what;
   throw Error(text);
 }
 

@@ -94,11 +94,21 @@ open(sys.argv[1], 'wb').write(struct.pack('<%df' % n, *v))" "$1" "$2" "${3:--1}"
 field() {
   local file=$1 name=$2 shape=$3 count=1 append=()
   for x in ${shape//,/ }; do count=$((count * x)); done
-  raw "$name.raw" "$count" "${4:--1}"
+  local nan_at=-1 values=${4:--1}
+  # convert refuses a NaN: h5py writes it into the finished file
+  [[ $values =~ ^[0-9]+$ ]] && nan_at=$values values=-1
+  raw "$name.raw" "$count" "$values"
   [ -e "$file" ] && append=(--append)
   [ "$count" -eq 0 ] && append+=(--allow-empty)  # a file of no samples, asked for
   expect_ok 1 tessera-prep convert "$name.raw" --shape "$shape" --dtype float32 --out "$file" \
     --name "$name" "${append[@]}" --quiet
+  if [ "$nan_at" -ge 0 ]; then
+    /usr/bin/python3 -c "
+import sys, h5py, numpy as np
+d = h5py.File(sys.argv[1], 'r+')['/fields/' + sys.argv[2]]
+d[np.unravel_index(int(sys.argv[3]), d.shape)] = float('nan')" "$file" "$name" "$nan_at" ||
+      fail "h5py could not write the NaN"
+  fi
 }
 # A trained checkpoint (one step) for the inference cases: ck/ckpt_00000001.h5.
 trained() {
