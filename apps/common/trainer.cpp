@@ -344,7 +344,8 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
 
   model_ = make_model(cfg, data_->spatial_dims(), data_->input_channels(), data_->target_channels(),
                       space_, data_->points(), data_->spatial());
-  std::vector<Index> shape = {bsz, data_->input_channels()};
+  // The inputs as the file holds them (N samples, channels concatenated): what errors quote.
+  std::vector<Index> shape = {n, data_->input_channels()};
   shape.insert(shape.end(), data_->spatial().begin(), data_->spatial().end());
   const std::string problem = model_->input_problem(shape);
   TESSERA_CHECK(problem.empty(), "dataset " << cfg.data.path << " (fields " << inputs.names[0]
