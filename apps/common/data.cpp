@@ -334,6 +334,18 @@ Normalizer GridData::statistics(bool input, const std::vector<Index>& samples) c
 void GridData::normalize(const Normalizer& in, const Normalizer& out) {
   in.apply(inputs_);
   out.apply(targets_);
+  // Finite in the file, past the element type once normalized ((3e38 - mean) / std in
+  // float32): said now, naming the sample, not as a NaN loss or a layer's complaint later.
+  for (const auto& [cache, what] :
+       {std::pair{&inputs_, "inputs"}, std::pair{&targets_, "targets"}}) {
+    const Index bad = io::first_nonfinite(*cache);
+    std::ostringstream os;
+    if (bad >= 0)
+      os << "the " << what << " of sample " << bad / std::max<Index>(1, cache->numel() / n_)
+         << " leave the range of " << name_of(dtype_)
+         << " once normalized (a finite value in the file far from the data's mean)";
+    collective_check(mesh_.comm(), bad < 0, os.str());
+  }
 }
 
 void GridData::renormalize(const Normalizer& from_in, const Normalizer& from_out,

@@ -298,6 +298,12 @@ int run(Context& ctx, int argc, char** argv) {
         ctx.world(), finite,
         input + ": sample " + std::to_string(s) + " of the input fields holds a non-finite value");
     in_norm.apply(xin.local());
+    // Finite in the file, past the model's type once normalized: said here, naming the sample.
+    collective_check(ctx.world(), io::first_nonfinite(into_room ? xin.room() : xin.local()) < 0,
+                     input + ": sample " + std::to_string(s) + " leaves the range of " +
+                         name_of(dtype) +
+                         " once normalized with the checkpoint's statistics (a finite value "
+                         "far from the training data's mean)");
     if (!into_room) xin = ShardTensor::unchecked(mesh, xspec, xin.local().to(space));
     const ShardTensor y = model.forward(xin);
     Tensor pred = y.local().to(MemSpace::Host).clone();

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera {
@@ -51,7 +53,9 @@ double weight_of(const Tensor& weights, Index i) {
   return weights.defined() ? weights.data<double>()[i] : 1.0;
 }
 
-void check_input(const Tensor& coords, const Tensor& weights) {
+// Collective: a bad point on one rank fails every rank at once (the others would wait in
+// the layout's all-reduce until a watch ended the job).
+void check_input(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
   TESSERA_CHECK(coords.space() == MemSpace::Host && coords.dtype() == DType::f64 &&
                     coords.ndim() == 2 && coords.shape(1) == 3 && coords.is_contiguous(),
                 "spatial layout: coordinates are a contiguous host (n, 3) float64 tensor, not "
@@ -60,15 +64,21 @@ void check_input(const Tensor& coords, const Tensor& weights) {
   TESSERA_CHECK(!weights.defined() || (weights.dtype() == DType::f64 && weights.numel() == n &&
                                        weights.is_contiguous()),
                 "spatial layout: one float64 weight per point");
-  for (Index i = 0; i < 3 * n; ++i)
-    TESSERA_CHECK(std::isfinite(coords.data<double>()[i]),
-                  "spatial layout: a coordinate is not finite");
+  Index bad = -1;
+  for (Index i = 0; i < 3 * n && bad < 0; ++i)
+    if (!std::isfinite(coords.data<double>()[i])) bad = i;
+  std::ostringstream os;
+  if (bad >= 0)
+    os << "spatial layout: coordinate "
+       << "xyz"[bad % 3] << " of this rank's point " << bad / 3 << " is "
+       << coords.data<double>()[bad] << ", not finite";
+  collective_check(comm, bad < 0, os.str());
 }
 
 }  // namespace
 
 SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
-  check_input(coords, weights);
+  check_input(comm, coords, weights);
   const Index n = coords.shape(0);
   int P = 1;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
@@ -188,7 +198,7 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
 
 SpatialLayout SpatialLayout::sfc(MPI_Comm comm, const Tensor& coords, Curve curve,
                                  const Tensor& weights) {
-  check_input(coords, weights);
+  check_input(comm, coords, weights);
   const Index n = coords.shape(0);
   int P = 1;
   TESSERA_MPI(MPI_Comm_size(comm, &P));

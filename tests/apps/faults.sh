@@ -309,6 +309,26 @@ case "$case_name" in
       { echo "$out"; fail "no word that nothing was trained"; }
     [ "$(sums ck/ckpt_00000002.h5)" = "$before" ] || fail "the checkpoint changed"
     ;;
+  points_overflow_normalized)  # a finite coordinate that leaves float32 once normalized
+    expect_ok 2 tessera-prep generate points --points 64 --samples 4 --out train.h5 --quiet
+    pc=(--data.path=train.h5 --data.inputs=coords,f --data.targets=f_smooth --model.type=pointconv
+      --model.width=8 --model.layers=1 --model.neighbours=4 --train.steps=2 --train.batch_size=1
+      --train.validation_split=0.25 --train.checkpoint_dir=ck)
+    expect_ok 3 tessera-train /dev/null "${pc[@]}"
+    cp train.h5 big.h5
+    /usr/bin/python3 -c "import h5py; h5py.File('big.h5', 'r+')['/points/coords'][0, 3, 1] = 3e38" ||
+      fail "h5py"
+    # at once on every rank (one rank's layout check made the others wait for the watch)
+    expect_fail 8 "big.h5: sample 0 leaves the range of float32 once normalized" 3 tessera-infer \
+      --checkpoint ck/ckpt_00000002.h5 --input big.h5 --output pred.h5
+    [ -e pred.h5 ] || [ -e pred.h5.tmp ] && fail "a prediction was left"
+    # in training: in the validation sample (the statistics come from the training split)
+    cp train.h5 bigv.h5
+    /usr/bin/python3 -c "import h5py; h5py.File('bigv.h5', 'r+')['/points/coords'][3, 3, 1] = 3e38" ||
+      fail "h5py"
+    expect_fail 8 "the inputs of sample 3 leave the range of float32 once normalized" 3 \
+      tessera-train /dev/null "${pc[@]}" --data.path=bigv.h5 --train.checkpoint_dir=ck2
+    ;;
   infer_zero_samples)
     trained
     field empty.h5 permeability 0,1,32,24
