@@ -1,6 +1,7 @@
 #include "apps/common/cli.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "decomp/error.hpp"
@@ -115,6 +116,17 @@ Index Args::integer(const std::string& name) const {
   } catch (const std::exception&) {
   }
   throw Error("option --" + name + " " + v + " is not an integer");
+}
+
+double Args::finite_above(const std::string& name, double lo, bool lo_allowed) const {
+  const double v = num(name);
+  if (!std::isfinite(v) || v < lo || (v == lo && !lo_allowed)) {
+    std::ostringstream os;
+    os << "option --" << name << " " << str(name) << ": must be a finite number "
+       << (lo_allowed ? ">= " : "> ") << lo;
+    throw Error(os.str());
+  }
+  return v;
 }
 
 Index Args::integer_in(const std::string& name, Index lo, Index hi) const {

@@ -36,6 +36,8 @@ class Args {
   // The last value given, the declared default, or an error naming the option.
   std::string str(const std::string& name) const;
   double num(const std::string& name) const;
+  // A finite number above lo (or at lo when `lo_allowed`): NaN, Inf and the rest refused.
+  double finite_above(const std::string& name, double lo, bool lo_allowed = false) const;
   Index integer(const std::string& name) const;
   // The same, refused outside [lo, hi] (before any narrowing cast can wrap it).
   Index integer_in(const std::string& name, Index lo, Index hi) const;

@@ -22,8 +22,8 @@ int run(Context& ctx, const cli::Args& a) {
   DarcyParams p;
   p.field.seed = static_cast<std::uint64_t>(a.integer("seed"));
   p.field.modes = static_cast<int>(a.integer_in("modes", 0, kIntMax));
-  p.sigma = a.num("sigma");
-  p.tol = a.num("tol");
+  p.sigma = a.finite_above("sigma", 0, true);
+  p.tol = a.finite_above("tol", 0);
   p.max_iter = static_cast<int>(a.integer_in("max-iter", 1, kIntMax));
   const Mesh mesh = grid_mesh(ctx.world(), grid, a.str("mesh"));
   const ShardSpec spec = grid_spec(mesh, grid);

@@ -20,7 +20,7 @@ int run(Context& ctx, const cli::Args& a) {
   HeatParams p;
   p.field.seed = static_cast<std::uint64_t>(a.integer("seed"));
   p.field.modes = static_cast<int>(a.integer_in("modes", 0, kIntMax));
-  p.alpha = a.num("alpha");
+  p.alpha = a.finite_above("alpha", 0);  // 0 made dt = inf and a NaN field
   p.cfl = a.num("cfl");
   p.steps = static_cast<int>(a.integer_in("steps", 0, kIntMax));
   TESSERA_CHECK(p.cfl > 0 && p.cfl <= 1, "--cfl must lie in (0, 1] for stable explicit steps");

@@ -50,7 +50,7 @@ int run(Context& ctx, const cli::Args& a) {
   PointsParams p;
   p.seed = static_cast<std::uint64_t>(a.integer("seed"));
   p.surface = a.str("surface");
-  p.noise = a.num("noise");
+  p.noise = a.finite_above("noise", 0, true);
   TESSERA_CHECK(p.surface == "torus" || p.surface == "sphere",
                 "--surface " << p.surface << ": torus or sphere");
   io::NewFile out(a.str("out"), ctx.world());  // renamed into place when complete

@@ -217,6 +217,18 @@ case $case_name in
     "$h5dump" -a /fields/u/spacing e.h5 | grep -q "0.5, 0.5" || fail "spacing not derived from the extent"
     echo "prep_cli convert_invalid: refused, derived"
     ;;
+  generate_params)  # physical parameters: finite and in range, refused before any file
+    for bad in "heat --alpha nan" "heat --alpha 0" "heat --alpha -1" "darcy --tol 0" \
+      "darcy --sigma nan" "darcy --sigma -1" "points --noise nan" "points --noise -1"; do
+      set -- $bad
+      size=(--grid 5x5)
+      [ "$1" = points ] && size=(--points 20)
+      (expect_error "option $2 $3: must be a finite number" generate $1 "${size[@]}" $2 $3 \
+        --out g.h5) 2>&1 | tail -1 | grep -q "as it must" || fail "generate $bad was not refused"
+    done
+    [ -z "$(ls)" ] || fail "files were left: $(ls)"
+    echo "prep_cli generate_params: refused"
+    ;;
   stats_invalid)  # a file that fails the schema (its nodes span more than the extent)
     ramp 48 a.raw
     expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out c.h5 --name u --quiet
