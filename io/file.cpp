@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
+#include <iomanip>
 #include <sstream>
 
 #include "decomp/error.hpp"
@@ -158,6 +160,26 @@ Handle File::open_dataset(const std::string& dset, std::optional<DType> dtype,
 
 void File::create_dataset(const std::string& dset, const std::vector<Index>& shape, DType dtype,
                           const std::vector<Index>& chunk) {
+  // The dataset is allocated whole at creation (below): one that cannot fit the file
+  // system is refused now, not after it has filled the disk.
+  double bytes = static_cast<double>(size_of(dtype));
+  for (Index e : shape) bytes *= static_cast<double>(e);
+  int rank = 0;
+  MPI_Comm_rank(comm_, &rank);
+  double free_bytes = 0;
+  if (rank == 0) {
+    std::error_code ec;
+    const auto dir = std::filesystem::absolute(path_, ec).parent_path();
+    const auto sp = std::filesystem::space(dir, ec);
+    free_bytes = ec ? -1.0 : static_cast<double>(sp.available);  // -1: unknown, not checked
+  }
+  MPI_Bcast(&free_bytes, 1, MPI_DOUBLE, 0, comm_);
+  std::ostringstream room;
+  if (free_bytes >= 0 && bytes > free_bytes)
+    room << std::setprecision(3) << where(dset) << " of shape " << shape_str(shape) << " needs "
+         << bytes / (1 << 30) << " GiB, the file system has " << free_bytes / (1 << 30)
+         << " GiB free";
+  TESSERA_CHECK(room.str().empty(), room.str());
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space(check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                      "dataspace for " + where(dset)));

@@ -229,6 +229,11 @@ case $case_name in
     [ -z "$(ls)" ] || fail "files were left: $(ls)"
     echo "prep_cli generate_params: refused"
     ;;
+  generate_disk)  # a dataset past the file system's free space: refused before it fills it
+    (expect_error "of shape (999999999999, 1, 4, 4) needs .* GiB, the file system has .* GiB free" \
+      generate heat --grid 4x4 --samples 999999999999 --out h.h5) || exit 1
+    [ -z "$(ls)" ] || fail "files were left: $(ls)"
+    ;;
   stats_invalid)  # a file that fails the schema (its nodes span more than the extent)
     ramp 48 a.raw
     expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out c.h5 --name u --quiet
