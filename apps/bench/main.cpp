@@ -51,7 +51,12 @@ int merge(const std::vector<std::string>& args) {
   if (p.size() < 3) throw Error("merge needs CASE OUT.json and at least one PART.json");
   const Case& c = find_case(p[0]);
   json out = merge_parts(c.name, std::vector<std::string>(p.begin() + 2, p.end()));
-  out["goals"] = c.goals(out["rows"]);
+  try {
+    out["goals"] = c.goals(out["rows"]);
+  } catch (const json::exception& e) {
+    throw Error("bench merge: a row of the parts lacks a value the " + c.name +
+                " goals read (a part of another version?): " + e.what());
+  }
   write_json(p[1], out);
   std::cout << "benchmark " << c.name << '\n';
   print_table(out["rows"], c.columns);

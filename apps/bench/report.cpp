@@ -1,9 +1,11 @@
 #include "apps/bench/report.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "decomp/error.hpp"
@@ -46,11 +48,27 @@ void print_table(const json& rows, const std::vector<std::string>& cols) {
 
 json merge_parts(const std::string& case_name, const std::vector<std::string>& files) {
   json out = {{"case", case_name}, {"rows", json::array()}, {"goals", json::array()}};
+  std::set<std::string> seen;
   for (const auto& f : files) {
+    if (!seen.insert(std::filesystem::weakly_canonical(f).string()).second)
+      throw Error("bench merge: " + f + " is given twice (its rows would count twice)");
     std::ifstream in(f);
     if (!in) throw Error("bench merge: cannot read " + f);
-    json part = json::parse(in);
-    for (auto& r : part.at("rows")) out["rows"].push_back(r);
+    json part;
+    try {
+      part = json::parse(in);
+    } catch (const json::exception& e) {
+      throw Error("bench merge: " + f + " is no JSON part: " + e.what());
+    }
+    // A part of another case would fill this case's table with empty cells and no goals.
+    if (!part.is_object() || !part.contains("case") || !part["case"].is_string() ||
+        !part.contains("rows") || !part["rows"].is_array())
+      throw Error("bench merge: " + f +
+                  " is no part of tessera-bench --out (needs \"case\" and \"rows\")");
+    if (part["case"] != case_name)
+      throw Error("bench merge: " + f + " holds case '" + part["case"].get<std::string>() +
+                  "', not '" + case_name + "'");
+    for (auto& r : part["rows"]) out["rows"].push_back(r);
   }
   return out;
 }

@@ -27,4 +27,30 @@ expect_error "unknown option '--bogus'" fft --bogus=1
 expect_error "option --n3d 0: must lie in [1, 1048576]" fft --n3d=0 --which=3d
 expect_error "cannot write" fft --which=fno --nfno=16 --width=2 --modes=2 --reps=1 \
   --out=/nonexistent/dir/part.json
+# merge (serial): parts of another case, no JSON, twice, or lacking what the goals read
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+merge_error() {  # PATTERN ARGS...
+  local pattern=$1
+  shift
+  out=$("$bench" merge "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -eq 0 ] || ! echo "$out" | grep -qF -- "$pattern"; then
+    echo "$out"
+    echo "bench_cli: merge $* exited $rc; expected: $pattern"
+    fail=1
+  else
+    echo "ok: merge: $pattern"
+  fi
+}
+"${launch[@]}" -np 2 "$bench" halo --n=16 --reps=1 --out="$dir/halo-2.json" >/dev/null 2>&1 ||
+  { echo "bench_cli: the halo part"; fail=1; }
+echo '{"case":"halo","rows":[{"ranks":4}]}' >"$dir/halo-4.json"
+: >"$dir/empty.json"
+merge_error "holds case 'halo', not 'conv'" conv "$dir/out.json" "$dir/halo-2.json"
+merge_error "empty.json is no JSON part" halo "$dir/out.json" "$dir/halo-2.json" "$dir/empty.json"
+merge_error "is given twice" halo "$dir/out.json" "$dir/halo-2.json" "$dir/./halo-2.json"
+merge_error "lacks a value the halo goals read" halo "$dir/out.json" "$dir/halo-2.json" \
+  "$dir/halo-4.json"
+[ -e "$dir/out.json" ] && { echo "bench_cli: a refused merge wrote its output"; fail=1; }
 exit $fail
