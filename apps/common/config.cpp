@@ -103,7 +103,8 @@ const std::vector<Field>& schema() {
        "vit, neighbourhood attention: tokens per dim each token attends to", kAtLeastOne},
       {TESSERA_FIELD(model, radius),
        "pointconv: > 0: the neighbours within this radius (at most model.neighbours), 0: the "
-       "k nearest",
+       "k nearest; in the coordinates the model sees (per-axis standardized when "
+       "data.normalize)",
        kNonNegative},
       {TESSERA_FIELD(model, depth), "unet: number of levels down (and up); vit: transformer blocks",
        kAtLeastOne},
