@@ -13,8 +13,24 @@
 #                      of a field; new clouds at inference; scripts/demo/points_transolver.toml)
 #                      or pointconv (the same with point convolutions; points_pointconv.toml)
 #   TESSERA_DEMO_SKIP_SETUP=1  use the binaries in TESSERA_BUILD_DIR (default build/) as they are
-# Extra arguments go to tessera-train (e.g. --train.steps=400).
+# Extra arguments go to tessera-train (e.g. --train.steps=400); the demo reads the metrics
+# and checkpoints where its config puts them, so train.metrics_csv and train.checkpoint_dir
+# stay as they are.
 set -euo pipefail
+for arg in "$@"; do
+  case "$arg" in
+    -h | --help)
+      sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    --train.metrics_csv* | --train.checkpoint_dir*)
+      echo "demo: $arg: the demo reads metrics.csv and checkpoints/ in TESSERA_DEMO_OUT; set that instead" >&2
+      exit 2
+      ;;
+  esac
+done
+ranks=${TESSERA_DEMO_RANKS:-4}
+[[ $ranks =~ ^[1-9][0-9]*$ ]] || { echo "demo: TESSERA_DEMO_RANKS=$ranks is not a rank count >= 1" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${TESSERA_BUILD_DIR:-build}
@@ -24,7 +40,6 @@ source scripts/mpi-env.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 bin=$(cd "$build/apps" && pwd)
 out=${TESSERA_DEMO_OUT:-demo-out}
-ranks=${TESSERA_DEMO_RANKS:-4}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 run() { "${TESSERA_MPIRUN[@]}" -np "$ranks" "$@"; }
@@ -59,7 +74,7 @@ else
 fi
 
 echo "== 2. training a model of type $model on $ranks ranks"
-rm -rf "$out/checkpoints"
+rm -rf "$out/checkpoints" "$out/metrics.csv"  # a previous run's would be read as this one's
 (cd "$out" && run "$bin/tessera-train" "$config" "$@") | tee "$out/train.log"
 t_train=$(($(date +%s) - start))
 
