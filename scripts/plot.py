@@ -225,11 +225,19 @@ METRIC_COLUMNS = ["step", "lr", "loss", "val_loss", "val_rel_l2", "ms_compute", 
 
 def read_metrics(path):
     """tessera-train's metrics CSV -> {column: [(step, value), ...]}, empty cells left out."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or any(c not in rows[0] for c in METRIC_COLUMNS):
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            columns = reader.fieldnames or []
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise SystemExit(f"plot.py training: {path} is not a tessera-train metrics CSV ({e})")
+    if any(c not in columns for c in METRIC_COLUMNS):
         raise SystemExit(f"plot.py training: {path} is not a tessera-train metrics CSV "
                          f"(needs columns {', '.join(METRIC_COLUMNS)})")
+    if not rows:
+        raise SystemExit(f"plot.py training: {path} has no rows yet (a run that stopped before "
+                         "step 0)")
     out = {c: [] for c in METRIC_COLUMNS[1:] + ["ms_alltoall"]}  # all-to-all: newer runs
     for r in rows:
         step = float(r["step"])
@@ -295,9 +303,12 @@ def read_bench(paths):
     """Rows of benchmark JSON files that carry scaling measurements, tagged with a series."""
     rows = []
     for p in paths:
-        with open(p) as f:
-            doc = json.load(f)
-        if "rows" not in doc:
+        try:
+            with open(p) as f:
+                doc = json.load(f)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise SystemExit(f"plot.py scaling: {p} is not a tessera-bench JSON ({e})")
+        if not isinstance(doc, dict) or "rows" not in doc:
             raise SystemExit(f"plot.py scaling: {p} is not a tessera-bench JSON (no rows)")
         for r in doc["rows"]:
             if "ranks" in r and "scaling" in r:
