@@ -1,11 +1,14 @@
 #include "runtime/comm/bounded_failure.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -114,17 +117,62 @@ const std::string& program() {
   return state().program;
 }
 
+namespace {
+
+// The paths a signal handler may read: fixed storage, flags set after the path is written
+// and cleared before it is reused (no allocation or lock in the handler).
+constexpr int kSignalSlots = 16;
+constexpr std::size_t kSignalPathMax = 4096;
+struct SignalSlot {
+  std::atomic<bool> used{false};
+  char path[kSignalPathMax];
+};
+SignalSlot g_signal_slots[kSignalSlots];
+
+extern "C" void remove_outputs_and_reraise(int sig) {
+  for (SignalSlot& s : g_signal_slots)
+    if (s.used.load(std::memory_order_acquire)) ::unlink(s.path);
+  ::raise(sig);  // SA_RESETHAND: the default action now ends the process
+}
+
+// Once: SIGINT and SIGTERM remove the registered outputs, unless another handler is set.
+void install_signal_cleanup() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_handler = remove_outputs_and_reraise;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    for (int sig : {SIGINT, SIGTERM}) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL)
+        ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+}  // namespace
+
 RemoveOnAbort::RemoveOnAbort(const std::string& path) {
+  install_signal_cleanup();
   State& s = state();
   std::lock_guard<std::mutex> l(s.m);
   id_ = s.next_id++;
   s.remove_on_abort[id_] = path;
+  for (int i = 0; i < kSignalSlots && path.size() < kSignalPathMax; ++i)
+    if (!g_signal_slots[i].used.load(std::memory_order_acquire)) {
+      std::memcpy(g_signal_slots[i].path, path.c_str(), path.size() + 1);
+      g_signal_slots[i].used.store(true, std::memory_order_release);
+      slot_ = i;
+      break;
+    }
 }
 
 RemoveOnAbort::~RemoveOnAbort() {
   State& s = state();
   std::lock_guard<std::mutex> l(s.m);
   s.remove_on_abort.erase(id_);
+  if (slot_ >= 0) g_signal_slots[slot_].used.store(false, std::memory_order_release);
 }
 
 std::string rank_list(const std::vector<int>& ranks) {

@@ -329,6 +329,22 @@ case "$case_name" in
     expect_fail 8 "the inputs of sample 3 leave the range of float32 once normalized" 3 \
       tessera-train /dev/null "${pc[@]}" --data.path=bigv.h5 --train.checkpoint_dir=ck2
     ;;
+  interrupted_output)  # SIGINT (Ctrl-C) or SIGTERM (scancel) while an output is written
+    for sig in INT TERM; do
+      timeout 60 "${launch[@]}" -np 2 "$bin/tessera-prep" generate darcy --grid 128x128 \
+        --samples 5000 --out d.h5 --quiet >/dev/null 2>&1 &
+      pid=$!
+      for _ in $(seq 150); do [ -e d.h5.tmp ] && break; sleep 0.2; done
+      [ -e d.h5.tmp ] || { kill -KILL $pid; fail "no d.h5.tmp appeared"; }
+      sleep 0.5
+      kill -$sig $pid  # timeout passes it to mpirun, which passes it to the ranks
+      wait $pid
+      for _ in $(seq 50); do [ -e d.h5.tmp ] || break; sleep 0.2; done
+      [ -e d.h5.tmp ] && fail "SIG$sig left d.h5.tmp"
+      [ -e d.h5 ] && fail "SIG$sig left d.h5"
+      echo "ok: SIG$sig removed d.h5.tmp"
+    done
+    ;;
   infer_zero_samples)
     trained
     field empty.h5 permeability 0,1,32,24
