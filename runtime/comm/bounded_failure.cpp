@@ -23,6 +23,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The outputs to remove when the job ends abnormally (RemoveOnAbort): fixed storage, read
+// by the watchdog and by a signal handler alike (no allocation or lock there); a flag is set
+// after its path is written and cleared before the slot is reused.
+constexpr int kSignalSlots = 16;
+constexpr std::size_t kSignalPathMax = 4096;
+struct SignalSlot {
+  std::atomic<bool> used{false};
+  char path[kSignalPathMax];
+};
+SignalSlot g_signal_slots[kSignalSlots];
+
+// Async-signal-safe: unlink only (an output gone already is fine).
+void remove_registered_outputs() {
+  for (SignalSlot& s : g_signal_slots)
+    if (s.used.load(std::memory_order_acquire)) ::unlink(s.path);
+}
+
 double env_deadline() {
   const char* v = std::getenv("TESSERA_FAILURE_TIMEOUT");
   if (!v || !*v) return 10.0;
@@ -38,7 +55,6 @@ struct State {
   int next_id = 0;
   double deadline = env_deadline();
   std::string program = "tessera";
-  std::map<int, std::string> remove_on_abort;  // id -> path
   std::thread thread;
   bool stop = false;
 
@@ -72,7 +88,7 @@ struct State {
       }
       const std::string line = first->second.second;
       [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
-      for (const auto& [id, path] : remove_on_abort) ::unlink(path.c_str());  // gone already: fine
+      remove_registered_outputs();
       MPI_Abort(MPI_COMM_WORLD, 1);
       std::_Exit(1);  // MPI_Abort does not return; if it did, the process still ends
     }
@@ -119,19 +135,8 @@ const std::string& program() {
 
 namespace {
 
-// The paths a signal handler may read: fixed storage, flags set after the path is written
-// and cleared before it is reused (no allocation or lock in the handler).
-constexpr int kSignalSlots = 16;
-constexpr std::size_t kSignalPathMax = 4096;
-struct SignalSlot {
-  std::atomic<bool> used{false};
-  char path[kSignalPathMax];
-};
-SignalSlot g_signal_slots[kSignalSlots];
-
 extern "C" void remove_outputs_and_reraise(int sig) {
-  for (SignalSlot& s : g_signal_slots)
-    if (s.used.load(std::memory_order_acquire)) ::unlink(s.path);
+  remove_registered_outputs();
   ::raise(sig);  // SA_RESETHAND: the default action now ends the process
 }
 
@@ -155,10 +160,7 @@ void install_signal_cleanup() {
 
 RemoveOnAbort::RemoveOnAbort(const std::string& path) {
   install_signal_cleanup();
-  State& s = state();
-  std::lock_guard<std::mutex> l(s.m);
-  id_ = s.next_id++;
-  s.remove_on_abort[id_] = path;
+  std::lock_guard<std::mutex> l(state().m);  // one registration at a time
   for (int i = 0; i < kSignalSlots && path.size() < kSignalPathMax; ++i)
     if (!g_signal_slots[i].used.load(std::memory_order_acquire)) {
       std::memcpy(g_signal_slots[i].path, path.c_str(), path.size() + 1);
@@ -169,9 +171,6 @@ RemoveOnAbort::RemoveOnAbort(const std::string& path) {
 }
 
 RemoveOnAbort::~RemoveOnAbort() {
-  State& s = state();
-  std::lock_guard<std::mutex> l(s.m);
-  s.remove_on_abort.erase(id_);
   if (slot_ >= 0) g_signal_slots[slot_].used.store(false, std::memory_order_release);
 }
 

@@ -50,7 +50,7 @@ int conclude(MPI_Comm comm, const std::string& error);
 // While alive: if a Watch ends the job, the file at `path` is removed first (the temporary
 // of an output being written: a job ended by a watch leaves no partial file behind); so
 // does SIGINT or SIGTERM (Ctrl-C, scancel, a time limit: mpirun forwards them), where no
-// other handler was installed. Nestable; each rank registers its own.
+// other handler was installed. Nestable (up to 16 at once); each rank registers its own.
 class RemoveOnAbort {
  public:
   explicit RemoveOnAbort(const std::string& path);
@@ -59,8 +59,7 @@ class RemoveOnAbort {
   RemoveOnAbort& operator=(const RemoveOnAbort&) = delete;
 
  private:
-  int id_;
-  int slot_ = -1;  // the signal handler's copy of the path (-1: too many or too long)
+  int slot_ = -1;  // where the path is kept (-1: more than 16 at once, or too long)
 };
 
 // "0", "0, 2", "0-7": a sorted rank list, runs shortened.
