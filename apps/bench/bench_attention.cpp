@@ -176,7 +176,7 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
   json rows = json::array();
   const Mesh mesh = Mesh::line(ctx.world(), "seq");
   const Index heads = opt.integer_in("heads", 1, 1 << 20), d = opt.integer_in("dim", 1, 1 << 20);
-  const Index S = static_cast<Index>(opt.num("ring_seq"));
+  const Index S = size_option(opt, "ring_seq");
   const std::vector<Index> shape{heads, S, d};
   const ShardSpec spec(shape, {Replicate(), Shard(0), Replicate()}, mesh);
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
@@ -240,13 +240,12 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
 // in 2 heads, --na_kernel keys per dim), rows split over the ranks: for E at 2 ranks.
 json neighbourhood_rows(Context& ctx, const cli::Args& opt, int threads) {
   const Mesh mesh = Mesh::line(ctx.world(), "x");
-  const Index n = static_cast<Index>(opt.num("na_grid")),
-              c = static_cast<Index>(opt.num("na_channels"));
+  const Index n = size_option(opt, "na_grid"), c = size_option(opt, "na_channels");
   NeighborhoodAttentionOptions o;
   o.nd = 2;
   o.channels = c;
   o.heads = 2;
-  o.kernel = {static_cast<Index>(opt.num("na_kernel"))};
+  o.kernel = {size_option(opt, "na_kernel")};
   NeighborhoodAttention na(o);
   const std::vector<Index> shape{1, c, n, n};
   const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);

@@ -124,8 +124,8 @@ json run(Context& ctx, const cli::Args& opt) {
   const int reps = reps_option(opt);
   const DType type = opt.str("dtype") == "f64" ? DType::f64 : DType::f32;
   const std::vector<std::pair<std::string, ConvDesc>> problems = {
-      {"conv2d", problem(2, 32, static_cast<Index>(opt.num("hw")), type)},
-      {"conv3d", problem(3, 16, static_cast<Index>(opt.num("d")), type)}};
+      {"conv2d", problem(2, 32, size_option(opt, "hw"), type)},
+      {"conv3d", problem(3, 16, size_option(opt, "d"), type)}};
   const bool gpu = device::count() > 0;
   json rows = json::array();
   for (const auto& [name, c] : problems) {

@@ -123,7 +123,7 @@ ShardTensor input_in_room(ConvNd& layer, const Mesh& mesh, const ShardSpec& spec
 
 json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int threads) {
   const int reps = reps_option(opt);
-  const int warmup = static_cast<int>(opt.num("warmup"));
+  const int warmup = int_option(opt, "warmup", 0);
   std::vector<Index> shape = {1, c};
   for (int d = 0; d < nd; ++d) shape.push_back(n);
   const std::vector<Index> spatial(shape.begin() + 2, shape.end());
@@ -243,12 +243,11 @@ json run(Context& ctx, const cli::Args& opt) {
   json rows = json::array();
   if (which.count("2d")) {
     for (double n : opt.numbers("n2d"))
-      rows.push_back(
-          run_one(ctx, opt, 2, static_cast<Index>(n), static_cast<Index>(opt.num("c2d")), threads));
+      rows.push_back(run_one(ctx, opt, 2, static_cast<Index>(n), size_option(opt, "c2d"), threads));
   }
   if (which.count("3d"))
     rows.push_back(run_one(ctx, opt, 3, opt.integer_in("n3d", 1, Index{1} << 20),
-                           static_cast<Index>(opt.num("c3d")), threads));
+                           size_option(opt, "c3d"), threads));
   return rows;
 }
 

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <complex>
+#include <sstream>
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
@@ -40,6 +41,19 @@ double energy(const std::complex<float>* z, Index count) {
   double e = 0;
   for (Index i = 0; i < count; ++i) e += std::norm(std::complex<double>(z[i]));
   return e;
+}
+
+// max |a - b| / max |b| over two float32 host tensors of one shape.
+double rel_max_diff(const Tensor& a, const Tensor& b) {
+  TESSERA_CHECK(a.shape() == b.shape(),
+                "fft bench: shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  double err = 0, scale = 0;
+  for (Index i = 0; i < ac.numel(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(ac.data<float>()[i] - bc.data<float>()[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(bc.data<float>()[i])));
+  }
+  return scale > 0 ? err / scale : err;
 }
 
 struct Grid {
@@ -145,22 +159,68 @@ json transform_row(Context& ctx, const Grid& g, int reps, int threads) {
           {"correct", ok}};
 }
 
-// The pruned 3-D transform (a quarter of the modes per dim) against the unpruned.
+// Zeroes the entries of a full (unpruned) spectrum that a transform keeping `modes` of the
+// extents `n` drops: a complex dim keeps [0, m) and [n - m, n), the real (last) one [0, m).
+void drop_modes(const ShardTensor& X, const std::vector<Index>& n,
+                const std::vector<Index>& modes) {
+  const Box b = X.local_box();
+  const Tensor t = X.local();
+  TESSERA_CHECK(t.is_contiguous(), "fft bench: a strided spectrum");
+  auto* z = t.data<std::complex<float>>();
+  const int nd = b.ndim, first = nd - static_cast<int>(n.size());
+  for (Index i = 0; i < t.numel(); ++i) {
+    Index rest = i;
+    bool keep = true;
+    for (int d = nd - 1; d >= 0; --d) {
+      const Index k = b.lo[d] + rest % b.extent(d);
+      rest /= b.extent(d);
+      if (d < first) continue;
+      const auto s = static_cast<std::size_t>(d - first);
+      keep = keep && (d == nd - 1 ? k < modes[s] : k < modes[s] || k >= n[s] - modes[s]);
+    }
+    if (!keep) z[i] = 0;
+  }
+}
+
+// The pruned 3-D transform (about a quarter of the modes per dim) against the unpruned.
 json pruned_row(Context& ctx, Index n, int reps, int threads) {
   const Mesh mesh = Mesh::line(ctx.world());
   const std::vector<Index> shape = {1, 1, n, n, n};
   const ShardSpec spec(shape, {Replicate(), Replicate(), Shard(0), Replicate(), Replicate()}, mesh);
   FftOptions pruned;
-  pruned.modes = {n / 8, n / 8, (n / 2 + 1) / 4};
+  // n/8 low and n/8 high modes of the complex dims, a quarter of the real dim's bins; at
+  // least one each (0 would mean all).
+  pruned.modes = {std::max<Index>(1, n / 8), std::max<Index>(1, n / 8),
+                  std::max<Index>(1, (n / 2 + 1) / 4)};
   const DistFft all(mesh, spec, DType::f32), some(mesh, spec, DType::f32, pruned);
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
-  for (Index i = 0; i < x.numel(); ++i)
-    x.data<float>()[i] = static_cast<float>(std::cos(0.003 * i));
+  const Box box = spec.local_box(mesh.coords());
+  for (Index i = 0; i < x.numel(); ++i) {  // smooth, and rough enough to lose something
+    const auto cell = static_cast<double>(i + box.lo[2] * n * n);
+    x.data<float>()[i] = static_cast<float>(std::cos(0.003 * cell) + 0.1 * std::sin(0.7 * cell));
+  }
   const ShardTensor xs = ShardTensor::unchecked(mesh, spec, x);
   const auto [tp, ta] = time_interleaved(
       ctx.world(), reps, 1, [&] { some.inverse(some.forward(xs)); },
       [&] { all.inverse(all.forward(xs)); });
-  return {{"what", "3d pruned (1/4 modes per dim)"},
+  // Untimed check: the pruned round trip is the unpruned one of the spectrum with the
+  // dropped modes zeroed (a low-pass filter), cell by cell.
+  const ShardTensor low = some.inverse(some.forward(xs));
+  const ShardTensor full = all.forward(xs);
+  drop_modes(full, {n, n, n / 2 + 1}, pruned.modes);
+  const ShardTensor want = all.inverse(full, true);
+  double err = 0, scale = 0;
+  for (Index i = 0; i < low.local().numel(); ++i) {
+    const double w = want.local().data<float>()[i];
+    err = std::max(err, std::fabs(low.local().data<float>()[i] - w));
+    scale = std::max(scale, std::fabs(w));
+  }
+  double both[2] = {err, scale};
+  MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_DOUBLE, MPI_MAX, ctx.world());
+  std::ostringstream what;
+  what << "3d pruned (modes " << pruned.modes[0] << ", " << pruned.modes[1] << ", "
+       << pruned.modes[2] << ")";
+  return {{"what", what.str()},
           {"shape", shape_str({n, n, n})},
           {"ranks", mesh.size()},
           {"threads", threads},
@@ -168,7 +228,8 @@ json pruned_row(Context& ctx, Index n, int reps, int threads) {
           {"t_unpruned_s", ta.median_s},
           {"MiB_moved", static_cast<double>(some.bytes_moved()) / (1 << 20)},
           {"MiB_moved_unpruned", static_cast<double>(all.bytes_moved()) / (1 << 20)},
-          {"correct", true}};
+          {"max_error", both[0] / std::max(both[1], 1e-30)},
+          {"correct", both[1] > 0 && both[0] <= 1e-4 * both[1]}};
 }
 
 // Forward + backward of an FNO block: spectral conv + 1x1 conv bypass (summed).
@@ -205,6 +266,27 @@ json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int thre
       },
       [] { return comm_times().alltoall_s; });
   const Timing& t = st.total;
+  // Untimed check: the block's output and input gradient equal one rank's (the same weights:
+  // the layers' initialization is seeded), on the host, gathered.
+  const auto host_all = [&](const ShardTensor& v) {
+    return ShardTensor::unchecked(mesh, v.spec(), v.local().to(MemSpace::Host)).gather_all();
+  };
+  const ShardTensor a = spectral.forward(xs), b = bypass.forward(xs);
+  add_into(a.local(), b.local());
+  const ShardTensor dxs = spectral.backward(a);
+  add_into(dxs.local(), bypass.backward(a).local());
+  const Tensor y = host_all(a), dx = host_all(dxs), x1 = host_all(xs);
+  const Mesh solo = Mesh::line(MPI_COMM_SELF);
+  const ShardSpec spec1(shape, {Replicate(), Replicate(), Shard(0), Replicate()}, solo);
+  so.space = co.space = MemSpace::Host;
+  SpectralConv spectral1(so);
+  ConvNd bypass1(co);
+  const ShardTensor xs1 = ShardTensor::unchecked(solo, spec1, x1);
+  const ShardTensor a1 = spectral1.forward(xs1), b1 = bypass1.forward(xs1);
+  add_into(a1.local(), b1.local());
+  const ShardTensor dx1 = spectral1.backward(a1);
+  add_into(dx1.local(), bypass1.backward(a1).local());
+  const double err = std::max(rel_max_diff(y, a1.local()), rel_max_diff(dx, dx1.local()));
   std::string where;
   if (space == MemSpace::Cuda)
     where = std::string(", CUDA, mixing ") +
@@ -219,12 +301,15 @@ json fno_row(Context& ctx, Index n, Index width, Index modes, int reps, int thre
           {"t_tessera_s", t.median_s},
           {"t_alltoall_s", a2a},
           {"t_compute_s", t.median_s - a2a},
-          {"correct", true}};
+          {"max_error", err},
+          {"correct", err <= 1e-4}};
 }
 
 json run(Context& ctx, const cli::Args& opt) {
   TESSERA_CHECK(opt.str("space") == "host" || opt.str("space") == "cuda",
                 "fft: --space is host or cuda, not '" << opt.str("space") << "'");
+  TESSERA_CHECK(opt.str("space") == "host" || device::count() > 0,
+                "fft: --space=cuda, but this process sees no CUDA device");
   const int threads = threads_option(opt);
   omp_set_num_threads(threads);
   fftwf_mpi_init();
@@ -238,9 +323,8 @@ json run(Context& ctx, const cli::Args& opt) {
   if (which.count("2d")) rows.push_back(transform_row(ctx, {{n2, n2}}, reps, threads));
   if (which.count("pruned")) rows.push_back(pruned_row(ctx, n3, reps, threads));
   if (which.count("fno"))
-    rows.push_back(fno_row(ctx, static_cast<Index>(opt.num("nfno")),
-                           static_cast<Index>(opt.num("width")),
-                           static_cast<Index>(opt.num("modes")), reps, threads,
+    rows.push_back(fno_row(ctx, size_option(opt, "nfno"), size_option(opt, "width"),
+                           size_option(opt, "modes"), reps, threads,
                            opt.str("space") == "cuda" ? MemSpace::Cuda : MemSpace::Host));
   kernels::set_fft_planning(kernels::FftPlanning::Estimate);
   return rows;

@@ -20,7 +20,7 @@ namespace tessera::bench {
 namespace {
 
 json run(Context& ctx, const cli::Args& opt) {
-  const Index n = static_cast<Index>(opt.num("n"));
+  const Index n = size_option(opt, "n");
   const int reps = reps_option(opt);
   const std::vector<Index> shape = {n, n, n};
   const std::string grid = opt.str("grid");

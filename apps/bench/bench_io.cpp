@@ -47,7 +47,7 @@ bool pread_all(int fd, char* buf, std::size_t n, off_t off) {
 }
 
 json run(Context& ctx, const cli::Args& opt) {
-  const Index mib = static_cast<Index>(opt.num("mib"));
+  const Index mib = size_option(opt, "mib");
   const int reps = reps_option(opt);
   const Index X = 512, Y = 512, Z = std::max<Index>(1, mib * (Index(1) << 20) / (4 * X * Y));
   const std::vector<Index> shape = {1, 1, Z, Y, X};

@@ -147,12 +147,13 @@ void check_equal(MPI_Comm comm, const Owned& o, const NeighborLists& got, const 
 json run(Context& ctx, const cli::Args& opt) {
   omp_set_num_threads(1);
   const MPI_Comm comm = ctx.world();
-  const Index n = opt.integer("points"), k = opt.integer("k"), ball = opt.integer("ball");
+  const Index n = size_option(opt, "points"), k = size_option(opt, "k"),
+              ball = size_option(opt, "ball");
   const std::string cloud = opt.str("cloud");
   TESSERA_CHECK(cloud == "uniform" || cloud == "clustered" || cloud == "surface",
                 "points: --cloud=" << cloud << " (uniform, clustered or surface)");
   TESSERA_CHECK(n >= 1 && k >= 1 && ball >= 1, "points: --points, --k, --ball must be >= 1");
-  const int reps = static_cast<int>(opt.integer("reps"));
+  const int reps = reps_option(opt);
   // n (4/3) pi r^3 = ball: r holds `ball` points on average in a uniform cloud.
   const double r = std::cbrt(3.0 * static_cast<double>(ball) / (4 * std::numbers::pi * n));
   const Cloud c = generate(comm, n, cloud);

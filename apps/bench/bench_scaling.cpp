@@ -28,26 +28,26 @@ StepSetup setup_of(const cli::Args& opt, const std::string& model) {
   StepSetup s;
   s.model = model;
   const bool fno = model == "fno", transolver = model == "transolver", vit = model == "vit";
-  s.width = opt.integer(fno          ? "fno-width"
-                        : transolver ? "transolver-width"
-                        : vit        ? "vit-dim"
-                                     : "width");
-  s.depth = static_cast<int>(opt.integer(fno          ? "fno-layers"
-                                         : transolver ? "transolver-layers"
-                                         : vit        ? "vit-depth"
-                                                      : "depth"));
-  s.slices = opt.integer("transolver-slices");
+  s.width = size_option(opt, fno          ? "fno-width"
+                             : transolver ? "transolver-width"
+                             : vit        ? "vit-dim"
+                                          : "width");
+  s.depth = int_option(opt, fno          ? "fno-layers"
+                            : transolver ? "transolver-layers"
+                            : vit        ? "vit-depth"
+                                         : "depth");
+  s.slices = size_option(opt, "transolver-slices");
   s.attention = opt.str("vit-attention");
-  s.modes = opt.integer("fno-modes");
+  s.modes = size_option(opt, "fno-modes");
   s.fno_weights = opt.str("fno-weights");
   s.vit_positions = opt.str("vit-positions");
   TESSERA_CHECK(s.vit_positions == "sinusoidal" || s.vit_positions == "learned",
                 "--vit-positions is sinusoidal or learned, not '" << s.vit_positions << "'");
   TESSERA_CHECK(s.fno_weights == "replicated" || s.fno_weights == "mode_sharded",
                 "--fno-weights is replicated or mode_sharded, not '" << s.fno_weights << "'");
-  s.batch = opt.integer("batch");
-  s.reps = static_cast<int>(opt.integer("reps"));
-  s.warmup = static_cast<int>(opt.integer("warmup"));
+  s.batch = size_option(opt, "batch");
+  s.reps = reps_option(opt);
+  s.warmup = int_option(opt, "warmup", 0);
   return s;
 }
 
@@ -66,12 +66,11 @@ json capacity_try(Context& ctx, const cli::Args& opt) {
   const auto models = opt.list("models");
   if (models.size() != 1) throw Error("scaling --which=capacity takes one model in --models");
   StepSetup s = setup_of(opt, models[0]);
-  s.batch = opt.integer("capacity-batch");
+  s.batch = size_option(opt, "capacity-batch");
   s.reps = 1;  // the second step holds the optimizer state too
   s.warmup = 1;
-  const Index rows = opt.integer("rows");
-  if (rows < 1) throw Error("--rows must be >= 1");
-  s.grid = {rows * ctx.size() * 8, opt.integer("capacity-width")};
+  const Index rows = size_option(opt, "rows");
+  s.grid = {rows * ctx.size() * 8, size_option(opt, "capacity-width")};
   json row = tagged(time_train_step(ctx, s), "capacity");
   row["rows"] = rows;
   row["limit_mib"] = static_cast<double>(limit) / (1 << 20);
@@ -79,7 +78,7 @@ json capacity_try(Context& ctx, const cli::Args& opt) {
 }
 
 json run(Context& ctx, const cli::Args& opt) {
-  omp_set_num_threads(static_cast<int>(opt.integer("threads")));
+  omp_set_num_threads(threads_option(opt));
   const auto which = opt.choices("which", {"strong", "weak", "capacity"});
   const auto has = [&](const std::string& w) { return which.count(w) > 0; };
   json rows = json::array();
@@ -90,12 +89,12 @@ json run(Context& ctx, const cli::Args& opt) {
   for (const std::string& model : opt.list("models")) {
     if (has("strong")) {
       StepSetup s = setup_of(opt, model);
-      s.grid = opt.shape("strong");
+      s.grid = grid_option(opt, "strong");
       rows.push_back(tagged(time_train_step(ctx, s), "strong"));
     }
     if (has("weak")) {
       StepSetup s = setup_of(opt, model);
-      s.grid = opt.shape("weak");
+      s.grid = grid_option(opt, "weak");
       s.grid[0] *= ctx.size();
       rows.push_back(tagged(time_train_step(ctx, s), "weak"));
     }

@@ -28,20 +28,14 @@
 namespace tessera::bench {
 namespace {
 
-std::vector<Index> parse_grid(const std::string& s) {
-  const auto x = s.find('x');
-  if (x == std::string::npos) throw Error("grid '" + s + "' is not HxW");
-  return {std::stoll(s.substr(0, x)), std::stoll(s.substr(x + 1))};
-}
-
 StepSetup step_setup(const cli::Args& opt, Index batch, const std::vector<Index>& grid) {
   StepSetup s;
-  s.width = static_cast<Index>(opt.num("width"));
-  s.depth = static_cast<int>(opt.num("depth"));
+  s.width = size_option(opt, "width");
+  s.depth = int_option(opt, "depth");
   s.batch = batch;
   s.grid = grid;
   s.reps = reps_option(opt);
-  s.warmup = static_cast<int>(opt.num("warmup"));
+  s.warmup = int_option(opt, "warmup", 0);
   s.deterministic = opt.num("deterministic") != 0;
   s.ghost_room = opt.num("ghost-room") != 0;
   return s;
@@ -61,18 +55,18 @@ json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Ind
 json run(Context& ctx, const cli::Args& opt) {
   const int threads = opt.has("threads") ? threads_option(opt) : ctx.node_share_threads();
   omp_set_num_threads(threads);
-  const Index batch = static_cast<Index>(opt.num("batch"));
+  const Index batch = size_option(opt, "batch");
   json rows = json::array();
   const auto which = opt.choices("which", {"strong", "weak"});
   if (which.count("strong")) {
-    const auto grid = parse_grid(opt.str("strong"));
+    const auto grid = grid_option(opt, "strong");
     rows.push_back(run_one(ctx, opt, "strong", batch, grid, threads));
     if (ctx.size() == 1 && threads > 1) {  // the serial baseline of the plain efficiency
       omp_set_num_threads(1);
       rows.push_back(run_one(ctx, opt, "strong", batch, grid, 1));
       omp_set_num_threads(threads);
     }
-    const int pairs = static_cast<int>(opt.num("paired"));
+    const int pairs = int_option(opt, "paired", 0);
     if (ctx.size() > 1 && pairs > 0) {  // E from one-rank and N-rank steps taken in turn
       omp_set_num_threads(1);
       json row = paired_efficiency(ctx, step_setup(opt, batch, grid), pairs);
@@ -84,7 +78,7 @@ json run(Context& ctx, const cli::Args& opt) {
     }
   }
   if (which.count("weak")) {
-    std::vector<Index> g = parse_grid(opt.str("weak"));
+    std::vector<Index> g = grid_option(opt, "weak");
     g[0] *= ctx.size();
     rows.push_back(run_one(ctx, opt, "weak", batch, g, threads));
   }

@@ -4,6 +4,7 @@
 //   tessera-bench ranks CASE                                 (rank counts the case needs)
 #include <cstdio>
 #include <fstream>
+#include <filesystem>
 #include <iostream>
 
 #include "apps/bench/cases.hpp"
@@ -50,6 +51,9 @@ int merge(const std::vector<std::string>& args) {
   const auto& p = a.positional();
   if (p.size() < 3) throw Error("merge needs CASE OUT.json and at least one PART.json");
   const Case& c = find_case(p[0]);
+  for (std::size_t i = 2; i < p.size(); ++i)
+    if (std::filesystem::weakly_canonical(p[i]) == std::filesystem::weakly_canonical(p[1]))
+      throw Error("bench merge: the output " + p[1] + " is also a part: it would be overwritten");
   json out = merge_parts(c.name, std::vector<std::string>(p.begin() + 2, p.end()));
   try {
     out["goals"] = c.goals(out["rows"]);

@@ -68,7 +68,14 @@ json merge_parts(const std::string& case_name, const std::vector<std::string>& f
     if (part["case"] != case_name)
       throw Error("bench merge: " + f + " holds case '" + part["case"].get<std::string>() +
                   "', not '" + case_name + "'");
-    for (auto& r : part["rows"]) out["rows"].push_back(r);
+    // A row equal to one already merged, timings and all, is a copy of a part.
+    for (auto& r : part["rows"]) {
+      for (const auto& have : out["rows"])
+        if (have == r)
+          throw Error("bench merge: " + f + " repeats a row of an earlier part (" +
+                      r.dump().substr(0, 80) + "...): a copy of a part would count twice");
+      out["rows"].push_back(r);
+    }
   }
   return out;
 }

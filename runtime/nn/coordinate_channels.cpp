@@ -28,7 +28,8 @@ ShardTensor CoordinateChannels::forward(const ShardTensor& x) {
   std::vector<Index> cshape = shape;
   cshape[1] = nd_;
   Tensor coords = Tensor::empty(cshape, xl.dtype());
-  const Index cells = coords.numel() / (shape[0] * nd_);
+  // Cells per sample and channel (an empty local batch or block has none).
+  const Index cells = shape[0] == 0 ? 0 : coords.numel() / (shape[0] * nd_);
   for (Index n = 0; n < shape[0]; ++n)
     for (int d = 0; d < nd_; ++d)
       for (Index i = 0; i < cells; ++i) {

@@ -27,6 +27,18 @@ expect_error "unknown option '--bogus'" fft --bogus=1
 expect_error "option --n3d 0: must lie in [1, 1048576]" fft --n3d=0 --which=3d
 expect_error "cannot write" fft --which=fno --nfno=16 --width=2 --modes=2 --reps=1 \
   --out=/nonexistent/dir/part.json
+# sizes and counts: integers in range (a zero batch or repetition count crashed, fractions
+# were cut, a grid of one extent read past its end)
+expect_error "option --reps 0: must lie in [1, 1000000]" scaling --models=fno --which=strong \
+  --strong=8x8 --fno-width=2 --fno-layers=1 --fno-modes=2 --warmup=0 --reps=0
+expect_error "option --batch 0: must lie in [1," scaling --models=fno --which=strong \
+  --strong=8x8 --fno-width=2 --fno-layers=1 --fno-modes=2 --warmup=0 --reps=1 --batch=0
+expect_error "option --strong=8: a grid HxW of two extents >= 1" scaling --models=fno \
+  --which=strong --strong=8 --fno-width=2 --fno-layers=1 --fno-modes=2 --reps=1
+expect_error "option --nfno 8.9 is not an integer" fft --which=fno --nfno=8.9 --width=2 \
+  --modes=2 --reps=1
+expect_error "option --na_kernel 0: must lie in [1," attention --which=neighbourhood \
+  --na_kernel=0 --reps=1
 # merge (serial): parts of another case, no JSON, twice, or lacking what the goals read
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -52,5 +64,9 @@ merge_error "empty.json is no JSON part" halo "$dir/out.json" "$dir/halo-2.json"
 merge_error "is given twice" halo "$dir/out.json" "$dir/halo-2.json" "$dir/./halo-2.json"
 merge_error "lacks a value the halo goals read" halo "$dir/out.json" "$dir/halo-2.json" \
   "$dir/halo-4.json"
+cp "$dir/halo-2.json" "$dir/copy.json"
+merge_error "copy.json repeats a row of an earlier part" halo "$dir/out.json" "$dir/halo-2.json" \
+  "$dir/copy.json"
 [ -e "$dir/out.json" ] && { echo "bench_cli: a refused merge wrote its output"; fail=1; }
+merge_error "the output $dir/halo-2.json is also a part" halo "$dir/halo-2.json" "$dir/halo-2.json"
 exit $fail
