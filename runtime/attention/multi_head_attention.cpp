@@ -90,6 +90,7 @@ ShardSpec MultiHeadAttention::output_spec(const ShardSpec& in) const {
 }
 
 ShardTensor MultiHeadAttention::forward(const ShardTensor& x) {
+  saved_.reset();  // a forward without backward (evaluation) leaves nothing behind
   check_layer_input(x, 2 + opts_.nd, 2 + opts_.nd, name());
   TESSERA_CHECK(x.dtype() == opts_.dtype, name() << ": input is " << name_of(x.dtype())
                                                  << ", the layer " << name_of(opts_.dtype));
@@ -159,7 +160,9 @@ ShardTensor MultiHeadAttention::backward(const ShardTensor& dy) {
   Tensor dh = Tensor::empty({N, 3 * C, T}, dmid.dtype(), dmid.space());
   for (Index part = 0; part < 3; ++part)
     move_heads(dh, part, grads[static_cast<std::size_t>(part)].local().contiguous(), H, false);
-  return qkv_->backward(ShardTensor::unchecked(s.mesh, s.h_spec, dh.reshape(s.h_shape)));
+  const ShardTensor dh_full = ShardTensor::unchecked(s.mesh, s.h_spec, dh.reshape(s.h_shape));
+  saved_.reset();  // before the projection's backward allocates
+  return qkv_->backward(dh_full);
 }
 
 OpCost MultiHeadAttention::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {

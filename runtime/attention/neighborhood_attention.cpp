@@ -126,6 +126,7 @@ OpCost NeighborhoodAttention::cost(const ShardSpec& in, const ShardSpec& out, DT
 }
 
 ShardTensor NeighborhoodAttention::forward(const ShardTensor& x) {
+  saved_.reset();  // a forward without backward (evaluation) leaves nothing behind
   check_layer_input(x, 2 + opts_.nd, 2 + opts_.nd, name());
   TESSERA_CHECK(x.dtype() == opts_.dtype, name() << ": input is " << name_of(x.dtype())
                                                  << ", the layer " << name_of(opts_.dtype));
@@ -196,7 +197,9 @@ ShardTensor NeighborhoodAttention::backward(const ShardTensor& dy) {
   kb.lo[1] = C;
   dh.view(qb).copy_from(dq);
   dh.view(kb).copy_from(dkv_owned);
-  return qkv_->backward(ShardTensor::unchecked(s.mesh, s.h_spec, dh));
+  const ShardTensor dh_full = ShardTensor::unchecked(s.mesh, s.h_spec, dh);
+  saved_.reset();  // before the projection's backward allocates
+  return qkv_->backward(dh_full);
 }
 
 }  // namespace tessera

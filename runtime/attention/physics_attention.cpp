@@ -70,6 +70,7 @@ ShardSpec PhysicsAttention::output_spec(const ShardSpec& in) const {
 }
 
 ShardTensor PhysicsAttention::forward(const ShardTensor& x) {
+  saved_.reset();  // a forward without backward (evaluation) leaves nothing behind
   check_layer_input(x, 2 + opts_.nd, 2 + opts_.nd, name());
   TESSERA_CHECK(x.dtype() == opts_.dtype, name() << ": input is " << name_of(x.dtype())
                                                  << ", the layer " << name_of(opts_.dtype));
@@ -166,7 +167,9 @@ ShardTensor PhysicsAttention::backward(const ShardTensor& dy) {
   add_param_grad(all_axes, as_tensor(dws, {M, D}), 0, slice_w_);
   add_param_grad(all_axes, as_tensor(dbs, {M}), 0, slice_b_);
   add_param_grad(all_axes, as_tensor(dtau, {H}), 0, temperature_);
-  return in_->backward(ShardTensor::unchecked(s.mesh, s.h_spec, dh));
+  const ShardTensor dh_full = ShardTensor::unchecked(s.mesh, s.h_spec, dh);
+  saved_.reset();  // before the projection's backward allocates
+  return in_->backward(dh_full);
 }
 
 OpCost PhysicsAttention::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {

@@ -134,6 +134,7 @@ ShardSpec NormLayer::output_spec(const ShardSpec& in) const {
 }
 
 ShardTensor NormLayer::forward(const ShardTensor& x) {
+  saved_.reset();  // a forward without backward (evaluation) leaves nothing behind
   check_layer_input(x, 2, kMaxDims, name());
   output_spec(x.spec());
   TESSERA_CHECK(x.dtype() == opts_.dtype && x.local().space() == opts_.space,
@@ -278,7 +279,9 @@ ShardTensor NormLayer::backward(const ShardTensor& dy) {
     add_param_grad(axes, t.view(Box({0}, {c})), s.c0, gamma_);
     add_param_grad(axes, t.view(Box({c}, {2 * c})), s.c0, beta_);
   }
-  return ShardTensor::unchecked(dy.mesh(), s.x.spec(), dx);
+  ShardTensor out = ShardTensor::unchecked(dy.mesh(), s.x.spec(), dx);
+  saved_.reset();  // what forward saved goes as soon as it has served
+  return out;
 }
 
 std::vector<int> NormLayer::stat_dims(int ndim) const {

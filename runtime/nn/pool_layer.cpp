@@ -128,6 +128,7 @@ ShardTensor Pool::forward(const ShardTensor& x) {
   check_layer_input(x, nd + 2, nd + 2, name(), true);
   Saved& s = saved_for(x.mesh(), x.spec());
   const ShardSpec& out_spec = s.plan->driver_spec;  // the plan's, not re-derived per call
+  s.x = HaloFrame();  // the last forward's input goes before this one's is filled
   s.x = fill_halo(*s.plan, x);
   s.have_x = true;
 
@@ -173,6 +174,8 @@ ShardTensor Pool::backward_impl(const ShardTensor& dy, bool keep_room) {
   const BlockWindow& bw = s.plan->mine();
   if (!bw.idle)
     pool_backward(s.desc, s.x.window(bw.window), dy.local().contiguous(), dx.window(bw.window));
+  s.x = HaloFrame();  // served: the saved input goes (the plan stays for the next step)
+  s.have_x = false;
   add_ghosts_to_owners(*s.plan, dx);
   return owned_shard(*s.plan, dx, keep_room);
 }
