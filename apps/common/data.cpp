@@ -191,8 +191,8 @@ Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, In
 }
 
 GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& inputs,
-                   const FieldSet& targets, DType dtype)
-    : mesh_(mesh), dtype_(dtype) {
+                   const FieldSet& targets, DType dtype, Load when)
+    : mesh_(mesh), path_(path), inputs_set_(inputs), targets_set_(targets), dtype_(dtype) {
   const io::File f = io::File::open(path, mesh.comm());
   TESSERA_CHECK(inputs.points == targets.points,
                 "'" << path
@@ -231,8 +231,26 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
   for (int d = 0; d < spatial_dims(); ++d)
     lo.push_back(mine.lo[d + 2]), hi.push_back(mine.hi[d + 2]);
   block_ = Box(lo, hi);
-  inputs_ = points_ ? read_point_quantities(f, inputs, cin_) : read_fields(f, inputs, cin_);
-  targets_ = points_ ? read_point_quantities(f, targets, cout_) : read_fields(f, targets, cout_);
+  if (when == Load::Now) load();
+}
+
+void GridData::load() {
+  TESSERA_CHECK(!loaded_, "GridData: '" << path_ << "' is loaded already");
+  const io::File f = io::File::open(path_, mesh_.comm());
+  inputs_ =
+      points_ ? read_point_quantities(f, inputs_set_, cin_) : read_fields(f, inputs_set_, cin_);
+  targets_ =
+      points_ ? read_point_quantities(f, targets_set_, cout_) : read_fields(f, targets_set_, cout_);
+  loaded_ = true;
+}
+
+void GridData::require_loaded() const {
+  TESSERA_CHECK(loaded_, "GridData: '" << path_ << "' is not loaded yet (load())");
+}
+
+double GridData::cache_bytes() const {
+  return static_cast<double>(n_) * static_cast<double>(cin_ + cout_) *
+         static_cast<double>(block_.volume()) * static_cast<double>(size_of(dtype_));
 }
 
 Tensor GridData::read_point_quantities(const io::File& f, const FieldSet& fs,
@@ -274,6 +292,7 @@ Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channe
 }
 
 std::vector<Index> GridData::zero_targets(const std::vector<Index>& samples) const {
+  require_loaded();
   const Index per = targets_.numel() / std::max<Index>(n_, 1);  // this rank's cells of a sample
   std::vector<int> nonzero(samples.size(), 0);
   for (std::size_t j = 0; j < samples.size(); ++j)
@@ -292,6 +311,7 @@ std::vector<Index> GridData::zero_targets(const std::vector<Index>& samples) con
 }
 
 Normalizer GridData::statistics(bool input, const std::vector<Index>& samples) const {
+  require_loaded();
   const Tensor& cache = input ? inputs_ : targets_;
   const Index c = cache.shape(1);
   const Index inner = block_.volume();
@@ -332,6 +352,7 @@ Normalizer GridData::statistics(bool input, const std::vector<Index>& samples) c
 }
 
 void GridData::normalize(const Normalizer& in, const Normalizer& out) {
+  require_loaded();
   in.apply(inputs_);
   out.apply(targets_);
   // Finite in the file, past the element type once normalized ((3e38 - mean) / std in
@@ -350,6 +371,7 @@ void GridData::normalize(const Normalizer& in, const Normalizer& out) {
 
 void GridData::renormalize(const Normalizer& from_in, const Normalizer& from_out,
                            const Normalizer& to_in, const Normalizer& to_out) {
+  require_loaded();
   from_in.invert(inputs_);
   from_out.invert(targets_);
   normalize(to_in, to_out);
@@ -383,6 +405,7 @@ std::pair<ShardSpec, ShardSpec> GridData::batch_specs(Index b) const {
 std::pair<ShardTensor, ShardTensor> GridData::batch(const std::vector<Index>& samples,
                                                     MemSpace space,
                                                     const HaloWidths& x_room) const {
+  require_loaded();
   const auto [xspec, yspec] = batch_specs(static_cast<Index>(samples.size()));
   const Box mine = xspec.local_box(mesh_.coords());
   const ShardTensor y =

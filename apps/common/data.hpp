@@ -48,9 +48,15 @@ struct Normalizer {
 class GridData {
  public:
   // Collective. Checks that every field exists, is float32 (N, C_f, spatial...) and that
-  // all fields share N and the spatial shape; errors name the file and the field.
+  // all fields share N and the spatial shape; errors name the file and the field. With
+  // Load::Later only the shapes are read, and load() reads the values (so what they need
+  // can be checked against the node's memory first).
+  enum class Load { Now, Later };
   GridData(const Mesh& mesh, const std::string& path, const FieldSet& inputs,
-           const FieldSet& targets, DType dtype);
+           const FieldSet& targets, DType dtype, Load when = Load::Now);
+  void load();  // collective; once
+  // The bytes load() keeps on this rank: every sample's block of inputs and targets.
+  double cache_bytes() const;
 
   Index samples() const { return n_; }
   const std::vector<Index>& spatial() const { return spatial_; }
@@ -83,12 +89,16 @@ class GridData {
   std::pair<ShardSpec, ShardSpec> batch_specs(Index b) const;
 
  private:
+  void require_loaded() const;
   Tensor read_fields(const io::File& f, const FieldSet& fs, Index channels) const;
   Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index channels) const;
   Tensor gather(const Tensor& cache, const std::vector<Index>& samples, const Box& mine,
                 Index channels, MemSpace space) const;
 
   Mesh mesh_;
+  std::string path_;
+  FieldSet inputs_set_, targets_set_;
+  bool loaded_ = false;
   GridLayout layout_;
   DType dtype_;
   Index n_ = 0, cin_ = 0, cout_ = 0;

@@ -31,6 +31,8 @@ StepVolumes dry_run(Model& model, const std::string& model_name, const std::vect
   split[0] = ranks;
   if (problem.empty()) problem = model.decomposition_problem(grid, split);
   TESSERA_CHECK(problem.empty(), "dry run: " << problem);
+  TESSERA_CHECK(model.graph().costs_complete(),
+                "dry run: the model's communication depends on the data (point neighbourhoods)");
   // The auto mesh: one domain axis over the first spatial dim, balanced.
   std::vector<Placement> dims(shape.size(), Replicate());
   dims[2] = Shard(0);

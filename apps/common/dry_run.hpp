@@ -34,8 +34,8 @@ struct StepVolumes {
 
 // The step of `model` on a global input of `input_shape` (N, C, spatial...) split along the
 // first spatial dim over `ranks` domain ranks, as tessera-train's auto mesh splits it.
-// Throws saying why where the model cannot take the input or split, or has an op without a
-// cost model.
+// Throws saying why where the model cannot take the input or split, or has an op whose cost
+// depends on the data.
 StepVolumes dry_run(Model& model, const std::string& model_name,
                     const std::vector<Index>& input_shape, int ranks, DType dtype,
                     bool relative_l2_loss);

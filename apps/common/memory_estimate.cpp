@@ -1,47 +1,62 @@
 #include "apps/common/memory_estimate.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "apps/common/node_memory.hpp"
 
 namespace tessera::app {
 
-MemoryEstimate estimate_training_memory(const UNetOptions& o, Index samples, Index cells,
-                                        Index batch) {
-  const double es = o.dtype == DType::f64 ? 8.0 : 4.0;
-  const double k = [&] {
-    double v = 1;
-    for (int d = 0; d < o.nd; ++d) v *= static_cast<double>(o.kernel);
-    return v;
-  }();
+int optimizer_states(const OptimConfig& o) {
+  if (o.name == "sgd") return o.momentum > 0 ? 1 : 0;
+  return 2;  // adam, adamw
+}
+
+namespace {
+double busiest_block_bytes(const ShardSpec& spec, double es) {
+  double b = 0;
+  for (const auto& coords : mesh_coords_of(spec)) b = std::max(b, local_elems(spec, coords) * es);
+  return b;
+}
+}  // namespace
+
+MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_input,
+                                        const ShardSpec& batch_target, DType dtype, int states,
+                                        double data_bytes) {
+  const double es = static_cast<double>(size_of(dtype));
   MemoryEstimate m;
-  // The data cache: every sample's block of inputs and targets, in the model's type.
-  m.data = static_cast<double>(samples) * static_cast<double>(o.in_channels + o.out_channels) *
-           static_cast<double>(cells) * es;
-  // Parameters per level: two convs down (c_in -> w, w -> w) and two up (2w -> w, w -> w),
-  // w doubling per level; the bottleneck's pair; norms and biases are small beside them.
-  double params = k * static_cast<double>(o.in_channels * o.width) +
-                  static_cast<double>(o.width * o.out_channels);
-  double acts = 0;
-  double w = static_cast<double>(o.width), level_cells = static_cast<double>(cells);
-  for (int l = 0; l <= o.depth; ++l) {
-    params += k * w * w * (l == 0 ? 1.0 : 1.5) + k * 3.0 * w * w;
-    // Each level keeps about ten tensors of w channels (conv, norm, activation outputs
-    // and their gradients, halo-padded copies) per sample, down and up.
-    acts += 10.0 * w * level_cells;
-    w *= 2;
-    level_cells /= static_cast<double>(1 << o.nd);
+  m.data = data_bytes;
+  // Parameters as bound: this rank's blocks of sharded ones. Value and gradient (GradSync's
+  // buckets are views of them), and the optimizer's state.
+  for (const auto& np : g.parameters())
+    m.parameters += static_cast<double>(np.param->value.numel()) * es * (2.0 + states);
+  // Forward keeps every kept output and each op's saved tensors until backward; backward
+  // holds an output's gradient and its input's gradient at once, and the largest kernel
+  // scratch; the batch (inputs and targets) and the prediction live through the step.
+  double kept = 0, largest = 0, scratch = 0;
+  for (const NodeCost& c : g.costs({batch_input}, dtype)) {
+    kept += (c.kept ? c.out_bytes : 0) + c.cost.saved_bytes;
+    largest = std::max(largest, c.out_bytes);
+    scratch = std::max(scratch, c.cost.scratch_bytes);
   }
-  // Value, gradient, two Adam moments, the bucketed gradient copy.
-  m.parameters = 5.0 * params * es;
-  m.activations = acts * static_cast<double>(batch) * es;
+  m.activations = kept + 2.0 * largest + scratch + busiest_block_bytes(batch_input, es) +
+                  busiest_block_bytes(batch_target, es);
   return m;
 }
 
+namespace {
+std::string parts(const MemoryEstimate& m) {
+  return "data " + memory_text(m.data) + ", parameters and optimizer " + memory_text(m.parameters) +
+         ", activations " + memory_text(m.activations);
+}
+}  // namespace
+
+std::string describe(const MemoryEstimate& m) {
+  return memory_text(m.total()) + " per rank (" + parts(m) + ")";
+}
+
 void check_memory_fits(MPI_Comm comm, const MemoryEstimate& need) {
-  const std::string detail = " (data " + gib(need.data) + ", parameters and optimizer " +
-                             gib(need.parameters) + ", activations " + gib(need.activations) + ")";
-  check_node_memory(comm, need.total(), "training", detail,
+  check_node_memory(comm, need.total(), "training", " (" + parts(need) + ")",
                     "a smaller model, batch or grid, or more nodes");
 }
 

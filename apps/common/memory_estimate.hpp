@@ -1,26 +1,37 @@
 #pragma once
-// A per-rank memory estimate of training, from the model and the local shard, made before
-// anything large is allocated, so a model too large for the node is refused with numbers
-// ("needs X GiB per rank, the node has Y") instead of failing in an allocation midway.
+// A per-rank memory estimate of training, from the built model's graph and the local shard,
+// made before the data is read and before the optimizer and the first step allocate, so a
+// model too large for the node is refused with numbers ("needs X GiB per rank, the node has
+// Y") instead of failing in an allocation midway (or being killed by the kernel).
 #include <mpi.h>
 
-#include <vector>
+#include <string>
 
-#include "runtime/train/unet.hpp"
+#include "apps/common/config.hpp"
+#include "runtime/nn/graph.hpp"
 
 namespace tessera::app {
 
 struct MemoryEstimate {
   double data = 0;         // the cached input and target fields of this rank's block
-  double parameters = 0;   // values, gradients, two optimizer moments, the gradient buckets
-  double activations = 0;  // what forward keeps for backward, and backward's gradients
+  double parameters = 0;   // values, gradients and optimizer state of this rank's parameters
+  double activations = 0;  // what forward keeps for backward, backward's working gradients,
+                           // the batch and the largest kernel scratch
   double total() const { return data + parameters + activations; }
 };
 
-// Upper estimate, in bytes per rank. cells: the spatial cells of this rank's block;
-// batch: the samples one rank computes per step.
-MemoryEstimate estimate_training_memory(const UNetOptions& o, Index samples, Index cells,
-                                        Index batch);
+// Tensors of optimizer state per parameter element (Adam's two moments, SGD's momentum).
+int optimizer_states(const OptimConfig& o);
+
+// Upper estimate, in bytes per rank, for a training step of the bound graph `g` on batches
+// of `batch_input` and `batch_target` (the global batch's specs on the mesh), each op's
+// figure the busiest rank's (runtime/nn/op_cost.hpp); `data_bytes`: the cached dataset block.
+MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_input,
+                                        const ShardSpec& batch_target, DType dtype,
+                                        int optimizer_states, double data_bytes);
+
+// "12.5 MiB per rank (data 1 MiB, parameters and optimizer 0.5 MiB, activations 11 MiB)".
+std::string describe(const MemoryEstimate& m);
 
 // Collective over comm: refuses (on every rank) when the ranks of one node together need
 // more than the node's available memory (MemAvailable of /proc/meminfo).

@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "kernels/device/memory.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -20,9 +21,13 @@ double node_available_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
-std::string gib(double bytes) {
+std::string memory_text(double bytes) {
   std::ostringstream os;
-  os << std::setprecision(3) << bytes / double(1 << 30) << " GiB";
+  os << std::setprecision(3);
+  if (bytes < double(1 << 30))
+    os << bytes / double(1 << 20) << " MiB";
+  else
+    os << bytes / double(1 << 30) << " GiB";
   return os.str();
 }
 
@@ -36,13 +41,18 @@ void check_node_memory(MPI_Comm comm, double need, const std::string& what,
   TESSERA_MPI(MPI_Allreduce(&need, &sum, 1, MPI_DOUBLE, MPI_SUM, node));
   MPI_Comm_free(&node);
   const double have = node_available_bytes();
+  const auto limit = static_cast<double>(memory_limit());
+  const bool node_fits = sum <= have, limit_fits = limit == 0 || need <= limit;
   std::ostringstream os;
-  if (sum > have)
-    os << what << " needs about " << gib(need) << " per rank" << detail << ", " << gib(sum)
-       << " for the " << local << " ranks of this node; the node has " << gib(have)
-       << " available (" << advice << ")";
+  if (!node_fits)
+    os << what << " needs about " << memory_text(need) << " per rank" << detail << ", "
+       << memory_text(sum) << " for the " << local << " ranks of this node; the node has "
+       << memory_text(have) << " available (" << advice << ")";
+  else if (!limit_fits)
+    os << what << " needs about " << memory_text(need) << " per rank" << detail
+       << "; TESSERA_MEMORY_LIMIT_MB allows " << memory_text(limit) << " (" << advice << ")";
   // Every rank of a short node fails alike: one message per node, not "rank 0 of ...".
-  collective_check(comm, sum <= have, os.str());
+  collective_check(comm, node_fits && limit_fits, os.str());
 }
 
 }  // namespace tessera::app

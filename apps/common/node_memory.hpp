@@ -9,12 +9,13 @@
 
 namespace tessera::app {
 
-double node_available_bytes();  // MemAvailable of /proc/meminfo, else physical memory
-std::string gib(double bytes);  // "1.5 GiB"
+double node_available_bytes();          // MemAvailable of /proc/meminfo, else physical memory
+std::string memory_text(double bytes);  // "1.5 GiB", or "12.5 MiB" below a GiB
 
 // Collective over comm: this rank needs `need` bytes for `what` ("training", "the Darcy
 // solve"); `detail` (may be empty) follows the per-rank figure, `advice` ends the message.
-// Refuses on every rank when the ranks of one node together need more than it has.
+// Refuses on every rank when the ranks of one node together need more than it has, or when
+// a rank needs more than TESSERA_MEMORY_LIMIT_MB (kernels/device/memory.hpp) allows.
 void check_node_memory(MPI_Comm comm, double need, const std::string& what,
                        const std::string& detail, const std::string& advice);
 

@@ -128,8 +128,9 @@ PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index 
   return o;
 }
 
-std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
-                                  MemSpace space, bool points, const std::vector<Index>& grid) {
+namespace {
+std::unique_ptr<Model> build_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
+                                   MemSpace space, bool points, const std::vector<Index>& grid) {
   // Spectral and conv layers need a grid: over a point cloud's storage order they would
   // train on a meaningless 1-D signal.
   TESSERA_CHECK(
@@ -158,6 +159,18 @@ std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index 
                                                          << "' is not one of unet, fno, "
                                                             "transolver, pointconv, vit");
   return std::make_unique<UNet>(unet_options(c, spatial_dims, cin, cout, space));
+}
+}  // namespace
+
+std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
+                                  MemSpace space, bool points, const std::vector<Index>& grid) {
+  try {
+    return build_model(c, spatial_dims, cin, cout, space, points, grid);
+  } catch (const AllocationError& e) {
+    // The parameters come first, before any estimate can be made from the built model.
+    throw Error("model.type = '" + c.model.type + "': its parameters do not fit this rank's " +
+                "memory (" + e.what() + "); a smaller model (model.width, model.dim, ...)");
+  }
 }
 
 // ---------------------------------------------------------------------------- Sampler
@@ -308,26 +321,12 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
     io::schema::require_valid(f);
     inputs = field_set(f, cfg.data.inputs);
     targets = field_set(f, cfg.data.targets);
-    // Before the data and the model are allocated: do they fit the node?
-    const std::vector<Index> shape =
-        inputs.points ? std::vector<Index>{}
-                      : f.info(std::string(io::schema::kFields) + "/" + inputs.names[0]).shape;
-    if (shape.size() >= 3) {
-      const int nd = static_cast<int>(shape.size()) - 2;
-      const GridLayout layout = GridLayout::of(mesh, nd);
-      const int data_ranks = layout.data_axis >= 0 ? mesh.dim(layout.data_axis) : 1;
-      double cells = 1;
-      for (std::size_t d = 2; d < shape.size(); ++d) cells *= static_cast<double>(shape[d]);
-      const Index local_cells = static_cast<Index>(std::ceil(cells / (mesh.size() / data_ranks)));
-      const Index local_batch = std::max<Index>(1, cfg.train.batch_size / data_ranks);
-      const UNetOptions uo =
-          unet_options(cfg, nd, inputs.total_channels(), targets.total_channels(), space_);
-      check_memory_fits(mesh.comm(),
-                        estimate_training_memory(uo, shape[0], local_cells, local_batch));
-    }
   }
   target_channels_ = targets.channels;
-  data_ = std::make_unique<GridData>(mesh, cfg.data.path, inputs, targets, dtype);
+  // The shapes only: the values are read once the model, its optimizer and a step are known
+  // to fit the node beside them.
+  data_ = std::make_unique<GridData>(mesh, cfg.data.path, inputs, targets, dtype,
+                                     GridData::Load::Later);
   const Index n = data_->samples();
   const Index bsz = cfg.train.batch_size;
   const Index n_val = std::min<Index>(
@@ -355,6 +354,18 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   const std::string split = model_->decomposition_problem(data_->spatial(), ranks);
   TESSERA_CHECK(split.empty(), "dataset grid " << shape_str(data_->spatial()) << ": " << split);
 
+  // Sharded parameters take their blocks for the training batches' decomposition before the
+  // optimizer and GradSync hold them.
+  model_->graph().ghost_room(cfg.train.ghost_room);
+  model_->graph().bind(mesh, {data_->batch_specs(bsz).first});
+  // Before the data, the optimizer's state and a step's activations are allocated: do they
+  // fit the node?
+  const auto [x_spec, y_spec] = data_->batch_specs(bsz);
+  memory_ = estimate_training_memory(model_->graph(), x_spec, y_spec, dtype,
+                                     optimizer_states(cfg.optim), data_->cache_bytes());
+  check_memory_fits(mesh.comm(), memory_);
+  data_->load();
+
   if (cfg.data.normalize) {
     in_norm_ = data_->statistics(true, train_);
     out_norm_ = data_->statistics(false, train_);
@@ -380,10 +391,6 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
                 "train.epochs = " << cfg.train.epochs << " at " << per_epoch
                                   << " steps per epoch overflows the step count");
   total_steps_ = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * per_epoch;
-  // Sharded parameters take their blocks for the training batches' decomposition before the
-  // optimizer and GradSync hold them.
-  model_->graph().ghost_room(cfg.train.ghost_room);
-  model_->graph().bind(mesh, {data_->batch_specs(bsz).first});
   optimizer_ = make_optimizer(cfg.optim, model_->graph().parameters());
   schedule_ = make_schedule(cfg, total_steps_);
   loss_ = std::make_unique<Loss>(loss_kind(cfg.train));

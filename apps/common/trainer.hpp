@@ -16,6 +16,7 @@
 
 #include "apps/common/config.hpp"
 #include "apps/common/data.hpp"
+#include "apps/common/memory_estimate.hpp"
 #include "io/checkpoint.hpp"
 #include "kernels/device/device.hpp"
 #include "runtime/comm/grad_sync.hpp"
@@ -106,6 +107,9 @@ class Trainer {
 
   std::int64_t steps_done() const { return optimizer_->steps_taken(); }
   std::int64_t total_steps() const { return total_steps_; }
+  std::size_t validation_samples() const { return val_.size(); }
+  // The per-rank memory estimate the node was checked against before the data was read.
+  const MemoryEstimate& memory_estimate() const { return memory_; }
   Index train_samples() const { return static_cast<Index>(train_.size()); }
   Index val_samples() const { return static_cast<Index>(val_.size()); }
   const GridData& data() const { return *data_; }
@@ -129,6 +133,7 @@ class Trainer {
   std::string config_text_;
   MemSpace space_ = MemSpace::Host;
   std::unique_ptr<GridData> data_;
+  MemoryEstimate memory_;
   std::vector<Index> train_, val_;
   std::vector<Index> target_channels_;  // per target field
   Normalizer in_norm_, out_norm_;

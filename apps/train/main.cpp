@@ -41,6 +41,12 @@ std::string fmt(double v, int prec = 4) {
   return os.str();
 }
 
+// "val 0.12 rel_l2 0.34", or what stands for it when train.validation_split holds none back.
+std::string val_text(const EvalResult& ev, bool any) {
+  if (!any) return "no validation (train.validation_split = 0)";
+  return "val " + fmt(ev.loss) + " rel_l2 " + fmt(ev.rel_l2);
+}
+
 // --dry-run: the volumes of one step of the configured model, on rank 0, without data.
 int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
   const int ranks = cli.dry_ranks > 0 ? cli.dry_ranks : ctx.size();
@@ -157,7 +163,8 @@ int run(Context& ctx, int argc, char** argv) {
   }
   if (root)
     std::cout << "setup " << fmt(MPI_Wtime() - t_setup, 3) << " s; peak memory per rank "
-              << fmt(peak_mib_max(ctx.world()), 4) << " MiB" << std::endl;
+              << fmt(peak_mib_max(ctx.world()), 4) << " MiB; estimate for training "
+              << describe(tr.memory_estimate()) << std::endl;
   else
     peak_mib_max(ctx.world());
 
@@ -165,7 +172,7 @@ int run(Context& ctx, int argc, char** argv) {
   if (tr.steps_done() == 0 && total > 0) {  // where training starts from
     const EvalResult ev = tr.validate();
     if (root)
-      std::cout << "step 0/" << total << " | val " << fmt(ev.loss) << " rel_l2 " << fmt(ev.rel_l2)
+      std::cout << "step 0/" << total << " | " << val_text(ev, tr.validation_samples() > 0)
                 << std::endl;
     if (csv.is_open())
       csv << "0,0," << cfg.optim.lr << ",," << ev.loss << ',' << ev.rel_l2 << ",,,,,,,,\n";
@@ -189,8 +196,8 @@ int run(Context& ctx, int argc, char** argv) {
     const double peak = peak_mib_max(ctx.world());
     const double sps = static_cast<double>(r.samples) / r.t.total;
     if (root && log)
-      std::cout << "step " << r.step << "/" << total << " | loss " << fmt(r.loss) << " | val "
-                << fmt(ev.loss) << " rel_l2 " << fmt(ev.rel_l2) << " | " << fmt(sps, 3)
+      std::cout << "step " << r.step << "/" << total << " | loss " << fmt(r.loss) << " | "
+                << val_text(ev, tr.validation_samples() > 0) << " | " << fmt(sps, 3)
                 << " samples/s | " << fmt(r.t.total * 1e3, 3) << " ms/step (compute "
                 << fmt(r.t.compute() * 1e3, 3) << ", halo " << fmt(r.t.halo * 1e3, 3)
                 << ", allreduce " << fmt(r.t.allreduce * 1e3, 3) << ", all-to-all "
@@ -235,7 +242,7 @@ int run(Context& ctx, int argc, char** argv) {
   if (root) {
     const double wall = MPI_Wtime() - t_train;
     std::cout << "done: " << steps_run << " steps in " << fmt(wall, 4) << " s";
-    if (steps_run > 0)
+    if (steps_run > 0 && tr.validation_samples() > 0)
       std::cout << "; validation loss " << fmt(last_eval.loss) << ", relative L2 "
                 << fmt(last_eval.rel_l2);
     std::cout << "; checkpoints in " << cfg.train.checkpoint_dir;

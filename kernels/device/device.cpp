@@ -80,7 +80,13 @@ void* alloc(std::size_t bytes) {
   void* p = nullptr;
   if (bytes == 0) return nullptr;
 #if defined(TESSERA_HAVE_CUDA)
-  TESSERA_CUDA_CHECK(cudaMalloc(&p, bytes));
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: clear it
+    throw AllocationError("device allocation of " + std::to_string(bytes) + " bytes failed (" +
+                          cudaGetErrorString(e) + ")");
+  }
+  TESSERA_CUDA_CHECK(e);
 #else
   throw_without_cuda("device::alloc");
 #endif

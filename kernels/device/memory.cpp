@@ -157,10 +157,10 @@ void reserve(MemSpace s, std::size_t bytes) {
   const std::size_t limit = limit_bytes().load();
   std::size_t in_use = 0;
   if (counter(s).add(bytes, limit, in_use)) return;
-  throw Error("memory limit: allocating " + mib(bytes) + " (" + std::to_string(bytes) +
-              " bytes) of " + (s == MemSpace::Host ? "host" : "device") +
-              " memory would pass TESSERA_MEMORY_LIMIT_MB = " + mib(limit) + " per rank (" +
-              mib(in_use) + " in use)");
+  throw AllocationError("memory limit: allocating " + mib(bytes) + " (" + std::to_string(bytes) +
+                        " bytes) of " + (s == MemSpace::Host ? "host" : "device") +
+                        " memory would pass TESSERA_MEMORY_LIMIT_MB = " + mib(limit) +
+                        " per rank (" + mib(in_use) + " in use)");
 }
 }  // namespace
 
@@ -196,7 +196,7 @@ void* mem_alloc(MemSpace s, std::size_t bytes) {
     if (!p) p = host_alloc(rounded);
     if (!p) {
       counter(s).sub(bytes);
-      throw Error("host allocation of " + std::to_string(bytes) + " bytes failed");
+      throw AllocationError("host allocation of " + std::to_string(bytes) + " bytes failed");
     }
   } else {
     try {

@@ -382,6 +382,11 @@ std::vector<NodeCost> Graph::costs(const std::vector<ShardSpec>& input_specs, DT
   return out;
 }
 
+bool Graph::costs_complete() const {
+  return std::all_of(nodes_.begin(), nodes_.end(),
+                     [](const Node& nd) { return !nd.op || nd.op->cost_complete(); });
+}
+
 std::vector<NamedParameter> Graph::parameters() const {
   std::vector<NamedParameter> out;
   std::set<std::string> seen;

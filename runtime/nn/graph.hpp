@@ -85,8 +85,10 @@ class Graph {
   void bind(const Mesh& mesh, const std::vector<ShardSpec>& input_specs);
 
   // Every op node's cost of one training step for these input specs, in node order, from the
-  // specs alone (no data, no communication); throws where an op has no cost model.
+  // specs alone (no data, no communication); see costs_complete().
   std::vector<NodeCost> costs(const std::vector<ShardSpec>& input_specs, DType dtype) const;
+  // Whether every op's cost is complete (Op::cost_complete).
+  bool costs_complete() const;
 
   std::vector<NamedParameter> parameters() const;
   Parameter& parameter(const std::string& name) const;  // throws naming unknown names

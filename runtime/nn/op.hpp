@@ -31,6 +31,8 @@ class Op {
     (void)in;
     return elementwise_cost(out, size_of(dtype), 2, 4);
   }
+  // False where cost() leaves out what depends on the data (a point convolution's gathers).
+  virtual bool cost_complete() const { return true; }
   // Whether forward keeps its inputs until backward (what a step's memory holds).
   virtual bool keeps_inputs() const { return true; }
   // Lays out what depends on the inputs' decomposition (Layer::bind). Collective.

@@ -187,6 +187,7 @@ ShardSpec PointConv::output_spec(const std::vector<ShardSpec>& in) const {
 }
 
 ShardTensor PointConv::forward(const std::vector<ShardTensor>& in) {
+  saved_.reset();  // a forward without backward (evaluation) leaves nothing behind
   const ShardSpec out_spec = output_spec({in.at(0).spec(), in.at(1).spec()});
   for (const ShardTensor& t : in) {
     check_layer_input(t, 3, 3, name());
@@ -303,11 +304,38 @@ std::vector<ShardTensor> PointConv::backward(const ShardTensor& dy) {
   const std::vector<int> axes = sharding_axes(s.in_spec);
   add_param_grad(axes, dw, 0, weight_);
   add_param_grad(axes, db, 0, bias_);
-  return {ShardTensor::unchecked(s.mesh, s.in_spec, dx.in_space(space)), ShardTensor()};
+  ShardTensor out = ShardTensor::unchecked(s.mesh, s.in_spec, dx.in_space(space));
+  saved_.reset();  // what forward saved goes as soon as it has served
+  return {out, ShardTensor()};
 }
 
-OpCost PointConv::cost(const std::vector<ShardSpec>&, const ShardSpec&, DType) const {
-  throw Error(name() + ": no cost without data (its neighbourhoods depend on the points)");
+OpCost PointConv::cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const {
+  // Each point has min(k, the cloud's points) neighbours whatever the data (a ball query at
+  // most that many): the edges' arithmetic and memory follow. Which neighbours live on
+  // other ranks - the gathers' communication - depends on the points, and is left out.
+  const Index k = std::min(opts_.neighbourhood.neighbours, in.at(0).global_shape()[2]);
+  const auto E = static_cast<double>(opts_.in_channels + 3),
+             O = static_cast<double>(opts_.out_channels);
+  const auto es = static_cast<double>(size_of(dtype));
+  return busiest(out, [&](const std::vector<int>& coords) {
+    const Box b = out.local_box(coords);
+    const auto samples = static_cast<double>(b.extent(0)),
+               points = static_cast<double>(b.extent(2));
+    const double edges = samples * points * static_cast<double>(k);
+    OpCost o;
+    o.flops = 3.0 * 2.0 * edges * E * O;  // forward's product, backward's two
+    // Per sample: the edges, their pre-activations, neighbour ids twice (the layer's and the
+    // shared neighbourhoods), the max's choice per output.
+    o.saved_bytes = edges * (E + O) * es + 2.0 * edges * 8.0 + samples * points * O * 8.0;
+    o.bytes = 3.0 * edges * (E + O) * es;
+    // One sample at a time: forward's rows and their gather in float64, and the kernel's
+    // edge activations; backward's edge gradients, the kernel's two activation gradients,
+    // and the features' part in float64 on its way home (and the adjoint's copy).
+    const double kk = static_cast<double>(k), C = E - 3.0;
+    o.scratch_bytes = std::max(points * E * 8.0 * (1.0 + kk) + points * kk * O * es,
+                               points * kk * (E * es + 2.0 * O * es + 2.0 * C * 8.0));
+    return o;
+  });
 }
 
 }  // namespace tessera

@@ -82,8 +82,10 @@ class PointConv : public Op {
   std::vector<ShardTensor> backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   std::string name() const override;
-  // Neighbourhoods come from the data: no cost without it (the dry run refuses the model).
+  // The edges' arithmetic and memory; not the gathers' communication, which depends on where
+  // the neighbours are (the cost is incomplete: the dry run refuses the model).
   OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override;
+  bool cost_complete() const override { return false; }
 
   Parameter& weight() { return weight_; }  // (C_out, C_in + 3)
   Parameter& bias() { return bias_; }      // (C_out)

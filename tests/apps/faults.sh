@@ -407,8 +407,28 @@ case "$case_name" in
       cfg.toml --mesh.shape=domain=0
     expect_fail 30 "train.epochs = 9223372036854775807 at 2 steps per epoch overflows" 3 \
       tessera-train cfg.toml --train.steps=0 --train.epochs=9223372036854775807
-    expect_fail 30 "training needs about .* GiB per rank .*; the node has .* GiB available" 3 \
-      tessera-train cfg.toml --model.width=200000 --model.groups=1
+    # parameters that malloc refuses: named as the model's, before any estimate
+    expect_fail 30 "model.type = 'unet': its parameters do not fit this rank's memory \\(host allocation of" \
+      3 tessera-train cfg.toml --model.width=200000 --model.groups=1
+    # a grid of 6 x 65536^2 cells (HDF5 fill values: an 8 KB file): refused from the shapes,
+    # before a value is read
+    /usr/bin/python3 - <<'PY' || fail "h5py could not write big.h5"
+import h5py, numpy as np
+src = h5py.File('train.h5', 'r')
+with h5py.File('big.h5', 'w') as f:
+    for k, v in src.attrs.items(): f.attrs[k] = v
+    for name in ('permeability', 'pressure'):
+        d = f.create_dataset('fields/' + name, shape=(6, 1, 65536, 65536), dtype='f4',
+                             chunks=(1, 1, 1024, 1024), fillvalue=1.0)
+        for k, v in src['fields'][name].attrs.items(): d.attrs[k] = v
+        d.attrs['spacing'] = np.array([1 / 65536] * 2); d.attrs['origin'] = np.zeros(2)
+PY
+    expect_fail 30 "training needs about .* GiB per rank \\(data .* GiB, parameters and optimizer .* MiB, activations .* GiB\\), .* for the 3 ranks of this node; the node has .* GiB available" \
+      3 tessera-train cfg.toml --data.path=big.h5
+    # a step that passes the per-rank limit: refused before the data is read
+    TESSERA_MEMORY_LIMIT_MB=0.5 expect_fail 30 \
+      "training needs about .* MiB per rank \\(data .*, activations .* MiB\\); TESSERA_MEMORY_LIMIT_MB allows 0.5 MiB" \
+      3 tessera-train cfg.toml
     expect_ok 3 tessera-train cfg.toml --model.activation=tanh --train.steps=1
     ;;
   ompio_warning)  # the OMPIO warning only where OMPIO can be selected

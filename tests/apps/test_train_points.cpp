@@ -115,6 +115,14 @@ TEST_CASE("pointconv on a point cloud: the loss curve on any mesh equals one ran
   same_curve_on_every_mesh(points_config(make_points(dir), dir + "/ck-pc", kPointConv));
 }
 
+TEST_CASE("point models: the memory estimate bounds a step's allocations", "[points]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir("points");
+  const std::string cloud = make_points(dir);
+  for (const auto& m : {kTransolver, kPointConv})
+    check_memory_estimate(Mesh::line(MPI_COMM_WORLD), points_config(cloud, dir + "/ck-mem", m));
+}
+
 TEST_CASE("pointconv needs a point cloud with coordinates", "[pointconv]") {
   const std::string dir = test_dir("transolver");
   std::vector<std::string> extra = kPointConv;

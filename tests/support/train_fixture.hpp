@@ -130,6 +130,23 @@ inline double param_diff(Trainer& a, Trainer& b) {
   return num / den;
 }
 
+// The memory estimate a Trainer checks the node against bounds what its set-up and two
+// steps (and a validation) allocate, and is not far above it: measured from the allocator's
+// peak on every rank (each rank's figure is the busiest rank's estimate).
+inline void check_memory_estimate(const Mesh& mesh, const TrainConfig& cfg) {
+  reset_peak_memory(MemSpace::Host);
+  const auto before = static_cast<double>(memory_stats(MemSpace::Host).current);
+  Trainer t(mesh, cfg);
+  losses(t, 2);
+  t.validate();
+  const double used = static_cast<double>(memory_stats(MemSpace::Host).peak) - before;
+  const double est = t.memory_estimate().total();
+  INFO(cfg.model.type << " on " << mesh.str() << ": estimate " << app::describe(t.memory_estimate())
+                      << ", measured peak " << used / (1 << 20) << " MiB");
+  MPI_CHECK(used <= 1.1 * est);
+  MPI_CHECK(est <= 1.6 * used);
+}
+
 // The first `steps` of a training on rank 0 alone, saved as checkpoint `steps` in ckdir; the
 // losses on every rank.
 inline std::vector<double> first_steps_on_rank0(const TrainConfig& cfg, const std::string& ckdir,
