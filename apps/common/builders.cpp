@@ -1,5 +1,6 @@
 #include "apps/common/builders.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -57,19 +58,40 @@ MemSpace model_space(int device) {
 }
 
 std::string signature_difference(const std::string& have, const std::string& want) {
+  // Words split at spaces outside parentheses ("positions=learned:(8, 8)" is one word).
   const auto words = [](const std::string& s) {
-    std::istringstream in(s);
-    std::vector<std::string> w;
-    for (std::string t; in >> t;) w.push_back(t);
+    std::vector<std::string> w(1);
+    int depth = 0;
+    for (char ch : s) {
+      depth += ch == '(' ? 1 : ch == ')' ? -1 : 0;
+      if (ch == ' ' && depth <= 0) {
+        if (!w.back().empty()) w.emplace_back();
+      } else {
+        w.back() += ch;
+      }
+    }
+    if (w.back().empty()) w.pop_back();
     return w;
   };
   const std::vector<std::string> a = words(have), b = words(want);
   if (a.empty() || b.empty() || a[0] != b[0])
     return "a " + (a.empty() ? std::string("?") : a[0]) + ", not a " +
            (b.empty() ? std::string("?") : b[0]);
+  // Compared by key (the text before '='), so one missing word does not shift the rest.
+  const auto key = [](const std::string& w) { return w.substr(0, w.find('=')); };
+  const auto find = [&](const std::vector<std::string>& v, const std::string& k) {
+    for (std::size_t i = 1; i < v.size(); ++i)
+      if (key(v[i]) == k) return v[i];
+    return std::string("(nothing)");
+  };
+  std::vector<std::string> keys;
+  for (const auto* v : {&a, &b})
+    for (std::size_t i = 1; i < v->size(); ++i)
+      if (std::find(keys.begin(), keys.end(), key((*v)[i])) == keys.end())
+        keys.push_back(key((*v)[i]));
   std::string out;
-  for (std::size_t i = 1; i < std::max(a.size(), b.size()); ++i) {
-    const std::string x = i < a.size() ? a[i] : "(nothing)", y = i < b.size() ? b[i] : "(nothing)";
+  for (const std::string& k : keys) {
+    const std::string x = find(a, k), y = find(b, k);
     if (x != y) out += (out.empty() ? "" : "; ") + x + ", not " + y;
   }
   return out.empty() ? "the same words" : out;

@@ -74,7 +74,8 @@ const std::vector<Field>& schema() {
        "fno: retained Fourier modes per spatial dim: one value for every dim, or one per dim "
        "([16, 8])",
        kAtLeastOne},
-      {TESSERA_FIELD(model, layers), "fno: Fourier blocks; transolver: blocks", kAtLeastOne},
+      {TESSERA_FIELD(model, layers), "fno: Fourier blocks; transolver, pointconv: blocks",
+       Range{1, 64, false, false}},
       {TESSERA_FIELD(model, projection), "fno: hidden channels of the projection", kAtLeastOne},
       {TESSERA_FIELD(model, weights),
        "fno: spectral weights replicated on every rank, or sharded by mode (each rank holds and "
@@ -300,7 +301,9 @@ void assign_node(const Field& f, const toml::node& n, TrainConfig& c, const std:
       std::vector<std::int64_t> v;
       if (n.is_integer()) {
         v.push_back(*n.value<std::int64_t>());
-      } else if (const toml::array* a = n.as_array(); a && !a->empty()) {
+      } else if (const toml::array* a = n.as_array(); a && a->empty()) {
+        fail(f.name() + " is an empty array: give one value, or one per dim " + where);
+      } else if (a) {
         for (const toml::node& e : *a) {
           if (!e.is_integer())
             fail(f.name() + " must be an integer or an array of integers, but an element is " +
@@ -526,6 +529,14 @@ void validate(TrainConfig& c) {
          " and train.epochs = " + std::to_string(c.train.epochs) + " are both set; set only one");
   if (c.data.inputs.empty()) fail("data.inputs must name at least one field");
   if (c.data.targets.empty()) fail("data.targets must name at least one field");
+  // A name twice would be read twice, and written twice by tessera-infer (which HDF5 and
+  // the schema refuse).
+  for (const auto* list : {&c.data.inputs, &c.data.targets})
+    for (std::size_t i = 0; i < list->size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if ((*list)[i] == (*list)[j])
+          fail(std::string(list == &c.data.inputs ? "data.inputs" : "data.targets") + " names '" +
+               (*list)[i] + "' twice");
   if (c.model.kernel_size % 2 == 0)
     fail("model.kernel_size = " + std::to_string(c.model.kernel_size) +
          " must be odd (same-size convs)");

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <exception>
+#include <new>
 #include <string>
 
 #include "runtime/comm/bounded_failure.hpp"
@@ -23,6 +24,9 @@ int run_reporting_errors(const char* program, int argc, char** argv, Run run) {
   std::string error;
   try {
     rc = run(ctx, argc, argv);
+  } catch (const std::bad_alloc&) {
+    // Memory outside the tracked tensors (a library's, a container's): say what it was.
+    error = "out of memory (std::bad_alloc): the problem is too large for this rank";
   } catch (const std::exception& e) {
     error = e.what();
     if (error.empty()) error = "an exception without a message";

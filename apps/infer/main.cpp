@@ -171,9 +171,11 @@ int run(Context& ctx, int argc, char** argv) {
   const std::unique_ptr<Model> net =
       make_model(cfg, nd, inputs.total_channels(), cout, space, points, trained_grid);
   Model& model = *net;
-  std::vector<Index> xshape = {1, inputs.total_channels()};
+  std::vector<Index> xshape = {1, inputs.total_channels()};  // one sample at a time
   xshape.insert(xshape.end(), spatial.begin(), spatial.end());
-  const std::string problem = model.input_problem(xshape);
+  std::vector<Index> file_shape = xshape;  // what errors quote: the file's N samples
+  file_shape[0] = n;
+  const std::string problem = model.input_problem(file_shape);
   TESSERA_CHECK(problem.empty(), input << ": the model cannot take it: " << problem);
   // Parameters and buffers from the checkpoint (its signature must match the model).
   const std::string sig = model.signature();
@@ -215,10 +217,14 @@ int run(Context& ctx, int argc, char** argv) {
   std::vector<std::string> variables;
   if (points && in.exists(io::schema::kFeatures))
     variables = in.attr_strings(io::schema::kFeatures, "variables");
+  // A point target is a feature variable, or the coordinates themselves ("coords").
   for (const auto& t : cfg.data.targets)
     have_truth =
-        have_truth && (points ? std::find(variables.begin(), variables.end(), t) != variables.end()
-                              : in.exists(field(t)));
+        have_truth &&
+        (points
+             ? (t == "coords" ? in.exists(io::schema::kCoords)
+                              : std::find(variables.begin(), variables.end(), t) != variables.end())
+             : in.exists(field(t)));
   FieldSet truth_fs;
   if (have_truth && points) {
     truth_fs = field_set(in, cfg.data.targets);

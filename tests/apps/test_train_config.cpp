@@ -130,7 +130,9 @@ TEST_CASE("config: model.modes is one value for every dim or one per dim", "[con
   MPI_CHECK(parse(to_toml(parse("", {"model.modes=4,6"}))).model.modes ==
             (std::vector<std::int64_t>{4, 6}));
   MPI_CHECK_ERROR(parse("[model]\nmodes = []\n"),
-                  "model.modes must be an integer or an array of integers, got an array");
+                  "model.modes is an empty array: give one value, or one per dim");
+  MPI_CHECK_ERROR(parse("", {"model.layers=100000000"}),
+                  "model.layers = 100000000 is out of range: must be [1, 64]");
   MPI_CHECK_ERROR(parse("[model]\nmodes = [4, 1.5]\n"), "but an element is a float");
   MPI_CHECK_ERROR(parse("[model]\nmodes = \"4\"\n"), "got a string");
   MPI_CHECK_ERROR(parse("[model]\nmodes = [6, 0]\n"),
@@ -150,6 +152,22 @@ TEST_CASE("config errors: unknown section and key, in file and on the command li
   MPI_CHECK_ERROR(parse("", {"lr=0.1"}), "is not --section.key=value");
   MPI_CHECK_ERROR(parse("lr = 0.1\n"), "key 'lr' at test.toml:1:1 is outside any section");
   MPI_CHECK_ERROR(parse("[train]\nsteps = 1\n[train.sub]\nx = 1\n"), "unknown key 'train.sub'");
+}
+
+TEST_CASE("config errors: a field named twice in data.inputs or data.targets", "[config]") {
+  MPI_CHECK_ERROR(parse("[data]\ninputs = [\"a\", \"b\", \"a\"]\n"), "data.inputs names 'a' twice");
+  MPI_CHECK_ERROR(parse("", {"data.targets=u,u"}), "data.targets names 'u' twice");
+}
+
+TEST_CASE("checkpoint signatures: the difference names the words that differ", "[config]") {
+  // A word holding spaces inside parentheses is one word; one word missing shifts nothing.
+  MPI_CHECK(signature_difference("vit dim=8 positions=learned:(8, 8) depth=2",
+                                 "vit dim=8 positions=learned:(12, 12) depth=2") ==
+            "positions=learned:(8, 8), not positions=learned:(12, 12)");
+  MPI_CHECK(
+      signature_difference("vit dim=8 depth=2", "vit dim=8 positions=learned:(4, 4) depth=2") ==
+      "(nothing), not positions=learned:(4, 4)");
+  MPI_CHECK(signature_difference("fno width=4", "unet width=4") == "a fno, not a unet");
 }
 
 TEST_CASE("config errors: wrong types", "[config]") {

@@ -214,4 +214,11 @@ print(f"points: prediction at 1 vs 2 ranks, max rel diff {d:.2e}")
 assert d < 1e-6
 EOF
 echo "ok: transolver on point clouds, inference at 1 and 2 ranks"
+# The coordinates as the target: their truth is in the file, so the error is reported.
+mpi 1 "$bin/tessera-train" pts.toml --data.targets=coords --train.steps=1 \
+  --train.checkpoint_dir=ck-xyz >xyz.log 2>&1 || { cat xyz.log; fail "training on coords"; }
+mpi 1 "$bin/tessera-infer" --checkpoint ck-xyz/ckpt_00000001.h5 --input pts_test.h5 \
+  --output xyz_pred.h5 >xyz_infer.log 2>&1 || { cat xyz_infer.log; fail "tessera-infer (coords)"; }
+grep -q "mean relative L2 error" xyz_infer.log || { cat xyz_infer.log; fail "no error for coords"; }
+echo "ok: coords as the target: inference reports its error"
 echo "train_cli: all passed"
