@@ -32,10 +32,12 @@ StepSetup setup_of(const cli::Args& opt, const std::string& model) {
                              : transolver ? "transolver-width"
                              : vit        ? "vit-dim"
                                           : "width");
-  s.depth = int_option(opt, fno          ? "fno-layers"
-                            : transolver ? "transolver-layers"
-                            : vit        ? "vit-depth"
-                                         : "depth");
+  s.depth = int_option(opt,
+                       fno          ? "fno-layers"
+                       : transolver ? "transolver-layers"
+                       : vit        ? "vit-depth"
+                                    : "depth",
+                       fno || transolver || vit ? 1 : 0);  // a UNet of depth 0: no levels
   s.slices = size_option(opt, "transolver-slices");
   s.attention = opt.str("vit-attention");
   s.modes = size_option(opt, "fno-modes");

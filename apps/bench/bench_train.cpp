@@ -31,7 +31,7 @@ namespace {
 StepSetup step_setup(const cli::Args& opt, Index batch, const std::vector<Index>& grid) {
   StepSetup s;
   s.width = size_option(opt, "width");
-  s.depth = int_option(opt, "depth");
+  s.depth = int_option(opt, "depth", 0);
   s.batch = batch;
   s.grid = grid;
   s.reps = reps_option(opt);

@@ -68,10 +68,11 @@ json merge_parts(const std::string& case_name, const std::vector<std::string>& f
     if (part["case"] != case_name)
       throw Error("bench merge: " + f + " holds case '" + part["case"].get<std::string>() +
                   "', not '" + case_name + "'");
-    // A row equal to one already merged, timings and all, is a copy of a part.
+    // A row equal to one of an earlier part, timings and all, is a copy of that part.
+    const std::size_t earlier = out["rows"].size();
     for (auto& r : part["rows"]) {
-      for (const auto& have : out["rows"])
-        if (have == r)
+      for (std::size_t i = 0; i < earlier; ++i)
+        if (out["rows"][i] == r)
           throw Error("bench merge: " + f + " repeats a row of an earlier part (" +
                       r.dump().substr(0, 80) + "...): a copy of a part would count twice");
       out["rows"].push_back(r);

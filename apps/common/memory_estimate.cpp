@@ -1,9 +1,13 @@
 #include "apps/common/memory_estimate.hpp"
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 
 #include "apps/common/node_memory.hpp"
+#include "kernels/device/device.hpp"
+#include "kernels/device/memory.hpp"
+#include "runtime/comm/collective_error.hpp"
 
 namespace tessera::app {
 
@@ -22,14 +26,18 @@ double busiest_block_bytes(const ShardSpec& spec, double es) {
 
 MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_input,
                                         const ShardSpec& batch_target, DType dtype, int states,
-                                        double data_bytes) {
+                                        double data_bytes, MemSpace space) {
   const double es = static_cast<double>(size_of(dtype));
   MemoryEstimate m;
+  m.space = space;
   m.data = data_bytes;
   // Parameters as bound: this rank's blocks of sharded ones. Value and gradient (GradSync's
-  // buckets are views of them), and the optimizer's state.
-  for (const auto& np : g.parameters())
-    m.parameters += static_cast<double>(np.param->value.numel()) * es * (2.0 + states);
+  // buckets are views of them; both exist already), and the optimizer's state.
+  for (const auto& np : g.parameters()) {
+    const double bytes = static_cast<double>(np.param->value.numel()) * es;
+    m.parameters += bytes * (2.0 + states);
+    m.held += 2.0 * bytes;
+  }
   // Forward keeps every kept output and each op's saved tensors until backward; backward
   // holds an output's gradient and its input's gradient at once, and the largest kernel
   // scratch; the batch (inputs and targets) and the prediction live through the step.
@@ -56,8 +64,33 @@ std::string describe(const MemoryEstimate& m) {
 }
 
 void check_memory_fits(MPI_Comm comm, const MemoryEstimate& need) {
-  check_node_memory(comm, need.total(), "training", " (" + parts(need) + ")",
-                    "a smaller model, batch or grid, or more nodes");
+  const std::string advice = "a smaller model, batch or grid, or more nodes";
+  const bool on_host = need.space == MemSpace::Host;
+  const std::string detail =
+      " (" + parts(need) + (on_host ? "" : "; host: the data, the rest on the device") + ")";
+  check_node_memory(comm, need.host(), on_host ? "training" : "training (host memory)", detail,
+                    advice, on_host ? need.held : 0);
+  std::ostringstream os;
+  bool fits = true;
+  if (!on_host) {  // one device per rank: its free memory, plus what the model holds on it
+    const double have = static_cast<double>(device::free_bytes()) + need.held;
+    if (need.device() > have) {
+      fits = false;
+      os << "training needs about " << memory_text(need.device()) << " of device memory per rank"
+         << detail << "; this rank's device has " << memory_text(have) << " free (" << advice
+         << ")";
+    }
+  }
+  // TESSERA_MEMORY_LIMIT_MB caps each memory space's tracked bytes per rank.
+  const auto limit = static_cast<double>(memory_limit());
+  for (const auto& [part, name] : {std::pair{need.host(), "host"}, {need.device(), "device"}})
+    if (fits && limit > 0 && part > limit) {
+      fits = false;
+      os << "training needs about " << memory_text(part) << " of " << name << " memory per rank"
+         << detail << "; TESSERA_MEMORY_LIMIT_MB allows " << memory_text(limit) << " (" << advice
+         << ")";
+    }
+  collective_check(comm, fits, os.str());
 }
 
 }  // namespace tessera::app

@@ -13,11 +13,15 @@
 namespace tessera::app {
 
 struct MemoryEstimate {
-  double data = 0;         // the cached input and target fields of this rank's block
+  double data = 0;         // host: the cached input and target fields of this rank's block
   double parameters = 0;   // values, gradients and optimizer state of this rank's parameters
   double activations = 0;  // what forward keeps for backward, backward's working gradients,
                            // the batch and the largest kernel scratch
+  double held = 0;         // of `parameters`: the values and gradients the built model holds
+  MemSpace space = MemSpace::Host;  // where parameters and activations live
   double total() const { return data + parameters + activations; }
+  double host() const { return data + (space == MemSpace::Host ? parameters + activations : 0); }
+  double device() const { return space == MemSpace::Host ? 0 : parameters + activations; }
 };
 
 // Tensors of optimizer state per parameter element (Adam's two moments, SGD's momentum).
@@ -28,13 +32,15 @@ int optimizer_states(const OptimConfig& o);
 // figure the busiest rank's (runtime/nn/op_cost.hpp); `data_bytes`: the cached dataset block.
 MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_input,
                                         const ShardSpec& batch_target, DType dtype,
-                                        int optimizer_states, double data_bytes);
+                                        int optimizer_states, double data_bytes, MemSpace space);
 
 // "12.5 MiB per rank (data 1 MiB, parameters and optimizer 0.5 MiB, activations 11 MiB)".
 std::string describe(const MemoryEstimate& m);
 
 // Collective over comm: refuses (on every rank) when the ranks of one node together need
-// more than the node's available memory (MemAvailable of /proc/meminfo).
+// more host memory than the node has available (MemAvailable of /proc/meminfo, plus what
+// they hold already); when a rank's device part passes its device's free memory (one device
+// per rank); or when a memory space's part passes TESSERA_MEMORY_LIMIT_MB.
 void check_memory_fits(MPI_Comm comm, const MemoryEstimate& need);
 
 }  // namespace tessera::app

@@ -6,7 +6,6 @@
 #include <iomanip>
 #include <sstream>
 
-#include "kernels/device/memory.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -32,27 +31,23 @@ std::string memory_text(double bytes) {
 }
 
 void check_node_memory(MPI_Comm comm, double need, const std::string& what,
-                       const std::string& detail, const std::string& advice) {
+                       const std::string& detail, const std::string& advice, double held) {
   MPI_Comm node = MPI_COMM_NULL;
   TESSERA_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   int local = 1;
   MPI_Comm_size(node, &local);
-  double sum = 0;
-  TESSERA_MPI(MPI_Allreduce(&need, &sum, 1, MPI_DOUBLE, MPI_SUM, node));
+  double sums[2] = {need, held};
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, node));
   MPI_Comm_free(&node);
-  const double have = node_available_bytes();
-  const auto limit = static_cast<double>(memory_limit());
-  const bool node_fits = sum <= have, limit_fits = limit == 0 || need <= limit;
+  // What the ranks hold already is part of their need and no longer of MemAvailable.
+  const double sum = sums[0], have = node_available_bytes() + sums[1];
   std::ostringstream os;
-  if (!node_fits)
+  if (sum > have)
     os << what << " needs about " << memory_text(need) << " per rank" << detail << ", "
        << memory_text(sum) << " for the " << local << " ranks of this node; the node has "
        << memory_text(have) << " available (" << advice << ")";
-  else if (!limit_fits)
-    os << what << " needs about " << memory_text(need) << " per rank" << detail
-       << "; TESSERA_MEMORY_LIMIT_MB allows " << memory_text(limit) << " (" << advice << ")";
   // Every rank of a short node fails alike: one message per node, not "rank 0 of ...".
-  collective_check(comm, node_fits && limit_fits, os.str());
+  collective_check(comm, sum <= have, os.str());
 }
 
 }  // namespace tessera::app

@@ -14,9 +14,9 @@ std::string memory_text(double bytes);  // "1.5 GiB", or "12.5 MiB" below a GiB
 
 // Collective over comm: this rank needs `need` bytes for `what` ("training", "the Darcy
 // solve"); `detail` (may be empty) follows the per-rank figure, `advice` ends the message.
-// Refuses on every rank when the ranks of one node together need more than it has, or when
-// a rank needs more than TESSERA_MEMORY_LIMIT_MB (kernels/device/memory.hpp) allows.
+// Refuses on every rank when the ranks of one node together need more than it has. `held`:
+// the part of `need` the rank holds already (no longer counted in MemAvailable).
 void check_node_memory(MPI_Comm comm, double need, const std::string& what,
-                       const std::string& detail, const std::string& advice);
+                       const std::string& detail, const std::string& advice, double held = 0);
 
 }  // namespace tessera::app

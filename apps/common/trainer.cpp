@@ -362,7 +362,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   // fit the node?
   const auto [x_spec, y_spec] = data_->batch_specs(bsz);
   memory_ = estimate_training_memory(model_->graph(), x_spec, y_spec, dtype,
-                                     optimizer_states(cfg.optim), data_->cache_bytes());
+                                     optimizer_states(cfg.optim), data_->cache_bytes(), space_);
   check_memory_fits(mesh.comm(), memory_);
   data_->load();
 
@@ -423,6 +423,7 @@ StepResult Trainer::step() {
   sync_->reset_stats();
   const double t0 = MPI_Wtime();
   model_->train(true);
+  model_->graph().set_grad_enabled(true);
   optimizer_->zero_grad();
   const ShardTensor pred = model_->forward(x);
   inject("step.forward");
@@ -483,6 +484,7 @@ EvalResult Trainer::validate() {
     return e;
   }
   model_->train(false);
+  model_->graph().set_grad_enabled(false);  // forward only: no saved tensors pile up
   double loss_weight = 0, rel_weight = 0;
   const std::size_t bsz = static_cast<std::size_t>(cfg_.train.batch_size);
   for (std::size_t b0 = 0; b0 < val_.size(); b0 += bsz) {
@@ -508,6 +510,7 @@ EvalResult Trainer::validate() {
     rel_weight += static_cast<double>(r.samples);
   }
   model_->train(true);
+  model_->graph().set_grad_enabled(true);
   e.samples = val_samples();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   e.loss = loss_weight > 0 ? e.loss / loss_weight : nan;

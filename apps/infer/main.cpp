@@ -16,6 +16,7 @@
 #include "apps/common/report_errors.hpp"
 #include "apps/common/trainer.hpp"
 #include "io/finite.hpp"
+#include "kernels/device/memory.hpp"
 #include "io/output_file.hpp"
 #include "io/schema.hpp"
 #include "io/sharded.hpp"
@@ -195,6 +196,7 @@ int run(Context& ctx, int argc, char** argv) {
                                                   b.tensor.data<double>() + b.tensor.numel())});
   model.load_buffers(bufs);
   model.train(false);
+  model.graph().set_grad_enabled(false);  // forward only: each op drops what it would save
   const auto [in_norm, out_norm] = normalizers_from(ck.buffers);
 
   const GridLayout layout = GridLayout::of(mesh, nd);
@@ -361,10 +363,16 @@ int run(Context& ctx, int argc, char** argv) {
     }
   }
   out_file.commit();
+  // The busiest rank's peak of tracked memory (tensors, kernel scratch), host and device.
+  double peak =
+      static_cast<double>(memory_stats(MemSpace::Host).peak + memory_stats(MemSpace::Cuda).peak) /
+      (1 << 20);
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, ctx.world()));
   if (ctx.rank() == 0) {
     std::cout << "tessera-infer: " << n << " samples of " << (points ? "points " : "grid ")
               << shape_str(spatial) << " on mesh " << mesh.str() << " in " << std::setprecision(3)
-              << MPI_Wtime() - t_loop << " s (" << MPI_Wtime() - t0 << " s with loading)";
+              << MPI_Wtime() - t_loop << " s (" << MPI_Wtime() - t0
+              << " s with loading); peak memory per rank " << peak << " MiB";
     if (have_truth && err_count > 0)
       std::cout << "; mean relative L2 error " << std::setprecision(4)
                 << err_sum / double(err_count);

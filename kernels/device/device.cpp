@@ -52,6 +52,18 @@ int count() {
   return n;
 }
 
+std::size_t free_bytes() {
+  std::size_t free = 0;
+#if defined(TESSERA_HAVE_CUDA)
+  std::size_t total = 0;
+  if (count() == 0 || cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+#endif
+  return free;
+}
+
 void select(int dev) {
 #if defined(TESSERA_HAVE_CUDA)
   TESSERA_CUDA_CHECK(cudaSetDevice(dev));

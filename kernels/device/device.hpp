@@ -50,6 +50,8 @@ void set_current_stream(void* stream);
 
 void* alloc(std::size_t bytes);
 void free(void* p) noexcept;
+// Free bytes of the current device (cudaMemGetInfo); 0 without one.
+std::size_t free_bytes();
 void* alloc_pinned(std::size_t bytes);  // page-locked host memory for staging
 void free_pinned(void* p) noexcept;
 

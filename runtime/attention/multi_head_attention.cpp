@@ -67,6 +67,13 @@ std::vector<Parameter*> MultiHeadAttention::parameters() {
   return {&qkv_->weight(), qkv_->bias(), &out_->weight(), out_->bias()};
 }
 
+void MultiHeadAttention::release_saved() {
+  saved_.reset();
+  qkv_->release_saved();
+  out_->release_saved();
+  if (attn_) attn_->release_saved();  // made at the first forward
+}
+
 std::string MultiHeadAttention::name() const {
   std::ostringstream os;
   os << "MultiHeadAttention(C " << opts_.channels << ", heads " << opts_.heads << ")";
@@ -157,6 +164,7 @@ ShardTensor MultiHeadAttention::backward(const ShardTensor& dy) {
   Tensor go = Tensor::empty({N * H, T, D}, dmid.dtype(), dmid.space());
   move_heads(dmid.reshape({N, C, T}), 0, go, H, true);
   const auto grads = attn_->backward(ShardTensor::unchecked(ring_->line, seq, go));
+  attn_->release_saved();  // served (a bias gradient is not kept: the layer takes none)
   Tensor dh = Tensor::empty({N, 3 * C, T}, dmid.dtype(), dmid.space());
   for (Index part = 0; part < 3; ++part)
     move_heads(dh, part, grads[static_cast<std::size_t>(part)].local().contiguous(), H, false);

@@ -41,6 +41,7 @@ class MultiHeadAttention : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  void release_saved() override;
   // The two Linears, attention as FlashAttention-2 counts it (2 matrix products forward,
   // 5 backward) and the sequence algorithm's traffic, as forward would choose it.
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;

@@ -57,6 +57,12 @@ std::vector<Parameter*> NeighborhoodAttention::parameters() {
   return {&qkv_->weight(), qkv_->bias(), &out_->weight(), out_->bias()};
 }
 
+void NeighborhoodAttention::release_saved() {
+  saved_.reset();
+  qkv_->release_saved();
+  out_->release_saved();
+}
+
 std::string NeighborhoodAttention::name() const {
   std::ostringstream os;
   os << "NeighborhoodAttention(C " << opts_.channels << ", heads " << opts_.heads << ", kernel";

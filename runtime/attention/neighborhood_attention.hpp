@@ -40,6 +40,7 @@ class NeighborhoodAttention : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  void release_saved() override;
   // The two Linears, k keys per query as attention counts them, and the key/value halo of
   // forward's plan (and its adjoint).
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;

@@ -47,6 +47,12 @@ PhysicsAttention::PhysicsAttention(const PhysicsAttentionOptions& o) : opts_(o) 
 
 PhysicsAttention::~PhysicsAttention() = default;
 
+void PhysicsAttention::release_saved() {
+  saved_.reset();
+  in_->release_saved();
+  out_->release_saved();
+}
+
 std::string PhysicsAttention::name() const {
   std::ostringstream os;
   os << "PhysicsAttention(C " << opts_.channels << ", heads " << opts_.heads << " x "

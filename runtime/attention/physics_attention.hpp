@@ -51,6 +51,7 @@ class PhysicsAttention : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  void release_saved() override;
   // The two Linears, slicing and de-slicing (forward and backward), and the two all-reduces
   // of float64 slice sums per axis that shards the tokens (forward sums, backward d_o).
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;

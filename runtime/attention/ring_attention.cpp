@@ -170,6 +170,11 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
   return ShardTensor::unchecked(mesh, q.spec(), converted(out, q.dtype()));
 }
 
+void RingAttention::release_saved() {
+  q_ = k_ = v_ = out_ = bias_ = ShardTensor();
+  lse_ = Tensor();
+}
+
 std::array<ShardTensor, 3> RingAttention::backward(const ShardTensor& dout) {
   TESSERA_CHECK(lse_.defined(), "ring attention: backward before forward");
   TESSERA_CHECK(dout.spec() == q_.spec() && dout.dtype() == q_.dtype(),

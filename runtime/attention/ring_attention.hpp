@@ -58,6 +58,8 @@ class RingAttention {
   // After backward with a bias: its gradient, laid out as the bias (a broadcast bias's
   // gradient is a pending sum over the axis that shards the batch, if any).
   const ShardTensor& bias_grad() const { return dbias_; }
+  // Drops what forward saved (not the bias gradient of the last backward).
+  void release_saved();
 
  private:
   RingAttentionOptions opts_;

@@ -142,6 +142,12 @@ ShardTensor SequenceAttention::forward(const ShardTensor& q, const ShardTensor& 
   return chosen_ == SequenceAlgorithm::AllToAll ? moved(res, q.spec()) : res;
 }
 
+void SequenceAttention::release_saved() {
+  ring_.release_saved();
+  q_ = k_ = v_ = qw_ = kw_ = vw_ = out_w_ = bias_ = bias_w_ = ShardTensor();
+  lse_ = Tensor();
+}
+
 std::array<ShardTensor, 3> SequenceAttention::backward(const ShardTensor& dout) {
   if (chosen_ == SequenceAlgorithm::Ring) return ring_.backward(dout);
   TESSERA_CHECK(lse_.defined(), "sequence attention: backward before forward");

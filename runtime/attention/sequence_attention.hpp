@@ -47,6 +47,8 @@ class SequenceAttention {
   // After backward with a bias: its gradient, laid out as the bias (a broadcast bias's is a
   // pending sum over the axis that shards the batch, if any).
   const ShardTensor& bias_grad() const;
+  // Drops what forward saved (not the bias gradient of the last backward).
+  void release_saved();
   // The algorithm the last forward ran (Auto resolved).
   SequenceAlgorithm chosen() const { return chosen_; }
   std::string describe() const;

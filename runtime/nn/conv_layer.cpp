@@ -29,6 +29,11 @@ ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
 
 ConvNd::~ConvNd() = default;
 
+void ConvNd::release_saved() {
+  saved_x_ = HaloFrame();
+  have_saved_ = false;
+}
+
 std::string ConvNd::name() const {
   std::ostringstream os;
   os << "Conv" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels << ", "

@@ -68,6 +68,7 @@ class ConvNd : public Layer {
   ShardTensor backward_in_room(const ShardTensor& dy) override { return backward_impl(dy, true); }
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  void release_saved() override;
   // Direct convolution counted three times (forward, backward data, backward weights); the
   // halo of the plan forward() makes.
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;

@@ -34,6 +34,11 @@ ConvTransposeNd::ConvTransposeNd(const ConvTransposeOptions& o) : opts_(o) {
 
 ConvTransposeNd::~ConvTransposeNd() = default;
 
+void ConvTransposeNd::release_saved() {
+  saved_x_ = ShardTensor();
+  have_saved_ = false;
+}
+
 std::string ConvTransposeNd::name() const {
   std::ostringstream os;
   os << "ConvTranspose" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels

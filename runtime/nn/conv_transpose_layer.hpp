@@ -47,6 +47,7 @@ class ConvTransposeNd : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  void release_saved() override;
   // The conv it transposes counted three times; the halo (on the output) of forward's plan.
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
 

@@ -142,6 +142,7 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
       } else {
         out = nd.op->forward(in);
       }
+      if (!grad_enabled_) nd.op->release_saved();
       // Tests: an exception in the middle of a forward pass on one rank.
       if (fault_point("layer"))
         throw Error("injected fault in layer '" + nd.name + "' (TESSERA_FAULT_INJECT)");
@@ -160,6 +161,7 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
     }
   }
   forwarded_ = true;
+  forwarded_with_grad_ = grad_enabled_;
   std::vector<ShardTensor> outs;
   for (int o : outputs_) outs.push_back(values_[static_cast<std::size_t>(o)]);
   return outs;
@@ -199,6 +201,8 @@ void Graph::accumulate(int value, ShardTensor g) {
 
 std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_grads) {
   TESSERA_CHECK(forwarded_, "Graph::backward: no forward since the graph last changed");
+  TESSERA_CHECK(forwarded_with_grad_,
+                "Graph::backward: the last forward ran without gradients (set_grad_enabled)");
   TESSERA_CHECK(output_grads.size() == outputs_.size(),
                 "Graph::backward: " << outputs_.size() << " output gradients expected, got "
                                     << output_grads.size());

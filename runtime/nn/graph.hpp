@@ -116,6 +116,11 @@ class Graph {
 
   // Keep every intermediate value after forward (for inspection); off by default.
   void keep_values(bool on) { keep_values_ = on; }
+  // Off: forward is for its output only (evaluation, inference): each op drops what it saved
+  // for backward as soon as it has run (Op::release_saved), so a forward holds the live values
+  // alone, and backward refuses. On by default.
+  void set_grad_enabled(bool on) { grad_enabled_ = on; }
+  bool grad_enabled() const { return grad_enabled_; }
   // A value of the last forward: outputs and inputs always, others with keep_values.
   const ShardTensor& value(Value v) const;
 
@@ -152,6 +157,7 @@ class Graph {
   std::vector<ShardSpec> value_specs_;
   Mesh mesh_;
   bool forwarded_ = false, keep_values_ = false, ghost_room_ = true;
+  bool grad_enabled_ = true, forwarded_with_grad_ = false;
   int values_in_room_ = 0;
   // The ghost room of every op input and value for one layout of the graph's inputs, kept
   // until the inputs' specs, the mesh, the graph or its flags change (a training loop

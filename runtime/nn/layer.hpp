@@ -47,6 +47,10 @@ class Layer {
   virtual ShardTensor backward(const ShardTensor& dy) = 0;
   virtual std::vector<Parameter*> parameters() { return {}; }
   virtual std::string name() const = 0;
+  // Drops what forward saved for backward (a forward without gradients: evaluation,
+  // inference); backward then refuses, as before any forward. Layers that save nothing
+  // need not override it.
+  virtual void release_saved() {}
   // One step's cost (runtime/nn/op_cost.hpp) for an input spec and the output spec it
   // gives, in `dtype`. The default is a local element-wise op (a few flops and four passes
   // per element: x, y; dy, dx); layers that communicate or compute more say so.

@@ -101,6 +101,10 @@ std::vector<Parameter*> NormLayer::parameters() {
   return {&gamma_, &beta_};
 }
 
+void NormLayer::release_saved() {
+  saved_.reset();
+}
+
 std::string NormLayer::name() const {
   switch (kind_) {
     case Kind::Group:

@@ -42,6 +42,7 @@ class NormLayer : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
+  void release_saved() override;
   // Two passes forward and two backward; three all-reduces of float64 statistics along each
   // axis that shards the statistics' reach (sums; deviations and squares; the backward sums).
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;

@@ -31,6 +31,8 @@ class Op {
     (void)in;
     return elementwise_cost(out, size_of(dtype), 2, 4);
   }
+  // Drops what forward saved for backward (Layer::release_saved).
+  virtual void release_saved() {}
   // False where cost() leaves out what depends on the data (a point convolution's gathers).
   virtual bool cost_complete() const { return true; }
   // Whether forward keeps its inputs until backward (what a step's memory holds).
@@ -71,6 +73,7 @@ class LayerOp : public Op {
   }
   std::vector<Parameter*> parameters() override { return layer_->parameters(); }
   std::string name() const override { return layer_->name(); }
+  void release_saved() override { layer_->release_saved(); }
   OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override {
     return layer_->cost(in.at(0), out, dtype);
   }

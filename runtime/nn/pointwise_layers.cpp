@@ -14,6 +14,10 @@ ShardSpec ActivationLayer::output_spec(const ShardSpec& in) const {
   return in;
 }
 
+void ActivationLayer::release_saved() {
+  x_ = ShardTensor();
+}
+
 std::string ActivationLayer::name() const {
   return kernels::name_of(kind_);
 }
@@ -55,6 +59,7 @@ ShardTensor ActivationLayer::backward(const ShardTensor& dy) {
   else  // a gradient in ghost room: read in place
     kernels::activation_backward(in.device(), kind_, t, element_map(g, in), in.raw(), g.raw(),
                                  dx.raw());
+  release_saved();  // served
   return ShardTensor::unchecked(dy.mesh(), dy.spec(), dx);
 }
 

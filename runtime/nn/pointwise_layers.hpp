@@ -23,6 +23,7 @@ class ActivationLayer : public Layer {
   ShardTensor forward_into_room(const ShardTensor& x, const HaloWidths& room) override;
   bool takes_grad_in_room() const override { return true; }
   std::string name() const override;
+  void release_saved() override;
   // GELU's erf and its derivative: ~30 flops per element; x, y; x, dy, dx.
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override {
     (void)in;

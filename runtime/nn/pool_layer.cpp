@@ -51,6 +51,12 @@ WindowDim Pool::window(int k) const {
   return w;
 }
 
+void Pool::release_saved() {
+  if (!saved_) return;
+  saved_->x = HaloFrame();  // the plan stays for the next forward
+  saved_->have_x = false;
+}
+
 std::string Pool::name() const {
   std::ostringstream os;
   os << (opts_.kind == PoolOptions::Kind::Max ? "MaxPool" : "AvgPool") << opts_.kernel.size()

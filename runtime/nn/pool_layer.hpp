@@ -41,6 +41,7 @@ class Pool : public Layer {
   HaloWidths input_room(const Mesh& mesh, const ShardSpec& in) override;
   ShardTensor backward_in_room(const ShardTensor& dy) override { return backward_impl(dy, true); }
   std::string name() const override;
+  void release_saved() override;
   // One pass over x and y forward, two backward; the halo of the plan forward() makes.
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
 

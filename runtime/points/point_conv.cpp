@@ -151,6 +151,10 @@ PointConv::PointConv(const PointConvOptions& o) : opts_(o) {
 
 PointConv::~PointConv() = default;
 
+void PointConv::release_saved() {
+  saved_.reset();
+}
+
 std::string PointConv::name() const {
   std::ostringstream os;
   os << "PointConv(" << opts_.in_channels << " -> " << opts_.out_channels << ", "
@@ -324,9 +328,9 @@ OpCost PointConv::cost(const std::vector<ShardSpec>& in, const ShardSpec& out, D
     const double edges = samples * points * static_cast<double>(k);
     OpCost o;
     o.flops = 3.0 * 2.0 * edges * E * O;  // forward's product, backward's two
-    // Per sample: the edges, their pre-activations, neighbour ids twice (the layer's and the
-    // shared neighbourhoods), the max's choice per output.
-    o.saved_bytes = edges * (E + O) * es + 2.0 * edges * 8.0 + samples * points * O * 8.0;
+    // Per sample: the edges, their pre-activations, the neighbour ids (the layers share the
+    // neighbourhoods' storage: counted per layer, an upper bound), the max's choice.
+    o.saved_bytes = edges * (E + O) * es + edges * 8.0 + samples * points * O * 8.0;
     o.bytes = 3.0 * edges * (E + O) * es;
     // One sample at a time: forward's rows and their gather in float64, and the kernel's
     // edge activations; backward's edge gradients, the kernel's two activation gradients,

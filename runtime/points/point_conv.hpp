@@ -82,6 +82,7 @@ class PointConv : public Op {
   std::vector<ShardTensor> backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   std::string name() const override;
+  void release_saved() override;
   // The edges' arithmetic and memory; not the gathers' communication, which depends on where
   // the neighbours are (the cost is incomplete: the dry run refuses the model).
   OpCost cost(const std::vector<ShardSpec>& in, const ShardSpec& out, DType dtype) const override;

@@ -80,6 +80,10 @@ SpectralConv::SpectralConv(const SpectralConvOptions& opts) : opts_(opts) {
   weight_.awaits_layout = opts.shard_weights;
 }
 
+void SpectralConv::release_saved() {
+  x_hat_ = ShardTensor();
+}
+
 std::string SpectralConv::name() const {
   std::ostringstream o;
   o << "SpectralConv" << opts_.nd << "d(" << opts_.in_channels << " -> " << opts_.out_channels
@@ -198,7 +202,7 @@ ShardTensor SpectralConv::forward(const ShardTensor& x) {
 }
 
 ShardTensor SpectralConv::backward(const ShardTensor& dy) {
-  TESSERA_CHECK(fft_out_, name() << ": backward before forward");
+  TESSERA_CHECK(fft_out_ && x_hat_.local().defined(), name() << ": backward before forward");
   check_output_grad(dy, fft_out_->input_spec(), opts_.dtype, opts_.space, name());
   const ShardTensor dyh = fft_out_->inverse_adjoint(dy);
   const Tensor& g = dyh.local();
@@ -221,6 +225,7 @@ ShardTensor SpectralConv::backward(const ShardTensor& dy) {
   }
   Tensor dxh = Tensor::empty(xh.shape(), xh.dtype(), xh.space());
   kernels::spectral_mix_dx(g.device(), g.dtype(), s, g.raw(), w.raw(), dxh.raw());
+  release_saved();  // served
   return fft_in_->forward_adjoint(ShardTensor::unchecked(mesh_, fft_in_->spectrum_spec(), dxh),
                                   true);
 }

@@ -48,6 +48,7 @@ class SpectralConv : public Layer {
   ShardTensor backward(const ShardTensor& dy) override;
   std::vector<Parameter*> parameters() override { return {&weight_}; }
   std::string name() const override;
+  void release_saved() override;
   // The four transforms of a step (F and F^-1 forward, their adjoints backward) stage by
   // stage as the plan runs them, their transposes' all-to-alls, and the per-mode mixing
   // (forward, weight and input gradients).

@@ -427,7 +427,7 @@ PY
       3 tessera-train cfg.toml --data.path=big.h5
     # a step that passes the per-rank limit: refused before the data is read
     TESSERA_MEMORY_LIMIT_MB=0.5 expect_fail 30 \
-      "training needs about .* MiB per rank \\(data .*, activations .* MiB\\); TESSERA_MEMORY_LIMIT_MB allows 0.5 MiB" \
+      "training needs about .* MiB of host memory per rank \\(data .*, activations .* MiB\\); TESSERA_MEMORY_LIMIT_MB allows 0.5 MiB" \
       3 tessera-train cfg.toml
     expect_ok 3 tessera-train cfg.toml --model.activation=tanh --train.steps=1
     ;;

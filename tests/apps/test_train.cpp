@@ -66,6 +66,23 @@ TEST_CASE("training: the memory estimate bounds a step's allocations, for each g
     check_memory_estimate(Mesh::line(MPI_COMM_WORLD), config(data, dir + "/ck-mem", m));
 }
 
+TEST_CASE("evaluation: a forward without gradients equals the training one and holds less",
+          "[train]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir();
+  const std::string data = make_dataset(dir);
+  const std::vector<std::vector<std::string>> models = {
+      {"model.width=8", "model.norm=batch"},
+      {"model.type=fno", "model.width=6", "model.modes=4,3", "model.projection=8",
+       "model.weights=mode_sharded"},
+      {"model.type=vit", "model.patch=2", "model.dim=8", "model.heads=2"},
+      {"model.type=vit", "model.patch=2", "model.dim=8", "model.heads=2",
+       "model.attention=neighbourhood", "model.window=3"}};
+  for (const auto& m : models)
+    check_forward_without_grad(Mesh::line(MPI_COMM_WORLD), config(data, dir + "/ck-eval", m),
+                               {4, 1, 16, 16});
+}
+
 TEST_CASE("checkpoint: 10 steps, save, restart at another rank count, 10 more == 20 straight",
           "[train][checkpoint]") {
   setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);

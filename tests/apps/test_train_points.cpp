@@ -123,6 +123,16 @@ TEST_CASE("point models: the memory estimate bounds a step's allocations", "[poi
     check_memory_estimate(Mesh::line(MPI_COMM_WORLD), points_config(cloud, dir + "/ck-mem", m));
 }
 
+TEST_CASE("point models: a forward without gradients equals the training one, holds less",
+          "[points]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir("points");
+  const std::string cloud = make_points(dir);
+  for (const auto& m : {kTransolver, kPointConv})
+    check_forward_without_grad(Mesh::line(MPI_COMM_WORLD),
+                               points_config(cloud, dir + "/ck-eval", m), {4, 4, 97});
+}
+
 TEST_CASE("pointconv needs a point cloud with coordinates", "[pointconv]") {
   const std::string dir = test_dir("transolver");
   std::vector<std::string> extra = kPointConv;

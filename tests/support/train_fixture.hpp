@@ -15,6 +15,7 @@
 #include "io/schema.hpp"
 #include "io/transfer.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/random_tensor.hpp"
 
 namespace tessera::test {
@@ -145,6 +146,39 @@ inline void check_memory_estimate(const Mesh& mesh, const TrainConfig& cfg) {
                       << ", measured peak " << used / (1 << 20) << " MiB");
   MPI_CHECK(used <= 1.1 * est);
   MPI_CHECK(est <= 1.6 * used);
+}
+
+// A forward without gradients (evaluation, inference) gives the training forward's output
+// bit for bit, holds less at its peak (each op drops what it saved as soon as it has run),
+// and leaves nothing for backward, which refuses. `shape`: the global input (N, C, ...).
+inline void check_forward_without_grad(const Mesh& mesh, const TrainConfig& cfg,
+                                       const std::vector<Index>& shape) {
+  Trainer t(mesh, cfg);
+  Model& m = t.model();
+  const int nd = static_cast<int>(shape.size()) - 2;
+  const ShardSpec spec(shape, app::GridLayout::of(mesh, nd).dims(nd, false), mesh);
+  const ShardTensor x = ShardTensor::unchecked(
+      mesh, spec, random_tensor(spec.local_shape(mesh.coords()), DType::f64, 11, 0.0, 1.0));
+  m.train(false);
+  const auto growth = [&](bool grad) {
+    m.graph().set_grad_enabled(grad);
+    reset_peak_memory(MemSpace::Host);
+    const auto before = static_cast<double>(memory_stats(MemSpace::Host).current);
+    ShardTensor y = m.forward(x);
+    return std::pair{y, static_cast<double>(memory_stats(MemSpace::Host).peak) - before};
+  };
+  const auto [y_eval, eval_peak] = growth(false);
+  MPI_CHECK_ERROR(m.graph().backward(y_eval), "the last forward ran without gradients");
+  const auto [y_train, train_peak] = growth(true);
+  INFO(cfg.model.type << " on " << mesh.str() << ": forward peak " << train_peak / (1 << 20)
+                      << " MiB with gradients, " << eval_peak / (1 << 20) << " MiB without");
+  MPI_CHECK(y_eval.local().shape() == y_train.local().shape());
+  bool same = true;
+  for (Index i = 0; i < y_eval.local().numel(); ++i)
+    same = same && y_eval.local().data<double>()[i] == y_train.local().data<double>()[i];
+  MPI_CHECK(same);
+  MPI_CHECK(eval_peak < 0.8 * train_peak);
+  m.graph().backward(y_train);  // with gradients it runs
 }
 
 // The first `steps` of a training on rank 0 alone, saved as checkpoint `steps` in ckdir; the
