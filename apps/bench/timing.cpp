@@ -1,6 +1,8 @@
 #include "apps/bench/timing.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace tessera::bench {
@@ -59,6 +61,62 @@ SplitTiming time_collective_split(MPI_Comm comm, int reps, int warmup,
   }
   std::sort(runs.begin(), runs.end());
   return {{runs[runs.size() / 2].first, runs.front().first}, runs[runs.size() / 2].second};
+}
+
+void sleeping_barrier(MPI_Comm comm) {
+  MPI_Request req;
+  MPI_Ibarrier(comm, &req);
+  int done = 0;
+  while (true) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+double PairedEfficiency::e_median() const {
+  return summarize(e).median_s;
+}
+
+PairedEfficiency time_paired(MPI_Comm comm, int pairs, const std::function<void()>& one,
+                             const std::function<void()>& par) {
+  int rank = 0, n = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  auto time_one = [&] {
+    double t = 0;
+    sleeping_barrier(comm);
+    if (rank == 0) {
+      one();
+      const double t0 = MPI_Wtime();
+      one();
+      t = MPI_Wtime() - t0;
+    }
+    sleeping_barrier(comm);
+    MPI_Bcast(&t, 1, MPI_DOUBLE, 0, comm);
+    return t;
+  };
+  auto time_par = [&] {
+    par();
+    return time_slowest(comm, par);
+  };
+  PairedEfficiency p;
+  // The node's cores (one node here), not this rank's binding.
+  p.cores = std::min(n, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  for (int i = 0; i < pairs; ++i) {
+    double a = 0, b = 0;
+    if (i % 2 == 0) {
+      a = time_one();
+      b = time_par();
+    } else {
+      b = time_par();
+      a = time_one();
+    }
+    p.t1_s.push_back(a);
+    p.tn_s.push_back(b);
+    p.e.push_back(a / (p.cores * b));
+  }
+  return p;
 }
 
 }  // namespace tessera::bench

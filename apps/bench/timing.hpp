@@ -42,4 +42,22 @@ std::pair<Timing, Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
 std::vector<Timing> time_interleaved(MPI_Comm comm, int reps, int warmup,
                                      const std::vector<std::function<void()>>& fns);
 
+// A barrier whose waiting ranks sleep instead of polling, so that a one-rank run timed
+// meanwhile has the machine's other cores to itself.
+void sleeping_barrier(MPI_Comm comm);
+
+// Plain efficiency E = T(1 rank) / (cores x T(N ranks)) measured in pairs, so both sides see
+// the same load on a shared machine (two launches minutes apart drift by up to 2x here):
+// rank 0 alone runs `one` while the others sleep at a barrier, then every rank runs `par`
+// (the order alternates per pair), each timed after an untimed run of the same side (a run
+// right after the other side's was 10-40% slower: idle cores, cold caches). `one` is
+// called on rank 0 only. cores: min(N, the node's cores).
+struct PairedEfficiency {
+  std::vector<double> t1_s, tn_s, e;  // per pair
+  int cores = 1;
+  double e_median() const;
+};
+PairedEfficiency time_paired(MPI_Comm comm, int pairs, const std::function<void()>& one,
+                             const std::function<void()>& par);
+
 }  // namespace tessera::bench

@@ -215,74 +215,25 @@ json time_train_step(Context& ctx, const StepSetup& s) {
           {"mpi_reduce_scatter_bytes", most[6]}};
 }
 
-namespace {
-// A barrier whose waiting ranks sleep instead of polling, so that a one-rank step timed
-// meanwhile has the machine's other cores to itself.
-void sleeping_barrier(MPI_Comm comm) {
-  MPI_Request req;
-  MPI_Ibarrier(comm, &req);
-  int done = 0;
-  while (true) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
-}  // namespace
-
 json paired_efficiency(Context& ctx, const StepSetup& s, int pairs) {
   TESSERA_CHECK(pairs > 0, "paired_efficiency: " << pairs << " pairs");
   TrainStepRunner par(Mesh::line(ctx.world(), "domain"), s);
   const Mesh& mesh = par.mesh();
-  const int n = mesh.size();
   std::unique_ptr<TrainStepRunner> one;
   if (mesh.rank() == 0) one = std::make_unique<TrainStepRunner>(Mesh::line(MPI_COMM_SELF), s);
-  // Each timed step follows an untimed one of the same side: a step right after the other
-  // side's ran 10-40% slower here (the sleeping ranks' cores idle, caches cold).
-  auto time_one = [&] {
-    double t = 0;
-    sleeping_barrier(mesh.comm());
-    if (one) {
-      one->step();
-      const double t0 = MPI_Wtime();
-      one->step();
-      t = MPI_Wtime() - t0;
-    }
-    sleeping_barrier(mesh.comm());
-    return t;
-  };
-  auto time_par = [&] {
-    par.step();
-    return time_slowest(mesh.comm(), [&] { par.step(); });
-  };
-  // The node's cores (one node here), not this rank's binding.
-  const int cores = std::min(n, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-  std::vector<double> t1, tn, e;
-  for (int i = 0; i < pairs; ++i) {
-    double a, b;
-    if (i % 2 == 0) {
-      a = time_one();
-      b = time_par();
-    } else {
-      b = time_par();
-      a = time_one();
-    }
-    MPI_Bcast(&a, 1, MPI_DOUBLE, 0, mesh.comm());
-    t1.push_back(a);
-    tn.push_back(b);
-    e.push_back(a / (cores * b));
-  }
-  return {{"ranks", n},
+  const PairedEfficiency p = time_paired(
+      mesh.comm(), pairs, [&] { one->step(); }, [&] { par.step(); });
+  return {{"ranks", mesh.size()},
           {"shape", shape_str(par.shape())},
           {"pairs", pairs},
-          {"cores", cores},
-          {"t1_s", summarize(t1).median_s},
-          {"tN_s", summarize(tn).median_s},
-          {"e_median", summarize(e).median_s},
-          {"e_min", summarize(e).min_s},
-          {"e_max", *std::max_element(e.begin(), e.end())},
-          {"t1_pairs_s", t1},
-          {"tN_pairs_s", tn}};
+          {"cores", p.cores},
+          {"t1_s", summarize(p.t1_s).median_s},
+          {"tN_s", summarize(p.tn_s).median_s},
+          {"e_median", p.e_median()},
+          {"e_min", summarize(p.e).min_s},
+          {"e_max", *std::max_element(p.e.begin(), p.e.end())},
+          {"t1_pairs_s", p.t1_s},
+          {"tN_pairs_s", p.tn_s}};
 }
 
 }  // namespace tessera::bench
