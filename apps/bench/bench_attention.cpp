@@ -284,18 +284,19 @@ json goals(const json& rows) {
   json g = json::array();
   for (const auto& r : rows) {
     if (r.contains("of_gemm"))
-      g.push_back(goal(
-          "local attention fwd+bwd S=" + std::to_string(int(r["S"])) + ": GFLOP/s / SGEMM GFLOP/s",
-          r["of_gemm"], ">=", 0.8));
-    if ((r["what"] == "ring fwd+bwd" || r["what"] == "neighbourhood fwd+bwd") &&
-        int(r["ranks"]) == 2 && int(r["threads"]) == 1)
+      g.push_back(goal("local attention fwd+bwd S=" + std::to_string(int(r.at("S"))) +
+                           ": GFLOP/s / SGEMM GFLOP/s",
+                       r.at("of_gemm"), ">=", 0.8));
+    if ((r.at("what") == "ring fwd+bwd" || r.at("what") == "neighbourhood fwd+bwd") &&
+        int(r.at("ranks")) == 2 && int(r.at("threads")) == 1)
       for (const auto& one : rows)
-        if (one["what"] == r["what"] && int(one["ranks"]) == 1 && int(one["threads"]) == 1) {
+        if (one.at("what") == r.at("what") && int(one.at("ranks")) == 1 &&
+            int(one.at("threads")) == 1) {
           const int used = std::min(2, int(r.value("cores", 2)));
-          g.push_back(goal(std::string(r["what"]) + " S=" + std::to_string(int(r["S"])) +
+          g.push_back(goal(std::string(r.at("what")) + " S=" + std::to_string(int(r.at("S"))) +
                                ": E = T(1 rank) / (" + std::to_string(used) +
                                " x T(2 ranks)), 1 thread each",
-                           double(one["t_s"]) / (used * double(r["t_s"])), ">=", 0.9));
+                           double(one.at("t_s")) / (used * double(r.at("t_s"))), ">=", 0.9));
         }
   }
   return g;

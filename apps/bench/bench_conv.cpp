@@ -223,9 +223,9 @@ json goals(const json& rows) {
   json g = json::array();
   for (const auto& r : rows)
     if (r.contains("overhead_pct"))
-      g.push_back(goal("library call vs bare oneDNN execute, " + r["problem"].get<std::string>() +
-                           " forward (ratio)",
-                       r["bare_ms"].get<double>() / r["ms"].get<double>(), ">=", 0.95));
+      g.push_back(goal("library call vs bare oneDNN execute, " +
+                           r.at("problem").get<std::string>() + " forward (ratio)",
+                       r.at("bare_ms").get<double>() / r.at("ms").get<double>(), ">=", 0.95));
   return g;
 }
 

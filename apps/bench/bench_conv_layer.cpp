@@ -254,27 +254,30 @@ json run(Context& ctx, const cli::Args& opt) {
 json goals(const json& rows) {
   json g = json::array();
   for (const auto& one : rows) {
-    if (one["ranks"] != 1) continue;
-    const std::string what = "conv" + std::string(one["conv"]) + " " + std::string(one["shape"]);
+    if (one.at("ranks") != 1) continue;
+    const std::string what =
+        "conv" + std::string(one.at("conv")) + " " + std::string(one.at("shape"));
     if (one.contains("overhead"))
-      g.push_back(goal(what + " 1 rank, " + std::to_string(int(one["threads"])) +
+      g.push_back(goal(what + " 1 rank, " + std::to_string(int(one.at("threads"))) +
                            " thr: layer time / bare oneDNN - 1",
-                       one["overhead"], "<=", 0.05));
+                       one.at("overhead"), "<=", 0.05));
     for (const auto& r : rows) {
-      if (r["conv"] != one["conv"] || r["shape"] != one["shape"] || r["ranks"] == 1) continue;
-      if (r["threads"] != one["threads"]) continue;
-      const int n = r["ranks"];
-      if (one["threads"] == 1 && r["threads"] == 1) {
+      if (r.at("conv") != one.at("conv") || r.at("shape") != one.at("shape") || r.at("ranks") == 1)
+        continue;
+      if (r.at("threads") != one.at("threads")) continue;
+      const int n = r.at("ranks");
+      if (one.at("threads") == 1 && r.at("threads") == 1) {
         // Plain efficiency: one thread per rank, against one rank with one thread.
         const int used = std::min(n, int(r.value("cores", n)));
         g.push_back(goal(what + " E = T(1 rank) / (" + std::to_string(used) + " x T(" +
                              std::to_string(n) + " ranks)), 1 thread each",
-                         double(one["t_layer_s"]) / (used * double(r["t_layer_s"])), ">=", 0.95));
+                         double(one.at("t_layer_s")) / (used * double(r.at("t_layer_s"))),
+                         ">=", 0.95));
       }
-      const double ideal = double(one["peak_mib"]) / n + double(r["ghost_mib"]);
+      const double ideal = double(one.at("peak_mib")) / n + double(r.at("ghost_mib"));
       g.push_back(
           goal(what + " |peak per rank / (1-rank peak / " + std::to_string(n) + " + ghosts) - 1|",
-               std::fabs(double(r["peak_mib"]) / ideal - 1.0), "<=", 0.10));
+               std::fabs(double(r.at("peak_mib")) / ideal - 1.0), "<=", 0.10));
     }
   }
   return g;

@@ -347,27 +347,28 @@ json run(Context& ctx, const cli::Args& opt) {
 json goals(const json& rows) {
   json g = json::array();
   for (const auto& r : rows) {
-    const std::string what = std::string(r["what"]) + " " + std::string(r["shape"]) + ", " +
-                             std::to_string(int(r["ranks"])) + " ranks";
+    const std::string what = std::string(r.at("what")) + " " + std::string(r.at("shape")) + ", " +
+                             std::to_string(int(r.at("ranks"))) + " ranks";
     if (r.contains("t_fftw_mpi_s"))
-      g.push_back(
-          goal(what + ": Tessera / FFTW-MPI", r["correct"] ? double(r["ratio"]) : 1e9, "<=", 1.0));
-    if (r.contains("MiB_moved_unpruned") && int(r["ranks"]) > 1)
+      g.push_back(goal(what + ": Tessera / FFTW-MPI", r.at("correct") ? double(r.at("ratio")) : 1e9,
+                       "<=", 1.0));
+    if (r.contains("MiB_moved_unpruned") && int(r.at("ranks")) > 1)
       g.push_back(goal(what + ": bytes moved / unpruned",
-                       double(r["MiB_moved"]) / double(r["MiB_moved_unpruned"]), "<=", 0.25));
+                       double(r.at("MiB_moved")) / double(r.at("MiB_moved_unpruned")), "<=", 0.25));
     if (r.contains("e_paired"))  // one-rank and N-rank blocks timed in turn, in one launch
       g.push_back(goal(what + ": E = T(1 rank) / (" +
-                           std::to_string(std::min(int(r["ranks"]), int(r["cores"]))) + " x T(" +
-                           std::to_string(int(r["ranks"])) +
+                           std::to_string(std::min(int(r.at("ranks")), int(r.at("cores")))) +
+                           " x T(" + std::to_string(int(r.at("ranks"))) +
                            " ranks)), 1 thread each, timed in pairs",
-                       double(r["e_paired"]), ">=", 0.85));
-    else if (r.contains("t_alltoall_s") && int(r["ranks"]) > 1 && int(r["threads"]) == 1)
+                       double(r.at("e_paired")), ">=", 0.85));
+    else if (r.contains("t_alltoall_s") && int(r.at("ranks")) > 1 && int(r.at("threads")) == 1)
       for (const auto& one : rows)
-        if (one["what"] == r["what"] && int(one["ranks"]) == 1 && int(one["threads"]) == 1) {
-          const int used = std::min(int(r["ranks"]), int(r.value("cores", 1)));
+        if (one.at("what") == r.at("what") && int(one.at("ranks")) == 1 &&
+            int(one.at("threads")) == 1) {
+          const int used = std::min(int(r.at("ranks")), int(r.value("cores", 1)));
           g.push_back(goal(what + ": E = T(1 rank) / (" + std::to_string(used) + " x T(" +
-                               std::to_string(int(r["ranks"])) + " ranks)), 1 thread each",
-                           double(one["t_tessera_s"]) / (used * double(r["t_tessera_s"])),
+                               std::to_string(int(r.at("ranks"))) + " ranks)), 1 thread each",
+                           double(one.at("t_tessera_s")) / (used * double(r.at("t_tessera_s"))),
                            ">=", 0.85));
         }
   }

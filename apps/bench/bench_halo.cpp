@@ -121,15 +121,15 @@ json goals(const json& rows) {
   bool equal = true;
   int maxp = 0;
   for (const auto& r : rows) {
-    equal = equal && r["bytes_equal"].get<bool>();
-    maxp = std::max(maxp, r["ranks"].get<int>());
+    equal = equal && r.at("bytes_equal").get<bool>();
+    maxp = std::max(maxp, r.at("ranks").get<int>());
   }
   g.push_back(goal("bytes moved == theoretical ghost volume, all rows", equal ? 1 : 0, "==", 1));
   for (const auto& r : rows)
-    if (r["ranks"].get<int>() == maxp && r["ghost"].get<int>() == 4)
+    if (r.at("ranks").get<int>() == maxp && r.at("ghost").get<int>() == 4)
       g.push_back(
           goal("halo vs MPI point-to-point, " + std::to_string(maxp) + " ranks, 4-cell ghosts",
-               r["ratio"].get<double>(), ">=", 0.8));
+               r.at("ratio").get<double>(), ">=", 0.8));
   return g;
 }
 

@@ -164,14 +164,15 @@ json run(Context& ctx, const cli::Args& opt) {
 json goals(const json& rows) {
   json g = json::array();
   bool ok = true;
-  for (const auto& r : rows) ok = ok && r["correct"].get<bool>() && r["collective"].get<bool>();
+  for (const auto& r : rows)
+    ok = ok && r.at("correct").get<bool>() && r.at("collective").get<bool>();
   g.push_back(goal("every read correct and collective", ok ? 1 : 0, "==", 1));
   for (const auto& r : rows)
-    if (r["layout"] == "slab" && r["ghost"].get<int>() == 0)
+    if (r.at("layout") == "slab" && r.at("ghost").get<int>() == 0)
       g.push_back(goal("sharded collective read vs POSIX pread, " +
-                           std::to_string(r["ranks"].get<int>()) + " rank(s), " +
-                           std::to_string(static_cast<int>(r["MiB"].get<double>())) + " MiB",
-                       r["ratio"].get<double>(), ">=", 0.7));
+                           std::to_string(r.at("ranks").get<int>()) + " rank(s), " +
+                           std::to_string(static_cast<int>(r.at("MiB").get<double>())) + " MiB",
+                       r.at("ratio").get<double>(), ">=", 0.7));
   return g;
 }
 

@@ -223,26 +223,27 @@ json run(Context& ctx, const cli::Args& opt) {
 json goals(const json& rows) {
   json g = json::array();
   for (const auto& r : rows) {
-    const int P = int(r["ranks"]);
-    const std::string what = std::string(r["what"]) + ", " + std::string(r["cloud"]) + ", " +
+    const int P = int(r.at("ranks"));
+    const std::string what = std::string(r.at("what")) + ", " + std::string(r.at("cloud")) + ", " +
                              std::to_string(P) + " ranks";
     if (P == 4) {
-      g.push_back(goal(what + ": T(k-d tree ring) / T(queries)", r["ring_over_query"], ">=", 3.0));
+      g.push_back(
+          goal(what + ": T(k-d tree ring) / T(queries)", r.at("ring_over_query"), ">=", 3.0));
       g.push_back(goal(what + ": T(k-d tree ring) / T(partition + ghosts + queries)",
-                       r["ring_over_total"], ">=", 3.0));
+                       r.at("ring_over_total"), ">=", 3.0));
     }
-    if (P > 1 && r["what"] == rows[0]["what"] && r["cloud"] == "uniform" &&
+    if (P > 1 && r.at("what") == rows[0]["what"] && r.at("cloud") == "uniform" &&
         r.value("layout", "rcb") == "rcb") {  // per rank count
       g.push_back(goal(what + ": ghosts / surface estimate",
-                       double(r["ghosts"]) / double(r["ghosts_est"]), "<=", 1.25));
-      g.push_back(goal(what + ": imbalance (max / mean points)", r["imbalance"], "<=", 1.05));
+                       double(r.at("ghosts")) / double(r.at("ghosts_est")), "<=", 1.25));
+      g.push_back(goal(what + ": imbalance (max / mean points)", r.at("imbalance"), "<=", 1.05));
     }
     if (P == 2)
       for (const auto& one : rows)
-        if (one["what"] == r["what"] && int(one["ranks"]) == 1) {
+        if (one.at("what") == r.at("what") && int(one.at("ranks")) == 1) {
           const int used = std::min(P, int(r.value("cores", 1)));
-          const double t1 = double(one["t_partition_s"]) + double(one["t_query_s"]);
-          const double tn = double(r["t_partition_s"]) + double(r["t_query_s"]);
+          const double t1 = double(one.at("t_partition_s")) + double(one.at("t_query_s"));
+          const double tn = double(r.at("t_partition_s")) + double(r.at("t_query_s"));
           g.push_back(goal(what + ": E = T(1 rank) / (" + std::to_string(used) +
                                " x T(2 ranks)) of partition + queries, 1 thread each",
                            t1 / (used * tn), ">=", 0.85));

@@ -75,11 +75,11 @@ json run(Context& ctx, const cli::Args& opt) {
 json goals(const json& rows) {
   json g = json::array();
   for (const auto& r : rows) {
-    if (r["method"] != "derived-types" || r["ranks"].get<int>() < 2) continue;
+    if (r.at("method") != "derived-types" || r.at("ranks").get<int>() < 2) continue;
     g.push_back(goal("Shard(0)->Shard(1) vs MPI_Alltoall, " +
-                         std::to_string(r["ranks"].get<int>()) + " ranks, " +
-                         r["shape"].get<std::string>() + " f32",
-                     r["correct"].get<bool>() ? r["ratio"].get<double>() : 0.0, ">=", 0.85));
+                         std::to_string(r.at("ranks").get<int>()) + " ranks, " +
+                         r.at("shape").get<std::string>() + " f32",
+                     r.at("correct").get<bool>() ? r.at("ratio").get<double>() : 0.0, ">=", 0.85));
   }
   return g;
 }

@@ -107,7 +107,7 @@ json run(Context& ctx, const cli::Args& opt) {
 const json* row_of(const json& rows, const std::string& model, const std::string& scaling,
                    int ranks) {
   for (const auto& r : rows)
-    if (r["model"] == model && r["scaling"] == scaling && r["ranks"] == ranks) return &r;
+    if (r.at("model") == model && r.at("scaling") == scaling && r.at("ranks") == ranks) return &r;
   return nullptr;
 }
 
@@ -118,12 +118,12 @@ json goals(const json& rows) {
     const json* c8 = row_of(rows, model, "capacity", 8);
     if (c1 && c8)
       g.push_back(goal(model + " capacity: cells of the largest grid at 8 ranks / at 1 rank",
-                       double((*c8)["cells"]) / double((*c1)["cells"]), ">=", 7.0));
+                       double((*c8).at("cells")) / double((*c1).at("cells")), ">=", 7.0));
     const json* w1 = row_of(rows, model, "weak", 1);
     const json* w8 = row_of(rows, model, "weak", 8);
     if (w1 && w8)
       g.push_back(goal(model + " weak: peak memory per rank at 8 ranks / at 1 rank",
-                       double((*w8)["peak_mib"]) / double((*w1)["peak_mib"]), "<=", 1.10));
+                       double((*w8).at("peak_mib")) / double((*w1).at("peak_mib")), "<=", 1.10));
   }
   return g;
 }

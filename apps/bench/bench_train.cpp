@@ -88,7 +88,8 @@ json run(Context& ctx, const cli::Args& opt) {
 // The first row of this scaling and rank count (and thread count, unless 0).
 const json* row_of(const json& rows, const std::string& scaling, int ranks, int threads = 0) {
   for (const auto& r : rows)
-    if (r["scaling"] == scaling && r["ranks"] == ranks && (threads == 0 || r["threads"] == threads))
+    if (r.at("scaling") == scaling && r.at("ranks") == ranks &&
+        (threads == 0 || r.at("threads") == threads))
       return &r;
   return nullptr;
 }
@@ -98,29 +99,30 @@ json goals(const json& rows) {
   const json* s1 = row_of(rows, "strong", 1);
   const json* s2 = row_of(rows, "strong", 2);
   if (s1 && s2) {
-    const int t1 = (*s1)["threads"];
+    const int t1 = (*s1).at("threads");
     g.push_back(goal("strong: T(1 rank, " + std::to_string(t1) + " threads) / T(2 ranks, " +
-                         std::to_string(int((*s2)["threads"])) + " thread each)",
-                     double((*s1)["t_step_s"]) / double((*s2)["t_step_s"]), ">=", 0.85));
+                         std::to_string(int((*s2).at("threads"))) + " thread each)",
+                     double((*s1).at("t_step_s")) / double((*s2).at("t_step_s")), ">=", 0.85));
     // The plain efficiency against one rank on one core: shows whether the ratio above
     // owes more to poor thread scaling at 1 rank than to good rank scaling.
-    if (const json* serial = row_of(rows, "strong", 1, 1); serial && (*s2)["threads"] == 1)
+    if (const json* serial = row_of(rows, "strong", 1, 1); serial && (*s2).at("threads") == 1)
       g.push_back(goal("strong: E = T(1 rank, 1 thread) / (2 T(2 ranks, 1 thread each))",
-                       double((*serial)["t_step_s"]) / (2 * double((*s2)["t_step_s"])),
+                       double((*serial).at("t_step_s")) / (2 * double((*s2).at("t_step_s"))),
                        ">=", 0.95));
   }
   if (const json* p = row_of(rows, "paired", 2)) {
     char range[64];
-    std::snprintf(range, sizeof range, "%.2f-%.2f", double((*p)["e_min"]), double((*p)["e_max"]));
+    std::snprintf(range, sizeof range, "%.2f-%.2f", double((*p).at("e_min")),
+                  double((*p).at("e_max")));
     g.push_back(goal("strong, paired in one launch: median E over " +
-                         std::to_string(int((*p)["pairs"])) + " pairs (range " + range + ")",
-                     double((*p)["e_median"]), ">=", 0.95));
+                         std::to_string(int((*p).at("pairs"))) + " pairs (range " + range + ")",
+                     double((*p).at("e_median")), ">=", 0.95));
   }
   const json* w1 = row_of(rows, "weak", 1);
   const json* w4 = row_of(rows, "weak", 4);
   if (w1 && w4)
     g.push_back(goal("weak: |peak memory per rank at 4 ranks / at 1 rank - 1|",
-                     std::fabs(double((*w4)["peak_mib"]) / double((*w1)["peak_mib"]) - 1.0),
+                     std::fabs(double((*w4).at("peak_mib")) / double((*w1).at("peak_mib")) - 1.0),
                      "<=", 0.10));
   return g;
 }
