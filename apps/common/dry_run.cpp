@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "apps/common/node_memory.hpp"
 #include "decomp/error.hpp"
 
 namespace tessera::app {
@@ -21,7 +22,7 @@ double StepVolumes::activation_bytes() const {
 }
 
 StepVolumes dry_run(Model& model, const std::string& model_name, const std::vector<Index>& shape,
-                    int ranks, DType dtype, bool relative_l2_loss) {
+                    int ranks, DType dtype, bool relative_l2_loss, int optimizer_states) {
   TESSERA_CHECK(ranks >= 1, "dry run: " << ranks << " ranks");
   TESSERA_CHECK(shape.size() >= 3,
                 "dry run: input shape " << shape_str(shape) << " has no spatial dims");
@@ -44,6 +45,9 @@ StepVolumes dry_run(Model& model, const std::string& model_name, const std::vect
   v.input_shape = shape;
   v.elem_size = size_of(dtype);
   v.layers = model.graph().costs({input}, dtype);
+  const ShardSpec target = model.graph().output_specs({input}).front();
+  v.memory = estimate_training_memory(model.graph(), input, target, dtype, optimizer_states, 0,
+                                      MemSpace::Host, ranks);
   for (const auto& np : model.graph().parameters()) v.parameters += np.param->value.numel();
   if (ranks > 1) {
     v.grad_allreduce_bytes =
@@ -87,6 +91,10 @@ std::string dry_run_table(const StepVolumes& v) {
      << t.reduce_scatter_bytes << " bytes, statistics all-reduce " << t.allreduce_bytes
      << " bytes in " << t.allreduces << " calls, loss all-reduce " << v.loss_allreduce_bytes
      << " bytes, gradient all-reduce " << v.grad_allreduce_bytes << " bytes\n";
+  os << "memory per rank for training, busiest rank, without the data cache: "
+     << memory_text(v.memory.parameters + v.memory.activations) << " (parameters and optimizer "
+     << memory_text(v.memory.parameters) << ", activations " << memory_text(v.memory.activations)
+     << ")\n";
   return os.str();
 }
 
@@ -137,6 +145,8 @@ std::string dry_run_json(const StepVolumes& v) {
   j["activation_bytes"] = v.activation_bytes();
   j["loss_allreduce_bytes"] = v.loss_allreduce_bytes;
   j["grad_allreduce_bytes"] = v.grad_allreduce_bytes;
+  j["memory_parameters_bytes"] = v.memory.parameters;  // with gradients and optimizer state
+  j["memory_activations_bytes"] = v.memory.activations;
   j["layers"] = layers;
   return j.dump(2) + "\n";
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/memory_estimate.hpp"
 #include "runtime/nn/graph.hpp"
 #include "runtime/train/model.hpp"
 
@@ -27,6 +28,10 @@ struct StepVolumes {
   std::int64_t loss_allreduce_bytes =
       0;  // the loss's sums, a sharded gradient norm (0 on one rank)
   std::size_t elem_size = 4;
+  // Training memory per rank, the busiest rank's (apps/common/memory_estimate.hpp), without
+  // the data cache (the dry run reads no file); mode-sharded weights, whose layout the dry
+  // run does not bind, as an even share of the ranks.
+  MemoryEstimate memory;
   // Per-step totals over the layers (each the busiest rank's).
   OpCost total() const;
   double activation_bytes() const;  // kept outputs and saved tensors: what backward needs
@@ -38,7 +43,7 @@ struct StepVolumes {
 // depends on the data.
 StepVolumes dry_run(Model& model, const std::string& model_name,
                     const std::vector<Index>& input_shape, int ranks, DType dtype,
-                    bool relative_l2_loss);
+                    bool relative_l2_loss, int optimizer_states = 2);
 
 std::string dry_run_table(const StepVolumes& v);  // one line per layer, then the totals
 std::string dry_run_json(const StepVolumes& v);

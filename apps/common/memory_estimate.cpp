@@ -26,7 +26,7 @@ double busiest_block_bytes(const ShardSpec& spec, double es) {
 
 MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_input,
                                         const ShardSpec& batch_target, DType dtype, int states,
-                                        double data_bytes, MemSpace space) {
+                                        double data_bytes, MemSpace space, int layout_ranks) {
   const double es = static_cast<double>(size_of(dtype));
   MemoryEstimate m;
   m.space = space;
@@ -34,7 +34,8 @@ MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_i
   // Parameters as bound: this rank's blocks of sharded ones. Value and gradient (GradSync's
   // buckets are views of them; both exist already), and the optimizer's state.
   for (const auto& np : g.parameters()) {
-    const double bytes = static_cast<double>(np.param->value.numel()) * es;
+    const double share = np.param->awaits_layout ? 1.0 / std::max(1, layout_ranks) : 1.0;
+    const double bytes = static_cast<double>(np.param->value.numel()) * es * share;
     m.parameters += bytes * (2.0 + states);
     m.held += 2.0 * bytes;
   }

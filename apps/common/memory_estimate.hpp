@@ -30,9 +30,12 @@ int optimizer_states(const OptimConfig& o);
 // Upper estimate, in bytes per rank, for a training step of the bound graph `g` on batches
 // of `batch_input` and `batch_target` (the global batch's specs on the mesh), each op's
 // figure the busiest rank's (runtime/nn/op_cost.hpp); `data_bytes`: the cached dataset block.
+// A parameter still awaiting its layout (an unbound graph: the dry run) counts 1/`layout_ranks`
+// of its value, the even share of the ranks its blocks will spread over.
 MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_input,
                                         const ShardSpec& batch_target, DType dtype,
-                                        int optimizer_states, double data_bytes, MemSpace space);
+                                        int optimizer_states, double data_bytes, MemSpace space,
+                                        int layout_ranks = 1);
 
 // "12.5 MiB per rank (data 1 MiB, parameters and optimizer 0.5 MiB, activations 11 MiB)".
 std::string describe(const MemoryEstimate& m);

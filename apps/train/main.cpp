@@ -65,7 +65,7 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
     std::vector<Index> shape = {batch, cin};
     shape.insert(shape.end(), cli.dry_grid.begin(), cli.dry_grid.end());
     v = dry_run(*model, cfg.model.type, shape, ranks, model_dtype(cfg.model),
-                cfg.train.loss == "rel_l2");
+                cfg.train.loss == "rel_l2", optimizer_states(cfg.optim));
   });
   if (ctx.rank() == 0) std::cout << (cli.dry_run == "json" ? dry_run_json(v) : dry_run_table(v));
   return 0;

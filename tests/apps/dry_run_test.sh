@@ -73,6 +73,15 @@ bad = [p for p in pairs if p[1] != p[2]]
 for what, dry, measured in pairs:
     print(f"dry_run_test: {model}, {n} ranks, {sys.argv[4]}: {what}: dry run {dry}, "
           f"measured {measured}" + ("" if dry == measured else "  MISMATCH"))
+# The training memory estimate (parameters with gradients and optimizer state, activations)
+# against the step's measured peak of tracked memory, busiest rank.
+est = d["memory_parameters_bytes"] + d["memory_activations_bytes"]
+peak = m["peak_mib"] * 2**20
+print(f"dry_run_test: {model}, {n} ranks, {sys.argv[4]}: memory estimate {est / 2**20:.3f} MiB, "
+      f"measured peak {peak / 2**20:.3f} MiB")
+if not (peak <= 1.15 * est and est <= 2.0 * peak):
+    print("  MISMATCH: the estimate does not bound the peak closely")
+    bad.append(("memory", est, peak))
 moved = (d["halo_bytes"] + d["ring_bytes"] + d["alltoall_bytes"] + d["allgather_bytes"] +
          d["allreduce_bytes"])
 if n > 1 and moved == 0:
