@@ -19,9 +19,9 @@ The model, per step of the busiest rank (every figure from the dry run):
               node, then across nodes); activations (statistics, slice sums) and the loss:
               2 (p-1)/p * bytes / bw + calls * 2 log2(p) * latency
   step      = compute + halo + all-to-all + all-reduce (no overlap assumed)
-  memory    = layer outputs and saved tensors kept for backward + the largest layer's
-              gradients in and out (backward's transient peak) + parameters, gradients and
-              two AdamW moments
+  memory    = the dry run's training memory per rank (tessera-train's own estimate: kept
+              outputs and saved tensors, backward's transient gradients, the largest
+              scratch, the batch, parameters with gradients and optimizer state)
 Ranks beyond cores_per_node (CPU machines) share the cores: every term takes
 ranks/cores times longer, and each synchronizing round (a halo exchange; an all-to-all's
 p-1 rounds; an all-reduce's, all-gather's or reduce-scatter's log2 p; a ring hop) waits
@@ -42,7 +42,8 @@ DEMO = os.path.join(HERE, "demo")
 MODELS = {
     "unet": (os.path.join(DEMO, "darcy_unet.toml"), []),
     "fno": (os.path.join(DEMO, "darcy_fno.toml"),
-            ["--model.width=16", "--model.modes=8", "--model.layers=4", "--model.projection=32"]),
+            ["--model.width=16", "--model.modes=8", "--model.layers=4", "--model.projection=32",
+             "--model.weights=replicated"]),
     "vit": (os.path.join(DEMO, "darcy_vit.toml"),
             ["--model.dim=32", "--model.depth=2", "--model.heads=4", "--model.patch=4"]),
     "transolver": (os.path.join(DEMO, "darcy_vit.toml"),
@@ -128,11 +129,8 @@ def predict(m, v):
                                 (t["allgathers"] + t["reduce_scatters"]) * logp)
         wait["allreduce"] = q * logp * (t["allreduces"] + buckets +
                                         (1 if v.get("loss_allreduce_bytes", 0) else 0))
-    # Backward's transient peak: the largest layer's input and output gradients at once.
-    transient = max((2 * l["out_bytes"] for l in v["layers"]), default=0)
-    # Kernel scratch (attention's score tiles) at its largest, on top.
-    transient += max((l.get("scratch_bytes", 0) for l in v["layers"]), default=0)
-    memory = v["activation_bytes"] + transient + 4 * v["parameters"] * v["elem_size"]
+    # One estimate of memory, tessera-train's (apps/common/memory_estimate.cpp), not a second.
+    memory = v["memory_parameters_bytes"] + v["memory_activations_bytes"]
     out = {"compute": compute * share, "halo": halo * share + wait["halo"],
            "alltoall": alltoall * share + wait["alltoall"],
            "allreduce": allreduce * share + wait["allreduce"], "memory": memory}
