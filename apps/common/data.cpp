@@ -231,12 +231,15 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
   for (int d = 0; d < spatial_dims(); ++d)
     lo.push_back(mine.lo[d + 2]), hi.push_back(mine.hi[d + 2]);
   block_ = Box(lo, hi);
-  if (when == Load::Now) load();
+  if (when == Load::Now) load(f);
 }
 
 void GridData::load() {
+  load(io::File::open(path_, mesh_.comm()));
+}
+
+void GridData::load(const io::File& f) {
   TESSERA_CHECK(!loaded_, "GridData: '" << path_ << "' is loaded already");
-  const io::File f = io::File::open(path_, mesh_.comm());
   inputs_ =
       points_ ? read_point_quantities(f, inputs_set_, cin_) : read_fields(f, inputs_set_, cin_);
   targets_ =

@@ -89,6 +89,7 @@ class GridData {
   std::pair<ShardSpec, ShardSpec> batch_specs(Index b) const;
 
  private:
+  void load(const io::File& f);  // from the file as opened
   void require_loaded() const;
   Tensor read_fields(const io::File& f, const FieldSet& fs, Index channels) const;
   Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index channels) const;

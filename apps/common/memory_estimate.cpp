@@ -16,14 +16,6 @@ int optimizer_states(const OptimConfig& o) {
   return 2;  // adam, adamw
 }
 
-namespace {
-double busiest_block_bytes(const ShardSpec& spec, double es) {
-  double b = 0;
-  for (const auto& coords : mesh_coords_of(spec)) b = std::max(b, local_elems(spec, coords) * es);
-  return b;
-}
-}  // namespace
-
 MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_input,
                                         const ShardSpec& batch_target, DType dtype, int states,
                                         double data_bytes, MemSpace space, int layout_ranks) {
@@ -48,8 +40,8 @@ MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_i
     largest = std::max(largest, c.out_bytes);
     scratch = std::max(scratch, c.cost.scratch_bytes);
   }
-  m.activations = kept + 2.0 * largest + scratch + busiest_block_bytes(batch_input, es) +
-                  busiest_block_bytes(batch_target, es);
+  m.activations = kept + 2.0 * largest + scratch + busiest_elems(batch_input) * es +
+                  busiest_elems(batch_target) * es;
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "kernels/device/memory.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -18,6 +19,14 @@ double node_available_bytes() {
   while (in >> key >> kib >> unit)
     if (key == "MemAvailable:") return kib * 1024.0;
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+double peak_mib_max(MPI_Comm comm) {
+  double peak =
+      static_cast<double>(memory_stats(MemSpace::Host).peak + memory_stats(MemSpace::Cuda).peak) /
+      (1 << 20);
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, comm));
+  return peak;
 }
 
 std::string memory_text(double bytes) {

@@ -11,6 +11,9 @@ namespace tessera::app {
 
 double node_available_bytes();          // MemAvailable of /proc/meminfo, else physical memory
 std::string memory_text(double bytes);  // "1.5 GiB", or "12.5 MiB" below a GiB
+// Collective: the busiest rank's peak of tracked memory (tensors, kernel scratch), host and
+// device together, in MiB.
+double peak_mib_max(MPI_Comm comm);
 
 // Collective over comm: this rank needs `need` bytes for `what` ("training", "the Darcy
 // solve"); `detail` (may be empty) follows the per-rank figure, `advice` ends the message.

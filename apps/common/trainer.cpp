@@ -356,11 +356,11 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
 
   // Sharded parameters take their blocks for the training batches' decomposition before the
   // optimizer and GradSync hold them.
+  const auto [x_spec, y_spec] = data_->batch_specs(bsz);
   model_->graph().ghost_room(cfg.train.ghost_room);
-  model_->graph().bind(mesh, {data_->batch_specs(bsz).first});
+  model_->graph().bind(mesh, {x_spec});
   // Before the data, the optimizer's state and a step's activations are allocated: do they
   // fit the node?
-  const auto [x_spec, y_spec] = data_->batch_specs(bsz);
   memory_ = estimate_training_memory(model_->graph(), x_spec, y_spec, dtype,
                                      optimizer_states(cfg.optim), data_->cache_bytes(), space_);
   check_memory_fits(mesh.comm(), memory_);

@@ -13,10 +13,10 @@
 
 #include "apps/common/builders.hpp"
 #include "apps/common/cli.hpp"
+#include "apps/common/node_memory.hpp"
 #include "apps/common/report_errors.hpp"
 #include "apps/common/trainer.hpp"
 #include "io/finite.hpp"
-#include "kernels/device/memory.hpp"
 #include "io/output_file.hpp"
 #include "io/schema.hpp"
 #include "io/sharded.hpp"
@@ -363,11 +363,7 @@ int run(Context& ctx, int argc, char** argv) {
     }
   }
   out_file.commit();
-  // The busiest rank's peak of tracked memory (tensors, kernel scratch), host and device.
-  double peak =
-      static_cast<double>(memory_stats(MemSpace::Host).peak + memory_stats(MemSpace::Cuda).peak) /
-      (1 << 20);
-  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, ctx.world()));
+  const double peak = peak_mib_max(ctx.world());
   if (ctx.rank() == 0) {
     std::cout << "tessera-infer: " << n << " samples of " << (points ? "points " : "grid ")
               << shape_str(spatial) << " on mesh " << mesh.str() << " in " << std::setprecision(3)

@@ -13,6 +13,7 @@
 
 #include "apps/common/builders.hpp"
 #include "apps/common/dry_run.hpp"
+#include "apps/common/node_memory.hpp"
 #include "apps/common/report_errors.hpp"
 #include "apps/common/run_files.hpp"
 #include "apps/common/trainer.hpp"
@@ -26,14 +27,6 @@ using namespace tessera;
 using namespace tessera::app;
 
 namespace {
-
-double peak_mib_max(MPI_Comm comm) {
-  double peak =
-      static_cast<double>(memory_stats(MemSpace::Host).peak + memory_stats(MemSpace::Cuda).peak) /
-      (1 << 20);
-  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, comm));
-  return peak;
-}
 
 std::string fmt(double v, int prec = 4) {
   std::ostringstream os;

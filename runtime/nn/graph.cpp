@@ -368,9 +368,7 @@ std::vector<NodeCost> Graph::costs(const std::vector<ShardSpec>& input_specs, DT
           c.op = nd.op->name();
           c.out_shape = spec.global_shape();
           c.cost = nd.op->cost(in, spec, dtype);
-          for (const auto& coords : mesh_coords_of(spec))
-            c.out_bytes = std::max(c.out_bytes,
-                                   local_elems(spec, coords) * static_cast<double>(size_of(dtype)));
+          c.out_bytes = busiest_elems(spec) * static_cast<double>(size_of(dtype));
           c.kept =
               std::find(outputs_.begin(), outputs_.end(), static_cast<int>(id)) != outputs_.end();
           for (const Node& other : nodes_)

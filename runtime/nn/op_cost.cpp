@@ -66,6 +66,12 @@ double local_elems(const ShardSpec& spec, const std::vector<int>& coords) {
   return static_cast<double>(spec.local_box(coords).volume());
 }
 
+double busiest_elems(const ShardSpec& spec) {
+  double most = 0;
+  for (const auto& coords : mesh_coords_of(spec)) most = std::max(most, local_elems(spec, coords));
+  return most;
+}
+
 OpCost elementwise_cost(const ShardSpec& out, std::size_t elem_size, double flops_per,
                         double passes) {
   return busiest(out, [&](const std::vector<int>& c) {

@@ -50,6 +50,8 @@ OpCost busiest(const ShardSpec& spec, F f) {
 }
 // Elements of the block a rank at `coords` holds.
 double local_elems(const ShardSpec& spec, const std::vector<int>& coords);
+// Elements of the largest block any rank holds (the busiest rank's).
+double busiest_elems(const ShardSpec& spec);
 
 // Element-wise op: `flops_per` per output element, `passes` output-sized memory passes
 // (forward and backward together) of `elem_size` bytes.
