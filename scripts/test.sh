@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: sets up (packages, build), then runs every test with ctest. MPI
 # tests run at 1, 2, 3, 4 and 8 ranks, each under a timeout. Extra args go to ctest
-# (e.g. -L unit, -R redistribute). TESSERA_SANITIZE=1 also builds and runs the
+# (e.g. -L serial, -R redistribute). TESSERA_SANITIZE=1 also builds and runs the
 # sanitizer preset's tests (CPU build with ASan + UBSan) in build-asan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."

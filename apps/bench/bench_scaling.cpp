@@ -134,8 +134,8 @@ Case scaling_case() {
   Case c;
   c.name = "scaling";
   c.help =
-      "scaling study of the UNet's, the FNO's and the Transolver's (grid cells as tokens) "
-      "training steps: strong and weak scaling, peak "
+      "scaling study of the UNet's, the FNO's, the Transolver's (grid cells as tokens) and the "
+      "ViT's training steps: strong and weak scaling, peak "
       "memory per rank, and (driven by scripts/bench.sh) the largest grid under a per-rank "
       "memory limit";
   c.options = {

@@ -621,6 +621,47 @@ void check_complete(const TrainConfig& c) {
     fail("neither train.steps nor train.epochs is set; set one of them");
 }
 
+std::vector<std::string> unused_model_keys(const TrainConfig& c) {
+  // The models that read each model key (dtype and type: all of them).
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> users = {
+      {"width", {"unet", "fno", "transolver", "pointconv"}},
+      {"modes", {"fno"}},
+      {"layers", {"fno", "transolver", "pointconv"}},
+      {"projection", {"fno"}},
+      {"weights", {"fno"}},
+      {"heads", {"transolver", "vit"}},
+      {"slices", {"transolver"}},
+      {"neighbours", {"pointconv"}},
+      {"radius", {"pointconv"}},
+      {"patch", {"vit"}},
+      {"dim", {"vit"}},
+      {"positions", {"vit"}},
+      {"attention", {"vit"}},
+      {"window", {"vit"}},
+      {"depth", {"unet", "vit"}},
+      {"kernel_size", {"unet"}},
+      {"norm", {"unet"}},
+      {"groups", {"unet"}},
+      {"activation", {"unet", "fno"}},
+      {"down", {"unet"}},
+      {"up", {"unet"}}};
+  TrainConfig set = c, defaults;
+  std::vector<std::string> out;
+  for (const auto& [key, models] : users) {
+    const Field* f = find_field("model", key);
+    const std::string value = format_value(f->ref(set));
+    if (value == format_value(f->ref(defaults))) continue;
+    const bool used = std::find(models.begin(), models.end(), c.model.type) != models.end();
+    if (!used)
+      out.push_back(f->name() + " = " + value + " is not used by model.type = " +
+                    quote(c.model.type) + " (only by " + join(models) + ")");
+    else if (key == "window" && c.model.attention != "neighbourhood")
+      out.push_back(f->name() + " = " + value + " is not used with model.attention = " +
+                    quote(c.model.attention) + " (only with \"neighbourhood\")");
+  }
+  return out;
+}
+
 std::string to_toml(const TrainConfig& c) {
   TrainConfig copy = c;
   std::ostringstream os;

@@ -126,6 +126,12 @@ TrainConfig load_config(MPI_Comm comm, const CliArgs& args);
 // train.steps / train.epochs. Throws naming the key.
 void check_complete(const TrainConfig& c);
 
+// The model keys set away from their defaults that model.type (and, for model.window,
+// model.attention) does not use, one line each ("model.window = 9: only neighbourhood
+// attention uses it ..."): tessera-train prints them as warnings. Keys at their default
+// are not named, so a printed config read back warns of nothing.
+std::vector<std::string> unused_model_keys(const TrainConfig& c);
+
 // The fully resolved config as TOML (parses back to the same config).
 std::string to_toml(const TrainConfig& c);
 // --help text: usage, the options, and every key with its type, default and range.

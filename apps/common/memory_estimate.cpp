@@ -66,7 +66,9 @@ void check_memory_fits(MPI_Comm comm, const MemoryEstimate& need) {
   std::ostringstream os;
   bool fits = true;
   if (!on_host) {  // one device per rank: its free memory, plus what the model holds on it
-    const double have = static_cast<double>(device::free_bytes()) + need.held;
+    // and the blocks its set-up freed into the cache (ours to reuse)
+    const double have =
+        static_cast<double>(device::free_bytes() + cached_device_bytes()) + need.held;
     if (need.device() > have) {
       fits = false;
       os << "training needs about " << memory_text(need.device()) << " of device memory per rank"

@@ -80,6 +80,8 @@ int run(Context& ctx, int argc, char** argv) {
   check_complete(cfg);
   const Mesh mesh = make_mesh(ctx.world(), cfg);
   const bool root = ctx.rank() == 0;
+  if (root)
+    for (const std::string& w : unused_model_keys(cfg)) std::cout << "warning: " << w << std::endl;
   const double t_setup = MPI_Wtime();
   Trainer tr(mesh, cfg, resolved);
   if (root)
@@ -202,7 +204,7 @@ int run(Context& ctx, int argc, char** argv) {
       std::cout << "  device (rank 0): h2d " << d.h2d_copies << " copies " << mib(d.h2d_bytes)
                 << " MiB | d2h " << d.d2h_copies << " copies " << mib(d.d2h_bytes) << " MiB | d2d "
                 << d.d2d_copies << " copies " << mib(d.d2d_bytes) << " MiB | launches "
-                << d.launches << std::endl;
+                << d.launches << " | cudaMalloc " << d.allocs << std::endl;
     }
     if (csv.is_open()) {
       csv << r.step << ','

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "decomp/error.hpp"
+#include "kernels/device/memory.hpp"
 #if defined(TESSERA_HAVE_CUDA)
 #include "kernels/cuda/cuda_check.hpp"
 #endif
@@ -28,7 +29,7 @@ namespace tessera::device {
 namespace {
 struct Counters {
   std::atomic<std::uint64_t> h2d_copies{0}, h2d_bytes{0}, d2h_copies{0}, d2h_bytes{0};
-  std::atomic<std::uint64_t> d2d_copies{0}, d2d_bytes{0}, launches{0};
+  std::atomic<std::uint64_t> d2d_copies{0}, d2d_bytes{0}, launches{0}, allocs{0};
 };
 Counters& counters() {
   static Counters c;
@@ -85,6 +86,8 @@ void* current_stream() {
   return g_stream;
 }
 void set_current_stream(void* stream) {
+  // Cached device blocks are reused in the order of the stream that freed them.
+  if (stream != g_stream) release_cached_device_memory();
   g_stream = stream;
 }
 
@@ -92,6 +95,7 @@ void* alloc(std::size_t bytes) {
   void* p = nullptr;
   if (bytes == 0) return nullptr;
 #if defined(TESSERA_HAVE_CUDA)
+  ++counters().allocs;
   const cudaError_t e = cudaMalloc(&p, bytes);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();  // not sticky: clear it
@@ -198,12 +202,12 @@ bool is_device_pointer(const void* p) {
 Stats stats() {
   const Counters& c = counters();
   return {c.h2d_copies, c.h2d_bytes, c.d2h_copies, c.d2h_bytes,
-          c.d2d_copies, c.d2d_bytes, c.launches};
+          c.d2d_copies, c.d2d_bytes, c.launches,   c.allocs};
 }
 void reset_stats() {
   Counters& c = counters();
   for (auto* a : {&c.h2d_copies, &c.h2d_bytes, &c.d2h_copies, &c.d2h_bytes, &c.d2d_copies,
-                  &c.d2d_bytes, &c.launches})
+                  &c.d2d_bytes, &c.launches, &c.allocs})
     a->store(0);
 }
 void count_launches(std::uint64_t n) {

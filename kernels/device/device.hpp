@@ -74,6 +74,7 @@ struct Stats {
   std::uint64_t d2h_copies = 0, d2h_bytes = 0;
   std::uint64_t d2d_copies = 0, d2d_bytes = 0;
   std::uint64_t launches = 0;  // kernels and library calls (cuDNN, cuBLAS) queued
+  std::uint64_t allocs = 0;    // cudaMalloc calls (the cache's misses)
 };
 Stats stats();
 void reset_stats();

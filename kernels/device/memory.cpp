@@ -80,12 +80,18 @@ void host_free(void* p, std::size_t bytes) {
     std::free(p);
 }
 
-// Caching host allocator: large blocks freed by tensors are kept and handed out again
-// for the same size, so a loop that allocates the same shapes every step does not pay
-// mmap, munmap and a page fault per 4 KiB each time (as PyTorch's caching allocator).
-class HostCache {
+// Caching allocator: blocks freed by tensors are kept and handed out again for the same
+// (rounded) size, so a loop that allocates the same shapes every step pays the system
+// allocator once (as PyTorch's caching allocator). On the host that saves mmap, munmap and
+// a page fault per 4 KiB; on the device it saves cudaMalloc and cudaFree, which waits for
+// the whole device, so every freed temporary would stall the host behind the queued kernels.
+// Device blocks are reused in stream order: they are freed and taken on the one current
+// stream, and changing that stream empties the cache first.
+class BlockCache {
  public:
-  static constexpr std::size_t kMinBytes = 1 << 20;
+  using Release = void (*)(void*, std::size_t);
+  BlockCache(Release release, std::size_t min_bytes, std::size_t limit)
+      : release_(release), min_bytes_(min_bytes), limit_(limit) {}
   void* take(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = free_.find(bytes);
@@ -97,7 +103,7 @@ class HostCache {
   }
   bool give(void* p, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (bytes < kMinBytes || cached_ + bytes > limit()) return false;
+    if (bytes < min_bytes_ || cached_ + bytes > limit_) return false;
     free_.emplace(bytes, p);
     cached_ += bytes;
     return true;
@@ -105,7 +111,7 @@ class HostCache {
   std::size_t release() {
     std::lock_guard<std::mutex> lock(mu_);
     std::size_t n = cached_;
-    for (auto& [b, p] : free_) host_free(p, b);
+    for (auto& [b, p] : free_) release_(p, b);
     free_.clear();
     cached_ = 0;
     return n;
@@ -114,23 +120,62 @@ class HostCache {
     std::lock_guard<std::mutex> lock(mu_);
     return cached_;
   }
-  ~HostCache() { release(); }
 
  private:
-  static std::size_t limit() {
-    static const std::size_t l = [] {
-      const char* v = std::getenv("TESSERA_HOST_CACHE_MB");
-      return static_cast<std::size_t>(v ? std::atol(v) : 4096) << 20;
-    }();
-    return l;
-  }
+  Release release_;
+  std::size_t min_bytes_, limit_;
   std::mutex mu_;
   std::multimap<std::size_t, void*> free_;
   std::size_t cached_ = 0;
 };
+
+// A cache limit in MiB from the environment (0 turns caching off).
+std::size_t cache_limit(const char* var, std::size_t fallback_mib) {
+  const char* v = std::getenv(var);
+  if (!v || !*v) return fallback_mib << 20;
+  char* end = nullptr;
+  const double mb = std::strtod(v, &end);
+  if (*end != '\0' || !(mb >= 0))
+    throw Error(std::string(var) + " = '" + v + "' is not a number of MiB");
+  return mb >= static_cast<double>(std::size_t(1) << 43) ? SIZE_MAX
+                                                         : static_cast<std::size_t>(mb * (1 << 20));
+}
+
+// Host blocks of >= 1 MiB, up to TESSERA_HOST_CACHE_MB (default 4096).
+struct HostCache : BlockCache {
+  HostCache()
+      : BlockCache([](void* p, std::size_t b) { host_free(p, b); }, std::size_t(1) << 20,
+                   cache_limit("TESSERA_HOST_CACHE_MB", 4096)) {}
+  ~HostCache() { release(); }
+};
 HostCache& host_cache() {
   static HostCache c;
   return c;
+}
+
+// Device blocks of any size (rounded up to 512 bytes), up to TESSERA_DEVICE_CACHE_MB
+// (default: no limit; a failed cudaMalloc empties the cache and tries again). Never
+// destroyed: at exit the CUDA runtime may be gone before static destructors run.
+constexpr std::size_t kDeviceGranule = 512;
+BlockCache& device_cache() {
+  static BlockCache* c =
+      new BlockCache([](void* p, std::size_t) { device::free(p); }, 0,
+                     cache_limit("TESSERA_DEVICE_CACHE_MB", std::size_t(1) << 43));
+  return *c;
+}
+std::size_t device_block(std::size_t bytes) {
+  return (bytes + kDeviceGranule - 1) / kDeviceGranule * kDeviceGranule;
+}
+void* device_alloc(std::size_t bytes) {
+  const std::size_t block = device_block(bytes);
+  if (void* p = device_cache().take(block)) return p;
+  try {
+    return device::alloc(block);
+  } catch (const AllocationError&) {
+    // Cached blocks of other sizes may be what is missing: give them back and try once more.
+    if (release_cached_device_memory() == 0) throw;
+    return device::alloc(block);
+  }
 }
 
 std::atomic<std::size_t>& limit_bytes() {
@@ -177,6 +222,14 @@ std::size_t cached_host_bytes() {
 std::size_t release_cached_host_memory() {
   return host_cache().release();
 }
+std::size_t cached_device_bytes() {
+  return device_cache().cached();
+}
+std::size_t release_cached_device_memory() {
+  if (device_cache().cached() == 0) return 0;
+  device::synchronize();  // queued kernels may still use the blocks cudaFree would return
+  return device_cache().release();
+}
 
 MemoryStats memory_stats(MemSpace s) {
   return {counter(s).current.load(), counter(s).peak.load()};
@@ -200,7 +253,7 @@ void* mem_alloc(MemSpace s, std::size_t bytes) {
     }
   } else {
     try {
-      p = device::alloc(bytes);
+      p = device_alloc(bytes);
     } catch (...) {
       counter(s).sub(bytes);
       throw;
@@ -215,7 +268,8 @@ void mem_free(MemSpace s, void* p, std::size_t bytes) noexcept {
     const std::size_t rounded = (bytes + 63) / 64 * 64;
     if (!host_cache().give(p, rounded)) host_free(p, rounded);
   } else {
-    device::free(p);
+    const std::size_t block = device_block(bytes);
+    if (!device_cache().give(p, block)) device::free(p);
   }
   counter(s).sub(bytes);
 }

@@ -21,6 +21,13 @@ void reset_peak_memory(MemSpace s);  // peak := current
 std::size_t cached_host_bytes();
 std::size_t release_cached_host_memory();  // returns the bytes given back to the OS
 
+// Device blocks freed by tensors are cached for reuse too (any size, rounded up to 512
+// bytes; up to TESSERA_DEVICE_CACHE_MB, default no limit, 0 turns it off), so a training
+// step calls neither cudaMalloc nor cudaFree once the shapes repeat. A failed cudaMalloc
+// gives the cache back and tries again; cached bytes are free for the memory checks.
+std::size_t cached_device_bytes();
+std::size_t release_cached_device_memory();  // waits for the device, then cudaFree's them
+
 // A per-rank cap on the tracked bytes of each memory space: an allocation that would take
 // current use past it throws a tessera::Error naming the request, the limit and the use,
 // so a run can model a smaller machine (capacity benchmarks) or fail early and clearly.

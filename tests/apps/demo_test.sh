@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo (scripts/demo.sh, without its set-up step) must learn: the validation relative
-# L2 error of the pressure after its 200 steps must be below 0.25 (it starts near 0.9 and
+# L2 error of the pressure after its 200 steps must be below 0.25 (it starts near 0.7 and
 # reaches about 0.19) and below where it started; where scripts/plot.py can draw, the demo
 # leaves fields.png and training.png. Args: BUILD_DIR OUT_DIR
 set -uo pipefail

@@ -117,6 +117,27 @@ TEST_CASE("config: --print-config output parses back to the same config", "[conf
   MPI_CHECK(test::has(help, "one of sgd, adam, adamw"));
 }
 
+TEST_CASE("config: model keys the chosen model does not use are named", "[config]") {
+  // kFull sets width, depth and norm for the default UNet: all used.
+  MPI_CHECK(unused_model_keys(parse(kFull)).empty());
+  // Keys of another model, set away from their defaults.
+  const auto fno_keys = unused_model_keys(parse(kFull, {"model.modes=[8,4]", "model.heads=3"}));
+  MPI_REQUIRE(fno_keys.size() == 2);
+  MPI_CHECK(test::has(fno_keys[0],
+                      "model.modes = [8, 4] is not used by model.type = \"unet\" "
+                      "(only by fno)"));
+  MPI_CHECK(test::has(fno_keys[1], "model.heads = 3 is not used by model.type = \"unet\""));
+  // The window, set with global attention.
+  const auto vit = unused_model_keys(parse("[model]\ntype = \"vit\"\nwindow = 9\n"));
+  MPI_REQUIRE(vit.size() == 1);
+  MPI_CHECK(test::has(vit[0], "model.window = 9 is not used with model.attention = \"auto\""));
+  MPI_CHECK(unused_model_keys(parse("[model]\ntype = \"vit\"\nwindow = 9\n"
+                                    "attention = \"neighbourhood\"\n"))
+                .empty());
+  // A printed config read back names nothing: keys at their defaults are not warned of.
+  MPI_CHECK(unused_model_keys(parse(to_toml(parse("[model]\ntype = \"fno\"\n")))).empty());
+}
+
 TEST_CASE("config: model.modes is one value for every dim or one per dim", "[config]") {
   MPI_CHECK(parse("").model.modes == std::vector<std::int64_t>{12});
   MPI_CHECK(parse("[model]\nmodes = 8\n").model.modes == std::vector<std::int64_t>{8});

@@ -20,6 +20,7 @@
 #include "kernels/reduce.hpp"
 #include "kernels/upsample.hpp"
 #include "kernels/device/device.hpp"
+#include "kernels/device/memory.hpp"
 #include "tests/support/have_device.hpp"
 #include "tests/harness/mpi_test.hpp"
 
@@ -442,4 +443,40 @@ TEST_CASE("CUDA edge convolution equals the CPU one", "[gpu]") {
       edge_conv_case<float>(rng, mean, a);
       edge_conv_case<double>(rng, mean, a);
     }
+}
+
+TEST_CASE("CUDA blocks freed by tensors are reused without cudaMalloc", "[gpu]") {
+  if (!test::have_device()) return;
+  release_cached_device_memory();
+  device::reset_stats();
+  const std::size_t live = memory_stats(MemSpace::Cuda).current;
+  void* a = mem_alloc(MemSpace::Cuda, 1000);
+  CHECK(device::stats().allocs == 1);
+  std::vector<float> ones(250, 1.0f);
+  device::copy(a, ones.data(), 1000, device::Copy::HostToDevice);
+  mem_free(MemSpace::Cuda, a, 1000);
+  CHECK(cached_device_bytes() == 1024);                 // a 512-byte granule
+  CHECK(memory_stats(MemSpace::Cuda).current == live);  // cached bytes are not in use
+  void* b = mem_alloc(MemSpace::Cuda, 1001);            // the same block size: no cudaMalloc
+  CHECK(b == a);
+  CHECK(device::stats().allocs == 1);
+  CHECK(cached_device_bytes() == 0);
+  device::memset_zero(b, 1001);  // stream order: the reused block holds what was queued last
+  std::vector<float> back(250, 5.0f);
+  device::copy(back.data(), b, 1000, device::Copy::DeviceToHost);
+  CHECK(back == std::vector<float>(250, 0.0f));
+  mem_free(MemSpace::Cuda, b, 1001);
+  CHECK(release_cached_device_memory() == 1024);
+  CHECK(cached_device_bytes() == 0);
+
+  // A request that does not fit beside cached blocks of another size gives them back first.
+  const std::size_t big = device::free_bytes() / 10 * 6;
+  void* c = mem_alloc(MemSpace::Cuda, big);
+  mem_free(MemSpace::Cuda, c, big);
+  CHECK(cached_device_bytes() >= big);
+  void* d = mem_alloc(MemSpace::Cuda, big + (1 << 20));
+  CHECK(d != nullptr);
+  CHECK(cached_device_bytes() == 0);
+  mem_free(MemSpace::Cuda, d, big + (1 << 20));
+  release_cached_device_memory();
 }
