@@ -351,11 +351,13 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
                 "HaloExchange: internal error, block " << block << " got rank " << m.me);
 
   if (!opts.node_shared) return;
-  // Room for either direction's messages at the widest element (8 bytes), allocated here
-  // because allocation is collective over the node and begin() must not be.
+  // Room for either direction's messages at the widest element (complex128, 16 bytes),
+  // allocated here because allocation is collective over the node and begin() must not be.
+  constexpr std::size_t kWidestElement = 16;
   m.mailbox = std::make_unique<NodeMailbox>(m.comm, opts.node_group_ranks);
-  if (!m.mailbox->allocate(
-          static_cast<std::size_t>(std::max(m.plan.send.total(), m.plan.recv.total())) * 8)) {
+  if (!m.mailbox->allocate(static_cast<std::size_t>(
+                               std::max(m.plan.send.total(), m.plan.recv.total())) *
+                           kWidestElement)) {
     m.mailbox.reset();  // no room in the node's shared memory: messages
     return;
   }
