@@ -83,6 +83,21 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   ++g_writes;
+  // Every tensor defined, and the same names, shapes and types on every rank (the file's
+  // datasets are created collectively).
+  std::string undefined, layout;
+  for (const auto* group : {&c.params, &c.optimizer, &c.buffers})
+    for (const NamedTensor& nt : *group) {
+      if (!nt.tensor.defined()) {
+        if (undefined.empty()) undefined = nt.name;
+        layout += nt.name + " undefined; ";
+        continue;
+      }
+      layout += nt.name + " " + name_of(nt.tensor.dtype()) + shape_str(nt.tensor.shape()) + "; ";
+    }
+  collective_check(comm, undefined.empty(),
+                   "checkpoint '" + path + "' not written: tensor '" + undefined + "' is undefined",
+                   "save_checkpoint", "the tensors' names, shapes or types", layout);
   // A checkpoint is something to go back to: never one with NaN or Inf in it.
   std::string bad = first_nonfinite(c.params, "parameter");
   if (bad.empty()) bad = first_nonfinite(c.optimizer, "optimizer state");

@@ -126,7 +126,9 @@ std::vector<Index> decomposition_chunk(const ShardSpec& spec, std::size_t elem_s
 TransferReport write_sharded(File& f, const std::string& dset, const ShardTensor& t,
                              const WriteOptions& opts) {
   check_no_partial(t.spec(), "writing " + f.where(dset));
-  collective_check(f.comm(), !f.exists(dset), f.where(dset) + " exists already");
+  collective_check(f.comm(), !f.exists(dset), f.where(dset) + " exists already", "write_sharded",
+                   "the dataset, spec or element type",
+                   dset + " " + t.spec().str() + " " + name_of(t.dtype()));
   std::vector<Index> chunk = opts.chunk;
   const bool any_empty = Box::from_shape(t.global_shape()).empty();
   if (chunk == std::vector<Index>{0} || any_empty)

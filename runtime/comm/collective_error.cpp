@@ -1,5 +1,6 @@
 #include "runtime/comm/collective_error.hpp"
 
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <vector>
@@ -9,17 +10,13 @@
 
 namespace tessera {
 
-void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
-  // A failing rank cannot tell whether the others will reach this check: bounded wait.
-  std::optional<failure::Watch> watch;
-  if (!ok) watch.emplace(msg.empty() ? "(no message)" : msg);
-  int local_bad = ok ? 0 : 1, any_bad = 0;
-  TESSERA_MPI(MPI_Allreduce(&local_bad, &any_bad, 1, MPI_INT, MPI_MAX, comm));
-  if (!any_bad) return;
-  // Everyone learns every failing rank's message: gather lengths, then the text.
+namespace {
+
+// Every rank's text (empty: nothing to say), grouped: ranks with the same text named together.
+std::vector<std::pair<std::string, std::vector<int>>> gather_groups(MPI_Comm comm,
+                                                                    const std::string& mine) {
   int size = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &size));
-  const std::string mine = ok ? std::string() : (msg.empty() ? "(no message)" : msg);
   int len = static_cast<int>(mine.size());
   std::vector<int> lens(size), displs(size, 0);
   TESSERA_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
@@ -28,14 +25,9 @@ void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
   std::string all(static_cast<std::size_t>(total), '\0');
   TESSERA_MPI(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
                              MPI_CHAR, comm));
-  watch.reset();
-  // Ranks with the same message are named together, so N ranks failing alike give one
-  // message, not N.
   std::vector<std::pair<std::string, std::vector<int>>> groups;
-  int failed = 0;
   for (int r = 0; r < size; ++r) {
     if (lens[r] == 0) continue;
-    ++failed;
     std::string m =
         all.substr(static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(lens[r]));
     auto g = groups.begin();
@@ -45,18 +37,68 @@ void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
     else
       g->second.push_back(r);
   }
+  return groups;
+}
+
+std::string describe(const std::vector<std::pair<std::string, std::vector<int>>>& groups) {
   std::string what;
   for (const auto& [m, ranks] : groups)
     what += (what.empty() ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") +
             failure::rank_list(ranks) + ": " + m;
-  if (failed == 0) what = "a rank failed a check without a message";
+  return what;
+}
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+// The check; with `agreed` (non-null), also that every rank passed the same text.
+void check(MPI_Comm comm, bool ok, const std::string& msg, const std::string* call,
+           const std::string* what, const std::string* agreed) {
+  // A failing rank cannot tell whether the others will reach this check: bounded wait.
+  std::optional<failure::Watch> watch;
+  if (!ok) watch.emplace(msg.empty() ? "(no message)" : msg);
+  // One all-reduce: any failure, and the largest hash and largest complement of the hash
+  // (all ranks agree when the largest complement is the complement of the largest).
+  const std::uint64_t h = agreed ? fnv1a(*agreed) : 0;
+  std::uint64_t local[3] = {ok ? 0u : 1u, h, ~h}, max[3] = {0, 0, 0};
+  TESSERA_MPI(MPI_Allreduce(local, max, 3, MPI_UINT64_T, MPI_MAX, comm));
+  const bool any_bad = max[0] != 0, differ = max[2] != ~max[1];
+  if (!any_bad && !differ) return;
+  int size = 0;
+  TESSERA_MPI(MPI_Comm_size(comm, &size));
+  if (!any_bad) {  // every rank passed its own check, with different arguments
+    const auto groups = gather_groups(comm, *agreed);
+    throw Error(*call + ": ranks disagree on " + *what + ": " + describe(groups));
+  }
+  // Everyone learns every failing rank's message.
+  const std::string mine = ok ? std::string() : (msg.empty() ? "(no message)" : msg);
+  const auto groups = gather_groups(comm, mine);
+  watch.reset();
+  int failed = 0;
+  for (const auto& g : groups) failed += static_cast<int>(g.second.size());
+  std::string what_failed = describe(groups);
+  if (failed == 0) what_failed = "a rank failed a check without a message";
   // Every rank failed alike (a bad config, a missing file; a one-rank job): the message
   // as it is, as a local error on every rank reads.
   const std::string text = failed == size && groups.size() == 1
                                ? groups.front().first
                                : "check failed on " + std::to_string(failed) + " of " +
-                                     std::to_string(size) + " ranks: " + what;
+                                     std::to_string(size) + " ranks: " + what_failed;
   throw Error(text);
+}
+
+}  // namespace
+
+void collective_check(MPI_Comm comm, bool ok, const std::string& msg) {
+  check(comm, ok, msg, nullptr, nullptr, nullptr);
+}
+
+void collective_check(MPI_Comm comm, bool ok, const std::string& msg, const std::string& call,
+                      const std::string& what, const std::string& agreed) {
+  check(comm, ok, msg, &call, &what, &agreed);
 }
 
 void collective_run(MPI_Comm comm, const std::function<void()>& fn) {

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <sstream>
 
 #include "decomp/halo_geometry.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "kernels/region_pack.hpp"
 #include "runtime/tensor/context.hpp"
@@ -331,9 +333,26 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   // Block of this rank: its coordinates on the axes that shard the tensor's dims.
   const auto& c = mesh.coords();
   const int block = block_of(mesh, spec);
-  // The geometry validates widths and periodic flags, before any communicator exists.
-  const std::shared_ptr<const HaloGeometry> cached =
-      cached_halo_geometry(spec.partition(), widths, periodic);
+  // The geometry validates widths and periodic flags, before any communicator exists; every
+  // rank must pass the same spec, widths and options (or the exchange would hang or mix).
+  std::shared_ptr<const HaloGeometry> cached;
+  std::string why;
+  try {
+    cached = cached_halo_geometry(spec.partition(), widths, periodic);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  std::ostringstream args;
+  args << spec.str() << " periodic";
+  for (const bool p : periodic) args << ' ' << p;
+  if (why.empty())
+    for (int b = 0; b < (widths.uniform() ? 1 : spec.partition().num_blocks()); ++b)
+      args << " widths " << shape_str(widths.left(b)) << shape_str(widths.right(b));
+  args << " shared " << opts.node_shared << ' ' << opts.node_group_ranks << " in place "
+       << opts.in_place << ' ' << opts.in_place_min_run_bytes << " fill "
+       << static_cast<int>(opts.open_fill);
+  collective_check(mesh.comm(), why.empty(), why, "HaloExchange",
+                   "the spec, widths, periodic flags or options", args.str());
   const HaloGeometry& geo = *cached;
   const HaloPlan& plan = geo.plan(block);
   const Box pb = geo.padded_box(block);
@@ -355,9 +374,9 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
   // allocated here because allocation is collective over the node and begin() must not be.
   constexpr std::size_t kWidestElement = 16;
   m.mailbox = std::make_unique<NodeMailbox>(m.comm, opts.node_group_ranks);
-  if (!m.mailbox->allocate(static_cast<std::size_t>(
-                               std::max(m.plan.send.total(), m.plan.recv.total())) *
-                           kWidestElement)) {
+  if (!m.mailbox->allocate(
+          static_cast<std::size_t>(std::max(m.plan.send.total(), m.plan.recv.total())) *
+          kWidestElement)) {
     m.mailbox.reset();  // no room in the node's shared memory: messages
     return;
   }

@@ -293,6 +293,8 @@ bool same_dim(const ShardSpec& a, const ShardSpec& b, int d) {
 }  // namespace
 
 ShardTensor ShardTensor::redistribute(const ShardSpec& target, Transport m) const {
+  TESSERA_CHECK(mesh_.valid(),
+                "ShardTensor::redistribute: the ShardTensor is empty (default-constructed)");
   if (has_room()) return without_room().redistribute(target, m);  // the engines want plain shards
   TESSERA_CHECK(target.global_shape() == global_shape(), "redistribute: target global shape "
                                                              << shape_str(target.global_shape())

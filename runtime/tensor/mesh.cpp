@@ -26,6 +26,7 @@ struct Mesh::Impl {
 };
 
 Mesh::Mesh(MPI_Comm comm, const std::vector<int>& dims, const std::vector<std::string>& names) {
+  TESSERA_CHECK(comm != MPI_COMM_NULL, "Mesh: the communicator is MPI_COMM_NULL");
   int size = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &size));
   // Every rank gets the same arguments in correct use; check collectively anyway.
@@ -47,7 +48,10 @@ Mesh::Mesh(MPI_Comm comm, const std::vector<int>& dims, const std::vector<std::s
   for (std::size_t i = 0; why.empty() && i < names.size(); ++i)
     for (std::size_t j = i + 1; j < names.size(); ++j)
       if (names[i] == names[j]) why = "mesh axis name '" + names[i] + "' used twice";
-  collective_check(comm, why.empty(), why);
+  std::string axes;
+  for (std::size_t i = 0; i < dims.size(); ++i) axes += (i ? "x" : "") + std::to_string(dims[i]);
+  for (std::size_t i = 0; i < names.size(); ++i) axes += (i ? "," : " ") + names[i];
+  collective_check(comm, why.empty(), why, "Mesh", "the axes", axes);
 
   impl_ = std::make_shared<Impl>();
   Impl& m = *impl_;

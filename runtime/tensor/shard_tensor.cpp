@@ -59,7 +59,9 @@ ShardTensor::ShardTensor(const Mesh& mesh, const ShardSpec& spec, const Tensor& 
   else if (local.shape() != spec.local_shape(mesh.coords()))
     why = "local tensor " + shape_str(local.shape()) + " but spec " + spec.str() + " gives " +
           shape_str(spec.local_shape(mesh.coords()));
-  collective_check(mesh.comm(), why.empty(), "ShardTensor: " + why);
+  collective_check(mesh.comm(), why.empty(), "ShardTensor: " + why, "ShardTensor",
+                   "the spec or element type",
+                   spec.str() + " " + (local.defined() ? name_of(local.dtype()) : "undefined"));
   *this = unchecked(mesh, spec, local);
 }
 
@@ -149,6 +151,9 @@ bool is_canonical_holder(const ShardSpec& spec, const std::vector<int>& coords) 
 
 ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full,
                                  const std::vector<Placement>& dims, int root) {
+  collective_check(mesh.comm(), root >= 0 && root < mesh.size(),
+                   "ShardTensor::scatter: root " + std::to_string(root) + " not in mesh",
+                   "ShardTensor::scatter", "the root", std::to_string(root));
   // Non-roots learn the global shape from root first.
   constexpr int kRec = 2 + kMaxDims;
   std::vector<Index> hdr(kRec, 0);
@@ -172,10 +177,10 @@ ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full,
 ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full, const ShardSpec& spec,
                                  int root) {
   const int me = mesh.rank(), P = mesh.size();
-  TESSERA_CHECK(root >= 0 && root < P, "ShardTensor::scatter: root " << root << " not in mesh");
   // Root's dtype travels; root's shape must match the spec (checked on all ranks).
   std::int64_t hdr[2] = {0, 0};
   std::string why;
+  if (root < 0 || root >= P) why = "root " + std::to_string(root) + " not in mesh";
   if (me == root) {
     hdr[0] = static_cast<std::int64_t>(full.dtype());
     if (!full.defined())
@@ -183,7 +188,8 @@ ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full, const Sha
     else if (full.shape() != spec.global_shape())
       why = "root's tensor " + shape_str(full.shape()) + " does not match spec " + spec.str();
   }
-  collective_check(mesh.comm(), why.empty(), "ShardTensor::scatter: " + why);
+  collective_check(mesh.comm(), why.empty(), "ShardTensor::scatter: " + why, "ShardTensor::scatter",
+                   "the root or spec", "root " + std::to_string(root) + ", " + spec.str());
   TESSERA_CHECK(!spec.has_partial(), "ShardTensor::scatter: cannot scatter into a Partial spec");
   TESSERA_MPI(MPI_Bcast(hdr, 2, MPI_INT64_T, root, mesh.comm()));
   const DType dt = static_cast<DType>(hdr[0]);
@@ -215,10 +221,14 @@ ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full, const Sha
 }
 
 Tensor ShardTensor::gather(int root) const {
+  TESSERA_CHECK(mesh_.valid(),
+                "ShardTensor::gather: the ShardTensor is empty (default-constructed)");
   if (has_room()) return without_room().gather(root);
   if (spec_.has_partial()) return redistribute(spec_.with_partial({})).gather(root);
   const int me = mesh_.rank(), P = mesh_.size();
-  TESSERA_CHECK(root >= 0 && root < P, "ShardTensor::gather: root " << root << " not in mesh");
+  collective_check(mesh_.comm(), root >= 0 && root < P,
+                   "ShardTensor::gather: root " + std::to_string(root) + " not in mesh",
+                   "ShardTensor::gather", "the root", std::to_string(root));
   const std::size_t es = local_.elem_size();
   const Tensor src = local_.in_space(MemSpace::Host).contiguous();
   Tensor full =

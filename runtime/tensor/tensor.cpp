@@ -147,6 +147,7 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::to(MemSpace space) const {
+  TESSERA_CHECK(defined(), "Tensor::to / clone: the tensor is undefined (default-constructed)");
   Tensor t = empty(shape_, dtype_, space);
   t.copy_from(*this);
   return t;
