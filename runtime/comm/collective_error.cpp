@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <exception>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include "runtime/comm/bounded_failure.hpp"
@@ -70,7 +71,30 @@ void check(MPI_Comm comm, bool ok, const std::string& msg, const std::string* ca
   int size = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &size));
   if (!any_bad) {  // every rank passed its own check, with different arguments
-    const auto groups = gather_groups(comm, *agreed);
+    auto groups = gather_groups(comm, *agreed);
+    // A text of many lines (a model): each group's first line that differs from the first
+    // group's, with its line number.
+    if (agreed->find('\n') != std::string::npos) {
+      const auto lines = [](const std::string& t) {
+        std::vector<std::string> v;
+        std::string line;
+        std::istringstream in(t);
+        while (std::getline(in, line)) v.push_back(line);
+        return v;
+      };
+      const std::vector<std::string> first = lines(groups.front().first);
+      std::size_t at = first.size();
+      for (std::size_t g = 1; g < groups.size(); ++g) {
+        const std::vector<std::string> other = lines(groups[g].first);
+        std::size_t i = 0;
+        while (i < first.size() && i < other.size() && first[i] == other[i]) ++i;
+        at = std::min(at, i);
+      }
+      for (auto& [text, ranks] : groups) {
+        const std::vector<std::string> v = lines(text);
+        text = "line " + std::to_string(at + 1) + " '" + (at < v.size() ? v[at] : "") + "'";
+      }
+    }
     throw Error(*call + ": ranks disagree on " + *what + ": " + describe(groups));
   }
   // Everyone learns every failing rank's message.

@@ -4,8 +4,10 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/fault_inject.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "runtime/nn/parameter_shard.hpp"
 #include "runtime/tensor/tensor_math.hpp"
 
 namespace tessera {
@@ -349,11 +351,40 @@ std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_s
   return walk_specs("output_specs", input_specs, nullptr);
 }
 
+namespace {
+std::uint64_t bytes_hash(const Tensor& t) {
+  const Tensor h = t.to(MemSpace::Host).contiguous();
+  std::uint64_t x = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(h.raw());
+  for (std::size_t i = 0; i < h.nbytes(); ++i) x = (x ^ p[i]) * 1099511628211ull;
+  return x;
+}
+}  // namespace
+
 void Graph::bind(const Mesh& mesh, const std::vector<ShardSpec>& input_specs) {
   walk_specs("bind", input_specs,
              [&](std::size_t id, const std::vector<ShardSpec>& in, const ShardSpec&) {
                nodes_[id].op->bind(mesh, in);
              });
+  // Every rank must hold the same model: a setting or seed that differs on one rank would
+  // train another model there without a word, or hang in its first exchange. One line per
+  // op and per parameter (a replicated one with a hash of its value), compared in one
+  // all-reduce; the first line that differs is named.
+  std::ostringstream model;
+  for (const Node& nd : nodes_) {
+    if (!nd.op) continue;
+    model << nd.name << ": " << nd.op->name() << '\n';
+    for (const Parameter* p : nd.op->parameters()) {
+      model << nd.name << '.' << p->name << ": " << name_of(p->value.dtype()) << ' '
+            << shape_str(p->shard ? p->shard->global_shape : p->value.shape());
+      if (p->shard)
+        model << " sharded";
+      else
+        model << " value hash " << std::hex << bytes_hash(p->value) << std::dec;
+      model << '\n';
+    }
+  }
+  collective_check(mesh.comm(), true, "", "Graph::bind", "the model", model.str());
 }
 
 std::vector<NodeCost> Graph::costs(const std::vector<ShardSpec>& input_specs, DType dtype) const {

@@ -28,11 +28,11 @@ int size() {
 
 TEST_CASE("Mesh: ranks passing different axes are named", "[agreement]") {
   if (size() < 2) return;
-  const std::vector<int> dims = rank() == 0 ? std::vector<int>{size(), 1}
-                                            : std::vector<int>{1, size()};
+  const std::vector<int> dims =
+      rank() == 0 ? std::vector<int>{size(), 1} : std::vector<int>{1, size()};
   const std::string e = test::error_of([&] { Mesh m(MPI_COMM_WORLD, dims); });
-  MPI_CHECK(test::has(e, "Mesh: ranks disagree on the axes: rank 0: " +
-                             std::to_string(size()) + "x1"));
+  MPI_CHECK(
+      test::has(e, "Mesh: ranks disagree on the axes: rank 0: " + std::to_string(size()) + "x1"));
   MPI_CHECK_ERROR(Mesh(MPI_COMM_NULL, {1}), "MPI_COMM_NULL");
 }
 
@@ -57,8 +57,7 @@ TEST_CASE("scatter and gather: a root that differs, or is not in the mesh", "[ag
   const Tensor full = test::reference({5, 3}, DType::f64);
   const ShardSpec spec({5, 3}, {Shard(0), Replicate()}, mesh);
   MPI_CHECK_ERROR(ShardTensor::scatter(mesh, full, spec, -1), "root -1 not in mesh");
-  MPI_CHECK_ERROR(ShardTensor::scatter(mesh, full, {Shard(0), Replicate()}, size()),
-                  "not in mesh");
+  MPI_CHECK_ERROR(ShardTensor::scatter(mesh, full, {Shard(0), Replicate()}, size()), "not in mesh");
   const ShardTensor st = ShardTensor::scatter(mesh, full, spec, 0);
   MPI_CHECK(test::same(st.gather_all(), full));
   if (size() < 2) return;
@@ -89,8 +88,8 @@ TEST_CASE("write_sharded and save_checkpoint: names or tensors that differ are r
           "[agreement]") {
   setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
   const Mesh mesh(MPI_COMM_WORLD, {size()});
-  const ShardTensor st =
-      ShardTensor::scatter(mesh, test::reference({2 * size(), 3}, DType::f64), {Shard(0), Replicate()});
+  const ShardTensor st = ShardTensor::scatter(mesh, test::reference({2 * size(), 3}, DType::f64),
+                                              {Shard(0), Replicate()});
   const std::string path = test::temp_file(MPI_COMM_WORLD, "agreement");
   {
     io::File f = io::File::create(path, MPI_COMM_WORLD);
@@ -115,6 +114,5 @@ TEST_CASE("write_sharded and save_checkpoint: names or tensors that differ are r
   }
   io::Checkpoint undefined;
   undefined.params.push_back({"w", Tensor()});
-  MPI_CHECK_ERROR(io::save_checkpoint(ck, MPI_COMM_WORLD, undefined),
-                  "tensor 'w' is undefined");
+  MPI_CHECK_ERROR(io::save_checkpoint(ck, MPI_COMM_WORLD, undefined), "tensor 'w' is undefined");
 }

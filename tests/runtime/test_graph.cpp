@@ -340,6 +340,24 @@ TEST_CASE("graph: parameter registry names, kept values, and clear errors", "[gr
   MPI_CHECK_ERROR(concat_spec(c, d), "differ in dim 2");
 }
 
+TEST_CASE("graph bind: a model that differs on one rank is named, line and ranks", "[graph]") {
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const ShardSpec spec(std::vector<Index>{2, 2, 4, 3},
+                       {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
+  Params p;
+  p.W1.assign(6, 0.5), p.b1.assign(3, 0.1), p.s1.assign(3, 2.0);
+  p.W2.assign(9, 0.25), p.b2.assign(3, 0.0), p.W3.assign(12, -0.5), p.b3.assign(2, 1.0);
+  MPI_CHECK(test::error_of([&] { build(p)->g.bind(mesh, {spec}); }).empty());
+  if (mesh.size() < 2) return;
+  // One weight that differs on the last rank (another seed, a restored file it alone read).
+  Params q = p;
+  if (mesh.rank() == mesh.size() - 1) q.W2[4] = 0.75;
+  const std::string e = test::error_of([&] { build(q)->g.bind(mesh, {spec}); });
+  MPI_CHECK(test::has(e, "Graph::bind: ranks disagree on the model: "));
+  MPI_CHECK(test::has(e, "'mid.mix.weight: float64 (3, 3) value hash"));
+  MPI_CHECK(test::has(e, "rank " + std::to_string(mesh.size() - 1) + ": line "));
+}
+
 TEST_CASE("graph add redistributes an operand with another spec, forward and backward", "[graph]") {
   const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
   Graph g;
