@@ -136,6 +136,8 @@ TransferReport write_sharded(File& f, const std::string& dset, const ShardTensor
   else if (chunk.empty())
     chunk = decomposition_chunk(t.spec(), size_of(t.dtype()), opts.max_chunk_bytes);
   f.create_dataset(dset, t.global_shape(), t.dtype(), chunk);
+  // A dataset without elements has no storage to write to (HDF5 gives it no address).
+  if (any_empty) return TransferReport{true, "none (no elements)", "", 0};
   const Tensor local =
       t.local().space() == MemSpace::Host ? t.local().contiguous() : t.local().to(MemSpace::Host);
   const Box box = writes_its_shard(t.mesh(), t.spec()) ? t.local_box() : Box();

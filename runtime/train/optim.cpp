@@ -12,10 +12,22 @@
 
 namespace tessera {
 
+void Optimizer::set_lr(double lr) {
+  TESSERA_CHECK(std::isfinite(lr) && lr >= 0,
+                "optimizer: learning rate " << lr << " is not a finite number >= 0");
+  lr_ = lr;
+}
+
 Optimizer::Optimizer(std::vector<NamedParameter> params, double lr)
     : params_(std::move(params)), lr_(lr) {
-  for (const NamedParameter& np : params_) {
+  set_lr(lr);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const NamedParameter& np = params_[i];
     TESSERA_CHECK(np.param != nullptr, "optimizer: parameter '" << np.name << "' is null");
+    for (std::size_t j = 0; j < i; ++j)  // it would take two steps each step
+      TESSERA_CHECK(params_[j].param != np.param, "optimizer: parameter '"
+                                                      << np.name << "' is listed twice (also as '"
+                                                      << params_[j].name << "')");
     const Parameter& p = *np.param;
     TESSERA_CHECK(layout_problem(p).empty(), "optimizer: " << layout_problem(p));
     TESSERA_CHECK(p.value.dtype() == DType::f32 || p.value.dtype() == DType::f64,

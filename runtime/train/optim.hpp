@@ -36,7 +36,7 @@ class Optimizer {
   void step();
   void zero_grad() const;
   double lr() const { return lr_; }
-  void set_lr(double lr) { lr_ = lr; }
+  void set_lr(double lr);  // a finite number >= 0
   std::int64_t steps_taken() const { return step_; }
 
   // Copies of the state (host memory, global tensors), names as above; deterministic order.

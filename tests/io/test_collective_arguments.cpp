@@ -101,6 +101,11 @@ TEST_CASE("write_sharded and save_checkpoint: names or tensors that differ are r
     }
     io::write_sharded(f, "/u", st);
     MPI_CHECK(f.exists("/u"));
+    // A global shape with a zero extent: the dataset exists, shape and all, with no values.
+    const ShardTensor none = ShardTensor::scatter(mesh, Tensor::zeros({2, 0, 3}, DType::f32),
+                                                  {Shard(0), Replicate(), Replicate()});
+    MPI_CHECK(test::error_of([&] { io::write_sharded(f, "/none", none); }).empty());
+    MPI_CHECK(f.info("/none").shape == (std::vector<Index>{2, 0, 3}));
   }
   test::remove_file(MPI_COMM_WORLD, path);
 

@@ -353,4 +353,13 @@ TEST_CASE("optimizer option errors", "[optim]") {
   CHECK_THROWS_WITH(Adam(h.named, AdamOptions{0.1, 1.0}), Catch::Contains("betas"));
   Parameter nograd{"x", Tensor::zeros({2}, DType::f64), Tensor()};
   CHECK_THROWS_WITH(Adam({{"x", &nograd}}, AdamOptions{}), Catch::Contains("'x' has no gradient"));
+  CHECK_THROWS_WITH(Adam(h.named, AdamOptions{std::nan("")}),
+                    Catch::Contains("learning rate nan is not a finite number >= 0"));
+  CHECK_THROWS_WITH(Sgd(h.named, SgdOptions{-0.1}), Catch::Contains("learning rate -0.1"));
+  Adam ok(h.named, AdamOptions{});
+  CHECK_THROWS_WITH(ok.set_lr(INFINITY), Catch::Contains("learning rate inf"));
+  std::vector<NamedParameter> twice = h.named;
+  twice.push_back({"again", h.named.front().param});
+  CHECK_THROWS_WITH(Adam(twice, AdamOptions{}),
+                    Catch::Contains("is listed twice (also as '" + h.named.front().name + "')"));
 }
