@@ -102,6 +102,11 @@ void* alloc(std::size_t bytes) {
     throw AllocationError("device allocation of " + std::to_string(bytes) + " bytes failed (" +
                           cudaGetErrorString(e) + ")");
   }
+  if (e != cudaSuccess && count() == 0) {
+    (void)cudaGetLastError();
+    throw Error(std::string("device allocation: no CUDA device is visible to this process (") +
+                cudaGetErrorString(e) + "); use host memory (MemSpace::Host)");
+  }
   TESSERA_CUDA_CHECK(e);
 #else
   throw_without_cuda("device::alloc");

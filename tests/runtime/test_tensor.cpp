@@ -95,6 +95,10 @@ TEST_CASE("CUDA tensors without a device fail clearly", "[tensor]") {
     return;
   }
   CHECK_THROWS_AS(Tensor::empty({4}, DType::f32, MemSpace::Cuda), Error);
+  // Built with CUDA on a machine without a device: said so, not as a raw CUDA error.
+  CHECK_THROWS_WITH(
+      Tensor::empty({4}, DType::f32, MemSpace::Cuda),
+      Catch::Contains(kCudaEnabled ? "no CUDA device is visible" : "built without CUDA"));
 }
 
 TEST_CASE("Large host blocks are cached and reused, not counted as live", "[tensor]") {
