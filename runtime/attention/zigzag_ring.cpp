@@ -57,8 +57,9 @@ ZigZagRingAttention::ZigZagRingAttention(const RingAttentionOptions& opts) : opt
 ShardTensor ZigZagRingAttention::forward(const ShardTensor& q, const ShardTensor& k,
                                          const ShardTensor& v) {
   check_sequence_inputs(q, k, v, opts_.axis);
-  TESSERA_CHECK(q.spec() == k.spec() && q.local().space() == MemSpace::Host,
-                "zig-zag ring attention: q, k, v laid out alike on the host (self-attention)");
+  TESSERA_CHECK(
+      q.spec() == k.spec() && q.local().space() == MemSpace::Host,
+      "zig-zag ring attention needs q, k and v laid out alike, on the host (self-attention)");
   const Mesh& mesh = q.mesh();
   const MPI_Comm comm = mesh.axis_comm(opts_.axis);
   const int P = mesh.dim(opts_.axis), me = mesh.coords()[static_cast<std::size_t>(opts_.axis)];

@@ -57,7 +57,9 @@ ShardSpec ConvTransposeNd::output_spec(const ShardSpec& in) const {
     const WindowDim& w = win_[d];
     TESSERA_CHECK(shape[2 + d] >= 1, name() << ": spatial dim " << d << " is empty");
     const Index e = (shape[2 + d] - 1) * w.stride - w.pad_lo - w.pad_hi + w.span() + out_pad_[d];
-    TESSERA_CHECK(e >= 1, name() << ": output extent " << e << " of spatial dim " << d);
+    TESSERA_CHECK(e >= 1, name() << ": input extent " << shape[2 + d] << " of spatial dim " << d
+                                 << " gives an output extent of " << e
+                                 << " (must be >= 1: less padding, or a larger input)");
     out.push_back(e);
     first_at.push_back([w](Index c) { return transposed_first_output_at(w, c); });
   }

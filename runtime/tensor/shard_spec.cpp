@@ -113,9 +113,16 @@ std::string ShardSpec::str() const {
   os << '[';
   for (int d = 0; d < ndim(); ++d) {
     os << (d ? ", " : "");
-    if (dims_[d].sharded())
+    if (dims_[d].sharded()) {
       os << "S(" << dims_[d].axis << ')';
-    else
+      // Uneven sizes other than the balanced split are part of the layout: shown.
+      const std::vector<Index> s = sizes(d);
+      if (s != balanced_sizes(shape_[d], static_cast<int>(s.size()))) {
+        os << '{';
+        for (std::size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
+        os << '}';
+      }
+    } else
       os << 'R';
   }
   os << ']';

@@ -65,7 +65,9 @@ class ShardSpec {
 
   bool operator==(const ShardSpec& o) const;
   bool operator!=(const ShardSpec& o) const { return !(*this == o); }
-  std::string str() const;  // "[S(0), R, R] partial{1} global (8, 4, 4)"
+  // "[S(0), R, R] partial{1} global (8, 4, 4)"; sizes other than the balanced split shown:
+  // "[S(0){5,0,3}, R] global (8, 4)".
+  std::string str() const;
 
  private:
   std::vector<Index> shape_;

@@ -82,7 +82,7 @@ echo "ok: --help, --print-config round trip"
 # host, so zero copies and launches; the counters themselves are tested in tests/kernels).
 mpi 2 "$bin/tessera-train" cfg.toml --train.steps=2 --train.checkpoint_dir=ck-stats \
   --train.metrics_csv= --train.device_stats=true >stats.log 2>&1 || { cat stats.log; fail "device_stats run"; }
-[ "$(grep -c '^  device (rank 0): h2d 0 copies 0 MiB | d2h 0 copies 0 MiB | d2d 0 copies 0 MiB | launches 0$' stats.log)" = 2 ] ||
+[ "$(grep -c '^  device (rank 0): h2d 0 copies 0 MiB | d2h 0 copies 0 MiB | d2d 0 copies 0 MiB | launches 0 | cudaMalloc 0$' stats.log)" = 2 ] ||
   { cat stats.log; fail "train.device_stats: expected one device line per step"; }
 echo "ok: train.device_stats"
 

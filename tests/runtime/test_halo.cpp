@@ -72,18 +72,27 @@ std::int64_t expected(const Config& c, const std::vector<Index>& g, std::int64_t
   return lin * 3;  // test::reference(i64, seed 0) holds 3 * linear index
 }
 
-// Whether every padded cell of h (int64) holds `scale` times the value expected() gives.
-bool holds_expected(const HaloTensor& h, const Config& c, std::int64_t open,
-                    std::int64_t scale = 1) {
+// Whether holds(padded tensor, i, want) for every padded cell i of h, want being the value
+// expected() gives there.
+template <class Holds>
+bool every_padded_cell(const HaloTensor& h, const Config& c, std::int64_t open, Holds holds) {
   const Box pb = h.padded_box();
   const Tensor p = h.padded();
   bool ok = true;
   std::vector<Index> g(3);
   for (Index i = 0; i < pb.volume(); ++i) {
     delinearize(pb, i, g.data());
-    ok = ok && p.data<std::int64_t>()[i] == scale * expected(c, g, open);
+    ok = ok && holds(p, i, expected(c, g, open));
   }
   return ok;
+}
+
+// Whether every padded cell of h (int64) holds `scale` times the value expected() gives.
+bool holds_expected(const HaloTensor& h, const Config& c, std::int64_t open,
+                    std::int64_t scale = 1) {
+  return every_padded_cell(h, c, open, [&](const Tensor& p, Index i, std::int64_t want) {
+    return p.data<std::int64_t>()[i] == scale * want;
+  });
 }
 
 double dot_local(const Tensor& a, const Tensor& b) {
@@ -165,15 +174,10 @@ TEST_CASE("complex128 ghosts (16-byte elements) through node-shared buffers and 
         o.node_shared = shared;
         HaloExchange ex(mesh, spec, widths, o);
         ex.exchange(h);
-        const Box pb = h.padded_box();
-        const Tensor p = h.padded();
-        bool ok = true;
-        std::vector<Index> g(3);
-        for (Index i = 0; i < pb.volume(); ++i) {
-          delinearize(pb, i, g.data());
-          const auto want = static_cast<double>(expected(c, g, 0));
-          ok = ok && p.data<std::complex<double>>()[i] == std::complex<double>(want, -want);
-        }
+        const bool ok = every_padded_cell(h, c, 0, [](const Tensor& p, Index i, std::int64_t want) {
+          const auto w = static_cast<double>(want);
+          return p.data<std::complex<double>>()[i] == std::complex<double>(w, -w);
+        });
         INFO("mesh " << mesh.str() << " spec " << spec.str() << " shared " << shared);
         MPI_REQUIRE(ok);
       }
