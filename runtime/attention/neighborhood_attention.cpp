@@ -83,8 +83,8 @@ ShardSpec NeighborhoodAttention::output_spec(const ShardSpec& in) const {
     const Index k = kernel_[static_cast<std::size_t>(d)],
                 dil = dilation_[static_cast<std::size_t>(d)];
     TESSERA_CHECK(n / dil >= k, name() << ": spatial dim " << d << " has " << n
-                                       << " cells, fewer than the " << k << " keys at dilation "
-                                       << dil << " need (" << k * dil << ")");
+                                       << " cells; a window of " << k << " keys at dilation " << dil
+                                       << " needs at least " << k * dil << " (window x dilation)");
   }
   return out_->output_spec(with_channels(qkv_->output_spec(in), opts_.channels));
 }

@@ -6,6 +6,7 @@
 #include "decomp/grid_factor.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "runtime/tensor/tensor.hpp"
 
 namespace tessera {
 
@@ -84,6 +85,8 @@ Mesh Mesh::line(MPI_Comm comm, const std::string& name) {
 
 Mesh Mesh::for_grid(MPI_Comm comm, const std::vector<Index>& shape,
                     const std::vector<std::string>& names) {
+  for (const Index e : shape)
+    TESSERA_CHECK(e >= 0, "Mesh::for_grid: negative extent in grid " << shape_str(shape));
   int size = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &size));
   return Mesh(comm, min_halo_traffic_grid(size, shape), names);

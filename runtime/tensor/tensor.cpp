@@ -109,6 +109,8 @@ Tensor Tensor::view(const Box& b) const {
 
 Tensor Tensor::reshape(const std::vector<Index>& shape) const {
   TESSERA_CHECK(is_contiguous(), "Tensor::reshape needs a contiguous tensor");
+  for (const Index e : shape)
+    TESSERA_CHECK(e >= 0, "Tensor::reshape: negative extent in " << shape_str(shape));
   TESSERA_CHECK(numel_of(shape) == numel_,
                 "Tensor::reshape: " << shape_str(shape_) << " to " << shape_str(shape));
   Tensor v = *this;

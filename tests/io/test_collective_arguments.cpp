@@ -50,6 +50,8 @@ TEST_CASE("ShardTensor: a spec or element type that differs is named", "[agreeme
             }).empty());
   MPI_CHECK_ERROR(ShardTensor().gather(), "default-constructed");
   MPI_CHECK_ERROR(Tensor().clone(), "undefined");
+  MPI_CHECK_ERROR(Tensor::zeros({12}, DType::f32).reshape({-3, -4}), "negative extent");
+  MPI_CHECK_ERROR(Mesh::for_grid(MPI_COMM_WORLD, {-4, 8}), "negative extent in grid (-4, 8)");
 }
 
 TEST_CASE("scatter and gather: a root that differs, or is not in the mesh", "[agreement]") {

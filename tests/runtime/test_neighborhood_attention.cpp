@@ -115,7 +115,7 @@ TEST_CASE("neighbourhood attention refuses grids smaller than its window") {
       [&] {
         layer.output_spec(ShardSpec::replicated({1, 4, 13}, self));
       },
-      "fewer than the 5 keys"));
+      "a window of 5 keys at dilation 3 needs at least 15"));
   MPI_CHECK(test::throws_with(
       [&] {
         NeighborhoodAttention bad(options({{1, 4, 13}, {5, 5}, {1}}, DType::f64));
