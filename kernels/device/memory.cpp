@@ -129,8 +129,8 @@ class BlockCache {
   std::size_t cached_ = 0;
 };
 
-// A cache limit in MiB from the environment (0 turns caching off).
-std::size_t cache_limit(const char* var, std::size_t fallback_mib) {
+// Bytes from a variable in MiB (unset or empty: fallback_mib); past 2^43 MiB, no limit.
+std::size_t mib_from_env(const char* var, std::size_t fallback_mib) {
   const char* v = std::getenv(var);
   if (!v || !*v) return fallback_mib << 20;
   char* end = nullptr;
@@ -145,7 +145,7 @@ std::size_t cache_limit(const char* var, std::size_t fallback_mib) {
 struct HostCache : BlockCache {
   HostCache()
       : BlockCache([](void* p, std::size_t b) { host_free(p, b); }, std::size_t(1) << 20,
-                   cache_limit("TESSERA_HOST_CACHE_MB", 4096)) {}
+                   mib_from_env("TESSERA_HOST_CACHE_MB", 4096)) {}
   ~HostCache() { release(); }
 };
 HostCache& host_cache() {
@@ -160,7 +160,7 @@ constexpr std::size_t kDeviceGranule = 512;
 BlockCache& device_cache() {
   static BlockCache* c =
       new BlockCache([](void* p, std::size_t) { device::free(p); }, 0,
-                     cache_limit("TESSERA_DEVICE_CACHE_MB", std::size_t(1) << 43));
+                     mib_from_env("TESSERA_DEVICE_CACHE_MB", std::size_t(1) << 43));
   return *c;
 }
 std::size_t device_block(std::size_t bytes) {
@@ -179,15 +179,7 @@ void* device_alloc(std::size_t bytes) {
 }
 
 std::atomic<std::size_t>& limit_bytes() {
-  static std::atomic<std::size_t> l = [] {
-    const char* v = std::getenv("TESSERA_MEMORY_LIMIT_MB");
-    if (!v || !*v) return std::size_t{0};
-    char* end = nullptr;
-    const double mb = std::strtod(v, &end);
-    if (*end != '\0' || !(mb >= 0))
-      throw Error(std::string("TESSERA_MEMORY_LIMIT_MB = '") + v + "' is not a number of MiB");
-    return static_cast<std::size_t>(mb * (1 << 20));
-  }();
+  static std::atomic<std::size_t> l = mib_from_env("TESSERA_MEMORY_LIMIT_MB", 0);
   return l;
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "decomp/hash.hpp"
 #include "runtime/comm/bounded_failure.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -49,12 +50,6 @@ std::string describe(const std::vector<std::pair<std::string, std::vector<int>>>
   return what;
 }
 
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
-}
-
 // The check; with `agreed` (non-null), also that every rank passed the same text.
 void check(MPI_Comm comm, bool ok, const std::string& msg, const std::string* call,
            const std::string* what, const std::string* agreed) {
@@ -63,7 +58,7 @@ void check(MPI_Comm comm, bool ok, const std::string& msg, const std::string* ca
   if (!ok) watch.emplace(msg.empty() ? "(no message)" : msg);
   // One all-reduce: any failure, and the largest hash and largest complement of the hash
   // (all ranks agree when the largest complement is the complement of the largest).
-  const std::uint64_t h = agreed ? fnv1a(*agreed) : 0;
+  const std::uint64_t h = agreed ? fnv1a(agreed->data(), agreed->size()) : 0;
   std::uint64_t local[3] = {ok ? 0u : 1u, h, ~h}, max[3] = {0, 0, 0};
   TESSERA_MPI(MPI_Allreduce(local, max, 3, MPI_UINT64_T, MPI_MAX, comm));
   const bool any_bad = max[0] != 0, differ = max[2] != ~max[1];

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "decomp/hash.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/fault_inject.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -351,16 +352,6 @@ std::vector<ShardSpec> Graph::output_specs(const std::vector<ShardSpec>& input_s
   return walk_specs("output_specs", input_specs, nullptr);
 }
 
-namespace {
-std::uint64_t bytes_hash(const Tensor& t) {
-  const Tensor h = t.to(MemSpace::Host).contiguous();
-  std::uint64_t x = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(h.raw());
-  for (std::size_t i = 0; i < h.nbytes(); ++i) x = (x ^ p[i]) * 1099511628211ull;
-  return x;
-}
-}  // namespace
-
 void Graph::bind(const Mesh& mesh, const std::vector<ShardSpec>& input_specs) {
   walk_specs("bind", input_specs,
              [&](std::size_t id, const std::vector<ShardSpec>& in, const ShardSpec&) {
@@ -377,10 +368,12 @@ void Graph::bind(const Mesh& mesh, const std::vector<ShardSpec>& input_specs) {
     for (const Parameter* p : nd.op->parameters()) {
       model << nd.name << '.' << p->name << ": " << name_of(p->value.dtype()) << ' '
             << shape_str(p->shard ? p->shard->global_shape : p->value.shape());
-      if (p->shard)
+      if (p->shard) {
         model << " sharded";
-      else
-        model << " value hash " << std::hex << bytes_hash(p->value) << std::dec;
+      } else {
+        const Tensor host = p->value.in_space(MemSpace::Host).contiguous();
+        model << " value hash " << std::hex << fnv1a(host.raw(), host.nbytes()) << std::dec;
+      }
       model << '\n';
     }
   }

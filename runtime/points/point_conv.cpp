@@ -13,15 +13,10 @@
 #include "runtime/nn/window_layout.hpp"
 #include "runtime/points/migration.hpp"
 #include "runtime/points/neighbor_query.hpp"
+#include "decomp/hash.hpp"
 
 namespace tessera {
 namespace {
-
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 MPI_Comm token_comm(const Mesh& mesh, int axis) {
   return axis >= 0 ? mesh.axis_comm(axis) : MPI_COMM_SELF;
