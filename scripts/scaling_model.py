@@ -52,22 +52,13 @@ MODELS = {
 }
 
 
-class DryRunError(SystemExit):
-    """A dry run that failed; `reason` is its last line (why the model cannot take the split)."""
-
-    def __init__(self, message, reason):
-        super().__init__(message)
-        self.reason = reason.split("rank 0: ")[-1].replace("|", "/")
-
-
 def dry_run(train, config, grid, ranks, batch, extra=()):
     """tessera-train --dry-run=json for one configuration -> dict."""
     cmd = [train, config, "--dry-run=json", f"--grid={grid}", f"--ranks={ranks}",
            f"--batch={batch}", *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
-        raise DryRunError(f"scaling_model.py: {' '.join(cmd)} failed:\n{p.stderr}",
-                          p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed")
+        sys.exit(f"scaling_model.py: {' '.join(cmd)} failed:\n{p.stderr}")
     return json.loads(p.stdout)
 
 
@@ -160,13 +151,7 @@ def cmd_predict(a, m):
         if a.weak:
             g[0] *= n
         grid = "x".join(str(x) for x in g)
-        try:
-            v = dry_run(a.train, config, grid, n, a.batch, extra)
-        except DryRunError as e:
-            if t1 is None:  # the first rank count: the request itself is wrong
-                raise
-            print(f"| {n} | {grid} | {e.reason} | | | | | | | no |")
-            continue
+        v = dry_run(a.train, config, grid, n, a.batch, extra)
         p = predict(m, v)
         if t1 is None:
             t1, n1 = p["step"], n

@@ -93,8 +93,7 @@ TrainStepRunner::TrainStepRunner(const Mesh& mesh, const StepSetup& s)
   m.shape = {s.batch, 1, s.grid[0], s.grid[1]};
   const ShardSpec spec(m.shape, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
   const auto local_shape = spec.local_shape(mesh.coords());
-  std::string problem = net.input_problem(m.shape);
-  if (problem.empty()) problem = net.decomposition_problem(s.grid, {mesh.size(), 1});
+  const std::string problem = net.input_problem(m.shape);
   if (!problem.empty()) throw Error("bench " + s.model + ": " + problem);
 
   // The step tessera-train takes (apps/common/trainer.cpp), on random data.

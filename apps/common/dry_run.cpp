@@ -26,11 +26,7 @@ StepVolumes dry_run(Model& model, const std::string& model_name, const std::vect
   TESSERA_CHECK(ranks >= 1, "dry run: " << ranks << " ranks");
   TESSERA_CHECK(shape.size() >= 3,
                 "dry run: input shape " << shape_str(shape) << " has no spatial dims");
-  std::string problem = model.input_problem(shape);
-  const std::vector<Index> grid(shape.begin() + 2, shape.end());
-  std::vector<int> split(grid.size(), 1);
-  split[0] = ranks;
-  if (problem.empty()) problem = model.decomposition_problem(grid, split);
+  const std::string problem = model.input_problem(shape);
   TESSERA_CHECK(problem.empty(), "dry run: " << problem);
   TESSERA_CHECK(model.graph().costs_complete(),
                 "dry run: the model's communication depends on the data (point neighbourhoods)");

@@ -349,10 +349,6 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   const std::string problem = model_->input_problem(shape);
   TESSERA_CHECK(problem.empty(), "dataset " << cfg.data.path << " (fields " << inputs.names[0]
                                             << "...): the model cannot take it: " << problem);
-  std::vector<int> ranks;
-  for (int a : data_->layout().domain_axes) ranks.push_back(mesh.dim(a));
-  const std::string split = model_->decomposition_problem(data_->spatial(), ranks);
-  TESSERA_CHECK(split.empty(), "dataset grid " << shape_str(data_->spatial()) << ": " << split);
 
   // Sharded parameters take their blocks for the training batches' decomposition before the
   // optimizer and GradSync hold them.

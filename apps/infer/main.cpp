@@ -206,10 +206,6 @@ int run(Context& ctx, int argc, char** argv) {
   std::vector<Index> blo, bhi;
   for (int d = 0; d < nd; ++d) blo.push_back(xbox.lo[d + 2]), bhi.push_back(xbox.hi[d + 2]);
   const Box block(blo, bhi);
-  std::vector<int> ranks;
-  for (int a : layout.domain_axes) ranks.push_back(mesh.dim(a));
-  const std::string split = model.decomposition_problem(spatial, ranks);
-  TESSERA_CHECK(split.empty(), "grid " << shape_str(spatial) << ": " << split);
   // Ranks that replicate a block over the data axis: only coordinate 0 writes it.
   const bool writer =
       layout.data_axis < 0 || mesh.coords()[static_cast<std::size_t>(layout.data_axis)] == 0;

@@ -22,13 +22,6 @@ class Model {
   // Why a global input shape (N, C, spatial...) cannot be taken, or "" if it can (the same
   // verdict on every rank: it depends on the shape only).
   virtual std::string input_problem(const std::vector<Index>& shape) const = 0;
-  // Why a spatial grid split over `ranks` per spatial dim cannot be taken, or "".
-  virtual std::string decomposition_problem(const std::vector<Index>& spatial,
-                                            const std::vector<int>& ranks) const {
-    (void)spatial;
-    (void)ranks;
-    return "";
-  }
   // Training mode (BatchNorm batch statistics) or evaluation.
   virtual void train(bool on) { (void)on; }
 

@@ -154,21 +154,6 @@ void UNet::train(bool on) {
   for (auto& [name, bn] : batch_norms_) bn->train(on);
 }
 
-std::string UNet::decomposition_problem(const std::vector<Index>& spatial,
-                                        const std::vector<int>& ranks) const {
-  for (std::size_t k = 0; k < spatial.size() && k < ranks.size(); ++k) {
-    const Index coarse = spatial[k] >> opts_.depth;
-    if (coarse < ranks[k]) {
-      std::ostringstream os;
-      os << "spatial dim " << k << " has " << coarse
-         << " cells at the UNet's coarsest level (depth " << opts_.depth << "), fewer than its "
-         << ranks[k] << " domain ranks";
-      return os.str();
-    }
-  }
-  return "";
-}
-
 std::string UNet::signature() const {
   const UNetOptions& o = opts_;
   std::ostringstream os;

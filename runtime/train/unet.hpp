@@ -59,9 +59,6 @@ class UNet : public Model {
   // Why a global input shape (N, C, spatial...) cannot be taken, or "" if it can
   // (same verdict on every rank: it depends on the shape only).
   std::string input_problem(const std::vector<Index>& shape) const override;
-  // Every domain rank needs at least one cell at the coarsest level.
-  std::string decomposition_problem(const std::vector<Index>& spatial,
-                                    const std::vector<int>& ranks) const override;
   std::string signature() const override;
   // Training mode (BatchNorm batch statistics) or evaluation (running statistics).
   void train(bool on) override;

@@ -129,21 +129,6 @@ std::string Vit::input_problem(const std::vector<Index>& shape) const {
   return os.str();
 }
 
-std::string Vit::decomposition_problem(const std::vector<Index>& spatial,
-                                       const std::vector<int>& ranks) const {
-  std::ostringstream os;
-  for (std::size_t d = 0; d < ranks.size() && d < spatial.size(); ++d) {
-    const Index patches = spatial[d] / opts_.patch;
-    if (patches < ranks[d]) {
-      os << "spatial dim " << d << ": " << patches << " patches of " << opts_.patch
-         << " cells, fewer than its " << ranks[d]
-         << " ranks (each rank holds whole patches, at least one)";
-      break;
-    }
-  }
-  return os.str();
-}
-
 std::string Vit::signature() const {
   std::ostringstream os;
   os << "vit nd=" << opts_.nd << " in=" << opts_.in_channels << " out=" << opts_.out_channels

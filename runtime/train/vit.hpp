@@ -48,8 +48,6 @@ class Vit : public Model {
   Graph& graph() override { return graph_; }
   const VitOptions& options() const { return opts_; }
   std::string input_problem(const std::vector<Index>& shape) const override;
-  std::string decomposition_problem(const std::vector<Index>& spatial,
-                                    const std::vector<int>& ranks) const override;
   std::string signature() const override;
 
  private:

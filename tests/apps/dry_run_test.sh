@@ -99,6 +99,9 @@ done
 check vit-ring 4 64x32 2
 check fno-sharded 4 64x32 2
 check vit-learned 4 64x32 2
+# Ranks holding no cell at the UNet's coarsest level, and no patch of the ViT's.
+check unet 4 16x32 2
+check vit 3 8x32 2
 
 # The rank count defaults to the ranks launched; one report, from rank 0.
 timeout 120 "$mpiexec" "$npflag" 2 "${flags[@]}" "$bin/tessera-train" \
@@ -120,8 +123,6 @@ expect_error "the format is table or json" --dry-run=xml --grid=64x32
 expect_error "--dry-run needs --grid" --dry-run=table
 expect_error "belong to --dry-run" --grid=64x32
 expect_error "not divisible" --dry-run=table --grid=60x32
-expect_error "fewer than its 16 domain ranks" --dry-run=table --grid=64x32 --ranks=16
-expect_error "2 patches of 4 cells, fewer than its 3 ranks" --dry-run=table --grid=8x32 --ranks=3 --model.type=vit
 expect_error "option --ranks 0: must lie in [1," --dry-run=table --grid=64x32 --ranks=0
 expect_error "option --batch -2: must lie in [1," --dry-run=table --grid=64x32 --batch=-2
 expect_error "the dry run covers grid inputs" --dry-run=table --grid=64x32 --data.inputs=coords,a

@@ -6,6 +6,8 @@
 //    steps == 20 steps straight on that mesh, to 1e-12 (losses and parameters);
 //  - a checkpoint write that fails midway (fault hook) leaves the previous one in place
 //    and loadable, with the parameters it had;
+//  - a UNet deeper than its split (domain ranks holding no cell at the coarsest level) equals
+//    one rank;
 //  - configs the data cannot take fail on every rank with a message naming the problem.
 #include <unistd.h>
 
@@ -208,4 +210,26 @@ TEST_CASE("checkpoint: a normalization that cannot be used is refused", "[checkp
   auto missing = good;
   missing.pop_back();
   MPI_CHECK_ERROR(normalizers_from(missing), "without data.target_std");
+}
+
+TEST_CASE("training: a UNet deeper than its split (ranks with no coarse cell) equals one rank",
+          "[train]") {
+  // 16 rows at depth 4 leave one coarse row: every domain rank but one holds none there.
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir();
+  const std::string data = make_dataset(dir);
+  const int n = test::world_size();
+  for (const char* depth : {"model.depth=3", "model.depth=4"}) {
+    const TrainConfig cfg = config(data, dir + "/ck-deep", {depth});
+    Trainer ref(Mesh::line(MPI_COMM_SELF), cfg);
+    const std::vector<double> want = losses(ref, 5);
+    std::vector<std::string> meshes = {"domain=" + std::to_string(n)};
+    if (n == 4) meshes.push_back("x=2,y=2");
+    for (const std::string& m : meshes) {
+      Trainer t(Mesh::parse(MPI_COMM_WORLD, m), cfg);
+      const std::vector<double> got = losses(t, 5);
+      INFO(depth << ", mesh " << m << ": max rel diff " << max_rel(got, want));
+      MPI_CHECK(max_rel(got, want) < 1e-9);
+    }
+  }
 }
