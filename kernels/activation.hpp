@@ -12,6 +12,9 @@ namespace tessera::kernels {
 enum class Activation { ReLU, GELU, SiLU, Tanh };
 
 const char* name_of(Activation a);
+// Throws for a value outside the enum (an Activation cast from an integer); the entry points
+// below check it.
+void check_activation(Activation a);
 
 void activation_forward(const Device& dev, Activation a, DType type, Index n, const void* x,
                         void* y);

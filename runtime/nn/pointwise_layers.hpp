@@ -13,7 +13,7 @@ using kernels::Activation;
 
 class ActivationLayer : public Layer {
  public:
-  explicit ActivationLayer(Activation kind) : kind_(kind) {}
+  explicit ActivationLayer(Activation kind) : kind_(kind) { kernels::check_activation(kind); }
 
   ShardSpec output_spec(const ShardSpec& in) const override;
   ShardTensor forward(const ShardTensor& x) override;

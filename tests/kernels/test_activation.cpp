@@ -101,3 +101,14 @@ TEST_CASE("activation backward matches finite differences (float64) and float32"
     REQUIRE(std::abs(d[1] - (a == Activation::Tanh ? 0.0 : 1.0)) < 1e-12);
   }
 }
+
+TEST_CASE("an activation cast from an unknown integer is refused, not run as the identity",
+          "[kernels][activation]") {
+  const auto bad = static_cast<Activation>(99);
+  std::vector<double> x{1.0, -2.0}, y(2);
+  REQUIRE_THROWS_WITH(activation_forward(Device::host(), bad, DType::f64, 2, x.data(), y.data()),
+                      Catch::Contains("unknown kind 99"));
+  REQUIRE_THROWS_WITH(
+      activation_backward(Device::host(), bad, DType::f64, 2, x.data(), x.data(), y.data()),
+      Catch::Contains("unknown kind 99"));
+}
