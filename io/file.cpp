@@ -6,6 +6,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include <sys/stat.h>
+
 #include "decomp/error.hpp"
 #include "io/h5_types.hpp"
 #include "runtime/comm/bounded_failure.hpp"
@@ -161,25 +163,37 @@ Handle File::open_dataset(const std::string& dset, std::optional<DType> dtype,
 void File::create_dataset(const std::string& dset, const std::vector<Index>& shape, DType dtype,
                           const std::vector<Index>& chunk) {
   // The dataset is allocated whole at creation (below): one that cannot fit the file
-  // system is refused now, not after it has filled the disk.
+  // system is refused now, not after it has filled the disk. The datasets created before it
+  // reach the disk as they are written: what they still need counts too (the bytes this
+  // handle created less the file's blocks on disk).
   double bytes = static_cast<double>(size_of(dtype));
   for (Index e : shape) bytes *= static_cast<double>(e);
   int rank = 0;
   MPI_Comm_rank(comm_, &rank);
-  double free_bytes = 0;
+  double room_bytes[2] = {0, 0};  // free; still to be written of the earlier datasets
   if (rank == 0) {
     std::error_code ec;
     const auto dir = std::filesystem::absolute(path_, ec).parent_path();
     const auto sp = std::filesystem::space(dir, ec);
-    free_bytes = ec ? -1.0 : static_cast<double>(sp.available);  // -1: unknown, not checked
+    room_bytes[0] = ec ? -1.0 : static_cast<double>(sp.available);  // -1: unknown, unchecked
+    struct stat st {};
+    const double on_disk =
+        ::stat(path_.c_str(), &st) == 0 ? 512.0 * static_cast<double>(st.st_blocks) : 0.0;
+    room_bytes[1] = std::max(0.0, created_bytes_ - on_disk);
   }
-  MPI_Bcast(&free_bytes, 1, MPI_DOUBLE, 0, comm_);
+  MPI_Bcast(room_bytes, 2, MPI_DOUBLE, 0, comm_);
+  const double free_bytes = room_bytes[0], pending = room_bytes[1];
   std::ostringstream room;
-  if (free_bytes >= 0 && bytes > free_bytes)
+  if (free_bytes >= 0 && bytes + pending > free_bytes) {
     room << std::setprecision(3) << where(dset) << " of shape " << shape_str(shape) << " needs "
-         << bytes / (1 << 30) << " GiB, the file system has " << free_bytes / (1 << 30)
-         << " GiB free";
+         << bytes / (1 << 30) << " GiB";
+    if (pending > 0)
+      room << " (" << (bytes + pending) / (1 << 30)
+           << " GiB with the datasets created before it and not yet written)";
+    room << ", the file system has " << free_bytes / (1 << 30) << " GiB free";
+  }
   TESSERA_CHECK(room.str().empty(), room.str());
+  created_bytes_ += bytes;
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space(check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                      "dataspace for " + where(dset)));

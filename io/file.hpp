@@ -82,6 +82,9 @@ class File {
   h5::Handle h_;
   std::string path_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // Bytes of the datasets this handle created: allocated in the file at creation but on
+  // disk only once written, so the free-space check counts those not yet written.
+  double created_bytes_ = 0;
 };
 
 }  // namespace tessera::io

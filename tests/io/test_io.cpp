@@ -3,6 +3,7 @@
 // every bad input failing on every rank with the file and dataset named.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -351,6 +352,32 @@ TEST_CASE("Bad inputs fail on every rank, naming the file and the dataset", "[io
     MPI_REQUIRE(test::has(e, "lies outside dataset '/fields/u'"));
   }
   test::remove_file(MPI_COMM_WORLD, good);
+}
+
+TEST_CASE("Datasets that fit the disk one by one but not together: the one past it is refused",
+          "[io][errors]") {
+  // Created datasets take their space as they are written: the check counts the bytes of
+  // those created earlier and not yet on disk. Nothing is written here (the file stays
+  // sparse).
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "room");
+  double free_bytes = 0;
+  if (test::world_rank() == 0)
+    free_bytes = static_cast<double>(
+        std::filesystem::space(std::filesystem::path(path).parent_path()).available);
+  MPI_Bcast(&free_bytes, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  auto elems = [&](double share) { return static_cast<Index>(share * free_bytes / 8); };
+  std::string e;
+  {
+    io::File f = io::File::create(path, MPI_COMM_WORLD);
+    f.create_dataset("/a", {elems(0.3)}, DType::f64);
+    f.create_dataset("/b", {elems(0.3)}, DType::f64);  // 0.6 of the free space in all: fits
+    e = test::error_of([&] { f.create_dataset("/c", {elems(0.6)}, DType::f64); });
+  }
+  INFO(e);
+  MPI_CHECK(test::has(e, "'/c'") &&
+            test::has(e, "with the datasets created before it and not yet written") &&
+            test::has(e, "GiB free"));
+  test::remove_file(MPI_COMM_WORLD, path);
 }
 
 TEST_CASE("Statistics and the first non-finite value, at any rank count", "[io][schema]") {
