@@ -158,32 +158,34 @@ TEST_CASE("vit: a split that cuts patches runs on whole patches, forward and bac
   // Rows of one patch more than the ranks split evenly (and at 1 rank, 5 patches): the
   // grid's default split cuts patches; the ViT realigns its blocks to whole patches and
   // returns its output to the grid's split. With one patch row fewer than the ranks, the
-  // last rank holds no patch. Output and input gradient equal one rank.
+  // last rank holds no patch; on a 2x2 mesh, one patch row over two ranks and two patch
+  // columns. Output and input gradient equal one rank.
   const VitOptions o = small_vit();
-  for (int config = 0; config < 4; ++config) {
-    const bool window = config % 2 == 1, fewer = config >= 2;
+  const int n = world_size();
+  for (int config = 0; config < 6; ++config) {
+    const bool window = config % 2 == 1, fewer = config >= 2, grid2d = config >= 4;
+    if ((fewer && n == 1) || (grid2d && n != 4)) continue;
     VitOptions v = o;
-    const int n = world_size();
-    if (fewer && n == 1) continue;
-    if (window) v.window = fewer ? std::min(3, n - 1) : 3;  // at most the patch rows
-    Vit net(v);
-    const Mesh world = Mesh::line(MPI_COMM_WORLD);
     // 2n + 1 patches: not a multiple of the ranks; or n - 1 patches: one rank holds none
-    const Index rows = fewer ? 4 * (n - 1) : 4 * (2 * n + 1);
-    const std::vector<Index> shape{2, 1, rows, 12};
+    const Index rows = grid2d ? 4 : fewer ? 4 * (n - 1) : 4 * (2 * n + 1);
+    if (window) v.window = std::min<Index>(3, rows / 4);  // at most the patch rows
+    Vit net(v);
+    const Mesh world = grid2d ? Mesh::parse(MPI_COMM_WORLD, "x=2,y=2") : Mesh::line(MPI_COMM_WORLD);
+    const std::vector<Index> shape{2, 1, rows, grid2d ? Index{8} : Index{12}};
     const Tensor x = random_tensor(shape, DType::f64, 7);
     const Tensor dy = random_tensor(shape, DType::f64, 8);
     const Mesh self = Mesh::line(MPI_COMM_SELF);
     const ShardSpec one_spec = ShardSpec::replicated(shape, self);
     const Tensor y1 = net.forward(ShardTensor(self, one_spec, x)).local().clone();
     const Tensor dx1 = net.backward(ShardTensor(self, one_spec, dy)).local().clone();
-    const std::vector<Placement> split = {Replicate(), Replicate(), Shard(0), Replicate()};
+    const std::vector<Placement> split = {Replicate(), Replicate(), Shard(0),
+                                          grid2d ? Placement(Shard(1)) : Replicate()};
     const ShardTensor ys = net.forward(ShardTensor::scatter(world, x, split));
     MPI_CHECK(ys.spec() == ShardSpec(shape, split, world));  // the grid's own split
     const Tensor yn = ys.gather_all();
     const Tensor dxn = net.backward(ShardTensor::scatter(world, dy, split)).gather_all();
-    INFO("window " << window << ", rows " << rows << ": output " << rel_error(yn, y1) << ", dx "
-                   << rel_error(dxn, dx1));
+    INFO("window " << window << ", shape " << shape_str(shape) << ", mesh " << world.str()
+                   << ": output " << rel_error(yn, y1) << ", dx " << rel_error(dxn, dx1));
     MPI_CHECK(rel_error(yn, y1) < 1e-12);
     MPI_CHECK(rel_error(dxn, dx1) < 1e-11);
   }
