@@ -24,6 +24,14 @@
 
 namespace tessera::io {
 
+// A checkpoint whose content does not load into the run it describes (an entry missing,
+// misshaped or unusable): a resumed run passes over it to an older one. Other errors of a
+// restore (another model, another optimizer) are plain Errors.
+class DamagedCheckpoint : public Error {
+ public:
+  using Error::Error;
+};
+
 struct Checkpoint {
   std::int64_t step = 0;
   std::string config;  // resolved config text

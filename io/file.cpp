@@ -186,11 +186,11 @@ void File::create_dataset(const std::string& dset, const std::vector<Index>& sha
   std::ostringstream room;
   if (free_bytes >= 0 && bytes + pending > free_bytes) {
     room << std::setprecision(3) << where(dset) << " of shape " << shape_str(shape) << " needs "
-         << bytes / (1 << 30) << " GiB";
+         << bytes / (1 << 30) << " GiB, the file system has " << free_bytes / (1 << 30)
+         << " GiB free";
     if (pending > 0)
       room << " (" << (bytes + pending) / (1 << 30)
-           << " GiB with the datasets created before it and not yet written)";
-    room << ", the file system has " << free_bytes / (1 << 30) << " GiB free";
+           << " GiB needed with the datasets created before it and not yet written)";
   }
   TESSERA_CHECK(room.str().empty(), room.str());
   created_bytes_ += bytes;

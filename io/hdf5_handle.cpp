@@ -164,7 +164,8 @@ Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   warn_if_ompio_vulcan(rank);
-  if (mode != Mode::Create) {
+  const bool create = mode == Mode::Create || mode == Mode::CreateNew;
+  if (!create) {
     std::string why = rank == 0 ? why_unreadable(path) : std::string();
     int len = static_cast<int>(why.size());
     MPI_Bcast(&len, 1, MPI_INT, 0, comm);
@@ -180,14 +181,15 @@ Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode) {
   check(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops", 0);
   check(H5Pset_coll_metadata_write(fapl.get(), true), "H5Pset_coll_metadata_write", 0);
   hid_t f = H5I_INVALID_HID;
-  if (mode == Mode::Create)
-    f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  if (create)
+    f = H5Fcreate(path.c_str(), mode == Mode::Create ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT,
+                  fapl.get());
   else
     f = H5Fopen(path.c_str(), mode == Mode::Read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.get());
   std::string msg;
   if (f < 0)
-    msg = std::string(mode == Mode::Create ? "cannot create" : "cannot open") + " HDF5 file '" +
-          path + "': " + last_error();
+    msg = std::string(create ? "cannot create" : "cannot open") + " HDF5 file '" + path +
+          "': " + last_error();
   Handle h(f < 0 ? H5I_INVALID_HID : f);
   collective_check(comm, f >= 0, msg);
   return h;

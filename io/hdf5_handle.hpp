@@ -42,7 +42,9 @@ void silence_errors();
 // collective buffering pays).
 MPI_Info mpiio_hints();
 
-enum class Mode { Read, ReadWrite, Create };
+// Create truncates a file there; CreateNew fails if anything is there (a file, or a link,
+// which it does not follow).
+enum class Mode { Read, ReadWrite, Create, CreateNew };
 // Collective over comm: all ranks open the same file with the MPI-IO driver. For Read
 // and ReadWrite, rank 0 first checks that the file exists, is HDF5 and opens serially
 // (a truncated file fails there), and every rank throws the same error if not, so a

@@ -1,5 +1,7 @@
 #include "io/output_file.hpp"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <system_error>
 
@@ -24,8 +26,20 @@ void refuse_alias(MPI_Comm comm, const std::string& what_out, const std::string&
   collective_check(comm, bad.empty(), bad);
 }
 
-std::string temp_path(const std::string& path) {
-  return path + ".tmp";
+std::string temp_path(const std::string& path, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string tag;
+  if (rank == 0) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    tag = std::string(host) + "." + std::to_string(getpid());
+  }
+  int n = static_cast<int>(tag.size());
+  TESSERA_MPI(MPI_Bcast(&n, 1, MPI_INT, 0, comm));
+  tag.resize(static_cast<std::size_t>(n));
+  TESSERA_MPI(MPI_Bcast(tag.data(), n, MPI_CHAR, 0, comm));
+  return path + ".tmp." + tag;
 }
 
 void rename_into_place(MPI_Comm comm, const std::string& tmp, const std::string& path) {
@@ -42,33 +56,65 @@ void rename_into_place(MPI_Comm comm, const std::string& tmp, const std::string&
 
 namespace {
 
-// PATH.tmp as a copy of PATH (rank 0 copies; every rank learns a failure), opened to add to.
-File open_copy(const std::string& path, MPI_Comm comm) {
+// `tmp` as a copy of PATH (rank 0 copies, never over an existing file; every rank learns a
+// failure), opened to add to.
+File open_copy(const std::string& path, const std::string& tmp, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   collective_run(comm, [&] {
-    if (rank == 0) fs::copy_file(path, temp_path(path), fs::copy_options::overwrite_existing);
+    if (rank != 0) return;
+    std::error_code ec;
+    TESSERA_CHECK(fs::is_regular_file(path, ec),
+                  "'" << path << "' to add to does not exist (or is not a file)");
+    fs::copy_file(path, tmp, fs::copy_options::none, ec);
+    TESSERA_CHECK(!ec, "cannot copy '" << path << "' to '" << tmp << "': " << ec.message());
   });
-  return File::open(temp_path(path), comm, Mode::ReadWrite);
+  return File::open(tmp, comm, Mode::ReadWrite);
 }
 
-// Collective: `path` may name a file to write (a folder there would fail only at the final
-// rename, after all the work); returns it.
-const std::string& writable_file_path(const std::string& path, MPI_Comm comm) {
+// Why `path` cannot name an output file, or "": replacing a folder would fail only at the
+// final rename (after all the work), and a link or a special file would be replaced by a
+// regular file.
+std::string output_path_problem(const std::string& path) {
+  if (path.empty()) return "the output path is empty";
   std::error_code ec;
-  collective_check(comm, !fs::is_directory(path, ec),
-                   "output '" + path + "' is a directory (name a file in it)");
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st)) return "";
+  const std::string out = "output '" + path + "' ";
+  switch (st.type()) {
+    case fs::file_type::regular:
+      return "";
+    case fs::file_type::directory:
+      return out + "is a directory (name a file in it)";
+    case fs::file_type::symlink:
+      return out + "is a symbolic link (to '" + fs::read_symlink(path, ec).string() +
+             "'): writing would replace the link; name the file itself";
+    default:
+      return out + "is not a regular file (a FIFO, socket or device): refusing to replace it";
+  }
+}
+
+const std::string& writable_file_path(const std::string& path, MPI_Comm comm) {
+  check_output_path(comm, path);
   return path;
 }
 
 }  // namespace
 
+void check_output_path(MPI_Comm comm, const std::string& path) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const std::string why = rank == 0 ? output_path_problem(path) : std::string();
+  collective_check(comm, why.empty(), why);
+}
+
 NewFile::NewFile(const std::string& path, MPI_Comm comm, Start start)
     : path_(writable_file_path(path, comm)),
       comm_(comm),
-      remove_on_abort_(temp_path(path)),
-      f_(start == Start::CopyOfPath ? open_copy(path, comm) : File::create(temp_path(path), comm)) {
-}
+      tmp_(temp_path(path, comm)),
+      remove_on_abort_(tmp_),
+      f_(start == Start::CopyOfPath ? open_copy(path, tmp_, comm)
+                                    : File::open(tmp_, comm, Mode::CreateNew)) {}
 
 NewFile::~NewFile() {
   if (committed_) return;
@@ -76,12 +122,12 @@ NewFile::~NewFile() {
   int rank = 0;
   MPI_Comm_rank(comm_, &rank);
   std::error_code ec;
-  if (rank == 0) fs::remove(temp_path(path_), ec);
+  if (rank == 0) fs::remove(tmp_, ec);
 }
 
 void NewFile::commit() {
   f_.close();
-  rename_into_place(comm_, temp_path(path_), path_);
+  rename_into_place(comm_, tmp_, path_);
   committed_ = true;
 }
 

@@ -1,9 +1,12 @@
 #pragma once
 // Output files never destroy what the user has: an output is written under a temporary
-// name (PATH.tmp) and renamed to PATH only once it is complete and closed on every rank,
-// so a failure leaves no partial file under PATH and the previous file there intact;
-// and an output that is the same file as one of the program's inputs (same inode, under
-// any name) is refused before anything is written.
+// name of its own job (PATH.tmp.HOST.PID, created exclusively: never an existing file or
+// link) and renamed to PATH only once it is complete and closed on every rank, so a
+// failure leaves no partial file under PATH and the previous file there intact, and two
+// jobs writing one PATH each rename a whole file of their own (the last one stays); an
+// output that is the same file as one of the program's inputs (same inode, under any
+// name), a folder, a link or a special file (a FIFO, a device) is refused before anything
+// is written.
 #include "io/floor.hpp"
 #include <mpi.h>
 
@@ -21,13 +24,19 @@ namespace tessera::io {
 void refuse_alias(MPI_Comm comm, const std::string& what_out, const std::string& output,
                   const std::vector<std::pair<std::string, std::string>>& inputs);
 
-// "PATH.tmp": where an output is written until it is complete.
-std::string temp_path(const std::string& path);
+// Collective: throws on every rank when `path` cannot name an output file (empty, a folder,
+// a link, a FIFO or device), so a program can refuse it before its work; NewFile checks it
+// too.
+void check_output_path(MPI_Comm comm, const std::string& path);
 
-// A new HDF5 output: created as PATH.tmp (empty, or a copy of PATH to add to); commit()
-// closes it and renames it to PATH.
-// Destroyed without commit() (an error), it removes PATH.tmp; so does a watch that ends the
-// job meanwhile (runtime/comm/bounded_failure.hpp).
+// Collective: "PATH.tmp.HOST.PID" (rank 0's host and process): where this job writes an
+// output until it is complete.
+std::string temp_path(const std::string& path, MPI_Comm comm);
+
+// A new HDF5 output: created as its temporary (empty, or a copy of PATH to add to);
+// commit() closes it and renames it to PATH.
+// Destroyed without commit() (an error), it removes the temporary; so does a watch that
+// ends the job meanwhile (runtime/comm/bounded_failure.hpp).
 class NewFile {
  public:
   enum class Start { Empty, CopyOfPath };  // a new file, or a copy of PATH to add to
@@ -38,11 +47,13 @@ class NewFile {
 
   File& file() { return f_; }
   const std::string& path() const { return path_; }
+  const std::string& temp() const { return tmp_; }
   void commit();  // collective
 
  private:
   std::string path_;
   MPI_Comm comm_;
+  std::string tmp_;
   failure::RemoveOnAbort remove_on_abort_;  // before f_: also while it is being created
   File f_;
   bool committed_ = false;

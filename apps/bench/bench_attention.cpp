@@ -13,6 +13,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <iostream>
 #include <cmath>
 #include <vector>
 
@@ -273,6 +274,9 @@ json run(Context& ctx, const cli::Args& opt) {
   json rows = json::array();
   if (which.count("local") && ctx.size() == 1)
     for (auto& r : local_rows(opt, threads)) rows.push_back(r);
+  else if (which.count("local") && which.size() == 1 && ctx.rank() == 0)
+    std::cerr << "attention: the local rows run at 1 rank (one rank's kernels); none at "
+              << ctx.size() << " ranks" << std::endl;
   if (which.count("sharded"))
     for (auto& r : sharded_rows(ctx, opt, threads)) rows.push_back(r);
   if (which.count("neighbourhood"))

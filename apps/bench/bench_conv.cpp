@@ -122,7 +122,9 @@ Paired time_paired(int reps, const std::function<void()>& a, const std::function
 
 json run(Context& ctx, const cli::Args& opt) {
   const int reps = reps_option(opt);
-  const DType type = opt.str("dtype") == "f64" ? DType::f64 : DType::f32;
+  const std::string dtype = opt.str("dtype");
+  TESSERA_CHECK(dtype == "f32" || dtype == "f64", "option --dtype " << dtype << ": f32 or f64");
+  const DType type = dtype == "f64" ? DType::f64 : DType::f32;
   const std::vector<std::pair<std::string, ConvDesc>> problems = {
       {"conv2d", problem(2, 32, size_option(opt, "hw"), type)},
       {"conv3d", problem(3, 16, size_option(opt, "d"), type)}};

@@ -12,14 +12,16 @@ namespace tessera::bench {
 namespace {
 
 json run(Context& ctx, const cli::Args& opt) {
-  const double mib = opt.num("mib");
+  const double mib = opt.finite_above("mib", 0);
   const int reps = reps_option(opt);
   Mesh mesh = Mesh::line(ctx.world());
   const int P = mesh.size();
   // (n, n, 256) float32, n a multiple of 8 chosen so the tensor holds at least `mib` MiB.
   const Index w = 256;
   Index n = static_cast<Index>(std::ceil(std::sqrt(mib * 1024 * 1024 / 4 / w)));
-  n = (n + 7) / 8 * 8;
+  // A multiple of 8 P: every rank holds n / P rows and sends the raw all-to-all's equal
+  // share to each peer (MPI_Alltoall takes one count for all ranks).
+  n = (n + 8 * P - 1) / (8 * P) * (8 * P);
   const std::vector<Index> shape = {n, n, w};
   const ShardSpec a(shape, {Shard(0), Replicate(), Replicate()}, mesh);
   const ShardSpec b(shape, {Replicate(), Shard(0), Replicate()}, mesh);

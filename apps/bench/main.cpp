@@ -90,7 +90,9 @@ int run_case(Context& ctx, const std::string& name, const std::vector<std::strin
   const Case& c = find_case(name);
   std::vector<cli::Option> options = c.options;
   options.push_back({"out", "FILE", "write the rows as JSON, a part for merge", ""});
-  const cli::Args a(args, options);
+  // scripts/bench.sh adds its own --out (and --which, --models for capacity) after the
+  // user's options: the last one counts.
+  const cli::Args a(args, options, cli::Overrides::Reject, cli::Repeats::LastWins);
   if (a.help()) {
     if (ctx.rank() == 0)
       std::cout << cli::help_text("tessera-bench " + c.name + " [options]   (under mpirun)", c.help,

@@ -27,7 +27,7 @@ bool is_option(const std::string& a) {
 }  // namespace
 
 Args::Args(const std::vector<std::string>& argv, const std::vector<Option>& options,
-           Overrides overrides)
+           Overrides overrides, Repeats repeats)
     : options_(options) {
   bool options_ended = false;
   for (std::size_t i = 0; i < argv.size(); ++i) {
@@ -72,6 +72,11 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<Option>& opti
         throw Error("option --" + key + " needs a value " + o->value);
       value = argv[++i];
     }
+    if (repeats == Repeats::Reject && has(key))
+      throw Error(
+          "option --" + key + " is given twice" +
+          (o->value.empty() ? std::string() : " ('" + str(key) + "', then '" + value + "')") +
+          ": give it once");
     values_.emplace_back(key, value);
   }
 }

@@ -21,12 +21,16 @@ struct Option {
 
 // Whether undeclared `--section.key=value` arguments are config overrides or unknown.
 enum class Overrides { Reject, Accept };
+// Whether a declared option given twice is an error (a typo or a pasted line: which one the
+// user meant is unknown) or the last one counts (scripts that add their own after the
+// user's, as scripts/bench.sh does).
+enum class Repeats { Reject, LastWins };
 
 class Args {
  public:
   // Throws tessera::Error on unknown options, missing values and values given to flags.
   Args(const std::vector<std::string>& argv, const std::vector<Option>& options,
-       Overrides overrides = Overrides::Reject);
+       Overrides overrides = Overrides::Reject, Repeats repeats = Repeats::Reject);
   bool help() const { return help_; }  // --help or -h was given
   const std::vector<std::string>& positional() const { return positional_; }
   // "section.key=value" without the leading "--", in command-line order.

@@ -1,6 +1,12 @@
 #include "apps/common/run_files.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <utility>
@@ -34,27 +40,58 @@ void check_writable(MPI_Comm comm, const TrainConfig& cfg) {
       f.close();
       fs::remove(probe, ec);
     }
+    if (!cfg.train.metrics_csv.empty()) {
+      // The checkpoint code writes ckpt_* and .tessera-* there: a metrics file by such a
+      // name would be replaced by a checkpoint, or pruned as one.
+      const fs::path m(cfg.train.metrics_csv);
+      const std::string name = m.filename().string();
+      std::error_code ec;
+      const fs::path mdir = m.parent_path().empty() ? fs::path(".") : m.parent_path();
+      TESSERA_CHECK(!(fs::equivalent(mdir, cfg.train.checkpoint_dir, ec) &&
+                      (name.rfind("ckpt_", 0) == 0 || name.rfind(".tessera-", 0) == 0)),
+                    "train.metrics_csv = '" << cfg.train.metrics_csv
+                                            << "' is named as checkpoints are in "
+                                               "train.checkpoint_dir: a checkpoint would "
+                                               "replace it, or pruning remove it; choose "
+                                               "another name");
+    }
   });
 }
 
-void truncate_metrics(const std::string& path, std::int64_t step) {
-  std::ifstream in(path);
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::trunc);
-  TESSERA_CHECK(in && out, "cannot rewrite train.metrics_csv = " << path);
-  std::string line;
-  for (bool header = true; std::getline(in, line); header = false) {
-    if (!header) {
-      const std::string first = line.substr(0, line.find(','));
-      char* end = nullptr;
-      const long long s = std::strtoll(first.c_str(), &end, 10);
-      if (first.empty() || *end != '\0' || s > step) continue;
+CheckpointDirLock::CheckpointDirLock(MPI_Comm comm, const std::string& dir) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  collective_run(comm, [&] {
+    if (rank != 0) return;
+    const std::string path = (std::filesystem::path(dir) / ".tessera-lock").string();
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    TESSERA_CHECK(fd_ >= 0, "cannot create the lock file '"
+                                << path << "' of train.checkpoint_dir: " << std::strerror(errno));
+    if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char holder[256] = {};
+      const ssize_t n = pread(fd_, holder, sizeof holder - 1, 0);
+      close(fd_);
+      fd_ = -1;
+      std::string who = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
+      if (!who.empty() && who.back() == '\n') who.pop_back();
+      TESSERA_CHECK(err != EWOULDBLOCK, "train.checkpoint_dir '"
+                                            << dir << "' is in use by another run"
+                                            << (who.empty() ? "" : " (" + who + ")")
+                                            << ": two runs in one folder would overwrite and "
+                                               "prune each other's checkpoints");
+      TESSERA_CHECK(false, "cannot lock '" << path << "': " << std::strerror(err));
     }
-    out << line << '\n';
-  }
-  out.close();
-  TESSERA_CHECK(out, "cannot rewrite train.metrics_csv = " << path);
-  std::filesystem::rename(tmp, path);
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    const std::string me =
+        "process " + std::to_string(getpid()) + " on " + std::string(host) + "\n";
+    if (ftruncate(fd_, 0) == 0) (void)!pwrite(fd_, me.data(), me.size(), 0);
+  });
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (fd_ >= 0) close(fd_);  // the lock goes with it; the file stays (removing it would race)
 }
 
 }  // namespace tessera::app

@@ -1,6 +1,6 @@
 #pragma once
-// The files a training run writes besides checkpoints: their folders checked before
-// step 1, and the metrics CSV cut back to the step a resumed run continues from.
+// The folders a training run writes to, checked before step 1, and the lock that keeps a
+// second run out of its checkpoint folder. The metrics CSV: apps/common/metrics_log.hpp.
 #include <mpi.h>
 
 #include <cstdint>
@@ -11,11 +11,23 @@
 namespace tessera::app {
 
 // Collective: the checkpoint folder (created if missing) and the metrics file's folder
-// (which must exist) take a new file, so a typo fails now and not at the first checkpoint.
+// (which must exist) take a new file, so a typo fails now and not at the first checkpoint;
+// a metrics file named as the checkpoint code names its files there is refused.
 void check_writable(MPI_Comm comm, const TrainConfig& cfg);
 
-// Keeps the header and the rows of steps <= step (rows a failed run wrote after its last
-// checkpoint would appear twice); written to a temporary file and renamed.
-void truncate_metrics(const std::string& path, std::int64_t step);
+// Rank 0 holds an exclusive lock on DIR/.tessera-lock while the run lives (the system
+// drops it when the process ends, however it ends): two runs in one checkpoint folder
+// would overwrite and prune each other's checkpoints. Collective: a folder another run
+// holds is refused on every rank, naming that run's host and process.
+class CheckpointDirLock {
+ public:
+  CheckpointDirLock(MPI_Comm comm, const std::string& dir);
+  ~CheckpointDirLock();
+  CheckpointDirLock(const CheckpointDirLock&) = delete;
+  CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace tessera::app

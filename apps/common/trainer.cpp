@@ -285,9 +285,17 @@ void check_normalizer(const Normalizer& n, const char* mean_name, const char* st
 }
 }  // namespace
 
-std::pair<Normalizer, Normalizer> normalizers_from(const std::vector<NamedTensor>& b) {
+std::pair<Normalizer, Normalizer> normalizers_from(const std::vector<NamedTensor>& b,
+                                                   bool normalized) {
   Normalizer in, out;
-  if (const Tensor* t = find(b, "data.input_mean")) {
+  const Tensor* t = find(b, "data.input_mean");
+  TESSERA_CHECK(!normalized || t,
+                "checkpoint: trained with data.normalize = true, but it holds "
+                "no normalization (buffers/data.input_mean ...)");
+  TESSERA_CHECK(normalized || !t,
+                "checkpoint: trained with data.normalize = false, but it holds "
+                "a normalization (buffers/data.input_mean ...)");
+  if (t) {
     const char* names[] = {"data.input_std", "data.target_mean", "data.target_std"};
     for (const char* n : names)
       TESSERA_CHECK(find(b, n), "checkpoint: data.input_mean without " << n);
@@ -541,33 +549,46 @@ void Trainer::restore(const io::Checkpoint& c) {
   TESSERA_CHECK(c.model == mine, "checkpoint of another model ("
                                      << signature_difference(c.model, mine) << "): it has '"
                                      << c.model << "', the config builds '" << mine << "'");
-  load_parameter_state(model_->graph(), c.params);
+  TrainConfig then;
   try {
-    optimizer_->load_state(c.optimizer);
+    then = parse_config(c.config, {}, "checkpoint");
   } catch (const Error& e) {
-    // Most often the optimizer was changed between the runs: say so, not just the key.
-    std::string then = "another optimizer";
-    try {
-      then = "optim.name = '" + parse_config(c.config, {}, "checkpoint").optim.name + "'";
-    } catch (const Error&) {
+    throw io::DamagedCheckpoint(std::string("its config attribute does not parse: ") + e.what());
+  }
+  // Settings the checkpoint's state was made under: another value is another run.
+  TESSERA_CHECK(then.optim.name == cfg_.optim.name,
+                "the checkpoint's optimizer state was written with optim.name = '"
+                    << then.optim.name << "', this run sets '" << cfg_.optim.name
+                    << "': resume with the checkpoint's optimizer settings, or start a new run "
+                       "in another train.checkpoint_dir");
+  TESSERA_CHECK(then.data.normalize == cfg_.data.normalize,
+                "the checkpoint was trained with data.normalize = "
+                    << (then.data.normalize ? "true" : "false") << " (its weights expect "
+                    << (then.data.normalize ? "normalized" : "raw") << " data), this run sets "
+                    << (cfg_.data.normalize ? "true" : "false")
+                    << ": resume with the checkpoint's setting");
+  // The state itself: what fails to load here is damage (or a setting the state depends
+  // on that changed), and a resumed run passes over this checkpoint.
+  try {
+    load_parameter_state(model_->graph(), c.params);
+    optimizer_->load_state(c.optimizer);
+    std::vector<Model::Buffer> bufs;
+    for (const auto& b : c.buffers) bufs.push_back({b.name, tensor_vector(b.tensor)});
+    model_->load_buffers(bufs);
+    auto [in, out] = normalizers_from(c.buffers, then.data.normalize);
+    if (in.mean != in_norm_.mean || in.std != in_norm_.std || out.mean != out_norm_.mean ||
+        out.std != out_norm_.std) {
+      // Train on with the checkpoint's normalization (the one its weights expect).
+      data_->renormalize(in_norm_, out_norm_, in, out);
+      in_norm_ = in;
+      out_norm_ = out;
     }
-    throw Error("the checkpoint's optimizer state (written with " + then +
-                ") does not fit optim.name = '" + cfg_.optim.name + "' (" + e.what() +
-                "): resume with the checkpoint's optimizer settings, or start a new run in "
-                "another train.checkpoint_dir");
+    sampler_->load_state(c.rng);
+  } catch (const io::DamagedCheckpoint&) {
+    throw;
+  } catch (const Error& e) {
+    throw io::DamagedCheckpoint(std::string("its state does not load: ") + e.what());
   }
-  std::vector<Model::Buffer> bufs;
-  for (const auto& b : c.buffers) bufs.push_back({b.name, tensor_vector(b.tensor)});
-  model_->load_buffers(bufs);
-  auto [in, out] = normalizers_from(c.buffers);
-  if (in.mean != in_norm_.mean || in.std != in_norm_.std || out.mean != out_norm_.mean ||
-      out.std != out_norm_.std) {
-    // Train on with the checkpoint's normalization (the one its weights expect).
-    data_->renormalize(in_norm_, out_norm_, in, out);
-    in_norm_ = in;
-    out_norm_ = out;
-  }
-  sampler_->load_state(c.rng);
 }
 
 }  // namespace tessera::app

@@ -149,8 +149,11 @@ class Trainer {
   std::int64_t skips_in_a_row_ = 0;
 };
 
-// Normalizers as checkpoint buffers ("data.input_mean", ...) and back.
+// Normalizers as checkpoint buffers ("data.input_mean", ...) and back; `normalized` is the
+// checkpoint's own data.normalize, and buffers missing where it is set (or there where it
+// is not) are refused: the weights expect what it says.
 std::vector<NamedTensor> normalizer_buffers(const Normalizer& in, const Normalizer& out);
-std::pair<Normalizer, Normalizer> normalizers_from(const std::vector<NamedTensor>& buffers);
+std::pair<Normalizer, Normalizer> normalizers_from(const std::vector<NamedTensor>& buffers,
+                                                   bool normalized);
 
 }  // namespace tessera::app

@@ -130,6 +130,7 @@ int run(Context& ctx, int argc, char** argv) {
   // The prediction must not replace what it is made from.
   io::refuse_alias(ctx.world(), "--output", output,
                    {{"--input", input}, {"--checkpoint", checkpoint}});
+  io::check_output_path(ctx.world(), output);  // not a folder, link or FIFO: before the work
   const double t0 = MPI_Wtime();
   const io::Checkpoint ck = io::load_checkpoint(checkpoint, ctx.world());
   const TrainConfig cfg = parse_config(ck.config, {}, checkpoint + " (config attribute)");
@@ -197,7 +198,7 @@ int run(Context& ctx, int argc, char** argv) {
   model.load_buffers(bufs);
   model.train(false);
   model.graph().set_grad_enabled(false);  // forward only: each op drops what it would save
-  const auto [in_norm, out_norm] = normalizers_from(ck.buffers);
+  const auto [in_norm, out_norm] = normalizers_from(ck.buffers, cfg.data.normalize);
 
   const GridLayout layout = GridLayout::of(mesh, nd);
   const std::vector<Placement> dims = layout.dims(nd, false);
@@ -342,6 +343,14 @@ int run(Context& ctx, int argc, char** argv) {
       const Tensor t64 = host_converted(t, DType::f64);
       for (Index i = 0; i < t64.numel(); ++i) sq += t64.data<double>()[i] * t64.data<double>()[i];
       TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, mesh.comm()));
+      // A NaN or Inf in the target (or values whose squares overflow) makes the sum so.
+      if (!std::isfinite(sq)) {
+        if (ctx.rank() == 0)
+          std::cout << "sample " << s << ": the target (" << cfg.data.targets.front()
+                    << (cfg.data.targets.size() > 1 ? ", ..." : "") << " in " << input
+                    << ") holds a non-finite value: no relative error" << std::endl;
+        continue;
+      }
       if (sq == 0) {
         if (ctx.rank() == 0)
           std::cout << "sample " << s << ": the target is zero everywhere: no relative error"

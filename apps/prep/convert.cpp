@@ -164,7 +164,7 @@ int run(Context& ctx, const cli::Args& a) {
     });
   if (!problems.empty()) {
     std::string why = problems.front();  // the same on every rank
-    const std::string tmp = "'" + io::temp_path(out) + "'";
+    const std::string tmp = "'" + output.temp() + "'";
     for (std::size_t at; (at = why.find(tmp)) != std::string::npos;)
       why.replace(at, tmp.size(), "'" + out + "'");
     throw Error(why + " (nothing written)");

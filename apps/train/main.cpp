@@ -13,6 +13,7 @@
 
 #include "apps/common/builders.hpp"
 #include "apps/common/dry_run.hpp"
+#include "apps/common/metrics_log.hpp"
 #include "apps/common/node_memory.hpp"
 #include "apps/common/report_errors.hpp"
 #include "apps/common/run_files.hpp"
@@ -96,6 +97,7 @@ int run(Context& ctx, int argc, char** argv) {
 
   // Before step 1: the folders outputs go to must take files (not at the first checkpoint).
   check_writable(ctx.world(), cfg);
+  const CheckpointDirLock folder_lock(ctx.world(), cfg.train.checkpoint_dir);
   if (!cfg.train.metrics_csv.empty())  // the metrics file is rewritten: never an input
     io::refuse_alias(ctx.world(), "train.metrics_csv", cfg.train.metrics_csv,
                      {{"data.path", cfg.data.path}, {"the config file", cli.config_path}});
@@ -113,18 +115,25 @@ int run(Context& ctx, int argc, char** argv) {
                                         "another train.checkpoint_dir, or remove them");
   }
   if (cfg.train.resume) {
-    // The newest checkpoint that loads; a damaged or non-finite one is passed over, saying so.
+    // The newest checkpoint that loads and restores; a damaged or non-finite one is passed
+    // over, saying so. One of another model or optimizer is refused (restore throws).
     const std::vector<std::string> all =
         io::list_checkpoints(cfg.train.checkpoint_dir, ctx.world());
+    std::string last_why;
     for (const std::string& path : all) {
-      io::Checkpoint c;
       try {
-        c = io::load_checkpoint(path, ctx.world());
-      } catch (const Error& e) {
+        io::Checkpoint c;
+        try {
+          c = io::load_checkpoint(path, ctx.world());
+        } catch (const Error& e) {  // unreadable, truncated, non-finite
+          throw io::DamagedCheckpoint(e.what());
+        }
+        tr.restore(c);
+      } catch (const io::DamagedCheckpoint& e) {
         if (root) std::cout << "resume: passing over " << path << ": " << e.what() << std::endl;
+        if (last_why.empty()) last_why = path + ": " + e.what();
         continue;
       }
-      tr.restore(c);
       resumed = true;
       if (root) std::cout << "resume: " << path << " (step " << tr.steps_done() << ")" << std::endl;
       if (root && tr.steps_done() > tr.total_steps())
@@ -134,28 +143,32 @@ int run(Context& ctx, int argc, char** argv) {
                   << std::endl;
       break;
     }
+    // Checkpoints there, none usable: starting over would overwrite and prune them.
+    TESSERA_CHECK(resumed || all.empty(), "resume: none of the "
+                                              << all.size() << " checkpoint(s) in "
+                                              << cfg.train.checkpoint_dir
+                                              << " can be used (the newest, " << last_why
+                                              << "); not starting over among them: remove them, or "
+                                                 "choose another train.checkpoint_dir");
     if (!resumed && root)
-      std::cout << "resume: no " << (all.empty() ? "" : "readable ") << "checkpoint in "
-                << cfg.train.checkpoint_dir << ", starting at step 0" << std::endl;
+      std::cout << "resume: no checkpoint in " << cfg.train.checkpoint_dir << ", starting at step 0"
+                << std::endl;
   }
 
-  std::ofstream csv;
-  // Only rank 0 writes it, but every rank learns when it cannot.
-  bool append = false;
-  collective_run(ctx.world(), [&] {
-    if (!root || cfg.train.metrics_csv.empty()) return;
-    append = resumed && std::filesystem::exists(cfg.train.metrics_csv);
-    // Rows after the resumed step were written by the run that failed: they go.
-    if (append) truncate_metrics(cfg.train.metrics_csv, tr.steps_done());
-    csv.open(cfg.train.metrics_csv, append ? std::ios::app : std::ios::trunc);
-    TESSERA_CHECK(csv, "cannot write train.metrics_csv = " << cfg.train.metrics_csv);
-  });
-  if (csv.is_open()) {
-    if (!append)
-      csv << "step,epoch,lr,loss,val_loss,val_rel_l2,grad_norm,samples_per_s,ms_step,ms_compute,"
-             "ms_halo,ms_allreduce,ms_alltoall,peak_mib_per_rank\n";
-    csv << std::setprecision(17);
-  }
+  // Rows after the resumed step were written by the run that failed: they go.
+  MetricsLog metrics(ctx.world(), cfg.train.metrics_csv, cfg.train.resume,
+                     resumed ? tr.steps_done() : -1);
+  const bool validating = tr.validation_samples() > 0;
+  // A value, or nothing where there is no validation set (not "nan").
+  const auto val_cells = [&](const EvalResult& ev) {
+    std::ostringstream o;
+    o << std::setprecision(17);
+    if (validating)
+      o << ev.loss << ',' << ev.rel_l2;
+    else
+      o << ',';
+    return o.str();
+  };
   if (root)
     std::cout << "setup " << fmt(MPI_Wtime() - t_setup, 3) << " s; peak memory per rank "
               << fmt(peak_mib_max(ctx.world()), 4) << " MiB; estimate for training "
@@ -169,8 +182,9 @@ int run(Context& ctx, int argc, char** argv) {
     if (root)
       std::cout << "step 0/" << total << " | " << val_text(ev, tr.validation_samples() > 0)
                 << std::endl;
-    if (csv.is_open())
-      csv << "0,0," << cfg.optim.lr << ",," << ev.loss << ',' << ev.rel_l2 << ",,,,,,,,\n";
+    std::ostringstream row;
+    row << std::setprecision(17) << "0,0," << cfg.optim.lr << ",," << val_cells(ev) << ",,,,,,,,\n";
+    metrics.append(row.str());
   }
   const std::int64_t log_every = std::max<std::int64_t>(1, cfg.train.log_interval);
   const double t_train = MPI_Wtime();
@@ -206,19 +220,16 @@ int run(Context& ctx, int argc, char** argv) {
                 << d.d2d_copies << " copies " << mib(d.d2d_bytes) << " MiB | launches "
                 << d.launches << " | cudaMalloc " << d.allocs << std::endl;
     }
-    if (csv.is_open()) {
-      csv << r.step << ','
+    {
+      std::ostringstream row;
+      row << std::setprecision(17) << r.step << ','
           << static_cast<double>(r.step * cfg.train.batch_size) /
                  static_cast<double>(tr.train_samples())
-          << ',' << r.lr << ',' << r.loss << ',';
-      if (log)
-        csv << ev.loss << ',' << ev.rel_l2;
-      else
-        csv << ',';
-      csv << ',' << r.grad_norm << ',' << sps << ',' << r.t.total * 1e3 << ','
-          << r.t.compute() * 1e3 << ',' << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ','
-          << r.t.alltoall * 1e3 << ',' << peak << '\n';
-      csv.flush();
+          << ',' << r.lr << ',' << r.loss << ',' << (log ? val_cells(ev) : std::string(",")) << ','
+          << r.grad_norm << ',' << sps << ',' << r.t.total * 1e3 << ',' << r.t.compute() * 1e3
+          << ',' << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ',' << r.t.alltoall * 1e3 << ','
+          << peak << '\n';
+      metrics.append(row.str());  // collective: a failed write stops every rank now
     }
     const std::int64_t every = cfg.train.checkpoint_interval;
     if ((every > 0 && r.step % every == 0) || last) {

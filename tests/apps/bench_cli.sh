@@ -39,6 +39,11 @@ expect_error "option --nfno 8.9 is not an integer" fft --which=fno --nfno=8.9 --
   --modes=2 --reps=1
 expect_error "option --na_kernel 0: must lie in [1," attention --which=neighbourhood \
   --na_kernel=0 --reps=1
+expect_error "option --mib -1: " redistribute --mib=-1 --reps=1
+expect_error "option --dtype float64: f32 or f64" conv-kernel --hw=4 --d=2 --reps=1 --dtype=float64
+# a tensor that 3 ranks do not split evenly: the raw all-to-all baseline's counts agree
+TESSERA_FAILURE_TIMEOUT=3 timeout 60 "${launch[@]}" -np 3 "$bench" redistribute --mib=1 --reps=1 \
+  >/dev/null 2>&1 || { echo "bench_cli: redistribute --mib=1 at 3 ranks failed"; fail=1; }
 # merge (serial): parts of another case, no JSON, twice, or lacking what the goals read
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

@@ -18,6 +18,8 @@ cd "$dir" || exit 1
 export TESSERA_FAILURE_TIMEOUT=3
 
 fail() { echo "faults $case_name: FAILED: $*"; exit 1; }
+# A job's temporary output (PATH.tmp.HOST.PID) is there.
+temp_left() { compgen -G "$1.tmp*" >/dev/null; }
 run() {  # run NRANKS PROGRAM ARGS...: output in $out, status in $rc, seconds in $secs
   local n=$1 prog=$2
   shift 2
@@ -179,7 +181,7 @@ case "$case_name" in
     [ "$(sums ck/ckpt_00000002.h5)" = "$(echo "$before" | head -1)" ] ||
       fail "the previous checkpoint changed"
     [ -f ck/ckpt_00000004.h5 ] && fail "a failed checkpoint was renamed into place"
-    [ -e ck/ckpt_00000004.h5.tmp ] && fail "the failed checkpoint's temporary was left"
+    temp_left ck/ckpt_00000004.h5 && fail "the failed checkpoint's temporary was left"
     expect_ok 3 tessera-train cfg.toml --resume  # it still loads (step 2 of 2: nothing to do)
     echo "$out" | grep -q "resume: ck/ckpt_00000002.h5 (step 2)" || fail "the checkpoint is unreadable"
     ;;
@@ -190,7 +192,7 @@ case "$case_name" in
     trap 'umount "$dir/full"; rm -rf "$dir"' EXIT
     data
     # the write fails, or a dataset is refused first for want of space (whichever comes first)
-    expect_fail 60 "ckpt_00000002.h5.tmp'(: MPI_File_write_at_all failed| of shape .* needs .* GiB, the file system has .* GiB free)" 3 tessera-train cfg.toml \
+    expect_fail 60 "ckpt_00000002.h5.tmp[^']*'(: MPI_File_write_at_all failed| of shape .* needs .* GiB, the file system has .* GiB free)" 3 tessera-train cfg.toml \
       --train.checkpoint_dir=full/ck
     [ -e full/ck/ckpt_00000002.h5 ] && fail "a partial checkpoint under its final name"
     rm -rf full/ck
@@ -198,17 +200,17 @@ case "$case_name" in
     # buffering - every rank's write fails and every rank then waits in HDF5's collective
     # close, or one rank's write fails first while the others wait in a later collective;
     # either way the watch ends the job with one line naming the file and the I/O error.
-    expect_fail 60 "(closing 'full/gen.h5.tmp' after .*input/output error|'full/gen.h5.tmp': MPI_File_write_at_all failed: .*input/output error|'full/gen.h5.tmp' of shape .* needs .* GiB, the file system has .* GiB free)" 3 tessera-prep \
+    expect_fail 60 "(closing 'full/gen.h5.tmp[^']*' after .*input/output error|'full/gen.h5.tmp[^']*': MPI_File_write_at_all failed: .*input/output error|'full/gen.h5.tmp[^']*' of shape .* needs .* GiB, the file system has .* GiB free)" 3 tessera-prep \
       generate darcy --grid 96x96 --samples 4 --seed 3 --out full/gen.h5 --quiet
     [ -e full/gen.h5 ] && fail "a partial output under its final name"
-    [ -e full/gen.h5.tmp ] && fail "the temporary full/gen.h5.tmp was left"
+    temp_left full/gen.h5 && fail "the temporary full/gen.h5.tmp was left"
     ;;
   prep_enospc)  # tessera-prep generate onto a full disk, rank 1 fails its write
     expect_ok 1 tessera-prep generate darcy --grid 24x24 --samples 2 --seed 1 --out keep.h5 --quiet
     TESSERA_FAULT_INJECT=h5write:1:2 expect_fail 30 "No space left on device" 3 tessera-prep \
       generate darcy --grid 24x24 --samples 4 --seed 3 --out out.h5 --quiet
     [ -e out.h5 ] && fail "a partial out.h5 was left under its final name"
-    [ -e out.h5.tmp ] && fail "the temporary out.h5.tmp was left"
+    temp_left out.h5 && fail "the temporary out.h5.tmp was left"
     ;;
   infer_output_is_input)  # --output naming --input (through another name): refused
     trained
@@ -248,7 +250,7 @@ case "$case_name" in
       "\(rank 1 of 3\).*injected fault in layer '.*'" 3 tessera-infer \
       --checkpoint ck/ckpt_00000001.h5 --input train.h5 --output pred.h5
     [ -e pred.h5 ] && fail "a partial prediction was left"
-    [ -e pred.h5.tmp ] && fail "the temporary pred.h5.tmp was left"
+    temp_left pred.h5 && fail "the temporary pred.h5.tmp was left"
     ;;
   infer_nonfinite_prediction)  # finite inputs a float32 FNO overflows on: no file of NaNs
     data
@@ -258,14 +260,14 @@ case "$case_name" in
     expect_fail 30 "sample 0: the prediction holds a non-finite value" 3 tessera-infer \
       --checkpoint ck/ckpt_00000001.h5 --input big.h5 --output pred.h5
     [ -e pred.h5 ] && fail "a prediction of non-finite values was written"
-    [ -e pred.h5.tmp ] && fail "the temporary pred.h5.tmp was left"
+    temp_left pred.h5 && fail "the temporary pred.h5.tmp was left"
     ;;
   infer_output_directory)  # --output naming a folder: refused before the work, not at the end
     trained
     mkdir out
     expect_fail 30 "output 'out' is a directory \(name a file in it\)" 3 tessera-infer \
       --checkpoint ck/ckpt_00000001.h5 --input train.h5 --output out
-    [ -e out.tmp ] && fail "out.tmp was left"
+    temp_left out && fail "out.tmp was left"
     echo "$out" | grep -q "^sample " && fail "the samples ran before the check"
     ;;
   infer_channel_mismatch)  # inputs with another channel count than in training
@@ -322,7 +324,7 @@ case "$case_name" in
     # at once on every rank (one rank's layout check made the others wait for the watch)
     expect_fail 8 "big.h5: sample 0 leaves the range of float32 once normalized" 3 tessera-infer \
       --checkpoint ck/ckpt_00000002.h5 --input big.h5 --output pred.h5
-    [ -e pred.h5 ] || [ -e pred.h5.tmp ] && fail "a prediction was left"
+    [ -e pred.h5 ] || temp_left pred.h5 && fail "a prediction was left"
     # in training: in the validation sample (the statistics come from the training split)
     cp train.h5 bigv.h5
     /usr/bin/python3 -c "import h5py; h5py.File('bigv.h5', 'r+')['/points/coords'][3, 3, 1] = 3e38" ||
@@ -335,16 +337,16 @@ case "$case_name" in
       timeout 60 "${launch[@]}" -np 2 "$bin/tessera-prep" generate darcy --grid 128x128 \
         --samples 5000 --out d.h5 --quiet >/dev/null 2>&1 &
       pid=$!
-      for _ in $(seq 150); do [ -e d.h5.tmp ] && break; sleep 0.2; done
-      [ -e d.h5.tmp ] || { kill -KILL $pid; fail "no d.h5.tmp appeared"; }
+      for _ in $(seq 150); do temp_left d.h5 && break; sleep 0.2; done
+      temp_left d.h5 || { kill -KILL $pid; fail "no d.h5.tmp appeared"; }
       sleep 0.5
       # The ranks themselves: mpirun, signalled, may follow with SIGKILL before a loaded
       # machine schedules the ranks' handlers.
       pkill -$sig -f "^$bin/tessera-prep generate darcy --grid 128x128 --samples 5000" ||
         fail "no rank to signal"
       wait $pid
-      for _ in $(seq 50); do [ -e d.h5.tmp ] || break; sleep 0.2; done
-      [ -e d.h5.tmp ] && fail "SIG$sig left d.h5.tmp"
+      for _ in $(seq 50); do temp_left d.h5 || break; sleep 0.2; done
+      temp_left d.h5 && fail "SIG$sig left d.h5.tmp"
       [ -e d.h5 ] && fail "SIG$sig left d.h5"
       echo "ok: SIG$sig removed d.h5.tmp"
     done

@@ -12,6 +12,8 @@ trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
 
 fail() { echo "prep_cli $case_name: $*"; exit 1; }
+# A job's temporary output (PATH.tmp.HOST.PID) is there.
+temp_left() { compgen -G "$1.tmp*" >/dev/null; }
 run() {  # run NRANKS ARGS...: output in $out, status in $rc
   local n=$1
   shift
@@ -192,7 +194,7 @@ case $case_name in
     (expect_error "--append: 'p.h5' holds 5 points per sample (dataset '/points/coords'), 'f.raw' 4: coords and features share P" \
       convert f.raw --kind features --shape 2,4,1 --dtype float32 --out p.h5 --append) || exit 1
     [ "$(sha256sum c.h5 p.h5)" = "$before" ] || fail "an appended-to file changed"
-    [ -e c.h5.tmp ] || [ -e p.h5.tmp ] && fail "a temporary file was left"
+    temp_left c.h5 || temp_left p.h5 && fail "a temporary file was left"
     echo "prep_cli convert_append_count: refused, files unchanged"
     ;;
   convert_invalid)  # metadata and values the schema refuses: refused before writing them
@@ -208,7 +210,7 @@ case $case_name in
     printf '\xa5\x5c\xc3\xf1\x29\x63\x3d\x48' >>d.raw  # 1e40
     (expect_error "'d.raw': value 1e+40 at flat index 47 (sample 1) is not a finite float32" \
       convert d.raw --shape 2,1,4,6 --dtype float64 --out c.h5 --name u) || exit 1
-    [ -e c.h5 ] || [ -e c.h5.tmp ] && fail "a file was left: $(ls)"
+    [ -e c.h5 ] || temp_left c.h5 && fail "a file was left: $(ls)"
     # One of spacing and extent given: the other follows, and the file is valid.
     expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out s.h5 --name u --spacing 0.5,0.25 --quiet
     expect_ok 1 validate s.h5 --quiet

@@ -33,8 +33,18 @@ TEST_CASE("cli: values with = and with a space, flags and positionals", "[cli]")
   CHECK(!a.has("grid"));
   CHECK(a.positional() == std::vector<std::string>{"in.raw", "more.raw"});
   CHECK(!a.help());
-  // The last value wins; `--` ends the options; an `=` value may itself hold `=`.
-  CHECK(parse({"--out", "x", "--out=y"}).str("out") == "y");
+  // An option given twice is refused (which one was meant?), unless the command lets the
+  // last one count (tessera-bench: scripts add theirs after the user's); `--` ends the
+  // options; an `=` value may itself hold `=`.
+  CHECK(test::error_of([] {
+          parse({"--out", "x", "--out=y"});
+        }) == "option --out is given twice ('x', then 'y'): give it once");
+  CHECK(test::error_of([] {
+          parse({"--quiet", "--quiet"});
+        }) == "option --quiet is given twice: give it once");
+  CHECK(
+      Args({"--out", "x", "--out=y"}, kOptions, Overrides::Reject, Repeats::LastWins).str("out") ==
+      "y");
   CHECK(parse({"--", "--out"}).positional() == std::vector<std::string>{"--out"});
   CHECK(parse({"--out=k=v"}).str("out") == "k=v");
   CHECK(parse({"--grid", "16x12"}).shape("grid") == std::vector<Index>{16, 12});

@@ -187,7 +187,7 @@ TEST_CASE("checkpoint: a normalization that cannot be used is refused", "[checkp
   out.mean = {3.0};
   out.std = {1.5};
   const auto good = normalizer_buffers(in, out);
-  const auto [gi, go] = normalizers_from(good);
+  const auto [gi, go] = normalizers_from(good, true);
   MPI_CHECK(gi.std == in.std);
   MPI_CHECK(go.mean == out.mean);
   auto with = [&](const char* name, std::size_t k, double v) {
@@ -196,20 +196,26 @@ TEST_CASE("checkpoint: a normalization that cannot be used is refused", "[checkp
       if (nt.name == name) nt.tensor.data<double>()[k] = v;
     return b;
   };
-  MPI_CHECK_ERROR(normalizers_from(with("data.input_std", 1, 0.0)),
+  MPI_CHECK_ERROR(normalizers_from(with("data.input_std", 1, 0.0), true),
                   "data.input_std[1] = 0, not a positive finite number");
-  MPI_CHECK_ERROR(normalizers_from(with("data.target_std", 0, -1.0)),
+  MPI_CHECK_ERROR(normalizers_from(with("data.target_std", 0, -1.0), true),
                   "data.target_std[0] = -1, not a positive finite number");
-  MPI_CHECK_ERROR(normalizers_from(with("data.input_std", 0, std::nan(""))), "data.input_std[0]");
-  MPI_CHECK_ERROR(normalizers_from(with("data.target_mean", 0, INFINITY)),
+  MPI_CHECK_ERROR(normalizers_from(with("data.input_std", 0, std::nan("")), true),
+                  "data.input_std[0]");
+  MPI_CHECK_ERROR(normalizers_from(with("data.target_mean", 0, INFINITY), true),
                   "data.target_mean[0] = inf is not finite");
   Normalizer short_std = in;
   short_std.std.pop_back();
-  MPI_CHECK_ERROR(normalizers_from(normalizer_buffers(short_std, out)),
+  MPI_CHECK_ERROR(normalizers_from(normalizer_buffers(short_std, out), true),
                   "data.input_mean has 2 values, data.input_std 1");
   auto missing = good;
   missing.pop_back();
-  MPI_CHECK_ERROR(normalizers_from(missing), "without data.target_std");
+  MPI_CHECK_ERROR(normalizers_from(missing, true), "without data.target_std");
+  // None where the checkpoint says it trained on normalized data (a deleted group), or
+  // one where it says it did not: the weights expect what the setting says.
+  MPI_CHECK_ERROR(normalizers_from({}, true), "data.normalize = true, but it holds no");
+  MPI_CHECK_ERROR(normalizers_from(good, false), "data.normalize = false, but it holds");
+  MPI_CHECK(normalizers_from({}, false).first.identity());
 }
 
 TEST_CASE("training: a UNet deeper than its split (ranks with no coarse cell) equals one rank",

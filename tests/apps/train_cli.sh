@@ -18,6 +18,8 @@ shift 4
 flags=("$@")
 mpi() { local n=$1; shift; timeout 120 "$mpiexec" "$npflag" "$n" "${flags[@]}" "$@"; }
 fail() { echo "train_cli: FAILED: $*"; exit 1; }
+# A job's temporary output (PATH.tmp.HOST.PID) is there.
+temp_left() { compgen -G "$1.tmp*" >/dev/null; }
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
 mpi 1 "$bin/tessera-prep" generate darcy --grid 16x16 --samples 8 --seed 3 --out train.h5 --quiet ||
@@ -102,7 +104,7 @@ TESSERA_CHECKPOINT_FAULT=optimizer:2 mpi 2 "$bin/tessera-train" cfg.toml >fault.
   fail "the run with a checkpoint fault exited 0"
 [ -f ck/ckpt_00000002.h5 ] || fail "the checkpoint before the fault is gone"
 [ -f ck/ckpt_00000004.h5 ] && fail "the interrupted checkpoint was renamed into place"
-[ -f ck/ckpt_00000004.h5.tmp ] || fail "no partial temp file (did the fault fire?)"
+temp_left ck/ckpt_00000004.h5 || fail "no partial temp file (did the fault fire?)"
 echo "ok: an interrupted write leaves the previous checkpoint"
 # Resume at another rank count: the losses of steps 3..6 equal the uninterrupted run's.
 mpi 1 "$bin/tessera-train" cfg.toml --resume >resume.log 2>&1 || { cat resume.log; fail "--resume"; }
@@ -126,6 +128,53 @@ expect_error 2 "already holds" cfg.toml --model.width=6
 # An empty checkpoint folder name would put checkpoints in the filesystem root.
 expect_error 2 "train.checkpoint_dir is empty" cfg.toml --train.checkpoint_dir=
 
+# Files of other runs are never destroyed. The metrics file: a new run refuses one that
+# holds rows (another run's), a resumed one a file that is not a tessera-train metrics
+# file, and neither changes it; one named as checkpoints are in the checkpoint folder
+# would be replaced or pruned.
+cp metrics.csv metrics.keep
+expect_error 2 "already holds the metrics of another run" cfg.toml --train.checkpoint_dir=ck-new
+cmp -s metrics.csv metrics.keep || fail "a refused run changed metrics.csv"
+printf 'name,score\nalice,10\n' >other.csv
+cp other.csv other.keep
+expect_error 2 "is not a tessera-train metrics file (its first line: 'name,score')" cfg.toml \
+  --resume --train.metrics_csv=other.csv
+cmp -s other.csv other.keep || fail "a refused resume changed other.csv"
+expect_error 2 "is named as checkpoints are in train.checkpoint_dir" cfg.toml --resume \
+  --train.metrics_csv=ck/ckpt_00000001.h5
+# A metrics write that fails (a full disk) stops the run with its cause, on every rank.
+expect_error 2 "cannot write train.metrics_csv = '/dev/full': No space left on device" cfg.toml \
+  --train.checkpoint_dir=ck-full --train.metrics_csv=/dev/full
+# A checkpoint folder another run holds (its lock) is refused.
+flock -o ck/.tessera-lock sleep 30 &  # -o: the lock stays with flock, not with sleep
+holder=$!
+sleep 0.5
+expect_error 2 "train.checkpoint_dir 'ck' is in use by another run" cfg.toml --resume
+pkill -P $holder sleep
+kill $holder
+wait $holder 2>/dev/null
+# Resume passes over a checkpoint whose state does not load (an optimizer entry deleted)
+# to the one before it; with none usable it stops rather than start over among them; and
+# another data.normalize than the checkpoint's is refused.
+rm -rf ck-dmg && cp -r ck ck-dmg && rm -f ck-dmg/.tessera-lock
+/usr/bin/python3 - ck-dmg/ckpt_00000006.h5 <<'EOF' || fail "h5py"
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    del f["optimizer"][sorted(f["optimizer"])[0]]
+EOF
+mpi 2 "$bin/tessera-train" cfg.toml --resume --train.checkpoint_dir=ck-dmg \
+  --train.metrics_csv= >dmg.log 2>&1 || { cat dmg.log; fail "resume past a damaged checkpoint"; }
+grep -q "resume: passing over ck-dmg/ckpt_00000006.h5: its state does not load" dmg.log &&
+  grep -q "resume: ck-dmg/ckpt_00000004.h5 (step 4)" dmg.log ||
+  { cat dmg.log; fail "did not pass over the damaged checkpoint to step 4"; }
+rm -rf ck-bad && mkdir ck-bad && cp ck/ckpt_00000006.h5 ck-bad/ && truncate -s 2000 ck-bad/ckpt_00000006.h5
+expect_error 2 "resume: none of the 1 checkpoint(s) in ck-bad can be used" cfg.toml --resume \
+  --train.checkpoint_dir=ck-bad --train.metrics_csv=
+[ "$(stat -c %s ck-bad/ckpt_00000006.h5)" = 2000 ] || fail "the unusable checkpoint was touched"
+expect_error 2 "the checkpoint was trained with data.normalize = true" cfg.toml --resume \
+  --data.normalize=false --train.metrics_csv=
+echo "ok: other runs' metrics, checkpoints and folders are refused and left as they were"
+
 # Inference on a larger grid, 2 ranks.
 mpi 2 "$bin/tessera-infer" --checkpoint ck/ckpt_00000006.h5 --input big.h5 --output pred.h5 \
   >infer.log 2>&1 || { cat infer.log; fail "tessera-infer"; }
@@ -135,10 +184,31 @@ mpi 1 "$bin/tessera-prep" validate pred.h5 >/dev/null || fail "prediction is not
 mpi 1 "$bin/tessera-prep" inspect pred.h5 | grep "pressure" | grep -q "(2, 1, 32, 24)" ||
   { mpi 1 "$bin/tessera-prep" inspect pred.h5; fail "prediction shape"; }
 echo "ok: inference on 32x24 wrote /fields/pressure (2, 1, 32, 24)"
+# A checkpoint whose normalization was deleted would predict unnormalized values: refused.
+# A non-finite target value gives no error figure for its sample, and the others still do.
+cp ck/ckpt_00000006.h5 nobuf.h5
+/usr/bin/python3 - nobuf.h5 big.h5 nan.h5 <<'EOF' || fail "h5py"
+import h5py, shutil, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    del f["buffers"]["data.input_mean"]
+shutil.copy(sys.argv[2], sys.argv[3])
+with h5py.File(sys.argv[3], "r+") as f:
+    f["/fields/pressure"][1, 0, 5, 5] = float("nan")
+EOF
+mpi 2 "$bin/tessera-infer" --checkpoint nobuf.h5 --input big.h5 --output nobuf_pred.h5 \
+  >nobuf.log 2>&1 && fail "a checkpoint without its normalization was used"
+grep -q "trained with data.normalize = true, but it holds no normalization" nobuf.log ||
+  { cat nobuf.log; fail "no reason for refusing the checkpoint"; }
+mpi 2 "$bin/tessera-infer" --checkpoint ck/ckpt_00000006.h5 --input nan.h5 --output nan_pred.h5 \
+  >nan.log 2>&1 || { cat nan.log; fail "tessera-infer with a NaN target"; }
+grep -q "sample 1: the target (pressure in nan.h5) holds a non-finite value: no relative error" nan.log &&
+  grep -q "sample 0: relative L2 error" nan.log && grep -q "mean relative L2 error" nan.log ||
+  { cat nan.log; fail "a NaN target: not reported per sample"; }
+echo "ok: inference refuses a checkpoint without its normalization; a NaN target is reported"
 # A ViT with learned positions (a table per patch of 16x16, sharded with the patches at 2
 # ranks): inference on 32x24 interpolates the table; the checkpoint holds it whole.
 mpi 2 "$bin/tessera-train" cfg.toml --model.type=vit --model.patch=4 --model.dim=8 \
-  --model.depth=1 --model.heads=2 --model.positions=learned --train.checkpoint_dir=ck-vit \
+  --model.depth=1 --model.heads=2 --model.positions=learned --train.checkpoint_dir=ck-vit --train.metrics_csv=vit.csv \
   >vit.log 2>&1 || { cat vit.log; fail "tessera-train (vit, learned positions)"; }
 # Debian's python3 (python3-h5py, from scripts/setup.sh), ahead of any other on PATH.
 py=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3)

@@ -14,6 +14,7 @@
 #include "tests/support/expect_error.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/io_helpers.hpp"
+#include "tests/support/io_helpers.hpp"
 
 using namespace tessera;
 
@@ -117,7 +118,7 @@ TEST_CASE("write_sharded and save_checkpoint: names or tensors that differ are r
   if (size() > 1) {
     MPI_CHECK_ERROR(io::save_checkpoint(ck, MPI_COMM_WORLD, c),
                     "save_checkpoint: ranks disagree on the tensors' names, shapes or types");
-    MPI_CHECK(!std::filesystem::exists(ck) && !std::filesystem::exists(ck + ".tmp"));
+    MPI_CHECK(!std::filesystem::exists(ck) && !test::temp_output_left(ck));
   }
   io::Checkpoint undefined;
   undefined.params.push_back({"w", Tensor()});

@@ -25,6 +25,17 @@ inline std::string temp_file(MPI_Comm comm, const std::string& stem) {
       .string();
 }
 
+// Whether a job's temporary output for `path` (PATH.tmp.HOST.PID) is there.
+inline bool temp_output_left(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  const std::string prefix = p.filename().string() + ".tmp";
+  for (const auto& e : std::filesystem::directory_iterator(
+           p.has_parent_path() ? p.parent_path() : std::filesystem::path("."), ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 // The first n ranks of comm (MPI_COMM_NULL on the others); free with MPI_Comm_free.
 inline MPI_Comm first_ranks(MPI_Comm comm, int n) {
   int rank = 0;
