@@ -110,7 +110,7 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
     if (rank == 0 && !dir.empty()) std::filesystem::create_directories(dir);
   });
   {
-    NewFile out(path, comm);  // PATH.tmp until complete; removed on an error
+    NewFile out(path, comm);  // its temporary until complete; removed on an error
     File& f = out.file();
     f.set_attr("/", "tessera_checkpoint_version", kCheckpointVersion);
     f.set_attr("/", "step", c.step);

@@ -9,9 +9,10 @@
 //   /optimizer/NAME      optimizer state by name ("enc0.conv1.weight.exp_avg", "step")
 //   /buffers/NAME        other named state (BatchNorm running statistics, data normalization)
 //
-// Written atomically: every rank takes part in writing PATH.tmp, the file is closed
+// Written atomically: every rank takes part in writing the job's temporary (io::NewFile:
+// PATH.tmp.HOST.PID), the file is closed
 // (collectively), and only then rank 0 renames it to PATH; a crash before that leaves
-// the previous checkpoint untouched and a stray .tmp that loaders ignore.
+// the previous checkpoint untouched and a stray temporary that loaders ignore.
 #include "io/floor.hpp"
 #include <mpi.h>
 

@@ -1,7 +1,10 @@
 #include "io/output_file.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -26,6 +29,31 @@ void refuse_alias(MPI_Comm comm, const std::string& what_out, const std::string&
   collective_check(comm, bad.empty(), bad);
 }
 
+namespace {
+
+// Temporaries of `path` left by processes of this host that have ended (killed before
+// they could remove them: SIGKILL, a node's OOM killer). Another host's, or a live
+// process's, are left alone.
+void remove_stale_temporaries(const std::string& path, const std::string& host) {
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp." + host + ".";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(p.has_parent_path() ? p.parent_path() : ".", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    // This process's own number: an earlier process's (numbers restart with a container).
+    if (pid == getpid() || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH))
+      fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
 std::string temp_path(const std::string& path, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
@@ -33,6 +61,7 @@ std::string temp_path(const std::string& path, MPI_Comm comm) {
   if (rank == 0) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
+    remove_stale_temporaries(path, host);
     tag = std::string(host) + "." + std::to_string(getpid());
   }
   int n = static_cast<int>(tag.size());
@@ -77,10 +106,15 @@ File open_copy(const std::string& path, const std::string& tmp, MPI_Comm comm) {
 // regular file.
 std::string output_path_problem(const std::string& path) {
   if (path.empty()) return "the output path is empty";
+  const std::string out = "output '" + path + "' ";
+  // The folder must take a new file (the temporary): said here, not as an MPI-IO code.
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    return out + "cannot be written: its folder '" + dir + "': " + std::strerror(errno);
   std::error_code ec;
   const fs::file_status st = fs::symlink_status(path, ec);
   if (ec || !fs::exists(st)) return "";
-  const std::string out = "output '" + path + "' ";
   switch (st.type()) {
     case fs::file_type::regular:
       return "";

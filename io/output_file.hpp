@@ -30,7 +30,8 @@ void refuse_alias(MPI_Comm comm, const std::string& what_out, const std::string&
 void check_output_path(MPI_Comm comm, const std::string& path);
 
 // Collective: "PATH.tmp.HOST.PID" (rank 0's host and process): where this job writes an
-// output until it is complete.
+// output until it is complete. Rank 0 first removes PATH's temporaries of ended processes
+// of its host (a job killed by SIGKILL cannot remove its own).
 std::string temp_path(const std::string& path, MPI_Comm comm);
 
 // A new HDF5 output: created as its temporary (empty, or a copy of PATH to add to);

@@ -532,11 +532,18 @@ void validate(TrainConfig& c) {
   // A name twice would be read twice, and written twice by tessera-infer (which HDF5 and
   // the schema refuse).
   for (const auto* list : {&c.data.inputs, &c.data.targets})
-    for (std::size_t i = 0; i < list->size(); ++i)
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      // A field is a dataset name under /fields (or a point variable): no path in it, or
+      // tessera-infer would write its prediction elsewhere in the file.
+      const std::string& name = (*list)[i];
+      if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+        fail(std::string(list == &c.data.inputs ? "data.inputs" : "data.targets") + " names '" +
+             name + "': a field name, not a path");
       for (std::size_t j = 0; j < i; ++j)
         if ((*list)[i] == (*list)[j])
           fail(std::string(list == &c.data.inputs ? "data.inputs" : "data.targets") + " names '" +
                (*list)[i] + "' twice");
+    }
   if (c.model.kernel_size % 2 == 0)
     fail("model.kernel_size = " + std::to_string(c.model.kernel_size) +
          " must be odd (same-size convs)");

@@ -106,12 +106,19 @@ void write_points(const io::File& in, io::File& out, Index s, const Box& block, 
 }
 
 // A checkpoint buffer of counts (float64 in the file), empty when the checkpoint has none.
+// Counts and extents stored as float64 buffers: whole numbers from 1 to 2^40, else the
+// checkpoint is refused (a NaN or 1.5 cast to an integer would be undefined or truncated).
 std::vector<Index> index_buffer(const io::Checkpoint& ck, const std::string& name) {
   std::vector<Index> v;
   for (const auto& b : ck.buffers)
     if (b.name == name)
-      for (Index i = 0; i < b.tensor.numel(); ++i)
-        v.push_back(static_cast<Index>(b.tensor.data<double>()[i]));
+      for (Index i = 0; i < b.tensor.numel(); ++i) {
+        const double x = b.tensor.data<double>()[i];
+        TESSERA_CHECK(x >= 1 && x <= 1099511627776.0 && x == std::floor(x),
+                      "checkpoint: buffers/" << name << "[" << i << "] = " << x
+                                             << " is not a count (a whole number >= 1)");
+        v.push_back(static_cast<Index>(x));
+      }
   return v;
 }
 

@@ -178,6 +178,10 @@ TEST_CASE("config errors: unknown section and key, in file and on the command li
 TEST_CASE("config errors: a field named twice in data.inputs or data.targets", "[config]") {
   MPI_CHECK_ERROR(parse("[data]\ninputs = [\"a\", \"b\", \"a\"]\n"), "data.inputs names 'a' twice");
   MPI_CHECK_ERROR(parse("", {"data.targets=u,u"}), "data.targets names 'u' twice");
+  // A path would make tessera-infer write its prediction elsewhere in the file.
+  MPI_CHECK_ERROR(parse("", {"data.targets=../evil/x"}),
+                  "data.targets names '../evil/x': a field name, not a path");
+  MPI_CHECK_ERROR(parse("[data]\ninputs = [\"..\"]\n"), "a field name, not a path");
 }
 
 TEST_CASE("checkpoint signatures: the difference names the words that differ", "[config]") {

@@ -1,7 +1,8 @@
 // Outputs (io/output_file.hpp) never destroy what the user has: written under a temporary
 // name of the job's own, created exclusively (a link placed there is not followed), renamed
-// into place when complete; two jobs writing one path each leave a whole file of their own;
-// an output that is empty, a folder, a link or a FIFO is refused with the target untouched.
+// into place when complete; temporaries of ended processes of the host are cleared; two jobs
+// writing one path each leave a whole file of their own; an output that is empty, a folder, a link
+// or a FIFO, or in a missing folder, is refused with the target untouched.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -52,6 +53,21 @@ TEST_CASE("an output is written under a temporary of its own and renamed when co
   if (rank_of(MPI_COMM_WORLD) == 0) fs::remove(path);
 }
 
+TEST_CASE("temporaries of ended processes of this host are removed, others' kept", "[io][output]") {
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "stale");
+  const std::string mine = io::temp_path(path, MPI_COMM_WORLD);  // PATH.tmp.HOST.PID
+  const std::string host_dot = mine.substr(0, mine.rfind('.') + 1);
+  const std::string ended = host_dot + "999999999", other_host = path + ".tmp.elsewhere.1";
+  if (rank_of(MPI_COMM_WORLD) == 0)
+    for (const std::string& p : {ended, other_host, mine}) std::ofstream(p) << "stale\n";
+  MPI_Barrier(MPI_COMM_WORLD);
+  write_tagged(path, MPI_COMM_WORLD, 3);  // also over a stale one of its own number
+  MPI_CHECK(tag_of(path, MPI_COMM_WORLD) == 3 && !fs::exists(ended) && !fs::exists(mine) &&
+            fs::exists(other_host));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_of(MPI_COMM_WORLD) == 0) fs::remove(other_host), fs::remove(path);
+}
+
 TEST_CASE("two jobs writing one output each rename a whole file of their own", "[io][output]") {
   // Each rank is a job of its own (its own communicator, host and process).
   MPI_Comm self = MPI_COMM_SELF;
@@ -72,6 +88,8 @@ TEST_CASE("two jobs writing one output each rename a whole file of their own", "
 }
 
 TEST_CASE("a link at the temporary's name is not followed", "[io][output]") {
+  // A link left (or planted) under this process's temporary name is removed as stale; the
+  // file it points to is never written.
   const std::string path = test::temp_file(MPI_COMM_WORLD, "linked-tmp");
   const std::string precious = path + ".precious";
   const std::string tmp = io::temp_path(path, MPI_COMM_WORLD);
@@ -80,13 +98,15 @@ TEST_CASE("a link at the temporary's name is not followed", "[io][output]") {
     fs::create_symlink(fs::path(precious).filename(), tmp);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  MPI_CHECK_ERROR(write_tagged(path, MPI_COMM_WORLD, 1), "cannot create HDF5 file");
-  MPI_CHECK(read_text(precious) == "precious\n" && !fs::exists(path));
+  write_tagged(path, MPI_COMM_WORLD, 1);
+  MPI_CHECK(read_text(precious) == "precious\n" && tag_of(path, MPI_COMM_WORLD) == 1 &&
+            !fs::exists(fs::symlink_status(tmp)));
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank_of(MPI_COMM_WORLD) == 0) fs::remove(tmp), fs::remove(precious);
+  if (rank_of(MPI_COMM_WORLD) == 0) fs::remove(path), fs::remove(precious);
 }
 
-TEST_CASE("an output that is empty, a folder, a link or a FIFO is refused", "[io][output]") {
+TEST_CASE("an output that is empty, a folder, a link, a FIFO or in no folder is refused",
+          "[io][output]") {
   const std::string base = test::temp_file(MPI_COMM_WORLD, "odd-out");
   const std::string dir = base + ".d", link = base + ".link", target = base + ".target",
                     fifo = base + ".fifo";
@@ -98,6 +118,8 @@ TEST_CASE("an output that is empty, a folder, a link or a FIFO is refused", "[io
   }
   MPI_Barrier(MPI_COMM_WORLD);
   MPI_CHECK_ERROR(write_tagged("", MPI_COMM_WORLD, 1), "the output path is empty");
+  MPI_CHECK_ERROR(write_tagged(dir + "/none/out.h5", MPI_COMM_WORLD, 1),
+                  "cannot be written: its folder '" + dir + "/none': No such file or directory");
   MPI_CHECK_ERROR(write_tagged(dir, MPI_COMM_WORLD, 1), "is a directory");
   MPI_CHECK_ERROR(write_tagged(link, MPI_COMM_WORLD, 1), "is a symbolic link");
   MPI_CHECK_ERROR(write_tagged(fifo, MPI_COMM_WORLD, 1), "is not a regular file");
