@@ -2,16 +2,24 @@
 // dataset and the attribute or value at fault, in the order the rules are listed there.
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
+#include <limits>
 #include <set>
+#include <sstream>
 
 #include "decomp/error.hpp"
+#include "io/h5_types.hpp"
 #include "io/schema.hpp"
+#include "io/sharded.hpp"
+#include "io/transfer.hpp"
 #include "runtime/tensor/tensor.hpp"
 
 namespace tessera::io::schema {
 namespace {
 
 using Problems = std::vector<std::string>;
+using h5::check;
+using h5::Handle;
 
 const std::set<std::string>& known_attrs() {
   static const std::set<std::string> k = {"variables", "spacing", "extent",      "origin", "mean",
@@ -132,25 +140,226 @@ void check_stats(const File& f, const std::string& d, std::size_t C, Index per_c
   }
 }
 
+// The root's version: one integer (an HDF5 integer type; floating-point values, even 1.0,
+// are refused as the schema stores int64) in 1..kVersion.
+void check_version(const File& f, Problems& problems) {
+  const std::string file = "'" + f.path() + "': ";
+  if (!f.has_attr("/", kVersionAttr)) {
+    problems.push_back(file + "missing root attribute '" + kVersionAttr +
+                       "' (not written by a Tessera tool, or older than the schema)");
+    return;
+  }
+  const std::string attr = std::string("root attribute '") + kVersionAttr + "'";
+  Handle a(check(H5Aopen(f.id(), kVersionAttr, H5P_DEFAULT), "opening " + attr));
+  Handle type(check(H5Aget_type(a.get()), "type of " + attr));
+  Handle space(check(H5Aget_space(a.get()), "dataspace of " + attr));
+  const H5T_class_t cls = H5Tget_class(type.get());
+  const hssize_t count = H5Sget_simple_extent_npoints(space.get());
+  if (cls == H5T_STRING) {
+    const std::vector<std::string> v = f.attr_strings("/", kVersionAttr);
+    problems.push_back(file + attr + " is a string" + (v.size() == 1 ? " '" + v[0] + "'" : "") +
+                       ", not an integer: the schema stores the version as an integer (int64)");
+    return;
+  }
+  if (count != 1) {
+    problems.push_back(file + attr + " holds " + std::to_string(count) +
+                       " values, not one integer");
+    return;
+  }
+  const double v = f.attr_doubles("/", kVersionAttr)[0];
+  std::ostringstream shown;
+  shown << std::setprecision(17) << v << (cls == H5T_FLOAT && v == std::floor(v) ? ".0" : "");
+  if (cls != H5T_INTEGER) {
+    problems.push_back(file + attr + " is the " +
+                       (cls == H5T_FLOAT ? "floating-point number " : "non-integer value ") +
+                       shown.str() +
+                       ", not an integer: the schema stores the version as an "
+                       "integer (int64)");
+    return;
+  }
+  if (v < 1 || v > static_cast<double>(kVersion))
+    problems.push_back(file + "schema version " + shown.str() +
+                       " is not one this build reads (1.." + std::to_string(kVersion) + ")");
+}
+
+// Where the schema puts a dataset: /fields/NAME (directly under /fields), /points/coords,
+// /points/features.
+bool schema_dataset_path(const std::string& path) {
+  const std::string fields_prefix = std::string(kFields) + "/";
+  return (path.rfind(fields_prefix, 0) == 0 &&
+          path.find('/', fields_prefix.size()) == std::string::npos) ||
+         path == kCoords || path == kFeatures;
+}
+
+struct Link {
+  std::string path;
+  H5L_type_t type;
+};
+
+herr_t collect_link(hid_t, const char* name, const H5L_info_t* info, void* out) {
+  std::string path(1, '/');
+  path.append(name);  // (not "/" + std::string(name): GCC 12 warns falsely of overlap there)
+  static_cast<std::vector<Link>*>(out)->push_back({path, info->type});
+  return 0;
+}
+
+// Links that lead nowhere (a dangling soft link, an external link to a missing file or
+// object), and a group or named type where the schema puts a dataset: each a problem, as
+// the apps would fail to open them. Resolving an external link opens its file (with this
+// file's access properties: collectively, every rank in the same order).
+void check_links(const File& f, Problems& problems) {
+  std::vector<Link> links;
+  check(H5Lvisit(f.id(), H5_INDEX_NAME, H5_ITER_INC, collect_link, &links),
+        "listing the links of '" + f.path() + "'", 0);
+  const std::string in = " in '" + f.path() + "'";
+  for (const Link& l : links) {
+    if (l.type == H5L_TYPE_SOFT || l.type == H5L_TYPE_EXTERNAL) {
+      H5L_info_t info{};
+      std::string target = "?";
+      if (H5Lget_info(f.id(), l.path.c_str(), &info, H5P_DEFAULT) >= 0 && info.u.val_size > 0) {
+        std::vector<char> val(info.u.val_size + 1, '\0');
+        if (H5Lget_val(f.id(), l.path.c_str(), val.data(), val.size(), H5P_DEFAULT) >= 0) {
+          const char* file = nullptr;
+          const char* obj = nullptr;
+          unsigned flags = 0;
+          if (l.type == H5L_TYPE_SOFT)
+            target = "'" + std::string(val.data()) + "'";
+          else if (H5Lunpack_elink_val(val.data(), val.size(), &flags, &file, &obj) >= 0)
+            target = "'" + std::string(obj ? obj : "?") + "' in the file '" +
+                     std::string(file ? file : "?") + "'";
+        }
+      }
+      const htri_t found = H5Oexists_by_name(f.id(), l.path.c_str(), H5P_DEFAULT);
+      H5Eclear2(H5E_DEFAULT);
+      if (found <= 0)
+        problems.push_back("'" + l.path + "'" + in + " is " +
+                           (l.type == H5L_TYPE_SOFT ? "a soft link to " : "an external link to ") +
+                           target + ", which does not exist" +
+                           (l.type == H5L_TYPE_SOFT ? " (a dangling link)"
+                                                    : " (the file or the object is missing)") +
+                           ": the data cannot be read through it");
+      continue;
+    }
+    if (l.type != H5L_TYPE_HARD || !schema_dataset_path(l.path)) continue;
+    Handle o(check(H5Oopen(f.id(), l.path.c_str(), H5P_DEFAULT), "opening '" + l.path + "'" + in));
+    const H5I_type_t t = H5Iget_type(o.get());
+    // A group holding datasets: those are reported, each as not part of the schema.
+    if (t != H5I_DATASET && (t != H5I_GROUP || f.datasets(l.path).empty()))
+      problems.push_back("'" + l.path + "'" + in + " is a " +
+                         (t == H5I_GROUP ? "group" : "named datatype") +
+                         ", where the schema wants a dataset");
+  }
+}
+
+// Collective: the first non-finite value of `dset` in row-major order ("" if none), read in
+// pieces of at most kScanBytes per rank (a sample of any size is streamed, never held
+// whole), each sample split over the ranks along its largest dim after N. Stops after the
+// first sample that holds one.
+constexpr Index kScanBytes = Index(64) << 20;
+
+template <class T>
+Index first_bad_in(const Tensor& t) {
+  const T* x = t.data<T>();
+  for (Index i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(x[i])) return i;
+  return -1;
+}
+
+std::string first_non_finite(const File& f, const std::string& dset, const DatasetInfo& in,
+                             const Progress& progress) {
+  const std::vector<Index>& shape = in.shape;
+  const int nd = static_cast<int>(shape.size());
+  const DType dt = *in.dtype;
+  int rank = 0, P = 1;
+  MPI_Comm_rank(f.comm(), &rank);
+  MPI_Comm_size(f.comm(), &P);
+  int split = 1;
+  for (int d = 2; d < nd; ++d)
+    if (shape[static_cast<std::size_t>(d)] > shape[static_cast<std::size_t>(split)]) split = d;
+  const auto [b, e] = balanced_range(shape[static_cast<std::size_t>(split)], P, rank);
+  std::vector<Index> ext(shape);  // this rank's box of one sample
+  ext[0] = 1;
+  ext[static_cast<std::size_t>(split)] = e - b;
+  // Pieces: dims after `cut` whole, `rows` of dim `cut` at a time, one index of each dim
+  // between N and cut.
+  const Index budget = std::max<Index>(1, kScanBytes / static_cast<Index>(size_of(dt)));
+  int cut = nd - 1;
+  Index inner = 1;
+  while (cut > 1 && ext[static_cast<std::size_t>(cut)] <= budget / inner)
+    inner *= ext[static_cast<std::size_t>(cut--)];
+  const Index cext = ext[static_cast<std::size_t>(cut)];
+  const Index rows = std::clamp<Index>(budget / inner, 1, std::max<Index>(cext, 1));
+  const Index blocks = (cext + rows - 1) / rows;
+  Index outer = 1;
+  for (int d = 1; d < cut; ++d) outer *= ext[static_cast<std::size_t>(d)];
+  const bool none = e <= b;
+  long long mine = none ? 0 : static_cast<long long>(outer * blocks), calls = 0;
+  MPI_Allreduce(&mine, &calls, 1, MPI_LONG_LONG, MPI_MAX, f.comm());
+  Index sample_bytes = static_cast<Index>(size_of(dt));
+  for (int d = 1; d < nd; ++d) sample_bytes *= shape[static_cast<std::size_t>(d)];
+  const Box whole = Box::from_shape(shape);
+  for (Index n = 0; n < shape[0]; ++n) {
+    // This rank's first bad value in the sample, as a flat index of the dataset.
+    long bad = std::numeric_limits<long>::max();
+    double value = 0;
+    for (long long c = 0; c < calls; ++c) {
+      Box box = whole;
+      box.lo[0] = n, box.hi[0] = n + 1;
+      if (c < mine) {
+        Index o = static_cast<Index>(c) / blocks;
+        const Index k = static_cast<Index>(c) % blocks;
+        for (int d = cut - 1; d >= 1; --d) {
+          const Index x = ext[static_cast<std::size_t>(d)];
+          const Index lo = (d == split ? b : 0) + o % x;
+          box.lo[d] = lo, box.hi[d] = lo + 1;
+          o /= x;
+        }
+        const Index base = cut == split ? b : 0;
+        box.lo[cut] = base + k * rows;
+        box.hi[cut] = base + std::min(cext, (k + 1) * rows);
+        // dims after cut stay whole, but for the split dim: this rank's range
+        if (split > cut) box.lo[split] = b, box.hi[split] = e;
+      } else {
+        for (int d = 0; d < nd; ++d) box.hi[d] = box.lo[d];  // no more pieces: select none
+      }
+      const Tensor t = read_slab(f, dset, box, dt);
+      if (bad == std::numeric_limits<long>::max() && t.numel() > 0) {
+        const Index i = dt == DType::f32 ? first_bad_in<float>(t) : first_bad_in<double>(t);
+        if (i >= 0) {
+          std::vector<Index> at(static_cast<std::size_t>(nd));
+          delinearize(box, i, at.data());
+          bad = linear_index(whole, at.data());
+          value = dt == DType::f32 ? static_cast<double>(t.data<float>()[i]) : t.data<double>()[i];
+        }
+      }
+    }
+    struct {
+      long index;
+      int rank;
+    } here{bad, rank}, first{0, 0};
+    MPI_Allreduce(&here, &first, 1, MPI_LONG_INT, MPI_MINLOC, f.comm());
+    if (progress && rank == 0)
+      progress(n + 1, shape[0], static_cast<double>((n + 1) * sample_bytes));
+    if (first.index != std::numeric_limits<long>::max()) {
+      MPI_Bcast(&value, 1, MPI_DOUBLE, first.rank, f.comm());
+      std::vector<Index> at(static_cast<std::size_t>(nd));
+      delinearize(whole, static_cast<Index>(first.index), at.data());
+      return f.where(dset) + ": non-finite value " + std::to_string(value) + " at index " +
+             shape_str(at) + " (the first in row-major order)";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<std::string> validate(const File& f, const std::vector<Expectation>& expect,
                                   bool check_values, const Progress& progress) {
   Problems problems;
-  if (!f.has_attr("/", kVersionAttr)) {
-    problems.push_back("'" + f.path() + "': missing root attribute '" + kVersionAttr +
-                       "' (not written by a Tessera tool, or older than the schema)");
-  } else {
-    const auto v = f.attr_is_string("/", kVersionAttr) ? std::vector<double>{}
-                                                       : f.attr_doubles("/", kVersionAttr);
-    if (v.size() != 1 || v[0] < 1 || v[0] > static_cast<double>(kVersion) ||
-        v[0] != std::floor(v[0]))
-      problems.push_back("'" + f.path() + "': schema version " +
-                         (v.size() == 1 ? std::to_string(v[0]) : std::string("?")) +
-                         " is not one this build reads (1.." + std::to_string(kVersion) + ")");
-  }
+  check_version(f, problems);
   if (f.has_attr("/", "generator") && !f.attr_is_string("/", "generator"))
     problems.push_back("'" + f.path() + "': root attribute 'generator' must be a string");
+  check_links(f, problems);
   for (const Expectation& e : expect) {
     if (!f.exists(e.dataset)) {
       problems.push_back("missing " + f.where(e.dataset));
@@ -165,12 +374,10 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
   const std::vector<std::string> all = f.datasets();
   if (all.empty()) problems.push_back("'" + f.path() + "' holds no datasets");
   std::set<Index> samples;
-  const std::string fields_prefix = std::string(kFields) + "/";
+  std::vector<DatasetInfo> to_scan;  // the values are checked after every rule of metadata
   for (const std::string& d : all) {
     const DatasetInfo in = f.info(d);
-    // A field is /fields/NAME itself, not a dataset in a group below it.
-    const bool field =
-        d.rfind(fields_prefix, 0) == 0 && d.find('/', fields_prefix.size()) == std::string::npos;
+    const bool field = schema_dataset_path(d) && d != kCoords && d != kFeatures;
     const bool coords = d == kCoords, feats = d == kFeatures;
     if (!field && !coords && !feats) {
       problems.push_back(f.where(d) + ": not part of the schema (expected /fields/NAME, " +
@@ -211,22 +418,33 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
     if (field || feats) check_variables(f, d, C, problems);
     if (field) check_grid(f, d, in.shape, problems);
     check_stats(f, d, C, per_channel, problems);
-    if (coords && f.exists(kFeatures)) {
+    if (coords && f.exists(kFeatures) && f.info(kFeatures).shape.size() == 3) {
       const DatasetInfo fe = f.info(kFeatures);
-      if (fe.shape.size() == 3 && (fe.shape[0] != in.shape[0] || fe.shape[1] != in.shape[1]))
+      if (fe.shape[0] != in.shape[0] || fe.shape[1] != in.shape[1])
         problems.push_back(f.where(kFeatures) + " has shape " + shape_str(fe.shape) +
                            ", its (N, P) must match " + kCoords + " " + shape_str(in.shape));
     }
-    if (check_values && (in.dtype == DType::f32 || in.dtype == DType::f64) && C > 0) {
-      const ChannelStats s = scan(f, d, field ? 1 : 2, progress);
-      if (!s.first_bad.empty())
-        problems.push_back(f.where(d) + ": non-finite value " + std::to_string(s.first_bad_value) +
-                           " at index " + shape_str(s.first_bad) +
-                           " (the first in row-major order)");
-    }
+    // A filter this HDF5 lacks (h5py's lzf): the apps cannot read the values.
+    const std::string missing = unavailable_filter(f, d);
+    if (!missing.empty())
+      problems.push_back(missing);
+    else if (check_values && (in.dtype == DType::f32 || in.dtype == DType::f64) && C > 0)
+      to_scan.push_back(in);
   }
   if (samples.size() > 1)
     problems.push_back("'" + f.path() + "': datasets disagree on the sample count N");
+  for (const DatasetInfo& in : to_scan) {
+    // Created and never written (storage unallocated): no data, rather than fill values
+    // scanned as if they were some.
+    if (!storage_allocated(f, in.name)) {
+      problems.push_back(f.where(in.name) +
+                         " holds no written data (its storage was never allocated: created, "
+                         "never written)");
+      continue;
+    }
+    const std::string bad = first_non_finite(f, in.name, in, progress);
+    if (!bad.empty()) problems.push_back(bad);
+  }
   return problems;
 }
 

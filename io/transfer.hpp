@@ -48,6 +48,14 @@ TransferReport read_box(const File& f, const std::string& dset, const Box& file_
 TransferReport write_box(const File& f, const std::string& dset, const Box& file_box,
                          const Tensor& mem, const Box& mem_box, const IoOptions& opts = {});
 
+// Why `dset` cannot be read here, else "": a filter of its pipeline (a compression such as
+// h5py's lzf) that this HDF5 lacks, named with its id ("dataset '/fields/u' in 'F.h5' is
+// stored with filter 'lzf' (id 32000), which this HDF5 does not have ..."). Local, no I/O.
+std::string unavailable_filter(const File& f, const std::string& dset);
+// Whether any storage of `dset` was ever allocated (H5Dget_space_status): false for a
+// dataset created and never written (reads would return fill values, not data).
+bool storage_allocated(const File& f, const std::string& dset);
+
 // The "why not collective" bits of H5Pget_mpio_no_collective_cause, in words.
 std::string no_collective_cause_str(unsigned cause);
 

@@ -47,4 +47,10 @@ void create_grid_field(io::File& f, const std::string& name, Index samples, cons
 void write_grid_sample(io::File& f, const std::string& name, Index n, const ShardSpec& spec,
                        const Mesh& mesh, const Tensor& local);
 
+// Collective: why io::schema::scan cannot read `dset` here, else "" - a filter this HDF5
+// lacks, storage never allocated (no written data), or a share of one sample per rank (scan
+// reads a whole sample at a time) more than the node's memory can hold, with the bytes and
+// `advice` (the option that skips the statistics).
+std::string unscannable(const io::File& f, const std::string& dset, const std::string& advice);
+
 }  // namespace tessera::prep

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "apps/prep/common.hpp"
@@ -13,6 +14,7 @@
 #include "apps/prep/progress.hpp"
 #include "io/output_file.hpp"
 #include "io/sharded.hpp"
+#include "io/transfer.hpp"
 #include "runtime/comm/collective_error.hpp"
 
 namespace tessera::prep {
@@ -24,8 +26,26 @@ struct Input {
   bool is_double = false;
 };
 
+// The raw input's element type from --dtype: any name of float32 / float64 the library
+// knows (f32, float, double, ...); nothing else.
+std::size_t elem_size_of_option(const cli::Args& a) {
+  DType dt = DType::i64;
+  try {
+    dt = dtype_from_name(a.str("dtype"));
+  } catch (const Error&) {
+  }
+  if (dt != DType::f32 && dt != DType::f64)
+    throw Error("--dtype " + a.str("dtype") + ": the input must be float32 or float64");
+  return size_of(dt);
+}
+
 Input describe_input(const std::string& path, const cli::Args& a) {
   Input in;
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) throw Error("cannot open '" + path + "': no such file");
+  if (std::filesystem::is_directory(st))
+    throw Error("'" + path + "' is a directory, not an input file (.npy or raw binary)");
   if (path.size() >= 4 && path.substr(path.size() - 4) == ".npy") {
     const NpyHeader h = read_npy_header(path);
     if (h.fortran_order)
@@ -36,27 +56,32 @@ Input describe_input(const std::string& path, const cli::Args& a) {
     in.shape = h.shape;
     in.offset = h.data_offset;
     in.elem = h.elem_size;
+    // The header says both: --shape and --dtype may repeat it, not contradict it.
+    if (a.has("shape") && a.shape("shape") != in.shape)
+      throw Error("--shape " + a.str("shape") + " contradicts '" + path + "', whose .npy header " +
+                  "says " + shape_str(in.shape) + " (leave --shape out for a .npy file)");
+    if (a.has("dtype") && elem_size_of_option(a) != in.elem)
+      throw Error("--dtype " + a.str("dtype") + " contradicts '" + path + "', whose .npy header " +
+                  "says '" + h.descr + "' (leave --dtype out for a .npy file)");
   } else {
     if (!a.has("shape") || !a.has("dtype"))
       throw Error("'" + path + "' is raw binary: give --shape and --dtype (or use a .npy file)");
     in.shape = a.shape("shape");
-    // Any name of float32 / float64 the library knows (f32, float, double, ...); nothing else.
-    DType dt = DType::i64;
-    try {
-      dt = dtype_from_name(a.str("dtype"));
-    } catch (const Error&) {
-    }
-    if (dt != DType::f32 && dt != DType::f64)
-      throw Error("--dtype " + a.str("dtype") + ": raw input must be float32 or float64");
-    in.elem = size_of(dt);
+    in.elem = elem_size_of_option(a);
   }
   in.is_double = in.elem == 8;
-  Index n = 1;
-  for (Index s : in.shape) n *= s;
-  std::error_code ec;
+  // The byte count, refused when it overflows (a shape of absurd extents).
+  std::size_t need = in.elem;
+  for (Index s : in.shape)
+    if (s < 0 || __builtin_mul_overflow(need, static_cast<std::size_t>(s), &need) ||
+        need > static_cast<std::size_t>(std::numeric_limits<Index>::max()))
+      throw Error("'" + path + "': shape " + shape_str(in.shape) + " of " +
+                  std::to_string(in.elem) + "-byte values " +
+                  (s < 0 ? "has a negative extent"
+                         : "would need more than 2^63 bytes (the byte count overflows)"));
+  need += in.offset;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw Error("cannot read '" + path + "': " + ec.message());
-  const std::size_t need = in.offset + static_cast<std::size_t>(n) * in.elem;
   if (size != need)
     throw Error("'" + path + "' has " + std::to_string(size) + " bytes, shape " +
                 shape_str(in.shape) + " of " + std::to_string(in.elem) + "-byte values needs " +
@@ -98,6 +123,22 @@ int run(Context& ctx, const cli::Args& a) {
   const std::string out = a.str("out");
   const bool append = a.flag("append");
   io::refuse_alias(ctx.world(), "--out", out, {{"the input", src}});
+  if (append) {  // said here, not as the copy's file-system error naming both paths
+    std::error_code ec;
+    const auto st = std::filesystem::status(out, ec);
+    collective_check(ctx.world(), std::filesystem::exists(st),
+                     "--append: '" + out + "', the file to append to, does not exist");
+    collective_check(ctx.world(), !std::filesystem::is_directory(st),
+                     "--append: '" + out + "' is a directory, not an HDF5 file to append to");
+    // Read-only first: parallel HDF5 allocates (and fills) the storage of a dataset never
+    // written when a writable file opens it - a declared-only dataset of terabytes would be
+    // written out in the copy.
+    const io::File r = io::File::open(out, ctx.world());
+    for (const std::string& d : r.datasets())
+      TESSERA_CHECK(io::storage_allocated(r, d),
+                    "--append: " << r.where(d) << " holds no written data (never allocated): "
+                                 << "appending would allocate and fill it; write it first");
+  }
   // Written under a temporary name, renamed when complete: a failure leaves `out` as it was
   // (--append works on a copy of it).
   io::NewFile output(out, ctx.world(),
@@ -112,7 +153,10 @@ int run(Context& ctx, const cli::Args& a) {
   chunk[0] = 1;
   chunk[static_cast<std::size_t>(split)] = std::max<Index>(
       1, io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), 0).second);
-  collective_check(ctx.world(), !f.exists(dset), f.where(dset) + " exists already");
+  // Named by the output's own name, not the temporary copy's.
+  collective_check(ctx.world(), !f.exists(dset),
+                   "--append: '" + out + "' holds '" + dset + "' already" +
+                       (kind == "field" ? " (give another --name)" : ""));
   // The schema's one N (and one P for a point cloud) over all datasets, said before writing.
   for (const std::string& d : append ? f.datasets("/") : std::vector<std::string>{}) {
     const std::vector<Index> s = f.info(d).shape;

@@ -6,6 +6,7 @@
 // the operator is symmetric positive definite and the same on any rank count. The
 // pressure comes from Jacobi-preconditioned conjugate gradients: one halo exchange
 // per matrix-vector product, MPI_Allreduce for the dot products.
+#include <cmath>
 #include <cstdint>
 
 #include "apps/prep/random_field.hpp"
@@ -26,6 +27,17 @@ struct DarcySample {
   Tensor p;      // float64 pressure on the owned nodes
   int iterations = 0;
   double residual = 0;  // relative, as the solver computed it
+  // The permeability's range over every rank's padded box; CG does not run (iterations 0,
+  // residual NaN) when exp(sigma g) overflowed to inf or underflowed to 0.
+  double k_min = 0, k_max = 0;
+  // The smallest relative residual CG reached, and at which iteration: a solve that stopped
+  // at max_iter while still reaching new lows may need more iterations; one whose best lies
+  // long behind it, after more iterations than unknowns (where CG in exact arithmetic has
+  // converged), is lost to round-off: more iterations do not help.
+  double best_residual = 0;
+  int best_iteration = 0;
+  bool k_overflow() const { return !(k_min > 0) || !(k_max < HUGE_VAL); }
+  bool still_falling() const;
 };
 
 // Collective over the mesh. `spec` shards the spatial grid (2-D or 3-D, sizes = nodes).

@@ -1,7 +1,9 @@
 // tessera-prep generate darcy: log-normal permeability and the Darcy pressure solved by
 // distributed conjugate gradients on the sharded grid.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
+#include <sstream>
 
 #include "apps/prep/common.hpp"
 #include "io/output_file.hpp"
@@ -50,9 +52,35 @@ int run(Context& ctx, const cli::Args& a) {
   double max_res = 0;
   for (Index n = 0; n < samples; ++n) {
     const DarcySample s = solve_darcy(mesh, spec, p, static_cast<std::uint64_t>(n));
-    TESSERA_CHECK(s.residual <= p.tol, "sample " << n << ": CG stopped at relative residual "
-                                                 << s.residual << " after " << s.iterations
-                                                 << " iterations (raise --max-iter)");
+    // Every rank holds the same figures (all-reduced): one message, the same everywhere.
+    TESSERA_CHECK(!s.k_overflow(),
+                  "sample " << n << ": the permeability k = exp(sigma g) leaves double precision"
+                            << " at --sigma " << a.str("sigma") << " (k spans " << s.k_min << " to "
+                            << s.k_max << "): no pressure can be solved; give a smaller --sigma");
+    if (s.residual > p.tol || !std::isfinite(s.residual)) {
+      std::ostringstream os;
+      os << "sample " << n << ": CG did not reach --tol " << a.str("tol") << " at --sigma "
+         << a.str("sigma") << " (k spans " << s.k_min << " to " << s.k_max
+         << "): the relative residual is " << s.residual << " after " << s.iterations
+         << " iterations, its lowest " << s.best_residual << " at iteration " << s.best_iteration;
+      // Case by case (the same figures on every rank): broke down or lost to round-off
+      // after more iterations than unknowns (ill-conditioned: more iterations do not help),
+      // still reaching new lows (more iterations), or neither said for sure.
+      if (!std::isfinite(s.residual))
+        os << ": CG broke down, the system is too ill-conditioned at this sigma; give a "
+              "smaller --sigma";
+      else if (s.still_falling())
+        os << ", still falling: raise --max-iter (" << p.max_iter << ")";
+      else if (static_cast<double>(s.iterations) >= static_cast<double>(cells))
+        os << ": no progress over the last half of more iterations than the grid's " << cells
+           << " unknowns, so more iterations (--max-iter) will not help; the system is too "
+              "ill-conditioned at this sigma: give a smaller --sigma";
+      else
+        os << ": no progress over the last half of the iterations; the system may be too "
+              "ill-conditioned at this sigma (give a smaller --sigma), or need more than "
+           << p.max_iter << " iterations (--max-iter)";
+      throw Error(os.str());
+    }
     write_grid_sample(f, "permeability", n, spec, mesh, s.k.interior());
     write_grid_sample(f, "pressure", n, spec, mesh, s.p);
     max_it = std::max(max_it, s.iterations);

@@ -49,7 +49,12 @@ int run(Context& ctx, const cli::Args& a) {
     if (!a.flag("no-stats") && (in.dtype == DType::f32 || in.dtype == DType::f64) &&
         in.shape.size() >= 2) {
       const int cdim = io::schema::channel_dim_of(d);
-      if (cdim < static_cast<int>(in.shape.size())) {
+      const std::string why = cdim < static_cast<int>(in.shape.size())
+                                  ? unscannable(f, d, "--no-stats skips the statistics")
+                                  : "";
+      if (!why.empty()) {
+        os << "  no statistics: " << why << "\n";
+      } else if (cdim < static_cast<int>(in.shape.size())) {
         Progress progress(ctx.world(), "inspect " + d, in.shape[0], 0, a.flag("quiet"));
         const io::schema::ChannelStats s =
             io::schema::scan(f, d, cdim, [&](Index done, Index total, double bytes) {

@@ -1,7 +1,9 @@
 #include "apps/prep/npy.hpp"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "decomp/error.hpp"
 
@@ -61,16 +63,39 @@ NpyHeader read_npy_header(const std::string& path) {
   h.descr = value_of(dict, "descr", path);
   h.fortran_order = value_of(dict, "fortran_order", path).find("True") != std::string::npos;
   const std::string shape = value_of(dict, "shape", path);
-  std::string num;
-  for (char c : shape) {
-    if (c >= '0' && c <= '9') {
-      num += c;
-    } else if (!num.empty()) {
-      h.shape.push_back(std::stoll(num));
-      num.clear();
-    }
+  // "(3, 1, 8, 8)", "(5,)" or "()": each entry a non-negative decimal integer that fits.
+  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')')
+    throw Error("'" + path + "': malformed shape in .npy header: " + shape);
+  std::stringstream items(shape.substr(1, shape.size() - 2));
+  for (std::string item; std::getline(items, item, ',');) {
+    const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b == std::string::npos) continue;  // the empty entry after a trailing comma
+    item = item.substr(b, e - b + 1);
+    Index v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item[0] == '-' || (ec == std::errc() && v < 0))
+      throw Error("'" + path + "': .npy header shape " + shape + " has a negative extent " + item);
+    if (ec == std::errc::result_out_of_range)
+      throw Error("'" + path + "': .npy header shape " + shape + " has an extent " + item +
+                  " past 2^63");
+    if (ec != std::errc() || end != item.data() + item.size())
+      throw Error("'" + path + "': .npy header shape " + shape + " has a non-integer extent '" +
+                  item + "'");
+    h.shape.push_back(v);
   }
-  if (h.descr.size() < 3) throw Error("'" + path + "': unknown dtype '" + h.descr + "'");
+  // Only plain scalar types: '<f4', '|u1', ... A structured dtype is a list of fields
+  // ([('a', '<f4'), ...]), and strings ('<U5'), objects ('|O') and the like are no numbers.
+  const auto dk = dict.find("'descr'");
+  const auto dv = dk == std::string::npos ? dk : dict.find_first_not_of(" :", dk + 7);
+  if (dv != std::string::npos && dict[dv] == '[')
+    throw Error("'" + path + "': structured dtype (a record of named fields) not supported: " +
+                "save one plain float32 or float64 array per field");
+  const auto digits = h.descr.size() >= 3 ? h.descr.find_first_not_of("0123456789", 2) : 0;
+  if (h.descr.size() < 3 || std::string("<>|=").find(h.descr[0]) == std::string::npos ||
+      std::string("fiuc").find(h.descr[1]) == std::string::npos || digits != std::string::npos ||
+      h.descr.size() > 5)
+    throw Error("'" + path + "': dtype '" + h.descr +
+                "' not supported (little-endian float32 or float64)");
   const char order = h.descr[0];
   h.little_endian = order == '<' || order == '|' || order == '=';
   h.kind = h.descr[1];

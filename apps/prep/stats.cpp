@@ -9,9 +9,19 @@ namespace {
 
 int run(Context& ctx, const cli::Args& a) {
   if (a.positional().size() != 1) throw Error("stats needs one HDF5 file (see --help)");
-  io::File f = io::File::open(a.positional()[0], ctx.world(), io::Mode::ReadWrite);
-  io::schema::require_valid(f);  // statistics of a file that fails the schema mean nothing
+  const std::string path = a.positional()[0];
   std::vector<std::string> dsets;
+  {
+    // Everything checked read-only first: parallel HDF5 allocates (and fills) the storage of
+    // an unallocated dataset opened in a writable file, so a declared-only dataset of
+    // terabytes would be written out (it filled a disk) before it could be refused.
+    const io::File r = io::File::open(path, ctx.world());
+    io::schema::require_valid(r);  // statistics of a file that fails the schema mean nothing
+    for (const std::string& d : r.datasets())
+      if (const std::string why = unscannable(r, d, "more ranks on more nodes"); !why.empty())
+        throw Error(why + ": no statistics computed (nothing written)");
+  }
+  io::File f = io::File::open(path, ctx.world(), io::Mode::ReadWrite);
   if (a.has("dataset")) {
     dsets.push_back(a.str("dataset"));
   } else {

@@ -247,5 +247,119 @@ case $case_name in
     expect_error "spatial dim 0 has 4 nodes at spacing 1.000000, which span 3.000000, more than its extent" \
       stats c.h5
     ;;
+  npy_dtype)  # a structured dtype (a record of named fields): refused naming the file
+    /usr/bin/python3 -c "import numpy as np; np.save('s.npy', np.zeros(3, dtype=[('a', 'f4'), ('b', 'i4')]))" ||
+      fail "numpy could not write s.npy"
+    expect_error "'s.npy': structured dtype (a record of named fields) not supported" \
+      convert s.npy --out s.h5
+    ;;
+  npy_shape)  # negative and overflowing extents, --shape/--dtype contradicting the header
+    ramp 192 b.raw  # 768 bytes: (3, 1, 8, 8) float32
+    npy b.raw '<f4' '-3, 1, 8, 8' neg.npy
+    (expect_error "'neg.npy': .npy header shape (-3, 1, 8, 8) has a negative extent -3" \
+      convert neg.npy --out n.h5) || exit 1
+    npy b.raw '<f4' '3, 1, -8, 8' neg2.npy
+    (expect_error "has a negative extent -8" convert neg2.npy --out n.h5) || exit 1
+    npy b.raw '<f4' '4611686018427387904, 4, 8, 8' big.npy
+    (expect_error "'big.npy': shape (4611686018427387904, 4, 8, 8) of 4-byte values would need more than 2^63 bytes" \
+      convert big.npy --out n.h5) || exit 1
+    npy b.raw '<f4' '3, 1, 8, 8' ok.npy
+    (expect_error "--shape 3,1,64 contradicts 'ok.npy', whose .npy header says (3, 1, 8, 8)" \
+      convert ok.npy --shape 3,1,64 --out n.h5) || exit 1
+    (expect_error "--dtype float64 contradicts 'ok.npy', whose .npy header says '<f4'" \
+      convert ok.npy --dtype float64 --out n.h5) || exit 1
+    [ -e n.h5 ] && fail "a refused convert left n.h5"
+    expect_ok 2 convert ok.npy --shape 3,1,8,8 --dtype float32 --out n.h5 --quiet  # agreeing
+    echo "prep_cli npy_shape: refused; agreeing --shape/--dtype pass"
+    ;;
+  darcy_sigma)  # CG's advice: overflowing k, then a residual that stopped falling
+    (expect_error "the permeability k = exp(sigma g) leaves double precision at --sigma 1000 .*give a smaller --sigma" \
+      generate darcy --grid 8x8 --sigma 1000 --out g.h5) || exit 1
+    run 3 generate darcy --grid 16x16 --sigma 30 --out g.h5
+    echo "$out" | grep "^tessera-prep: error" | grep -q "more iterations (--max-iter) will not help; the system is too ill-conditioned at this sigma: give a smaller --sigma" ||
+      { echo "$out"; fail "sigma 30: no ill-conditioning said"; }
+    run 3 generate darcy --grid 16x16 --sigma 2 --max-iter 60 --out g.h5
+    echo "$out" | grep "^tessera-prep: error" | grep -q "still falling: raise --max-iter" ||
+      { echo "$out"; fail "a falling residual: --max-iter not suggested"; }
+    [ -z "$(ls)" ] || fail "files were left: $(ls)"
+    echo "prep_cli darcy_sigma: overflow and ill-conditioning said, --max-iter only while falling"
+    ;;
+  huge_sample)  # declared huge and never written: schema problems first, no allocation
+    /usr/bin/python3 -c "
+import h5py, numpy as np
+with h5py.File('h.h5', 'w') as f:
+    f.attrs['tessera_schema_version'] = np.int64(1)
+    f.create_dataset('/fields/u', shape=(2, 1, 400000, 400000), dtype='f4', chunks=(1, 1, 1000, 1000))
+with h5py.File('n.h5', 'w') as f:
+    f.attrs['tessera_schema_version'] = np.int64(1)
+    d = f.create_dataset('/fields/u', shape=(10**12, 1, 4, 4), dtype='f4', chunks=(1, 1, 4, 4))
+    d.attrs['variables'] = ['u']; d.attrs['spacing'] = [0.25, 0.25]; d.attrs['extent'] = [1.0, 1.0]
+" || fail "h5py could not write the files"
+    size=$(stat -c %s h.h5)
+    run 3 validate h.h5
+    echo "$out" | grep -q "^invalid: dataset '/fields/u' in 'h.h5': missing attribute 'variables'" ||
+      { echo "$out"; fail "schema problems not listed"; }
+    echo "$out" | grep -q "^invalid: dataset '/fields/u' in 'h.h5' holds no written data" ||
+      { echo "$out"; fail "unallocated not said"; }
+    run 3 inspect h.h5 --quiet
+    [ "$rc" -eq 0 ] && echo "$out" | grep -q "no statistics: dataset '/fields/u' in 'h.h5' holds no written data" ||
+      { echo "$out"; fail "inspect of h.h5"; }
+    (expect_error "dataset '/fields/u' in 'n.h5' holds no written data (its storage was never allocated" \
+      validate n.h5) || exit 1
+    (expect_error "'/fields/u' in 'h.h5'" stats h.h5) || exit 1
+    [ "$(stat -c %s h.h5)" = "$size" ] || fail "h.h5 changed size: storage was allocated"
+    echo "prep_cli huge_sample: reported, nothing allocated"
+    ;;
+  missing_filter)  # a compression this HDF5 lacks: the dataset and the filter named
+    /usr/bin/python3 -c "
+import h5py, numpy as np
+with h5py.File('z.h5', 'w') as f:
+    f.attrs['tessera_schema_version'] = np.int64(1)
+    d = f.create_dataset('/fields/u', data=np.ones((2, 1, 10, 40), 'f4'), chunks=(1, 1, 10, 40), compression='lzf', shuffle=True)
+    d.attrs['variables'] = ['u']; d.attrs['spacing'] = [0.1, 0.025]; d.attrs['extent'] = [1.0, 1.0]
+" || fail "h5py could not write z.h5"
+    expect_error "dataset '/fields/u' in 'z.h5' is stored with filter 'lzf' (id 32000), which this HDF5 does not have" \
+      validate z.h5
+    ;;
+  links)  # a dangling soft link, an external link to a missing file, a group: each a problem
+    small_darcy
+    for k in soft external group; do cp d.h5 "$k.h5"; done
+    /usr/bin/python3 -c "
+import h5py
+for k in ('soft', 'external', 'group'):
+    with h5py.File(k + '.h5', 'r+') as f:
+        del f['/fields/permeability']
+        if k == 'soft': f['/fields/permeability'] = h5py.SoftLink('/nowhere')
+        if k == 'external': f['/fields/permeability'] = h5py.ExternalLink('missing.h5', '/k')
+        if k == 'group': f.create_group('/fields/permeability')
+" || fail "h5py could not edit the files"
+    (expect_error "'/fields/permeability' in 'soft.h5' is a soft link to '/nowhere', which does not exist" \
+      validate soft.h5) || exit 1
+    (expect_error "'/fields/permeability' in 'external.h5' is an external link to '/k' in the file 'missing.h5', which does not exist" \
+      validate external.h5) || exit 1
+    expect_error "'/fields/permeability' in 'group.h5' is a group, where the schema wants a dataset" \
+      validate group.h5
+    ;;
+  repeated_option) expect_error "option --grid is given more than once" generate darcy --grid 8x8 --grid=16x16 --out g.h5 ;;
+  wording)  # the messages name the cause
+    ramp 48 a.raw
+    (expect_error "--append: 'missing.h5', the file to append to, does not exist" \
+      convert a.raw --shape 2,1,4,6 --dtype float32 --out missing.h5 --append) || exit 1
+    expect_ok 1 convert a.raw --shape 2,1,4,6 --dtype float32 --out A.h5 --name u --quiet
+    (expect_error "--append: 'A.h5' holds '/fields/u' already (give another --name)" \
+      convert a.raw --shape 2,1,4,6 --dtype float32 --out A.h5 --name u --append) || exit 1
+    (expect_error "'/etc' is a directory, not an input file" convert /etc --out e.h5) || exit 1
+    for v in str two float; do cp A.h5 "$v.h5"; done
+    /usr/bin/python3 -c "
+import h5py, numpy as np
+h5py.File('str.h5', 'r+').attrs['tessera_schema_version'] = '1'
+h5py.File('two.h5', 'r+').attrs['tessera_schema_version'] = np.int64(2)
+h5py.File('float.h5', 'r+').attrs['tessera_schema_version'] = 1.0
+" || fail "h5py could not set the attributes"
+    (expect_error "root attribute 'tessera_schema_version' is a string '1', not an integer" validate str.h5) || exit 1
+    (expect_error "'two.h5': schema version 2 is not one this build reads (1..1)" validate two.h5) || exit 1
+    expect_error "root attribute 'tessera_schema_version' is the floating-point number 1.0, not an integer" \
+      validate float.h5
+    ;;
   *) fail "unknown case" ;;
 esac
