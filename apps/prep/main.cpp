@@ -3,7 +3,6 @@
 //   tessera-prep convert|inspect|validate|stats FILE [options]
 // Every subcommand takes --help. An error prints once and exits non-zero on every rank.
 #include <iostream>
-#include <set>
 
 #include "apps/common/report_errors.hpp"
 #include "apps/prep/common.hpp"
@@ -24,21 +23,6 @@ std::string overview() {
       "usage: tessera-prep COMMAND [options]   (under mpirun for parallel work)\n\ncommands:\n";
   for (const Command& c : commands()) s += "  " + c.usage + "\n";
   return s + "\n`tessera-prep COMMAND --help` describes each.\n";
-}
-
-// An option given twice (`--grid 8x8 --grid 16x16`) is refused, not decided by its last
-// value: which one was meant is not ours to guess. Values never begin with "--" (the parser
-// refuses `--out --quiet`), so every "--key" or "--key=value" before "--" is an option.
-void refuse_repeated(const std::vector<std::string>& args) {
-  std::set<std::string> seen;
-  for (const std::string& arg : args) {
-    if (arg == "--") break;
-    if (arg.size() <= 2 || arg.rfind("--", 0) != 0) continue;
-    const std::string key = arg.substr(2, arg.find('=') - 2);
-    if (key == "help") continue;
-    if (!seen.insert(key).second)
-      throw Error("option --" + key + " is given more than once (give it once)");
-  }
 }
 
 int run(Context& ctx, int argc, char** argv) {
@@ -66,8 +50,8 @@ int run(Context& ctx, int argc, char** argv) {
     if (c.name == name) cmd = &c;
   if (!cmd) throw Error("unknown command '" + name + "' (tessera-prep --help lists them)");
   const std::vector<std::string> rest(args.begin() + static_cast<long>(used), args.end());
-  const cli::Args a(rest, cmd->options);  // unknown options and missing values refused here
-  refuse_repeated(rest);
+  // Unknown options, missing values and an option given twice are refused here.
+  const cli::Args a(rest, cmd->options);
   if (a.help()) {
     if (ctx.rank() == 0) std::cout << cli::help_text(cmd->usage, cmd->description, cmd->options);
     return 0;

@@ -340,7 +340,7 @@ for k in ('soft', 'external', 'group'):
     expect_error "'/fields/permeability' in 'group.h5' is a group, where the schema wants a dataset" \
       validate group.h5
     ;;
-  repeated_option) expect_error "option --grid is given more than once" generate darcy --grid 8x8 --grid=16x16 --out g.h5 ;;
+  repeated_option) expect_error "option --grid is given twice ('8x8', then '16x16')" generate darcy --grid 8x8 --grid=16x16 --out g.h5 ;;
   wording)  # the messages name the cause
     ramp 48 a.raw
     (expect_error "--append: 'missing.h5', the file to append to, does not exist" \
