@@ -67,6 +67,30 @@ std::string mode_str(H5D_mpio_actual_io_mode_t m) {
   return "unknown";
 }
 
+// Whether an unfiltered chunked dataset holds fewer allocated chunks than it has (h5py
+// allocates chunks as they are written). HDF5 may call a fully written dataset "partly
+// allocated"; the storage size tells.
+bool partly_written_chunks(hid_t d) {
+  H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
+  if (H5Dget_space_status(d, &st) < 0 || st != H5D_SPACE_STATUS_PART_ALLOCATED) return false;
+  Handle dcpl(H5Dget_create_plist(d));
+  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CHUNKED || H5Pget_nfilters(dcpl.get()) != 0)
+    return false;
+  Handle space(H5Dget_space(d));
+  Handle type(H5Dget_type(d));
+  const int nd = H5Sget_simple_extent_ndims(space.get());
+  if (nd <= 0) return false;
+  std::vector<hsize_t> dims(static_cast<std::size_t>(nd)), chunk(static_cast<std::size_t>(nd));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  H5Pget_chunk(dcpl.get(), nd, chunk.data());
+  double full = static_cast<double>(H5Tget_size(type.get()));
+  for (int k = 0; k < nd; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    full *= static_cast<double>((dims[i] + chunk[i] - 1) / chunk[i] * chunk[i]);
+  }
+  return static_cast<double>(H5Dget_storage_size(d)) < full;
+}
+
 TransferReport transfer(bool is_write, const File& f, const std::string& dset, const Box& fbox,
                         const Tensor& mem, const Box& mbox, const IoOptions& opts) {
   const std::string what = f.where(dset);
@@ -142,13 +166,17 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
   int mine = static_cast<int>(pieces.size()), calls = 0;
   MPI_Allreduce(&mine, &calls, 1, MPI_INT, MPI_MAX, f.comm());
 
+  // A chunked dataset only partly written (h5py writes chunks as they are touched) fails a
+  // collective read in MPI-IO (MPI_File_set_view: invalid datatype, HDF5 1.14); an
+  // independent one reads it, the unwritten chunks as fill values. The status is metadata:
+  // the same on every rank.
+  const bool collective = opts.collective && (is_write || !partly_written_chunks(d.get()));
   Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(transfer)"));
-  check(
-      H5Pset_dxpl_mpio(dxpl.get(), opts.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
-      "H5Pset_dxpl_mpio", 0);
+  check(H5Pset_dxpl_mpio(dxpl.get(), collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+        "H5Pset_dxpl_mpio", 0);
   const hid_t mt = h5::native_type(mem.dtype());
   TransferReport rep;
-  rep.collective = opts.collective;
+  rep.collective = collective;
   uint32_t causes = 0;
   for (int c = 0; c < std::max(calls, 1); ++c) {
     const Piece none{Box(), mem, Box(), Tensor()};
