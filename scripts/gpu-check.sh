@@ -128,8 +128,10 @@ train_row() {
   local m=$1 np=$2 env=${3:-} extra=() label="train $1 np$2" log=$logs/train-$1.np$2
   if [ -n "$env" ]; then extra=(-x "$env") label="$label $env" log=$log-${env//=/_}; fi
   log=$log.log
+  # A folder per run: a new run refuses one that holds another run's checkpoints.
   if timeout 120 "${mpirun[@]}" -np "$np" "${extra[@]}" "$apps/tessera-train" "$data/$m.toml" \
-    --train.log_interval=1 --train.device_stats=true >"$log" 2>&1; then
+    --train.checkpoint_dir="$data/ck-${label//[ =]/_}" --train.log_interval=1 --train.device_stats=true \
+    >"$log" 2>&1; then
     step=$(grep '^step 3/3' "$log" | grep -oE '[0-9.e+]+ ms/step')
     dev=$(grep '^  device' "$log" | tail -1 | sed 's/^  device (rank 0): //')
     where=$(grep -q "no CUDA kernels yet" "$log" && echo "host (no CUDA kernels)" || echo "$dev")
