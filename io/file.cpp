@@ -223,10 +223,12 @@ namespace {
 void replace_attr(hid_t obj, const std::string& name) {
   if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
 }
-Handle vlen_string_type() {
+// Variable-length strings of a character set: UTF-8 as Tessera writes them; reading takes
+// the file's set (HDF5 converts neither way: h5py writes a list of bytes as ASCII).
+Handle vlen_string_type(H5T_cset_t cset = H5T_CSET_UTF8) {
   Handle t(check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
   H5Tset_size(t.get(), H5T_VARIABLE);
-  H5Tset_cset(t.get(), H5T_CSET_UTF8);
+  H5Tset_cset(t.get(), cset);
   return t;
 }
 }  // namespace
@@ -334,7 +336,7 @@ std::vector<std::string> File::attr_strings(const std::string& obj, const std::s
       static_cast<std::size_t>(std::max<hssize_t>(H5Sget_simple_extent_npoints(space.get()), 0));
   std::vector<std::string> out;
   if (H5Tis_variable_str(t.get()) > 0) {
-    Handle mt = vlen_string_type();
+    Handle mt = vlen_string_type(H5Tget_cset(t.get()));
     std::vector<char*> p(n, nullptr);
     check(H5Aread(a.get(), mt.get(), p.data()), "reading attribute " + name, 0);
     for (char* s : p) out.push_back(s ? s : "");

@@ -1,6 +1,9 @@
 #include "io/output_file.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -85,6 +88,39 @@ void rename_into_place(MPI_Comm comm, const std::string& tmp, const std::string&
 
 namespace {
 
+// Rank 0: PATH locked (flock) against a second job adding to it, or -1 where locks are not
+// supported; another job's lock is an error on every rank. After locking, PATH must still
+// be the file locked (a job that renamed its copy into place meanwhile replaced it).
+int lock_for_adding(const std::string& path, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  int fd = -1;
+  collective_run(comm, [&] {
+    if (rank != 0) return;
+    for (int tries = 0; tries < 100; ++tries) {
+      fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return;  // missing: open_copy says so
+      if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        close(fd);
+        fd = -1;
+        TESSERA_CHECK(err != EWOULDBLOCK, "'" << path
+                                              << "' is being added to by another job "
+                                                 "(it holds the file's lock): add after it ends");
+        return;  // no locks on this file system: unguarded
+      }
+      struct stat held {
+      }, now{};
+      if (fstat(fd, &held) == 0 && stat(path.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+          held.st_dev == now.st_dev)
+        return;
+      close(fd);
+      fd = -1;
+    }
+  });
+  return fd;
+}
+
 // `tmp` as a copy of PATH (rank 0 copies, never over an existing file; every rank learns a
 // failure), opened to add to.
 File open_copy(const std::string& path, const std::string& tmp, MPI_Comm comm) {
@@ -146,17 +182,20 @@ NewFile::NewFile(const std::string& path, MPI_Comm comm, Start start)
     : path_(writable_file_path(path, comm)),
       comm_(comm),
       tmp_(temp_path(path, comm)),
+      path_lock_(start == Start::CopyOfPath ? lock_for_adding(path, comm) : -1),
       remove_on_abort_(tmp_),
       f_(start == Start::CopyOfPath ? open_copy(path, tmp_, comm)
                                     : File::open(tmp_, comm, Mode::CreateNew)) {}
 
 NewFile::~NewFile() {
-  if (committed_) return;
-  { const File closing = std::move(f_); }  // collective, or under a watch while an error leaves
-  int rank = 0;
-  MPI_Comm_rank(comm_, &rank);
-  std::error_code ec;
-  if (rank == 0) fs::remove(tmp_, ec);
+  if (!committed_) {
+    { const File closing = std::move(f_); }  // collective, or under a watch while an error leaves
+    int rank = 0;
+    MPI_Comm_rank(comm_, &rank);
+    std::error_code ec;
+    if (rank == 0) fs::remove(tmp_, ec);
+  }
+  if (path_lock_ >= 0) close(path_lock_);  // after the rename (commit) or the removal
 }
 
 void NewFile::commit() {

@@ -34,8 +34,8 @@ void check_output_path(MPI_Comm comm, const std::string& path);
 // of its host (a job killed by SIGKILL cannot remove its own).
 std::string temp_path(const std::string& path, MPI_Comm comm);
 
-// A new HDF5 output: created as its temporary (empty, or a copy of PATH to add to);
-// commit() closes it and renames it to PATH.
+// A new HDF5 output: created as its temporary (empty, or a copy of PATH to add to, PATH
+// locked meanwhile); commit() closes it and renames it to PATH.
 // Destroyed without commit() (an error), it removes the temporary; so does a watch that
 // ends the job meanwhile (runtime/comm/bounded_failure.hpp).
 class NewFile {
@@ -55,6 +55,9 @@ class NewFile {
   std::string path_;
   MPI_Comm comm_;
   std::string tmp_;
+  // Adding to PATH (CopyOfPath): rank 0 holds PATH's lock from the copy to the rename, so a
+  // second job adding to it at once is refused instead of having its addition replaced.
+  int path_lock_ = -1;
   failure::RemoveOnAbort remove_on_abort_;  // before f_: also while it is being created
   File f_;
   bool committed_ = false;

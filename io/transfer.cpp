@@ -69,26 +69,28 @@ std::string mode_str(H5D_mpio_actual_io_mode_t m) {
 
 // Whether an unfiltered chunked dataset holds fewer allocated chunks than it has (h5py
 // allocates chunks as they are written). HDF5 may call a fully written dataset "partly
-// allocated"; the storage size tells.
-bool partly_written_chunks(hid_t d) {
+// allocated"; the storage size tells. A filtered one in that state parallel HDF5 cannot
+// read at all ("addr overflow"): refused, saying why.
+bool partly_written_chunks(hid_t d, const std::string& what) {
   H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
   if (H5Dget_space_status(d, &st) < 0 || st != H5D_SPACE_STATUS_PART_ALLOCATED) return false;
   Handle dcpl(H5Dget_create_plist(d));
-  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CHUNKED || H5Pget_nfilters(dcpl.get()) != 0)
-    return false;
+  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return false;
   Handle space(H5Dget_space(d));
-  Handle type(H5Dget_type(d));
   const int nd = H5Sget_simple_extent_ndims(space.get());
   if (nd <= 0) return false;
   std::vector<hsize_t> dims(static_cast<std::size_t>(nd)), chunk(static_cast<std::size_t>(nd));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   H5Pget_chunk(dcpl.get(), nd, chunk.data());
-  double full = static_cast<double>(H5Tget_size(type.get()));
-  for (int k = 0; k < nd; ++k) {
-    const auto i = static_cast<std::size_t>(k);
-    full *= static_cast<double>((dims[i] + chunk[i] - 1) / chunk[i] * chunk[i]);
-  }
-  return static_cast<double>(H5Dget_storage_size(d)) < full;
+  hsize_t chunks = 1, written = 0;
+  for (std::size_t i = 0; i < dims.size(); ++i) chunks *= (dims[i] + chunk[i] - 1) / chunk[i];
+  if (H5Dget_num_chunks(d, space.get(), &written) < 0 || written >= chunks) return false;
+  if (H5Pget_nfilters(dcpl.get()) != 0)
+    throw Error(what +
+                " is filtered (compressed or checksummed) and only partly written (some chunks "
+                "were never written, as h5py leaves them): parallel HDF5 cannot read it; "
+                "write it whole, or rewrite it (h5repack) without filters");
+  return true;
 }
 
 TransferReport transfer(bool is_write, const File& f, const std::string& dset, const Box& fbox,
@@ -170,7 +172,7 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
   // collective read in MPI-IO (MPI_File_set_view: invalid datatype, HDF5 1.14); an
   // independent one reads it, the unwritten chunks as fill values. The status is metadata:
   // the same on every rank.
-  const bool collective = opts.collective && (is_write || !partly_written_chunks(d.get()));
+  const bool collective = opts.collective && (is_write || !partly_written_chunks(d.get(), what));
   Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(transfer)"));
   check(H5Pset_dxpl_mpio(dxpl.get(), collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
         "H5Pset_dxpl_mpio", 0);

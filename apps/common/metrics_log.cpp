@@ -92,7 +92,16 @@ void MetricsLog::open_on_root(bool resume, std::int64_t keep_through) {
   TESSERA_CHECK(fd_ >= 0, "cannot write " << quoted(path_) << ": " << why(errno));
   struct stat st {};
   TESSERA_CHECK(fstat(fd_, &st) == 0, "cannot stat " << quoted(path_) << ": " << why(errno));
-  if (!S_ISREG(st.st_mode)) {  // /dev/null, a pipe: written, never read, cut or locked
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    // Open for reading too, a FIFO never reports a vanished reader: once its buffer is full,
+    // the run would wait in write() for good.
+    close(fd_);
+    fd_ = -1;
+    throw Error(quoted(path_) +
+                " is a FIFO or socket: a reader that stops would stall the run; "
+                "write a file (and follow it with tail -f)");
+  }
+  if (!S_ISREG(st.st_mode)) {  // /dev/null, /dev/full: written, never read, cut or locked
     write_all(std::string(header()) + "\n");
     return;
   }
@@ -114,16 +123,21 @@ void MetricsLog::open_on_root(bool resume, std::int64_t keep_through) {
   if (!text.empty()) {
     const std::string first = text.substr(0, text.find('\n'));
     const bool ours = first == header();
-    if (!resume || !ours) {
-      const std::string what = ours ? "already holds the metrics of another run (" +
-                                          std::to_string(rows_in(text)) + " rows)"
-                                    : "is not a tessera-train metrics file (its first line: '" +
-                                          first.substr(0, 60) + (first.size() > 60 ? "...'" : "'") +
-                                          ")";
+    // Resumed from no checkpoint (none there: a new folder, or a mistyped one), the run
+    // starts at step 0: another run's rows would be cut.
+    if (!resume || !ours || (keep_through < 0 && rows_in(text) > 0)) {
+      const std::string rows = std::to_string(rows_in(text)) + " rows";
+      const std::string what =
+          !ours ? "is not a tessera-train metrics file (its first line: '" + first.substr(0, 60) +
+                      (first.size() > 60 ? "...'" : "'") + ")"
+          : resume ? "holds " + rows +
+                         ", but no checkpoint was resumed (the run would start over at step 0; "
+                         "is train.checkpoint_dir that run's?)"
+                   : "already holds the metrics of another run (" + rows + ")";
       close(fd_);
       fd_ = -1;
       throw Error(quoted(path_) + " " + what + ": refusing to overwrite it" +
-                  (ours ? " (pass --resume to continue that run, " : " (") +
+                  (ours && !resume ? " (pass --resume to continue that run, " : " (") +
                   "choose another file, or remove it)");
     }
     keep = kept_bytes(text, keep_through);

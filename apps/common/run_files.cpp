@@ -32,13 +32,20 @@ void check_writable(MPI_Comm comm, const TrainConfig& cfg) {
     }
     for (const auto& [what, dir] : dirs) {
       std::error_code ec;
+      TESSERA_CHECK(!(fs::is_symlink(fs::symlink_status(dir, ec)) && !fs::exists(dir, ec)),
+                    what << " = '" << dir.string() << "' is a link to a missing folder ('"
+                         << fs::read_symlink(dir, ec).string() << "')");
       if (what == "train.checkpoint_dir") fs::create_directories(dir, ec);  // as saving would
-      const fs::path probe = dir / ".tessera-write-test";
-      std::ofstream f(probe);
-      TESSERA_CHECK(f && (f << "x") && f.flush(),
-                    what << " = '" << dir.string() << "' does not take files"
-                         << (ec ? " (" + ec.message() + ")" : std::string()));
-      f.close();
+      // A probe of this process's own, created exclusively (never a link followed).
+      const fs::path probe = dir / (".tessera-write-test." + std::to_string(getpid()));
+      const int fd =
+          open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      const int err = errno;
+      const bool wrote = fd >= 0 && write(fd, "x", 1) == 1;
+      if (fd >= 0) close(fd);
+      TESSERA_CHECK(wrote, what << " = '" << dir.string() << "' does not take files ("
+                                << (ec ? ec.message() : std::strerror(fd < 0 ? err : errno))
+                                << ")");
       fs::remove(probe, ec);
     }
     if (!cfg.train.metrics_csv.empty()) {
@@ -65,7 +72,8 @@ CheckpointDirLock::CheckpointDirLock(MPI_Comm comm, const std::string& dir) {
   collective_run(comm, [&] {
     if (rank != 0) return;
     const std::string path = (std::filesystem::path(dir) / ".tessera-lock").string();
-    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // O_NOFOLLOW: a link planted there must not have its target rewritten.
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     TESSERA_CHECK(fd_ >= 0, "cannot create the lock file '"
                                 << path << "' of train.checkpoint_dir: " << std::strerror(errno));
     if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {

@@ -567,6 +567,11 @@ void Trainer::restore(const io::Checkpoint& c) {
                     << (then.data.normalize ? "normalized" : "raw") << " data), this run sets "
                     << (cfg_.data.normalize ? "true" : "false")
                     << ": resume with the checkpoint's setting");
+  TESSERA_CHECK(then.train.validation_split == cfg_.train.validation_split,
+                "the checkpoint was trained with train.validation_split = "
+                    << then.train.validation_split << " (its sampler draws from that split), "
+                    << "this run sets " << cfg_.train.validation_split
+                    << ": resume with the checkpoint's setting");
   // The state itself: what fails to load here is damage (or a setting the state depends
   // on that changed), and a resumed run passes over this checkpoint.
   try {
@@ -576,6 +581,9 @@ void Trainer::restore(const io::Checkpoint& c) {
     for (const auto& b : c.buffers) bufs.push_back({b.name, tensor_vector(b.tensor)});
     model_->load_buffers(bufs);
     auto [in, out] = normalizers_from(c.buffers, then.data.normalize);
+    sampler_->load_state(c.rng);
+    // Last, once nothing else can fail: the data is rescaled in place, which a checkpoint
+    // passed over afterwards must not have done (the next one would restore on top of it).
     if (in.mean != in_norm_.mean || in.std != in_norm_.std || out.mean != out_norm_.mean ||
         out.std != out_norm_.std) {
       // Train on with the checkpoint's normalization (the one its weights expect).
@@ -583,7 +591,6 @@ void Trainer::restore(const io::Checkpoint& c) {
       in_norm_ = in;
       out_norm_ = out;
     }
-    sampler_->load_state(c.rng);
   } catch (const io::DamagedCheckpoint&) {
     throw;
   } catch (const Error& e) {

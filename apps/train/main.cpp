@@ -148,8 +148,9 @@ int run(Context& ctx, int argc, char** argv) {
                                               << all.size() << " checkpoint(s) in "
                                               << cfg.train.checkpoint_dir
                                               << " can be used (the newest, " << last_why
-                                              << "); not starting over among them: remove them, or "
-                                                 "choose another train.checkpoint_dir");
+                                              << "); not starting over among them: resume with "
+                                                 "the settings they were written with, or remove "
+                                                 "them, or choose another train.checkpoint_dir");
     if (!resumed && root)
       std::cout << "resume: no checkpoint in " << cfg.train.checkpoint_dir << ", starting at step 0"
                 << std::endl;

@@ -173,6 +173,36 @@ expect_error 2 "resume: none of the 1 checkpoint(s) in ck-bad can be used" cfg.t
 [ "$(stat -c %s ck-bad/ckpt_00000006.h5)" = 2000 ] || fail "the unusable checkpoint was touched"
 expect_error 2 "the checkpoint was trained with data.normalize = true" cfg.toml --resume \
   --data.normalize=false --train.metrics_csv=
+# A FIFO as the metrics file would stall the run once its reader stops: refused. A resume
+# that finds no checkpoint (a mistyped folder) would cut another run's rows: refused.
+mkfifo metrics.fifo
+expect_error 2 "is a FIFO or socket" cfg.toml --train.checkpoint_dir=ck-fifo \
+  --train.metrics_csv=metrics.fifo
+expect_error 2 "but no checkpoint was resumed" cfg.toml --resume --train.checkpoint_dir=ck-typo
+cmp -s metrics.csv metrics.keep || fail "a refused resume changed metrics.csv"
+# A link planted at the folder's lock file: its target is never written.
+rm -rf ck-link && mkdir ck-link && echo precious >victim.txt && ln -s ../victim.txt ck-link/.tessera-lock
+expect_error 2 "cannot create the lock file 'ck-link/.tessera-lock'" cfg.toml \
+  --train.checkpoint_dir=ck-link --train.metrics_csv=
+[ "$(cat victim.txt)" = precious ] || fail "the lock file's link target was written"
+# A changed train.validation_split is a setting, not damage.
+expect_error 2 "trained with train.validation_split = 0.25" cfg.toml --resume \
+  --train.validation_split=0.5 --train.metrics_csv=
+# A checkpoint passed over after its normalization was read leaves the data as it was: the
+# resume from step 4 equals the one above (its newest had an entry deleted instead).
+rm -rf ck-dmg2 && cp -r ck ck-dmg2 && rm -f ck-dmg2/.tessera-lock
+/usr/bin/python3 - ck-dmg2/ckpt_00000006.h5 <<'EOF' || fail "h5py"
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    f["buffers/data.input_mean"][...] = 1e20
+    f["buffers/data.target_mean"][...] = 1e20
+    f.attrs["rng"] = "garbage 1 2"
+EOF
+mpi 2 "$bin/tessera-train" cfg.toml --resume --train.checkpoint_dir=ck-dmg2 \
+  --train.metrics_csv= >dmg2.log 2>&1 || { cat dmg2.log; fail "resume past a checkpoint of bad state"; }
+grep -q "resume: ck-dmg2/ckpt_00000004.h5 (step 4)" dmg2.log || { cat dmg2.log; fail "not from step 4"; }
+[ "$(grep '^step 6/6' dmg.log | cut -d'|' -f2,3)" = "$(grep '^step 6/6' dmg2.log | cut -d'|' -f2,3)" ] ||
+  { grep '^step 6/6' dmg.log dmg2.log; fail "a passed-over checkpoint changed the resumed run"; }
 echo "ok: other runs' metrics, checkpoints and folders are refused and left as they were"
 
 # Inference on a larger grid, 2 ranks.

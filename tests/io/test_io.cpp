@@ -382,17 +382,17 @@ TEST_CASE("Datasets that fit the disk one by one but not together: the one past 
   test::remove_file(MPI_COMM_WORLD, path);
 }
 
-TEST_CASE("A chunked dataset written only in part reads, unwritten chunks as fill values", "[io]") {
-  // As h5py leaves one: chunks allocated as they are written. A collective MPI-IO read of
-  // it failed (MPI_File_set_view: invalid datatype); it is read independently.
-  const std::string path = test::temp_file(MPI_COMM_WORLD, "partial");
-  const int rank = test::world_rank();
-  if (rank == 0) {
+namespace {
+// As h5py leaves one: an 8x8 float64 dataset /u in chunks of 4x4, fill value 7, of which
+// only the chunk at rows 4-7, columns 0-3 was written (values 0..15); rank 0 writes it.
+void write_partly(const std::string& path, bool deflate) {
+  if (test::world_rank() == 0) {
     const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     const hsize_t dims[2] = {8, 8}, chunk[2] = {4, 4};
     const hid_t space = H5Screate_simple(2, dims, nullptr);
     const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, 2, chunk);
+    if (deflate) H5Pset_deflate(dcpl, 1);
     const double fill = 7.0;
     H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &fill);
     const hid_t d =
@@ -410,18 +410,66 @@ TEST_CASE("A chunked dataset written only in part reads, unwritten chunks as fil
     H5Fclose(file);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const io::File f = io::File::open(path, MPI_COMM_WORLD);
+}
+}  // namespace
+
+TEST_CASE("A chunked dataset written only in part reads, unwritten chunks as fill values", "[io]") {
+  // A collective MPI-IO read of it failed (MPI_File_set_view: invalid datatype); it is read
+  // independently. Filtered (compressed), parallel HDF5 cannot read it: refused, saying so.
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "partial");
+  const int rank = test::world_rank();
+  write_partly(path, false);
   // Each rank reads a band of rows (the last ranks may read none).
   const int n = test::world_size();
   const Index r0 = std::min<Index>(8, 8 * rank / n), r1 = std::min<Index>(8, 8 * (rank + 1) / n);
-  const Tensor t = io::read_slab(f, "/u", Box({r0, 0}, {r1, 8}), DType::f64);
-  bool ok = true;
-  for (Index r = r0; r < r1; ++r)
-    for (Index c = 0; c < 8; ++c) {
-      const double want = r >= 4 && c < 4 ? static_cast<double>((r - 4) * 4 + c) : 7.0;
-      ok = ok && t.at<double>({r - r0, c}) == want;
+  {
+    const io::File f = io::File::open(path, MPI_COMM_WORLD);
+    const Tensor t = io::read_slab(f, "/u", Box({r0, 0}, {r1, 8}), DType::f64);
+    bool ok = true;
+    for (Index r = r0; r < r1; ++r)
+      for (Index c = 0; c < 8; ++c) {
+        const double want = r >= 4 && c < 4 ? static_cast<double>((r - 4) * 4 + c) : 7.0;
+        ok = ok && t.at<double>({r - r0, c}) == want;
+      }
+    MPI_CHECK(ok);
+  }
+  write_partly(path, true);
+  {
+    const io::File f = io::File::open(path, MPI_COMM_WORLD);
+    MPI_CHECK_ERROR(io::read_slab(f, "/u", Box({r0, 0}, {r1, 8}), DType::f64),
+                    "is filtered (compressed or checksummed) and only partly written");
+  }
+  test::remove_file(MPI_COMM_WORLD, path);
+}
+
+TEST_CASE("String attributes in ASCII or UTF-8, variable or fixed length, read alike", "[io]") {
+  // h5py writes a list of bytes as variable-length ASCII, a list of str as UTF-8; HDF5
+  // converts between neither.
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "strings");
+  if (test::world_rank() == 0) {
+    const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const char* v[2] = {"p", "qq"};
+    const hsize_t n = 2;
+    for (H5T_cset_t cset : {H5T_CSET_ASCII, H5T_CSET_UTF8}) {
+      const hid_t t = H5Tcopy(H5T_C_S1);
+      H5Tset_size(t, H5T_VARIABLE);
+      H5Tset_cset(t, cset);
+      const hid_t space = H5Screate_simple(1, &n, nullptr);
+      const char* name = cset == H5T_CSET_ASCII ? "ascii" : "utf8";
+      const hid_t a = H5Acreate2(file, name, t, space, H5P_DEFAULT, H5P_DEFAULT);
+      H5Awrite(a, t, v);
+      H5Aclose(a);
+      H5Sclose(space);
+      H5Tclose(t);
     }
-  MPI_CHECK(ok);
+    H5Fclose(file);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    const io::File f = io::File::open(path, MPI_COMM_WORLD);
+    const std::vector<std::string> want = {"p", "qq"};
+    MPI_CHECK(f.attr_strings("/", "ascii") == want && f.attr_strings("/", "utf8") == want);
+  }
   test::remove_file(MPI_COMM_WORLD, path);
 }
 

@@ -1,9 +1,13 @@
 // Outputs (io/output_file.hpp) never destroy what the user has: written under a temporary
 // name of the job's own, created exclusively (a link placed there is not followed), renamed
 // into place when complete; temporaries of ended processes of the host are cleared; two jobs
-// writing one path each leave a whole file of their own; an output that is empty, a folder, a link
-// or a FIFO, or in a missing folder, is refused with the target untouched.
+// writing one path each leave a whole file of their own, and adding to one another job is
+// adding to is refused; an output that is empty, a folder, a link or a FIFO, or in a missing
+// folder, is refused with the target untouched.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -66,6 +70,30 @@ TEST_CASE("temporaries of ended processes of this host are removed, others' kept
             fs::exists(other_host));
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank_of(MPI_COMM_WORLD) == 0) fs::remove(other_host), fs::remove(path);
+}
+
+TEST_CASE("adding to an output another job is adding to is refused", "[io][output]") {
+  // Each job adds to a copy and renames it into place: at once, the last rename would drop
+  // the other's addition. The first holds the file's lock from the copy to the rename.
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "add");
+  write_tagged(path, MPI_COMM_WORLD, 1);
+  int held = -1;
+  if (rank_of(MPI_COMM_WORLD) == 0) {  // the other job, holding its lock
+    held = open(path.c_str(), O_RDONLY);
+    flock(held, LOCK_EX);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_CHECK_ERROR(io::NewFile(path, MPI_COMM_WORLD, io::NewFile::Start::CopyOfPath),
+                  "is being added to by another job");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (held >= 0) close(held);
+  {  // once it is done, adding goes on
+    io::NewFile out(path, MPI_COMM_WORLD, io::NewFile::Start::CopyOfPath);
+    out.file().set_attr("/", "second", std::int64_t{2});
+    out.commit();
+  }
+  MPI_CHECK(tag_of(path, MPI_COMM_WORLD) == 1 && !test::temp_output_left(path));
+  if (rank_of(MPI_COMM_WORLD) == 0) fs::remove(path);
 }
 
 TEST_CASE("two jobs writing one output each rename a whole file of their own", "[io][output]") {
