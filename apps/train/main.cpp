@@ -4,8 +4,6 @@
 // latest checkpoint in train.checkpoint_dir (at any rank count and mesh shape).
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
