@@ -6,6 +6,7 @@
 #include <set>
 
 #include "decomp/error.hpp"
+#include "io/pieces.hpp"
 #include "io/sharded.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/tensor/tensor.hpp"
@@ -48,47 +49,88 @@ struct Moments {
   }
 };
 
+// One rank's share of one sample, streamed in pieces: per channel the running sum, count,
+// min and max over the share's values in its row-major order (the additions, in the same
+// order, that summing the whole share at once makes: the share's mean has the same bits
+// however it is cut), and the spread (m2) of the pieces merged one after the other (Chan
+// et al.: each piece's m2 around its own mean, exact up to rounding in any grouping).
+struct Share {
+  std::vector<double> sum, cnt, min, max;
+  std::vector<Moments> spread;
+  explicit Share(std::size_t C)
+      : sum(C, 0.0),
+        cnt(C, 0.0),
+        min(C, std::numeric_limits<double>::infinity()),
+        max(C, -std::numeric_limits<double>::infinity()),
+        spread(C) {}
+  // The share's moments of channel c: what one two-pass sweep over the whole share gives
+  // (the same bits when the share came in one piece).
+  Moments moments(std::size_t c) const {
+    Moments m;
+    m.n = cnt[c];
+    m.mean = cnt[c] > 0 ? sum[c] / cnt[c] : 0.0;
+    m.m2 = spread[c].m2;
+    m.min = min[c];
+    m.max = max[c];
+    return m;
+  }
+};
+
 template <class T>
-void accumulate(const Tensor& slab, const Box& box, const std::vector<Index>& shape, int cdim,
-                std::vector<Moments>& acc, double& first_bad, double& bad_value) {
-  const T* x = slab.data<T>();
-  const Index n = slab.numel();
-  const std::size_t C = acc.size();
-  Index inner = 1;  // stride of the channel dim inside the slab
+void accumulate(const Tensor& piece, const Box& box, const std::vector<Index>& shape, int cdim,
+                Share& share, double& first_bad, double& bad_value) {
+  const T* x = piece.data<T>();
+  const Index n = piece.numel();
+  const std::size_t C = share.sum.size();
+  Index inner = 1;  // stride of the channel dim inside the piece
   for (int d = cdim + 1; d < box.ndim; ++d) inner *= box.extent(d);
   const Index cext = box.extent(cdim);
-  std::vector<double> sum(C, 0.0), cnt(C, 0.0), m2(C, 0.0), mn(C, acc[0].min), mx(C, acc[0].max);
-  std::fill(mn.begin(), mn.end(), std::numeric_limits<double>::infinity());
-  std::fill(mx.begin(), mx.end(), -std::numeric_limits<double>::infinity());
+  std::vector<double> sum(C, 0.0), cnt(C, 0.0), m2(C, 0.0);
   Index bad = -1;
-  for (Index i = 0; i < n; ++i) {
-    const double v = static_cast<double>(x[i]);
-    const std::size_t c = static_cast<std::size_t>(box.lo[cdim] + (i / inner) % cext);
-    if (!std::isfinite(v)) {
-      if (bad < 0) bad = i;
-      continue;
+  // Runs of `inner` values share a channel: each run in order, so every sum adds the
+  // piece's values in row-major order.
+  for (Index r = 0, i0 = 0; i0 < n; ++r, i0 += inner) {
+    const std::size_t c = static_cast<std::size_t>(box.lo[cdim] + r % cext);
+    double s = sum[c], k = cnt[c], ss = share.sum[c], sk = share.cnt[c];
+    double lo = share.min[c], hi = share.max[c];
+    for (Index i = i0; i < i0 + inner; ++i) {
+      const double v = static_cast<double>(x[i]);
+      if (!std::isfinite(v)) {
+        if (bad < 0) bad = i;
+        continue;
+      }
+      s += v;
+      k += 1;
+      ss += v;
+      sk += 1;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
     }
-    sum[c] += v;
-    cnt[c] += 1;
-    mn[c] = std::min(mn[c], v);
-    mx[c] = std::max(mx[c], v);
+    sum[c] = s, cnt[c] = k, share.sum[c] = ss, share.cnt[c] = sk;
+    share.min[c] = lo, share.max[c] = hi;
   }
   std::vector<double> mean(C, 0.0);
   for (std::size_t c = 0; c < C; ++c) mean[c] = cnt[c] > 0 ? sum[c] / cnt[c] : 0.0;
-  for (Index i = 0; i < n; ++i) {
-    const double v = static_cast<double>(x[i]);
-    if (!std::isfinite(v)) continue;
-    const std::size_t c = static_cast<std::size_t>(box.lo[cdim] + (i / inner) % cext);
-    m2[c] += (v - mean[c]) * (v - mean[c]);
+  for (Index r = 0, i0 = 0; i0 < n; ++r, i0 += inner) {
+    const std::size_t c = static_cast<std::size_t>(box.lo[cdim] + r % cext);
+    const double mu = mean[c];
+    double q = m2[c];
+    for (Index i = i0; i < i0 + inner; ++i) {
+      const double v = static_cast<double>(x[i]);
+      if (std::isfinite(v)) q += (v - mu) * (v - mu);
+    }
+    m2[c] = q;
   }
   for (std::size_t c = 0; c < C; ++c) {
+    if (cnt[c] == 0) continue;
     Moments m;
     m.n = cnt[c];
     m.mean = mean[c];
     m.m2 = m2[c];
-    m.min = mn[c];
-    m.max = mx[c];
-    acc[c].merge(m);
+    if (share.spread[c].n == 0)
+      share.spread[c] = m;  // the first piece: its m2 as it is
+    else
+      share.spread[c].merge(m);
   }
   if (bad >= 0) {
     std::vector<Index> p(static_cast<std::size_t>(box.ndim));
@@ -115,7 +157,8 @@ ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progre
   int rank = 0, P = 1;
   MPI_Comm_rank(f.comm(), &rank);
   MPI_Comm_size(f.comm(), &P);
-  // Each sample is split over the ranks along its largest non-channel dim.
+  // Each sample is split over the ranks along its largest non-channel dim (none: a dataset
+  // (N, C), each sample rank 0's); each rank streams its share in pieces.
   int split = -1;
   for (int d = 1; d < nd; ++d)
     if (d != cdim &&
@@ -125,26 +168,29 @@ ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progre
   std::vector<Moments> acc(std::max<std::size_t>(C, 1));
   double first_bad = -1, bad_value = 0;
   const DType dt = *in.dtype;
+  const auto [b, e] = split >= 0 ? balanced_range(shape[static_cast<std::size_t>(split)], P, rank)
+                                 : std::pair<Index, Index>{0, rank == 0 ? shape[1] : 0};
+  const SamplePieces pieces(shape, split >= 0 ? split : 1, b, e,
+                            piece_bytes() / static_cast<Index>(size_of(dt)));
+  // Every rank makes as many collective reads per sample as the rank with the most pieces.
+  long long own = static_cast<long long>(pieces.count()), calls = 0;
+  MPI_Allreduce(&own, &calls, 1, MPI_LONG_LONG, MPI_MAX, f.comm());
   Index sample_bytes = static_cast<Index>(size_of(dt));
   for (int d = 1; d < nd; ++d) sample_bytes *= shape[static_cast<std::size_t>(d)];
   for (Index n = 0; n < shape[0]; ++n) {
-    Box box = Box::from_shape(shape);
-    box.lo[0] = n;
-    box.hi[0] = n + 1;
-    if (split >= 0) {
-      const auto [b, e] = balanced_range(shape[static_cast<std::size_t>(split)], P, rank);
-      box.lo[split] = b;
-      box.hi[split] = e;
-    } else if (rank != 0) {
-      box.hi[0] = box.lo[0];
+    Share share(C);
+    for (long long k = 0; k < calls; ++k) {
+      const Box box = pieces.piece(n, static_cast<Index>(k));
+      const Tensor piece = read_slab(f, dset, box, dt);
+      if (C > 0 && piece.numel() > 0) {
+        if (dt == DType::f32)
+          accumulate<float>(piece, box, shape, cdim, share, first_bad, bad_value);
+        else
+          accumulate<double>(piece, box, shape, cdim, share, first_bad, bad_value);
+      }
     }
-    const Tensor slab = read_slab(f, dset, box, dt);
-    if (C > 0 && slab.numel() > 0) {
-      if (dt == DType::f32)
-        accumulate<float>(slab, box, shape, cdim, acc, first_bad, bad_value);
-      else
-        accumulate<double>(slab, box, shape, cdim, acc, first_bad, bad_value);
-    }
+    // The share's moments join this rank's, sample after sample.
+    for (std::size_t c = 0; c < C; ++c) acc[c].merge(share.moments(c));
     if (progress && rank == 0)
       progress(n + 1, shape[0], static_cast<double>((n + 1) * sample_bytes));
   }

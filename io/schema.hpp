@@ -45,9 +45,21 @@ struct ChannelStats {
 };
 // Progress of a long scan: slabs done of total, bytes read so far.
 using Progress = std::function<void(Index done, Index total, double bytes)>;
-// Collective: reads the dataset once in parallel (each rank its share of each sample)
-// and computes per-channel statistics along `channel_dim` (1 for fields, 2 for points).
-// Deterministic: ranks' partial results are combined in rank order.
+// Collective: reads the dataset once in parallel and computes per-channel statistics along
+// `channel_dim` (1 for fields, 2 for points). Each sample is split over the ranks along its
+// largest dim after N but the channel dim, and each rank streams its share in pieces of at
+// most io::piece_bytes() (io/pieces.hpp; 64 MiB), so a sample of any size is read in bounded
+// memory. What the results depend on:
+//  - count, finite, min, max and the first non-finite value (its index and value): exact,
+//    the same bits at any rank count and any piece size;
+//  - mean: a rank's share of a sample is summed in its row-major order across the pieces,
+//    the shares' moments merged sample after sample, then the ranks' in rank order (Chan et
+//    al.): the same bits at any piece size, and on every rank; at another rank count the
+//    shares differ, so the mean may differ in the last bits;
+//  - std: each piece's m2 around its own mean, the pieces' merged one after the other: the
+//    same bits as reading the whole share at once when it fits one piece (any share up to
+//    64 MiB by default), else equal to rounding (a relative 1e-15 or so); across rank
+//    counts as the mean.
 ChannelStats scan(const File& f, const std::string& dset, int channel_dim,
                   const Progress& progress = {});
 // Collective: writes mean, std, min, max and stats_count attributes.

@@ -9,6 +9,7 @@
 
 #include "decomp/error.hpp"
 #include "io/h5_types.hpp"
+#include "io/pieces.hpp"
 #include "io/schema.hpp"
 #include "io/sharded.hpp"
 #include "io/transfer.hpp"
@@ -252,11 +253,9 @@ void check_links(const File& f, Problems& problems) {
 }
 
 // Collective: the first non-finite value of `dset` in row-major order ("" if none), read in
-// pieces of at most kScanBytes per rank (a sample of any size is streamed, never held
-// whole), each sample split over the ranks along its largest dim after N. Stops after the
-// first sample that holds one.
-constexpr Index kScanBytes = Index(64) << 20;
-
+// pieces of at most piece_bytes() per rank (io/pieces.hpp: a sample of any size is streamed,
+// never held whole), each sample split over the ranks along its largest dim after N. Stops
+// after the first sample that holds one.
 template <class T>
 Index first_bad_in(const Tensor& t) {
   const T* x = t.data<T>();
@@ -277,23 +276,9 @@ std::string first_non_finite(const File& f, const std::string& dset, const Datas
   for (int d = 2; d < nd; ++d)
     if (shape[static_cast<std::size_t>(d)] > shape[static_cast<std::size_t>(split)]) split = d;
   const auto [b, e] = balanced_range(shape[static_cast<std::size_t>(split)], P, rank);
-  std::vector<Index> ext(shape);  // this rank's box of one sample
-  ext[0] = 1;
-  ext[static_cast<std::size_t>(split)] = e - b;
-  // Pieces: dims after `cut` whole, `rows` of dim `cut` at a time, one index of each dim
-  // between N and cut.
-  const Index budget = std::max<Index>(1, kScanBytes / static_cast<Index>(size_of(dt)));
-  int cut = nd - 1;
-  Index inner = 1;
-  while (cut > 1 && ext[static_cast<std::size_t>(cut)] <= budget / inner)
-    inner *= ext[static_cast<std::size_t>(cut--)];
-  const Index cext = ext[static_cast<std::size_t>(cut)];
-  const Index rows = std::clamp<Index>(budget / inner, 1, std::max<Index>(cext, 1));
-  const Index blocks = (cext + rows - 1) / rows;
-  Index outer = 1;
-  for (int d = 1; d < cut; ++d) outer *= ext[static_cast<std::size_t>(d)];
-  const bool none = e <= b;
-  long long mine = none ? 0 : static_cast<long long>(outer * blocks), calls = 0;
+  const SamplePieces pieces(shape, split, b, e, piece_bytes() / static_cast<Index>(size_of(dt)));
+  // Every rank makes as many collective reads per sample as the rank with the most pieces.
+  long long mine = static_cast<long long>(pieces.count()), calls = 0;
   MPI_Allreduce(&mine, &calls, 1, MPI_LONG_LONG, MPI_MAX, f.comm());
   Index sample_bytes = static_cast<Index>(size_of(dt));
   for (int d = 1; d < nd; ++d) sample_bytes *= shape[static_cast<std::size_t>(d)];
@@ -303,25 +288,7 @@ std::string first_non_finite(const File& f, const std::string& dset, const Datas
     long bad = std::numeric_limits<long>::max();
     double value = 0;
     for (long long c = 0; c < calls; ++c) {
-      Box box = whole;
-      box.lo[0] = n, box.hi[0] = n + 1;
-      if (c < mine) {
-        Index o = static_cast<Index>(c) / blocks;
-        const Index k = static_cast<Index>(c) % blocks;
-        for (int d = cut - 1; d >= 1; --d) {
-          const Index x = ext[static_cast<std::size_t>(d)];
-          const Index lo = (d == split ? b : 0) + o % x;
-          box.lo[d] = lo, box.hi[d] = lo + 1;
-          o /= x;
-        }
-        const Index base = cut == split ? b : 0;
-        box.lo[cut] = base + k * rows;
-        box.hi[cut] = base + std::min(cext, (k + 1) * rows);
-        // dims after cut stay whole, but for the split dim: this rank's range
-        if (split > cut) box.lo[split] = b, box.hi[split] = e;
-      } else {
-        for (int d = 0; d < nd; ++d) box.hi[d] = box.lo[d];  // no more pieces: select none
-      }
+      const Box box = pieces.piece(n, static_cast<Index>(c));
       const Tensor t = read_slab(f, dset, box, dt);
       if (bad == std::numeric_limits<long>::max() && t.numel() > 0) {
         const Index i = dt == DType::f32 ? first_bad_in<float>(t) : first_bad_in<double>(t);

@@ -1,6 +1,5 @@
 #include "apps/prep/common.hpp"
 
-#include <cmath>
 #include <sstream>
 
 #include "apps/common/node_memory.hpp"
@@ -76,37 +75,12 @@ void write_grid_sample(io::File& f, const std::string& name, Index n, const Shar
                 Box::from_shape(shape));
 }
 
-std::string unscannable(const io::File& f, const std::string& dset, const std::string& advice) {
+std::string unscannable(const io::File& f, const std::string& dset) {
   if (std::string why = io::unavailable_filter(f, dset); !why.empty()) return why;
   if (!io::storage_allocated(f, dset))
     return f.where(dset) + " holds no written data (its storage was never allocated: created, " +
            "never written)";
-  // scan's share of one sample per rank: split along the largest dim after N but the
-  // channel dim, the rest whole.
-  const io::DatasetInfo in = f.info(dset);
-  const int nd = static_cast<int>(in.shape.size()), cdim = io::schema::channel_dim_of(dset);
-  if (!in.dtype || nd < 2) return "";
-  int split = -1;
-  for (int d = 1; d < nd; ++d)
-    if (d != cdim && (split < 0 || in.shape[static_cast<std::size_t>(d)] >
-                                       in.shape[static_cast<std::size_t>(split)]))
-      split = d;
-  int P = 1;
-  MPI_Comm_size(f.comm(), &P);
-  double bytes = static_cast<double>(size_of(*in.dtype));
-  for (int d = 1; d < nd; ++d) {
-    const auto n = static_cast<double>(in.shape[static_cast<std::size_t>(d)]);
-    bytes *= d == split ? std::ceil(n / P) : n;
-  }
-  try {
-    app::check_node_memory(f.comm(), bytes, "reading " + f.where(dset) + " a sample at a time",
-                           " (its sample " + shape_str({in.shape.begin() + 1, in.shape.end()}) +
-                               " split over " + std::to_string(P) + " ranks)",
-                           advice);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return "";  // a sample of any size: scan streams it in bounded pieces
 }
 
 }  // namespace tessera::prep

@@ -47,10 +47,9 @@ void create_grid_field(io::File& f, const std::string& name, Index samples, cons
 void write_grid_sample(io::File& f, const std::string& name, Index n, const ShardSpec& spec,
                        const Mesh& mesh, const Tensor& local);
 
-// Collective: why io::schema::scan cannot read `dset` here, else "" - a filter this HDF5
-// lacks, storage never allocated (no written data), or a share of one sample per rank (scan
-// reads a whole sample at a time) more than the node's memory can hold, with the bytes and
-// `advice` (the option that skips the statistics).
-std::string unscannable(const io::File& f, const std::string& dset, const std::string& advice);
+// Why io::schema::scan cannot read `dset` here, else "": a filter this HDF5 lacks, or storage
+// never allocated (no written data). Local, no I/O of values. The size of a sample is no
+// reason: scan streams each rank's share in pieces of at most io::piece_bytes().
+std::string unscannable(const io::File& f, const std::string& dset);
 
 }  // namespace tessera::prep

@@ -49,9 +49,7 @@ int run(Context& ctx, const cli::Args& a) {
     if (!a.flag("no-stats") && (in.dtype == DType::f32 || in.dtype == DType::f64) &&
         in.shape.size() >= 2) {
       const int cdim = io::schema::channel_dim_of(d);
-      const std::string why = cdim < static_cast<int>(in.shape.size())
-                                  ? unscannable(f, d, "--no-stats skips the statistics")
-                                  : "";
+      const std::string why = cdim < static_cast<int>(in.shape.size()) ? unscannable(f, d) : "";
       if (!why.empty()) {
         os << "  no statistics: " << why << "\n";
       } else if (cdim < static_cast<int>(in.shape.size())) {

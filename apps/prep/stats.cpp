@@ -18,7 +18,7 @@ int run(Context& ctx, const cli::Args& a) {
     const io::File r = io::File::open(path, ctx.world());
     io::schema::require_valid(r);  // statistics of a file that fails the schema mean nothing
     for (const std::string& d : r.datasets())
-      if (const std::string why = unscannable(r, d, "more ranks on more nodes"); !why.empty())
+      if (const std::string why = unscannable(r, d); !why.empty())
         throw Error(why + ": no statistics computed (nothing written)");
   }
   io::File f = io::File::open(path, ctx.world(), io::Mode::ReadWrite);

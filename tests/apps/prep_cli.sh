@@ -310,6 +310,89 @@ with h5py.File('n.h5', 'w') as f:
     [ "$(stat -c %s h.h5)" = "$size" ] || fail "h.h5 changed size: storage was allocated"
     echo "prep_cli huge_sample: reported, nothing allocated"
     ;;
+  stats_pieces)  # stats/inspect/validate read a sample in bounded pieces (TESSERA_IO_PIECE_BYTES
+    # forces small ones): at 1-4 ranks the same min, max, mean and first non-finite index as
+    # each rank's share read whole (std to 1e-12), and numpy's; a NaN at a piece's first value
+    /usr/bin/python3 -c "
+import h5py, numpy as np
+rng = np.random.default_rng(5)
+u = (1000 + 3 * rng.standard_normal((3, 2, 37, 29))).astype('f4')
+def fields(f, u):
+    f.attrs['tessera_schema_version'] = np.int64(1)
+    d = f.create_dataset('/fields/u', data=u, chunks=(1, 1, 10, 29))
+    d.attrs['variables'] = ['a', 'b'][:u.shape[1]]; d.attrs['extent'] = [1.0, 1.0]
+    d.attrs['spacing'] = [1 / (n - 1) for n in u.shape[2:]]
+with h5py.File('s.h5', 'w') as f:
+    fields(f, u)
+    f.create_dataset('/points/coords', data=rng.random((3, 101, 3)).astype('f4'))
+    p = f.create_dataset('/points/features', data=(rng.standard_normal((3, 101, 2)) * [1, 1e4]).astype('f4'))
+    p.attrs['variables'] = ['x', 'y']
+u[1, 1, 20, 0] = np.nan  # the first value of a row: of a piece of 116 bytes (a row) or 12
+u[2, 0, 0, 0] = np.inf
+with h5py.File('nan.h5', 'w') as f:
+    fields(f, u)
+# one sample of 144 MB: 3 pieces of the default 64 MiB at 1 rank, 2 per rank at 2
+with h5py.File('big.h5', 'w') as f:
+    fields(f, (-5 + 0.5 * rng.standard_normal((1, 1, 6000, 6000))).astype('f4'))
+" || fail "h5py could not write the files"
+    for n in 1 2 3 4; do
+      for p in "" 4 12 116; do
+        cp s.h5 "s-$n-$p.h5"
+        TESSERA_IO_PIECE_BYTES=$p expect_ok "$n" stats "s-$n-$p.h5" --quiet
+      done
+      for p in "" 12 116; do
+        TESSERA_IO_PIECE_BYTES=$p run "$n" inspect nan.h5 --quiet
+        echo "$out" | grep -q "^/fields/u  (3, 2, 37, 29) float32" &&
+          echo "$out" | grep -q "first non-finite value nan at (1, 1, 20, 0)$" ||
+          { echo "$out"; fail "inspect at $n ranks, pieces '$p': not the NaN at (1, 1, 20, 0)"; }
+        TESSERA_IO_PIECE_BYTES=$p run "$n" validate nan.h5
+        [ "$rc" -ne 0 ] && echo "$out" | grep -q "^tessera-prep: error: dataset '/fields/u' in 'nan.h5': non-finite value nan at index (1, 1, 20, 0) " ||
+          { echo "$out"; fail "validate at $n ranks, pieces '$p': not the NaN at (1, 1, 20, 0)"; }
+      done
+    done
+    for n in 1 2; do
+      cp big.h5 "big-$n-.h5"
+      expect_ok "$n" stats "big-$n-.h5" --quiet
+    done
+    /usr/bin/python3 -c "
+import h5py, math, numpy as np
+def ref(x, cdim):  # per channel: numpy's exact mean (fsum), std, min, max, count
+    x = np.moveaxis(x.astype(np.float64), cdim, 0).reshape(x.shape[cdim], -1)
+    mean = [math.fsum(r) / r.size for r in x]
+    std = [math.sqrt(math.fsum((r - m) ** 2) / r.size) for r, m in zip(x, mean)]
+    return mean, std, list(x.min(1)), list(x.max(1)), x.shape[1]
+def close(a, b, tol=1e-12):
+    return all(abs(p - q) <= tol * max(abs(q), 1e-300) for p, q in zip(a, b))
+bad = []
+def check(files, src, dsets, tol):
+    with h5py.File(src, 'r') as f:
+        want = {d: ref(f[d][...], 1 if d.startswith('/fields/') else 2) for d in dsets}
+    whole = {}
+    for name in files:
+        with h5py.File(name, 'r') as f:
+            for d in dsets:
+                a = f[d].attrs
+                got = [list(a[k]) for k in ('mean', 'std', 'min', 'max')] + [int(a['stats_count'])]
+                m, s, lo, hi, cnt = want[d]
+                if not (close(got[0], m, tol) and close(got[1], s, tol) and got[2] == lo and got[3] == hi and got[4] == cnt):
+                    bad.append(f'{name} {d}: {got} against numpy {want[d]}')
+                n = name.split('-')[1]
+                if name.endswith('-.h5'):
+                    whole[n, d] = got
+                elif (n, d) in whole:
+                    w = whole[n, d]
+                    if got[0] != w[0] or got[2:] != w[2:] or not close(got[1], w[1]):
+                        bad.append(f'{name} {d}: {got} differs from the whole-share {w}')
+check([f's-{n}-{p}.h5' for n in (1, 2, 3, 4) for p in ('', 4, 12, 116)], 's.h5',
+      ['/fields/u', '/points/coords', '/points/features'], 1e-12)
+# 36 million values summed one after the other: rounding of order sqrt(n) eps against fsum
+check(['big-1-.h5', 'big-2-.h5'], 'big.h5', ['/fields/u'], 1e-10)
+print('\n'.join(bad))
+exit(1 if bad else 0)
+" || fail "statistics differ (above)"
+    (TESSERA_IO_PIECE_BYTES=1e6 expect_error "TESSERA_IO_PIECE_BYTES='1e6' is not a whole number" stats s.h5) || exit 1
+    echo "prep_cli stats_pieces: streamed statistics equal the whole-share ones and numpy's at 1-4 ranks"
+    ;;
   missing_filter)  # a compression this HDF5 lacks: the dataset and the filter named
     /usr/bin/python3 -c "
 import h5py, numpy as np

@@ -3,8 +3,11 @@
 // every bad input failing on every rank with the file and dataset named.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -522,6 +525,152 @@ TEST_CASE("Statistics and the first non-finite value, at any rank count", "[io][
                                       "': non-finite value nan at index (1, 1, 3, 2)");
   INFO((problems.empty() ? std::string("no problems") : problems[0]));
   MPI_REQUIRE(named);
+  f.close();
+  test::remove_file(MPI_COMM_WORLD, path);
+}
+
+namespace {
+
+// TESSERA_IO_PIECE_BYTES set for a scope (empty: unset), unset after it.
+struct PieceBytes {
+  explicit PieceBytes(const std::string& v) {
+    if (v.empty())
+      unsetenv("TESSERA_IO_PIECE_BYTES");
+    else
+      setenv("TESSERA_IO_PIECE_BYTES", v.c_str(), 1);
+  }
+  ~PieceBytes() { unsetenv("TESSERA_IO_PIECE_BYTES"); }
+  PieceBytes(const PieceBytes&) = delete;
+  PieceBytes& operator=(const PieceBytes&) = delete;
+};
+
+// `a` (streamed in pieces) against `b` (each rank's share of a sample read whole): counts,
+// min, max, mean and the first non-finite value bit for bit, std to 1e-12 relative.
+std::string stats_differ(const io::schema::ChannelStats& a, const io::schema::ChannelStats& b) {
+  auto bits = [](const std::vector<double>& x, const std::vector<double>& y) {
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0) return false;
+    return true;
+  };
+  if (a.count != b.count || a.finite != b.finite) return "counts";
+  if (!bits(a.mean, b.mean)) return "mean";
+  if (!bits(a.min, b.min) || !bits(a.max, b.max)) return "min/max";
+  if (a.first_bad != b.first_bad) return "first non-finite index";
+  if (std::memcmp(&a.first_bad_value, &b.first_bad_value, sizeof(double)) != 0)
+    return "first non-finite value";
+  if (a.std.size() != b.std.size()) return "std size";
+  for (std::size_t c = 0; c < a.std.size(); ++c)
+    if (!(std::abs(a.std[c] - b.std[c]) <= 1e-12 * std::abs(b.std[c]))) return "std";
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Statistics streamed in pieces of any size equal the whole-share results",
+          "[io][schema]") {
+  // Fields split over the ranks along their rows (7 > 5), points along P, a dataset (N, C)
+  // read by rank 0 alone, and float64: each scanned with every rank's share of a sample in
+  // one piece (the default 64 MiB), then in pieces of 1 value up to more than a share.
+  std::mt19937 rng(11);
+  std::normal_distribution<double> g(1000.0, 3.0);  // an offset: cancellation would show
+  auto random = [&](const std::vector<Index>& shape, DType dt) {
+    Tensor t = Tensor::empty(shape, dt);
+    for (Index i = 0; i < t.numel(); ++i)
+      if (dt == DType::f32)
+        t.data<float>()[i] = static_cast<float>(g(rng));
+      else
+        t.data<double>()[i] = g(rng);
+    return t;
+  };
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "stats-pieces");
+  io::File f = io::File::create(path, MPI_COMM_WORLD);
+  struct Case {
+    std::string dset;
+    std::vector<Index> shape;
+    DType dt;
+    int cdim;
+    std::vector<Index> bad;  // a NaN there (empty: none)
+  };
+  // The NaNs of /fields/b*: with pieces of 20 bytes (a row of 5) at a piece's first and
+  // last value, with 12 bytes (pieces [0,3) and [3,5) of a row) at both ends of one too;
+  // an Inf after each (later in row-major order) must not be the one reported.
+  const std::vector<Case> cases = {
+      {"/fields/u", {3, 2, 7, 5}, DType::f32, 1, {}},
+      {"/fields/b0", {3, 2, 7, 5}, DType::f32, 1, {1, 1, 3, 0}},
+      {"/fields/b1", {3, 2, 7, 5}, DType::f32, 1, {1, 1, 3, 3}},
+      {"/fields/b2", {3, 2, 7, 5}, DType::f32, 1, {1, 1, 3, 4}},
+      {"/fields/b3", {3, 2, 7, 5}, DType::f32, 1, {0, 0, 0, 0}},
+      {"/fields/b4", {3, 2, 7, 5}, DType::f32, 1, {2, 1, 6, 4}},
+      {"/fields/w", {2, 3, 9, 4, 3}, DType::f64, 1, {}},
+      {"/points/features", {2, 37, 3}, DType::f32, 2, {1, 20, 2}},
+      {"/table", {5, 3}, DType::f32, 1, {}},
+  };
+  for (const Case& c : cases) {
+    Tensor ref = random(c.shape, c.dt);  // the same values on every rank (one seed)
+    if (!c.bad.empty()) {
+      if (c.dt == DType::f32)
+        ref.at<float>(c.bad) = std::nanf("");
+      else
+        ref.at<double>(c.bad) = std::nan("");
+      std::vector<Index> inf = c.shape;
+      for (Index& x : inf) x -= 1;  // the last value
+      if (inf != c.bad && c.dt == DType::f32) ref.at<float>(inf) = INFINITY;
+      if (inf != c.bad && c.dt == DType::f64) ref.at<double>(inf) = INFINITY;
+    }
+    std::vector<Index> spatial(c.shape.begin() + (c.cdim == 1 ? 2 : 1),
+                               c.shape.begin() + (c.cdim == 1 ? c.shape.size() : 2));
+    if (spatial.empty()) spatial = {c.shape[0]};
+    const Mesh mesh = Mesh::for_grid(MPI_COMM_WORLD, spatial);
+    std::vector<Placement> dims(c.shape.size(), Replicate());
+    if (c.shape.size() > 2)
+      for (std::size_t k = 0; k < spatial.size(); ++k)
+        dims[c.cdim == 1 ? k + 2 : 1] = Shard(static_cast<int>(k));
+    const ShardSpec spec(c.shape, dims, mesh);
+    const ShardTensor st = ShardTensor::scatter(mesh, mesh.rank() == 0 ? ref : Tensor(), spec);
+    io::write_sharded(f, c.dset, st);
+  }
+  std::map<std::string, io::schema::ChannelStats> whole;
+  std::map<std::string, std::string> whole_problem;
+  auto problem_of = [&](const std::string& dset) {
+    std::string p;
+    for (const std::string& q : io::schema::validate(f))
+      if (test::has(q, "'" + dset + "'") && test::has(q, "non-finite")) p = q;
+    return p;
+  };
+  {
+    const PieceBytes unset("");
+    for (const Case& c : cases) whole[c.dset] = io::schema::scan(f, c.dset, c.cdim);
+    for (const Case& c : cases) whole_problem[c.dset] = problem_of(c.dset);
+  }
+  for (const Case& c : cases) {
+    INFO(c.dset);
+    MPI_REQUIRE(whole[c.dset].first_bad == c.bad);
+    MPI_REQUIRE(c.bad.empty() == whole_problem[c.dset].empty());
+    if (!c.bad.empty()) MPI_REQUIRE(test::has(whole_problem[c.dset], shape_str(c.bad)));
+  }
+  for (const char* bytes : {"1", "4", "8", "12", "20", "28", "44", "100", "1000", "1048576"}) {
+    const PieceBytes set(bytes);
+    for (const Case& c : cases) {
+      INFO(c.dset << " in pieces of " << bytes << " bytes");
+      const io::schema::ChannelStats s = io::schema::scan(f, c.dset, c.cdim);
+      const std::string why = stats_differ(s, whole[c.dset]);
+      INFO(why);
+      MPI_REQUIRE(why.empty());
+      // Pieces larger than a share: one piece, the same bits for std too.
+      if (std::string(bytes) == "1048576") MPI_REQUIRE(s.std == whole[c.dset].std);
+    }
+    const auto problems = io::schema::validate(f);
+    for (const Case& c : cases) {
+      INFO(c.dset << " validated in pieces of " << bytes << " bytes");
+      MPI_REQUIRE(problem_of(c.dset) == whole_problem[c.dset]);
+    }
+  }
+  {
+    const PieceBytes bad("64k");
+    MPI_CHECK_ERROR(io::schema::scan(f, "/fields/u", 1),
+                    "TESSERA_IO_PIECE_BYTES='64k' is not a whole number");
+  }
   f.close();
   test::remove_file(MPI_COMM_WORLD, path);
 }
