@@ -331,16 +331,17 @@ u[1, 1, 20, 0] = np.nan  # the first value of a row: of a piece of 116 bytes (a 
 u[2, 0, 0, 0] = np.inf
 with h5py.File('nan.h5', 'w') as f:
     fields(f, u)
-# one sample of 144 MB: 3 pieces of the default 64 MiB at 1 rank, 2 per rank at 2
+# one sample of 144 MB: 2 pieces of the default 64 MiB per rank at 2 ranks
 with h5py.File('big.h5', 'w') as f:
     fields(f, (-5 + 0.5 * rng.standard_normal((1, 1, 6000, 6000))).astype('f4'))
 " || fail "h5py could not write the files"
-    for n in 1 2 3 4; do
-      for p in "" 4 12 116; do
+    # 1 and 3 ranks (one whole share, and uneven shares) keep the suite's time in bounds.
+    for n in 1 3; do
+      for p in "" 4 116; do
         cp s.h5 "s-$n-$p.h5"
         TESSERA_IO_PIECE_BYTES=$p expect_ok "$n" stats "s-$n-$p.h5" --quiet
       done
-      for p in "" 12 116; do
+      for p in 12 116; do
         TESSERA_IO_PIECE_BYTES=$p run "$n" inspect nan.h5 --quiet
         echo "$out" | grep -q "^/fields/u  (3, 2, 37, 29) float32" &&
           echo "$out" | grep -q "first non-finite value nan at (1, 1, 20, 0)$" ||
@@ -350,10 +351,8 @@ with h5py.File('big.h5', 'w') as f:
           { echo "$out"; fail "validate at $n ranks, pieces '$p': not the NaN at (1, 1, 20, 0)"; }
       done
     done
-    for n in 1 2; do
-      cp big.h5 "big-$n-.h5"
-      expect_ok "$n" stats "big-$n-.h5" --quiet
-    done
+    cp big.h5 big-2-.h5
+    expect_ok 2 stats big-2-.h5 --quiet
     /usr/bin/python3 -c "
 import h5py, math, numpy as np
 def ref(x, cdim):  # per channel: numpy's exact mean (fsum), std, min, max, count
@@ -383,15 +382,15 @@ def check(files, src, dsets, tol):
                     w = whole[n, d]
                     if got[0] != w[0] or got[2:] != w[2:] or not close(got[1], w[1]):
                         bad.append(f'{name} {d}: {got} differs from the whole-share {w}')
-check([f's-{n}-{p}.h5' for n in (1, 2, 3, 4) for p in ('', 4, 12, 116)], 's.h5',
+check([f's-{n}-{p}.h5' for n in (1, 3) for p in ('', 4, 116)], 's.h5',
       ['/fields/u', '/points/coords', '/points/features'], 1e-12)
 # 36 million values summed one after the other: rounding of order sqrt(n) eps against fsum
-check(['big-1-.h5', 'big-2-.h5'], 'big.h5', ['/fields/u'], 1e-10)
+check(['big-2-.h5'], 'big.h5', ['/fields/u'], 1e-10)
 print('\n'.join(bad))
 exit(1 if bad else 0)
 " || fail "statistics differ (above)"
     (TESSERA_IO_PIECE_BYTES=1e6 expect_error "TESSERA_IO_PIECE_BYTES='1e6' is not a whole number" stats s.h5) || exit 1
-    echo "prep_cli stats_pieces: streamed statistics equal the whole-share ones and numpy's at 1-4 ranks"
+    echo "prep_cli stats_pieces: streamed statistics equal the whole-share ones and numpy's at 1-3 ranks"
     ;;
   missing_filter)  # a compression this HDF5 lacks: the dataset and the filter named
     /usr/bin/python3 -c "

@@ -632,16 +632,18 @@ TEST_CASE("Statistics streamed in pieces of any size equal the whole-share resul
   }
   std::map<std::string, io::schema::ChannelStats> whole;
   std::map<std::string, std::string> whole_problem;
-  auto problem_of = [&](const std::string& dset) {
+  // The non-finite problem validate's list holds for dset ("" if none).
+  auto problem_of = [&](const std::vector<std::string>& problems, const std::string& dset) {
     std::string p;
-    for (const std::string& q : io::schema::validate(f))
+    for (const std::string& q : problems)
       if (test::has(q, "'" + dset + "'") && test::has(q, "non-finite")) p = q;
     return p;
   };
   {
     const PieceBytes unset("");
     for (const Case& c : cases) whole[c.dset] = io::schema::scan(f, c.dset, c.cdim);
-    for (const Case& c : cases) whole_problem[c.dset] = problem_of(c.dset);
+    const auto problems = io::schema::validate(f);
+    for (const Case& c : cases) whole_problem[c.dset] = problem_of(problems, c.dset);
   }
   for (const Case& c : cases) {
     INFO(c.dset);
@@ -663,7 +665,7 @@ TEST_CASE("Statistics streamed in pieces of any size equal the whole-share resul
     const auto problems = io::schema::validate(f);
     for (const Case& c : cases) {
       INFO(c.dset << " validated in pieces of " << bytes << " bytes");
-      MPI_REQUIRE(problem_of(c.dset) == whole_problem[c.dset]);
+      MPI_REQUIRE(problem_of(problems, c.dset) == whole_problem[c.dset]);
     }
   }
   {
