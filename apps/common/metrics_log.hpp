@@ -26,7 +26,6 @@ class MetricsLog {
   // Collective over comm (where a path was given): rank 0 appends `row` (ending in '\n');
   // a failure throws on every rank, naming the file and the cause.
   void append(const std::string& row);
-  bool active() const { return fd_ >= 0; }
 
  private:
   void open_on_root(bool resume, std::int64_t keep_through);
