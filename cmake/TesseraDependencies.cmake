@@ -1,4 +1,4 @@
-# Required: MPI, a *parallel* HDF5 (C API), oneDNN (CPU conv), OpenMP (CPU kernels).
+# Required: MPI, a *parallel* HDF5 (C API), zlib, oneDNN (CPU conv), OpenMP (CPU kernels).
 find_package(MPI REQUIRED COMPONENTS C CXX)
 
 set(HDF5_PREFER_PARALLEL ON)
@@ -13,6 +13,9 @@ endif()
 if(NOT TARGET hdf5::hdf5)
   message(FATAL_ERROR "FindHDF5 did not define hdf5::hdf5; CMake >= 3.19 is needed")
 endif()
+
+# zlib: the CRC-32 of checkpoint datasets (HDF5 depends on it already).
+find_package(ZLIB REQUIRED)
 
 # Which MPI is it? The Open MPI launch flags are added only for Open MPI.
 execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version

@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "io/checksum.hpp"
 #include "io/file.hpp"
 #include "io/finite.hpp"
 #include "io/output_file.hpp"
@@ -18,6 +19,10 @@ namespace tessera::io {
 namespace {
 
 constexpr std::int64_t kCheckpointVersion = 1;
+// Root attribute naming the checksum every dataset carries ("crc32", attribute of the same
+// name); checkpoints written before checksums lack it and load unchecked.
+constexpr const char* kChecksumAttr = "checksum";
+constexpr const char* kCrc = "crc32";
 CheckpointFaultHook g_hook;
 int g_writes = 0;
 
@@ -51,7 +56,36 @@ void write_group(File& f, const std::string& group, const std::vector<NamedTenso
     const std::vector<Index> zero(t.shape().size(), 0);
     const Box mine = rank == 0 ? Box::from_shape(t.shape()) : Box(zero, zero);
     write_box(f, dset, mine, t, mine);
+    // Rank 0's bytes are the ones written; attributes are collective, so one value for all.
+    std::int64_t crc = rank == 0 ? static_cast<std::int64_t>(crc32_of(t)) : 0;
+    TESSERA_MPI(MPI_Bcast(&crc, 1, MPI_INT64_T, 0, f.comm()));
+    f.set_attr(dset, kCrc, crc);
   }
+}
+
+// The root attributes' text, checksummed as one: a damaged rng or config string is found too.
+std::uint32_t root_crc(std::int64_t step, const std::string& config, const std::string& rng,
+                       const std::string& model) {
+  const std::string all = std::to_string(step) + '\0' + config + '\0' + rng + '\0' + model;
+  return crc32_of(all.data(), all.size());
+}
+
+// Empty when every dataset of group matches its checksum, else the first that does not.
+std::string checksum_mismatch(const File& f, const std::string& group,
+                              const std::vector<NamedTensor>& ts) {
+  for (const NamedTensor& nt : ts) {
+    const std::string dset = group + "/" + nt.name;
+    if (!f.has_attr(dset, kCrc)) return dset + " has no " + kCrc + " attribute";
+    const auto stored = f.attr_doubles(dset, kCrc);
+    const std::uint32_t got = crc32_of(nt.tensor);
+    if (stored.size() != 1 || stored[0] != static_cast<double>(got)) {
+      std::ostringstream os;
+      os << dset << " does not match its checksum (" << kCrc << " stored "
+         << (stored.empty() ? -1.0 : stored[0]) << ", its data gives " << got << ")";
+      return os.str();
+    }
+  }
+  return "";
 }
 
 std::vector<NamedTensor> read_group(const File& f, const std::string& group) {
@@ -117,6 +151,8 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
     f.set_attr("/", "config", c.config);
     f.set_attr("/", "rng", c.rng);
     f.set_attr("/", "model", c.model);
+    f.set_attr("/", kChecksumAttr, std::string(kCrc));
+    f.set_attr("/", kCrc, static_cast<std::int64_t>(root_crc(c.step, c.config, c.rng, c.model)));
     write_group(f, "/params", c.params, rank);
     fault_point("params");
     write_group(f, "/optimizer", c.optimizer, rank);
@@ -146,6 +182,23 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm) {
   c.params = read_group(f, "/params");
   c.optimizer = read_group(f, "/optimizer");
   c.buffers = read_group(f, "/buffers");
+  // Checksums: every rank checks the bytes it read; one verdict for all.
+  if (f.has_attr("/", kChecksumAttr)) {
+    const auto kind = f.attr_strings("/", kChecksumAttr);
+    TESSERA_CHECK(kind.size() == 1 && kind[0] == kCrc,
+                  "checkpoint: '" << path << "' names checksum '" << (kind.empty() ? "" : kind[0])
+                                  << "', this program checks " << kCrc);
+    std::string damaged;
+    const auto root = f.has_attr("/", kCrc) ? f.attr_doubles("/", kCrc) : std::vector<double>{};
+    if (root.size() != 1 ||
+        root[0] != static_cast<double>(root_crc(c.step, c.config, c.rng, c.model)))
+      damaged = "its attributes (step, config, rng, model) do not match their checksum";
+    if (damaged.empty()) damaged = checksum_mismatch(f, "/params", c.params);
+    if (damaged.empty()) damaged = checksum_mismatch(f, "/optimizer", c.optimizer);
+    if (damaged.empty()) damaged = checksum_mismatch(f, "/buffers", c.buffers);
+    collective_check(f.comm(), damaged.empty(),
+                     "checkpoint: '" + path + "' is damaged: " + damaged);
+  }
   std::string bad = first_nonfinite(c.params, "parameter");
   if (bad.empty()) bad = first_nonfinite(c.optimizer, "optimizer state");
   TESSERA_CHECK(bad.empty(), "checkpoint: '" << path << "' holds a non-finite " << bad);

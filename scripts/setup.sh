@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
-  hdf5-tools libdnnl-dev libfftw3-dev libfftw3-mpi-dev catch2 libtomlplusplus-dev
+  zlib1g-dev hdf5-tools libdnnl-dev libfftw3-dev libfftw3-mpi-dev catch2 libtomlplusplus-dev
   nlohmann-json3-dev libnanoflann-dev python3-matplotlib python3-h5py python3-numpy)
 missing=()
 for p in "${packages[@]}"; do

@@ -175,6 +175,21 @@ int run(Context& ctx, int argc, char** argv) {
   else
     peak_mib_max(ctx.world());
 
+  // A non-finite validation loss (the weights finite, but the model's output on held-out
+  // samples is not): "stop" ends the run here, after its metrics row; "skip_step" says so.
+  const auto check_validation = [&](const EvalResult& ev, std::int64_t step) {
+    if (!validating || std::isfinite(ev.loss)) return;
+    std::ostringstream what;
+    what << "step " << step << ": non-finite validation loss (" << ev.loss
+         << "): the model's output on the held-out samples is not finite";
+    if (cfg.train.nonfinite == "stop")
+      throw Error(what.str() +
+                  "; training stopped (train.nonfinite = \"stop\"; this step's checkpoint was "
+                  "not written)");
+    if (root)
+      std::cout << what.str() << " (train.nonfinite = \"skip_step\": going on)" << std::endl;
+  };
+
   const std::int64_t total = tr.total_steps();
   if (tr.steps_done() == 0 && total > 0) {  // where training starts from
     const EvalResult ev = tr.validate();
@@ -184,6 +199,7 @@ int run(Context& ctx, int argc, char** argv) {
     std::ostringstream row;
     row << std::setprecision(17) << "0,0," << cfg.optim.lr << ",," << val_cells(ev) << ",,,,,,,,\n";
     metrics.append(row.str());
+    check_validation(ev, 0);
   }
   const std::int64_t log_every = std::max<std::int64_t>(1, cfg.train.log_interval);
   const double t_train = MPI_Wtime();
@@ -230,6 +246,7 @@ int run(Context& ctx, int argc, char** argv) {
           << peak << '\n';
       metrics.append(row.str());  // collective: a failed write stops every rank now
     }
+    if (log) check_validation(ev, r.step);
     const std::int64_t every = cfg.train.checkpoint_interval;
     if ((every > 0 && r.step % every == 0) || last) {
       const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, r.step);

@@ -167,6 +167,28 @@ mpi 2 "$bin/tessera-train" cfg.toml --resume --train.checkpoint_dir=ck-dmg \
 grep -q "resume: passing over ck-dmg/ckpt_00000006.h5: its state does not load" dmg.log &&
   grep -q "resume: ck-dmg/ckpt_00000004.h5 (step 4)" dmg.log ||
   { cat dmg.log; fail "did not pass over the damaged checkpoint to step 4"; }
+# A bit flipped in a parameter on disk: the checksum finds it; resume passes over it,
+# inference refuses it. The stored value is zlib's CRC-32 of the data's bytes.
+rm -rf ck-flip && cp -r ck ck-flip && rm -f ck-flip/.tessera-lock
+/usr/bin/python3 - ck-flip/ckpt_00000006.h5 <<'EOF' || fail "h5py"
+import h5py, sys, zlib
+import numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["params"][sorted(f["params"])[0]]
+    a = d[()]
+    assert zlib.crc32(a.tobytes()) == int(d.attrs["crc32"]), "crc32 is not zlib's of the bytes"
+    a.reshape(-1).view(np.uint64)[0] ^= np.uint64(1 << 20)  # one bit of the mantissa
+    d[...] = a
+EOF
+out=$(mpi 1 "$bin/tessera-infer" --checkpoint ck-flip/ckpt_00000006.h5 --input big.h5 \
+  --output flip-pred.h5 2>&1) && fail "inference with a damaged checkpoint exited 0"
+echo "$out" | grep -q "does not match its checksum" || { echo "$out"; fail "no word of the checksum"; }
+[ -e flip-pred.h5 ] && fail "inference with a damaged checkpoint wrote a prediction"
+mpi 2 "$bin/tessera-train" cfg.toml --resume --train.checkpoint_dir=ck-flip \
+  --train.metrics_csv= >flip.log 2>&1 || { cat flip.log; fail "resume past a flipped bit"; }
+grep -q "resume: passing over ck-flip/ckpt_00000006.h5: .*is damaged: /params/.* does not match its checksum" flip.log &&
+  grep -q "resume: ck-flip/ckpt_00000004.h5 (step 4)" flip.log ||
+  { cat flip.log; fail "did not pass over the flipped checkpoint to step 4"; }
 rm -rf ck-bad && mkdir ck-bad && cp ck/ckpt_00000006.h5 ck-bad/ && truncate -s 2000 ck-bad/ckpt_00000006.h5
 expect_error 2 "resume: none of the 1 checkpoint(s) in ck-bad can be used" cfg.toml --resume \
   --train.checkpoint_dir=ck-bad --train.metrics_csv=
