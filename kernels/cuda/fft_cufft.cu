@@ -60,17 +60,28 @@ cufftHandle get_plan(cufftType type, const FftBlock& b) {
   long long n = b.n;
   const long long ni = in_len(type, b.n), no = out_len(type, b.n);
   cufftHandle h;
-  cufft_check(cufftCreate(&h), "cufftCreate");
-  std::size_t work = 0;
-  cufftResult r;
-  if (b.inner == 1)
-    r = cufftMakePlanMany64(h, 1, &n, &n, 1, ni, &n, 1, no, type, b.outer, &work);
-  else if (by_outer)
-    r = cufftMakePlanMany64(h, 1, &n, &n, b.inner, ni * b.inner, &n, b.inner, no * b.inner, type,
-                            b.outer, &work);
-  else
-    r = cufftMakePlanMany64(h, 1, &n, &n, b.inner, 1, &n, b.inner, 1, type, b.inner, &work);
-  if (r != CUFFT_SUCCESS) cufftDestroy(h);  // a failed plan (out of memory) leaks no handle
+  auto make = [&] {
+    cufft_check(cufftCreate(&h), "cufftCreate");
+    std::size_t work = 0;
+    cufftResult r;
+    if (b.inner == 1)
+      r = cufftMakePlanMany64(h, 1, &n, &n, 1, ni, &n, 1, no, type, b.outer, &work);
+    else if (by_outer)
+      r = cufftMakePlanMany64(h, 1, &n, &n, b.inner, ni * b.inner, &n, b.inner, no * b.inner,
+                              type, b.outer, &work);
+    else
+      r = cufftMakePlanMany64(h, 1, &n, &n, b.inner, 1, &n, b.inner, 1, type, b.inner, &work);
+    if (r != CUFFT_SUCCESS) {
+      cufftDestroy(h);  // a failed plan (out of memory) leaks no handle
+      (void)cudaGetLastError();  // nor leaves its failed allocation for the next launch check
+    }
+    return r;
+  };
+  cufftResult r = make();
+  // The plan's work area is cudaMalloc'ed by cuFFT, past the tracked allocator, so it cannot
+  // use the blocks the device cache holds: where that is why it failed, give them back and
+  // plan once more (as a tracked allocation does).
+  if (r == CUFFT_ALLOC_FAILED && release_cached_device_memory() > 0) r = make();
   cufft_check(r, ("cufftMakePlanMany64 for block " + std::to_string(b.outer) + " x " +
                   std::to_string(b.n) + " x " + std::to_string(b.inner))
                      .c_str());

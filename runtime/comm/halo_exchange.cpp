@@ -231,6 +231,10 @@ struct HaloExchange::Impl {
     auto* ob = shared   ? mailbox->mine()
                : staged ? out_stage.reserve(out_bytes)
                         : static_cast<unsigned char*>(out_buf.raw());
+    // Device memory MPI writes directly (CUDA-aware): the receives below may land in in_buf
+    // at once, while the last exchange's unpack kernels (queued, not waited for) still read
+    // it - or, where in_buf was just allocated, kernels still read the recycled block.
+    if (!host && !staged) device::synchronize(p.device());
     for (std::size_t i = 0; i < in.size(); ++i) {
       if (in_shared[i])
         TESSERA_MPI(MPI_Irecv(nullptr, 0, MPI_BYTE, in[i].peer, kReadyTag, comm, &reqs[i]));

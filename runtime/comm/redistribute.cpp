@@ -201,6 +201,9 @@ ShardTensor axis_allgather(const ShardTensor& t, int axis, int d, const ShardSpe
                                                  : Tensor::empty({tot}, src.dtype(), wire);
   const Tensor sendbuf = src.in_space(wire);
   MpiType et = element_type(src.elem_size());
+  // MPI reads src and writes recvbuf on the device (CUDA-aware MPI): the kernels that wrote
+  // src, and any still reading a recycled block now under recvbuf, must be done.
+  device::synchronize(sendbuf.device());
   TESSERA_MPI(MPI_Allgatherv(sendbuf.raw(), checked_count(src.numel(), "allgatherv count"),
                              et.get(), recvbuf.raw(), counts.data(), displs.data(), et.get(),
                              mesh.axis_comm(axis)));
@@ -225,6 +228,7 @@ ShardTensor local_slice(const ShardTensor& t, const ShardSpec& target) {
 void allreduce_sum(Tensor& t, MPI_Comm comm) {
   const MemSpace wire = mpi_accepts(t.space()) ? t.space() : MemSpace::Host;
   Tensor buf = t.in_space(wire);
+  device::synchronize(buf.device());  // MPI reads what kernels wrote (a strided clone)
   const MPI_Datatype mt = mpi_reducible_type_of(t.dtype());
   const Index chunk = 1 << 30;
   auto* p = static_cast<unsigned char*>(buf.raw());
@@ -271,6 +275,9 @@ ShardTensor partial_to_shard(const ShardTensor& t, int axis, int d,
   const Tensor ws = packed.in_space(wire);
   const Box want = target.local_box(mesh.coords());
   Tensor out = Tensor::empty(want.shape(), src.dtype(), wire);
+  // MPI reads `packed` (filled by strided-copy kernels) and writes `out` on the device
+  // (CUDA-aware MPI): the queued kernels must be done first.
+  device::synchronize(ws.device());
   TESSERA_MPI(MPI_Reduce_scatter(ws.raw(), out.raw(), counts.data(),
                                  mpi_reducible_type_of(src.dtype()), MPI_SUM,
                                  mesh.axis_comm(axis)));
