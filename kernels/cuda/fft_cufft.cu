@@ -67,12 +67,12 @@ cufftHandle get_plan(cufftType type, const FftBlock& b) {
     if (b.inner == 1)
       r = cufftMakePlanMany64(h, 1, &n, &n, 1, ni, &n, 1, no, type, b.outer, &work);
     else if (by_outer)
-      r = cufftMakePlanMany64(h, 1, &n, &n, b.inner, ni * b.inner, &n, b.inner, no * b.inner,
-                              type, b.outer, &work);
+      r = cufftMakePlanMany64(h, 1, &n, &n, b.inner, ni * b.inner, &n, b.inner, no * b.inner, type,
+                              b.outer, &work);
     else
       r = cufftMakePlanMany64(h, 1, &n, &n, b.inner, 1, &n, b.inner, 1, type, b.inner, &work);
     if (r != CUFFT_SUCCESS) {
-      cufftDestroy(h);  // a failed plan (out of memory) leaks no handle
+      cufftDestroy(h);           // a failed plan (out of memory) leaks no handle
       (void)cudaGetLastError();  // nor leaves its failed allocation for the next launch check
     }
     return r;

@@ -462,6 +462,22 @@ PY
       --train.nonfinite=skip_step --train.max_skips=2
     echo "$out" | grep -q "update skipped (1 in a row)" || fail "no skipped-update line"
     ;;
+  validation_nonfinite)  # finite weights, but held-out samples (4, 5) the model overflows on
+    data
+    /usr/bin/python3 -c "
+import sys, h5py
+d = h5py.File('train.h5', 'r+')['/fields/permeability']
+d[4:] = 3e38" || fail "h5py"
+    fno=(--model.type=fno --model.modes=4 --model.layers=1 --model.dtype=float32)
+    expect_fail 30 "step 0: non-finite validation loss \((inf|nan)\).*training stopped" 3 \
+      tessera-train cfg.toml "${fno[@]}"
+    ls ck/ckpt_* >/dev/null 2>&1 && fail "a checkpoint was written"
+    grep -q "^0,0," metrics.csv || fail "the step's metrics row is missing"
+    expect_ok 3 tessera-train cfg.toml "${fno[@]}" --train.nonfinite=skip_step \
+      --train.checkpoint_dir=ck2 --train.metrics_csv=
+    echo "$out" | grep -q "step 2: non-finite validation loss .*going on" ||
+      { echo "$out"; fail "no word of the validation loss under skip_step"; }
+    ;;
   *)
     fail "unknown case"
     ;;

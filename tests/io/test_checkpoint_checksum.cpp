@@ -109,7 +109,8 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
                     "its attributes (step, config, rng, model) do not match their checksum");
   }
   SECTION("a dataset without its checksum is refused") {
-    edit(path, [](hid_t f) { H5Adelete_by_name(f, "buffers/data.input_mean", "crc32", H5P_DEFAULT); });
+    edit(path,
+         [](hid_t f) { H5Adelete_by_name(f, "buffers/data.input_mean", "crc32", H5P_DEFAULT); });
     MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
                     "/buffers/data.input_mean has no crc32 attribute");
   }
