@@ -208,8 +208,12 @@ struct Plan {
   template <class Perf, class FindFn, class GetFn>
   static int algorithms(Perf* perf, int count, FindFn find, GetFn get) {
     int n = 0;
-    if (find(count, &n, perf) != CUDNN_STATUS_SUCCESS || n == 0)
+    if (find(count, &n, perf) != CUDNN_STATUS_SUCCESS || n == 0) {
+      // A Find that failed in an allocation may leave that error for the next launch
+      // check to report against an unrelated kernel.
+      (void)cudaGetLastError();
       TESSERA_CUDNN_CHECK(get(count, &n, perf));
+    }
     return n;
   }
 
