@@ -572,6 +572,19 @@ void Trainer::restore(const io::Checkpoint& c) {
                     << then.train.validation_split << " (its sampler draws from that split), "
                     << "this run sets " << cfg_.train.validation_split
                     << ": resume with the checkpoint's setting");
+  // The fields in their order: the weights map these channels to those (the model's
+  // signature sees only their counts).
+  const auto fields = [](const DataConfig& d) {
+    std::string s;
+    for (const auto& n : d.inputs) s += (s.empty() ? "" : ", ") + n;
+    s += " -> ";
+    for (std::size_t i = 0; i < d.targets.size(); ++i) s += (i ? ", " : "") + d.targets[i];
+    return s;
+  };
+  TESSERA_CHECK(fields(then.data) == fields(cfg_.data),
+                "the checkpoint was trained on the fields "
+                    << fields(then.data) << " (data.inputs -> data.targets), this run reads "
+                    << fields(cfg_.data) << ": resume with the checkpoint's fields");
   // The state itself: what fails to load here is damage (or a setting the state depends
   // on that changed), and a resumed run passes over this checkpoint.
   try {

@@ -195,6 +195,9 @@ expect_error 2 "resume: none of the 1 checkpoint(s) in ck-bad can be used" cfg.t
 [ "$(stat -c %s ck-bad/ckpt_00000006.h5)" = 2000 ] || fail "the unusable checkpoint was touched"
 expect_error 2 "the checkpoint was trained with data.normalize = true" cfg.toml --resume \
   --data.normalize=false --train.metrics_csv=
+# Other fields of the same channel counts (inputs and targets swapped): another run.
+expect_error 2 "the checkpoint was trained on the fields permeability -> pressure (data.inputs -> data.targets), this run reads pressure -> permeability" \
+  cfg.toml --resume '--data.inputs=["pressure"]' '--data.targets=["permeability"]' --train.metrics_csv=
 # A FIFO as the metrics file would stall the run once its reader stops: refused. A resume
 # that finds no checkpoint (a mistyped folder) would cut another run's rows: refused.
 mkfifo metrics.fifo
