@@ -146,7 +146,9 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(schedule, gamma), "decay factor per step_size steps (step)",
        Range{0, 1, true, false}},
       {TESSERA_FIELD(train, steps), "optimizer steps (set this or train.epochs)", kNonNegative},
-      {TESSERA_FIELD(train, epochs), "passes over the training split (set this or train.steps)",
+      {TESSERA_FIELD(train, epochs),
+       "passes over the training split (set this or train.steps; the last batch may run into the "
+       "next pass)",
        kNonNegative},
       {TESSERA_FIELD(train, batch_size), "global batch size over all data-parallel replicas",
        kAtLeastOne},

@@ -192,9 +192,18 @@ void Sampler::new_epoch() {
 }
 
 std::vector<Index> Sampler::next() {
-  if (cursor_ + batch_ > static_cast<Index>(perm_.size())) new_epoch();  // drop the tail
-  std::vector<Index> b(perm_.begin() + cursor_, perm_.begin() + cursor_ + batch_);
-  cursor_ += batch_;
+  // The permutations are one stream: a batch that reaches an epoch's end takes the rest
+  // from the next one, so every sample is drawn once per pass (dropping the tail left the
+  // last samples out of every epoch without shuffling) and train.epochs counts passes.
+  std::vector<Index> b;
+  b.reserve(static_cast<std::size_t>(batch_));
+  const Index n = static_cast<Index>(perm_.size());
+  while (static_cast<Index>(b.size()) < batch_) {
+    if (cursor_ >= n) new_epoch();
+    const Index take = std::min(batch_ - static_cast<Index>(b.size()), n - cursor_);
+    b.insert(b.end(), perm_.begin() + cursor_, perm_.begin() + cursor_ + take);
+    cursor_ += take;
+  }
   return b;
 }
 
@@ -389,12 +398,14 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
 
   sampler_ = std::make_unique<Sampler>(train_samples(), bsz, cfg.data.shuffle,
                                        static_cast<std::uint64_t>(cfg.train.seed));
-  const std::int64_t per_epoch = sampler_->batches_per_epoch();
-  TESSERA_CHECK(cfg.train.steps > 0 ||
-                    cfg.train.epochs <= std::numeric_limits<std::int64_t>::max() / per_epoch,
-                "train.epochs = " << cfg.train.epochs << " at " << per_epoch
-                                  << " steps per epoch overflows the step count");
-  total_steps_ = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * per_epoch;
+  // train.epochs passes over the training split: the steps that draw that many samples.
+  const Index n_train = train_samples();
+  TESSERA_CHECK(
+      cfg.train.steps > 0 || cfg.train.epochs <= std::numeric_limits<std::int64_t>::max() / n_train,
+      "train.epochs = " << cfg.train.epochs << " of " << n_train
+                        << " training samples overflows the step count");
+  total_steps_ =
+      cfg.train.steps > 0 ? cfg.train.steps : (cfg.train.epochs * n_train + bsz - 1) / bsz;
   optimizer_ = make_optimizer(cfg.optim, model_->graph().parameters());
   schedule_ = make_schedule(cfg, total_steps_);
   loss_ = std::make_unique<Loss>(loss_kind(cfg.train));

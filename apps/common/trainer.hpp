@@ -76,13 +76,13 @@ std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index 
                                   const std::vector<Index>& grid = {});
 
 // Data-sampling state: the epoch's permutation of the training samples and the position
-// in it, with the generator that draws the next permutation.
+// in it, with the generator that draws the next permutation. Batches are cut from the
+// stream of permutations (one may hold the end of one epoch and the start of the next).
 class Sampler {
  public:
   Sampler(Index train_samples, Index batch, bool shuffle, std::uint64_t seed);
   std::vector<Index> next();  // indices into the training split
   std::int64_t epoch() const { return epoch_; }
-  Index batches_per_epoch() const { return static_cast<Index>(perm_.size()) / batch_; }
   std::string state() const;
   void load_state(const std::string& s);
 

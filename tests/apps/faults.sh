@@ -407,7 +407,7 @@ case "$case_name" in
     data
     expect_fail 30 "mesh axis 'domain' has size 0: a size is >= 1 or 'auto'" 3 tessera-train \
       cfg.toml --mesh.shape=domain=0
-    expect_fail 30 "train.epochs = 9223372036854775807 at 2 steps per epoch overflows" 3 \
+    expect_fail 30 "train.epochs = 9223372036854775807 of 4 training samples overflows" 3 \
       tessera-train cfg.toml --train.steps=0 --train.epochs=9223372036854775807
     # parameters that malloc refuses: named as the model's, before any estimate
     expect_fail 30 "model.type = 'unet': its parameters do not fit this rank's memory \\(host allocation of" \

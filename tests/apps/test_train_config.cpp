@@ -9,6 +9,7 @@
 
 #include "apps/common/builders.hpp"
 #include "apps/common/config.hpp"
+#include "apps/common/trainer.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/expect_error.hpp"
 
@@ -364,4 +365,33 @@ TEST_CASE("config builds the optimizer, schedule, loss and dtype it names", "[co
   MPI_CHECK(loss_kind(parse("").train) == LossKind::RelativeL2);
   MPI_CHECK(model_dtype(parse("").model) == DType::f32);
   MPI_CHECK(model_dtype(parse("", {"model.dtype=float64"}).model) == DType::f64);
+}
+
+TEST_CASE("sampler: batches are cut from the stream of epochs, every sample once per pass",
+          "[config]") {
+  // 5 samples in batches of 2, unshuffled: the third batch spans two epochs (the tail was
+  // dropped, so sample 4 was never drawn).
+  Sampler plain(5, 2, false, 1);
+  std::vector<Index> drawn;
+  for (int i = 0; i < 5; ++i)
+    for (Index s : plain.next()) drawn.push_back(s);
+  MPI_CHECK(drawn == std::vector<Index>({0, 1, 2, 3, 4, 0, 1, 2, 3, 4}));
+  // Shuffled, 7 samples in batches of 3: after 7 batches (3 passes) each sample 3 times,
+  // and a state saved mid-epoch resumes the same stream.
+  Sampler a(7, 3, true, 42);
+  std::vector<int> count(7, 0);
+  std::string saved;
+  std::vector<std::vector<Index>> after;
+  for (int i = 0; i < 7; ++i) {
+    if (i == 2) saved = a.state();
+    const std::vector<Index> b = a.next();
+    if (i >= 2) after.push_back(b);
+    for (Index s : b) ++count[static_cast<std::size_t>(s)];
+  }
+  MPI_CHECK(count == std::vector<int>(7, 3));
+  Sampler b(7, 3, true, 7);
+  b.load_state(saved);
+  bool same = true;
+  for (const auto& want : after) same = same && b.next() == want;
+  MPI_CHECK(same);
 }
