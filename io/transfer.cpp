@@ -200,13 +200,14 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
                           ? H5Dwrite(d.get(), mt, mspace.get(), fspace.get(), dxpl.get(), buf)
                           : H5Dread(d.get(), mt, mspace.get(), fspace.get(), dxpl.get(), buf);
     std::string msg;
+    // This rank's part, where it has one (a rank with nothing to move still takes part).
+    const std::string part = nothing(pc.fbox) ? "" : pc.fbox.str() + " of ";
     if (injected) {
-      msg = "writing " + pc.fbox.str() + " of " + what +
-            ": No space left on device (injected by TESSERA_FAULT_INJECT)";
+      msg =
+          "writing " + part + what + ": No space left on device (injected by TESSERA_FAULT_INJECT)";
     } else if (rc < 0) {
       try {
-        check(rc, std::string(is_write ? "writing " : "reading ") + pc.fbox.str() + " of " + what,
-              0);
+        check(rc, std::string(is_write ? "writing " : "reading ") + part + what, 0);
       } catch (const Error& e) {
         msg = e.what();
       }

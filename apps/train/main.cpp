@@ -92,6 +92,12 @@ int run(Context& ctx, int argc, char** argv) {
               << tr.model().graph().parameters().size() << " parameter tensors), "
               << cfg.model.dtype << ", " << cfg.optim.name << ", batch " << cfg.train.batch_size
               << ", " << tr.total_steps() << " steps" << std::endl;
+  // More neighbours than a cloud has points: each point takes the whole cloud.
+  if (root && cfg.model.type == "pointconv" && tr.data().points() && !tr.data().spatial().empty() &&
+      cfg.model.neighbours > tr.data().spatial().front())
+    std::cout << "warning: model.neighbours = " << cfg.model.neighbours << " is more than the "
+              << tr.data().spatial().front() << " points of a cloud: each point takes all of them"
+              << std::endl;
 
   // Before step 1: the folders outputs go to must take files (not at the first checkpoint).
   check_writable(ctx.world(), cfg);

@@ -339,6 +339,11 @@ print(f"points: prediction at 1 vs 2 ranks, max rel diff {d:.2e}")
 assert d < 1e-6
 EOF
 echo "ok: transolver on point clouds, inference at 1 and 2 ranks"
+# More neighbours than a cloud has points: said, and each point takes the whole cloud.
+mpi 1 "$bin/tessera-train" pts.toml --model.type=pointconv --model.neighbours=400 \
+  --train.steps=1 --train.checkpoint_dir=ck-pc >pc.log 2>&1 || { cat pc.log; fail "pointconv"; }
+grep -q "warning: model.neighbours = 400 is more than the 300 points of a cloud" pc.log ||
+  { cat pc.log; fail "no warning of more neighbours than points"; }
 # The coordinates as the target: their truth is in the file, so the error is reported.
 mpi 1 "$bin/tessera-train" pts.toml --data.targets=coords --train.steps=1 \
   --train.checkpoint_dir=ck-xyz >xyz.log 2>&1 || { cat xyz.log; fail "training on coords"; }
