@@ -401,7 +401,8 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   // train.epochs passes over the training split: the steps that draw that many samples.
   const Index n_train = train_samples();
   TESSERA_CHECK(
-      cfg.train.steps > 0 || cfg.train.epochs <= std::numeric_limits<std::int64_t>::max() / n_train,
+      cfg.train.steps > 0 ||
+          cfg.train.epochs <= (std::numeric_limits<std::int64_t>::max() - (bsz - 1)) / n_train,
       "train.epochs = " << cfg.train.epochs << " of " << n_train
                         << " training samples overflows the step count");
   total_steps_ =
@@ -527,6 +528,7 @@ EvalResult Trainer::validate() {
   model_->train(true);
   model_->graph().set_grad_enabled(true);
   e.samples = val_samples();
+  e.loss_samples = static_cast<Index>(std::llround(loss_weight));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   e.loss = loss_weight > 0 ? e.loss / loss_weight : nan;
   e.rel_l2 = rel_weight > 0 ? e.rel_l2 / rel_weight : nan;
@@ -587,12 +589,12 @@ void Trainer::restore(const io::Checkpoint& c) {
   // signature sees only their counts).
   const auto fields = [](const DataConfig& d) {
     std::string s;
-    for (const auto& n : d.inputs) s += (s.empty() ? "" : ", ") + n;
+    for (const auto& n : d.inputs) s += (s.empty() ? "'" : ", '") + n + "'";
     s += " -> ";
-    for (std::size_t i = 0; i < d.targets.size(); ++i) s += (i ? ", " : "") + d.targets[i];
+    for (std::size_t i = 0; i < d.targets.size(); ++i) s += (i ? ", '" : "'") + d.targets[i] + "'";
     return s;
   };
-  TESSERA_CHECK(fields(then.data) == fields(cfg_.data),
+  TESSERA_CHECK(then.data.inputs == cfg_.data.inputs && then.data.targets == cfg_.data.targets,
                 "the checkpoint was trained on the fields "
                     << fields(then.data) << " (data.inputs -> data.targets), this run reads "
                     << fields(cfg_.data) << ": resume with the checkpoint's fields");

@@ -54,6 +54,7 @@ struct EvalResult {
   double rel_l2 = 0;  // mean per-sample relative L2 error in physical units (samples whose
                       // target is zero have none and are left out; NaN if all are)
   Index samples = 0;
+  Index loss_samples = 0;  // those the loss covers (rel_l2 leaves zero targets out)
 };
 
 // The UNet or FNO a config describes for data of these channels and spatial dims.

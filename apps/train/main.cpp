@@ -184,7 +184,8 @@ int run(Context& ctx, int argc, char** argv) {
   // A non-finite validation loss (the weights finite, but the model's output on held-out
   // samples is not): "stop" ends the run here, after its metrics row; "skip_step" says so.
   const auto check_validation = [&](const EvalResult& ev, std::int64_t step) {
-    if (!validating || std::isfinite(ev.loss)) return;
+    // No loss where it covers no sample (rel_l2 over held-out targets that are all zero).
+    if (!validating || ev.loss_samples == 0 || std::isfinite(ev.loss)) return;
     std::ostringstream what;
     what << "step " << step << ": non-finite validation loss (" << ev.loss
          << "): the model's output on the held-out samples is not finite";

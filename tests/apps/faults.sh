@@ -297,6 +297,11 @@ case "$case_name" in
     echo "$out" | grep -qE "step 2/2 .*rel_l2 [0-9]" || fail "no finite validation error"
     expect_ok 3 tessera-train cfg.toml --data.path=z.h5 --data.normalize=false \
       --train.loss=rel_l2 --train.checkpoint_dir=ck2 --train.metrics_csv=metrics2.csv
+    # Every held-out target zero under rel_l2: no validation loss, not a non-finite one.
+    field z2.h5 permeability 6,1,24,24
+    field z2.h5 pressure 6,1,24,24 zero_last:1152  # samples 4 and 5
+    expect_ok 3 tessera-train cfg.toml --data.path=z2.h5 --data.normalize=false \
+      --train.loss=rel_l2 --train.checkpoint_dir=ck3 --train.metrics_csv=
     # In the training split with rel_l2: refused before step 1, naming the dataset's sample.
     expect_fail 30 "the target of sample 5 of z.h5 is zero everywhere \(1 such training samples\)" \
       3 tessera-train cfg.toml --data.path=z.h5 --data.normalize=false --train.loss=rel_l2 \
@@ -409,6 +414,10 @@ case "$case_name" in
       cfg.toml --mesh.shape=domain=0
     expect_fail 30 "train.epochs = 9223372036854775807 of 4 training samples overflows" 3 \
       tessera-train cfg.toml --train.steps=0 --train.epochs=9223372036854775807
+    # epochs x samples fits, rounding up to whole batches would not
+    expect_fail 30 "train.epochs = 3074457345618258602 of 3 training samples overflows" 3 \
+      tessera-train cfg.toml --train.steps=0 --train.epochs=3074457345618258602 \
+      --train.batch_size=3 --train.validation_split=0.5
     # parameters that malloc refuses: named as the model's, before any estimate
     expect_fail 30 "model.type = 'unet': its parameters do not fit this rank's memory \\(host allocation of" \
       3 tessera-train cfg.toml --model.width=200000 --model.groups=1
@@ -451,9 +460,14 @@ PY
     diverge=(--model.dtype=float32 --optim.name=sgd --optim.lr=1e30)
     expect_fail 60 "non-finite" 3 tessera-train cfg.toml "${diverge[@]}" --train.steps=6 \
       --train.checkpoint_interval=1
-    # Whatever was saved loads (a non-finite checkpoint would be passed over, saying so).
-    expect_ok 3 tessera-train cfg.toml "${diverge[@]}" --train.steps=1 --resume
-    echo "$out" | grep -q "passing over" && { echo "$out"; fail "a non-finite checkpoint was saved"; }
+    # Whatever was saved loads (a non-finite checkpoint would be passed over, saying so); the
+    # first step's weights are finite but the validation loss is not: nothing saved at all.
+    echo "$out" | grep -q "step 1: non-finite validation loss" ||
+      { echo "$out"; fail "not stopped at step 1's validation"; }
+    if compgen -G "ck/ckpt_*.h5" >/dev/null; then
+      expect_ok 3 tessera-train cfg.toml "${diverge[@]}" --train.steps=1 --resume
+      echo "$out" | grep -q "passing over" && { echo "$out"; fail "a non-finite checkpoint was saved"; }
+    fi
     ;;
   divergence_skip)  # train.nonfinite = skip_step: skipped updates, then stopped after max_skips
     data

@@ -160,6 +160,12 @@ rm -rf ck-dmg && cp -r ck ck-dmg && rm -f ck-dmg/.tessera-lock
 /usr/bin/python3 - ck-dmg/ckpt_00000006.h5 <<'EOF' || fail "h5py"
 import h5py, sys
 with h5py.File(sys.argv[1], "r+") as f:
+    # As a checkpoint of before checksums (which would report the deletion first).
+    for a in ("checksum", "crc32"):
+        del f.attrs[a]
+    for g in ("params", "optimizer", "buffers"):
+        for d in f[g].values():
+            del d.attrs["crc32"]
     del f["optimizer"][sorted(f["optimizer"])[0]]
 EOF
 mpi 2 "$bin/tessera-train" cfg.toml --resume --train.checkpoint_dir=ck-dmg \
@@ -196,7 +202,7 @@ expect_error 2 "resume: none of the 1 checkpoint(s) in ck-bad can be used" cfg.t
 expect_error 2 "the checkpoint was trained with data.normalize = true" cfg.toml --resume \
   --data.normalize=false --train.metrics_csv=
 # Other fields of the same channel counts (inputs and targets swapped): another run.
-expect_error 2 "the checkpoint was trained on the fields permeability -> pressure (data.inputs -> data.targets), this run reads pressure -> permeability" \
+expect_error 2 "the checkpoint was trained on the fields 'permeability' -> 'pressure' (data.inputs -> data.targets), this run reads 'pressure' -> 'permeability'" \
   cfg.toml --resume '--data.inputs=["pressure"]' '--data.targets=["permeability"]' --train.metrics_csv=
 # A FIFO as the metrics file would stall the run once its reader stops: refused. A resume
 # that finds no checkpoint (a mistyped folder) would cut another run's rows: refused.
@@ -244,7 +250,12 @@ echo "ok: inference on 32x24 wrote /fields/pressure (2, 1, 32, 24)"
 cp ck/ckpt_00000006.h5 nobuf.h5
 /usr/bin/python3 - nobuf.h5 big.h5 nan.h5 <<'EOF' || fail "h5py"
 import h5py, shutil, sys
-with h5py.File(sys.argv[1], "r+") as f:
+with h5py.File(sys.argv[1], "r+") as f:  # as a checkpoint of before checksums
+    for a in ("checksum", "crc32"):
+        del f.attrs[a]
+    for g in ("params", "optimizer", "buffers"):
+        for d in f[g].values():
+            del d.attrs["crc32"]
     del f["buffers"]["data.input_mean"]
 shutil.copy(sys.argv[2], sys.argv[3])
 with h5py.File(sys.argv[3], "r+") as f:

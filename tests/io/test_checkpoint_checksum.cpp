@@ -1,6 +1,6 @@
 // Checkpoint checksums: every dataset carries the CRC-32 of its bytes and the root one of
-// its attributes; a flipped bit in a parameter's data on disk, or an edited attribute, is
-// found on load (on every rank, one message) instead of being trained on or predicted
+// its attributes and list of entries; a flipped bit in a parameter's data on disk, or an edited
+// attribute, is found on load (on every rank, one message) instead of being trained on or predicted
 // with; a checkpoint written before checksums loads unchecked.
 #include <hdf5.h>
 #include <zlib.h>
@@ -106,7 +106,18 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
       H5Tclose(type);
     });
     MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
-                    "its attributes (step, config, rng, model) do not match their checksum");
+                    "its attributes (step, config, rng, model) or its list of entries");
+  }
+  SECTION("a deleted entry is found") {
+    edit(path, [](hid_t f) { H5Ldelete(f, "buffers/data.input_mean", H5P_DEFAULT); });
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
+                    "or its list of entries (one deleted, renamed or reshaped) do not match");
+  }
+  SECTION("a lost root marker does not turn the check off") {
+    flip_bit(path, "params/conv.weight", 1);
+    edit(path, [](hid_t f) { H5Adelete(f, "checksum"); });
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
+                    "its root attribute 'checksum' is missing");
   }
   SECTION("a dataset without its checksum is refused") {
     edit(path,
@@ -116,7 +127,13 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
   }
   SECTION("a checkpoint of before checksums loads unchecked") {
     flip_bit(path, "params/conv.weight", 0);
-    edit(path, [](hid_t f) { H5Adelete(f, "checksum"); });
+    edit(path, [](hid_t f) {
+      H5Adelete(f, "checksum");
+      H5Adelete(f, "crc32");
+      for (const char* d :
+           {"params/conv.weight", "optimizer/conv.weight.exp_avg", "buffers/data.input_mean"})
+        H5Adelete_by_name(f, d, "crc32", H5P_DEFAULT);
+    });
     const io::Checkpoint old = io::load_checkpoint(path, MPI_COMM_WORLD);
     MPI_CHECK(old.params[0].tensor.data<double>()[0] != c.params[0].tensor.data<double>()[0]);
   }
