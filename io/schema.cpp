@@ -177,6 +177,7 @@ ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progre
   MPI_Allreduce(&own, &calls, 1, MPI_LONG_LONG, MPI_MAX, f.comm());
   Index sample_bytes = static_cast<Index>(size_of(dt));
   for (int d = 1; d < nd; ++d) sample_bytes *= shape[static_cast<std::size_t>(d)];
+  const PieceProgress report(progress, rank, shape[0], calls, sample_bytes);
   for (Index n = 0; n < shape[0]; ++n) {
     Share share(C);
     for (long long k = 0; k < calls; ++k) {
@@ -188,11 +189,11 @@ ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progre
         else
           accumulate<double>(piece, box, shape, cdim, share, first_bad, bad_value);
       }
+      report(n, k);
     }
     // The share's moments join this rank's, sample after sample.
     for (std::size_t c = 0; c < C; ++c) acc[c].merge(share.moments(c));
-    if (progress && rank == 0)
-      progress(n + 1, shape[0], static_cast<double>((n + 1) * sample_bytes));
+    if (calls == 0) report(n, 0);
   }
   // Every rank's partial results, merged in rank order: the same bits on every rank.
   const std::size_t per = 5 * C + 2;

@@ -10,6 +10,7 @@
 // All datasets of a file share N (sample i of every dataset belongs together).
 #include "io/floor.hpp"
 #include <cstdint>
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -45,6 +46,30 @@ struct ChannelStats {
 };
 // Progress of a long scan: slabs done of total, bytes read so far.
 using Progress = std::function<void(Index done, Index total, double bytes)>;
+
+// A scan's progress by piece (each sample read in `calls` pieces; 0: one report per
+// sample), so a single sample larger than memory shows progress while it is read. Rank 0
+// reports.
+class PieceProgress {
+ public:
+  PieceProgress(const Progress& p, int rank, Index samples, long long calls, Index sample_bytes)
+      : p_(rank == 0 ? p : Progress()),
+        samples_(samples),
+        per_(std::max(calls, 1LL)),
+        sample_bytes_(sample_bytes) {}
+  void operator()(Index n, long long k) const {
+    if (!p_) return;
+    const Index done = n * per_ + static_cast<Index>(k) + 1;
+    p_(done, samples_ * per_,
+       static_cast<double>(sample_bytes_) * static_cast<double>(done) / static_cast<double>(per_));
+  }
+
+ private:
+  Progress p_;
+  Index samples_;
+  Index per_;
+  Index sample_bytes_;
+};
 // Collective: reads the dataset once in parallel and computes per-channel statistics along
 // `channel_dim` (1 for fields, 2 for points). Each sample is split over the ranks along its
 // largest dim after N but the channel dim, and each rank streams its share in pieces of at

@@ -283,6 +283,7 @@ std::string first_non_finite(const File& f, const std::string& dset, const Datas
   Index sample_bytes = static_cast<Index>(size_of(dt));
   for (int d = 1; d < nd; ++d) sample_bytes *= shape[static_cast<std::size_t>(d)];
   const Box whole = Box::from_shape(shape);
+  const PieceProgress report(progress, rank, shape[0], calls, sample_bytes);
   for (Index n = 0; n < shape[0]; ++n) {
     // This rank's first bad value in the sample, as a flat index of the dataset.
     long bad = std::numeric_limits<long>::max();
@@ -299,14 +300,14 @@ std::string first_non_finite(const File& f, const std::string& dset, const Datas
           value = dt == DType::f32 ? static_cast<double>(t.data<float>()[i]) : t.data<double>()[i];
         }
       }
+      report(n, c);
     }
+    if (calls == 0) report(n, 0);
     struct {
       long index;
       int rank;
     } here{bad, rank}, first{0, 0};
     MPI_Allreduce(&here, &first, 1, MPI_LONG_INT, MPI_MINLOC, f.comm());
-    if (progress && rank == 0)
-      progress(n + 1, shape[0], static_cast<double>((n + 1) * sample_bytes));
     if (first.index != std::numeric_limits<long>::max()) {
       MPI_Bcast(&value, 1, MPI_DOUBLE, first.rank, f.comm());
       std::vector<Index> at(static_cast<std::size_t>(nd));
