@@ -319,16 +319,23 @@ int run(Context& ctx, int argc, char** argv) {
     if (!into_room) xin = ShardTensor::unchecked(mesh, xspec, xin.local().to(space));
     const ShardTensor y = model.forward(xin);
     Tensor pred = y.local().to(MemSpace::Host).clone();
+    // Where the overflow happens, for the message: in the model, or in undoing the target
+    // normalization (the checkpoint's data.target_mean/std), or in float32 as stored.
+    const bool model_finite = io::first_nonfinite(pred) < 0;
     out_norm.invert(pred);
+    const bool unnormalized_finite = io::first_nonfinite(pred) < 0;
     const Tensor pred32 = host_converted(pred, DType::f32);
     // A prediction of NaN or Inf (finite inputs the model overflows on, in its dtype or in
     // float32 as stored) is no prediction: refused, not written.
+    const std::string where =
+        !model_finite ? "the model overflows on this input in " + name_of(dtype)
+        : !unnormalized_finite
+            ? "the model's output is finite; undoing the target normalization with the "
+              "checkpoint's data.target_mean/data.target_std overflows"
+            : "the model's output is finite, but it does not fit float32 as stored";
     collective_check(ctx.world(), io::first_nonfinite(pred32) < 0,
                      input + ": sample " + std::to_string(s) +
-                         ": the prediction holds a non-finite value (the model overflows on "
-                         "this input in " +
-                         (dtype == DType::f32 ? std::string("float32")
-                                              : name_of(dtype) + ", or in float32 as stored") +
+                         ": the prediction holds a non-finite value (" + where +
                          "): no prediction written");
     if (points) write_points(in, out, s, block, pred32, writer);
     Index c0 = 0;
