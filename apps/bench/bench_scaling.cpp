@@ -38,6 +38,11 @@ StepSetup setup_of(const cli::Args& opt, const std::string& model) {
                        : vit        ? "vit-depth"
                                     : "depth",
                        fno || transolver || vit ? 1 : 0);  // a UNet of depth 0: no levels
+  // The benchmark's ViT and Transolver have 4 heads (train_step.cpp; no option sets them).
+  TESSERA_CHECK(!(vit || transolver) || s.width % 4 == 0,
+                (vit ? "--vit-dim = " : "--transolver-width = ")
+                    << s.width << " is not divisible by the benchmark " << model
+                    << "'s 4 attention heads");
   s.slices = size_option(opt, "transolver-slices");
   s.attention = opt.str("vit-attention");
   s.modes = size_option(opt, "fno-modes");

@@ -41,6 +41,8 @@ expect_error "option --na_kernel 0: must lie in [1," attention --which=neighbour
   --na_kernel=0 --reps=1
 expect_error "option --mib -1: " redistribute --mib=-1 --reps=1
 expect_error "option --dtype float64: f32 or f64" conv-kernel --hw=4 --d=2 --reps=1 --dtype=float64
+expect_error "--vit-dim = 6 is not divisible by the benchmark vit's 4 attention heads" scaling \
+  --models=vit --vit-dim=6 --which=strong --strong=8x8 --reps=1
 # a tensor that 3 ranks do not split evenly: the raw all-to-all baseline's counts agree
 TESSERA_FAILURE_TIMEOUT=3 timeout 60 "${launch[@]}" -np 3 "$bench" redistribute --mib=1 --reps=1 \
   >/dev/null 2>&1 || { echo "bench_cli: redistribute --mib=1 at 3 ranks failed"; fail=1; }
