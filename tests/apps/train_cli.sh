@@ -20,6 +20,18 @@ mpi() { local n=$1; shift; timeout 120 "$mpiexec" "$npflag" "$n" "${flags[@]}" "
 fail() { echo "train_cli: FAILED: $*"; exit 1; }
 # A job's temporary output (PATH.tmp.HOST.PID) is there.
 temp_left() { compgen -G "$1.tmp*" >/dev/null; }
+# Makes FILE a checkpoint of before checksums, so that an edit reaches the checks behind them.
+strip_checksums() {
+  /usr/bin/python3 - "$1" <<'EOF' || fail "h5py could not strip the checksums of $1"
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    for a in ("checksum", "crc32"):
+        del f.attrs[a]
+    for g in ("params", "optimizer", "buffers"):
+        for d in f[g].values():
+            del d.attrs["crc32"]
+EOF
+}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
 mpi 1 "$bin/tessera-prep" generate darcy --grid 16x16 --samples 8 --seed 3 --out train.h5 --quiet ||
@@ -157,15 +169,10 @@ wait $holder 2>/dev/null
 # to the one before it; with none usable it stops rather than start over among them; and
 # another data.normalize than the checkpoint's is refused.
 rm -rf ck-dmg && cp -r ck ck-dmg && rm -f ck-dmg/.tessera-lock
+strip_checksums ck-dmg/ckpt_00000006.h5  # (they would report the deletion first)
 /usr/bin/python3 - ck-dmg/ckpt_00000006.h5 <<'EOF' || fail "h5py"
 import h5py, sys
 with h5py.File(sys.argv[1], "r+") as f:
-    # As a checkpoint of before checksums (which would report the deletion first).
-    for a in ("checksum", "crc32"):
-        del f.attrs[a]
-    for g in ("params", "optimizer", "buffers"):
-        for d in f[g].values():
-            del d.attrs["crc32"]
     del f["optimizer"][sorted(f["optimizer"])[0]]
 EOF
 mpi 2 "$bin/tessera-train" cfg.toml --resume --train.checkpoint_dir=ck-dmg \
@@ -248,14 +255,10 @@ echo "ok: inference on 32x24 wrote /fields/pressure (2, 1, 32, 24)"
 # A checkpoint whose normalization was deleted would predict unnormalized values: refused.
 # A non-finite target value gives no error figure for its sample, and the others still do.
 cp ck/ckpt_00000006.h5 nobuf.h5
+strip_checksums nobuf.h5
 /usr/bin/python3 - nobuf.h5 big.h5 nan.h5 <<'EOF' || fail "h5py"
 import h5py, shutil, sys
-with h5py.File(sys.argv[1], "r+") as f:  # as a checkpoint of before checksums
-    for a in ("checksum", "crc32"):
-        del f.attrs[a]
-    for g in ("params", "optimizer", "buffers"):
-        for d in f[g].values():
-            del d.attrs["crc32"]
+with h5py.File(sys.argv[1], "r+") as f:
     del f["buffers"]["data.input_mean"]
 shutil.copy(sys.argv[2], sys.argv[3])
 with h5py.File(sys.argv[3], "r+") as f:
@@ -272,14 +275,10 @@ grep -q "sample 1: the target (pressure in nan.h5) holds a non-finite value: no 
   { cat nan.log; fail "a NaN target: not reported per sample"; }
 # A target_std that un-normalizes finite outputs past float64: named, not blamed on the model.
 cp ck/ckpt_00000006.h5 hugestd.h5
+strip_checksums hugestd.h5
 /usr/bin/python3 - hugestd.h5 <<'EOF' || fail "h5py"
 import h5py, sys
-with h5py.File(sys.argv[1], "r+") as f:  # as a checkpoint of before checksums
-    for a in ("checksum", "crc32"):
-        del f.attrs[a]
-    for g in ("params", "optimizer", "buffers"):
-        for d in f[g].values():
-            del d.attrs["crc32"]
+with h5py.File(sys.argv[1], "r+") as f:
     f["buffers/data.target_std"][...] = 1e308
 EOF
 mpi 2 "$bin/tessera-infer" --checkpoint hugestd.h5 --input big.h5 --output hugestd_pred.h5 \
