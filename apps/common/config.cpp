@@ -68,7 +68,7 @@ const std::vector<Field>& schema() {
        {"unet", "fno", "transolver", "pointconv", "vit"}},
       {TESSERA_FIELD(model, width),
        "unet: channels of the first level (doubled per level down); fno: channels of the Fourier "
-       "blocks; transolver: channels of the blocks",
+       "blocks; transolver, pointconv: channels of the blocks",
        kAtLeastOne},
       {TESSERA_FIELD(model, modes),
        "fno: retained Fourier modes per spatial dim: one value for every dim, or one per dim "
@@ -82,8 +82,8 @@ const std::vector<Field>& schema() {
        "updates the modes of its spectrum block; no weight gradient is reduced over the domain)",
        {},
        {"replicated", "mode_sharded"}},
-      {TESSERA_FIELD(model, heads), "transolver: attention heads (must divide model.width)",
-       kAtLeastOne},
+      {TESSERA_FIELD(model, heads),
+       "transolver, vit: attention heads (must divide model.width, model.dim)", kAtLeastOne},
       {TESSERA_FIELD(model, slices), "transolver: physics-attention slices per head", kAtLeastOne},
       {TESSERA_FIELD(model, neighbours), "pointconv: neighbours per point (nearest first)",
        kAtLeastOne},
