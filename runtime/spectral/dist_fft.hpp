@@ -24,7 +24,9 @@ namespace tessera {
 
 struct FftOptions {
   std::vector<int> dims;     // dims to transform (last: the real one); empty: 2 .. ndim-1
-  std::vector<Index> modes;  // retained modes per transformed dim; empty or 0: all
+  // Retained modes per transformed dim; empty or 0: all, and so is a count the dim does not
+  // hold (SpectralConv, whose weights are shaped by it, refuses one instead).
+  std::vector<Index> modes;
   kernels::FftNorm norm = kernels::FftNorm::Backward;
   // Spectrum placement per dim (mesh axis or -1); empty: the plan's transposed layout.
   std::vector<int> spectrum_axis;
