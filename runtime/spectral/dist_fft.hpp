@@ -23,7 +23,7 @@
 namespace tessera {
 
 struct FftOptions {
-  std::vector<int> dims;     // dims to transform (last: the real one); empty: 2 .. ndim-1
+  std::vector<int> dims;  // dims to transform (last: the real one); empty: 2 .. ndim-1
   // Retained modes per transformed dim; empty or 0: all, and so is a count the dim does not
   // hold (SpectralConv, whose weights are shaped by it, refuses one instead).
   std::vector<Index> modes;
