@@ -9,8 +9,8 @@
 //   /points/features        float32 (N, P, C), attr variables (C strings), stats as above
 // All datasets of a file share N (sample i of every dataset belongs together).
 #include "io/floor.hpp"
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>

@@ -67,30 +67,42 @@ std::string mode_str(H5D_mpio_actual_io_mode_t m) {
   return "unknown";
 }
 
-// Whether an unfiltered chunked dataset holds fewer allocated chunks than it has (h5py
-// allocates chunks as they are written). HDF5 may call a fully written dataset "partly
-// allocated"; the storage size tells. A filtered one in that state parallel HDF5 cannot
-// read at all ("addr overflow"): refused, saying why.
-bool partly_written_chunks(hid_t d, const std::string& what) {
+enum class Chunks { Whole, PartlyWritten, PartlyWrittenFiltered };
+
+// Whether a chunked dataset holds fewer allocated chunks than it has (h5py allocates chunks
+// as they are written). HDF5 may call a fully written dataset "partly allocated"; the
+// chunk count tells. Local: metadata only, the same answer on every rank.
+Chunks chunk_state(hid_t d) {
   H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
-  if (H5Dget_space_status(d, &st) < 0 || st != H5D_SPACE_STATUS_PART_ALLOCATED) return false;
+  if (H5Dget_space_status(d, &st) < 0 || st != H5D_SPACE_STATUS_PART_ALLOCATED)
+    return Chunks::Whole;
   Handle dcpl(H5Dget_create_plist(d));
-  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return false;
+  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return Chunks::Whole;
   Handle space(H5Dget_space(d));
   const int nd = H5Sget_simple_extent_ndims(space.get());
-  if (nd <= 0) return false;
+  if (nd <= 0) return Chunks::Whole;
   std::vector<hsize_t> dims(static_cast<std::size_t>(nd)), chunk(static_cast<std::size_t>(nd));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   H5Pget_chunk(dcpl.get(), nd, chunk.data());
   hsize_t chunks = 1, written = 0;
   for (std::size_t i = 0; i < dims.size(); ++i) chunks *= (dims[i] + chunk[i] - 1) / chunk[i];
-  if (H5Dget_num_chunks(d, space.get(), &written) < 0 || written >= chunks) return false;
-  if (H5Pget_nfilters(dcpl.get()) != 0)
-    throw Error(what +
-                " is filtered (compressed or checksummed) and only partly written (some chunks "
-                "were never written, as h5py leaves them): parallel HDF5 cannot read it; "
-                "write it whole, or rewrite it (h5repack) without filters");
-  return true;
+  if (H5Dget_num_chunks(d, space.get(), &written) < 0 || written >= chunks) return Chunks::Whole;
+  return H5Pget_nfilters(dcpl.get()) != 0 ? Chunks::PartlyWrittenFiltered : Chunks::PartlyWritten;
+}
+
+std::string partly_written_filtered_text(const std::string& what) {
+  return what +
+         " is filtered (compressed or checksummed) and only partly written (some chunks "
+         "were never written, as h5py leaves them): parallel HDF5 cannot read it; "
+         "write it whole, or rewrite it (h5repack) without filters";
+}
+
+// An unfiltered dataset so written is read independently (a collective read fails); a
+// filtered one parallel HDF5 cannot read at all ("addr overflow"): refused, saying why.
+bool partly_written_chunks(hid_t d, const std::string& what) {
+  const Chunks c = chunk_state(d);
+  if (c == Chunks::PartlyWrittenFiltered) throw Error(partly_written_filtered_text(what));
+  return c == Chunks::PartlyWritten;
 }
 
 TransferReport transfer(bool is_write, const File& f, const std::string& dset, const Box& fbox,
@@ -280,6 +292,14 @@ std::string unavailable_filter(const File& f, const std::string& dset) {
              "filter, e.g. h5repack -f NONE, or make the plugin available)";
   }
   return "";
+}
+
+std::string unreadable_partly_written(const File& f, const std::string& dset) {
+  const std::string name = dset.empty() || dset[0] != '/' ? "/" + dset : dset;
+  Handle d(check(H5Dopen2(f.id(), name.c_str(), H5P_DEFAULT), "opening " + f.where(dset)));
+  return chunk_state(d.get()) == Chunks::PartlyWrittenFiltered
+             ? partly_written_filtered_text(f.where(dset))
+             : "";
 }
 
 bool storage_allocated(const File& f, const std::string& dset) {

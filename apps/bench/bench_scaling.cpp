@@ -93,6 +93,8 @@ json run(Context& ctx, const cli::Args& opt) {
     rows.push_back(capacity_try(ctx, opt));
     return rows;
   }
+  // Every model's options checked before the first is timed.
+  for (const std::string& model : opt.list("models")) setup_of(opt, model);
   for (const std::string& model : opt.list("models")) {
     if (has("strong")) {
       StepSetup s = setup_of(opt, model);

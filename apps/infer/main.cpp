@@ -319,24 +319,26 @@ int run(Context& ctx, int argc, char** argv) {
     if (!into_room) xin = ShardTensor::unchecked(mesh, xspec, xin.local().to(space));
     const ShardTensor y = model.forward(xin);
     Tensor pred = y.local().to(MemSpace::Host).clone();
-    // Where the overflow happens, for the message: in the model, or in undoing the target
-    // normalization (the checkpoint's data.target_mean/std), or in float32 as stored.
-    const bool model_finite = io::first_nonfinite(pred) < 0;
+    // Where the overflow happens, for the message: in the model, in undoing the target
+    // normalization (the checkpoint's data.target_mean/std), or in float32 as stored; the
+    // first of these where any rank's values overflowed, so every rank names one cause.
+    int stage = io::first_nonfinite(pred) >= 0 ? 3 : 0;
     out_norm.invert(pred);
-    const bool unnormalized_finite = io::first_nonfinite(pred) < 0;
+    if (stage == 0 && io::first_nonfinite(pred) >= 0) stage = 2;
     const Tensor pred32 = host_converted(pred, DType::f32);
+    if (stage == 0 && io::first_nonfinite(pred32) >= 0) stage = 1;
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &stage, 1, MPI_INT, MPI_MAX, ctx.world()));
     // A prediction of NaN or Inf (finite inputs the model overflows on, in its dtype or in
-    // float32 as stored) is no prediction: refused, not written.
+    // float32 as stored) is no prediction: refused, not written, on every rank.
     const std::string where =
-        !model_finite ? "the model overflows on this input in " + name_of(dtype)
-        : !unnormalized_finite
-            ? "the model's output is finite; undoing the target normalization with the "
-              "checkpoint's data.target_mean/data.target_std overflows"
-            : "the model's output is finite, but it does not fit float32 as stored";
-    collective_check(ctx.world(), io::first_nonfinite(pred32) < 0,
-                     input + ": sample " + std::to_string(s) +
-                         ": the prediction holds a non-finite value (" + where +
-                         "): no prediction written");
+        stage == 3   ? "the model overflows on this input in " + name_of(dtype)
+        : stage == 2 ? "the model's output is finite; undoing the target normalization with "
+                       "the checkpoint's data.target_mean/data.target_std overflows"
+                     : "the model's output is finite, but it does not fit float32 as stored";
+    if (stage > 0)
+      throw Error(input + ": sample " + std::to_string(s) +
+                  ": the prediction holds a non-finite value (" + where +
+                  "): no prediction written");
     if (points) write_points(in, out, s, block, pred32, writer);
     Index c0 = 0;
     for (std::size_t i = 0; i < (points ? 0 : cfg.data.targets.size()); ++i) {
