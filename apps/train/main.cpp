@@ -221,9 +221,14 @@ int run(Context& ctx, int argc, char** argv) {
     ++steps_run;
     const bool last = r.step == total;
     const bool log = r.step % log_every == 0 || last;
+    const std::int64_t every = cfg.train.checkpoint_interval;
+    const bool checkpoint = (every > 0 && r.step % every == 0) || last;
+    // Validated where logged, and before every checkpoint (none is written of a model
+    // whose held-out loss is not finite).
+    const bool validated = log || checkpoint;
     EvalResult ev;
     ev.loss = ev.rel_l2 = std::nan("");
-    if (log) last_eval = ev = tr.validate();
+    if (validated) last_eval = ev = tr.validate();
     const double peak = peak_mib_max(ctx.world());
     const double sps = static_cast<double>(r.samples) / r.t.total;
     if (root && log)
@@ -247,15 +252,14 @@ int run(Context& ctx, int argc, char** argv) {
       row << std::setprecision(17) << r.step << ','
           << static_cast<double>(r.step * cfg.train.batch_size) /
                  static_cast<double>(tr.train_samples())
-          << ',' << r.lr << ',' << r.loss << ',' << (log ? val_cells(ev) : std::string(",")) << ','
-          << r.grad_norm << ',' << sps << ',' << r.t.total * 1e3 << ',' << r.t.compute() * 1e3
-          << ',' << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ',' << r.t.alltoall * 1e3 << ','
-          << peak << '\n';
+          << ',' << r.lr << ',' << r.loss << ',' << (validated ? val_cells(ev) : std::string(","))
+          << ',' << r.grad_norm << ',' << sps << ',' << r.t.total * 1e3 << ','
+          << r.t.compute() * 1e3 << ',' << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ','
+          << r.t.alltoall * 1e3 << ',' << peak << '\n';
       metrics.append(row.str());  // collective: a failed write stops every rank now
     }
-    if (log) check_validation(ev, r.step);
-    const std::int64_t every = cfg.train.checkpoint_interval;
-    if ((every > 0 && r.step % every == 0) || last) {
+    if (validated) check_validation(ev, r.step);
+    if (checkpoint) {
       const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, r.step);
       tr.save(path);
       if (root) std::cout << "checkpoint " << path << std::endl;

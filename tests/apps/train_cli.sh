@@ -366,6 +366,13 @@ print(f"points: prediction at 1 vs 2 ranks, max rel diff {d:.2e}")
 assert d < 1e-6
 EOF
 echo "ok: transolver on point clouds, inference at 1 and 2 ranks"
+# Validation runs where logged and before every checkpoint: with log_interval 3 and
+# checkpoints every 2 steps, step 1 has no validation columns, step 2 has them.
+mpi 2 "$bin/tessera-train" cfg.toml --train.steps=4 --train.log_interval=3 \
+  --train.checkpoint_dir=ck-val --train.metrics_csv=val.csv >val.log 2>&1 ||
+  { cat val.log; fail "training with log_interval 3"; }
+[ "$(awk -F, '$1 == 1 {print $5}' val.csv)" = "" ] && [ -n "$(awk -F, '$1 == 2 {print $5}' val.csv)" ] ||
+  { cat val.csv; fail "step 2's checkpoint was not validated, or step 1 was"; }
 # More neighbours than a cloud has points: said, and each point takes the whole cloud.
 mpi 1 "$bin/tessera-train" pts.toml --model.type=pointconv --model.neighbours=400 \
   --train.steps=1 --train.checkpoint_dir=ck-pc >pc.log 2>&1 || { cat pc.log; fail "pointconv"; }
