@@ -145,6 +145,38 @@ void accumulate(const Tensor& piece, const Box& box, const std::vector<Index>& s
 
 }  // namespace
 
+namespace {
+std::pair<Index, Index> share_of(const std::vector<Index>& shape, int split, MPI_Comm comm) {
+  int rank = 0, P = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &P);
+  return split >= 0 ? balanced_range(shape[static_cast<std::size_t>(split)], P, rank)
+                    : std::pair<Index, Index>{0, rank == 0 ? shape[1] : 0};
+}
+long long most_pieces(const SamplePieces& pieces, MPI_Comm comm) {
+  long long own = static_cast<long long>(pieces.count()), most = 0;
+  MPI_Allreduce(&own, &most, 1, MPI_LONG_LONG, MPI_MAX, comm);
+  return most;
+}
+Index bytes_per_sample(const std::vector<Index>& shape, DType dt) {
+  Index b = static_cast<Index>(size_of(dt));
+  for (std::size_t d = 1; d < shape.size(); ++d) b *= shape[d];
+  return b;
+}
+int rank_of(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+}  // namespace
+
+ShareScan::ShareScan(MPI_Comm comm, const std::vector<Index>& shape, int split, DType dt,
+                     const Progress& progress)
+    : pieces(shape, split >= 0 ? split : 1, share_of(shape, split, comm).first,
+             share_of(shape, split, comm).second, piece_bytes() / static_cast<Index>(size_of(dt))),
+      calls(most_pieces(pieces, comm)),
+      report(progress, rank_of(comm), shape[0], calls, bytes_per_sample(shape, dt)) {}
+
 ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progress& progress) {
   const DatasetInfo in = f.info(dset);
   const std::vector<Index>& shape = in.shape;
@@ -168,16 +200,10 @@ ChannelStats scan(const File& f, const std::string& dset, int cdim, const Progre
   std::vector<Moments> acc(std::max<std::size_t>(C, 1));
   double first_bad = -1, bad_value = 0;
   const DType dt = *in.dtype;
-  const auto [b, e] = split >= 0 ? balanced_range(shape[static_cast<std::size_t>(split)], P, rank)
-                                 : std::pair<Index, Index>{0, rank == 0 ? shape[1] : 0};
-  const SamplePieces pieces(shape, split >= 0 ? split : 1, b, e,
-                            piece_bytes() / static_cast<Index>(size_of(dt)));
-  // Every rank makes as many collective reads per sample as the rank with the most pieces.
-  long long own = static_cast<long long>(pieces.count()), calls = 0;
-  MPI_Allreduce(&own, &calls, 1, MPI_LONG_LONG, MPI_MAX, f.comm());
-  Index sample_bytes = static_cast<Index>(size_of(dt));
-  for (int d = 1; d < nd; ++d) sample_bytes *= shape[static_cast<std::size_t>(d)];
-  const PieceProgress report(progress, rank, shape[0], calls, sample_bytes);
+  const ShareScan plan(f.comm(), shape, split, dt, progress);
+  const SamplePieces& pieces = plan.pieces;
+  const long long calls = plan.calls;
+  const PieceProgress& report = plan.report;
   for (Index n = 0; n < shape[0]; ++n) {
     Share share(C);
     for (long long k = 0; k < calls; ++k) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "io/file.hpp"
+#include "io/pieces.hpp"
 
 namespace tessera::io::schema {
 
@@ -69,6 +70,18 @@ class PieceProgress {
   Index samples_;
   Index per_;
   Index sample_bytes_;
+};
+
+// How a scan streams a dataset of `shape` (N first): this rank's share of each sample (dim
+// `split` balanced over the ranks of comm; split < 0: the whole sample on rank 0), cut into
+// pieces of at most piece_bytes(); `calls`, the collective reads per sample every rank makes
+// (the most pieces any rank has); `report`, the progress by piece. Collective.
+struct ShareScan {
+  ShareScan(MPI_Comm comm, const std::vector<Index>& shape, int split, DType dt,
+            const Progress& progress);
+  SamplePieces pieces;
+  long long calls = 0;
+  PieceProgress report;
 };
 // Collective: reads the dataset once in parallel and computes per-channel statistics along
 // `channel_dim` (1 for fields, 2 for points). Each sample is split over the ranks along its

@@ -275,15 +275,11 @@ std::string first_non_finite(const File& f, const std::string& dset, const Datas
   int split = 1;
   for (int d = 2; d < nd; ++d)
     if (shape[static_cast<std::size_t>(d)] > shape[static_cast<std::size_t>(split)]) split = d;
-  const auto [b, e] = balanced_range(shape[static_cast<std::size_t>(split)], P, rank);
-  const SamplePieces pieces(shape, split, b, e, piece_bytes() / static_cast<Index>(size_of(dt)));
-  // Every rank makes as many collective reads per sample as the rank with the most pieces.
-  long long mine = static_cast<long long>(pieces.count()), calls = 0;
-  MPI_Allreduce(&mine, &calls, 1, MPI_LONG_LONG, MPI_MAX, f.comm());
-  Index sample_bytes = static_cast<Index>(size_of(dt));
-  for (int d = 1; d < nd; ++d) sample_bytes *= shape[static_cast<std::size_t>(d)];
+  const ShareScan plan(f.comm(), shape, split, dt, progress);
+  const SamplePieces& pieces = plan.pieces;
+  const long long calls = plan.calls;
+  const PieceProgress& report = plan.report;
   const Box whole = Box::from_shape(shape);
-  const PieceProgress report(progress, rank, shape[0], calls, sample_bytes);
   for (Index n = 0; n < shape[0]; ++n) {
     // This rank's first bad value in the sample, as a flat index of the dataset.
     long bad = std::numeric_limits<long>::max();

@@ -267,9 +267,16 @@ std::string no_collective_cause_str(unsigned c) {
   return s.empty() ? "unknown cause " + std::to_string(c) : s;
 }
 
-std::string unavailable_filter(const File& f, const std::string& dset) {
+namespace {
+// `dset` of f, opened for a look at its metadata ("u" and "/u" alike).
+Handle open_dataset(const File& f, const std::string& dset) {
   const std::string name = dset.empty() || dset[0] != '/' ? "/" + dset : dset;
-  Handle d(check(H5Dopen2(f.id(), name.c_str(), H5P_DEFAULT), "opening " + f.where(dset)));
+  return Handle(check(H5Dopen2(f.id(), name.c_str(), H5P_DEFAULT), "opening " + f.where(dset)));
+}
+}  // namespace
+
+std::string unavailable_filter(const File& f, const std::string& dset) {
+  const Handle d = open_dataset(f, dset);
   Handle dcpl(check(H5Dget_create_plist(d.get()), "creation properties of " + f.where(dset)));
   const int nf = H5Pget_nfilters(dcpl.get());
   for (int i = 0; i < nf; ++i) {
@@ -295,16 +302,14 @@ std::string unavailable_filter(const File& f, const std::string& dset) {
 }
 
 std::string unreadable_partly_written(const File& f, const std::string& dset) {
-  const std::string name = dset.empty() || dset[0] != '/' ? "/" + dset : dset;
-  Handle d(check(H5Dopen2(f.id(), name.c_str(), H5P_DEFAULT), "opening " + f.where(dset)));
+  const Handle d = open_dataset(f, dset);
   return chunk_state(d.get()) == Chunks::PartlyWrittenFiltered
              ? partly_written_filtered_text(f.where(dset))
              : "";
 }
 
 bool storage_allocated(const File& f, const std::string& dset) {
-  const std::string name = dset.empty() || dset[0] != '/' ? "/" + dset : dset;
-  Handle d(check(H5Dopen2(f.id(), name.c_str(), H5P_DEFAULT), "opening " + f.where(dset)));
+  const Handle d = open_dataset(f, dset);
   H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
   check(H5Dget_space_status(d.get(), &st), "allocation status of " + f.where(dset), 0);
   return st != H5D_SPACE_STATUS_NOT_ALLOCATED;
