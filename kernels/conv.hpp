@@ -53,6 +53,29 @@ void conv_backward_data(const Device& dev, const ConvDesc& desc, const void* dy,
 void conv_backward_weights(const Device& dev, const ConvDesc& desc, const void* x, const void* dy,
                            void* dw, void* dbias);
 
+// The most elements one backend call takes in any one tensor: cuDNN's descriptors hold
+// int extents and strides (2^31 - 1); the host has no such bound. A convolution past it
+// runs in pieces, each an ordinary backend call (kernels/conv_pieces.cpp): chunks of the
+// batch where one sample fits, else slabs of the outermost spatial dim per sample. Past
+// it even in slabs of one output row, the entry points throw a tessera::Error.
+Index conv_call_limit(const Device& dev);
+
+// Lowers that limit for every backend while alive (0: the default), so tests run the
+// piecewise path with small tensors on either backend. Counts the calls it saw split.
+class ScopedConvCallLimit {
+ public:
+  explicit ScopedConvCallLimit(Index elems);
+  ~ScopedConvCallLimit();
+  ScopedConvCallLimit(const ScopedConvCallLimit&) = delete;
+  ScopedConvCallLimit& operator=(const ScopedConvCallLimit&) = delete;
+  long batch_split_calls() const;  // entry calls run in chunks of the batch
+  long slab_split_calls() const;   // entry calls run in spatial slabs
+
+ private:
+  Index previous_;
+  long batch_start_, slab_start_;
+};
+
 // The backends behind the entry points above (the entry dispatches on dev.space):
 // host loops, oneDNN, OpenMP ...
 namespace cpu {

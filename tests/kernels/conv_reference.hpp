@@ -180,6 +180,22 @@ inline std::vector<SweepCase> sweep(DType type) {
   return v;
 }
 
+// The smallest per-call limit under which c still runs, in slabs of `rows` output rows of
+// its first spatial dim: the window those rows read (padding counted) and their output.
+inline Index slab_limit(const ConvDesc& c, Index rows) {
+  Index in_row = c.c_in, out_row = c.c_out;
+  for (int d = 1; d < c.nd; ++d) in_row *= c.in[d] + c.pad_lo[d] + c.pad_hi[d], out_row *= c.out(d);
+  const Index reach = c.dilation[0] * (c.kernel[0] - 1) + 1;
+  return std::max(in_row * ((rows - 1) * c.stride[0] + reach), out_row * rows);
+}
+
+// The limit that holds one sample (padding counted; a windowed x may still need slabs).
+inline Index sample_limit(const ConvDesc& c) {
+  Index x = c.c_in;
+  for (int d = 0; d < c.nd; ++d) x *= c.in[d] + c.pad_lo[d] + c.pad_hi[d];
+  return std::max(x, c.y_elems() / c.n);
+}
+
 inline std::vector<double> random_vector(std::size_t n, unsigned seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<double> u(-1.0, 1.0);

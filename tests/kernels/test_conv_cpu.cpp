@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "decomp/error.hpp"
+#include "kernels/conv_pieces.hpp"
 #include "kernels/cpu/conv_direct.hpp"
 #include "kernels/device/device.hpp"
 #include "tests/kernels/conv_reference.hpp"
@@ -147,6 +148,77 @@ TEST_CASE("Conv float64 matches the float64 reference over the sweep", "[conv]")
 
 TEST_CASE("Conv direct loops in float32 match the reference (second opinion)", "[conv]") {
   check_sweep<float>(Path::Direct, 1e-5);
+}
+
+namespace {
+
+// Runs the sweep in type T under per-call limits that force the piecewise path: chunks
+// of one sample, slabs of one and of two output rows. Every pass must equal the
+// reference as one call does, and every call the limit cannot hold must have split.
+template <class T>
+void check_pieces(double tol) {
+  unsigned seed = 3;
+  long batch_splits = 0, slab_splits = 0;
+  for (const auto& sweep_case : sweep(std::is_same_v<T, float> ? DType::f32 : DType::f64)) {
+    const ConvDesc& c = sweep_case.c;
+    for (const Index limit : {sample_limit(c), slab_limit(c, 2), slab_limit(c, 1)}) {
+      const kernels::ScopedConvCallLimit scope(limit);
+      INFO(c.str() << (sweep_case.margin ? " (windowed x)" : "") << " limit " << limit);
+      const bool split = !kernels::conv_fits_one_call(Device::host(), c);
+      const Errors e = run_case<T>(sweep_case, Path::Api, seed += 7);
+      CHECK(e.y <= tol);
+      CHECK(e.dx <= tol);
+      CHECK(e.dw <= tol);
+      CHECK(e.db <= tol);
+      CHECK(e.x_untouched_outside);
+      CHECK(scope.batch_split_calls() + scope.slab_split_calls() == (split ? 3 : 0));
+      batch_splits += scope.batch_split_calls();
+      slab_splits += scope.slab_split_calls();
+    }
+  }
+  // The sweep reaches both kinds of pieces often.
+  CHECK(batch_splits > 60);
+  CHECK(slab_splits > 300);
+}
+
+}  // namespace
+
+TEST_CASE("Conv past the per-call limit runs in pieces equal to one call", "[conv]") {
+  SECTION("float64") {
+    check_pieces<double>(1e-12);
+  }
+  SECTION("float32") {
+    check_pieces<float>(1e-5);
+  }
+}
+
+TEST_CASE("Conv slabs that read only padding give the bias and its gradient", "[conv]") {
+  // 1-D, 3 input cells and 9 cells of padding: the first and last slabs of one output row
+  // read no input cell at all.
+  ConvDesc c;
+  c.nd = 1, c.type = DType::f64, c.n = 2, c.c_in = 2, c.c_out = 3;
+  c.in[0] = 3, c.kernel[0] = 2, c.pad_lo[0] = 4, c.pad_hi[0] = 5;
+  const kernels::ScopedConvCallLimit scope(slab_limit(c, 1));
+  const Errors e = run_case<double>({c, 0}, Path::Api, 77);
+  CHECK(scope.slab_split_calls() == 3);
+  CHECK(e.y <= 1e-12);
+  CHECK(e.dx <= 1e-12);
+  CHECK(e.dw <= 1e-12);
+  CHECK(e.db <= 1e-12);
+}
+
+TEST_CASE("Conv past the per-call limit even in one-row slabs is refused by name", "[conv]") {
+  const ConvDesc c = desc2d(4, 4, 8, 3, 1, DType::f64);
+  const kernels::ScopedConvCallLimit scope(slab_limit(c, 1) - 1);
+  std::vector<double> buf(4096);
+  double* p = buf.data();
+  CHECK_THROWS_WITH(kernels::conv_forward(Device::host(), c, p, p, nullptr, p),
+                    Catch::Contains("even in slabs of one output row") &&
+                        Catch::Contains("conv2d float64 n=2 cin=4"));
+  CHECK_THROWS_WITH(kernels::conv_backward_data(Device::host(), c, p, p, p),
+                    Catch::Contains("even in slabs of one output row"));
+  CHECK_THROWS_WITH(kernels::conv_backward_weights(Device::host(), c, p, p, p, nullptr),
+                    Catch::Contains("even in slabs of one output row"));
 }
 
 TEST_CASE("Conv float64 adjoint identities", "[conv]") {

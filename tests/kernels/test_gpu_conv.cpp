@@ -45,7 +45,7 @@ double max_rel(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 template <class T>
-void check_case(const SweepCase& sc, unsigned seed, double tol) {
+void check_case(const SweepCase& sc, unsigned seed, double tol, Index cuda_limit = 0) {
   ConvDesc c = sc.c;
   const Window win = sc.margin ? make_windowed(c, sc.margin) : dense_window(c);
   const auto x = cast<T>(random_vector(sz(win.size), seed));
@@ -64,10 +64,15 @@ void check_case(const SweepCase& sc, unsigned seed, double tol) {
   DeviceVec<T> gx(x), gw(w), gb(b), gdy(dy), gy(std::vector<T>(y.size(), sentinel)),
       gdx(std::vector<T>(dx.size(), sentinel)), gdw(std::vector<T>(dw.size(), sentinel)),
       gdb(std::vector<T>(db.size(), sentinel));
-  kernels::conv_forward(Device::cuda(), c, gx.at(win.offset), gw.at(0), gb.at(0), gy.at(0));
-  kernels::conv_backward_data(Device::cuda(), c, gdy.at(0), gw.at(0), gdx.at(win.offset));
-  kernels::conv_backward_weights(Device::cuda(), c, gx.at(win.offset), gdy.at(0), gdw.at(0),
-                                 gdb.at(0));
+  {
+    // Under a lowered per-call limit the device runs the conv in pieces (the CPU above
+    // ran it whole).
+    const kernels::ScopedConvCallLimit scope(cuda_limit);
+    kernels::conv_forward(Device::cuda(), c, gx.at(win.offset), gw.at(0), gb.at(0), gy.at(0));
+    kernels::conv_backward_data(Device::cuda(), c, gdy.at(0), gw.at(0), gdx.at(win.offset));
+    kernels::conv_backward_weights(Device::cuda(), c, gx.at(win.offset), gdy.at(0), gdw.at(0),
+                                   gdb.at(0));
+  }
   INFO(c.str() << (sc.margin ? " (windowed x)" : ""));
   MPI_CHECK(max_rel(gy.host(), y) <= tol);
   // dx: cells outside the window keep the sentinel on both sides, then drop out of the
@@ -95,6 +100,17 @@ TEST_CASE("cuDNN convolution float64 equals the CPU over the sweep", "[gpu][conv
   if (!test::have_device()) return;
   unsigned seed = 13;
   for (const auto& sc : sweep(DType::f64)) check_case<double>(sc, seed += 7, 1e-12);
+}
+
+TEST_CASE("cuDNN convolution in pieces (chunks, slabs) equals the CPU over the sweep",
+          "[gpu][conv]") {
+  if (!test::have_device()) return;
+  unsigned seed = 17;
+  for (const auto& sc : sweep(DType::f64))
+    for (const Index limit : {sample_limit(sc.c), slab_limit(sc.c, 2), slab_limit(sc.c, 1)})
+      check_case<double>(sc, seed += 7, 1e-12, limit);
+  for (const auto& sc : sweep(DType::f32))
+    check_case<float>(sc, seed += 7, 1e-5, slab_limit(sc.c, 1));
 }
 
 TEST_CASE("cuDNN convolution without bias and with a larger 2-D problem", "[gpu][conv]") {
