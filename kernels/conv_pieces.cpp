@@ -57,7 +57,9 @@ Index out_plane(const ConvDesc& c) {  // output elements per row of the first sp
   for (int d = 1; d < c.nd; ++d) p *= c.out(d);
   return p;
 }
-Index out_sample(const ConvDesc& c) { return c.c_out * c.out(0) * out_plane(c); }
+Index out_sample(const ConvDesc& c) {
+  return c.c_out * c.out(0) * out_plane(c);
+}
 
 const void* at(const void* base, Index elems, DType t) {
   return static_cast<const char*>(base) + elems * static_cast<Index>(size_of(t));
@@ -70,7 +72,8 @@ void* at(void* base, Index elems, DType t) {
 class Scratch {
  public:
   Scratch(const Device& dev, Index elems, DType t)
-      : space_(dev.space), bytes_(static_cast<std::size_t>(std::max<Index>(elems, 1)) * size_of(t)),
+      : space_(dev.space),
+        bytes_(static_cast<std::size_t>(std::max<Index>(elems, 1)) * size_of(t)),
         p_(mem_alloc(space_, bytes_)) {}
   ~Scratch() { mem_free(space_, p_, bytes_); }
   Scratch(const Scratch&) = delete;
@@ -217,7 +220,9 @@ StridedCopy dense_to_y_slab(const ConvDesc& c, Index rows) {
   return v;
 }
 
-Index window_elems(const ConvDesc& c, Index rows) { return x_to_dense(c, rows).count(); }
+Index window_elems(const ConvDesc& c, Index rows) {
+  return x_to_dense(c, rows).count();
+}
 
 // Buffers of one slab shape, sized for the largest slab.
 struct SlabBuffers {
@@ -231,8 +236,8 @@ struct SlabBuffers {
 
 // The window of slab s in sample i of x, copied into the dense buffer (zeros where the
 // slab reads only padding).
-void gather_window(const Device& dev, const ConvDesc& c, const Slab& s, Index sample,
-                   const void* x, void* dense) {
+void gather_window(const Device& dev, const ConvDesc& c, const Slab& s, Index sample, const void* x,
+                   void* dense) {
   const std::size_t es = size_of(c.type);
   if (s.all_padding()) {
     strided_zero(dev, dense, x_to_dense(c, 1), es);
@@ -248,7 +253,11 @@ void gather_window(const Device& dev, const ConvDesc& c, const Slab& s, Index sa
 class WeightGradSum {
  public:
   WeightGradSum(const Device& dev, const ConvDesc& c, void* dw, void* dbias)
-      : dev_(dev), c_(c), dw_(dw), db_(dbias), sdw_(dev, c.w_elems(), c.type),
+      : dev_(dev),
+        c_(c),
+        dw_(dw),
+        db_(dbias),
+        sdw_(dev, c.w_elems(), c.type),
         sdb_(dev, c.c_out, c.type) {}
   void* dw() const { return first_ ? dw_ : sdw_.get(); }
   void* dbias() const { return !db_ ? nullptr : first_ ? db_ : sdb_.get(); }
@@ -277,11 +286,18 @@ Index conv_call_limit(const Device& dev) {
 }
 
 ScopedConvCallLimit::ScopedConvCallLimit(Index elems)
-    : previous_(g_limit_override.exchange(elems)), batch_start_(g_batch_splits.load()),
+    : previous_(g_limit_override.exchange(elems)),
+      batch_start_(g_batch_splits.load()),
       slab_start_(g_slab_splits.load()) {}
-ScopedConvCallLimit::~ScopedConvCallLimit() { g_limit_override.store(previous_); }
-long ScopedConvCallLimit::batch_split_calls() const { return g_batch_splits.load() - batch_start_; }
-long ScopedConvCallLimit::slab_split_calls() const { return g_slab_splits.load() - slab_start_; }
+ScopedConvCallLimit::~ScopedConvCallLimit() {
+  g_limit_override.store(previous_);
+}
+long ScopedConvCallLimit::batch_split_calls() const {
+  return g_batch_splits.load() - batch_start_;
+}
+long ScopedConvCallLimit::slab_split_calls() const {
+  return g_slab_splits.load() - slab_start_;
+}
 
 bool conv_fits_one_call(const Device& dev, const ConvDesc& desc) {
   desc.validate();
@@ -296,8 +312,8 @@ void conv_forward_in_pieces(const Device& dev, const ConvDesc& c, const void* x,
   if (const Index per = chunk_samples(c, limit); per > 0) {
     ++g_batch_splits;
     for (Index i = 0; i < c.n; i += per)
-      backend::conv_forward(dev, chunk_of(c, std::min(per, c.n - i)), at(x, i * xs.s[0], c.type),
-                            w, bias, at(y, i * out_sample(c), c.type));
+      backend::conv_forward(dev, chunk_of(c, std::min(per, c.n - i)), at(x, i * xs.s[0], c.type), w,
+                            bias, at(y, i * out_sample(c), c.type));
     return;
   }
   ++g_slab_splits;

@@ -1,10 +1,15 @@
 // CUDA FFTs through cuFFT: one plan per (device, kind, precision, block shape), kept for the
-// process; executed on the Device's stream. A block (outer, n, inner) with inner == 1 is one
-// batched plan over outer; otherwise the plan batches over inner (stride inner, distance 1)
-// and runs once per outer slice. Scaling and the Hermitian weights are one extra launch.
+// process; executed on the Device's stream. A plan's work area is not cuFFT's own (that would
+// be cudaMalloc'ed per plan and held for the process, outside the tracked allocator, the
+// memory limit and the peak figures): it comes from the tracked allocator for each call (its
+// device cache makes that free once shapes repeat), as PyTorch's cuFFT plan cache does. A block
+// (outer, n, inner) with inner == 1 is one batched plan over outer; otherwise the plan batches over
+// inner (stride inner, distance 1) and runs once per outer slice. Scaling and the Hermitian weights
+// are one extra launch.
 #include <cuComplex.h>
 #include <cufft.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -33,8 +38,13 @@ struct PlanKey {
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
 
+struct CachedPlan {
+  cufftHandle handle;
+  std::size_t work_bytes;  // the work area an execution needs
+};
+
 std::mutex plan_lock;
-std::map<PlanKey, cufftHandle> plans;
+std::map<PlanKey, CachedPlan> plans;
 
 Index in_len(cufftType t, Index n) {
   return (t == CUFFT_C2R || t == CUFFT_Z2D) ? n / 2 + 1 : n;
@@ -52,7 +62,7 @@ bool batch_outer(cufftType type, const FftBlock& b) {
   return (type == CUFFT_C2C || type == CUFFT_Z2Z) && b.inner > 1 && b.outer > b.inner;
 }
 
-cufftHandle get_plan(cufftType type, const FftBlock& b) {
+CachedPlan get_plan(cufftType type, const FftBlock& b) {
   std::lock_guard<std::mutex> lock(plan_lock);
   const bool by_outer = batch_outer(type, b);
   const PlanKey key{device::current(), type, b.n, b.inner == 1 || by_outer ? b.outer : 1, b.inner};
@@ -60,10 +70,14 @@ cufftHandle get_plan(cufftType type, const FftBlock& b) {
   long long n = b.n;
   const long long ni = in_len(type, b.n), no = out_len(type, b.n);
   cufftHandle h;
+  std::size_t work = 0;
   auto make = [&] {
     cufft_check(cufftCreate(&h), "cufftCreate");
-    std::size_t work = 0;
-    cufftResult r;
+    cufftResult r = cufftSetAutoAllocation(h, 0);
+    if (r != CUFFT_SUCCESS) {
+      cufftDestroy(h);
+      return r;
+    }
     if (b.inner == 1)
       r = cufftMakePlanMany64(h, 1, &n, &n, 1, ni, &n, 1, no, type, b.outer, &work);
     else if (by_outer)
@@ -78,16 +92,29 @@ cufftHandle get_plan(cufftType type, const FftBlock& b) {
     return r;
   };
   cufftResult r = make();
-  // The plan's work area is cudaMalloc'ed by cuFFT, past the tracked allocator, so it cannot
-  // use the blocks the device cache holds: where that is why it failed, give them back and
-  // plan once more (as a tracked allocation does).
+  // Planning allocates (not the work area) past the tracked allocator, so it cannot use the
+  // blocks the device cache holds: where that is why it failed, give them back and plan once
+  // more (as a tracked allocation does).
   if (r == CUFFT_ALLOC_FAILED && release_cached_device_memory() > 0) r = make();
   cufft_check(r, ("cufftMakePlanMany64 for block " + std::to_string(b.outer) + " x " +
                   std::to_string(b.n) + " x " + std::to_string(b.inner))
                      .c_str());
-  plans.emplace(key, h);
-  return h;
+  const CachedPlan plan{h, work};
+  plans.emplace(key, plan);
+  return plan;
 }
+
+// The plan's work area for one call, from the tracked allocator; freed in stream order (the
+// device cache hands a block on only to work queued after this call's).
+class WorkArea {
+ public:
+  explicit WorkArea(const CachedPlan& p) : area_(std::max<std::size_t>(p.work_bytes, 1)) {
+    cufft_check(cufftSetWorkArea(p.handle, area_.get()), "cufftSetWorkArea");
+  }
+
+ private:
+  DeviceScratch<unsigned char> area_;
+};
 
 // Runs the plan over the whole block: run(input offset, output offset) per launch.
 template <class F>
@@ -196,8 +223,10 @@ void cuda::fft_r2c(const Device& dev, DType real, const FftBlock& b, const void*
     return;
   }
   const cufftType type = dbl ? CUFFT_D2Z : CUFFT_R2C;
-  const cufftHandle h = get_plan(type, b);
+  const CachedPlan plan = get_plan(type, b);
+  const cufftHandle h = plan.handle;
   cufft_check(cufftSetStream(h, st), "cufftSetStream");
+  const WorkArea work(plan);
   const Index slice = b.inner == 1 ? b.outer * b.n : b.n * b.inner;
   std::optional<DeviceScratch<unsigned char>> aligned;
   per_slice(b, type, [&](Index io, Index oo) {
@@ -255,8 +284,10 @@ void cuda::fft_c2r(const Device& dev, DType real, const FftBlock& b, const void*
     weigh(dev, reinterpret_cast<cuDoubleComplex*>(zp), b, 1.0, w, true);
   else
     weigh(dev, reinterpret_cast<cuComplex*>(zp), b, 1.0, w, true);
-  const cufftHandle h = get_plan(type, b);
+  const CachedPlan plan = get_plan(type, b);
+  const cufftHandle h = plan.handle;
   cufft_check(cufftSetStream(h, st), "cufftSetStream");
+  const WorkArea work(plan);
   const Index slice = b.inner == 1 ? b.outer * b.n : b.n * b.inner;
   std::optional<DeviceScratch<unsigned char>> aligned;
   per_slice(b, type, [&](Index io, Index oo) {
@@ -296,8 +327,10 @@ void cuda::fft_c2c(const Device& dev, DType cplx, const FftBlock& b, const void*
     return;
   }
   const cufftType type = dbl ? CUFFT_Z2Z : CUFFT_C2C;
-  const cufftHandle h = get_plan(type, b);
+  const CachedPlan plan = get_plan(type, b);
+  const cufftHandle h = plan.handle;
   cufft_check(cufftSetStream(h, stream_of(dev)), "cufftSetStream");
+  const WorkArea work(plan);
   const int dir = sign < 0 ? CUFFT_FORWARD : CUFFT_INVERSE;
   per_slice(b, type, [&](Index io, Index oo) {
     if (dbl)
