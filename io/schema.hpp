@@ -47,6 +47,9 @@ struct ChannelStats {
 };
 // Progress of a long scan: slabs done of total, bytes read so far.
 using Progress = std::function<void(Index done, Index total, double bytes)>;
+// The same for a scan of several datasets, naming the one being read.
+using DatasetProgress =
+    std::function<void(const std::string& dataset, Index done, Index total, double bytes)>;
 
 // A scan's progress by piece (each sample read in `calls` pieces; 0: one report per
 // sample), so a single sample larger than memory shows progress while it is read. Rank 0
@@ -123,7 +126,7 @@ struct Expectation {  // what a caller demands of one dataset on top of the sche
 //    min <= mean <= max per channel; stats_count: the values per channel of the dataset;
 //  - values (check_values): every one finite.
 std::vector<std::string> validate(const File& f, const std::vector<Expectation>& expect = {},
-                                  bool check_values = true, const Progress& progress = {});
+                                  bool check_values = true, const DatasetProgress& progress = {});
 // Collective: throws the first problem validate(f, {}, false) finds (the apps' check of
 // the files they read: every rule but the scan of values, which loading does).
 void require_valid(const File& f);

@@ -318,7 +318,7 @@ std::string first_non_finite(const File& f, const std::string& dset, const Datas
 }  // namespace
 
 std::vector<std::string> validate(const File& f, const std::vector<Expectation>& expect,
-                                  bool check_values, const Progress& progress) {
+                                  bool check_values, const DatasetProgress& progress) {
   Problems problems;
   check_version(f, problems);
   if (f.has_attr("/", "generator") && !f.attr_is_string("/", "generator"))
@@ -412,7 +412,12 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
       problems.push_back(why);
       continue;
     }
-    const std::string bad = first_non_finite(f, in.name, in, progress);
+    Progress of_this;
+    if (progress)
+      of_this = [&](Index done, Index total, double bytes) {
+        progress(in.name, done, total, bytes);
+      };
+    const std::string bad = first_non_finite(f, in.name, in, of_this);
     if (!bad.empty()) problems.push_back(bad);
   }
   return problems;

@@ -1,5 +1,6 @@
 // tessera-prep validate: shapes, dtypes, required attributes and NaN/Inf.
 #include <iostream>
+#include <optional>
 
 #include "apps/prep/common.hpp"
 #include "apps/prep/progress.hpp"
@@ -20,10 +21,17 @@ int run(Context& ctx, const cli::Args& a) {
   } else if (a.has("shape") || a.has("dtype")) {
     throw Error("--shape and --dtype need --dataset");
   }
-  Progress progress(ctx.world(), "validate", 0, 0, a.flag("quiet"));
+  // One progress line per dataset scanned: "[validate /fields/u] K/T, ...".
+  std::optional<Progress> progress;
+  std::string scanning;
   const auto problems = io::schema::validate(
       f, expect, !a.flag("no-values"),
-      [&](Index done, Index total, double bytes) { progress.update_bytes(done, total, bytes); });
+      [&](const std::string& dataset, Index done, Index total, double bytes) {
+        if (!progress || dataset != scanning)
+          scanning = dataset,
+          progress.emplace(ctx.world(), "validate " + dataset, 0, 0, a.flag("quiet"));
+        progress->update_bytes(done, total, bytes);
+      });
   if (problems.empty()) {
     if (ctx.rank() == 0)
       std::cout << f.path() << ": valid (schema version " << io::schema::kVersion << ")\n";

@@ -353,7 +353,7 @@ with h5py.File('big.h5', 'w') as f:
     done
     # Progress by piece: /fields/u in rows of 116 bytes, 74 a sample, 222 in all.
     TESSERA_IO_PIECE_BYTES=116 expect_ok 1 validate s.h5
-    echo "$out" | grep -q "^\[validate\] 222/222, " || { echo "$out"; fail "no progress by piece"; }
+    echo "$out" | grep -q "^\[validate /fields/u\] 222/222, " || { echo "$out"; fail "no progress by piece"; }
     cp big.h5 big-2-.h5
     expect_ok 2 stats big-2-.h5 --quiet
     /usr/bin/python3 -c "
