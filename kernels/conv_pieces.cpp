@@ -200,11 +200,6 @@ StridedCopy x_to_dense(const ConvDesc& c, Index rows) {
   for (int d = v.ndim - 1; d >= 0; --d) v.dst_stride[d] = acc, acc *= v.shape[d];
   return v;
 }
-StridedCopy dense_to_x(const ConvDesc& c, Index rows) {
-  StridedCopy v = x_to_dense(c, rows);
-  for (int d = 0; d < v.ndim; ++d) std::swap(v.src_stride[d], v.dst_stride[d]);
-  return v;
-}
 // Output rows [o0, o1) of one sample, as (channels, rows x plane) against the dense slab.
 StridedCopy y_slab_to_dense(const ConvDesc& c, Index rows) {
   StridedCopy v;
@@ -214,8 +209,8 @@ StridedCopy y_slab_to_dense(const ConvDesc& c, Index rows) {
   v.dst_stride[0] = v.shape[1], v.dst_stride[1] = 1;
   return v;
 }
-StridedCopy dense_to_y_slab(const ConvDesc& c, Index rows) {
-  StridedCopy v = y_slab_to_dense(c, rows);
+// The reverse copy: src and dst swapped.
+StridedCopy reversed(StridedCopy v) {
   for (int d = 0; d < v.ndim; ++d) std::swap(v.src_stride[d], v.dst_stride[d]);
   return v;
 }
@@ -246,6 +241,31 @@ void gather_window(const Device& dev, const ConvDesc& c, const Slab& s, Index sa
   const XStrides xs(c);
   strided_copy(dev, dense, at(x, sample * xs.s[0] + s.a * xs.s[2], c.type),
                x_to_dense(c, s.b - s.a), es);
+}
+
+// Output rows [s.o0, s.o1) of dy in sample i, copied into the dense buffer.
+void gather_dy(const Device& dev, const ConvDesc& c, const Slab& s, Index sample, const void* dy,
+               void* dense) {
+  strided_copy(dev, dense, at(dy, sample * out_sample(c) + s.o0 * out_plane(c), c.type),
+               y_slab_to_dense(c, s.o1 - s.o0), size_of(c.type));
+}
+
+// How a call is cut: `per` samples per chunk of the batch, or (per == 0) slabs of `rows`
+// output rows.
+struct Cut {
+  Index per = 0, rows = 0;
+};
+Cut cut_of(const Device& dev, const ConvDesc& c) {
+  const Index limit = conv_call_limit(dev);
+  Cut cut;
+  cut.per = chunk_samples(c, limit);
+  if (cut.per > 0) {
+    ++g_batch_splits;
+  } else {
+    cut.rows = slab_rows(c, limit);  // throws where one row is too much
+    ++g_slab_splits;
+  }
+  return cut;
 }
 
 // Sums the weight gradients of the pieces: the first piece writes dw and dbias, the later
@@ -307,17 +327,15 @@ bool conv_fits_one_call(const Device& dev, const ConvDesc& desc) {
 void conv_forward_in_pieces(const Device& dev, const ConvDesc& c, const void* x, const void* w,
                             const void* bias, void* y) {
   check_pointers("conv_forward", {x, w, y});
-  const Index limit = conv_call_limit(dev);
   const XStrides xs(c);
-  if (const Index per = chunk_samples(c, limit); per > 0) {
-    ++g_batch_splits;
+  const Cut cut = cut_of(dev, c);
+  if (const Index per = cut.per; per > 0) {
     for (Index i = 0; i < c.n; i += per)
       backend::conv_forward(dev, chunk_of(c, std::min(per, c.n - i)), at(x, i * xs.s[0], c.type), w,
                             bias, at(y, i * out_sample(c), c.type));
     return;
   }
-  ++g_slab_splits;
-  const Index rows = slab_rows(c, limit);
+  const Index rows = cut.rows;
   const SlabBuffers sizes(c, rows);
   Scratch xb(dev, sizes.x_elems, c.type), yb(dev, sizes.y_elems, c.type);
   const std::size_t es = size_of(c.type);
@@ -326,25 +344,23 @@ void conv_forward_in_pieces(const Device& dev, const ConvDesc& c, const void* x,
       gather_window(dev, c, s, i, x, xb.get());
       backend::conv_forward(dev, s.desc, xb.get(), w, bias, yb.get());
       strided_copy(dev, at(y, i * out_sample(c) + s.o0 * out_plane(c), c.type), yb.get(),
-                   dense_to_y_slab(c, s.o1 - s.o0), es);
+                   reversed(y_slab_to_dense(c, s.o1 - s.o0)), es);
     });
 }
 
 void conv_backward_data_in_pieces(const Device& dev, const ConvDesc& c, const void* dy,
                                   const void* w, void* dx) {
   check_pointers("conv_backward_data", {dy, w, dx});
-  const Index limit = conv_call_limit(dev);
   const XStrides xs(c);
-  if (const Index per = chunk_samples(c, limit); per > 0) {
-    ++g_batch_splits;
+  const Cut cut = cut_of(dev, c);
+  if (const Index per = cut.per; per > 0) {
     for (Index i = 0; i < c.n; i += per)
       backend::conv_backward_data(dev, chunk_of(c, std::min(per, c.n - i)),
                                   at(dy, i * out_sample(c), c.type), w,
                                   at(dx, i * xs.s[0], c.type));
     return;
   }
-  ++g_slab_splits;
-  const Index rows = slab_rows(c, limit);
+  const Index rows = cut.rows;
   const SlabBuffers sizes(c, rows);
   Scratch dyb(dev, sizes.y_elems, c.type), dxb(dev, sizes.x_elems, c.type),
       acc(dev, sizes.x_elems, c.type);
@@ -354,15 +370,14 @@ void conv_backward_data_in_pieces(const Device& dev, const ConvDesc& c, const vo
     strided_zero(dev, dx_i, x_window(c, c.in[0]), es);  // rows no output reads stay 0
     for_each_slab(c, rows, [&](const Slab& s) {
       if (s.all_padding()) return;  // no input row under it
-      strided_copy(dev, dyb.get(), at(dy, i * out_sample(c) + s.o0 * out_plane(c), c.type),
-                   y_slab_to_dense(c, s.o1 - s.o0), es);
+      gather_dy(dev, c, s, i, dy, dyb.get());
       backend::conv_backward_data(dev, s.desc, dyb.get(), w, dxb.get());
       // dx[window] += the slab's gradient (neighbouring windows overlap).
       void* dx_win = at(dx_i, s.a * xs.s[2], c.type);
       const StridedCopy to_dense = x_to_dense(c, s.b - s.a);
       strided_copy(dev, acc.get(), dx_win, to_dense, es);
       axpy(dev, c.type, to_dense.count(), 1.0, dxb.get(), acc.get());
-      strided_copy(dev, dx_win, acc.get(), dense_to_x(c, s.b - s.a), es);
+      strided_copy(dev, dx_win, acc.get(), reversed(to_dense), es);
     });
   }
 }
@@ -370,11 +385,10 @@ void conv_backward_data_in_pieces(const Device& dev, const ConvDesc& c, const vo
 void conv_backward_weights_in_pieces(const Device& dev, const ConvDesc& c, const void* x,
                                      const void* dy, void* dw, void* dbias) {
   check_pointers("conv_backward_weights", {x, dy, dw});
-  const Index limit = conv_call_limit(dev);
   const XStrides xs(c);
+  const Cut cut = cut_of(dev, c);
   WeightGradSum sum(dev, c, dw, dbias);
-  if (const Index per = chunk_samples(c, limit); per > 0) {
-    ++g_batch_splits;
+  if (const Index per = cut.per; per > 0) {
     for (Index i = 0; i < c.n; i += per) {
       backend::conv_backward_weights(dev, chunk_of(c, std::min(per, c.n - i)),
                                      at(x, i * xs.s[0], c.type), at(dy, i * out_sample(c), c.type),
@@ -383,16 +397,13 @@ void conv_backward_weights_in_pieces(const Device& dev, const ConvDesc& c, const
     }
     return;
   }
-  ++g_slab_splits;
-  const Index rows = slab_rows(c, limit);
+  const Index rows = cut.rows;
   const SlabBuffers sizes(c, rows);
   Scratch xb(dev, sizes.x_elems, c.type), dyb(dev, sizes.y_elems, c.type);
-  const std::size_t es = size_of(c.type);
   for (Index i = 0; i < c.n; ++i)
     for_each_slab(c, rows, [&](const Slab& s) {
       gather_window(dev, c, s, i, x, xb.get());
-      strided_copy(dev, dyb.get(), at(dy, i * out_sample(c) + s.o0 * out_plane(c), c.type),
-                   y_slab_to_dense(c, s.o1 - s.o0), es);
+      gather_dy(dev, c, s, i, dy, dyb.get());
       backend::conv_backward_weights(dev, s.desc, xb.get(), dyb.get(), sum.dw(), sum.dbias());
       sum.piece_done();
     });
