@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -489,8 +490,14 @@ void check_range(const Field& f, TrainConfig& c) {
   const Ref r = f.ref(c);
   if (!f.choices.empty()) {
     const std::string& v = *std::get<3>(r);
-    if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
-      fail(f.name() + " = " + quote(v) + " is not " + range_text(f, false));
+    if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end()) {
+      std::string best;
+      std::size_t best_d = 3;  // suggest only close matches ("neighborhood")
+      for (const std::string& choice : f.choices)
+        if (const std::size_t d = edit_distance(v, choice); d < best_d) best_d = d, best = choice;
+      fail(f.name() + " = " + quote(v) + " is not " + range_text(f, false) +
+           (best.empty() ? "" : "; did you mean " + quote(best) + "?"));
+    }
     return;
   }
   switch (r.index()) {
@@ -739,23 +746,40 @@ CliArgs parse_cli(int argc, char** argv) {
   return parse_cli(std::vector<std::string>(argv + 1, argv + argc));
 }
 
-Mesh make_mesh(MPI_Comm comm, const TrainConfig& c) {
+Mesh make_mesh(MPI_Comm comm, const std::string& spec, const std::string& option) {
   std::string why;
   int data_axes = 0;
-  std::stringstream ss(c.mesh.shape);
+  std::stringstream ss(spec);
   std::string item;
-  while (std::getline(ss, item, ','))
-    if (item.substr(0, item.find('=')) == "data") ++data_axes;
-  if (data_axes > 1) why = "more than one 'data' axis";
+  while (why.empty() && std::getline(ss, item, ',')) {
+    std::string name = item.substr(0, item.find('='));
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    std::string lower = name;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (name == "data") {
+      ++data_axes;
+    } else if (edit_distance(lower, "data") <= 1) {
+      // Any other name splits the grid: a misspelt batch axis would do so silently.
+      why = "mesh axis '" + name +
+            "' is not 'data' (the batch axis) but would split the grid "
+            "as a domain axis; did you mean 'data'?";
+    }
+  }
+  if (why.empty() && data_axes > 1) why = "more than one 'data' axis";
   try {
     collective_check(comm, why.empty(), why);
-    return Mesh::parse(comm, c.mesh.shape);
+    return Mesh::parse(comm, spec);
   } catch (const Error& e) {
     int size = 0;
     MPI_Comm_size(comm, &size);
-    fail("mesh.shape = " + quote(c.mesh.shape) + " does not fit " + std::to_string(size) +
+    fail(option + " = " + quote(spec) + " does not fit " + std::to_string(size) +
          " ranks: " + e.what());
   }
+}
+
+Mesh make_mesh(MPI_Comm comm, const TrainConfig& c) {
+  return make_mesh(comm, c.mesh.shape, "mesh.shape");
 }
 
 }  // namespace tessera::app

@@ -140,5 +140,8 @@ std::string usage(const std::string& program);
 // The mesh of mesh.shape over comm; collective. A shape that does not fit the rank
 // count, or more than one "data" axis, throws on every rank naming mesh.shape.
 Mesh make_mesh(MPI_Comm comm, const TrainConfig& c);
+// The same for a mesh spec given by `option` (tessera-infer's --mesh). An axis named like
+// "data" but not it (dta, Data) is refused: it would split the grid instead of the batch.
+Mesh make_mesh(MPI_Comm comm, const std::string& spec, const std::string& option);
 
 }  // namespace tessera::app

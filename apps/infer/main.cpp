@@ -141,7 +141,7 @@ int run(Context& ctx, int argc, char** argv) {
   const double t0 = MPI_Wtime();
   const io::Checkpoint ck = io::load_checkpoint(checkpoint, ctx.world());
   const TrainConfig cfg = parse_config(ck.config, {}, checkpoint + " (config attribute)");
-  const Mesh mesh = Mesh::parse(ctx.world(), args.str("mesh"));
+  const Mesh mesh = make_mesh(ctx.world(), args.str("mesh"), "--mesh");
   const MemSpace space = model_space(ctx.device());
   const DType dtype = model_dtype(cfg.model);
 

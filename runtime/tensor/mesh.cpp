@@ -1,5 +1,8 @@
 #include "runtime/tensor/mesh.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -92,51 +95,75 @@ Mesh Mesh::for_grid(MPI_Comm comm, const std::vector<Index>& shape,
   return Mesh(comm, min_halo_traffic_grid(size, shape), names);
 }
 
+namespace {
+std::string trimmed(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (const char ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') return false;
+  return true;
+}
+}  // namespace
+
 Mesh Mesh::parse(MPI_Comm comm, const std::string& spec) {
   int size = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &size));
-  if (spec.empty() || spec == "auto") return line(comm);
+  if (trimmed(spec).empty() || trimmed(spec) == "auto") return line(comm);
   std::vector<int> dims;
   std::vector<std::string> names;
   std::string why;
-  int free_axis = -1, known = 1;
+  int free_axis = -1;
+  // The product of the given sizes, held just past the int range once it gets there.
+  constexpr long long kPastInt = static_cast<long long>(std::numeric_limits<int>::max()) + 1;
+  long long known = 1;
   std::stringstream ss(spec);
   std::string item;
-  while (std::getline(ss, item, ',')) {
+  while (why.empty() && std::getline(ss, item, ',')) {
     const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
+    const std::string name = trimmed(item.substr(0, eq));
+    if (eq == std::string::npos || name.empty()) {
       why = "mesh spec item '" + item + "' is not name=size";
       break;
     }
-    names.push_back(item.substr(0, eq));
-    const std::string v = item.substr(eq + 1);
+    // Spaces around names and sizes are dropped ("domain=2, data=2"); a name is a word, so
+    // a stray character cannot make an axis of its own.
+    if (!is_identifier(name)) {
+      why = "mesh axis name '" + name + "' is not a word (letters, digits, _)";
+      break;
+    }
+    names.push_back(name);
+    const std::string v = trimmed(item.substr(eq + 1));
     int n = 0;
     try {
       std::size_t used = 0;
       n = v == "auto" ? 0 : std::stoi(v, &used);
       if (v != "auto" && used != v.size()) throw std::invalid_argument(v);
     } catch (const std::exception&) {
-      why = "mesh axis '" + names.back() + "' has size '" + v + "', not an integer";
+      why = "mesh axis '" + name + "' has size '" + v + "', not an integer";
       break;
     }
     if (v != "auto" && n < 1) {  // 0 is not a spelling of auto
-      why = "mesh axis '" + names.back() + "' has size " + v + ": a size is >= 1 or 'auto'";
+      why = "mesh axis '" + name + "' has size " + v + ": a size is >= 1 or 'auto'";
       break;
     }
     if (n == 0) {
       if (free_axis >= 0) why = "mesh spec '" + spec + "' has more than one auto axis";
       free_axis = static_cast<int>(dims.size());
     } else {
-      known *= n;
+      known = std::min<long long>(known * n, kPastInt);
     }
     dims.push_back(n);
   }
   if (why.empty() && free_axis >= 0) {
-    if (known <= 0 || size % known)
+    if (size % known)
       why = "mesh spec '" + spec + "': " + std::to_string(size) + " ranks not divisible by " +
-            std::to_string(known);
+            (known == kPastInt ? "the product of the sizes given (past the int range)"
+                               : std::to_string(known));
     else
-      dims[free_axis] = size / known;
+      dims[static_cast<std::size_t>(free_axis)] = size / static_cast<int>(known);
   }
   collective_check(comm, why.empty(), why);
   return Mesh(comm, dims, names);

@@ -240,6 +240,9 @@ TEST_CASE("config errors: out of range, bad choices, inconsistent keys", "[confi
   MPI_CHECK_ERROR(parse("[optim]\nname = \"adam2\"\n"),
                   "optim.name = \"adam2\" is not one of sgd, adam, adamw");
   MPI_CHECK_ERROR(parse("", {"train.loss=l1"}), "train.loss = \"l1\" is not one of mse, rel_l2");
+  MPI_CHECK_ERROR(parse("", {"model.type=vit", "model.attention=neighborhood"}),
+                  "model.attention = \"neighborhood\" is not one of auto, ring, all_to_all, "
+                  "all_gather, neighbourhood; did you mean \"neighbourhood\"?");
   MPI_CHECK_ERROR(parse("", {"train.steps=5", "train.epochs=2"}), "are both set");
   MPI_CHECK_ERROR(parse("", {"model.kernel_size=4"}), "model.kernel_size = 4 must be odd");
   MPI_CHECK_ERROR(parse("", {"model.width=10", "model.groups=4"}),
@@ -316,6 +319,25 @@ TEST_CASE("config: mesh.shape against the rank count", "[config]") {
   MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "has size 'two', not an integer");
   c.mesh.shape = "data=1,data=1,domain=auto";
   MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "more than one 'data' axis");
+  // Spaces around names and sizes are dropped: still a batch axis, not a second grid axis.
+  c.mesh.shape = " domain = auto , data = 1 ";
+  const Mesh spaced = make_mesh(MPI_COMM_WORLD, c);
+  MPI_CHECK((spaced.names() == std::vector<std::string>{"domain", "data"}));
+  MPI_CHECK((spaced.dims() == std::vector<int>{size, 1}));
+  // A misspelt batch axis would split the grid silently.
+  for (const char* spelt : {"dta", "Data", "datas", "date"}) {
+    c.mesh.shape = std::string("domain=auto,") + spelt + "=1";
+    MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c),
+                    std::string("mesh axis '") + spelt + "' is not 'data' (the batch axis)");
+  }
+  c.mesh.shape = "domain=auto,x-y=1";
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "mesh axis name 'x-y' is not a word");
+  // Sizes whose product overflows an int: named, not a division by a wrapped product.
+  c.mesh.shape = "domain=65536,data=65536,x=auto";
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c),
+                  "not divisible by the product of the sizes given (past the int range)");
+  c.mesh.shape = "domain=65536,y=65536";
+  MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "mesh of 4294967296 ranks (65536x65536)");
 }
 
 TEST_CASE("config builds the optimizer, schedule, loss and dtype it names", "[config]") {
