@@ -89,7 +89,7 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(model, neighbours), "pointconv: neighbours per point (nearest first)",
        kAtLeastOne},
       {TESSERA_FIELD(model, patch), "vit: patch edge in cells (divides each grid extent)",
-       kAtLeastOne},
+       Range{1, 65536}},  // a patch's weight (dim x C x patch^d) stays far inside Index
       {TESSERA_FIELD(model, dim), "vit: channels of the tokens (divisible by model.heads)",
        kAtLeastOne},
       {TESSERA_FIELD(model, positions),

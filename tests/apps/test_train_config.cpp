@@ -240,6 +240,8 @@ TEST_CASE("config errors: out of range, bad choices, inconsistent keys", "[confi
   MPI_CHECK_ERROR(parse("[optim]\nname = \"adam2\"\n"),
                   "optim.name = \"adam2\" is not one of sgd, adam, adamw");
   MPI_CHECK_ERROR(parse("", {"train.loss=l1"}), "train.loss = \"l1\" is not one of mse, rel_l2");
+  MPI_CHECK_ERROR(parse("", {"model.type=vit", "model.patch=9223372036854775807"}),
+                  "model.patch = 9223372036854775807 is out of range");
   MPI_CHECK_ERROR(parse("", {"model.type=vit", "model.attention=neighborhood"}),
                   "model.attention = \"neighborhood\" is not one of auto, ring, all_to_all, "
                   "all_gather, neighbourhood; did you mean \"neighbourhood\"?");

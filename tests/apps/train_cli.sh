@@ -378,6 +378,16 @@ mpi 1 "$bin/tessera-train" pts.toml --model.type=pointconv --model.neighbours=40
   --train.steps=1 --train.checkpoint_dir=ck-pc >pc.log 2>&1 || { cat pc.log; fail "pointconv"; }
 grep -q "warning: model.neighbours = 400 is more than the 300 points of a cloud" pc.log ||
   { cat pc.log; fail "no warning of more neighbours than points"; }
+# More slices than a cloud has points: said (the cost grows with them, nothing else does).
+mpi 1 "$bin/tessera-train" pts.toml --model.slices=400 --train.steps=1 \
+  --train.checkpoint_dir=ck-sl >sl.log 2>&1 || { cat sl.log; fail "transolver, 400 slices"; }
+grep -q "warning: model.slices = 400 is more than the 300 points of a cloud" sl.log ||
+  { cat sl.log; fail "no warning of more slices than points"; }
+# A target that is an input too: said (the model learns to copy it).
+mpi 1 "$bin/tessera-train" pts.toml '--data.inputs=["coords","f"]' --data.targets=f \
+  --train.steps=1 --train.checkpoint_dir=ck-copy >copy.log 2>&1 || { cat copy.log; fail "f -> f"; }
+grep -q "warning: data.targets names 'f', which data.inputs names too" copy.log ||
+  { cat copy.log; fail "no warning of a target that is an input"; }
 # The coordinates as the target: their truth is in the file, so the error is reported.
 mpi 1 "$bin/tessera-train" pts.toml --data.targets=coords --train.steps=1 \
   --train.checkpoint_dir=ck-xyz >xyz.log 2>&1 || { cat xyz.log; fail "training on coords"; }
