@@ -10,9 +10,12 @@
 // difference (pad_lo - min, pad_hi - min) and cuDNN pads by min(pad_lo, pad_hi). This is
 // exact for every stride (over-padding and cropping the output is not: the crop would
 // have to be a multiple of the stride). backward-data writes the staged layout and its
-// interior is copied out to dx. The same staging serves a strided x for which cuDNN
-// offers no algorithm. float32 runs with CUDNN_FMA_MATH (no TF32), so results match the
-// CPU to float32 rounding.
+// interior is copied out to dx. Staging buffers come from the tracked allocator per call
+// (the device cache makes that free once shapes repeat), not held by the plan: a shard at
+// a domain border pads one side only, so nearly every layer has such a plan, and buffers
+// held per plan would keep two more copies of every layer's input for the process. The same staging
+// serves a strided x for which cuDNN offers no algorithm. float32 runs with CUDNN_FMA_MATH (no
+// TF32), so results match the CPU to float32 rounding.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -131,9 +134,7 @@ struct Plan {
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo{};
   cudnnConvolutionBwdFilterAlgo_t bwd_w_algo{};
   std::size_t workspace = 0;
-  void* x_stage = nullptr;  // margins stay zero: only the interior is ever written
-  std::size_t stage_bytes = 0;
-  void* dx_stage = nullptr;  // cuDNN's dx in the staged layout
+  std::size_t stage_bytes = 0;  // of the staged x (and of cuDNN's dx in that layout)
   StridedCopy to_stage, from_stage;
   Index stage_offset = 0;  // element offset of x's origin inside the staging buffer
 
@@ -280,11 +281,7 @@ struct Plan {
       to_stage.src_stride[d] = from_stage.dst_stride[d] = l.xs[d];
       to_stage.dst_stride[d] = from_stage.src_stride[d] = st[d];
     }
-    const std::size_t bytes = static_cast<std::size_t>(elems) * size_of(c.type);
-    stage_bytes = bytes;
-    x_stage = mem_alloc(MemSpace::Cuda, bytes);
-    dx_stage = mem_alloc(MemSpace::Cuda, bytes);
-    TESSERA_CUDA_CHECK(cudaMemset(x_stage, 0, bytes));
+    stage_bytes = static_cast<std::size_t>(elems) * size_of(c.type);
   }
 
   void release() noexcept {
@@ -295,9 +292,7 @@ struct Plan {
     if (w) (void)cudnnDestroyFilterDescriptor(w);
     for (auto& cv : conv)
       if (cv) (void)cudnnDestroyConvolutionDescriptor(cv);
-    mem_free(MemSpace::Cuda, x_stage, stage_bytes);
-    mem_free(MemSpace::Cuda, dx_stage, stage_bytes);
-    x = y = b = nullptr, w = nullptr, x_stage = dx_stage = nullptr;
+    x = y = b = nullptr, w = nullptr;
     for (auto& cv : conv) cv = nullptr;
   }
 };
@@ -390,11 +385,31 @@ char* at(void* base, Index elems, DType t) {
   return static_cast<char*>(base) + elems * static_cast<Index>(size_of(t));
 }
 
-// The pointer cuDNN sees as x: the caller's, or the plan's dense staging copy of it.
-const void* x_for_cudnn(const Device& dev, const ConvDesc& c, const Plan& p, const void* x) {
+// A staging buffer of the plan's size for one call, tracked, freed in stream order.
+class Stage {
+ public:
+  explicit Stage(const Plan& p)
+      : bytes_(p.stage ? p.stage_bytes : 0),
+        ptr_(bytes_ ? mem_alloc(MemSpace::Cuda, bytes_) : nullptr) {}
+  ~Stage() { mem_free(MemSpace::Cuda, ptr_, bytes_); }
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  std::size_t bytes_;
+  void* ptr_;
+};
+
+// The pointer cuDNN sees as x: the caller's, or a dense staging copy of it with zero
+// margins (the padding cuDNN's symmetric padding leaves out).
+const void* x_for_cudnn(const Device& dev, const ConvDesc& c, const Plan& p, const void* x,
+                        const Stage& stage) {
   if (!p.stage) return x;
-  cuda::strided_copy(dev, at(p.x_stage, p.stage_offset, c.type), x, p.to_stage, size_of(c.type));
-  return p.x_stage;
+  TESSERA_CUDA_CHECK(
+      cudaMemsetAsync(stage.get(), 0, p.stage_bytes, static_cast<cudaStream_t>(dev.stream)));
+  cuda::strided_copy(dev, at(stage.get(), p.stage_offset, c.type), x, p.to_stage, size_of(c.type));
+  return stage.get();
 }
 
 }  // namespace
@@ -405,7 +420,8 @@ void cuda::conv_forward(const Device& dev, const ConvDesc& c, const void* x, con
   Session s(dev, c);
   const Plan& p = s.p;
   const Scale one(1), zero(0);
-  const void* xp = x_for_cudnn(dev, c, p, x);
+  const Stage stage(p);
+  const void* xp = x_for_cudnn(dev, c, p, x, stage);
   void* ws = s.dev.workspace_of(p.workspace);
   TESSERA_CUDNN_CHECK(cudnnConvolutionForward(s.dev.handle, one.of(c.type), p.x, xp, p.w, w,
                                               p.conv[0], p.fwd_algo, ws, p.workspace,
@@ -422,12 +438,13 @@ void cuda::conv_backward_data(const Device& dev, const ConvDesc& c, const void* 
   Session s(dev, c);
   const Plan& p = s.p;
   const Scale one(1), zero(0);
+  const Stage dx_stage(p);  // cuDNN's dx in the staged layout, written whole
   void* ws = s.dev.workspace_of(p.workspace);
   TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardData(
       s.dev.handle, one.of(c.type), p.w, w, p.y, dy, p.conv[1], p.bwd_data_algo, ws, p.workspace,
-      zero.of(c.type), p.x, p.stage ? p.dx_stage : dx));
+      zero.of(c.type), p.x, p.stage ? dx_stage.get() : dx));
   if (p.stage)
-    cuda::strided_copy(dev, dx, at(p.dx_stage, p.stage_offset, c.type), p.from_stage,
+    cuda::strided_copy(dev, dx, at(dx_stage.get(), p.stage_offset, c.type), p.from_stage,
                        size_of(c.type));
   device::count_launches();
 }
@@ -438,7 +455,8 @@ void cuda::conv_backward_weights(const Device& dev, const ConvDesc& c, const voi
   Session s(dev, c);
   const Plan& p = s.p;
   const Scale one(1), zero(0);
-  const void* xp = x_for_cudnn(dev, c, p, x);
+  const Stage stage(p);
+  const void* xp = x_for_cudnn(dev, c, p, x, stage);
   void* ws = s.dev.workspace_of(p.workspace);
   TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(s.dev.handle, one.of(c.type), p.x, xp, p.y, dy,
                                                      p.conv[2], p.bwd_w_algo, ws, p.workspace,
