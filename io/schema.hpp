@@ -124,6 +124,8 @@ struct Expectation {  // what a caller demands of one dataset on top of the sche
 //    nodes of a dim span (n - 1) spacing <= extent; origin: one finite number per dim;
 //  - mean, std, min, max: all four or none, C finite numbers each, std >= 0 and
 //    min <= mean <= max per channel; stats_count: the values per channel of the dataset;
+//  - storage (metadata): written whole: not never written, not partly (h5py's unwritten
+//    chunks), so no fill value passes for data;
 //  - values (check_values): every one finite.
 std::vector<std::string> validate(const File& f, const std::vector<Expectation>& expect = {},
                                   bool check_values = true, const DatasetProgress& progress = {});

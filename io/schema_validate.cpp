@@ -388,6 +388,11 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
         problems.push_back(f.where(kFeatures) + " has shape " + shape_str(fe.shape) +
                            ", its (N, P) must match " + kCoords + " " + shape_str(in.shape));
     }
+    // Never or partly written: no data (or fill values) where the schema wants data.
+    if (const std::string why = storage_problem(f, d); !why.empty()) {
+      problems.push_back(why);
+      continue;
+    }
     // A filter this HDF5 lacks (h5py's lzf): the apps cannot read the values.
     const std::string missing = unavailable_filter(f, d);
     if (!missing.empty())
@@ -398,20 +403,6 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
   if (samples.size() > 1)
     problems.push_back("'" + f.path() + "': datasets disagree on the sample count N");
   for (const DatasetInfo& in : to_scan) {
-    // Created and never written (storage unallocated): no data, rather than fill values
-    // scanned as if they were some.
-    if (!storage_allocated(f, in.name)) {
-      problems.push_back(f.where(in.name) +
-                         " holds no written data (its storage was never allocated: created, "
-                         "never written)");
-      continue;
-    }
-    // Filtered and partly written: parallel HDF5 cannot read it (metadata says so, alike on
-    // every rank): one problem among the others, not the end of the list.
-    if (const std::string why = unreadable_partly_written(f, in.name); !why.empty()) {
-      problems.push_back(why);
-      continue;
-    }
     Progress of_this;
     if (progress)
       of_this = [&](Index done, Index total, double bytes) {

@@ -70,24 +70,31 @@ std::string mode_str(H5D_mpio_actual_io_mode_t m) {
 enum class Chunks { Whole, PartlyWritten, PartlyWrittenFiltered };
 
 // Whether a chunked dataset holds fewer allocated chunks than it has (h5py allocates chunks
-// as they are written). HDF5 may call a fully written dataset "partly allocated"; the
-// chunk count tells. Local: metadata only, the same answer on every rank.
-Chunks chunk_state(hid_t d) {
+// as they are written), and how many of how many. HDF5 may call a fully written dataset
+// "partly allocated"; the chunk count tells. Local: metadata only, the same on every rank.
+struct ChunkCount {
+  Chunks state = Chunks::Whole;
+  hsize_t written = 0, total = 0;
+};
+ChunkCount chunk_count(hid_t d) {
   H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
-  if (H5Dget_space_status(d, &st) < 0 || st != H5D_SPACE_STATUS_PART_ALLOCATED)
-    return Chunks::Whole;
+  if (H5Dget_space_status(d, &st) < 0 || st != H5D_SPACE_STATUS_PART_ALLOCATED) return {};
   Handle dcpl(H5Dget_create_plist(d));
-  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return Chunks::Whole;
+  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return {};
   Handle space(H5Dget_space(d));
   const int nd = H5Sget_simple_extent_ndims(space.get());
-  if (nd <= 0) return Chunks::Whole;
+  if (nd <= 0) return {};
   std::vector<hsize_t> dims(static_cast<std::size_t>(nd)), chunk(static_cast<std::size_t>(nd));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   H5Pget_chunk(dcpl.get(), nd, chunk.data());
   hsize_t chunks = 1, written = 0;
   for (std::size_t i = 0; i < dims.size(); ++i) chunks *= (dims[i] + chunk[i] - 1) / chunk[i];
-  if (H5Dget_num_chunks(d, space.get(), &written) < 0 || written >= chunks) return Chunks::Whole;
-  return H5Pget_nfilters(dcpl.get()) != 0 ? Chunks::PartlyWrittenFiltered : Chunks::PartlyWritten;
+  if (H5Dget_num_chunks(d, space.get(), &written) < 0 || written >= chunks) return {};
+  return {H5Pget_nfilters(dcpl.get()) != 0 ? Chunks::PartlyWrittenFiltered : Chunks::PartlyWritten,
+          written, chunks};
+}
+Chunks chunk_state(hid_t d) {
+  return chunk_count(d).state;
 }
 
 std::string partly_written_filtered_text(const std::string& what) {
@@ -301,11 +308,21 @@ std::string unavailable_filter(const File& f, const std::string& dset) {
   return "";
 }
 
-std::string unreadable_partly_written(const File& f, const std::string& dset) {
+std::string storage_problem(const File& f, const std::string& dset) {
   const Handle d = open_dataset(f, dset);
-  return chunk_state(d.get()) == Chunks::PartlyWrittenFiltered
-             ? partly_written_filtered_text(f.where(dset))
-             : "";
+  H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
+  check(H5Dget_space_status(d.get(), &st), "allocation status of " + f.where(dset), 0);
+  if (st == H5D_SPACE_STATUS_NOT_ALLOCATED)
+    return f.where(dset) +
+           " holds no written data (its storage was never allocated: created, never written)";
+  const ChunkCount c = chunk_count(d.get());
+  if (c.state == Chunks::PartlyWrittenFiltered) return partly_written_filtered_text(f.where(dset));
+  if (c.state == Chunks::PartlyWritten)
+    return f.where(dset) + " is only partly written: " + std::to_string(c.written) + " of its " +
+           std::to_string(c.total) +
+           " chunks were ever written (h5py allocates chunks as they are written); the rest "
+           "would read as the fill value, not data: write it whole";
+  return "";
 }
 
 bool storage_allocated(const File& f, const std::string& dset) {

@@ -52,9 +52,11 @@ TransferReport write_box(const File& f, const std::string& dset, const Box& file
 // h5py's lzf) that this HDF5 lacks, named with its id ("dataset '/fields/u' in 'F.h5' is
 // stored with filter 'lzf' (id 32000), which this HDF5 does not have ..."). Local, no I/O.
 std::string unavailable_filter(const File& f, const std::string& dset);
-// Why `dset` cannot be read in parallel, else "": filtered (compressed or checksummed) and
-// only partly written, as h5py leaves a dataset it wrote in part. Local, metadata only.
-std::string unreadable_partly_written(const File& f, const std::string& dset);
+// Why the storage of `dset` holds no complete data, else "": never written (unallocated),
+// or only partly written, as h5py leaves a chunked dataset it wrote in part (the unwritten
+// chunks would read as the fill value; filtered, parallel HDF5 cannot read it at all).
+// Local, metadata only: the same answer on every rank.
+std::string storage_problem(const File& f, const std::string& dset);
 // Whether any storage of `dset` was ever allocated (H5Dget_space_status): false for a
 // dataset created and never written (reads would return fill values, not data).
 bool storage_allocated(const File& f, const std::string& dset);

@@ -77,9 +77,7 @@ void write_grid_sample(io::File& f, const std::string& name, Index n, const Shar
 
 std::string unscannable(const io::File& f, const std::string& dset) {
   if (std::string why = io::unavailable_filter(f, dset); !why.empty()) return why;
-  if (!io::storage_allocated(f, dset))
-    return f.where(dset) + " holds no written data (its storage was never allocated: created, " +
-           "never written)";
+  if (std::string why = io::storage_problem(f, dset); !why.empty()) return why;
   return "";  // a sample of any size: scan streams it in bounded pieces
 }
 

@@ -437,6 +437,11 @@ with h5py.File('d.h5', 'r+') as f:
     d[0] = 1.0
     for a in ('spacing', 'extent'): d.attrs[a] = p.attrs[a]
     d.attrs['variables'] = ['a']
+    # Unfiltered and partly written: readable, but the unwritten chunks are fill values.
+    b = f.create_dataset('/fields/b', shape=p.shape, dtype='f4', chunks=(1,) + p.shape[1:])
+    b[0] = 1.0
+    for a in ('spacing', 'extent'): b.attrs[a] = p.attrs[a]
+    b.attrs['variables'] = ['b']
     f['/fields/pressure'].attrs['variables'] = ['p', 'q']
     f['/fields/pressure'][1, 0, 2, 3] = float('nan')
 " || fail "h5py could not edit d.h5"
@@ -447,6 +452,7 @@ with h5py.File('d.h5', 'r+') as f:
       [ "$(echo "$out" | grep -c "^tessera-prep: error")" -eq 1 ] || fail "not one error line"
       echo "$out" | grep -q "HDF5-DIAG" && fail "an HDF5 error stack leaked to the output"
       for want in "'/fields/a' in 'd.h5' is filtered (compressed or checksummed) and only partly written" \
+        "'/fields/b' in 'd.h5' is only partly written: 1 of its 2 chunks were ever written" \
         "'/fields/pressure' in 'd.h5': attribute 'variables' has 2" \
         "'/fields/pressure' in 'd.h5': non-finite value nan at index (1, 0, 2, 3)"; do
         echo "$out" | grep -q "$want" || fail "not listed at $n ranks: $want"
