@@ -89,6 +89,8 @@ std::string why_unreadable(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return "no such file";
   if (std::filesystem::is_directory(path, ec)) return "is a directory";
+  // A FIFO or device would block HDF5's open (and its reader) for ever.
+  if (!std::filesystem::is_regular_file(path, ec)) return "not a regular file";
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   if (is_h5 < 0) return "cannot read it: " + last_error();
   if (is_h5 == 0) return "not an HDF5 file (no HDF5 signature)";

@@ -468,6 +468,9 @@ with h5py.File('d.h5', 'r+') as f:
     (expect_error "--append: 'A.h5' holds '/fields/u' already (give another --name)" \
       convert a.raw --shape 2,1,4,6 --dtype float32 --out A.h5 --name u --append) || exit 1
     (expect_error "'/etc' is a directory, not an input file" convert /etc --out e.h5) || exit 1
+    # A FIFO would block the open for ever: refused.
+    mkfifo fifo.h5
+    (expect_error "cannot open HDF5 file 'fifo.h5': not a regular file" validate fifo.h5) || exit 1
     for v in str two float; do cp A.h5 "$v.h5"; done
     /usr/bin/python3 -c "
 import h5py, numpy as np
