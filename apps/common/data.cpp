@@ -1,6 +1,7 @@
 #include "apps/common/data.hpp"
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <sstream>
 
@@ -89,6 +90,18 @@ void Normalizer::invert(const Tensor& t) const {
   for_each_value(t, [&](Index k, auto& v) {
     using T = std::remove_reference_t<decltype(v)>;
     v = static_cast<T>(v * std[static_cast<std::size_t>(k)] + mean[static_cast<std::size_t>(k)]);
+  });
+}
+
+void Normalizer::invert_snapping_zero(const Tensor& t) const {
+  if (identity()) return;
+  for_each_value(t, [&](Index k, auto& v) {
+    using T = std::remove_reference_t<decltype(v)>;
+    const double m = mean[static_cast<std::size_t>(k)], s = std[static_cast<std::size_t>(k)];
+    const double raw = static_cast<double>(v) * s + m;
+    const double noise = 4.0 * static_cast<double>(std::numeric_limits<T>::epsilon()) *
+                         (std::abs(m) + std::abs(s));
+    v = std::abs(raw) <= noise ? T(0) : static_cast<T>(raw);
   });
 }
 

@@ -43,6 +43,10 @@ struct Normalizer {
   bool identity() const { return mean.empty(); }
   void apply(const Tensor& t) const;   // in place, (N, C, ...) host tensor or view
   void invert(const Tensor& t) const;  // in place
+  // invert, and a value within the round trip's rounding of zero (4 eps (|mean| + std) of
+  // its channel) becomes 0: a target that is zero in the file stays zero, so a relative
+  // error skips it rather than divide by rounding noise.
+  void invert_snapping_zero(const Tensor& t) const;
 };
 
 class GridData {

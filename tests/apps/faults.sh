@@ -295,6 +295,13 @@ case "$case_name" in
     expect_ok 3 tessera-train cfg.toml --data.path=z.h5 --data.normalize=false \
       --train.loss=mse --data.shuffle=false
     echo "$out" | grep -qE "step 2/2 .*rel_l2 [0-9]" || fail "no finite validation error"
+    # Normalized, the zero target comes back from the round trip as rounding noise: still
+    # zero, still left out (it was divided by, giving a relative error of 1e7).
+    expect_ok 3 tessera-train cfg.toml --data.path=z.h5 --train.loss=mse --data.shuffle=false \
+      --model.dtype=float32 --train.checkpoint_dir=ckn --train.metrics_csv=
+    r=$(echo "$out" | sed -n 's/^step 2\/2 .*rel_l2 \([0-9.e+-]*\).*/\1/p')
+    awk -v r="$r" 'BEGIN { exit !(r != "" && r + 0 < 100) }' ||
+      { echo "$out"; fail "validation relative error '$r' with a normalized zero target"; }
     expect_ok 3 tessera-train cfg.toml --data.path=z.h5 --data.normalize=false \
       --train.loss=rel_l2 --train.checkpoint_dir=ck2 --train.metrics_csv=metrics2.csv
     # Every held-out target zero under rel_l2: no validation loss, not a non-finite one.
