@@ -99,8 +99,8 @@ void Normalizer::invert_snapping_zero(const Tensor& t) const {
     using T = std::remove_reference_t<decltype(v)>;
     const double m = mean[static_cast<std::size_t>(k)], s = std[static_cast<std::size_t>(k)];
     const double raw = static_cast<double>(v) * s + m;
-    const double noise = 4.0 * static_cast<double>(std::numeric_limits<T>::epsilon()) *
-                         (std::abs(m) + std::abs(s));
+    const double noise =
+        4.0 * static_cast<double>(std::numeric_limits<T>::epsilon()) * (std::abs(m) + std::abs(s));
     v = std::abs(raw) <= noise ? T(0) : static_cast<T>(raw);
   });
 }

@@ -8,6 +8,7 @@
 #include <new>
 #include <string>
 
+#include "decomp/error.hpp"
 #include "runtime/comm/bounded_failure.hpp"
 #include "runtime/tensor/context.hpp"
 
@@ -23,6 +24,8 @@ int run_reporting_errors(const char* program, int argc, char** argv, Run run) {
   int rc = 0;
   std::string error;
   try {
+    // Every rank reads the same environment: a bad value stops them all alike.
+    if (const std::string why = failure::timeout_env_problem(); !why.empty()) throw Error(why);
     rc = run(ctx, argc, argv);
   } catch (const std::bad_alloc&) {
     // Memory outside the tracked tensors (a library's, a container's): say what it was.

@@ -40,12 +40,15 @@ void remove_registered_outputs() {
     if (s.used.load(std::memory_order_acquire)) ::unlink(s.path);
 }
 
+// Seconds; a number > 0 ("inf" or anything past 1e8 s, three years: never in practice,
+// capped so that now + deadline stays inside the clock's range).
 double env_deadline() {
   const char* v = std::getenv("TESSERA_FAILURE_TIMEOUT");
   if (!v || !*v) return 10.0;
   char* end = nullptr;
   const double s = std::strtod(v, &end);
-  return end && *end == '\0' && s > 0 ? s : 10.0;
+  if (!end || *end != '\0' || !(s > 0)) return 10.0;  // named by timeout_env_problem()
+  return std::min(s, 1e8);
 }
 
 struct State {
@@ -114,6 +117,16 @@ int world_rank(int* size) {
 
 }  // namespace
 
+std::string timeout_env_problem() {
+  const char* v = std::getenv("TESSERA_FAILURE_TIMEOUT");
+  if (!v || !*v) return "";
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (end && *end == '\0' && s > 0) return "";
+  return std::string("TESSERA_FAILURE_TIMEOUT = '") + v +
+         "' is not a number of seconds > 0 (inf: never)";
+}
+
 double deadline_s() {
   std::lock_guard<std::mutex> l(state().m);
   return state().deadline;
@@ -121,7 +134,7 @@ double deadline_s() {
 
 void set_deadline_s(double seconds) {
   std::lock_guard<std::mutex> l(state().m);
-  state().deadline = seconds > 0 ? seconds : env_deadline();
+  state().deadline = seconds > 0 ? std::min(seconds, 1e8) : env_deadline();
 }
 
 void set_program(const std::string& name) {

@@ -19,6 +19,9 @@ namespace tessera::failure {
 // Seconds a failing rank waits for the others before it ends the job: env
 // TESSERA_FAILURE_TIMEOUT (seconds, > 0), else 10.
 double deadline_s();
+// Why TESSERA_FAILURE_TIMEOUT cannot be used, else "" (unset, or a number of seconds > 0;
+// inf or past 1e8 s: capped at 1e8, never in practice); the apps refuse to start with it.
+std::string timeout_env_problem();
 void set_deadline_s(double seconds);
 // The program name that starts every error line ("tessera-train"); default "tessera".
 void set_program(const std::string& name);

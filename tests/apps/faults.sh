@@ -428,16 +428,22 @@ case "$case_name" in
     # parameters that malloc refuses: named as the model's, before any estimate
     expect_fail 30 "model.type = 'unet': its parameters do not fit this rank's memory \\(host allocation of" \
       3 tessera-train cfg.toml --model.width=200000 --model.groups=1
-    # a grid of 6 x 65536^2 cells (HDF5 fill values: an 8 KB file): refused from the shapes,
+    # a grid of 6 x 65536^2 cells (storage allocated, never filled: a sparse file of 8 KB
+    # on disk; unallocated storage the schema refuses first): refused from the shapes,
     # before a value is read
     /usr/bin/python3 - <<'PY' || fail "h5py could not write big.h5"
 import h5py, numpy as np
 src = h5py.File('train.h5', 'r')
 with h5py.File('big.h5', 'w') as f:
     for k, v in src.attrs.items(): f.attrs[k] = v
+    g = f.require_group('fields')
     for name in ('permeability', 'pressure'):
-        d = f.create_dataset('fields/' + name, shape=(6, 1, 65536, 65536), dtype='f4',
-                             chunks=(1, 1, 1024, 1024), fillvalue=1.0)
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        h5py.h5d.create(g.id, name.encode(), h5py.h5t.IEEE_F32LE,
+                        h5py.h5s.create_simple((6, 1, 65536, 65536)), dcpl=dcpl)
+        d = g[name]
         for k, v in src['fields'][name].attrs.items(): d.attrs[k] = v
         d.attrs['spacing'] = np.array([1 / 65536] * 2); d.attrs['origin'] = np.zeros(2)
 PY
@@ -447,6 +453,9 @@ PY
     TESSERA_MEMORY_LIMIT_MB=0.5 expect_fail 30 \
       "training needs about .* MiB of host memory per rank \\(data .*, activations .* MiB\\); TESSERA_MEMORY_LIMIT_MB allows 0.5 MiB" \
       3 tessera-train cfg.toml
+    # a failure timeout that is no number of seconds: named, not 10 s in its place
+    TESSERA_FAILURE_TIMEOUT=abc expect_fail 30 \
+      "TESSERA_FAILURE_TIMEOUT = 'abc' is not a number of seconds > 0" 3 tessera-train cfg.toml
     expect_ok 3 tessera-train cfg.toml --model.activation=tanh --train.steps=1
     ;;
   ompio_warning)  # the OMPIO warning only where OMPIO can be selected
