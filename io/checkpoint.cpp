@@ -237,8 +237,9 @@ std::vector<std::string> list_checkpoints(const std::string& dir, MPI_Comm comm)
       for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
         const std::string name = e.path().filename().string();
         // ckpt_<digits>.h5 files only (a folder of that name is not one; retention would
-        // count it and prune a real one); zero-padded steps sort as strings.
-        if (!e.is_regular_file(ec)) continue;
+        // count it and prune a real one; nor is a link, which retention would delete, leaving
+        // its target); zero-padded steps sort as strings.
+        if (e.is_symlink(ec) || !e.is_regular_file(ec)) continue;
         if (name.size() < 9 || name.rfind("ckpt_", 0) != 0 || name.substr(name.size() - 3) != ".h5")
           continue;
         const std::string digits = name.substr(5, name.size() - 8);

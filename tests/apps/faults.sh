@@ -414,6 +414,12 @@ case "$case_name" in
     steps=$(cut -d, -f1 metrics.csv | tail -n +2 | tr '\n' ' ')
     [ "$steps" = "0 1 2 3 4 5 6 " ] || fail "metrics.csv steps after resume: $steps"
     echo "ok: kept 2, fell back to step 4, metrics.csv steps $steps"
+    # A link named like a checkpoint is none: neither counted nor pruned.
+    cp ck/ckpt_00000006.h5 keep.h5 && ln -s ../keep.h5 ck/ckpt_00000001.h5
+    expect_ok 3 tessera-train cfg.toml --train.steps=7 --train.checkpoint_interval=1 \
+      --train.keep_checkpoints=2 --resume
+    [ -L ck/ckpt_00000001.h5 ] && [ -e keep.h5 ] || fail "retention pruned a link"
+    [ -e ck/ckpt_00000006.h5 ] && [ -e ck/ckpt_00000007.h5 ] || { ls ck; fail "kept something else"; }
     ;;
   upfront_checks)  # config and size checks before any work
     data
