@@ -422,8 +422,22 @@ for k in ('soft', 'external', 'group'):
       validate soft.h5) || exit 1
     (expect_error "'/fields/permeability' in 'external.h5' is an external link to '/k' in the file 'missing.h5', which does not exist" \
       validate external.h5) || exit 1
-    expect_error "'/fields/permeability' in 'group.h5' is a group, where the schema wants a dataset" \
-      validate group.h5
+    (expect_error "'/fields/permeability' in 'group.h5' is a group, where the schema wants a dataset" \
+      validate group.h5) || exit 1
+    # A field reached through an external link is a field like any other: listed by
+    # inspect, its values scanned by validate (a NaN in it found), its statistics computed.
+    cp d.h5 target.h5 && cp d.h5 linked.h5
+    /usr/bin/python3 -c "
+import h5py
+with h5py.File('target.h5', 'r+') as f: f['/fields/pressure'][1, 0, 2, 3] = float('nan')
+with h5py.File('linked.h5', 'r+') as f:
+    del f['/fields/pressure']
+    f['/fields/pressure'] = h5py.ExternalLink('target.h5', '/fields/pressure')
+" || fail "h5py could not link"
+    run 2 inspect linked.h5 --no-stats
+    echo "$out" | grep -q "^/fields/pressure  (2, 1, 16, 12) float32" || { echo "$out"; fail "inspect skipped the linked field"; }
+    (expect_error "'/fields/pressure' in 'linked.h5': non-finite value nan at index (1, 0, 2, 3)" \
+      validate linked.h5) || exit 1
     ;;
   partial_filtered)  # a gzip field written in part (h5py): one problem among the others;
     # it sorts first, so the values of the fields after it are still scanned (a NaN found)
