@@ -43,8 +43,7 @@ std::string absolute(const std::string& p) {
 // then found a NaN in). A dangling link leads nowhere: skipped.
 herr_t collect_dataset(hid_t group, const char* name, const H5L_info_t*, void* out) {
   H5O_info_t info;
-  if (H5Oget_info_by_name(group, name, &info, H5P_DEFAULT) >= 0 &&
-      info.type == H5O_TYPE_DATASET)
+  if (H5Oget_info_by_name(group, name, &info, H5P_DEFAULT) >= 0 && info.type == H5O_TYPE_DATASET)
     static_cast<std::vector<std::string>*>(out)->push_back(std::string(name));
   return 0;
 }
@@ -294,6 +293,14 @@ bool File::has_attr(const std::string& obj, const std::string& name) const {
 
 std::vector<std::string> File::attr_names(const std::string& obj) const {
   Handle o = open_object(obj);
+  // HDF5 1.10's H5Aiterate2 copies compact attributes into a table; when a message fails to
+  // decode part-way it closes the table's never-filled slots (stale pointers), freeing
+  // attributes the cached object header still owns, and the file's close segfaults.
+  // H5Aexists of a name no attribute has decodes every message without that table and fails
+  // cleanly on a damaged one; once it says no, the iteration cannot fail so.
+  const htri_t probe = H5Aexists(o.get(), "\x01tessera: no attribute has this name");
+  check(probe == 0 ? 0 : -1,
+        "listing attributes of '" + absolute(obj) + "' in '" + path_ + "' (damaged)", 0);
   std::vector<std::string> names;
   hsize_t idx = 0;
   check(H5Aiterate2(o.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &names),
@@ -343,7 +350,18 @@ std::vector<std::string> File::attr_strings(const std::string& obj, const std::s
   if (H5Tis_variable_str(t.get()) > 0) {
     Handle mt = vlen_string_type(H5Tget_cset(t.get()));
     std::vector<char*> p(n, nullptr);
-    check(H5Aread(a.get(), mt.get(), p.data()), "reading attribute " + name, 0);
+    {
+      // HDF5 1.10 loops for ever over a damaged global heap (an object of size 0), where
+      // these strings live: a read that never returns ends the job, saying so, rather than
+      // hang it (a heap read takes milliseconds): after 6 x TESSERA_FAILURE_TIMEOUT, 60 s.
+      const double bound = 6 * failure::deadline_s();
+      const failure::Watch watch(
+          "reading attribute '" + name + "' of '" + absolute(obj) + "' in '" + path_ + "'", bound,
+          "HDF5 did not return from the read in " + std::to_string(static_cast<int>(bound)) +
+              " s: the file's metadata is likely damaged (its global heap, where "
+              "variable-length strings live; h5dump -A would hang alike)");
+      check(H5Aread(a.get(), mt.get(), p.data()), "reading attribute " + name, 0);
+    }
     for (char* s : p) out.push_back(s ? s : "");
     H5Dvlen_reclaim(mt.get(), space.get(), H5P_DEFAULT, p.data());
   } else {

@@ -199,21 +199,28 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-Watch::Watch(const std::string& message) {
+Watch::Watch(const std::string& message) : Watch(message, -1, "") {}
+
+Watch::Watch(const std::string& message, double seconds, const std::string& ending) {
   State& s = state();
   int size = 1;
   const int rank = world_rank(&size);
   std::lock_guard<std::mutex> l(s.m);
+  const double bound = seconds > 0 ? std::min(seconds, 1e8) : s.deadline;
   std::ostringstream line;
   line << s.program << ": error (rank " << rank << " of " << size << "): " << message << "\n"
-       << s.program << ": the other ranks did not join within " << s.deadline
-       << " s (TESSERA_FAILURE_TIMEOUT): ending the job\n";
+       << s.program << ": ";
+  if (ending.empty())
+    line << "the other ranks did not join within " << bound
+         << " s (TESSERA_FAILURE_TIMEOUT): ending the job\n";
+  else
+    line << ending << ": ending the job\n";
   id_ = s.next_id++;
   // Ranks that fail alike and never meet each have a watch: the lowest fires first, and
   // its MPI_Abort ends the others before theirs (0.25 s later per rank, at most 4 s).
   const double stagger = 0.25 * std::min(rank, 16);
   const auto when = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double>(s.deadline + stagger));
+                                       std::chrono::duration<double>(bound + stagger));
   s.armed[id_] = {when, line.str()};
   if (!s.thread.joinable()) s.thread = std::thread([&s] { s.run(); });
   s.cv.notify_all();

@@ -33,6 +33,9 @@ const std::string& program();
 class Watch {
  public:
   explicit Watch(const std::string& message);
+  // A watch with its own bound (seconds) and second line (why the job ends), for a call
+  // that may never return on any rank: a library looping over damaged input.
+  Watch(const std::string& message, double seconds, const std::string& ending);
   ~Watch();
   Watch(const Watch&) = delete;
   Watch& operator=(const Watch&) = delete;

@@ -439,6 +439,34 @@ with h5py.File('linked.h5', 'r+') as f:
     (expect_error "'/fields/pressure' in 'linked.h5': non-finite value nan at index (1, 0, 2, 3)" \
       validate linked.h5) || exit 1
     ;;
+  damaged_metadata)  # one byte of metadata damaged: an error, never a hang or a crash
+    small_darcy
+    cp d.h5 heap.h5 && cp d.h5 attr.h5
+    /usr/bin/python3 - <<'PY' || fail "could not damage the copies"
+import struct
+# The global heap (variable-length strings): the size of its second object made larger, so
+# that HDF5 1.10 walks into free space and loops there for ever.
+b = bytearray(open('heap.h5', 'rb').read())
+g = b.find(b'GCOL')
+first = g + 16
+second = first + 16 + (struct.unpack_from('<Q', b, first + 8)[0] + 7) // 8 * 8
+b[second + 8] ^= 0xff
+open('heap.h5', 'wb').write(b)
+# An attribute message's version byte (of 'origin'): HDF5 1.10's attribute iteration then
+# frees attributes its object header still owns, and closing the file segfaulted.
+b = bytearray(open('attr.h5', 'rb').read())
+b[b.rfind(b'origin\x00') - 8] = 0xfe
+open('attr.h5', 'wb').write(b)
+PY
+    (expect_error "listing attributes of '/fields/.*' in 'attr.h5' (damaged)" validate attr.h5) || exit 1
+    # The heap: HDF5 may loop, or fail; either way the job ends non-zero, within its bound
+    # (6 x TESSERA_FAILURE_TIMEOUT), saying which read and why.
+    TESSERA_FAILURE_TIMEOUT=2 run 3 validate heap.h5
+    echo "$out"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "exit $rc"
+    echo "$out" | grep -qiE "segmentation|core dumped" && fail "crashed"
+    echo "$out" | grep -q "^tessera-prep: error.*heap.h5" || fail "no error line naming heap.h5"
+    ;;
   partial_filtered)  # a gzip field written in part (h5py): one problem among the others;
     # it sorts first, so the values of the fields after it are still scanned (a NaN found)
     small_darcy
