@@ -6,7 +6,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "decomp/error.hpp"
 #include "io/h5_types.hpp"
@@ -71,12 +73,48 @@ File::~File() {
   h_.reset();
 }
 
+struct File::Opened {
+  int fd = -1;
+  struct stat st {};
+  ~Opened() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 File File::open(const std::string& path, MPI_Comm comm, Mode mode) {
   File f;
   f.h_ = h5::open_parallel(path, comm, mode);
   f.path_ = path;
   f.comm_ = comm;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (mode == Mode::Read && rank == 0) {
+    auto o = std::make_shared<Opened>();
+    o->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (o->fd >= 0 && ::fstat(o->fd, &o->st) == 0) f.opened_ = std::move(o);
+  }
   return f;
+}
+
+void File::check_unchanged() const {
+  std::string why;
+  if (opened_) {
+    struct stat now {};
+    if (::fstat(opened_->fd, &now) == 0 &&
+        (now.st_size != opened_->st.st_size || now.st_mtim.tv_sec != opened_->st.st_mtim.tv_sec ||
+         now.st_mtim.tv_nsec != opened_->st.st_mtim.tv_nsec))
+      why = "'" + path_ + "' changed while it was read (" +
+            (now.st_size != opened_->st.st_size
+                 ? "its size went from " + std::to_string(opened_->st.st_size) + " to " +
+                       std::to_string(now.st_size) + " bytes"
+                 : std::string("it was modified")) +
+            "): the values read may mix old and new; run again on a file that stays put";
+  }
+  int len = static_cast<int>(why.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, comm_);
+  why.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(why.data(), len, MPI_CHAR, 0, comm_);
+  if (!why.empty()) throw Error(why);
 }
 
 File File::create(const std::string& path, MPI_Comm comm) {

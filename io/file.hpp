@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,11 @@ class File {
   MPI_Comm comm() const { return comm_; }
   hid_t id() const { return h_.get(); }
   void close() { h_.reset(); }  // collective
+  // Collective, for a file opened to read: throws if it changed since it was opened (its
+  // size or modification time; another program writing or truncating it in place), so
+  // values read from it may mix old and new (a truncated file reads as zeros past its
+  // end). Its readers call it once they have read what they keep.
+  void check_unchanged() const;
   // "dataset '/fields/u' in 'F.h5'": the where of every message.
   std::string where(const std::string& dset) const;
 
@@ -82,6 +88,10 @@ class File {
   h5::Handle h_;
   std::string path_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // Rank 0, read mode: a descriptor of the file as opened and its size and modification
+  // time then (fstat through it follows that file even where the name is replaced).
+  struct Opened;
+  std::shared_ptr<const Opened> opened_;
   // Bytes of the datasets this handle created: allocated in the file at creation but on
   // disk only once written, so the free-space check counts those not yet written.
   double created_bytes_ = 0;

@@ -257,6 +257,7 @@ void GridData::load(const io::File& f) {
       points_ ? read_point_quantities(f, inputs_set_, cin_) : read_fields(f, inputs_set_, cin_);
   targets_ =
       points_ ? read_point_quantities(f, targets_set_, cout_) : read_fields(f, targets_set_, cout_);
+  f.check_unchanged();  // what was read is one version of the file
   loaded_ = true;
 }
 

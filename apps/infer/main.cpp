@@ -383,6 +383,7 @@ int run(Context& ctx, int argc, char** argv) {
                   << std::endl;
     }
   }
+  in.check_unchanged();  // every sample read from one version of the input
   out_file.commit();
   const double peak = peak_mib_max(ctx.world());
   if (ctx.rank() == 0) {

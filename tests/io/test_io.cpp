@@ -445,6 +445,32 @@ TEST_CASE("A chunked dataset written only in part reads, unwritten chunks as fil
   test::remove_file(MPI_COMM_WORLD, path);
 }
 
+TEST_CASE("A file changed in place while read is named; one left alone or replaced is not",
+          "[io]") {
+  const std::string path = test::temp_file(MPI_COMM_WORLD, "changed");
+  write_partly(path, false);
+  const bool root = test::world_rank() == 0;
+  {
+    const io::File f = io::File::open(path, MPI_COMM_WORLD);
+    MPI_CHECK(test::error_of([&] { f.check_unchanged(); }).empty());
+    // Replaced under its name (a new file renamed over it): the open one is still whole.
+    if (root) {
+      std::filesystem::copy_file(path, path + ".new");
+      std::filesystem::rename(path + ".new", path);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_CHECK(test::error_of([&] { f.check_unchanged(); }).empty());
+  }
+  {
+    const io::File f = io::File::open(path, MPI_COMM_WORLD);
+    // Written in place (truncated): a reader past the cut would get zeros.
+    if (root) std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_CHECK_ERROR(f.check_unchanged(), "changed while it was read (its size went from");
+  }
+  test::remove_file(MPI_COMM_WORLD, path);
+}
+
 TEST_CASE("String attributes in ASCII or UTF-8, variable or fixed length, read alike", "[io]") {
   // h5py writes a list of bytes as variable-length ASCII, a list of str as UTF-8; HDF5
   // converts between neither.
