@@ -156,7 +156,8 @@ Handle File::open_object(const std::string& obj) const {
 
 DatasetInfo File::info(const std::string& dset) const {
   if (!exists(dset)) throw Error("missing " + where(dset));
-  Handle d(check(H5Dopen2(id(), absolute(dset).c_str(), H5P_DEFAULT), "opening " + where(dset)));
+  Handle d(check(H5Dopen2(id(), absolute(dset).c_str(), h5::dataset_access()),
+                 "opening " + where(dset)));
   if (H5Iget_type(d.get()) != H5I_DATASET) throw Error(where(dset) + " is not a dataset");
   DatasetInfo in;
   in.name = absolute(dset);
@@ -198,8 +199,8 @@ Handle File::open_dataset(const std::string& dset, std::optional<DType> dtype,
         throw Error(where(dset) + " has shape " + shape_str(in.shape) + ", expected " +
                     shape_str(shape) + " (dim " + std::to_string(d) + " differs)");
   }
-  return Handle(
-      check(H5Dopen2(id(), absolute(dset).c_str(), H5P_DEFAULT), "opening " + where(dset)));
+  return Handle(check(H5Dopen2(id(), absolute(dset).c_str(), h5::dataset_access()),
+                      "opening " + where(dset)));
 }
 
 void File::create_dataset(const std::string& dset, const std::vector<Index>& shape, DType dtype,
@@ -227,12 +228,23 @@ void File::create_dataset(const std::string& dset, const std::vector<Index>& sha
   const double free_bytes = room_bytes[0], pending = room_bytes[1];
   std::ostringstream room;
   if (free_bytes >= 0 && bytes + pending > free_bytes) {
-    room << std::setprecision(3) << where(dset) << " of shape " << shape_str(shape) << " needs "
-         << bytes / (1 << 30) << " GiB, the file system has " << free_bytes / (1 << 30)
-         << " GiB free";
+    // In the unit that shows the figure (a small disk in KiB, not 3.4e-05 GiB).
+    const auto amount = [](double b) {
+      std::ostringstream o;
+      o << std::setprecision(3);
+      if (b >= double(1 << 30))
+        o << b / double(1 << 30) << " GiB";
+      else if (b >= double(1 << 20))
+        o << b / double(1 << 20) << " MiB";
+      else
+        o << b / 1024.0 << " KiB";
+      return o.str();
+    };
+    room << where(dset) << " of shape " << shape_str(shape) << " needs " << amount(bytes)
+         << ", the file system has " << amount(free_bytes) << " free";
     if (pending > 0)
-      room << " (" << (bytes + pending) / (1 << 30)
-           << " GiB needed with the datasets created before it and not yet written)";
+      room << " (" << amount(bytes + pending)
+           << " needed with the datasets created before it and not yet written)";
   }
   TESSERA_CHECK(room.str().empty(), room.str());
   created_bytes_ += bytes;

@@ -1,6 +1,10 @@
 #include "io/hdf5_handle.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -161,6 +165,16 @@ MPI_Info mpiio_hints() {
   return info;
 }
 
+hid_t dataset_access() {
+  static const hid_t dapl = [] {
+    const hid_t p = check(H5Pcreate(H5P_DATASET_ACCESS), "H5Pcreate(dataset access)");
+    check(H5Pset_efile_prefix(p, "${ORIGIN}"), "H5Pset_efile_prefix", 0);
+    check(H5Pset_virtual_prefix(p, "${ORIGIN}"), "H5Pset_virtual_prefix", 0);
+    return p;
+  }();
+  return dapl;
+}
+
 Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode) {
   silence_errors();
   int rank = 0;
@@ -169,6 +183,10 @@ Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode) {
   const bool create = mode == Mode::Create || mode == Mode::CreateNew;
   if (!create) {
     std::string why = rank == 0 ? why_unreadable(path) : std::string();
+    // To be written in place (statistics as attributes): said so, not as MPI-IO's
+    // "MPI_ERR_ACCESS: invalid access mode".
+    if (rank == 0 && why.empty() && mode == Mode::ReadWrite && ::access(path.c_str(), W_OK) != 0)
+      why = std::string("it is to be written in place, and cannot be: ") + std::strerror(errno);
     int len = static_cast<int>(why.size());
     MPI_Bcast(&len, 1, MPI_INT, 0, comm);
     why.resize(static_cast<std::size_t>(len));

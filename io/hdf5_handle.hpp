@@ -51,4 +51,9 @@ enum class Mode { Read, ReadWrite, Create, CreateNew };
 // bad file never leaves ranks waiting inside a collective open.
 Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode);
 
+// The dataset access properties every dataset is opened with: relative paths of external
+// raw files and of virtual datasets' sources are taken from the HDF5 file's folder
+// ("${ORIGIN}"), not from the working directory. Kept for the process.
+hid_t dataset_access();
+
 }  // namespace tessera::h5

@@ -169,7 +169,10 @@ void check_version(const File& f, Problems& problems) {
   }
   const double v = f.attr_doubles("/", kVersionAttr)[0];
   std::ostringstream shown;
-  shown << std::setprecision(17) << v << (cls == H5T_FLOAT && v == std::floor(v) ? ".0" : "");
+  if (cls == H5T_INTEGER)
+    shown << std::fixed << std::setprecision(0) << v;  // 9223372036854775807, not 9.2e+18
+  else
+    shown << std::setprecision(17) << v << (cls == H5T_FLOAT && v == std::floor(v) ? ".0" : "");
   if (cls != H5T_INTEGER) {
     problems.push_back(file + attr + " is the " +
                        (cls == H5T_FLOAT ? "floating-point number " : "non-integer value ") +

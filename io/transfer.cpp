@@ -278,7 +278,8 @@ namespace {
 // `dset` of f, opened for a look at its metadata ("u" and "/u" alike).
 Handle open_dataset(const File& f, const std::string& dset) {
   const std::string name = dset.empty() || dset[0] != '/' ? "/" + dset : dset;
-  return Handle(check(H5Dopen2(f.id(), name.c_str(), H5P_DEFAULT), "opening " + f.where(dset)));
+  return Handle(
+      check(H5Dopen2(f.id(), name.c_str(), h5::dataset_access()), "opening " + f.where(dset)));
 }
 }  // namespace
 
@@ -310,6 +311,13 @@ std::string unavailable_filter(const File& f, const std::string& dset) {
 
 std::string storage_problem(const File& f, const std::string& dset) {
   const Handle d = open_dataset(f, dset);
+  {
+    const Handle dcpl(H5Dget_create_plist(d.get()));
+    if (dcpl.valid() && H5Pget_layout(dcpl.get()) == H5D_VIRTUAL)
+      return f.where(dset) +
+             " is a virtual dataset, which parallel HDF5 cannot read: copy it into a plain "
+             "one (h5repack)";
+  }
   H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
   check(H5Dget_space_status(d.get(), &st), "allocation status of " + f.where(dset), 0);
   if (st == H5D_SPACE_STATUS_NOT_ALLOCATED)

@@ -19,6 +19,7 @@ template <class Run>
 int run_reporting_errors(const char* program, int argc, char** argv, Run run) {
   failure::set_program(program);
   Context ctx(argc, argv);
+  failure::announce_signals(ctx.rank() == 0);
   MPI_Comm end;  // conclude's own: a collective left pending on world cannot meet it
   MPI_Comm_dup(ctx.world(), &end);
   int rc = 0;

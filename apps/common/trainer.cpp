@@ -444,6 +444,7 @@ StepResult Trainer::step() {
   const ShardTensor pred = model_->forward(x);
   inject("step.forward");
   if (fault_point("step.sigkill")) std::raise(SIGKILL);  // a rank that dies mid-step
+  if (fault_point("step.sigterm")) std::raise(SIGTERM);  // as scancel or a time limit does
   const LossResult l = (*loss_)(pred, y);
   model_->backward(l.grad);
   inject("step.backward");

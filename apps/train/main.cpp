@@ -274,7 +274,28 @@ int run(Context& ctx, int argc, char** argv) {
           << ',' << r.grad_norm << ',' << sps << ',' << r.t.total * 1e3 << ','
           << r.t.compute() * 1e3 << ',' << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ','
           << r.t.alltoall * 1e3 << ',' << peak << '\n';
-      metrics.append(row.str());  // collective: a failed write stops every rank now
+      try {
+        metrics.append(row.str());  // collective: a failed write stops every rank now
+      } catch (const Error& e) {
+        // The training since the last checkpoint is not lost with it (a full metrics disk
+        // need not be the checkpoints'): this step saved first, where its model is sound.
+        std::string note;
+        try {
+          const EvalResult now = validated ? ev : tr.validate();
+          if (!std::isfinite(r.loss) ||
+              (validating && now.loss_samples > 0 && !std::isfinite(now.loss))) {
+            note = "; this step's model is not finite: no checkpoint written";
+          } else {
+            const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, r.step);
+            tr.save(path);
+            note = "; checkpoint " + path + " was written first: --resume continues from step " +
+                   std::to_string(r.step);
+          }
+        } catch (const Error& also) {
+          note = std::string("; no checkpoint could be written either: ") + also.what();
+        }
+        throw Error(e.what() + note);
+      }
     }
     if (validated) check_validation(ev, r.step);
     if (checkpoint) {

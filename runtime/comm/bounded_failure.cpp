@@ -34,6 +34,15 @@ struct SignalSlot {
 };
 SignalSlot g_signal_slots[kSignalSlots];
 
+// What a rank that speaks for the job says when SIGINT or SIGTERM ends it (written by the
+// signal handler: fixed storage, lengths known).
+struct SignalLine {
+  char text[256];
+  std::size_t len = 0;
+};
+SignalLine g_signal_lines[2];  // SIGINT, SIGTERM
+std::atomic<bool> g_announce{false};
+
 // Async-signal-safe: unlink only (an output gone already is fine).
 void remove_registered_outputs() {
   for (SignalSlot& s : g_signal_slots)
@@ -149,6 +158,10 @@ const std::string& program() {
 namespace {
 
 extern "C" void remove_outputs_and_reraise(int sig) {
+  if (g_announce.load(std::memory_order_acquire)) {
+    const SignalLine& l = g_signal_lines[sig == SIGINT ? 0 : 1];
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, l.text, l.len);
+  }
   remove_registered_outputs();
   ::raise(sig);  // SA_RESETHAND: the default action now ends the process
 }
@@ -170,6 +183,23 @@ void install_signal_cleanup() {
 }
 
 }  // namespace
+
+void announce_signals(bool speak) {
+  if (speak) {
+    const std::string& name = state().program;
+    const char* sigs[2] = {"SIGINT", "SIGTERM"};
+    for (int k = 0; k < 2; ++k) {
+      const std::string line = name + ": stopped by " + sigs[k] +
+                               " (scancel, a time limit, Ctrl-C, or the launcher ending the job "
+                               "after another rank's end)\n";
+      SignalLine& l = g_signal_lines[k];
+      l.len = std::min(line.size(), sizeof(l.text));
+      std::memcpy(l.text, line.data(), l.len);
+    }
+    g_announce.store(true, std::memory_order_release);
+  }
+  install_signal_cleanup();
+}
 
 RemoveOnAbort::RemoveOnAbort(const std::string& path) {
   install_signal_cleanup();

@@ -68,6 +68,11 @@ class RemoveOnAbort {
   int slot_ = -1;  // where the path is kept (-1: more than 16 at once, or too long)
 };
 
+// From now on SIGINT and SIGTERM remove the registered outputs as above, and where `speak`
+// (one rank of the job) say "PROGRAM: stopped by SIGTERM" first, so a job ended by scancel,
+// a time limit or Ctrl-C does not end without a word.
+void announce_signals(bool speak);
+
 // "0", "0, 2", "0-7": a sorted rank list, runs shortened.
 std::string rank_list(const std::vector<int>& ranks);
 

@@ -152,6 +152,11 @@ case "$case_name" in
     [ "$rc" -eq 0 ] && fail "exited 0 after a rank was killed"
     [ "$secs" -le 30 ] || fail "took $secs s"
     echo "ok ($secs s, exit $rc): the job ended after a rank was killed"
+    # SIGTERM (scancel, a time limit) reaching rank 0: the job ends with a word, not mute.
+    TESSERA_FAULT_INJECT=step.sigterm:0:2 run 3 tessera-train cfg.toml --train.checkpoint_dir=ck-t \
+      --train.metrics_csv=m-t.csv
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "$out"; fail "exit $rc after SIGTERM"; }
+    echo "$out" | grep -q "^tessera-train: stopped by SIGTERM " || { echo "$out"; fail "no word of SIGTERM"; }
     ;;
   metrics_rank0)  # train.metrics_csv unwritable (only rank 0 writes it), found before step 1
     data
@@ -192,7 +197,7 @@ case "$case_name" in
     trap 'umount "$dir/full"; rm -rf "$dir"' EXIT
     data
     # the write fails, or a dataset is refused first for want of space (whichever comes first)
-    expect_fail 60 "ckpt_00000002.h5.tmp[^']*'(: MPI_File_write_at_all failed| of shape .* needs .* GiB, the file system has .* GiB free)" 3 tessera-train cfg.toml \
+    expect_fail 60 "ckpt_00000002.h5.tmp[^']*'(: MPI_File_write_at_all failed| of shape .* needs .* [KMG]iB, the file system has .* [KMG]iB free)" 3 tessera-train cfg.toml \
       --train.checkpoint_dir=full/ck
     [ -e full/ck/ckpt_00000002.h5 ] && fail "a partial checkpoint under its final name"
     rm -rf full/ck
@@ -200,10 +205,21 @@ case "$case_name" in
     # buffering - every rank's write fails and every rank then waits in HDF5's collective
     # close, or one rank's write fails first while the others wait in a later collective;
     # either way the watch ends the job with one line naming the file and the I/O error.
-    expect_fail 60 "(closing 'full/gen.h5.tmp[^']*' after .*input/output error|'full/gen.h5.tmp[^']*': MPI_File_write_at_all failed: .*input/output error|'full/gen.h5.tmp[^']*' of shape .* needs .* GiB, the file system has .* GiB free)" 3 tessera-prep \
+    expect_fail 60 "(closing 'full/gen.h5.tmp[^']*' after .*input/output error|'full/gen.h5.tmp[^']*': MPI_File_write_at_all failed: .*input/output error|'full/gen.h5.tmp[^']*' of shape .* needs .* [KMG]iB, the file system has .* [KMG]iB free)" 3 tessera-prep \
       generate darcy --grid 96x96 --samples 4 --seed 3 --out full/gen.h5 --quiet
     [ -e full/gen.h5 ] && fail "a partial output under its final name"
     temp_left full/gen.h5 && fail "the temporary full/gen.h5.tmp was left"
+    # The metrics file fills the disk (the checkpoints live elsewhere): the run stops with
+    # the step it reached saved first, and --resume continues from there.
+    rm -rf full/* && dd if=/dev/zero of=full/fill bs=4096 count=46 2>/dev/null
+    expect_fail 60 "cannot write train.metrics_csv = 'full/m.csv': No space left on device .*; checkpoint ck-m/ckpt_[0-9]*.h5 was written first: --resume continues from step [0-9]*" \
+      3 tessera-train cfg.toml --train.steps=1000 --train.checkpoint_interval=5000 \
+      --train.log_interval=5000 --train.checkpoint_dir=ck-m --train.metrics_csv=full/m.csv
+    saved=$(ls ck-m) && [ -n "$saved" ] || fail "no checkpoint was saved"
+    rm full/fill
+    expect_ok 3 tessera-train cfg.toml --train.steps=$((10#${saved:5:8} + 2)) --resume \
+      --train.checkpoint_dir=ck-m --train.metrics_csv=full/m.csv
+    echo "$out" | grep -q "resume: ck-m/$saved" || { echo "$out"; fail "did not resume from $saved"; }
     ;;
   prep_enospc)  # tessera-prep generate onto a full disk, rank 1 fails its write
     expect_ok 1 tessera-prep generate darcy --grid 24x24 --samples 2 --seed 1 --out keep.h5 --quiet

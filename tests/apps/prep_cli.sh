@@ -232,7 +232,7 @@ case $case_name in
     echo "prep_cli generate_params: refused"
     ;;
   generate_disk)  # a dataset past the file system's free space: refused before it fills it
-    (expect_error "of shape (999999999999, 1, 4, 4) needs .* GiB, the file system has .* GiB free" \
+    (expect_error "of shape (999999999999, 1, 4, 4) needs .* [KMG]iB, the file system has .* [KMG]iB free" \
       generate heat --grid 4x4 --samples 999999999999 --out h.h5) || exit 1
     [ -z "$(ls)" ] || fail "files were left: $(ls)"
     ;;

@@ -381,7 +381,7 @@ TEST_CASE("Datasets that fit the disk one by one but not together: the one past 
   INFO(e);
   MPI_CHECK(test::has(e, "'/c'") &&
             test::has(e, "with the datasets created before it and not yet written") &&
-            test::has(e, "GiB free"));
+            test::has(e, "iB free"));
   test::remove_file(MPI_COMM_WORLD, path);
 }
 
