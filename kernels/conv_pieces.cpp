@@ -18,7 +18,7 @@
 
 #include "decomp/error.hpp"
 #include "kernels/conv_pieces.hpp"
-#include "kernels/device/memory.hpp"
+#include "kernels/device/tracked_block.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/strided_copy.hpp"
 
@@ -68,22 +68,10 @@ void* at(void* base, Index elems, DType t) {
   return static_cast<char*>(base) + elems * static_cast<Index>(size_of(t));
 }
 
-// A tracked scratch block in the device's memory space.
-class Scratch {
- public:
+// A tracked scratch block of `elems` elements in the device's memory space.
+struct Scratch : TrackedBlock {
   Scratch(const Device& dev, Index elems, DType t)
-      : space_(dev.space),
-        bytes_(static_cast<std::size_t>(std::max<Index>(elems, 1)) * size_of(t)),
-        p_(mem_alloc(space_, bytes_)) {}
-  ~Scratch() { mem_free(space_, p_, bytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* get() const { return p_; }
-
- private:
-  MemSpace space_;
-  std::size_t bytes_;
-  void* p_;
+      : TrackedBlock(dev.space, static_cast<std::size_t>(std::max<Index>(elems, 1)) * size_of(t)) {}
 };
 
 void check_pointers(const char* where, std::initializer_list<const void*> ps) {

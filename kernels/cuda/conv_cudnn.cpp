@@ -32,6 +32,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/device/device.hpp"
 #include "kernels/device/memory.hpp"
+#include "kernels/device/tracked_block.hpp"
 #include "kernels/strided_copy.hpp"
 
 namespace tessera::kernels {
@@ -385,20 +386,9 @@ char* at(void* base, Index elems, DType t) {
   return static_cast<char*>(base) + elems * static_cast<Index>(size_of(t));
 }
 
-// A staging buffer of the plan's size for one call, tracked, freed in stream order.
-class Stage {
- public:
-  explicit Stage(const Plan& p)
-      : bytes_(p.stage ? p.stage_bytes : 0),
-        ptr_(bytes_ ? mem_alloc(MemSpace::Cuda, bytes_) : nullptr) {}
-  ~Stage() { mem_free(MemSpace::Cuda, ptr_, bytes_); }
-  Stage(const Stage&) = delete;
-  Stage& operator=(const Stage&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  std::size_t bytes_;
-  void* ptr_;
+// A staging buffer of the plan's size for one call (none where the plan stages nothing).
+struct Stage : TrackedBlock {
+  explicit Stage(const Plan& p) : TrackedBlock(MemSpace::Cuda, p.stage ? p.stage_bytes : 0) {}
 };
 
 // The pointer cuDNN sees as x: the caller's, or a dense staging copy of it with zero
