@@ -10,6 +10,7 @@
 #include "apps/bench/cases.hpp"
 #include "apps/common/report_errors.hpp"
 #include "decomp/error.hpp"
+#include "runtime/comm/collective_error.hpp"
 
 using namespace tessera;
 using namespace tessera::bench;
@@ -101,11 +102,24 @@ int run_case(Context& ctx, const std::string& name, const std::vector<std::strin
   }
   if (!a.positional().empty())
     throw Error("unexpected argument '" + a.positional()[0] + "' (see --help)");
+  // --out is tried before the run (a folder, a missing folder, an empty name), not after
+  // minutes of timing whose results it would then lose.
+  std::string bad_out;
+  if (ctx.rank() == 0 && a.has("out")) {
+    const std::string out = a.str("out");
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(out, ec);
+    if (out.empty() || std::filesystem::is_directory(out, ec) || !std::ofstream(out, std::ios::app))
+      bad_out = "--out = '" + out + "' cannot be written (a folder, a missing folder or no name)";
+    else if (!existed)
+      std::filesystem::remove(out, ec);  // made only to try it
+  }
+  collective_check(ctx.world(), bad_out.empty(), bad_out);
   const json rows = c.run(ctx, a);
   if (ctx.rank() == 0) {
     json part = {{"case", c.name}, {"rows", rows}};
+    print_table(rows, c.columns);  // shown even where the file then fails
     if (a.has("out")) write_json(a.str("out"), part);
-    print_table(rows, c.columns);
   }
   return 0;
 }
