@@ -329,6 +329,11 @@ HaloExchange::HaloExchange(const Mesh& mesh, const ShardSpec& spec, const HaloWi
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   TESSERA_CHECK(!spec.has_partial(), "HaloExchange: resolve Partial axes first");
+  // A spec of another mesh would send to ranks that mesh does not have (MPI_ERR_RANK, fatal).
+  TESSERA_CHECK(spec.mesh_dims() == mesh.dims(),
+                "HaloExchange: the spec " << spec.str() << " lays the tensor out over a mesh of "
+                                          << spec.mesh_dims().size() << " axes, not over mesh "
+                                          << mesh.str());
   m.widths = widths;
   m.spec = spec;
   m.opts = opts;

@@ -85,6 +85,10 @@ TEST_CASE("HaloExchange: widths or periodic flags that differ are named", "[agre
   // A bad width on one rank only: its message, on every rank.
   const Index bad = rank() == 1 ? -1 : 1;
   MPI_CHECK_ERROR(HaloExchange(mesh, spec, {bad, 0}, {1, 0}), "check failed on 1 of");
+  // A spec of another mesh (1 x N, where the spec's is N): named, not MPI_ERR_RANK.
+  const Mesh other(MPI_COMM_WORLD, {1, size()});
+  MPI_CHECK_ERROR(HaloExchange(other, spec, {1, 0}, {1, 0}),
+                  "lays the tensor out over a mesh of 1 axes, not over mesh");
 }
 
 TEST_CASE("write_sharded and save_checkpoint: names or tensors that differ are refused",
