@@ -7,15 +7,33 @@
 # (scripts/bench_capacity.sh; TESSERA_CAPACITY=0 leaves it out) and draws scaling.png
 # (scripts/plot.py, where matplotlib exists).
 set -euo pipefail
+caller=$PWD  # bench-CASE.json (and scaling.png) go where the script is called from
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { echo "usage: scripts/bench.sh CASE [--key=value ...]"; exit 2; }
+usage="usage: scripts/bench.sh CASE [--key=value ...]   (CASE --help lists its options)"
+[ $# -ge 1 ] || { echo "$usage"; exit 2; }
 case_name=$1
 shift
 build=${TESSERA_BUILD_DIR:-build}
-[ -x "$build/apps/tessera-bench" ] || scripts/setup.sh
+if [ ! -x "$build/apps/tessera-bench" ]; then
+  # A build dir named by the caller and missing is a mistake, not a cue to build one.
+  [ -z "${TESSERA_BUILD_DIR:-}" ] ||
+    { echo "bench: TESSERA_BUILD_DIR = '$build' holds no apps/tessera-bench" >&2; exit 2; }
+  scripts/setup.sh
+fi
 source scripts/mpi-env.sh
 bench=$build/apps/tessera-bench
+if [ "$case_name" = --help ] || [ "$case_name" = -h ]; then
+  echo "$usage"
+  "$bench" --help
+  exit 0
+fi
 ranks=${TESSERA_BENCH_RANKS:-$($bench ranks "$case_name")}
+seen=" "
+for n in $ranks; do  # checked before the first run, not after the last
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench: rank count '$n' is not a whole number >= 1" >&2; exit 2; }
+  [[ $seen == *" $n "* ]] && { echo "bench: rank count $n is given twice" >&2; exit 2; }
+  seen+="$n "
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 parts=()
@@ -38,10 +56,10 @@ if [ "$case_name" = scaling ] && [ "${TESSERA_CAPACITY:-1}" = 1 ]; then
   done
 fi
 echo
-$bench merge "$case_name" "bench-$case_name.json" "${parts[@]}"
+$bench merge "$case_name" "$caller/bench-$case_name.json" "${parts[@]}"
 if [ "$case_name" = scaling ]; then
   if python3 scripts/plot.py --check 2>/dev/null; then
-    python3 scripts/plot.py scaling scaling.png "bench-$case_name.json"
+    python3 scripts/plot.py scaling "$caller/scaling.png" "$caller/bench-$case_name.json"
   else
     echo "bench: no scaling.png: scripts/plot.py needs matplotlib, h5py and numpy"
   fi
