@@ -19,24 +19,42 @@
 namespace tessera::bench {
 namespace {
 
+// One word of `allowed` (any other picked the other choice silently).
+std::string one_of(const cli::Args& opt, const std::string& name,
+                   const std::vector<std::string>& allowed) {
+  const auto picked = opt.choices(name, allowed);
+  if (picked.size() != 1) throw Error("--" + name + " takes one of its choices, not a list");
+  return *picked.begin();
+}
+
 json run(Context& ctx, const cli::Args& opt) {
   const Index n = size_option(opt, "n");
   const int reps = reps_option(opt);
   const std::vector<Index> shape = {n, n, n};
   const std::string grid = opt.str("grid");
+  const std::string ghosts = one_of(opt, "ghosts", {"neighbours", "uniform"});
+  const std::string open = one_of(opt, "open", {"zero", "keep"});
+  const std::string method = one_of(opt, "method", {"in-place", "packed"});
+  const std::string transport = one_of(opt, "transport", {"shared", "messages"});
+  const Index min_run = opt.integer_in("min-run", 0, Index(1) << 30);
   std::vector<int> dims;
   if (grid == "surface") {
     dims = min_surface_grid(ctx.size(), shape);
   } else if (grid != "auto") {
-    std::stringstream ss(grid);
-    std::string f;
-    while (std::getline(ss, f, 'x')) dims.push_back(std::stoi(f));
+    const std::vector<Index> g = cli::parse_shape(grid, "--grid");
+    if (g.size() != 3)
+      throw Error("--grid = '" + grid + "' is not a rank grid AxBxC (or auto, surface)");
+    for (const Index e : g) {
+      if (e < 1 || e > ctx.size())
+        throw Error("--grid = '" + grid + "': each extent is 1.." + std::to_string(ctx.size()));
+      dims.push_back(static_cast<int>(e));
+    }
   }
   Mesh mesh = dims.empty() ? Mesh::for_grid(ctx.world(), shape) : Mesh(ctx.world(), dims);
   const ShardSpec spec(shape, {Shard(0), Shard(1), Shard(2)}, mesh);
   const Box domain = Box::from_shape(shape);
   json rows = json::array();
-  const bool uniform = opt.str("ghosts") == "uniform";
+  const bool uniform = ghosts == "uniform";
   const BlockPartition& part = spec.partition();
   for (Index w : {Index(1), Index(4)}) {
     HaloWidths ws(std::vector<Index>(3, w), std::vector<Index>(3, w));
@@ -54,11 +72,10 @@ json run(Context& ctx, const cli::Args& opt) {
     }
     HaloTensor h(mesh, spec, ws, DType::f32);
     HaloOptions o;
-    o.open_fill =
-        opt.str("open") == "keep" ? HaloOptions::OpenFill::Keep : HaloOptions::OpenFill::Zero;
-    o.in_place = opt.str("method") == "in-place";
-    o.in_place_min_run_bytes = static_cast<std::size_t>(opt.num("min-run"));
-    o.node_shared = opt.str("transport") == "shared";
+    o.open_fill = open == "keep" ? HaloOptions::OpenFill::Keep : HaloOptions::OpenFill::Zero;
+    o.in_place = method == "in-place";
+    o.in_place_min_run_bytes = static_cast<std::size_t>(min_run);
+    o.node_shared = transport == "shared";
     HaloExchange ex(mesh, spec, ws, o);
     // Theoretical ghost volume: padded cells inside the domain that this rank does not own.
     const Index ghost = intersect(h.padded_box(), domain).volume() - h.interior_box().volume();
