@@ -242,8 +242,12 @@ json run(Context& ctx, const cli::Args& opt) {
   const auto which = opt.choices("which", {"2d", "3d"});
   json rows = json::array();
   if (which.count("2d")) {
-    for (double n : opt.numbers("n2d"))
+    for (double n : opt.numbers("n2d")) {
+      // Whole sides in range (2.7 was cut to 2; nan or 1e30 wrapped in the cast).
+      if (!(n >= 1 && n <= double(Index{1} << 20) && n == std::floor(n)))
+        throw Error("option --n2d: " + std::to_string(n) + " is not a grid side 1..1048576");
       rows.push_back(run_one(ctx, opt, 2, static_cast<Index>(n), size_option(opt, "c2d"), threads));
+    }
   }
   if (which.count("3d"))
     rows.push_back(run_one(ctx, opt, 3, opt.integer_in("n3d", 1, Index{1} << 20),
