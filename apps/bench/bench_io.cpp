@@ -53,6 +53,13 @@ json run(Context& ctx, const cli::Args& opt) {
   const std::vector<Index> shape = {1, 1, Z, Y, X};
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = opt.has("dir") ? opt.str("dir") : tmp && *tmp ? tmp : "/tmp";
+  if (dir.empty()) throw Error("option --dir: an empty folder name (it made the file at /)");
+  const auto yes = [&](const std::string& name) {  // yes or no, nothing else
+    const auto v = opt.choices(name, {"yes", "no"});
+    if (v.size() != 1) throw Error("option --" + name + " is yes or no");
+    return *v.begin() == "yes";
+  };
+  const bool also_grid = yes("grid"), keep = yes("keep");
   long pid = static_cast<long>(getpid());
   MPI_Bcast(&pid, 1, MPI_LONG, 0, ctx.world());
   const std::string path = dir + "/tessera-bench-io-" + std::to_string(pid) + ".h5";
@@ -143,7 +150,7 @@ json run(Context& ctx, const cli::Args& opt) {
     };
     measure("slab", line, slab, 0);
     measure("slab", line, slab, 1);
-    if (opt.str("grid") == "yes") {
+    if (also_grid) {
       const Mesh grid = Mesh::for_grid(ctx.world(), {Z, Y, X});
       const ShardSpec g(shape, {Replicate(), Replicate(), Shard(0), Shard(1), Shard(2)}, grid);
       measure("grid", grid, g, 0);
@@ -155,7 +162,7 @@ json run(Context& ctx, const cli::Args& opt) {
     throw;
   }
   MPI_Barrier(ctx.world());
-  if (ctx.rank() == 0 && opt.str("keep") != "yes") std::filesystem::remove(path);
+  if (ctx.rank() == 0 && !keep) std::filesystem::remove(path);
   (void)bytes;
   (void)all_ok;
   return rows;
