@@ -50,7 +50,29 @@ def parse_size(text):
         raise argparse.ArgumentTypeError(f"size '{text}' is not WxH in pixels")
     if w < 100 or h < 100:
         raise argparse.ArgumentTypeError(f"size '{text}': at least 100x100 pixels")
+    if w > 20000 or h > 20000:
+        raise argparse.ArgumentTypeError(f"size '{text}': at most 20000x20000 pixels")
     return w, h
+
+
+def parse_dpi(text):
+    try:
+        d = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"dpi '{text}' is not a whole number")
+    if not 10 <= d <= 1200:
+        raise argparse.ArgumentTypeError(f"dpi {d}: 10 to 1200")
+    return d
+
+
+def png_path(text):
+    """The PNG to write: a file name ending in .png (a folder, or a name matplotlib would
+    turn into NAME.png behind the caller's back, is refused)."""
+    if not text or text.endswith("/") or os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"'{text}' is a folder, not a PNG file name")
+    if not text.lower().endswith(".png"):
+        raise argparse.ArgumentTypeError(f"'{text}' does not end in .png")
+    return text
 
 
 def new_figure(size, dpi, rows, cols):
@@ -463,10 +485,11 @@ def main(argv):
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(sp):
-        sp.add_argument("out", metavar="OUT.png", help="the PNG file to write")
+        sp.add_argument("out", metavar="OUT.png", type=png_path, help="the PNG file to write")
         sp.add_argument("--size", type=parse_size, metavar="WxH",
                         help="image size in pixels (default depends on the plot)")
-        sp.add_argument("--dpi", type=int, default=100, help="dots per inch (default 100)")
+        sp.add_argument("--dpi", type=parse_dpi, default=100,
+                        help="dots per inch, 10 to 1200 (default 100)")
 
     f = sub.add_parser("fields", help="input, prediction, target and error side by side",
                        description="Input, prediction, target and error maps of one sample side "
@@ -521,6 +544,9 @@ def main(argv):
         a.run(a)
     except OSError as e:  # a missing or unreadable input: one line, not a traceback
         print(f"plot.py {a.command}: {e.strerror or e}: {e.filename}", file=sys.stderr)
+        return 1
+    except ValueError as e:  # a cell that is no number in a metrics file, ...
+        print(f"plot.py {a.command}: {e}", file=sys.stderr)
         return 1
     return 0
 
