@@ -94,6 +94,7 @@ json run(Context& ctx, const cli::Args& opt) {
     return rows;
   }
   // Every model's options checked before the first is timed.
+  if (opt.list("models").empty()) throw Error("option --models: an empty list (no model to time)");
   for (const std::string& model : opt.list("models")) setup_of(opt, model);
   for (const std::string& model : opt.list("models")) {
     if (has("strong")) {

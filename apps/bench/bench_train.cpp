@@ -36,7 +36,7 @@ StepSetup step_setup(const cli::Args& opt, Index batch, const std::vector<Index>
   s.grid = grid;
   s.reps = reps_option(opt);
   s.warmup = int_option(opt, "warmup", 0);
-  s.deterministic = opt.num("deterministic") != 0;
+  s.deterministic = opt.integer_in("deterministic", 0, 1) != 0;  // 2 was read as 1
   s.ghost_room = opt.num("ghost-room") != 0;
   return s;
 }

@@ -52,6 +52,7 @@ json merge_parts(const std::string& case_name, const std::vector<std::string>& f
   for (const auto& f : files) {
     if (!seen.insert(std::filesystem::weakly_canonical(f).string()).second)
       throw Error("bench merge: " + f + " is given twice (its rows would count twice)");
+    if (std::filesystem::is_directory(f)) throw Error("bench merge: " + f + " is a folder");
     std::ifstream in(f);
     if (!in) throw Error("bench merge: cannot read " + f);
     json part;

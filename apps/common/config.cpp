@@ -634,7 +634,9 @@ void check_complete(const TrainConfig& c) {
   if (c.train.checkpoint_dir.empty())
     fail("train.checkpoint_dir is empty: name a directory (\".\" for the working directory)");
   if (c.train.steps == 0 && c.train.epochs == 0)
-    fail("neither train.steps nor train.epochs is set; set one of them");
+    fail(
+        "train.steps and train.epochs are both 0 (unset): set one of them to the length of "
+        "the run");
 }
 
 std::vector<std::string> unused_model_keys(const TrainConfig& c) {

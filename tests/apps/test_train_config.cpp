@@ -252,7 +252,7 @@ TEST_CASE("config errors: out of range, bad choices, inconsistent keys", "[confi
   MPI_CHECK_ERROR(parse("", {"data.targets="}), "data.targets must name at least one field");
   MPI_CHECK_ERROR(check_complete(parse("", {"train.steps=3"})), "data.path is not set");
   MPI_CHECK_ERROR(check_complete(parse("", {"data.path=x.h5"})),
-                  "neither train.steps nor train.epochs");
+                  "train.steps and train.epochs are both 0 (unset)");
   MPI_CHECK(test::error_of([] { check_complete(parse(kFull)); }).empty());
 }
 
