@@ -4,7 +4,8 @@
 # them) for 200 steps with a falling loss, runs the trained model on grids twice as large,
 # draws the prediction beside the truth and the training curves (scripts/plot.py), and
 # says where everything is.
-#   TESSERA_DEMO_OUT   output folder (default: demo-out/)
+#   TESSERA_DEMO_OUT   output folder (default: demo-out/ in the repository; a relative
+#                      path given here is taken from the calling directory)
 #   TESSERA_DEMO_RANKS ranks (default 4)
 #   TESSERA_DEMO_MODEL unet (default: 32x32 training, 64x64 inference), fno (64x64
 #                      training, 128x128 inference; scripts/demo/darcy_fno.toml), vit (32x32
@@ -31,6 +32,7 @@ for arg in "$@"; do
 done
 ranks=${TESSERA_DEMO_RANKS:-4}
 [[ $ranks =~ ^[1-9][0-9]*$ ]] || { echo "demo: TESSERA_DEMO_RANKS=$ranks is not a rank count >= 1" >&2; exit 2; }
+caller=$PWD
 cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${TESSERA_BUILD_DIR:-build}
@@ -40,6 +42,8 @@ source scripts/mpi-env.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 bin=$(cd "$build/apps" && pwd)
 out=${TESSERA_DEMO_OUT:-demo-out}
+# A folder the caller names is taken from where they called from; the default is the repo's.
+[ -n "${TESSERA_DEMO_OUT:-}" ] && [[ $out != /* ]] && out=$caller/$out
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 run() { "${TESSERA_MPIRUN[@]}" -np "$ranks" "$@"; }
