@@ -110,7 +110,7 @@ int run_case(Context& ctx, const std::string& name, const std::vector<std::strin
     std::error_code ec;
     const bool existed = std::filesystem::exists(out, ec);
     if (out.empty() || std::filesystem::is_directory(out, ec) || !std::ofstream(out, std::ios::app))
-      bad_out = "--out = '" + out + "' cannot be written (a folder, a missing folder or no name)";
+      bad_out = "cannot write --out = '" + out + "' (a folder, a missing folder or no name)";
     else if (!existed)
       std::filesystem::remove(out, ec);  // made only to try it
   }
