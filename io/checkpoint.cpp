@@ -251,10 +251,7 @@ std::vector<std::string> list_checkpoints(const std::string& dir, MPI_Comm comm)
     });
     for (const auto& f : found) joined += f + "\n";
   }
-  int n = static_cast<int>(joined.size());
-  TESSERA_MPI(MPI_Bcast(&n, 1, MPI_INT, 0, comm));
-  joined.resize(static_cast<std::size_t>(n));
-  TESSERA_MPI(MPI_Bcast(joined.data(), n, MPI_CHAR, 0, comm));
+  joined = broadcast_string(comm, joined);
   std::vector<std::string> out;
   std::stringstream ss(joined);
   for (std::string line; std::getline(ss, line);) out.push_back(line);

@@ -12,6 +12,7 @@
 
 #include "decomp/error.hpp"
 #include "io/h5_types.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/bounded_failure.hpp"
 #include "runtime/tensor/tensor.hpp"
 
@@ -110,10 +111,7 @@ void File::check_unchanged() const {
                  : std::string("it was modified")) +
             "): the values read may mix old and new; run again on a file that stays put";
   }
-  int len = static_cast<int>(why.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, comm_);
-  why.resize(static_cast<std::size_t>(len));
-  MPI_Bcast(why.data(), len, MPI_CHAR, 0, comm_);
+  why = broadcast_string(comm_, why);
   if (!why.empty()) throw Error(why);
 }
 

@@ -187,10 +187,7 @@ Handle open_parallel(const std::string& path, MPI_Comm comm, Mode mode) {
     // "MPI_ERR_ACCESS: invalid access mode".
     if (rank == 0 && why.empty() && mode == Mode::ReadWrite && ::access(path.c_str(), W_OK) != 0)
       why = std::string("it is to be written in place, and cannot be: ") + std::strerror(errno);
-    int len = static_cast<int>(why.size());
-    MPI_Bcast(&len, 1, MPI_INT, 0, comm);
-    why.resize(static_cast<std::size_t>(len));
-    MPI_Bcast(why.data(), len, MPI_CHAR, 0, comm);
+    why = broadcast_string(comm, why);
     if (!why.empty()) throw Error("cannot open HDF5 file '" + path + "': " + why);
   }
   Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate(file access)"));

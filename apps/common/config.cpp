@@ -210,19 +210,23 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// The candidate within 2 edits of `word` (the closest, the first of equals), else "".
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = 3;  // suggest only close matches
+  for (const std::string& c : candidates)
+    if (const std::size_t d = edit_distance(word, c); d < best_d) best_d = d, best = c;
+  return best;
+}
+
 std::string unknown_key_message(const std::string& section, const std::string& key,
                                 const std::string& where) {
   std::vector<std::string> keys;
-  std::string best;
-  std::size_t best_d = 3;  // suggest only close matches
-  for (const Field& f : schema()) {
-    if (section != f.section) continue;
-    keys.push_back(f.key);
-    const std::size_t d = edit_distance(key, f.key);
-    if (d < best_d) best_d = d, best = f.name();
-  }
+  for (const Field& f : schema())
+    if (section == f.section) keys.push_back(f.key);
+  const std::string best = closest(key, keys);
   std::string msg = "unknown key '" + section + "." + key + "' " + where;
-  if (!best.empty()) msg += "; did you mean '" + best + "'?";
+  if (!best.empty()) msg += "; did you mean '" + section + "." + best + "'?";
   return msg + " (keys of [" + section + "]: " + join(keys) + ")";
 }
 
@@ -491,10 +495,7 @@ void check_range(const Field& f, TrainConfig& c) {
   if (!f.choices.empty()) {
     const std::string& v = *std::get<3>(r);
     if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end()) {
-      std::string best;
-      std::size_t best_d = 3;  // suggest only close matches ("neighborhood")
-      for (const std::string& choice : f.choices)
-        if (const std::size_t d = edit_distance(v, choice); d < best_d) best_d = d, best = choice;
+      const std::string best = closest(v, f.choices);  // "neighborhood" -> "neighbourhood"
       fail(f.name() + " = " + quote(v) + " is not " + range_text(f, false) +
            (best.empty() ? "" : "; did you mean " + quote(best) + "?"));
     }

@@ -133,4 +133,12 @@ void collective_run(MPI_Comm comm, const std::function<void()>& fn) {
   collective_check(comm, ok, msg);
 }
 
+std::string broadcast_string(MPI_Comm comm, std::string s) {
+  int len = static_cast<int>(s.size());
+  TESSERA_MPI(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
+  s.resize(static_cast<std::size_t>(len));
+  TESSERA_MPI(MPI_Bcast(s.data(), len, MPI_CHAR, 0, comm));
+  return s;
+}
+
 }  // namespace tessera

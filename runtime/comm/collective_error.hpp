@@ -27,4 +27,7 @@ void collective_check(MPI_Comm comm, bool ok, const std::string& msg, const std:
 // Runs fn on every rank; an exception on any rank becomes a collective Error on all.
 void collective_run(MPI_Comm comm, const std::function<void()>& fn);
 
+// Collective: rank 0's `s` on every rank (what rank 0 alone found: a file's state, a listing).
+std::string broadcast_string(MPI_Comm comm, std::string s);
+
 }  // namespace tessera
