@@ -199,12 +199,32 @@ std::vector<Index> Sampler::next() {
   b.reserve(static_cast<std::size_t>(batch_));
   const Index n = static_cast<Index>(perm_.size());
   while (static_cast<Index>(b.size()) < batch_) {
-    if (cursor_ >= n) new_epoch();
+    if (cursor_ >= n) {
+      new_epoch();
+      keep_out_of_head(b);
+    }
     const Index take = std::min(batch_ - static_cast<Index>(b.size()), n - cursor_);
     b.insert(b.end(), perm_.begin() + cursor_, perm_.begin() + cursor_ + take);
     cursor_ += take;
   }
   return b;
+}
+
+void Sampler::keep_out_of_head(const std::vector<Index>& taken) {
+  // A batch that spans two epochs must not draw a sample twice (a shuffle can put the old
+  // epoch's last samples first in the new one): the new epoch's first positions that this
+  // batch fills swap any sample already taken with the next one further on that is not.
+  // The epoch stays a permutation, so every sample is still drawn once per pass.
+  if (taken.empty()) return;
+  std::vector<char> in_batch(perm_.size(), 0);
+  for (Index s : taken) in_batch[static_cast<std::size_t>(s)] = 1;
+  const std::size_t head = static_cast<std::size_t>(batch_) - taken.size();
+  std::size_t next = head;
+  for (std::size_t i = 0; i < head; ++i) {
+    if (!in_batch[static_cast<std::size_t>(perm_[i])]) continue;
+    while (in_batch[static_cast<std::size_t>(perm_[next])]) ++next;
+    std::swap(perm_[i], perm_[next++]);
+  }
 }
 
 std::string Sampler::state() const {

@@ -78,7 +78,8 @@ std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index 
 
 // Data-sampling state: the epoch's permutation of the training samples and the position
 // in it, with the generator that draws the next permutation. Batches are cut from the
-// stream of permutations (one may hold the end of one epoch and the start of the next).
+// stream of permutations (one may hold the end of one epoch and the start of the next,
+// never a sample twice).
 class Sampler {
  public:
   Sampler(Index train_samples, Index batch, bool shuffle, std::uint64_t seed);
@@ -89,6 +90,7 @@ class Sampler {
 
  private:
   void new_epoch();
+  void keep_out_of_head(const std::vector<Index>& taken);
   Index batch_;
   bool shuffle_;
   std::mt19937_64 rng_;

@@ -4,6 +4,7 @@
 // a mesh that does not fit the rank count) - errors name the key and are collective.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -418,4 +419,30 @@ TEST_CASE("sampler: batches are cut from the stream of epochs, every sample once
   bool same = true;
   for (const auto& want : after) same = same && b.next() == want;
   MPI_CHECK(same);
+  // No batch draws a sample twice where it spans two shuffled epochs (it did: the shuffle
+  // may put the old epoch's last samples first), and every pass still draws each sample
+  // once: many seeds and shapes, down to a batch of all samples but one.
+  int repeated = 0, uneven = 0, spans = 0;
+  for (Index n : {2, 3, 5, 7, 8}) {
+    for (Index batch = 1; batch < n; ++batch) {
+      for (std::uint64_t seed = 0; seed < 40; ++seed) {
+        Sampler s(n, batch, true, seed);
+        std::vector<int> seen(static_cast<std::size_t>(n), 0);
+        for (Index step = 0; step < n; ++step) {  // n batches: exactly `batch` passes
+          const std::int64_t epoch_before = s.epoch();
+          std::vector<Index> drawn_now = s.next();
+          spans += s.epoch() != epoch_before;
+          std::vector<Index> sorted = drawn_now;
+          std::sort(sorted.begin(), sorted.end());
+          repeated += std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+          for (Index i : drawn_now) ++seen[static_cast<std::size_t>(i)];
+        }
+        uneven += seen != std::vector<int>(static_cast<std::size_t>(n), static_cast<int>(batch));
+      }
+    }
+  }
+  INFO(spans << " batches that began a new epoch");
+  MPI_CHECK(spans > 1000);
+  MPI_CHECK(repeated == 0);
+  MPI_CHECK(uneven == 0);
 }
