@@ -100,7 +100,7 @@ else
 fi
 if run -np 1 -x OMP_NUM_THREADS=8 "$apps/tessera-bench" attention --which=local --seq=1024,4096,16384 \
   --threads=8 --out="$logs/attention.json" >"$logs/bench-attention.log" 2>&1; then
-  grep -E "^ *(what|local)" "$logs/bench-attention.log" | cut -c1-130
+  grep -E "^ *(what|local)" "$logs/bench-attention.log" | cut -c1-180
 else
   printf '%-40s %s\n' "attention benchmark" FAIL
   tail -5 "$logs/bench-attention.log"

@@ -8,6 +8,10 @@
 //      transfer time not hidden (waits), for E = T(1 rank, 1 thread) / (min(N, cores) x
 //      T(N ranks, 1 thread each));
 //  (c) ring vs all-to-all vs all-gather on the same problem and ranks.
+// Every row's result is checked untimed (max_error, correct): the local kernel on sampled
+// query and key rows against float64 sums, the device paths against the host kernel, the
+// sharded algorithms' output and gradients against the host kernel on the whole sequence,
+// and neighbourhood attention's output and gradients against the layer on one rank.
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -15,9 +19,12 @@
 #include <algorithm>
 #include <iostream>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <vector>
 
 #include "apps/bench/cases.hpp"
+#include "apps/bench/result_check.hpp"
 #include "apps/bench/timing.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/device/device.hpp"
@@ -25,6 +32,7 @@
 #include "runtime/attention/sequence_attention.hpp"
 #include "runtime/attention/zigzag_ring.hpp"
 #include "runtime/comm/comm_timers.hpp"
+#include "runtime/comm/grad_sync.hpp"
 
 namespace tessera::bench {
 namespace {
@@ -65,9 +73,15 @@ class Sgemm {
 // The same problem on the device by one path (cuBLAS GEMMs and row passes, or the fused
 // kernels; each timed call waits for its work), in float32 or bfloat16 (the inputs rounded to
 // nearest even).
+// The host kernel's results of one problem, which the device rows must reproduce.
+struct HostResults {
+  const std::vector<float>&out, &dq, &dk, &dv;
+};
+
 json device_row(kernels::AttentionDesc a, DType t, kernels::CudaAttentionPath path,
                 const std::vector<float>& q, const std::vector<float>& k,
-                const std::vector<float>& v, const std::vector<float>& g, int threads) {
+                const std::vector<float>& v, const std::vector<float>& g, const HostResults& host,
+                int threads) {
   a.type = t;
   const kernels::CudaAttentionPath before = kernels::cuda_attention_path();
   kernels::set_cuda_attention_path(path);
@@ -95,6 +109,23 @@ json device_row(kernels::AttentionDesc a, DType t, kernels::CudaAttentionPath pa
     kernels::attention_backward(dev, a, dq_in, dk_in, dv_in, out, dg, lse, dq, dk, dv);
     device::synchronize(dev);
   });
+  // Untimed: the last call's results against the host kernel's (bfloat16 inputs round to 8
+  // bits of mantissa, so its bound is that of the rounding, not of the sums).
+  auto down = [&](const void* p) {
+    std::vector<float> h(q.size());
+    if (t == DType::bf16) {
+      std::vector<bf16_t> b(q.size());
+      device::copy(b.data(), p, bytes, device::Copy::DeviceToHost);
+      for (std::size_t i = 0; i < b.size(); ++i) h[i] = float_from_bf16(b[i]);
+    } else {
+      device::copy(h.data(), p, bytes, device::Copy::DeviceToHost);
+    }
+    return h;
+  };
+  double err = 0;
+  for (auto [dev_p, want] :
+       {std::pair{out, &host.out}, {dq, &host.dq}, {dk, &host.dk}, {dv, &host.dv}})
+    err = std::max(err, rel_max_diff(down(dev_p).data(), want->data(), want->size()));
   for (void* p : {dq_in, dk_in, dv_in, dg, out, dq, dk, dv, static_cast<void*>(lse)})
     device::free(p);
   kernels::set_cuda_attention_path(before);
@@ -106,7 +137,9 @@ json device_row(kernels::AttentionDesc a, DType t, kernels::CudaAttentionPath pa
           {"threads", threads},
           {"t_s", tf.median_s + tb.median_s},
           {"t_fwd_s", tf.median_s},
-          {"GFLOPs", 3.5 * flops_f / (tf.median_s + tb.median_s) / 1e9}};
+          {"GFLOPs", 3.5 * flops_f / (tf.median_s + tb.median_s) / 1e9},
+          {"max_error", err},
+          {"correct", err <= (t == DType::bf16 ? 5e-2 : 1e-3)}};
 }
 
 json local_rows(const cli::Args& opt, int threads) {
@@ -128,7 +161,7 @@ json local_rows(const cli::Args& opt, int threads) {
       q[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
       k[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i)));
       v[i] = static_cast<float>(std::sin(0.05 * static_cast<double>(i)));
-      g[i] = 1e-3f;
+      g[i] = static_cast<float>(1e-3 * std::cos(0.23 * static_cast<double>(i)));
     }
     std::vector<double> lse(static_cast<std::size_t>(heads * S));
     const auto fwd = [&] {
@@ -156,6 +189,11 @@ json local_rows(const cli::Args& opt, int threads) {
     const double gemm = sgemm.gflops(t[2].median_s / gemm_reps);
     const double flops_f = 4.0 * static_cast<double>(S) * S * d * heads;
     const double gf = (flops_f + 2.5 * flops_f) / (tf.median_s + tb.median_s) / 1e9;
+    // Untimed: the last repetition's results (forward then backward) on 16 query and 16 key
+    // rows per head against float64 sums.
+    const double err =
+        sampled_attention_error(a, q.data(), k.data(), v.data(), out.data(), lse.data(), g.data(),
+                                dq.data(), dk.data(), dv.data(), 16);
     rows.push_back({{"what", "local fwd+bwd"},
                     {"S", S},
                     {"ranks", 1},
@@ -164,13 +202,72 @@ json local_rows(const cli::Args& opt, int threads) {
                     {"t_fwd_s", tf.median_s},
                     {"GFLOPs", gf},
                     {"gemm_GFLOPs", gemm},
-                    {"of_gemm", gf / gemm}});
+                    {"of_gemm", gf / gemm},
+                    {"max_error", err},
+                    {"correct", err <= 1e-4}});
     if (device::count() > 0)
       for (auto path : {kernels::CudaAttentionPath::Gemm, kernels::CudaAttentionPath::Fused})
         for (DType t : {DType::f32, DType::bf16})
-          rows.push_back(device_row(a, t, path, q, k, v, g, threads));
+          rows.push_back(device_row(a, t, path, q, k, v, g, {out, dq, dk, dv}, threads));
   }
   return rows;
+}
+
+// The whole-sequence answer the sharded rows must give, on mesh rank 0: the host kernel on
+// (x, x, x), its output and the gradients for dout = that output, causal or not (each
+// computed the first time it is asked for).
+class WholeSequence {
+ public:
+  struct Result {
+    Tensor out, dq, dk, dv;
+  };
+  explicit WholeSequence(const ShardTensor& x) : x_(x.gather(0)) {}
+  const Result& get(bool causal) {
+    Result& r = results_[causal];
+    if (r.out.defined()) return r;
+    kernels::AttentionDesc a;
+    a.batch = x_.shape()[0];
+    a.sq = a.sk = x_.shape()[1];
+    a.d = x_.shape()[2];
+    a.causal = causal;
+    a.type = DType::f32;
+    for (Tensor* t : {&r.out, &r.dq, &r.dk, &r.dv}) *t = Tensor::empty(x_.shape(), DType::f32);
+    std::vector<double> lse(static_cast<std::size_t>(a.batch * a.sq));
+    const void* x = x_.data<float>();
+    kernels::attention_forward(Device::host(), a, x, x, x, r.out.data<float>(), lse.data());
+    kernels::attention_backward(Device::host(), a, x, x, x, r.out.data<float>(),
+                                r.out.data<float>(), lse.data(), r.dq.data<float>(),
+                                r.dk.data<float>(), r.dv.data<float>());
+    return r;
+  }
+
+ private:
+  Tensor x_;
+  std::map<bool, Result> results_;
+};
+
+// One untimed forward and backward of a sharded algorithm on x against the whole sequence:
+// the output, then the gradients for dout = the whole answer's output (scattered as the
+// output is laid out). The largest relative error, on every rank.
+double sharded_error(
+    const ShardTensor& x, WholeSequence& whole, bool causal,
+    const std::function<ShardTensor()>& forward,
+    const std::function<std::array<ShardTensor, 3>(const ShardTensor&)>& backward) {
+  const Mesh& mesh = x.mesh();
+  const bool root = mesh.rank() == 0;
+  const ShardTensor y = forward();
+  const Tensor y_all = y.gather(0);
+  const WholeSequence::Result* want = root ? &whole.get(causal) : nullptr;
+  sleeping_barrier(mesh.comm());  // the others sleep while rank 0 computes the answer
+  const ShardTensor dout = ShardTensor::scatter(mesh, root ? want->out : Tensor(), y.spec());
+  const std::array<ShardTensor, 3> grads = backward(dout);
+  double err = 0;
+  const Tensor dq = grads[0].gather(0), dk = grads[1].gather(0), dv = grads[2].gather(0);
+  if (root)
+    err = std::max({rel_max_diff(y_all, want->out), rel_max_diff(dq, want->dq),
+                    rel_max_diff(dk, want->dk), rel_max_diff(dv, want->dv)});
+  TESSERA_MPI(MPI_Bcast(&err, 1, MPI_DOUBLE, 0, mesh.comm()));
+  return err;
 }
 
 json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
@@ -183,6 +280,7 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
   Tensor x = Tensor::empty(spec.local_shape(mesh.coords()), DType::f32);
   for (Index i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.3 * i));
   const ShardTensor t = ShardTensor::unchecked(mesh, spec, x);
+  WholeSequence whole(t);
   const auto algos =
       opt.choices("algos", {"ring", "all_to_all", "all_gather", "ring_causal", "zigzag"});
   const auto wanted = [&](const std::string& n) { return algos.count(n) > 0; };
@@ -198,13 +296,18 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
         },
         [] { return comm_times().alltoall_s; });
     const Timing& tm = st.total;
+    const double err = sharded_error(
+        t, whole, false, [&] { return att.forward(t, t, t); },
+        [&](const ShardTensor& dout) { return att.backward(dout); });
     rows.push_back({{"what", name_of(algo) + " fwd+bwd"},
                     {"S", S},
                     {"ranks", mesh.size()},
                     {"threads", threads},
                     {"cores", std::max(1, omp_get_num_procs())},
                     {"t_s", tm.median_s},
-                    {"t_comm_wait_s", st.part_s}});
+                    {"t_comm_wait_s", st.part_s},
+                    {"max_error", err},
+                    {"correct", err <= 1e-4}});
   }
   // Causal: the plain ring (rank r works on r + 1 blocks) against the zig-zag layout.
   for (bool zigzag : {false, true}) {
@@ -226,13 +329,18 @@ json sharded_rows(Context& ctx, const cli::Args& opt, int threads) {
         },
         [] { return comm_times().alltoall_s; });
     const Timing& tm = st.total;
+    const double err = sharded_error(
+        t, whole, true, [&] { return zigzag ? zz.forward(t, t, t) : ring.forward(t, t, t); },
+        [&](const ShardTensor& dout) { return zigzag ? zz.backward(dout) : ring.backward(dout); });
     rows.push_back({{"what", zigzag ? "zigzag causal fwd+bwd" : "ring causal fwd+bwd"},
                     {"S", S},
                     {"ranks", mesh.size()},
                     {"threads", threads},
                     {"cores", std::max(1, omp_get_num_procs())},
                     {"t_s", tm.median_s},
-                    {"t_comm_wait_s", st.part_s}});
+                    {"t_comm_wait_s", st.part_s},
+                    {"max_error", err},
+                    {"correct", err <= 1e-4}});
   }
   return rows;
 }
@@ -257,13 +365,40 @@ json neighbourhood_rows(Context& ctx, const cli::Args& opt, int threads) {
     const ShardTensor y = na.forward(t);
     na.backward(y);
   });
+  // Untimed: the output, the input's gradient and the parameters' (summed over the ranks)
+  // against the same layer on one rank over the whole grid, for dout = that layer's output.
+  const bool root = mesh.rank() == 0;
+  const Tensor x_all = t.gather(0);
+  const ShardTensor y = na.forward(t);
+  const Tensor y_all = y.gather(0);
+  NeighborhoodAttention whole(o);
+  Tensor y_want, dx_want;
+  if (root) {
+    const Mesh self(MPI_COMM_SELF, {1}, {"self"});
+    y_want = whole.forward(ShardTensor(self, ShardSpec::replicated(shape, self), x_all)).local();
+    dx_want = whole.backward(ShardTensor(self, ShardSpec::replicated(shape, self), y_want)).local();
+  }
+  sleeping_barrier(mesh.comm());  // the others sleep while rank 0 computes the answer
+  for (Parameter* p : na.parameters()) p->grad.zero();
+  const Tensor dx_all = na.backward(ShardTensor::scatter(mesh, y_want, y.spec())).gather(0);
+  sync_grads(mesh, na.parameters());
+  double err = 0;
+  if (root) {
+    err = std::max(rel_max_diff(y_all, y_want), rel_max_diff(dx_all, dx_want));
+    const auto got = na.parameters(), want = whole.parameters();
+    for (std::size_t i = 0; i < got.size(); ++i)
+      err = std::max(err, rel_max_diff(got[i]->grad, want[i]->grad));
+  }
+  TESSERA_MPI(MPI_Bcast(&err, 1, MPI_DOUBLE, 0, mesh.comm()));
   json rows = json::array();
   rows.push_back({{"what", "neighbourhood fwd+bwd"},
                   {"S", n * n},
                   {"ranks", mesh.size()},
                   {"threads", threads},
                   {"cores", std::max(1, omp_get_num_procs())},
-                  {"t_s", tm.median_s}});
+                  {"t_s", tm.median_s},
+                  {"max_error", err},
+                  {"correct", err <= 1e-4}});
   return rows;
 }
 
@@ -286,6 +421,10 @@ json run(Context& ctx, const cli::Args& opt) {
 
 json goals(const json& rows) {
   json g = json::array();
+  bool correct = true;
+  for (const auto& r : rows)
+    correct = correct && r.contains("correct") && r.at("correct").get<bool>();
+  g.push_back(goal("every result checked correct", correct ? 1 : 0, "==", 1));
   for (const auto& r : rows) {
     if (r.contains("of_gemm"))
       g.push_back(goal("local attention fwd+bwd S=" + std::to_string(int(r.at("S"))) +
@@ -328,8 +467,8 @@ Case attention_case() {
       {"local_reps", "N", "timed repetitions of the local kernel (after one untimed)", "3"},
       {"threads", "N", "OpenMP threads per rank", "1"}};
   c.rank_counts = {1, 2, 4};
-  c.columns = {"what",    "S",      "ranks",       "threads", "t_s",
-               "t_fwd_s", "GFLOPs", "gemm_GFLOPs", "of_gemm", "t_comm_wait_s"};
+  c.columns = {"what",   "S",           "ranks",   "threads",       "t_s",       "t_fwd_s",
+               "GFLOPs", "gemm_GFLOPs", "of_gemm", "t_comm_wait_s", "max_error", "correct"};
   c.run = run;
   c.goals = goals;
   return c;

@@ -9,6 +9,8 @@
 //  (c) peak memory per rank against (one-rank peak / N + this rank's ghost bytes), measured
 //      in a pass where the caller keeps neither x nor y, as a network does.
 // At more than one rank it also times the layer with ConvOptions::overlap (t_overlap_s).
+// Every timed path's output and input gradient is checked untimed at sampled points of each
+// rank's block, its faces first, against float64 sums (max_error, correct).
 // Options: --n2d (one size or a list: --n2d=1024,2048) --c2d --n3d --c3d, --which=2d,3d,
 // --reps, --warmup, --threads.
 #include <omp.h>
@@ -21,26 +23,13 @@
 #include <tuple>
 
 #include "apps/bench/cases.hpp"
+#include "apps/bench/result_check.hpp"
 #include "apps/bench/timing.hpp"
 #include "runtime/nn/conv_layer.hpp"
 #include "kernels/device/memory.hpp"
 
 namespace tessera::bench {
 namespace {
-
-Tensor pseudo_random(const std::vector<Index>& shape, unsigned seed) {
-  Tensor t = Tensor::empty(shape, DType::f32);
-  float* p = t.data<float>();
-  const Index n = t.numel();
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < n; ++i) {
-    std::uint64_t h =
-        (static_cast<std::uint64_t>(i) + seed * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
-    p[i] = static_cast<float>(h % 2001) / 1000.0f - 1.0f;
-  }
-  return t;
-}
 
 // The bare oneDNN primitives of the same conv on a whole (unsharded) tensor: plain
 // activations, weights in the layout oneDNN prefers (reordered once, outside the timing).
@@ -113,7 +102,7 @@ double max_over(MPI_Comm comm, double v) {
 // The layer's input as its producer in a graph writes it: into the conv's ghost room
 // (a plain shard where the layer exchanges nothing).
 ShardTensor input_in_room(ConvNd& layer, const Mesh& mesh, const ShardSpec& spec, unsigned seed) {
-  const Tensor v = pseudo_random(spec.local_shape(mesh.coords()), seed);
+  const Tensor v = hashed_block(spec, mesh.coords(), seed);
   const HaloWidths room = layer.input_room(mesh, spec);
   if (room.empty()) return ShardTensor(mesh, spec, v);
   const ShardTensor x = ShardTensor::with_room(mesh, spec, room, v.dtype(), v.space());
@@ -140,7 +129,9 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
   ConvNd layer(o);
   const ShardSpec out_spec = layer.output_spec(spec);
   const auto coords = mesh.coords();
-  const unsigned seed = static_cast<unsigned>(mesh.rank()) + 1;
+  // The input and the output gradient are hashes of the global index, so every rank can
+  // compute the answer at any point of its block (the untimed check below).
+  const unsigned seed = 1, dy_seed = 8;
 
   // (c) memory, network-like: x handed over and dropped, dy made while y lives, y dropped.
   release_cached_host_memory();
@@ -153,7 +144,7 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
       {
         ShardTensor y;
         { y = layer.forward(input_in_room(layer, mesh, spec, seed)); }
-        dy = ShardTensor(mesh, out_spec, pseudo_random(out_spec.local_shape(coords), seed + 7));
+        dy = ShardTensor(mesh, out_spec, hashed_block(out_spec, coords, dy_seed));
       }
       dx = layer.backward_in_room(dy);
     }
@@ -174,7 +165,7 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
   // back) are timed alternately with it.
   const ShardTensor x = input_in_room(layer, mesh, spec, seed);
   const ShardTensor x_plain = x.without_room();
-  const ShardTensor dy(mesh, out_spec, pseudo_random(out_spec.local_shape(coords), seed + 7));
+  const ShardTensor dy(mesh, out_spec, hashed_block(out_spec, coords, dy_seed));
   auto step = [&] {
     layer.forward(x);
     layer.backward_in_room(dy);
@@ -206,7 +197,16 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
               {"t_layer_min_s", t.min_s},
               {"peak_mib", max_over(mesh.comm(), peak) / (1 << 20)},
               {"ghost_mib", max_over(mesh.comm(), ghost_bytes) / (1 << 20)}};
+  // Untimed: the layer's output and input gradient (and the overlapped layer's) at sampled
+  // points of every rank's block, its faces first, against float64 sums.
+  const auto check = [&](ConvNd& l, const ShardTensor& in, bool in_room) {
+    const ShardTensor y = l.forward(in), dx = in_room ? l.backward_in_room(dy) : l.backward(dy);
+    return sampled_conv_error(spec, coords, l.weight().value, l.bias()->value, seed, dy_seed,
+                              y.local(), dx.local());
+  };
+  double err = check(layer, x, true);
   if (mesh.size() > 1) {
+    err = std::max(err, check(layer, x_plain, false));
     row["t_plain_s"] = tp.median_s;
     // The same layer with the interior computed while the halo travels.
     ConvOptions ov = o;
@@ -218,6 +218,7 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
     });
     row["t_overlap_s"] = to.median_s;
     row["overlap_speedup"] = t.median_s / to.median_s;
+    err = std::max(err, check(overlapped, x, false));
   }
   if (bare) {
     // The two must compute the same thing: compare the forward outputs.
@@ -232,7 +233,10 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
     row["t_bare_s"] = tb.median_s;
     row["overhead"] = t.median_s / tb.median_s - 1.0;
     row["y_rel_diff"] = diff / scale;
+    err = std::max(err, diff / scale);
   }
+  row["max_error"] = max_over(mesh.comm(), err);
+  row["correct"] = double(row["max_error"]) <= 1e-4;
   return row;
 }
 
@@ -257,6 +261,10 @@ json run(Context& ctx, const cli::Args& opt) {
 
 json goals(const json& rows) {
   json g = json::array();
+  bool correct = true;
+  for (const auto& r : rows)
+    correct = correct && r.contains("correct") && r.at("correct").get<bool>();
+  g.push_back(goal("every result checked correct", correct ? 1 : 0, "==", 1));
   for (const auto& one : rows) {
     if (one.at("ranks") != 1) continue;
     const std::string what =
@@ -302,9 +310,9 @@ Case conv_case() {
                {"warmup", "N", "untimed repetitions first", "1"},
                {"threads", "N", "OpenMP threads per rank (default cores per node / ranks)", ""}};
   c.rank_counts = {1, 2, 4};
-  c.columns = {"conv",      "shape",     "ranks",     "mesh",        "threads",
-               "t_layer_s", "t_bare_s",  "overhead",  "t_overlap_s", "overlap_speedup",
-               "peak_mib",  "ghost_mib", "y_rel_diff"};
+  c.columns = {"conv",      "shape",     "ranks",      "mesh",        "threads",
+               "t_layer_s", "t_bare_s",  "overhead",   "t_overlap_s", "overlap_speedup",
+               "peak_mib",  "ghost_mib", "y_rel_diff", "max_error",   "correct"};
   c.run = run;
   c.goals = goals;
   return c;

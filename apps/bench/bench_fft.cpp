@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "apps/bench/cases.hpp"
+#include "apps/bench/result_check.hpp"
 #include "apps/bench/timing.hpp"
 #include "kernels/device/device.hpp"
 #include "kernels/spectral_mix.hpp"
@@ -42,19 +43,6 @@ double energy(const std::complex<float>* z, Index count) {
   double e = 0;
   for (Index i = 0; i < count; ++i) e += std::norm(std::complex<double>(z[i]));
   return e;
-}
-
-// max |a - b| / max |b| over two float32 host tensors of one shape.
-double rel_max_diff(const Tensor& a, const Tensor& b) {
-  TESSERA_CHECK(a.shape() == b.shape(),
-                "fft bench: shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
-  const Tensor ac = a.contiguous(), bc = b.contiguous();
-  double err = 0, scale = 0;
-  for (Index i = 0; i < ac.numel(); ++i) {
-    err = std::max(err, static_cast<double>(std::fabs(ac.data<float>()[i] - bc.data<float>()[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(bc.data<float>()[i])));
-  }
-  return scale > 0 ? err / scale : err;
 }
 
 struct Grid {

@@ -1,0 +1,44 @@
+#pragma once
+// Untimed checks of what the benchmark cases time: a case that computed a wrong answer
+// must not report a speed. Relative errors are max |a - b| / max |b| (zero scale: the
+// plain difference).
+#include <cstddef>
+
+#include "kernels/attention.hpp"
+#include "runtime/tensor/shard_spec.hpp"
+#include "runtime/tensor/tensor.hpp"
+
+namespace tessera::bench {
+
+double rel_max_diff(const float* a, const float* b, std::size_t n);
+// Two float32 host tensors of one shape (a shape mismatch is an Error).
+double rel_max_diff(const Tensor& a, const Tensor& b);
+
+// A float32 host attention's results against float64 sums, without the S^2 cost of a full
+// reference: `rows` query rows per problem (out, lse, dq; the first, the last and rows
+// between) and as many key rows (dk and dv, summed over all queries from the kernel's lse
+// and out, which the query rows check). Causal masking as a.causal says (offsets 0). The
+// largest relative error over the five results.
+double sampled_attention_error(const kernels::AttentionDesc& a, const float* q, const float* k,
+                               const float* v, const float* out, const double* lse,
+                               const float* dout, const float* dq, const float* dk,
+                               const float* dv, int rows);
+
+// Element i (row-major global index) of the benchmarks' pseudo-random float32 tensors, in
+// [-1, 1]: a hash, so any rank computes any element of a sharded tensor.
+float hashed_value(std::uint64_t i, unsigned seed);
+// The block a rank at mesh `coords` holds of such a tensor laid out by spec.
+Tensor hashed_block(const ShardSpec& spec, const std::vector<int>& coords, unsigned seed);
+
+// A convolution (stride 1, no dilation, one group, output the input's shape: padding
+// (kernel - 1) / 2 on each side) of a sharded (1, C, spatial...) float32 tensor: its output
+// y and input gradient dx on one rank, against float64 sums over the global input
+// (hashed_value with x_seed) and output gradient (dy_seed), at sampled points of the rank's
+// block: on its faces (first two and last two planes of every dim, where the halo counts),
+// the domain's border and random positions between, crossed over the dims. The largest
+// relative error of the two.
+double sampled_conv_error(const ShardSpec& spec, const std::vector<int>& coords,
+                          const Tensor& weight, const Tensor& bias, unsigned x_seed,
+                          unsigned dy_seed, const Tensor& y, const Tensor& dx);
+
+}  // namespace tessera::bench
