@@ -32,18 +32,19 @@ double rel_max_diff(const float* a, const float* b, std::size_t n) {
 
 double rel_max_diff(const Tensor& a, const Tensor& b) {
   TESSERA_CHECK(a.shape() == b.shape() && a.dtype() == DType::f32 && b.dtype() == DType::f32,
-                "result check: float32 tensors of one shape, not " << shape_str(a.shape()) << " and "
-                                                                   << shape_str(b.shape()));
+                "result check: float32 tensors of one shape, not "
+                    << shape_str(a.shape()) << " and " << shape_str(b.shape()));
   const Tensor ac = a.contiguous(), bc = b.contiguous();
   return rel_max_diff(ac.data<float>(), bc.data<float>(), static_cast<std::size_t>(ac.numel()));
 }
 
 double sampled_attention_error(const kernels::AttentionDesc& a, const float* q, const float* k,
                                const float* v, const float* out, const double* lse,
-                               const float* dout, const float* dq, const float* dk,
-                               const float* dv, int rows) {
-  TESSERA_CHECK(a.sq == a.sk && a.bias == nullptr && a.q_offset == 0 && a.k_offset == 0 && rows >= 1,
-                "result check: self-attention without bias or offsets");
+                               const float* dout, const float* dq, const float* dk, const float* dv,
+                               int rows) {
+  TESSERA_CHECK(
+      a.sq == a.sk && a.bias == nullptr && a.q_offset == 0 && a.k_offset == 0 && rows >= 1,
+      "result check: self-attention without bias or offsets");
   const Index S = a.sq, D = a.d;
   const double scale = a.effective_scale();
   const auto dot = [D](const float* x, const float* y) {
@@ -153,8 +154,7 @@ double sampled_conv_error(const ShardSpec& spec, const std::vector<int>& coords,
   const Index C = g[1];
   const Box box = spec.local_box(coords);
   TESSERA_CHECK(g[0] == 1 && weight.ndim() == nd + 2 && weight.shape()[1] == C &&
-                    weight.shape()[0] == C && y.shape() == box.shape() &&
-                    dx.shape() == box.shape(),
+                    weight.shape()[0] == C && y.shape() == box.shape() && dx.shape() == box.shape(),
                 "result check: a C -> C convolution of one sample keeping its shape");
   const Tensor w = weight.contiguous(), b = bias.contiguous(), yc = y.contiguous(),
                dxc = dx.contiguous();
@@ -210,8 +210,10 @@ double sampled_conv_error(const ShardSpec& spec, const std::vector<int>& coords,
         }
         taps = false;
         for (int d = nd - 1; d >= 0 && !taps; --d) {
-          if (++tap[d] < kern[d]) taps = true;
-          else tap[d] = 0;
+          if (++tap[d] < kern[d])
+            taps = true;
+          else
+            tap[d] = 0;
         }
       }
       ey.add(local_at(yc, c, at), ysum);
@@ -219,8 +221,10 @@ double sampled_conv_error(const ShardSpec& spec, const std::vector<int>& coords,
     }
     more = false;
     for (int d = nd - 1; d >= 0 && !more; --d) {
-      if (++idx[d] < picks[d].size()) more = true;
-      else idx[d] = 0;
+      if (++idx[d] < picks[d].size())
+        more = true;
+      else
+        idx[d] = 0;
     }
   }
   return std::max(ey.rel(), edx.rel());

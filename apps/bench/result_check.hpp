@@ -21,8 +21,8 @@ double rel_max_diff(const Tensor& a, const Tensor& b);
 // largest relative error over the five results.
 double sampled_attention_error(const kernels::AttentionDesc& a, const float* q, const float* k,
                                const float* v, const float* out, const double* lse,
-                               const float* dout, const float* dq, const float* dk,
-                               const float* dv, int rows);
+                               const float* dout, const float* dq, const float* dk, const float* dv,
+                               int rows);
 
 // Element i (row-major global index) of the benchmarks' pseudo-random float32 tensors, in
 // [-1, 1]: a hash, so any rank computes any element of a sharded tensor.

@@ -8,6 +8,7 @@
 
 #include "runtime/tensor/context.hpp"
 #include "kernels/region_pack.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/message_plan.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_types.hpp"
@@ -303,12 +304,17 @@ ShardTensor ShardTensor::redistribute(const ShardSpec& target, Transport m) cons
   TESSERA_CHECK(mesh_.valid(),
                 "ShardTensor::redistribute: the ShardTensor is empty (default-constructed)");
   if (has_room()) return without_room().redistribute(target, m);  // the engines want plain shards
-  TESSERA_CHECK(target.global_shape() == global_shape(), "redistribute: target global shape "
-                                                             << shape_str(target.global_shape())
-                                                             << " differs from "
-                                                             << shape_str(global_shape()));
-  TESSERA_CHECK(target.mesh_dims() == mesh_.dims(),
-                "redistribute: target spec is for another mesh");
+  std::string why;
+  if (target.global_shape() != global_shape())
+    why = "target global shape " + shape_str(target.global_shape()) + " differs from " +
+          shape_str(global_shape());
+  else if (target.mesh_dims() != mesh_.dims())
+    why = "target spec is for another mesh";
+  // Every rank must ask for the same move: ranks passing different targets (or holding
+  // different layouts or element types) would wait for each other in different transfers.
+  collective_check(mesh_.comm(), why.empty(), "redistribute: " + why, "redistribute",
+                   "the layouts or element type",
+                   spec_.str() + " -> " + target.str() + " " + name_of(local_.dtype()));
   ShardTensor cur = *this;
   // 1. Pending sums the target does not keep.
   for (int a : spec_.partial_axes()) {

@@ -72,6 +72,27 @@ TEST_CASE("scatter and gather: a root that differs, or is not in the mesh", "[ag
   MPI_CHECK_ERROR(st.gather(root), "ShardTensor::gather: ranks disagree on the root: ");
 }
 
+TEST_CASE("redistribute: targets that differ are named, not waited on", "[agreement]") {
+  const Mesh mesh(MPI_COMM_WORLD, {size()});
+  const Tensor full = test::reference({7, 5}, DType::f64);
+  const ShardTensor st = ShardTensor::scatter(mesh, full, {Shard(0), Replicate()});
+  MPI_CHECK(test::same(st.redistribute({Replicate(), Shard(0)}).gather_all(), full));
+  MPI_CHECK_ERROR(st.redistribute(ShardSpec({7, 6}, {Shard(0), Replicate()}, mesh)),
+                  "redistribute: target global shape (7, 6) differs from (7, 5)");
+  if (size() < 2) return;
+  // Rank 0 alone asks for a gather (no transfer on its side would match the others'
+  // all-to-all); then uneven sizes that differ between ranks.
+  const std::vector<Placement> want = rank() == 0 ? std::vector<Placement>{Replicate(), Replicate()}
+                                                  : std::vector<Placement>{Replicate(), Shard(0)};
+  MPI_CHECK_ERROR(st.redistribute(want),
+                  "redistribute: ranks disagree on the layouts or element type: rank 0: ");
+  std::vector<Index> sizes(static_cast<std::size_t>(size()), 0);
+  sizes[rank() == 1 ? 0 : static_cast<std::size_t>(size() - 1)] = 5;
+  MPI_CHECK_ERROR(
+      st.redistribute(ShardSpec({7, 5}, {Replicate(), Shard(0)}, mesh, {}, {{}, sizes})),
+      "redistribute: ranks disagree");
+}
+
 TEST_CASE("HaloExchange: widths or periodic flags that differ are named", "[agreement]") {
   if (size() < 2) return;
   const Mesh mesh(MPI_COMM_WORLD, {size()});
