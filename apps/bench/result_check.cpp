@@ -12,12 +12,15 @@ namespace tessera::bench {
 
 namespace {
 
-// Running max |a - b| and max |b| of one result.
+// Running max |a - b| and max |b| of one result; or, for a sum, the largest sum of its
+// terms' magnitudes (the bound of its rounding: a sum that cancels to near zero, as an
+// attention output over oscillating values does, has errors of that size, not of its own).
 struct Err {
   double diff = 0, scale = 0;
-  void add(double got, double want) {
+  void add(double got, double want) { add(got, want, std::fabs(want)); }
+  void add(double got, double want, double magnitude) {
     diff = std::max(diff, std::fabs(got - want));
-    scale = std::max(scale, std::fabs(want));
+    scale = std::max(scale, magnitude);
   }
   double rel() const { return scale > 0 ? diff / scale : diff; }
 };
@@ -58,7 +61,7 @@ double sampled_attention_error(const kernels::AttentionDesc& a, const float* q, 
   picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
   Err e_out, e_lse, e_dq, e_dk, e_dv;
   std::vector<double> s(static_cast<std::size_t>(S)), acc(static_cast<std::size_t>(D)),
-      acc2(static_cast<std::size_t>(D));
+      acc2(acc.size()), mag(acc.size()), mag2(acc.size());
   for (Index b = 0; b < a.batch; ++b) {
     const Index base = b * S * D;
     const auto row = [&](const float* t, Index i) { return t + base + i * D; };
@@ -72,37 +75,49 @@ double sampled_attention_error(const kernels::AttentionDesc& a, const float* q, 
       const double lse_ref = m + std::log(l);
       e_lse.add(lse[b * S + i], lse_ref);
       std::fill(acc.begin(), acc.end(), 0.0);
+      std::fill(mag.begin(), mag.end(), 0.0);
       for (Index j = 0; j < keys; ++j) {
         s[j] = std::exp(s[j] - lse_ref);  // now the probability
-        for (Index d = 0; d < D; ++d) acc[d] += s[j] * row(v, j)[d];
+        for (Index d = 0; d < D; ++d) {
+          acc[d] += s[j] * row(v, j)[d];
+          mag[d] += s[j] * std::fabs(row(v, j)[d]);
+        }
       }
       double delta = 0;
       for (Index d = 0; d < D; ++d) {
-        e_out.add(row(out, i)[d], acc[d]);
+        e_out.add(row(out, i)[d], acc[d], mag[d]);
         delta += row(dout, i)[d] * acc[d];
       }
       std::fill(acc2.begin(), acc2.end(), 0.0);
+      std::fill(mag.begin(), mag.end(), 0.0);
       for (Index j = 0; j < keys; ++j) {
         const double ds = s[j] * (dot(row(dout, i), row(v, j)) - delta);
-        for (Index d = 0; d < D; ++d) acc2[d] += ds * row(k, j)[d];
+        for (Index d = 0; d < D; ++d) {
+          acc2[d] += ds * row(k, j)[d];
+          mag[d] += std::fabs(ds * row(k, j)[d]);
+        }
       }
-      for (Index d = 0; d < D; ++d) e_dq.add(row(dq, i)[d], scale * acc2[d]);
+      for (Index d = 0; d < D; ++d) e_dq.add(row(dq, i)[d], scale * acc2[d], scale * mag[d]);
     }
     // Key rows: every query's probability of this key, from the kernel's lse and out.
     for (Index j : picks) {
       std::fill(acc.begin(), acc.end(), 0.0);
       std::fill(acc2.begin(), acc2.end(), 0.0);
+      std::fill(mag.begin(), mag.end(), 0.0);
+      std::fill(mag2.begin(), mag2.end(), 0.0);
       for (Index i = a.causal ? j : 0; i < S; ++i) {
         const double p = std::exp(scale * dot(row(q, i), row(k, j)) - lse[b * S + i]);
         const double ds = p * (dot(row(dout, i), row(v, j)) - dot(row(dout, i), row(out, i)));
         for (Index d = 0; d < D; ++d) {
           acc[d] += p * row(dout, i)[d];
+          mag[d] += p * std::fabs(row(dout, i)[d]);
           acc2[d] += ds * row(q, i)[d];
+          mag2[d] += std::fabs(ds * row(q, i)[d]);
         }
       }
       for (Index d = 0; d < D; ++d) {
-        e_dv.add(row(dv, j)[d], acc[d]);
-        e_dk.add(row(dk, j)[d], scale * acc2[d]);
+        e_dv.add(row(dv, j)[d], acc[d], mag[d]);
+        e_dk.add(row(dk, j)[d], scale * acc2[d], scale * mag2[d]);
       }
     }
   }

@@ -18,7 +18,8 @@ double rel_max_diff(const Tensor& a, const Tensor& b);
 // reference: `rows` query rows per problem (out, lse, dq; the first, the last and rows
 // between) and as many key rows (dk and dv, summed over all queries from the kernel's lse
 // and out, which the query rows check). Causal masking as a.causal says (offsets 0). The
-// largest relative error over the five results.
+// largest error over the five results, each relative to the largest sum of its terms'
+// magnitudes (outputs over oscillating values cancel to far below their terms).
 double sampled_attention_error(const kernels::AttentionDesc& a, const float* q, const float* k,
                                const float* v, const float* out, const double* lse,
                                const float* dout, const float* dq, const float* dk, const float* dv,
