@@ -112,6 +112,42 @@ bool partly_written_chunks(hid_t d, const std::string& what) {
   return c == Chunks::PartlyWritten;
 }
 
+TransferReport transfer_scalar(bool is_write, const File& f, hid_t d, hid_t fspace,
+                               const Tensor& mem, const std::string& what, const IoOptions& opts) {
+  int rank = 0;
+  MPI_Comm_rank(f.comm(), &rank);
+  const bool moves = !is_write || rank == 0;
+  Handle mspace(check(H5Screate(H5S_SCALAR), "memory dataspace"));
+  if (moves) {
+    check(H5Sselect_all(fspace), "H5Sselect_all for " + what, 0);
+    check(H5Sselect_all(mspace.get()), "H5Sselect_all for the buffer", 0);
+  } else {
+    check(H5Sselect_none(fspace), "H5Sselect_none for " + what, 0);
+    check(H5Sselect_none(mspace.get()), "H5Sselect_none for the buffer", 0);
+  }
+  Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(transfer)"));
+  check(
+      H5Pset_dxpl_mpio(dxpl.get(), opts.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+      "H5Pset_dxpl_mpio", 0);
+  const hid_t mt = h5::native_type(mem.dtype());
+  const herr_t rc = is_write ? H5Dwrite(d, mt, mspace.get(), fspace, dxpl.get(), mem.raw())
+                             : H5Dread(d, mt, mspace.get(), fspace, dxpl.get(), mem.raw());
+  std::string msg;
+  if (rc < 0) {
+    try {
+      check(rc, std::string(is_write ? "writing " : "reading ") + what, 0);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+  }
+  collective_check(f.comm(), rc >= 0, msg);
+  TransferReport rep;
+  rep.collective = opts.collective;
+  rep.mode = "scalar";
+  rep.calls = 1;
+  return rep;
+}
+
 TransferReport transfer(bool is_write, const File& f, const std::string& dset, const Box& fbox,
                         const Tensor& mem, const Box& mbox, const IoOptions& opts) {
   const std::string what = f.where(dset);
@@ -146,7 +182,22 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
           std::to_string(nd);
   else if (!nothing(fbox) && !domain.contains(fbox))
     bad = "box " + fbox.str() + " lies outside " + what + " of shape " + shape_str(domain.shape());
+  else if (nd == 0 && H5Sget_simple_extent_type(fspace.get()) != H5S_SCALAR)
+    bad = what + " has a null dataspace: it holds no value";
   collective_check(f.comm(), bad.empty(), bad);
+  // A dataset of no elements: nothing to move (HDF5 gives it no storage address, and a
+  // transfer, even selecting nothing, fails with "addr overflow"). Metadata: the same
+  // answer on every rank.
+  if (nd > 0 && domain.empty()) {
+    TransferReport none;
+    none.collective = opts.collective;
+    none.mode = "no data";
+    none.calls = 0;
+    return none;
+  }
+  // A 0-d (scalar) dataset: its one value, which every rank reads and rank 0 writes (a 0-d
+  // box is also how "no part" is spelled, so the pieces below would move nothing).
+  if (nd == 0) return transfer_scalar(is_write, f, d.get(), fspace.get(), mem, what, opts);
 
   // The plan: pieces of (file box, contiguous buffer, window in it), each one collective
   // transfer. Every rank makes as many calls as the rank with the most pieces.
