@@ -167,6 +167,19 @@ std::vector<FftStage> plan_fft_stages(const FftLayout& in) {
     }
   }
   TESSERA_CHECK(want.size() == nd, "FFT plan: spectrum layout needs one entry per dim");
+  // Each entry a mesh axis or -1, no axis on two dims (the second was dropped silently).
+  const int axes = static_cast<int>(in.axis_size.size());
+  for (std::size_t d = 0; d < nd; ++d) {
+    const int a = want[d];
+    TESSERA_CHECK(a >= -1 && a < axes, "FFT plan: spectrum layout entry "
+                                           << a << " for dim " << d
+                                           << " is no mesh axis (the mesh has " << axes
+                                           << "; -1: whole)");
+    for (std::size_t e = 0; e < d; ++e)
+      TESSERA_CHECK(a < 0 || want[e] != a, "FFT plan: spectrum layout puts mesh axis "
+                                               << a << " on dims " << e << " and " << d
+                                               << "; an axis shards one dim");
+  }
   p.settle(want);
   return p.out;
 }

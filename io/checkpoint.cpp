@@ -1,5 +1,6 @@
 #include "io/checkpoint.hpp"
 
+#include <set>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -45,10 +46,16 @@ void fault_point(const std::string& stage) {
 }
 
 void write_group(File& f, const std::string& group, const std::vector<NamedTensor>& ts, int rank) {
+  std::set<std::string> seen;
   for (const NamedTensor& nt : ts) {
-    TESSERA_CHECK(!nt.name.empty() && nt.name.find('/') == std::string::npos,
+    TESSERA_CHECK(!nt.name.empty() && nt.name.find('/') == std::string::npos && nt.name != "." &&
+                      nt.name != "..",
                   "checkpoint: tensor name '" << nt.name << "' in " << group
-                                              << " must be non-empty without '/'");
+                                              << " must be non-empty without '/' (nor . or ..)");
+    TESSERA_CHECK(seen.insert(nt.name).second,
+                  "checkpoint: two tensors named '" << nt.name << "' in " << group);
+  }
+  for (const NamedTensor& nt : ts) {
     const Tensor t = nt.tensor.to(MemSpace::Host).contiguous();
     const std::string dset = group + "/" + nt.name;
     f.create_dataset(dset, t.shape(), t.dtype());

@@ -39,6 +39,23 @@ void check_ball(double r, Index max_points) {
                 "ball query: radius " << r << ", max_points " << max_points);
 }
 
+// The first of (n, 3) rows with a NaN or infinite coordinate, or -1.
+Index first_nonfinite(const Tensor& rows) {
+  for (Index i = 0; i < rows.shape(0); ++i) {
+    const double* x = rows.data<double>() + 3 * i;
+    if (!std::isfinite(x[0]) || !std::isfinite(x[1]) || !std::isfinite(x[2])) return i;
+  }
+  return -1;
+}
+
+// "(x, y, z)" of row i.
+std::string row_str(const Tensor& rows, Index i) {
+  const double* x = rows.data<double>() + 3 * i;
+  std::ostringstream os;
+  os << '(' << x[0] << ", " << x[1] << ", " << x[2] << ')';
+  return os.str();
+}
+
 // The first of (n, 3) rows outside `region`, or -1.
 Index first_outside(const Region3& region, const Tensor& rows) {
   for (Index i = 0; i < rows.shape(0); ++i) {
@@ -51,18 +68,25 @@ Index first_outside(const Region3& region, const Tensor& rows) {
 // Collective: the rounds ask only the ranks whose region lies near a query, so every
 // rank's points must lie in its own region (true of the points a layout was built from,
 // and of any point under RCB, whose regions tile space; not of every point under SFC).
-void check_points_in_region(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points) {
+// And the queries must be finite: a NaN coordinate has no nearest points (kNN returned
+// arbitrary ones with d2 = nan), and one rank's refusal must not leave the others waiting.
+void check_points_in_region(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
+                            const Tensor& queries) {
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
   TESSERA_CHECK(layout.parts() == P,
                 "neighbour query: a layout of " << layout.parts() << " parts on " << P << " ranks");
   const Index outside = first_outside(layout.region(me), points);
+  const Index bad_query = first_nonfinite(queries);
   std::ostringstream msg;
   if (outside >= 0)
     msg << "neighbour query: point " << outside << " lies outside this rank's region (rank " << me
         << "); migrate the points to their owners of this layout first";
-  collective_check(comm, outside < 0, msg.str());
+  else if (bad_query >= 0)
+    msg << "neighbour query: query " << bad_query << " has a non-finite coordinate "
+        << row_str(queries, bad_query);
+  collective_check(comm, outside < 0 && bad_query < 0, msg.str());
 }
 
 struct Request {  // a query sent to another rank
@@ -223,7 +247,7 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
                         const Tensor& ids, const Tensor& queries, Index k, MemSpace search) {
   check_points_and_queries(points, ids, queries);
   TESSERA_CHECK(k >= 1, "kNN: k = " << k);
-  check_points_in_region(comm, layout, points);
+  check_points_in_region(comm, layout, points, queries);
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
   // Round one: the local k nearest bound the search.
@@ -242,7 +266,7 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
                          MemSpace search) {
   check_points_and_queries(points, ids, queries);
   check_ball(r, max_points);
-  check_points_in_region(comm, layout, points);
+  check_points_in_region(comm, layout, points, queries);
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
   Grids grids{points, ids, search, nullptr};

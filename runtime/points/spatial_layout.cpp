@@ -67,12 +67,22 @@ void check_input(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
   Index bad = -1;
   for (Index i = 0; i < 3 * n && bad < 0; ++i)
     if (!std::isfinite(coords.data<double>()[i])) bad = i;
+  // Weights are amounts of work: a negative one makes the weighted medians and equal-weight
+  // ranges meaningless (the layout came out silently unbalanced).
+  Index bad_weight = -1;
+  for (Index i = 0; weights.defined() && i < n && bad_weight < 0; ++i) {
+    const double w = weights.data<double>()[i];
+    if (!(w >= 0) || !std::isfinite(w)) bad_weight = i;
+  }
   std::ostringstream os;
   if (bad >= 0)
     os << "spatial layout: coordinate "
        << "xyz"[bad % 3] << " of this rank's point " << bad / 3 << " is "
        << coords.data<double>()[bad] << ", not finite";
-  collective_check(comm, bad < 0, os.str());
+  else if (bad_weight >= 0)
+    os << "spatial layout: the weight of this rank's point " << bad_weight << " is "
+       << weights.data<double>()[bad_weight] << ", not a finite amount >= 0";
+  collective_check(comm, bad < 0 && bad_weight < 0, os.str());
 }
 
 }  // namespace

@@ -169,45 +169,53 @@ Mesh Mesh::parse(MPI_Comm comm, const std::string& spec) {
   return Mesh(comm, dims, names);
 }
 
+const Mesh::Impl& Mesh::impl() const {
+  // A default-constructed Mesh (a member not yet assigned) has no ranks to describe.
+  TESSERA_CHECK(impl_ != nullptr,
+                "Mesh: default-constructed, it spans no ranks (build one with "
+                "Mesh(comm, dims), Mesh::line, Mesh::for_grid or Mesh::parse)");
+  return *impl_;
+}
+
 int Mesh::ndim() const {
-  return static_cast<int>(impl_->dims.size());
+  return static_cast<int>(impl().dims.size());
 }
 const std::vector<int>& Mesh::dims() const {
-  return impl_->dims;
+  return impl().dims;
 }
 const std::vector<std::string>& Mesh::names() const {
-  return impl_->names;
+  return impl().names;
 }
 int Mesh::size() const {
-  return impl_->size;
+  return impl().size;
 }
 int Mesh::rank() const {
-  return impl_->rank;
+  return impl().rank;
 }
 const std::vector<int>& Mesh::coords() const {
-  return impl_->coords;
+  return impl().coords;
 }
 MPI_Comm Mesh::comm() const {
-  return impl_->cart;
+  return impl().cart;
 }
 
 int Mesh::axis(const std::string& name) const {
   for (int a = 0; a < ndim(); ++a)
-    if (impl_->names[a] == name) return a;
+    if (impl().names[a] == name) return a;
   throw Error("mesh " + str() + " has no axis named '" + name + "'");
 }
 
 MPI_Comm Mesh::axis_comm(int axis) const {
   TESSERA_CHECK(axis >= 0 && axis < ndim(), "mesh axis " << axis << " out of range for " << str());
-  return impl_->axis[axis];
+  return impl().axis[axis];
 }
 
 std::vector<int> Mesh::coords_of(int rank) const {
   TESSERA_CHECK(rank >= 0 && rank < size(), "rank " << rank << " not in mesh " << str());
   std::vector<int> c(ndim());
   for (int a = ndim() - 1; a >= 0; --a) {
-    c[a] = rank % impl_->dims[a];
-    rank /= impl_->dims[a];
+    c[a] = rank % impl().dims[a];
+    rank /= impl().dims[a];
   }
   return c;
 }
@@ -216,8 +224,8 @@ int Mesh::rank_of(const std::vector<int>& c) const {
   TESSERA_CHECK(static_cast<int>(c.size()) == ndim(), "mesh coords of wrong rank");
   int r = 0;
   for (int a = 0; a < ndim(); ++a) {
-    TESSERA_CHECK(c[a] >= 0 && c[a] < impl_->dims[a], "mesh coordinate out of range");
-    r = r * impl_->dims[a] + c[a];
+    TESSERA_CHECK(c[a] >= 0 && c[a] < impl().dims[a], "mesh coordinate out of range");
+    r = r * impl().dims[a] + c[a];
   }
   return r;
 }

@@ -25,7 +25,7 @@ class Mesh {
   // minimizes the memory traffic of its halo exchange (min_halo_traffic_grid).
   static Mesh for_grid(MPI_Comm comm, const std::vector<Index>& spatial_shape,
                        const std::vector<std::string>& names = {});
-  // Parses "domain=4,data=2" ("auto" or "domain=0" lets one axis absorb the rest).
+  // Parses "domain=4,data=2" (a size "auto" lets one axis absorb the rest).
   static Mesh parse(MPI_Comm comm, const std::string& spec);
 
   bool valid() const { return impl_ != nullptr; }
@@ -47,6 +47,7 @@ class Mesh {
 
  private:
   struct Impl;
+  const Impl& impl() const;  // throws for a default-constructed Mesh
   std::shared_ptr<Impl> impl_;
 };
 

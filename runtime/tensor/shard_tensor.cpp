@@ -258,6 +258,8 @@ Tensor ShardTensor::gather(int root) const {
 }
 
 Tensor ShardTensor::gather_all() const {
+  TESSERA_CHECK(mesh_.valid(),
+                "ShardTensor::gather_all: the ShardTensor is empty (default-constructed)");
   return redistribute(ShardSpec::replicated(global_shape(), mesh_)).local();
 }
 

@@ -78,4 +78,9 @@ TEST_CASE("a requested spectrum layout is reached; bad requests are refused") {
   CHECK(moves(s) == 2);
   l.spectrum_axis = {-1, -1, -1, -1};
   CHECK_THROWS_WITH(plan_fft_stages(l), Catch::Contains("keep each mesh axis"));
+  // One axis on two dims (the second entry was ignored), an axis the mesh lacks.
+  l.spectrum_axis = {-1, -1, 0, 0};
+  CHECK_THROWS_WITH(plan_fft_stages(l), Catch::Contains("puts mesh axis 0 on dims 2 and 3"));
+  l.spectrum_axis = {-1, -1, 5, -1};
+  CHECK_THROWS_WITH(plan_fft_stages(l), Catch::Contains("entry 5 for dim 2 is no mesh axis"));
 }

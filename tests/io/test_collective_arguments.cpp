@@ -50,6 +50,10 @@ TEST_CASE("ShardTensor: a spec or element type that differs is named", "[agreeme
               ShardTensor(mesh, spec, Tensor::zeros(spec.local_shape(mesh.coords()), DType::f64));
             }).empty());
   MPI_CHECK_ERROR(ShardTensor().gather(), "default-constructed");
+  // Default-constructed objects are named, not dereferenced (both segfaulted).
+  MPI_CHECK_ERROR(ShardTensor().gather_all(), "ShardTensor::gather_all: the ShardTensor is empty");
+  MPI_CHECK_ERROR(Mesh().ndim(), "Mesh: default-constructed, it spans no ranks");
+  MPI_CHECK_ERROR(Mesh().comm(), "Mesh: default-constructed");
   MPI_CHECK_ERROR(Tensor().clone(), "undefined");
   MPI_CHECK_ERROR(Tensor::zeros({12}, DType::f32).reshape({-3, -4}), "negative extent");
   MPI_CHECK_ERROR(Mesh::for_grid(MPI_COMM_WORLD, {-4, 8}), "negative extent in grid (-4, 8)");
@@ -148,4 +152,14 @@ TEST_CASE("write_sharded and save_checkpoint: names or tensors that differ are r
   io::Checkpoint undefined;
   undefined.params.push_back({"w", Tensor()});
   MPI_CHECK_ERROR(io::save_checkpoint(ck, MPI_COMM_WORLD, undefined), "tensor 'w' is undefined");
+  // Two tensors of one name (HDF5's "name already exists" before), or a name HDF5 reads as
+  // a path: refused by name, no file left.
+  io::Checkpoint twice;
+  twice.params = {{"w", Tensor::zeros({2}, DType::f32)}, {"w", Tensor::zeros({3}, DType::f32)}};
+  MPI_CHECK_ERROR(io::save_checkpoint(ck, MPI_COMM_WORLD, twice),
+                  "checkpoint: two tensors named 'w' in /params");
+  io::Checkpoint dot;
+  dot.buffers = {{".", Tensor::zeros({2}, DType::f32)}};
+  MPI_CHECK_ERROR(io::save_checkpoint(ck, MPI_COMM_WORLD, dot), "(nor . or ..)");
+  MPI_CHECK(!std::filesystem::exists(ck) && !test::temp_output_left(ck));
 }

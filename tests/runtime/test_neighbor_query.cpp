@@ -201,6 +201,22 @@ TEST_CASE("the query rounds refuse points outside their rank's region, on every 
                   "outside this rank's region");
   MPI_CHECK_ERROR(ball_query(comm, *c.layout, bad, bad_ids, c.owned, 0.1, 4),
                   "outside this rank's region");
+  // A NaN query on the last rank alone: refused on every rank (kNN returned arbitrary
+  // neighbours at d2 = nan).
+  int P = 1, me = 0;
+  MPI_Comm_size(comm, &P);
+  MPI_Comm_rank(comm, &me);
+  Tensor queries = c.owned.clone();
+  if (me == P - 1 && n > 0) queries.data<double>()[3 * (n - 1) + 1] = std::nan("");
+  int last_has = me == P - 1 && n > 0;
+  MPI_Allreduce(MPI_IN_PLACE, &last_has, 1, MPI_INT, MPI_MAX, comm);
+  if (last_has) {
+    MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, c.owned_ids, queries, 4),
+                    "has a non-finite coordinate");
+    MPI_CHECK_ERROR(ball_query(comm, *c.layout, c.owned, c.owned_ids, queries, 0.1, 4),
+                    "has a non-finite coordinate");
+  }
+  MPI_CHECK(last_has == 1);
 }
 
 TEST_CASE("ghost exchange: exactly the points within r of my region; adjoint by dot product") {

@@ -11,6 +11,7 @@
 #include "runtime/points/migration.hpp"
 #include "runtime/points/spatial_layout.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/support/expect_error.hpp"
 
 using namespace tessera;
 
@@ -137,4 +138,12 @@ TEST_CASE("layouts of degenerate clouds and bad input") {
     refused = std::string(e.what()).find("(n, 3) float64") != std::string::npos;
   }
   MPI_CHECK(refused);
+  // A negative weight on the last rank alone: refused on every rank, under both layouts
+  // (the layouts came out silently unbalanced).
+  Tensor w = Tensor::empty({n}, DType::f64);
+  for (Index i = 0; i < n; ++i) w.data<double>()[i] = 1.0;
+  if (test::world_rank() == test::world_size() - 1 && n > 0) w.data<double>()[n - 1] = -2.0;
+  if (test::world_size() > 1 || n > 0)
+    for (Kind kind : {Kind::Rcb, Kind::Hilbert})
+      MPI_CHECK_ERROR(make_layout(kind, comm, same, w), "is -2, not a finite amount >= 0");
 }
