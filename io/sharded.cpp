@@ -56,36 +56,44 @@ TransferReport read_halo_into(const File& f, const std::string& dset, const Halo
   TESSERA_CHECK(opts.periodic.empty() || static_cast<int>(opts.periodic.size()) == nd,
                 "reading " << f.where(dset) << " with a halo: " << opts.periodic.size()
                            << " periodic flags for " << nd << " dims");
-  // Wrapping dims: every block's ghosts reach at most one domain length past an edge, so
-  // the padded box meets the domain shifted by -1, 0 or +1 lengths along each. The check
-  // looks at all blocks' widths, so every rank reaches the same verdict.
+  // Wrapping dims: a block's ghosts reach up to `reach` domain lengths past an edge (ghosts
+  // wider than the domain wrap again, as HaloExchange's do), so the padded box meets the
+  // domain shifted by -reach..reach lengths along each. From all blocks' widths, so every
+  // rank makes the same reads.
   std::vector<int> wrap;
+  std::vector<Index> reach;
+  long long combos = 1;
   for (int d = 0; d < nd; ++d) {
     if (opts.periodic.empty() || !opts.periodic[static_cast<std::size_t>(d)]) continue;
+    Index w = 0;
+    for (int b = 0; b < spec.partition().num_blocks(); ++b)
+      w = std::max({w, h.widths().left(b)[static_cast<std::size_t>(d)],
+                    h.widths().right(b)[static_cast<std::size_t>(d)]});
+    const Index n = shape[static_cast<std::size_t>(d)];
     wrap.push_back(d);
-    for (int b = 0; b < spec.partition().num_blocks(); ++b) {
-      const Index w = std::max(h.widths().left(b)[static_cast<std::size_t>(d)],
-                               h.widths().right(b)[static_cast<std::size_t>(d)]);
-      TESSERA_CHECK(w <= shape[static_cast<std::size_t>(d)],
-                    "reading " << f.where(dset) << " with a periodic halo: ghost width " << w
-                               << " along dim " << d << " exceeds the extent "
-                               << shape[static_cast<std::size_t>(d)]);
-    }
+    reach.push_back(n > 0 ? (w + n - 1) / n : 0);
+    combos *= 2 * reach.back() + 1;
+    TESSERA_CHECK(combos <= 4096, "reading "
+                                      << f.where(dset) << " with a periodic halo: ghost width " << w
+                                      << " along dim " << d << " wraps the extent " << n << " "
+                                      << reach.back()
+                                      << " times; too many reads (wider than 4096 shifted copies)");
   }
   const Box domain = Box::from_shape(shape);
   const Box& pb = h.padded_box();
   // One collective read per shift (the same sequence on every rank; empty pieces take
   // part with empty selections): the cells of the shifted domain inside the padded box.
-  int combos = 1;
-  for (std::size_t i = 0; i < wrap.size(); ++i) combos *= 3;
   TransferReport all;
   all.collective = true;
   all.calls = 0;
-  for (int c = 0; c < combos; ++c) {
+  for (long long c = 0; c < combos; ++c) {
     std::vector<Index> off(static_cast<std::size_t>(nd), 0);
-    for (int k = 0, rest = c; k < static_cast<int>(wrap.size()); ++k, rest /= 3) {
-      const auto d = static_cast<std::size_t>(wrap[static_cast<std::size_t>(k)]);
-      off[d] = (rest % 3 - 1) * shape[d];
+    long long rest = c;
+    for (std::size_t k = 0; k < wrap.size(); ++k) {
+      const auto d = static_cast<std::size_t>(wrap[k]);
+      const long long span = 2 * reach[k] + 1;
+      off[d] = (static_cast<Index>(rest % span) - reach[k]) * shape[d];
+      rest /= span;
     }
     const Box piece = intersect(pb, shift(domain, off));
     std::vector<Index> back(off.size());
