@@ -263,6 +263,15 @@ Watch::~Watch() {
   s.cv.notify_all();
 }
 
+std::vector<int> ranks_past_shown(
+    const std::vector<std::pair<std::string, std::vector<int>>>& groups) {
+  std::vector<int> rest;
+  for (std::size_t g = kShownMessages; g < groups.size(); ++g)
+    rest.insert(rest.end(), groups[g].second.begin(), groups[g].second.end());
+  std::sort(rest.begin(), rest.end());
+  return rest;
+}
+
 int conclude(MPI_Comm comm, const std::string& error) {
   const bool failed = !error.empty();
   int rank = 0, size = 1;
@@ -299,13 +308,17 @@ int conclude(MPI_Comm comm, const std::string& error) {
   if (groups.empty()) return 0;
   if (rank == groups.front().second.front()) {  // the lowest failing rank speaks
     std::string out;
-    for (const auto& [msg, ranks] : groups) {
+    for (std::size_t g = 0; g < groups.size() && g < kShownMessages; ++g) {
+      const auto& [msg, ranks] = groups[g];
       out += program() + ": error";
       if (static_cast<int>(ranks.size()) < size)
         out += std::string(ranks.size() == 1 ? " (rank " : " (ranks ") + rank_list(ranks) + " of " +
                std::to_string(size) + ")";
       out += ": " + msg + "\n";
     }
+    if (groups.size() > kShownMessages)
+      out += program() + ": and " + std::to_string(groups.size() - kShownMessages) +
+             " other messages, from ranks " + rank_list(ranks_past_shown(groups)) + "\n";
     std::fflush(stdout);
     [[maybe_unused]] const ssize_t n = ::write(2, out.data(), out.size());
   }

@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::failure {
@@ -75,5 +76,13 @@ void announce_signals(bool speak);
 
 // "0", "0, 2", "0-7": a sorted rank list, runs shortened.
 std::string rank_list(const std::vector<int>& ranks);
+
+// Of many distinct messages (each rank its own figure: 1000 ranks, 1000 lines), error reports
+// show the first kShownMessages groups (in order of their lowest rank), then how many more
+// there were and from which ranks.
+inline constexpr std::size_t kShownMessages = 4;
+// The ranks of groups [kShownMessages, end), merged and sorted.
+std::vector<int> ranks_past_shown(
+    const std::vector<std::pair<std::string, std::vector<int>>>& groups);
 
 }  // namespace tessera::failure

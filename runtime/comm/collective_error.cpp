@@ -44,9 +44,14 @@ std::vector<std::pair<std::string, std::vector<int>>> gather_groups(MPI_Comm com
 
 std::string describe(const std::vector<std::pair<std::string, std::vector<int>>>& groups) {
   std::string what;
-  for (const auto& [m, ranks] : groups)
+  for (std::size_t g = 0; g < groups.size() && g < failure::kShownMessages; ++g) {
+    const auto& [m, ranks] = groups[g];
     what += (what.empty() ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") +
             failure::rank_list(ranks) + ": " + m;
+  }
+  if (groups.size() > failure::kShownMessages)
+    what += "; and " + std::to_string(groups.size() - failure::kShownMessages) +
+            " other messages, from ranks " + failure::rank_list(failure::ranks_past_shown(groups));
   return what;
 }
 

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <sstream>
+
 #include "runtime/comm/bounded_failure.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -96,4 +99,33 @@ TEST_CASE("rank_list shortens runs", "[errors]") {
   MPI_REQUIRE(failure::rank_list({0, 2}) == "0, 2");
   MPI_REQUIRE(failure::rank_list({0, 1}) == "0, 1");
   MPI_REQUIRE(failure::rank_list({0, 1, 2, 3, 5, 7, 8, 9}) == "0-3, 5, 7-9");
+}
+
+TEST_CASE("Many distinct messages: the first four shown, the rest counted with their ranks",
+          "[errors]") {
+  // Every rank its own figure (a memory limit's "in use"): at 1000 ranks the error was 1000
+  // messages long, and conclude printed 1000 lines.
+  const int P = test::world_size(), me = test::world_rank();
+  const auto in_use = [](int r) {
+    std::ostringstream os;
+    os << "in use " << 100 + r << " MiB";
+    return os.str();
+  };
+  std::string msg;
+  try {
+    collective_check(MPI_COMM_WORLD, false, in_use(me));
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  const int shown = std::min(P, 4);
+  bool ok = true;
+  for (int r = 0; r < P; ++r) ok = ok && (msg.find(in_use(r)) != std::string::npos) == (r < shown);
+  MPI_CHECK(ok);
+  if (P > 4) {
+    std::ostringstream rest;
+    rest << "; and " << P - 4 << " other messages, from ranks 4";
+    if (P > 5) rest << '-' << P - 1;
+    MPI_CHECK(msg.find(rest.str()) != std::string::npos);
+  } else
+    MPI_CHECK(msg.find("other messages") == std::string::npos);
 }
