@@ -579,10 +579,10 @@ void Trainer::save(const std::string& path) const {
 }
 
 void Trainer::restore(const io::Checkpoint& c) {
-  const std::string mine = model_->signature();
-  TESSERA_CHECK(c.model == mine, "checkpoint of another model ("
-                                     << signature_difference(c.model, mine) << "): it has '"
-                                     << c.model << "', the config builds '" << mine << "'");
+  const std::string mine = model_->signature(), theirs = current_unet_signature(c.model);
+  TESSERA_CHECK(theirs == mine, "checkpoint of another model ("
+                                    << signature_difference(theirs, mine) << "): it has '" << theirs
+                                    << "', the config builds '" << mine << "'");
   TrainConfig then;
   try {
     then = parse_config(c.config, {}, "checkpoint");

@@ -187,15 +187,15 @@ int run(Context& ctx, int argc, char** argv) {
   const std::string problem = model.input_problem(file_shape);
   TESSERA_CHECK(problem.empty(), input << ": the model cannot take it: " << problem);
   // Parameters and buffers from the checkpoint (its signature must match the model).
-  const std::string sig = model.signature();
+  const std::string sig = model.signature(), stored = current_unet_signature(ck.model);
   // The usual cause: inputs with other channel counts than in training.
   std::string names;
   for (const auto& f : cfg.data.inputs) names += (names.empty() ? "" : ", ") + f;
-  TESSERA_CHECK(ck.model == sig, input << ": its input fields (" << names << ": "
-                                       << inputs.total_channels()
-                                       << " channels) do not fit the checkpoint's model ("
-                                       << signature_difference(ck.model, sig)
-                                       << ", the checkpoint's first): it is '" << ck.model << "'");
+  TESSERA_CHECK(stored == sig, input << ": its input fields (" << names << ": "
+                                     << inputs.total_channels()
+                                     << " channels) do not fit the checkpoint's model ("
+                                     << signature_difference(stored, sig)
+                                     << ", the checkpoint's first): it is '" << stored << "'");
   load_parameter_state(model.graph(), ck.params);
   std::vector<Model::Buffer> bufs;
   for (const auto& b : ck.buffers)

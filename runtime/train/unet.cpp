@@ -27,6 +27,38 @@ UNetOptions::Up unet_up(const std::string& n) {
   if (n == "transposed_conv") return UNetOptions::Up::TransposedConv;
   throw Error("unet: up '" + n + "' is not one of upsample, transposed_conv");
 }
+std::string name_of(UNetOptions::Norm n) {
+  return n == UNetOptions::Norm::Group ? "group" : n == UNetOptions::Norm::Batch ? "batch" : "none";
+}
+std::string name_of(UNetOptions::Down d) {
+  return d == UNetOptions::Down::Pool ? "pool" : "conv";
+}
+std::string name_of(UNetOptions::Up u) {
+  return u == UNetOptions::Up::Upsample ? "upsample" : "transposed_conv";
+}
+
+std::string current_unet_signature(const std::string& stored) {
+  if (stored.rfind("unet ", 0) != 0) return stored;
+  // The words " norm=N", " down=N", " up=N" with N one digit, each replaced by its name.
+  std::string s = stored;
+  const auto upgrade = [&s](const std::string& key, const std::vector<std::string>& names) {
+    const std::string word = " " + key + "=";
+    const std::size_t at = s.find(word);
+    if (at == std::string::npos) return;
+    const std::size_t v = at + word.size();
+    const std::size_t end = s.find(' ', v);
+    const std::string value = s.substr(v, end == std::string::npos ? std::string::npos : end - v);
+    if (value.size() != 1 || value[0] < '0' ||
+        static_cast<std::size_t>(value[0] - '0') >= names.size())
+      return;
+    s.replace(v, 1, names[static_cast<std::size_t>(value[0] - '0')]);
+  };
+  upgrade("norm", {"group", "batch", "none"});
+  upgrade("down", {"pool", "conv"});
+  upgrade("up", {"upsample", "transposed_conv"});
+  return s;
+}
+
 kernels::Activation activation_by_name(const std::string& n) {
   for (auto a : {kernels::Activation::ReLU, kernels::Activation::GELU, kernels::Activation::SiLU,
                  kernels::Activation::Tanh})
@@ -159,9 +191,9 @@ std::string UNet::signature() const {
   std::ostringstream os;
   os << "unet nd=" << o.nd << " in=" << o.in_channels << " out=" << o.out_channels
      << " width=" << o.width << " depth=" << o.depth << " kernel=" << o.kernel
-     << " norm=" << static_cast<int>(o.norm) << " groups=" << o.groups
-     << " activation=" << kernels::name_of(o.activation) << " down=" << static_cast<int>(o.down)
-     << " up=" << static_cast<int>(o.up) << " dtype=" << name_of(o.dtype);
+     << " norm=" << name_of(o.norm) << " groups=" << o.groups
+     << " activation=" << kernels::name_of(o.activation) << " down=" << name_of(o.down)
+     << " up=" << name_of(o.up) << " dtype=" << name_of(o.dtype);
   return os.str();
 }
 

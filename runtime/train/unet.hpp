@@ -48,6 +48,15 @@ UNetOptions::Norm unet_norm(const std::string& name);             // group | bat
 UNetOptions::Down unet_down(const std::string& name);             // pool | conv
 UNetOptions::Up unet_up(const std::string& name);                 // upsample | transposed_conv
 kernels::Activation activation_by_name(const std::string& name);  // relu | gelu | silu | tanh
+// The names back ("group", "conv", "transposed_conv").
+std::string name_of(UNetOptions::Norm n);
+std::string name_of(UNetOptions::Down d);
+std::string name_of(UNetOptions::Up u);
+
+// A signature as checkpoints before 2026-12-06 stored it (norm, down and up as the enums'
+// numbers: "norm=0 ... down=0 up=0") in today's words ("norm=group ... down=pool
+// up=upsample"), so those checkpoints resume and load; any other text unchanged.
+std::string current_unet_signature(const std::string& stored);
 
 class UNet : public Model {
  public:

@@ -152,6 +152,27 @@ TEST_CASE("checkpoint: a write that fails midway keeps the previous checkpoint",
   }
   MPI_CHECK(same);
   MPI_CHECK(fresh.steps_done() == 3);
+  // A checkpoint from before the UNet's signature named its choices ("norm=0 ... down=0
+  // up=0") holds the same model: it resumes; one whose old number means another choice
+  // (norm=1: batch) is refused in today's words.
+  const auto with_numbers = [&](const std::string& norm) {
+    io::Checkpoint old = c;
+    for (const auto& [now, then] :
+         {std::pair<std::string, std::string>{" norm=group", " norm=" + norm},
+          {" down=pool", " down=0"},
+          {" up=upsample", " up=0"}}) {
+      const std::size_t at = old.model.find(now);
+      MPI_REQUIRE(at != std::string::npos);
+      old.model.replace(at, now.size(), then);
+    }
+    return old;
+  };
+  Trainer older(mesh, cfg);
+  older.restore(with_numbers("0"));
+  MPI_CHECK(older.steps_done() == 3);
+  Trainer other(mesh, cfg);
+  MPI_CHECK_ERROR(other.restore(with_numbers("1")),
+                  "checkpoint of another model (norm=batch, not norm=group)");
   // The write after the faults succeeds.
   t.save(io::checkpoint_path(ckdir, 5));
   MPI_CHECK(io::latest_checkpoint(ckdir, MPI_COMM_WORLD) == io::checkpoint_path(ckdir, 5));
