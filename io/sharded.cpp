@@ -73,11 +73,12 @@ TransferReport read_halo_into(const File& f, const std::string& dset, const Halo
     wrap.push_back(d);
     reach.push_back(n > 0 ? (w + n - 1) / n : 0);
     combos *= 2 * reach.back() + 1;
-    TESSERA_CHECK(combos <= 4096, "reading "
-                                      << f.where(dset) << " with a periodic halo: ghost width " << w
-                                      << " along dim " << d << " wraps the extent " << n << " "
-                                      << reach.back()
-                                      << " times; too many reads (wider than 4096 shifted copies)");
+    TESSERA_CHECK(combos <= 4096, "reading " << f.where(dset)
+                                             << " with a periodic halo: the ghosts wrap the domain "
+                                                "so often (dim "
+                                             << d << ": width " << w << " over extent " << n
+                                             << ", with the dims before it) that the read would "
+                                                "take more than 4096 shifted pieces");
   }
   const Box domain = Box::from_shape(shape);
   const Box& pb = h.padded_box();

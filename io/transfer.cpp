@@ -130,10 +130,15 @@ TransferReport transfer_scalar(bool is_write, const File& f, hid_t d, hid_t fspa
       H5Pset_dxpl_mpio(dxpl.get(), opts.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
       "H5Pset_dxpl_mpio", 0);
   const hid_t mt = h5::native_type(mem.dtype());
-  const herr_t rc = is_write ? H5Dwrite(d, mt, mspace.get(), fspace, dxpl.get(), mem.raw())
-                             : H5Dread(d, mt, mspace.get(), fspace, dxpl.get(), mem.raw());
+  // As in the general path: an injected write failure skips the call on this rank.
+  const bool injected = is_write && fault_point("h5write");
+  const herr_t rc = injected   ? herr_t(-1)
+                    : is_write ? H5Dwrite(d, mt, mspace.get(), fspace, dxpl.get(), mem.raw())
+                               : H5Dread(d, mt, mspace.get(), fspace, dxpl.get(), mem.raw());
   std::string msg;
-  if (rc < 0) {
+  if (injected) {
+    msg = "writing " + what + ": No space left on device (injected by TESSERA_FAULT_INJECT)";
+  } else if (rc < 0) {
     try {
       check(rc, std::string(is_write ? "writing " : "reading ") + what, 0);
     } catch (const Error& e) {
@@ -141,8 +146,11 @@ TransferReport transfer_scalar(bool is_write, const File& f, hid_t d, hid_t fspa
     }
   }
   collective_check(f.comm(), rc >= 0, msg);
+  uint32_t local_cause = 0, global_cause = 0;
+  H5Pget_mpio_no_collective_cause(dxpl.get(), &local_cause, &global_cause);
   TransferReport rep;
-  rep.collective = opts.collective;
+  rep.collective = opts.collective && global_cause == H5D_MPIO_COLLECTIVE;
+  rep.cause = no_collective_cause_str(global_cause);
   rep.mode = "scalar";
   rep.calls = 1;
   return rep;

@@ -15,14 +15,20 @@ namespace {
 // Running max |a - b| and max |b| of one result; or, for a sum, the largest sum of its
 // terms' magnitudes (the bound of its rounding: a sum that cancels to near zero, as an
 // attention output over oscillating values does, has errors of that size, not of its own).
+// A result that is NaN or infinite is an error as large as can be (std::max drops a NaN,
+// which made a kernel writing NaNs pass).
 struct Err {
   double diff = 0, scale = 0;
   void add(double got, double want) { add(got, want, std::fabs(want)); }
   void add(double got, double want, double magnitude) {
-    diff = std::max(diff, std::fabs(got - want));
+    const double e = std::fabs(got - want);
+    diff = std::isfinite(e) ? std::max(diff, e) : kWorstError;
     scale = std::max(scale, magnitude);
   }
-  double rel() const { return scale > 0 ? diff / scale : diff; }
+  double rel() const {
+    if (diff >= kWorstError) return kWorstError;
+    return scale > 0 ? diff / scale : diff;
+  }
 };
 
 }  // namespace
@@ -91,15 +97,17 @@ double sampled_attention_error(const kernels::AttentionDesc& a, const float* q, 
       std::fill(acc2.begin(), acc2.end(), 0.0);
       std::fill(mag.begin(), mag.end(), 0.0);
       for (Index j = 0; j < keys; ++j) {
-        const double ds = s[j] * (dot(row(dout, i), row(v, j)) - delta);
+        const double gv = dot(row(dout, i), row(v, j)), ds = s[j] * (gv - delta),
+                     ds_mag = s[j] * (std::fabs(gv) + std::fabs(delta));
         for (Index d = 0; d < D; ++d) {
           acc2[d] += ds * row(k, j)[d];
-          mag[d] += std::fabs(ds * row(k, j)[d]);
+          mag[d] += ds_mag * std::fabs(row(k, j)[d]);
         }
       }
       for (Index d = 0; d < D; ++d) e_dq.add(row(dq, i)[d], scale * acc2[d], scale * mag[d]);
     }
-    // Key rows: every query's probability of this key, from the kernel's lse and out.
+    // Key rows: every query's probability of this key, from the kernel's lse and out of
+    // every row (the query rows above check 16 of them).
     for (Index j : picks) {
       std::fill(acc.begin(), acc.end(), 0.0);
       std::fill(acc2.begin(), acc2.end(), 0.0);
@@ -107,12 +115,13 @@ double sampled_attention_error(const kernels::AttentionDesc& a, const float* q, 
       std::fill(mag2.begin(), mag2.end(), 0.0);
       for (Index i = a.causal ? j : 0; i < S; ++i) {
         const double p = std::exp(scale * dot(row(q, i), row(k, j)) - lse[b * S + i]);
-        const double ds = p * (dot(row(dout, i), row(v, j)) - dot(row(dout, i), row(out, i)));
+        const double gv = dot(row(dout, i), row(v, j)), go = dot(row(dout, i), row(out, i));
+        const double ds = p * (gv - go), ds_mag = p * (std::fabs(gv) + std::fabs(go));
         for (Index d = 0; d < D; ++d) {
           acc[d] += p * row(dout, i)[d];
           mag[d] += p * std::fabs(row(dout, i)[d]);
           acc2[d] += ds * row(q, i)[d];
-          mag2[d] += std::fabs(ds * row(q, i)[d]);
+          mag2[d] += ds_mag * std::fabs(row(q, i)[d]);
         }
       }
       for (Index d = 0; d < D; ++d) {

@@ -10,16 +10,21 @@
 
 namespace tessera::bench {
 
+// The error reported for a result that is NaN or infinite (finite, so JSON keeps it).
+inline constexpr double kWorstError = 1e300;
+
 double rel_max_diff(const float* a, const float* b, std::size_t n);
 // Two float32 host tensors of one shape (a shape mismatch is an Error).
 double rel_max_diff(const Tensor& a, const Tensor& b);
 
-// A float32 host attention's results against float64 sums, without the S^2 cost of a full
-// reference: `rows` query rows per problem (out, lse, dq; the first, the last and rows
-// between) and as many key rows (dk and dv, summed over all queries from the kernel's lse
-// and out, which the query rows check). Causal masking as a.causal says (offsets 0). The
-// largest error over the five results, each relative to the largest sum of its terms'
-// magnitudes (outputs over oscillating values cancel to far below their terms).
+// A float32 attention's results (host or device, copied to the host) against float64 sums
+// of the same inputs, without the S^2 cost of a full reference: `rows` query rows per
+// problem (out, lse, dq; the first, the last and rows between) and as many key rows (dk and
+// dv, summed over all queries from the kernel's lse and out of every row, of which the query
+// rows check `rows`). Causal masking as a.causal says (offsets 0). The largest error over
+// the five results, each relative to the largest sum of its terms' magnitudes (the bound of
+// float32 rounding: dq and dk are sums that cancel, since the softmax gradient of a row sums
+// to zero); kWorstError for a NaN or infinite result.
 double sampled_attention_error(const kernels::AttentionDesc& a, const float* q, const float* k,
                                const float* v, const float* out, const double* lse,
                                const float* dout, const float* dq, const float* dk, const float* dv,

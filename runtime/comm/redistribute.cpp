@@ -311,10 +311,12 @@ ShardTensor ShardTensor::redistribute(const ShardSpec& target, Transport m) cons
   else if (target.mesh_dims() != mesh_.dims())
     why = "target spec is for another mesh";
   // Every rank must ask for the same move: ranks passing different targets (or holding
-  // different layouts or element types) would wait for each other in different transfers.
-  collective_check(mesh_.comm(), why.empty(), "redistribute: " + why, "redistribute",
-                   "the layouts or element type",
-                   spec_.str() + " -> " + target.str() + " " + name_of(local_.dtype()));
+  // different layouts or element types, or asking for other transports) would wait for
+  // each other in different transfers.
+  collective_check(
+      mesh_.comm(), why.empty(), "redistribute: " + why, "redistribute",
+      "the layouts, element type or transport",
+      spec_.str() + " -> " + target.str() + " " + name_of(local_.dtype()) + " " + name_of(m));
   ShardTensor cur = *this;
   // 1. Pending sums the target does not keep.
   for (int a : spec_.partial_axes()) {

@@ -14,7 +14,7 @@ fail=0
 run() {  # RANKS NAME ARGS...
   local ranks=$1 name=$2
   shift 2
-  if ! timeout 120 "${launch[@]}" -np "$ranks" "$bench" "$@" --out="$dir/$name.json" \
+  if ! timeout 60 "${launch[@]}" -np "$ranks" "$bench" "$@" --out="$dir/$name.json" \
     >"$dir/$name.log" 2>&1; then
     cat "$dir/$name.log"
     echo "bench_checks: $name failed"

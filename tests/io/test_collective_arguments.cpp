@@ -88,8 +88,9 @@ TEST_CASE("redistribute: targets that differ are named, not waited on", "[agreem
   // all-to-all); then uneven sizes that differ between ranks.
   const std::vector<Placement> want = rank() == 0 ? std::vector<Placement>{Replicate(), Replicate()}
                                                   : std::vector<Placement>{Replicate(), Shard(0)};
-  MPI_CHECK_ERROR(st.redistribute(want),
-                  "redistribute: ranks disagree on the layouts or element type: rank 0: ");
+  MPI_CHECK_ERROR(
+      st.redistribute(want),
+      "redistribute: ranks disagree on the layouts, element type or transport: rank 0: ");
   std::vector<Index> sizes(static_cast<std::size_t>(size()), 0);
   sizes[rank() == 1 ? 0 : static_cast<std::size_t>(size() - 1)] = 5;
   MPI_CHECK_ERROR(
