@@ -24,10 +24,14 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr)
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const NamedParameter& np = params_[i];
     TESSERA_CHECK(np.param != nullptr, "optimizer: parameter '" << np.name << "' is null");
-    for (std::size_t j = 0; j < i; ++j)  // it would take two steps each step
+    for (std::size_t j = 0; j < i; ++j) {  // it would take two steps each step
       TESSERA_CHECK(params_[j].param != np.param, "optimizer: parameter '"
                                                       << np.name << "' is listed twice (also as '"
                                                       << params_[j].name << "')");
+      // The state is saved and loaded by name: two of one name would share one entry.
+      TESSERA_CHECK(params_[j].name != np.name,
+                    "optimizer: two parameters are named '" << np.name << "'");
+    }
     const Parameter& p = *np.param;
     TESSERA_CHECK(layout_problem(p).empty(), "optimizer: " << layout_problem(p));
     TESSERA_CHECK(p.value.dtype() == DType::f32 || p.value.dtype() == DType::f64,
@@ -101,10 +105,11 @@ std::vector<NamedTensor> Optimizer::state() const {
       const Parameter& p = *params_[k].param;
       const bool have = w < state_[k].size() && state_[k][w].defined();
       // Global tensors: a sharded parameter's state gathered (collective, as every rank
-      // walks the same list).
-      out.push_back({params_[k].name + "." + suffixes[w],
-                     have ? gather_global(p, state_[k][w])
-                          : Tensor::zeros(global_shape(p), p.value.dtype())});
+      // walks the same list). A rank without state for its block (an empty block takes no
+      // step) still joins the gather with zeros: skipping it made the ranks' collectives
+      // differ (MPI_ERR_TRUNCATE in the next one).
+      const Tensor local = have ? state_[k][w] : Tensor::zeros(p.value.shape(), p.value.dtype());
+      out.push_back({params_[k].name + "." + suffixes[w], gather_global(p, local)});
     }
   return out;
 }
@@ -118,6 +123,9 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
   const Tensor* step = find("step");
   TESSERA_CHECK(step && step->numel() == 1 && step->dtype() == DType::i64,
                 name() << " state: no int64 'step' entry");
+  // A negative count made Adam's bias correction the root of a negative number (NaN).
+  const std::int64_t steps = step->to(MemSpace::Host).data<std::int64_t>()[0];
+  TESSERA_CHECK(steps >= 0, name() << " state: 'step' is " << steps << ", a count of steps >= 0");
   const auto suffixes = state_suffixes();
   std::vector<std::vector<Tensor>> loaded(params_.size());
   for (std::size_t k = 0; k < params_.size(); ++k)
@@ -137,13 +145,17 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
   state_ = std::move(loaded);
   buckets_.clear();  // the next step lays the loaded state out flat again
   planned_.clear();
-  step_ = step->to(MemSpace::Host).data<std::int64_t>()[0];
+  step_ = steps;
 }
 
 Sgd::Sgd(std::vector<NamedParameter> params, const SgdOptions& o)
     : Optimizer(std::move(params), o.lr), o_(o) {
-  TESSERA_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0,
-                "sgd: lr, momentum and weight_decay must be >= 0");
+  TESSERA_CHECK(o.lr >= 0 && std::isfinite(o.momentum) && o.momentum >= 0 &&
+                    std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+                "sgd: lr, momentum and weight_decay must be finite and >= 0, not "
+                    << o.lr << ", " << o.momentum << ", " << o.weight_decay);
+  TESSERA_CHECK(o.dampening >= 0 && o.dampening <= 1,
+                "sgd: dampening must lie in [0, 1], not " << o.dampening);
   TESSERA_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
                 "sgd: nesterov needs momentum > 0 and dampening 0");
 }
@@ -167,8 +179,10 @@ void Sgd::update(const Span& s, std::int64_t t) {
 
 Adam::Adam(std::vector<NamedParameter> params, const AdamOptions& o, bool decoupled)
     : Optimizer(std::move(params), o.lr), o_(o), decoupled_(decoupled) {
-  TESSERA_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0,
-                name() << ": lr, eps and weight_decay must be >= 0");
+  TESSERA_CHECK(o.lr >= 0 && std::isfinite(o.eps) && o.eps >= 0 && std::isfinite(o.weight_decay) &&
+                    o.weight_decay >= 0,
+                name() << ": lr, eps and weight_decay must be finite and >= 0, not " << o.lr << ", "
+                       << o.eps << ", " << o.weight_decay);
   TESSERA_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
                 name() << ": betas must lie in [0, 1)");
 }
@@ -193,6 +207,11 @@ void Adam::update(const Span& s, std::int64_t t) {
 
 double LrSchedule::lr(std::int64_t s) const {
   TESSERA_CHECK(s >= 0, "LrSchedule: negative step " << s);
+  // Rates below zero surfaced only mid-run, when the optimizer refused one.
+  TESSERA_CHECK(kind != Kind::Cosine || (std::isfinite(min_lr) && min_lr >= 0),
+                "LrSchedule: cosine min_lr must be finite and >= 0, not " << min_lr);
+  TESSERA_CHECK(kind != Kind::Step || (std::isfinite(gamma) && gamma >= 0),
+                "LrSchedule: step gamma must be finite and >= 0, not " << gamma);
   const bool warm = (kind == Kind::Warmup || kind == Kind::Cosine) && s < warmup_steps;
   if (warm) return base_lr * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
   switch (kind) {

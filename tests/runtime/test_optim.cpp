@@ -323,6 +323,15 @@ TEST_CASE("learning-rate schedules by hand", "[optim]") {
   const double want_s[] = {1, 1, 1, 0.5, 0.5, 0.5, 0.25};
   for (int s = 0; s < 7; ++s) CHECK(st.lr(s) == want_s[s]);
   CHECK_THROWS_WITH(st.lr(-1), Catch::Contains("negative step"));
+  // Negative rates are refused at the first step, not when the optimizer meets one.
+  st.gamma = -1;
+  CHECK_THROWS_WITH(st.lr(0), Catch::Contains("step gamma must be finite and >= 0, not -1"));
+  LrSchedule negative_floor;
+  negative_floor.kind = LrSchedule::Kind::Cosine;
+  negative_floor.total_steps = 10;
+  negative_floor.min_lr = -0.5;
+  CHECK_THROWS_WITH(negative_floor.lr(0),
+                    Catch::Contains("cosine min_lr must be finite and >= 0, not -0.5"));
 }
 
 TEST_CASE("gradient clipping by global norm", "[optim]") {
@@ -362,4 +371,19 @@ TEST_CASE("optimizer option errors", "[optim]") {
   twice.push_back({"again", h.named.front().param});
   CHECK_THROWS_WITH(Adam(twice, AdamOptions{}),
                     Catch::Contains("is listed twice (also as '" + h.named.front().name + "')"));
+  // Values that made every parameter NaN, or state entries that two parameters shared.
+  CHECK_THROWS_WITH(Adam(h.named, AdamOptions{0.1, 0.9, 0.999, 1e-8, INFINITY}),
+                    Catch::Contains("must be finite and >= 0, not 0.1, 1e-08, inf"));
+  CHECK_THROWS_WITH(Sgd(h.named, SgdOptions{0.1, 0.9, std::nan("")}),
+                    Catch::Contains("dampening must lie in [0, 1], not nan"));
+  CHECK_THROWS_WITH(Sgd(h.named, SgdOptions{0.1, 0.9, 0, INFINITY}),
+                    Catch::Contains("must be finite and >= 0"));
+  std::vector<NamedParameter> same_name = h.named;
+  same_name[1].name = same_name[0].name;
+  CHECK_THROWS_WITH(Adam(same_name, AdamOptions{}),
+                    Catch::Contains("two parameters are named '" + same_name[0].name + "'"));
+  std::vector<NamedTensor> st = ok.state();
+  for (NamedTensor& t : st)
+    if (t.name == "step") t.tensor.data<std::int64_t>()[0] = -3;
+  CHECK_THROWS_WITH(ok.load_state(st), Catch::Contains("'step' is -3, a count of steps >= 0"));
 }
