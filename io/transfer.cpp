@@ -112,6 +112,36 @@ bool partly_written_chunks(hid_t d, const std::string& what) {
   return c == Chunks::PartlyWritten;
 }
 
+// A dataset transfer property list, collective or independent.
+Handle transfer_plist(bool collective) {
+  Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(transfer)"));
+  check(H5Pset_dxpl_mpio(dxpl.get(), collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+        "H5Pset_dxpl_mpio", 0);
+  return dxpl;
+}
+
+// One H5Dwrite or H5Dread of the selections, its failure made collective (named with
+// `what`). An injected write failure skips the call on this rank, as a real ENOSPC leaves
+// it: the others wait inside HDF5 while this one reports.
+void h5_transfer(bool is_write, const File& f, hid_t d, hid_t mt, hid_t mspace, hid_t fspace,
+                 hid_t dxpl, void* buf, const std::string& what) {
+  const bool injected = is_write && fault_point("h5write");
+  const herr_t rc = injected   ? herr_t(-1)
+                    : is_write ? H5Dwrite(d, mt, mspace, fspace, dxpl, buf)
+                               : H5Dread(d, mt, mspace, fspace, dxpl, buf);
+  std::string msg;
+  if (injected) {
+    msg = "writing " + what + ": No space left on device (injected by TESSERA_FAULT_INJECT)";
+  } else if (rc < 0) {
+    try {
+      check(rc, std::string(is_write ? "writing " : "reading ") + what, 0);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+  }
+  collective_check(f.comm(), rc >= 0, msg);
+}
+
 TransferReport transfer_scalar(bool is_write, const File& f, hid_t d, hid_t fspace,
                                const Tensor& mem, const std::string& what, const IoOptions& opts) {
   int rank = 0;
@@ -125,27 +155,9 @@ TransferReport transfer_scalar(bool is_write, const File& f, hid_t d, hid_t fspa
     check(H5Sselect_none(fspace), "H5Sselect_none for " + what, 0);
     check(H5Sselect_none(mspace.get()), "H5Sselect_none for the buffer", 0);
   }
-  Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(transfer)"));
-  check(
-      H5Pset_dxpl_mpio(dxpl.get(), opts.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
-      "H5Pset_dxpl_mpio", 0);
-  const hid_t mt = h5::native_type(mem.dtype());
-  // As in the general path: an injected write failure skips the call on this rank.
-  const bool injected = is_write && fault_point("h5write");
-  const herr_t rc = injected   ? herr_t(-1)
-                    : is_write ? H5Dwrite(d, mt, mspace.get(), fspace, dxpl.get(), mem.raw())
-                               : H5Dread(d, mt, mspace.get(), fspace, dxpl.get(), mem.raw());
-  std::string msg;
-  if (injected) {
-    msg = "writing " + what + ": No space left on device (injected by TESSERA_FAULT_INJECT)";
-  } else if (rc < 0) {
-    try {
-      check(rc, std::string(is_write ? "writing " : "reading ") + what, 0);
-    } catch (const Error& e) {
-      msg = e.what();
-    }
-  }
-  collective_check(f.comm(), rc >= 0, msg);
+  const Handle dxpl = transfer_plist(opts.collective);
+  h5_transfer(is_write, f, d, h5::native_type(mem.dtype()), mspace.get(), fspace, dxpl.get(),
+              mem.raw(), what);
   uint32_t local_cause = 0, global_cause = 0;
   H5Pget_mpio_no_collective_cause(dxpl.get(), &local_cause, &global_cause);
   TransferReport rep;
@@ -251,9 +263,7 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
   // independent one reads it, the unwritten chunks as fill values. The status is metadata:
   // the same on every rank.
   const bool collective = opts.collective && (is_write || !partly_written_chunks(d.get(), what));
-  Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(transfer)"));
-  check(H5Pset_dxpl_mpio(dxpl.get(), collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
-        "H5Pset_dxpl_mpio", 0);
+  const Handle dxpl = transfer_plist(collective);
   const hid_t mt = h5::native_type(mem.dtype());
   TransferReport rep;
   rep.collective = collective;
@@ -270,27 +280,9 @@ TransferReport transfer(bool is_write, const File& f, const std::string& dset, c
     // HDF5 never dereferences the buffer for an empty selection, but wants a pointer.
     static char dummy;
     void* buf = pc.buf.numel() > 0 ? pc.buf.raw() : &dummy;
-    // An injected write failure skips the collective call on this rank, as a real
-    // ENOSPC leaves it: the others wait inside HDF5 while this one reports.
-    const bool injected = is_write && fault_point("h5write");
-    const herr_t rc = injected ? herr_t(-1)
-                      : is_write
-                          ? H5Dwrite(d.get(), mt, mspace.get(), fspace.get(), dxpl.get(), buf)
-                          : H5Dread(d.get(), mt, mspace.get(), fspace.get(), dxpl.get(), buf);
-    std::string msg;
     // This rank's part, where it has one (a rank with nothing to move still takes part).
     const std::string part = nothing(pc.fbox) ? "" : pc.fbox.str() + " of ";
-    if (injected) {
-      msg =
-          "writing " + part + what + ": No space left on device (injected by TESSERA_FAULT_INJECT)";
-    } else if (rc < 0) {
-      try {
-        check(rc, std::string(is_write ? "writing " : "reading ") + part + what, 0);
-      } catch (const Error& e) {
-        msg = e.what();
-      }
-    }
-    collective_check(f.comm(), rc >= 0, msg);
+    h5_transfer(is_write, f, d.get(), mt, mspace.get(), fspace.get(), dxpl.get(), buf, part + what);
     if (!is_write && pc.window.defined()) pc.window.copy_from(pc.buf);
     H5D_mpio_actual_io_mode_t m = H5D_MPIO_NO_COLLECTIVE;
     uint32_t local_cause = 0, global_cause = 0;
