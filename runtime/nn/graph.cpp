@@ -1,6 +1,7 @@
 #include "runtime/nn/graph.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <sstream>
 
@@ -35,7 +36,27 @@ std::string kind_name(Graph::Kind k) {
   return "?";
 }
 
+// Forward tickets: one per Graph::forward in the process, so a layer shared by two graphs
+// knows which graph's forward it last ran.
+std::uint64_t next_forward_ticket() {
+  static std::atomic<std::uint64_t> next{0};
+  return ++next;
+}
+
 }  // namespace
+
+const void* Graph::state_owner(const Node& n) {
+  if (n.layer) return n.layer.get();
+  if (const auto* lo = dynamic_cast<const LayerOp*>(n.op.get())) return lo->layer().get();
+  return n.op.get();
+}
+
+std::uint64_t& Graph::ticket_of(const Node& n) {
+  if (n.layer) return n.layer->forward_ticket_;
+  if (const auto* lo = dynamic_cast<const LayerOp*>(n.op.get()))
+    return lo->layer()->forward_ticket_;
+  return n.op->forward_ticket_;
+}
 
 int Graph::add_node(Node n) {
   for (const Node& m : nodes_)
@@ -45,6 +66,13 @@ int Graph::add_node(Node n) {
     TESSERA_CHECK(in >= 0 && in < num_nodes(), "Graph: node '"
                                                    << n.name << "' takes value " << in
                                                    << ", which is not a node of this graph");
+  // One object, one node: a layer added both as a layer and inside a LayerOp included.
+  if (const void* owner = n.kind == Kind::Input ? nullptr : state_owner(n))
+    for (const Node& m : nodes_)
+      TESSERA_CHECK(m.kind == Kind::Input || state_owner(m) != owner,
+                    "Graph: the " << (n.kind == Kind::Layer ? "layer" : "op") << " of node '"
+                                  << n.name << "' is already node '" << m.name
+                                  << "'; a layer or op object keeps one forward's state, use two");
   nodes_.push_back(std::move(n));
   forwarded_ = false;
   return num_nodes() - 1;
@@ -63,10 +91,6 @@ Value Graph::input(const std::string& name) {
 
 Value Graph::layer(const std::string& name, std::shared_ptr<Layer> l, Value x) {
   TESSERA_CHECK(l != nullptr, "Graph: layer node '" << name << "' has no layer");
-  for (const Node& m : nodes_)
-    TESSERA_CHECK(m.layer != l, "Graph: the layer of node '"
-                                    << name << "' is already node '" << m.name
-                                    << "'; a layer object keeps one forward's state, use two");
   auto op = std::make_shared<LayerOp>(l);
   return Value{add_node(Node{Kind::Layer, name, std::move(op), std::move(l), {x.id}, {}})};
 }
@@ -84,10 +108,6 @@ Value Graph::add(const std::string& name, Value a, Value b) {
 Value Graph::op(const std::string& name, std::shared_ptr<Op> o, const std::vector<Value>& inputs) {
   TESSERA_CHECK(o != nullptr, "Graph: op node '" << name << "' has no op");
   TESSERA_CHECK(!inputs.empty(), "Graph: op node '" << name << "' takes no input");
-  for (const Node& m : nodes_)
-    TESSERA_CHECK(m.op != o, "Graph: the op of node '"
-                                 << name << "' is already node '" << m.name
-                                 << "'; an op object keeps one forward's state, use two");
   std::vector<int> ids;
   for (const Value& v : inputs) ids.push_back(v.id);
   return Value{add_node(Node{Kind::Op, name, std::move(o), nullptr, std::move(ids), {}})};
@@ -125,8 +145,11 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
   const std::vector<std::vector<HaloWidths>>& wants = room_plan.wants;
   const std::vector<HaloWidths>& rooms = room_plan.of_value;
   values_in_room_ = 0;
+  ticket_ = next_forward_ticket();
+  backwards_ = 0;
   for (std::size_t id = 0; id < n; ++id) {
     Node& nd = nodes_[id];
+    if (nd.kind != Kind::Input) ticket_of(nd) = ticket_;
     nd.input_specs.clear();
     for (int in : nd.inputs) nd.input_specs.push_back(values_[static_cast<std::size_t>(in)].spec());
     ShardTensor out;
@@ -209,6 +232,15 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
   TESSERA_CHECK(output_grads.size() == outputs_.size(),
                 "Graph::backward: " << outputs_.size() << " output gradients expected, got "
                                     << output_grads.size());
+  // Before any gradient is added: a layer shared with another graph holds that graph's
+  // state when its forward ran after ours (the same order on every rank).
+  for (const Node& nd : nodes_)
+    TESSERA_CHECK(nd.kind == Kind::Input || ticket_of(nd) == ticket_,
+                  "Graph::backward: node '"
+                      << nd.name << "' (" << nd.op->name()
+                      << ") ran in another graph's forward after this graph's forward, so it "
+                         "holds that forward's state; run this graph's backward before the "
+                         "other forward, or give each graph its own layer objects");
   const std::size_t n = nodes_.size();
   grads_.assign(n, ShardTensor());
   grad_owned_.assign(n, false);
@@ -236,7 +268,15 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
       const Node& p = nodes_[static_cast<std::size_t>(u)];
       in_room = in_room && p.kind != Kind::Input && p.op->takes_grad_in_room();
     }
-    const std::vector<ShardTensor> dx = in_room ? nd.op->backward_in_room(dy) : nd.op->backward(dy);
+    std::vector<ShardTensor> dx;
+    try {
+      dx = in_room ? nd.op->backward_in_room(dy) : nd.op->backward(dy);
+    } catch (const Error& e) {
+      if (backwards_ == 0 || dynamic_cast<const AllocationError*>(&e)) throw;
+      throw Error(std::string(e.what()) +
+                  " (Graph::backward: a second backward of one forward; node '" + nd.name +
+                  "' freed its saved state in the first: run forward again)");
+    }
     for (std::size_t k = 0; k < nd.inputs.size(); ++k) accumulate(nd.inputs[k], dx.at(k));
     // A layer's parameter gradients are final now: gradient sync may start their buckets.
     if (grads_ready_ && (nd.kind == Kind::Layer || nd.kind == Kind::Op))
@@ -253,6 +293,7 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
     }
   }
   grads_.assign(n, ShardTensor());
+  ++backwards_;
   return dx;
 }
 

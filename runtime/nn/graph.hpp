@@ -14,6 +14,7 @@
 // Parameter registry: every parameter has a stable name "<node>.<parameter>" (e.g.
 // "enc1.conv.weight"), in node order; checkpoints are keyed by these names.
 #include "runtime/floor.hpp"
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -51,7 +52,10 @@ class Graph {
   // Graph inputs, in the order forward() takes them.
   Value input(const std::string& name);
   // A layer node. A layer object may appear in one node only (it keeps the state of
-  // one forward for its backward).
+  // one forward for its backward), whether added here or as a LayerOp. Two graphs may share
+  // one (a train and an eval graph of one encoder), but a graph's backward refuses when
+  // the other graph ran a forward through it after this graph's forward: the layer holds
+  // that forward's state now.
   Value layer(const std::string& name, std::shared_ptr<Layer> layer, Value x);
   // Channel concatenation of (N, C, ...) tensors: [a, b] along dim 1. Both must have
   // the same global shape, placements and shard sizes in every other dim, dim 1
@@ -70,7 +74,9 @@ class Graph {
   std::vector<ShardTensor> forward(const std::vector<ShardTensor>& inputs);
   ShardTensor forward(const ShardTensor& x);  // one input, one output
   // Gradients of the outputs (undefined: no gradient from that output) in, gradients
-  // of the inputs out (zeros where none reached an input). Needs a preceding forward.
+  // of the inputs out (zeros where none reached an input). Needs a preceding forward. A
+  // second backward of one forward adds the gradients again where every layer kept its
+  // state; those that free it in their backward (the convolutions) refuse, and so the graph.
   std::vector<ShardTensor> backward(const std::vector<ShardTensor>& output_grads);
   ShardTensor backward(const ShardTensor& dy);
 
@@ -140,6 +146,10 @@ class Graph {
   };
 
   int add_node(Node n);
+  // The object that holds a node's saved state (its layer, or its op), null for inputs, and
+  // its forward ticket.
+  static const void* state_owner(const Node& n);
+  static std::uint64_t& ticket_of(const Node& n);
   // Walks the nodes in order from the inputs' specs, each node's output spec from its
   // inputs' (errors name the node), calling visit(node id, input specs, output spec) for
   // every op node. Returns the outputs' specs. `what` names the caller in errors.
@@ -159,6 +169,8 @@ class Graph {
   bool forwarded_ = false, keep_values_ = false, ghost_room_ = true;
   bool grad_enabled_ = true, forwarded_with_grad_ = false;
   int values_in_room_ = 0;
+  std::uint64_t ticket_ = 0;  // this graph's last forward, stamped on its layers and ops
+  int backwards_ = 0;         // backward passes since that forward
   // The ghost room of every op input and value for one layout of the graph's inputs, kept
   // until the inputs' specs, the mesh, the graph or its flags change (a training loop
   // forwards the same layout every step).

@@ -10,10 +10,10 @@
 // contributions are partial (the axes that shard its input); GradSync (runtime/comm/grad_sync.hpp)
 // is the one place that sums them, in buckets, after or overlapped with backward.
 #include "runtime/floor.hpp"
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
-
-#include <memory>
 
 #include "decomp/halo_geometry.hpp"
 #include "runtime/nn/op_cost.hpp"
@@ -22,6 +22,7 @@
 namespace tessera {
 
 struct ParameterShard;  // runtime/nn/parameter_shard.hpp
+class Graph;            // runtime/nn/graph.hpp
 
 struct Parameter {
   std::string name;  // "weight", "bias", ...
@@ -88,6 +89,12 @@ class Layer {
   virtual ShardTensor backward_in_room(const ShardTensor& dy) { return backward(dy); }
   // Whether backward takes an output gradient with room (a strided local()).
   virtual bool takes_grad_in_room() const { return false; }
+
+ private:
+  friend class Graph;
+  // The Graph forward whose state this layer holds (a layer shared by two graphs, a train and
+  // an eval graph, must not give one graph's backward the other's saved input).
+  std::uint64_t forward_ticket_ = 0;
 };
 
 }  // namespace tessera

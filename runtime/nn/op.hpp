@@ -56,6 +56,10 @@ class Op {
   }
   virtual std::vector<ShardTensor> backward_in_room(const ShardTensor& dy) { return backward(dy); }
   virtual bool takes_grad_in_room() const { return false; }
+
+ private:
+  friend class Graph;
+  std::uint64_t forward_ticket_ = 0;  // as Layer's: the Graph forward whose state it holds
 };
 
 // A one-input Layer as an Op.

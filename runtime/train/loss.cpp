@@ -90,7 +90,10 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
       if (!(sums[3 * k + 1] > 0)) {
         if (opts_.skip_zero_targets && !want_grad) continue;
         std::ostringstream os;
-        os << "relative L2 loss: the target of sample " << i << " of the batch has zero norm";
+        // Squares are summed in float64, where values below 1e-154 square to zero.
+        os << "relative L2 loss: the target of sample " << i
+           << " of the batch has zero norm (all zeros, or values below 1e-154 whose squares "
+              "are zero in float64: rescale the data)";
         why = os.str();
         break;
       }

@@ -88,6 +88,7 @@ void Optimizer::step() {
   ++step_;
   plan();
   for (const Bucket& b : buckets_) update(b.span, step_);
+  state_started_ = true;
 }
 
 void Optimizer::zero_grad() const {
@@ -127,6 +128,7 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
   const std::int64_t steps = step->to(MemSpace::Host).data<std::int64_t>()[0];
   TESSERA_CHECK(steps >= 0, name() << " state: 'step' is " << steps << ", a count of steps >= 0");
   const auto suffixes = state_suffixes();
+  bool nonzero = false;  // of the global tensors, so every rank decides alike
   std::vector<std::vector<Tensor>> loaded(params_.size());
   for (std::size_t k = 0; k < params_.size(); ++k)
     for (const std::string& suffix : suffixes) {
@@ -141,8 +143,11 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
       Tensor dst = Tensor::empty(v.shape(), v.dtype(), v.space());
       dst.copy_from(host_converted(local_block(p, *t), v.dtype()).to(v.space()));
       loaded[k].push_back(dst);
+      const Tensor all = host_converted(*t, DType::f64);
+      for (Index i = 0; i < all.numel() && !nonzero; ++i) nonzero = all.data<double>()[i] != 0;
     }
   state_ = std::move(loaded);
+  state_started_ = steps > 0 || nonzero;
   buckets_.clear();  // the next step lays the loaded state out flat again
   planned_.clear();
   step_ = steps;
@@ -172,7 +177,8 @@ void Sgd::update(const Span& s, std::int64_t t) {
   a.dampening = o_.dampening;
   a.weight_decay = o_.weight_decay;
   a.nesterov = o_.nesterov;
-  a.first_step = t == 1;
+  (void)t;
+  a.first_step = !state_started_;
   void* buf = o_.momentum != 0 ? s.state[0] : nullptr;
   kernels::sgd_update(Device::of(s.space), s.type, s.n, s.value, s.grad, buf, a);
 }

@@ -68,6 +68,10 @@ class Optimizer {
   std::vector<NamedParameter> params_;
   double lr_;
   std::int64_t step_ = 0;
+  // Whether the state buffers hold values of earlier steps: after a step, or loaded with a
+  // positive step count or a non-zero buffer (a PyTorch state counts no steps). Where not,
+  // SGD's momentum buffer starts as the gradient (PyTorch's "no buffer yet").
+  bool state_started_ = false;
 
  private:
   struct Bucket {

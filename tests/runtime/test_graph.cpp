@@ -519,3 +519,87 @@ TEST_CASE("graph op nodes: a multi-input op is scheduled like any other", "[grap
   MPI_REQUIRE(test::has(test::error_of([&] { bad.output_specs({xs.spec()}); }),
                         "op node 'mul' cannot take its input"));
 }
+
+namespace {
+// Passes x through and forgets it in backward, as the convolutions free their saved input.
+class Forgetful : public Layer {
+ public:
+  ShardSpec output_spec(const ShardSpec& in) const override { return in; }
+  ShardTensor forward(const ShardTensor& x) override {
+    saved_ = true;
+    return x;
+  }
+  ShardTensor backward(const ShardTensor& dy) override {
+    TESSERA_CHECK(saved_, name() << ": backward before forward");
+    saved_ = false;
+    return dy;
+  }
+  std::string name() const override { return "Forgetful"; }
+
+ private:
+  bool saved_ = false;
+};
+}  // namespace
+
+TEST_CASE("graph: a layer shared by two graphs, in two nodes, or run backward twice", "[graph]") {
+  // y = w x with w = 2: dw = sum(dy x) = sum(x) for dy = 1.
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const std::vector<Placement> dims = {Replicate(), Replicate(), Shard(0), Replicate()};
+  auto filled = [&](double base, double step) {
+    Tensor t = Tensor::empty({1, 1, 4, 2}, DType::f64);
+    for (int i = 0; i < 8; ++i) t.data<double>()[i] = base + step * i;
+    return ShardTensor::scatter(mesh, t, dims);
+  };
+  const ShardTensor xa = filled(1.0, 1.0), xb = filled(100.0, 1.0), ones = filled(1.0, 0.0);
+  auto shared = std::make_shared<ChannelScale>(std::vector<double>{2.0});
+  Graph train, eval;
+  train.output(train.layer("enc", shared, train.input("x")));
+  eval.output(eval.layer("enc", shared, eval.input("x")));
+  Parameter& w = train.parameter("enc.weight");
+  auto summed_grad = [&] {
+    Tensor g = w.grad.clone();
+    MPI_Allreduce(MPI_IN_PLACE, g.data<double>(), 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return g.data<double>()[0];
+  };
+
+  // The eval graph's forward between the train graph's forward and backward: the layer
+  // holds the eval input now; the backward refuses before adding any gradient.
+  train.zero_grad();
+  train.forward(xa);
+  eval.forward(xb);
+  MPI_CHECK_ERROR(train.backward(ones), "node 'enc' (ChannelScale) ran in another graph's forward");
+  MPI_CHECK(summed_grad() == 0.0);
+  // In order, each graph's backward sees its own input: sum(1..8) = 36, sum(100..107) = 828.
+  train.forward(xa);
+  train.backward(ones);
+  MPI_CHECK(summed_grad() == 36.0);
+  train.zero_grad();
+  eval.forward(xb);
+  train.forward(xa);  // the later forward owns the state
+  train.backward(ones);
+  MPI_CHECK(summed_grad() == 36.0);
+  MPI_CHECK_ERROR(eval.backward(ones), "node 'enc' (ChannelScale) ran in another graph's forward");
+  train.zero_grad();
+  eval.forward(xb);
+  eval.backward(ones);
+  MPI_CHECK(summed_grad() == 828.0);
+
+  // One object in two nodes of one graph, as a layer and inside a LayerOp, either order.
+  Graph twice;
+  const Value in = twice.input("x");
+  twice.layer("a", shared, in);
+  MPI_CHECK_ERROR(twice.op("b", std::make_shared<LayerOp>(shared), {in}), "already node 'a'");
+  Graph twice_op;
+  const Value in2 = twice_op.input("x");
+  twice_op.op("a", std::make_shared<LayerOp>(shared), {in2});
+  MPI_CHECK_ERROR(twice_op.layer("b", shared, in2), "already node 'a'");
+
+  // A second backward of one forward through a layer that frees its state in backward.
+  Graph once;
+  once.output(once.layer("f", std::make_shared<Forgetful>(), once.input("x")));
+  once.forward(xa);
+  once.backward(ones);
+  MPI_CHECK_ERROR(once.backward(ones), "a second backward of one forward; node 'f' freed");
+  once.forward(xa);
+  MPI_CHECK(test::same(once.backward(ones).gather_all(), ones.gather_all()));
+}

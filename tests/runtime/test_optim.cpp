@@ -276,6 +276,38 @@ TEST_CASE("optimizer state round-trips: 2 + load + 2 steps equal 4 steps bitwise
   }
 }
 
+TEST_CASE("SGD's momentum buffer starts where none exists, as PyTorch's", "[optim]") {
+  // lr 0.1, momentum 0.9, dampening 0.5, theta0 = 1, g = 0.5 (by hand).
+  const SgdOptions o{0.1, 0.9, 0.5, 0, false};
+  auto one_step = [&](const std::vector<NamedTensor>* state) {
+    Holder h(std::vector<std::vector<double>>{{1.0}});
+    Sgd opt(h.named, o);
+    if (state) opt.load_state(*state);
+    h.owned[0]->grad.data<double>()[0] = 0.5;
+    opt.step();
+    return h.owned[0]->value.data<double>()[0];
+  };
+  auto state_of = [](std::int64_t steps, double buffer) {
+    Tensor step = Tensor::empty({1}, DType::i64);
+    step.data<std::int64_t>()[0] = steps;
+    Tensor buf = Tensor::empty({1}, DType::f64);
+    buf.data<double>()[0] = buffer;
+    return std::vector<NamedTensor>{{"step", step}, {"layer0.w.momentum_buffer", buf}};
+  };
+  // Fresh: the buffer becomes the gradient (no dampening on the first step): 1 - 0.05.
+  CHECK(one_step(nullptr) == Approx(0.95).epsilon(1e-15));
+  // A state saved before any step (step 0, zero buffer) starts alike.
+  const auto never = state_of(0, 0.0);
+  CHECK(one_step(&never) == Approx(0.95).epsilon(1e-15));
+  // A buffer from elsewhere at step 0 (PyTorch counts no SGD steps) is used, not dropped:
+  // b = 0.9 * 2 + 0.5 * 0.5 = 2.05, theta = 1 - 0.205.
+  const auto imported = state_of(0, 2.0);
+  CHECK(one_step(&imported) == Approx(0.795).epsilon(1e-15));
+  // A zero buffer after steps is a buffer: b = 0 + 0.25, theta = 1 - 0.025.
+  const auto zeroed = state_of(3, 0.0);
+  CHECK(one_step(&zeroed) == Approx(0.975).epsilon(1e-15));
+}
+
 TEST_CASE("float64 state loads into float32 parameters", "[optim]") {
   Holder h64(kInit), h32(kInit, DType::f32);
   Adam a(h64.named, AdamOptions{});
