@@ -18,6 +18,18 @@ namespace tessera::io {
 
 namespace fs = std::filesystem;
 
+std::string folder_write_problem(const std::string& dir) {
+  const fs::path probe = fs::path(dir) / (".tessera-write-test." + std::to_string(getpid()));
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return std::strerror(errno);
+  const bool wrote = write(fd, "x", 1) == 1;
+  const int err = errno;
+  close(fd);
+  std::error_code ec;
+  fs::remove(probe, ec);
+  return wrote ? std::string() : std::strerror(err);
+}
+
 void refuse_alias(MPI_Comm comm, const std::string& what_out, const std::string& output,
                   const std::vector<std::pair<std::string, std::string>>& inputs) {
   std::string bad;
@@ -148,6 +160,8 @@ std::string output_path_problem(const std::string& path) {
   const std::string dir = parent.empty() ? "." : parent.string();
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     return out + "cannot be written: its folder '" + dir + "': " + std::strerror(errno);
+  if (const std::string why = folder_write_problem(dir); !why.empty())
+    return out + "cannot be written: its folder '" + dir + "' does not take files (" + why + ")";
   std::error_code ec;
   const fs::file_status st = fs::symlink_status(path, ec);
   if (ec || !fs::exists(st)) return "";

@@ -29,6 +29,11 @@ void refuse_alias(MPI_Comm comm, const std::string& what_out, const std::string&
 // too.
 void check_output_path(MPI_Comm comm, const std::string& path);
 
+// Why folder `dir` does not take a new file, with the system's reason, else "": a probe of
+// this process's own is created exclusively (never a link followed), written and removed,
+// since write permission alone passes folders that refuse files (a read-only mount, /sys).
+std::string folder_write_problem(const std::string& dir);
+
 // Collective: "PATH.tmp.HOST.PID" (rank 0's host and process): where this job writes an
 // output until it is complete. Rank 0 first removes PATH's temporaries of ended processes
 // of its host (a job killed by SIGKILL cannot remove its own).

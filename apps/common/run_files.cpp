@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "decomp/error.hpp"
+#include "io/output_file.hpp"
 #include "runtime/comm/collective_error.hpp"
 
 namespace tessera::app {
@@ -35,17 +36,9 @@ void check_writable(MPI_Comm comm, const TrainConfig& cfg) {
                     what << " = '" << dir.string() << "' is a link to a missing folder ('"
                          << fs::read_symlink(dir, ec).string() << "')");
       if (what == "train.checkpoint_dir") fs::create_directories(dir, ec);  // as saving would
-      // A probe of this process's own, created exclusively (never a link followed).
-      const fs::path probe = dir / (".tessera-write-test." + std::to_string(getpid()));
-      const int fd =
-          open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-      const int err = errno;
-      const bool wrote = fd >= 0 && write(fd, "x", 1) == 1;
-      if (fd >= 0) close(fd);
-      TESSERA_CHECK(wrote, what << " = '" << dir.string() << "' does not take files ("
-                                << (ec ? ec.message() : std::strerror(fd < 0 ? err : errno))
-                                << ")");
-      fs::remove(probe, ec);
+      const std::string why = ec ? ec.message() : io::folder_write_problem(dir.string());
+      TESSERA_CHECK(why.empty(),
+                    what << " = '" << dir.string() << "' does not take files (" << why << ")");
     }
     if (!cfg.train.metrics_csv.empty()) {
       // The checkpoint code writes ckpt_* and .tessera-* there: a metrics file by such a

@@ -19,6 +19,11 @@
 
 namespace tessera::app {
 
+unsigned init_seed(std::int64_t seed) {
+  const auto s = static_cast<std::uint64_t>(seed);
+  return static_cast<unsigned>(s ^ (s >> 32) * 0x9E3779B97F4A7C15ull);
+}
+
 UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
                          MemSpace space) {
   UNetOptions o;
@@ -35,7 +40,7 @@ UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index cin, Inde
   o.up = unet_up(c.model.up);
   o.dtype = model_dtype(c.model);
   o.space = space;
-  o.seed = static_cast<unsigned>(c.train.seed);
+  o.seed = init_seed(c.train.seed);
   return o;
 }
 
@@ -56,7 +61,7 @@ FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index cin, Index 
   o.activation = activation_by_name(c.model.activation);
   o.dtype = model_dtype(c.model);
   o.space = space;
-  o.seed = static_cast<unsigned>(c.train.seed);
+  o.seed = init_seed(c.train.seed);
   return o;
 }
 
@@ -73,7 +78,7 @@ TransolverOptions transolver_options(const TrainConfig& c, int spatial_dims, boo
   o.slices = c.model.slices;
   o.dtype = model_dtype(c.model);
   o.space = space;
-  o.seed = static_cast<unsigned>(c.train.seed);
+  o.seed = init_seed(c.train.seed);
   return o;
 }
 
@@ -99,7 +104,7 @@ VitOptions vit_options(const TrainConfig& c, int spatial_dims, Index cin, Index 
   }
   o.dtype = model_dtype(c.model);
   o.space = space;
-  o.seed = static_cast<unsigned>(c.train.seed);
+  o.seed = init_seed(c.train.seed);
   return o;
 }
 
@@ -124,7 +129,7 @@ PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index 
   o.neighbourhood.radius = c.model.radius;
   o.dtype = model_dtype(c.model);
   o.space = space;
-  o.seed = static_cast<unsigned>(c.train.seed);
+  o.seed = init_seed(c.train.seed);
   return o;
 }
 

@@ -58,6 +58,10 @@ struct EvalResult {
 };
 
 // The UNet or FNO a config describes for data of these channels and spatial dims.
+// The models' initialisation seed (32 bits) of train.seed: seeds below 2^32 as they are,
+// larger ones with their high half mixed in (a plain cast made seeds 2^32 apart alike).
+unsigned init_seed(std::int64_t seed);
+
 UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index in_channels,
                          Index out_channels, MemSpace space);
 FnoOptions fno_options(const TrainConfig& c, int spatial_dims, Index in_channels,

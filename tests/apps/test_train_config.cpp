@@ -343,6 +343,20 @@ TEST_CASE("config: mesh.shape against the rank count", "[config]") {
   MPI_CHECK_ERROR(make_mesh(MPI_COMM_WORLD, c), "mesh of 4294967296 ranks (65536x65536)");
 }
 
+TEST_CASE("train.seed: every seed its own initialisation, small seeds as they were", "[config]") {
+  MPI_CHECK(init_seed(0) == 0u);
+  MPI_CHECK(init_seed(7) == 7u);
+  MPI_CHECK(init_seed(4294967295) == 4294967295u);
+  // A plain cast made seeds 2^32 apart alike (same weights, other batch order).
+  const std::int64_t two32 = std::int64_t{1} << 32;
+  std::vector<unsigned> seen;
+  for (std::int64_t s : {std::int64_t{0}, two32, 2 * two32, 3 * two32 + 1, std::int64_t{1},
+                         two32 + 1, std::int64_t{9223372036854775807}})
+    seen.push_back(init_seed(s));
+  std::sort(seen.begin(), seen.end());
+  MPI_CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+}
+
 TEST_CASE("config builds the optimizer, schedule, loss and dtype it names", "[config]") {
   auto one_step = [](const TrainConfig& c) {
     Parameter p{"w", Tensor::empty({3}, DType::f64), Tensor::empty({3}, DType::f64)};

@@ -148,6 +148,10 @@ TEST_CASE("an output that is empty, a folder, a link, a FIFO or in no folder is 
   MPI_CHECK_ERROR(write_tagged("", MPI_COMM_WORLD, 1), "the output path is empty");
   MPI_CHECK_ERROR(write_tagged(dir + "/none/out.h5", MPI_COMM_WORLD, 1),
                   "cannot be written: its folder '" + dir + "/none': No such file or directory");
+  // A folder that refuses new files though access() allows writing (root on /sys, a
+  // read-only mount): named before any work, not as an MPI-IO code at the file's creation.
+  MPI_CHECK_ERROR(io::check_output_path(MPI_COMM_WORLD, "/sys/out.h5"),
+                  "cannot be written: its folder '/sys'");
   MPI_CHECK_ERROR(write_tagged(dir, MPI_COMM_WORLD, 1), "is a directory");
   MPI_CHECK_ERROR(write_tagged(link, MPI_COMM_WORLD, 1), "is a symbolic link");
   MPI_CHECK_ERROR(write_tagged(fifo, MPI_COMM_WORLD, 1), "is not a regular file");
