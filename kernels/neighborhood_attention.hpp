@@ -12,9 +12,10 @@
 // queries reach, both placed by their global first cell; heads of D = C / heads channels.
 // Forward returns the output and each row's log-sum-exp; backward recomputes the
 // probabilities from it and ADDS key and value gradients into a frame of the same shape
-// (windows overlap). Host: one (sample, head) per thread. CUDA: one thread per query (forward,
-// dq) and per frame cell (dk, dv: it gathers the block's queries whose windows hold it).
-// No atomics and a fixed order on both.
+// (windows overlap). Host: bands of query rows, each with the frame rows it reaches (forward:
+// a (sample, head, band) per thread; backward: a (sample, head) per thread). CUDA: one thread per
+// query (forward, dq) and per frame cell (dk, dv: it gathers the block's queries whose windows hold
+// it). No atomics and a fixed order on both.
 #include "kernels/floor.hpp"
 #include "decomp/dtype.hpp"
 #include "decomp/host_device.hpp"
@@ -33,6 +34,7 @@ struct NeighborhoodDesc {
   Index f_lo[3] = {0, 0, 0}, f_shape[3] = {1, 1, 1};  // frame's global first cell, extents
   double scale = 0;                                   // 0: 1 / sqrt(D)
   DType type = DType::f32;
+  Index tile_cells = 0;  // host: queries per band (rows of the first dim), 0: about 4096
 };
 
 // The first key of query i's window along one dim (keys: start + t dil, t < k); needs at

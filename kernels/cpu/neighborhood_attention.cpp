@@ -1,11 +1,20 @@
-// Host neighbourhood attention: OpenMP over (sample, head); each (sample, head) is turned
-// channels-last in float64 first, so per query the window's keys (enumerated from the per-dim
-// starts) are contiguous D-vectors for the dot products and sums; key and value gradients
-// accumulate in float64 and are added to the frame once.
+// Host neighbourhood attention, in bands: the queries of a (sample, head) are cut into tiles of
+// whole rows of the first dim (about kTileCells queries), and only a tile's queries and the band
+// of frame rows their windows reach are turned channels-last in float64, so per query the
+// window's keys are contiguous D-vectors in a buffer that stays in cache. (Turning the whole
+// plane channels-last cost a zero-filled scratch of 7 planes per thread: at 512^2 tokens a
+// fifth of the time went to first-touch page faults.) A row's scores are exponentiated in one
+// vector pass (exp_pass). Forward: OpenMP over (sample, head, tile). Backward: over
+// (sample, head), tiles in order; a tile's key and value gradients accumulate in float64 over
+// its band and are added to the frame once per tile (bands of neighbouring tiles overlap), in
+// a fixed order.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/simd_clones.hpp"
 #include "kernels/device/scratch.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/neighborhood_attention.hpp"
@@ -13,9 +22,13 @@
 namespace tessera::kernels::cpu {
 namespace {
 
+constexpr Index kTileCells = 4096;  // queries per tile (8 rows of a 512^2 grid)
+
 struct Geometry {
   const NeighborhoodDesc& d;
   Index C, qcells = 1, fcells = 1, keys = 1;
+  Index qrow = 1;  // query cells per row of the first dim
+  Index tile_rows = 1, tiles = 1;
   Index k[3] = {1, 1, 1}, step[3] = {0, 0, 0}, fstride[3] = {0, 0, 0};
   explicit Geometry(const NeighborhoodDesc& desc) : d(desc), C(desc.heads * desc.dim) {
     Index stride = 1;
@@ -30,12 +43,47 @@ struct Geometry {
       k[i] = d.kernel[i];
       step[i] = d.dilation[i] * fstride[i];
     }
+    qrow = qcells / std::max<Index>(1, d.q_shape[0]);
+    const Index want = d.tile_cells > 0 ? d.tile_cells : kTileCells;
+    tile_rows = std::max<Index>(1, want / std::max<Index>(1, qrow));
+    tiles = (d.q_shape[0] + tile_rows - 1) / tile_rows;
   }
-  // Frame cells of query cell `qc`'s keys, in window order (the last dim fastest): the per-dim
-  // starts once per query, then offsets by nested loops, no division per key (256^2 tokens,
-  // 7 x 7, forward + backward: 0.45 -> 0.39 s).
-  void window(Index qc, std::vector<Index>& cells) const {
-    Index idx[3] = {0, 0, 0}, rest = qc, base = 0;
+  // First frame row (dim 0) of local query row i's window.
+  Index start_row(Index i) const {
+    return neighborhood_start(d.q_lo[0] + i, d.extent[0], d.kernel[0], d.dilation[0]) - d.f_lo[0];
+  }
+  // Tile t: query rows [r0, r1) and the frame rows [f0, f1) their windows reach (with
+  // dilation, starts are not monotonic in the row: the extremes over the tile).
+  struct Tile {
+    Index r0, r1, f0, f1;
+    Index qcells(const Geometry& g) const { return (r1 - r0) * g.qrow; }
+    Index fcells(const Geometry& g) const { return (f1 - f0) * g.fstride[0]; }
+  };
+  Tile tile(Index t) const {
+    Tile tl{t * tile_rows, std::min(d.q_shape[0], (t + 1) * tile_rows), 0, 0};
+    Index lo = start_row(tl.r0), hi = lo;
+    for (Index i = tl.r0 + 1; i < tl.r1; ++i) {
+      const Index s = start_row(i);
+      lo = std::min(lo, s);
+      hi = std::max(hi, s);
+    }
+    tl.f0 = lo;
+    tl.f1 = hi + (d.kernel[0] - 1) * d.dilation[0] + 1;
+    return tl;
+  }
+  // The largest band and tile over all tiles (scratch sizes).
+  void largest(Index& q, Index& f) const {
+    q = f = 0;
+    for (Index t = 0; t < tiles; ++t) {
+      const Tile tl = tile(t);
+      q = std::max(q, tl.qcells(*this));
+      f = std::max(f, tl.fcells(*this));
+    }
+  }
+  // Band cells of query cell `qc`'s keys (qc local to the whole block), in window order (the
+  // last dim fastest): the per-dim starts once per query, then offsets by nested loops.
+  void window(Index qc, const Tile& tl, std::vector<Index>& cells) const {
+    Index idx[3] = {0, 0, 0}, rest = qc, base = -tl.f0 * fstride[0];
     for (int i = d.nd - 1; i >= 0; --i) idx[i] = rest % d.q_shape[i], rest /= d.q_shape[i];
     for (int i = 0; i < d.nd; ++i)
       base += (neighborhood_start(d.q_lo[i] + idx[i], d.extent[i], d.kernel[i], d.dilation[i]) -
@@ -54,12 +102,51 @@ double scale_of(const NeighborhoodDesc& d) {
   return d.scale > 0 ? d.scale : 1.0 / std::sqrt(static_cast<double>(d.dim));
 }
 
-// Rows of one (sample, head): channel-first (D, cells) -> channels last (cells, D), so the
-// per-key dot products and sums run over contiguous D-vectors.
+// e^x to about 2 ulp, branch-free so a loop of it vectorizes: x = n ln 2 + r with
+// |r| <= ln 2 / 2 (ln 2 in two parts, Cody and Waite, so n ln 2 is exact), e^r by its Taylor
+// series to r^13 (truncation below 1e-17), 2^n from the exponent bits. x is clamped to
+// [-708, 709] (below, e^x is under 1e-307, against a row maximum of 1); a NaN stays a NaN (and
+// so does -inf, from infinite inputs only).
+inline double exp_accurate(double x) {
+  constexpr double kShift = 6755399441055744.0;  // 1.5 2^52: the low bits of x + it hold round(x)
+  constexpr double kLog2e = 1.4426950408889634;
+  constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+  // Compares a vector loop takes (as blends, with -fno-trapping-math: kernels/CMakeLists.txt);
+  // they turn a NaN into a bound, and the (x - x) below gives it back.
+  const double xu = x < 709.0 ? x : 709.0;
+  const double xc = xu > -708.0 ? xu : -708.0;
+  const double big = xc * kLog2e + kShift;
+  const double n = big - kShift;
+  const double r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  double p = 1.0 / 6227020800.0;  // 1/13!
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  const std::int64_t e = std::bit_cast<std::int64_t>(big) - std::bit_cast<std::int64_t>(kShift);
+  return p * std::bit_cast<double>((e + 1023) << 52) + (x - x);
+}
+
+// s[t] = e^(s[t] - shift) for t < n.
+inline void exp_pass(double* s, Index n, double shift) {
+#pragma omp simd
+  for (Index t = 0; t < n; ++t) s[t] = exp_accurate(s[t] - shift);
+}
+
+// `cells` cells of D channels, channel c at src[c * stride + i] -> dst[i * D + c].
 template <class T>
-void to_rows(const T* src, Index cells, Index D, double* dst) {
+void to_rows(const T* src, Index stride, Index cells, Index D, double* dst) {
   for (Index c = 0; c < D; ++c)
-    for (Index i = 0; i < cells; ++i) dst[i * D + c] = src[c * cells + i];
+    for (Index i = 0; i < cells; ++i) dst[i * D + c] = src[c * stride + i];
 }
 
 inline double dot(const double* a, const double* b, Index D) {
@@ -69,48 +156,90 @@ inline double dot(const double* a, const double* b, Index D) {
   return s;
 }
 
+// One query's window: out = softmax(sc q.k) v over the window's keys (rows of kt, vt at
+// `cells`), returned in acc; returns the log-sum-exp. s: `keys` of scratch.
+TESSERA_SIMD_CLONES
+double forward_query(const double* qr, const double* kt, const double* vt, const Index* cells,
+                     Index keys, Index D, double sc, double* s, double* acc) {
+  double mx = -INFINITY;
+  for (Index t = 0; t < keys; ++t) {
+    const double v = sc * dot(qr, kt + cells[t] * D, D);
+    s[t] = v;
+    mx = std::max(mx, v);
+  }
+  exp_pass(s, keys, mx);
+  double sum = 0;
+  std::fill(acc, acc + D, 0.0);
+  for (Index t = 0; t < keys; ++t) {
+    const double pt = s[t];
+    sum += pt;
+    const double* vr = vt + cells[t] * D;
+#pragma omp simd
+    for (Index c = 0; c < D; ++c) acc[c] += pt * vr[c];
+  }
+  for (Index c = 0; c < D; ++c) acc[c] /= sum;
+  return mx + std::log(sum);
+}
+
+// One query's backward: the probabilities again from its LSE, dS = P (dO.v - dd); adds
+// sc dS q to dk and P dO to dv at the window's cells; returns sc dS K in acc. p: 2 `keys` of
+// scratch.
+TESSERA_SIMD_CLONES
+void backward_query(const double* qr, const double* gr, double dd, double lse, const double* kt,
+                    const double* vt, double* dkt, double* dvt, const Index* cells, Index keys,
+                    Index D, double sc, double* p, double* acc) {
+  double* ds = p + keys;
+  for (Index j = 0; j < keys; ++j) p[j] = sc * dot(qr, kt + cells[j] * D, D);
+  exp_pass(p, keys, lse);
+  for (Index j = 0; j < keys; ++j) ds[j] = p[j] * (dot(gr, vt + cells[j] * D, D) - dd);
+  std::fill(acc, acc + D, 0.0);
+  for (Index j = 0; j < keys; ++j) {
+    const Index f = cells[j];
+    const double dsj = ds[j], pj = p[j];
+    const double* kr = kt + f * D;
+    double* dkr = dkt + f * D;
+    double* dvr = dvt + f * D;
+#pragma omp simd
+    for (Index c = 0; c < D; ++c) {
+      acc[c] += dsj * kr[c];
+      dkr[c] += sc * dsj * qr[c];
+      dvr[c] += pj * gr[c];
+    }
+  }
+  for (Index c = 0; c < D; ++c) acc[c] *= sc;
+}
+
 template <class T>
 void forward(const NeighborhoodDesc& d, const T* q, const T* kv, T* out, double* lse) {
   const Geometry g(d);
   const double sc = scale_of(d);
   const Index D = d.dim;
-  // Channels-last q, k and v of one (sample, head) per thread.
-  ThreadScratch<double> rows(static_cast<std::size_t>((g.qcells + 2 * g.fcells) * D));
+  Index qmax = 0, fmax = 0;
+  g.largest(qmax, fmax);
+  // Channels-last q of a tile, k and v of its band, per thread.
+  ThreadScratch<double> rows(static_cast<std::size_t>((qmax + 2 * fmax) * D));
 #pragma omp parallel
   {
     std::vector<Index> cells(static_cast<std::size_t>(g.keys));
     std::vector<double> s(static_cast<std::size_t>(g.keys)), acc(static_cast<std::size_t>(D));
     double* const qt = rows.mine();
-    double* const kt = qt + g.qcells * D;
-    double* const vt = kt + g.fcells * D;
+    double* const kt = qt + qmax * D;
+    double* const vt = kt + fmax * D;
 #pragma omp for schedule(static)
-    for (Index nh = 0; nh < d.batch * d.heads; ++nh) {
-      const Index n = nh / d.heads, h = nh % d.heads;
-      to_rows(q + (n * g.C + h * D) * g.qcells, g.qcells, D, qt);
-      to_rows(kv + (n * 2 * g.C + h * D) * g.fcells, g.fcells, D, kt);
-      to_rows(kv + (n * 2 * g.C + g.C + h * D) * g.fcells, g.fcells, D, vt);
+    for (Index job = 0; job < d.batch * d.heads * g.tiles; ++job) {
+      const Index nh = job / g.tiles, n = nh / d.heads, h = nh % d.heads;
+      const Geometry::Tile tl = g.tile(job % g.tiles);
+      const Index q0 = tl.r0 * g.qrow, f0 = tl.f0 * g.fstride[0];
+      to_rows(q + (n * g.C + h * D) * g.qcells + q0, g.qcells, tl.qcells(g), D, qt);
+      to_rows(kv + (n * 2 * g.C + h * D) * g.fcells + f0, g.fcells, tl.fcells(g), D, kt);
+      to_rows(kv + (n * 2 * g.C + g.C + h * D) * g.fcells + f0, g.fcells, tl.fcells(g), D, vt);
       T* on = out + (n * g.C + h * D) * g.qcells;
-      for (Index qc = 0; qc < g.qcells; ++qc) {
-        g.window(qc, cells);
-        const double* qr = qt + qc * D;
-        double mx = -INFINITY;
-        for (Index t = 0; t < g.keys; ++t) {
-          const double v = sc * dot(qr, kt + cells[static_cast<std::size_t>(t)] * D, D);
-          s[static_cast<std::size_t>(t)] = v;
-          mx = std::max(mx, v);
-        }
-        double sum = 0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (Index t = 0; t < g.keys; ++t) {
-          const double p = std::exp(s[static_cast<std::size_t>(t)] - mx);
-          sum += p;
-          const double* vr = vt + cells[static_cast<std::size_t>(t)] * D;
-#pragma omp simd
-          for (Index c = 0; c < D; ++c) acc[static_cast<std::size_t>(c)] += p * vr[c];
-        }
+      for (Index qc = q0; qc < q0 + tl.qcells(g); ++qc) {
+        g.window(qc, tl, cells);
+        lse[nh * g.qcells + qc] = forward_query(qt + (qc - q0) * D, kt, vt, cells.data(), g.keys, D,
+                                                sc, s.data(), acc.data());
         for (Index c = 0; c < D; ++c)
-          on[c * g.qcells + qc] = static_cast<T>(acc[static_cast<std::size_t>(c)] / sum);
-        lse[nh * g.qcells + qc] = mx + std::log(sum);
+          on[c * g.qcells + qc] = static_cast<T>(acc[static_cast<std::size_t>(c)]);
       }
     }
   }
@@ -122,67 +251,56 @@ void backward(const NeighborhoodDesc& d, const T* q, const T* kv, const T* out, 
   const Geometry g(d);
   const double sc = scale_of(d);
   const Index D = d.dim;
-  // Channels-last q, out, dout, k, v, dk and dv of one (sample, head) per thread.
-  ThreadScratch<double> rows(static_cast<std::size_t>((3 * g.qcells + 4 * g.fcells) * D));
+  Index qmax = 0, fmax = 0;
+  g.largest(qmax, fmax);
+  // Channels-last q, out, dout of a tile and k, v, dk, dv of its band, per thread.
+  ThreadScratch<double> rows(static_cast<std::size_t>((3 * qmax + 4 * fmax) * D));
 #pragma omp parallel
   {
     std::vector<Index> cells(static_cast<std::size_t>(g.keys));
-    std::vector<double> p(static_cast<std::size_t>(g.keys)), ds(static_cast<std::size_t>(g.keys)),
-        acc(static_cast<std::size_t>(D));
+    std::vector<double> p(static_cast<std::size_t>(2 * g.keys)), acc(static_cast<std::size_t>(D));
     double* const qt = rows.mine();
-    double* const ot = qt + g.qcells * D;
-    double* const gt = ot + g.qcells * D;
-    double* const kt = gt + g.qcells * D;
-    double* const vt = kt + g.fcells * D;
-    double* const dkt = vt + g.fcells * D;
-    double* const dvt = dkt + g.fcells * D;
+    double* const ot = qt + qmax * D;
+    double* const gt = ot + qmax * D;
+    double* const kt = gt + qmax * D;
+    double* const vt = kt + fmax * D;
+    double* const dkt = vt + fmax * D;
+    double* const dvt = dkt + fmax * D;
 #pragma omp for schedule(static)
     for (Index nh = 0; nh < d.batch * d.heads; ++nh) {
       const Index n = nh / d.heads, h = nh % d.heads;
       const Index qoff = (n * g.C + h * D) * g.qcells;
       const Index koff = (n * 2 * g.C + h * D) * g.fcells;
       const Index voff = (n * 2 * g.C + g.C + h * D) * g.fcells;
-      to_rows(q + qoff, g.qcells, D, qt);
-      to_rows(out + qoff, g.qcells, D, ot);
-      to_rows(dout + qoff, g.qcells, D, gt);
-      to_rows(kv + koff, g.fcells, D, kt);
-      to_rows(kv + voff, g.fcells, D, vt);
-      std::fill(dkt, dkt + g.fcells * D, 0.0);
-      std::fill(dvt, dvt + g.fcells * D, 0.0);
-      for (Index qc = 0; qc < g.qcells; ++qc) {
-        g.window(qc, cells);
-        const double* qr = qt + qc * D;
-        const double* gr = gt + qc * D;
-        const double dd = dot(gr, ot + qc * D, D);  // D_i = dO . O
-        const double li = lse[nh * g.qcells + qc];
-        for (Index t = 0; t < g.keys; ++t) {
-          const Index f = cells[static_cast<std::size_t>(t)];
-          const double pt = std::exp(sc * dot(qr, kt + f * D, D) - li);
-          p[static_cast<std::size_t>(t)] = pt;
-          ds[static_cast<std::size_t>(t)] = pt * (dot(gr, vt + f * D, D) - dd);
-        }
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (Index t = 0; t < g.keys; ++t) {
-          const Index f = cells[static_cast<std::size_t>(t)];
-          const double dst = ds[static_cast<std::size_t>(t)], pt = p[static_cast<std::size_t>(t)];
-          const double* kr = kt + f * D;
-          double* dkr = dkt + f * D;
-          double* dvr = dvt + f * D;
-#pragma omp simd
-          for (Index c = 0; c < D; ++c) {
-            acc[static_cast<std::size_t>(c)] += dst * kr[c];
-            dkr[c] += sc * dst * qr[c];
-            dvr[c] += pt * gr[c];
-          }
+      for (Index t = 0; t < g.tiles; ++t) {
+        const Geometry::Tile tl = g.tile(t);
+        const Index q0 = tl.r0 * g.qrow, f0 = tl.f0 * g.fstride[0];
+        const Index nq = tl.qcells(g), nf = tl.fcells(g);
+        to_rows(q + qoff + q0, g.qcells, nq, D, qt);
+        to_rows(out + qoff + q0, g.qcells, nq, D, ot);
+        to_rows(dout + qoff + q0, g.qcells, nq, D, gt);
+        to_rows(kv + koff + f0, g.fcells, nf, D, kt);
+        to_rows(kv + voff + f0, g.fcells, nf, D, vt);
+        std::fill(dkt, dkt + nf * D, 0.0);
+        std::fill(dvt, dvt + nf * D, 0.0);
+        for (Index qc = q0; qc < q0 + nq; ++qc) {
+          g.window(qc, tl, cells);
+          const double* qr = qt + (qc - q0) * D;
+          const double* gr = gt + (qc - q0) * D;
+          const double dd = dot(gr, ot + (qc - q0) * D, D);  // D_i = dO . O
+          backward_query(qr, gr, dd, lse[nh * g.qcells + qc], kt, vt, dkt, dvt, cells.data(),
+                         g.keys, D, sc, p.data(), acc.data());
+          for (Index c = 0; c < D; ++c)
+            dq[qoff + c * g.qcells + qc] = static_cast<T>(acc[static_cast<std::size_t>(c)]);
         }
         for (Index c = 0; c < D; ++c)
-          dq[qoff + c * g.qcells + qc] = static_cast<T>(sc * acc[static_cast<std::size_t>(c)]);
+          for (Index f = 0; f < nf; ++f) {
+            dkv[koff + c * g.fcells + f0 + f] +=
+                static_cast<T>(dkt[static_cast<std::size_t>(f * D + c)]);
+            dkv[voff + c * g.fcells + f0 + f] +=
+                static_cast<T>(dvt[static_cast<std::size_t>(f * D + c)]);
+          }
       }
-      for (Index c = 0; c < D; ++c)
-        for (Index f = 0; f < g.fcells; ++f) {
-          dkv[koff + c * g.fcells + f] += static_cast<T>(dkt[static_cast<std::size_t>(f * D + c)]);
-          dkv[voff + c * g.fcells + f] += static_cast<T>(dvt[static_cast<std::size_t>(f * D + c)]);
-        }
     }
   }
 }
