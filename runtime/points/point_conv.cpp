@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <type_traits>
 
 #include "kernels/edge_conv.hpp"
 #include "kernels/strided_copy.hpp"
@@ -22,11 +23,37 @@ MPI_Comm token_comm(const Mesh& mesh, int axis) {
   return axis >= 0 ? mesh.axis_comm(axis) : MPI_COMM_SELF;
 }
 
-// Point i's coordinates of sample n from a (N, Cs, P) source, as float64.
-double coord(const Tensor& src, Index n, int c, Index i) {
+// Channels [c0, c0 + nc) of sample n of a (N, Cs, P) host tensor (float32 or float64), as
+// float64 rows: dst[i * stride + c] for point i. One dtype dispatch per call, not per value.
+void channel_rows(const Tensor& src, Index n, Index c0, Index nc, double* dst, Index stride) {
   const Index Cs = src.shape(1), P = src.shape(2);
-  const Index at = (n * Cs + c) * P + i;
-  return src.dtype() == DType::f64 ? src.data<double>()[at] : src.data<float>()[at];
+  auto copy = [&](const auto* x) {
+    for (Index c = 0; c < nc; ++c) {
+      const auto* xc = x + (n * Cs + c0 + c) * P;
+      for (Index i = 0; i < P; ++i) dst[i * stride + c] = static_cast<double>(xc[i]);
+    }
+  };
+  if (src.dtype() == DType::f64)
+    copy(src.data<double>());
+  else
+    copy(src.data<float>());
+}
+
+// Edges [f_j, x_j - x_i] of every point i's k neighbour slots (zeros for an empty slot, id
+// < 0) from the gathered rows g (P k, E) and the points' own rows r (P, E), as T.
+template <class T>
+void assemble_edges(const double* g, const double* r, const std::int64_t* ids, Index P, Index k,
+                    Index E, Index C, T* out) {
+  for (Index i = 0; i < P; ++i)
+    for (Index j = 0; j < k; ++j) {
+      const Index e = (i * k + j) * E;
+      if (ids[i * k + j] < 0) {
+        std::fill(out + e, out + e + E, T(0));
+        continue;
+      }
+      for (Index c = 0; c < C; ++c) out[e + c] = static_cast<T>(g[e + c]);
+      for (Index c = C; c < E; ++c) out[e + c] = static_cast<T>(g[e + c] - r[i * E + c]);
+    }
 }
 
 // Sample n's (P, O) rows <-> its channel-first (O, P) block at `offset` elements of an
@@ -80,10 +107,8 @@ const std::vector<SampleNeighbours>& PointNeighbourhoods::get(const Mesh& mesh, 
   samples_.clear();
   for (Index n = 0; n < N; ++n) {
     Tensor xyz = Tensor::empty({P, 3}, DType::f64), ids = Tensor::empty({P}, DType::i64);
-    for (Index i = 0; i < P; ++i) {
-      for (int c = 0; c < 3; ++c) xyz.data<double>()[i * 3 + c] = coord(pos, n, pos_offset + c, i);
-      ids.data<std::int64_t>()[i] = first + i;
-    }
+    channel_rows(pos, n, pos_offset, 3, xyz.data<double>(), 3);
+    for (Index i = 0; i < P; ++i) ids.data<std::int64_t>()[i] = first + i;
     const SpatialLayout layout = SpatialLayout::rcb(comm, xyz);
     const Migration mig(comm, layout.owners(xyz));
     const Tensor owned = mig.forward(xyz), owned_ids = mig.forward(ids);
@@ -221,27 +246,16 @@ ShardTensor PointConv::forward(const std::vector<ShardTensor>& in) {
     // Each point's row [f_i, x_i], gathered for its neighbours: edges [f_j, x_j - x_i].
     Tensor rows = Tensor::empty({P, E}, DType::f64);
     double* r = rows.data<double>();
-    for (Index i = 0; i < P; ++i) {
-      for (Index c = 0; c < C; ++c) r[i * E + c] = coord(f, n, static_cast<int>(c), i);
-      for (int c = 0; c < 3; ++c) r[i * E + C + c] = coord(src, n, opts_.pos_offset + c, i);
-    }
+    channel_rows(f, n, 0, C, r, E);
+    channel_rows(src, n, opts_.pos_offset, 3, r + C, E);
     const SampleNeighbours& nb = s->nb[static_cast<std::size_t>(n)];
     const Tensor g = nb.gather->forward(rows);
     const std::int64_t* ids = nb.ids.data<std::int64_t>();
     Tensor edges = Tensor::empty({P, k, E}, t);
-    for (Index i = 0; i < P; ++i)
-      for (Index j = 0; j < k; ++j)
-        for (Index c = 0; c < E; ++c) {
-          const bool valid = ids[i * k + j] >= 0;
-          const double v = !valid  ? 0.0
-                           : c < C ? g.data<double>()[(i * k + j) * E + c]
-                                   : g.data<double>()[(i * k + j) * E + c] - r[i * E + c];
-          const Index at = (i * k + j) * E + c;
-          if (t == DType::f64)
-            edges.data<double>()[at] = v;
-          else
-            edges.data<float>()[at] = static_cast<float>(v);
-        }
+    if (t == DType::f64)
+      assemble_edges(g.data<double>(), r, ids, P, k, E, C, edges.data<double>());
+    else
+      assemble_edges(g.data<double>(), r, ids, P, k, E, C, edges.data<float>());
     Saved::Sample sm;
     sm.edges = edges.in_space(space);
     sm.ids = nb.ids.in_space(space);
@@ -285,20 +299,26 @@ std::vector<ShardTensor> PointConv::backward(const ShardTensor& dy) {
     // The feature part of each edge's gradient goes home to f_j (the coordinates are data).
     const Tensor de = dedges.in_space(MemSpace::Host).contiguous();
     Tensor grows = Tensor::empty({P * k, C}, DType::f64);
-    for (Index r = 0; r < P * k; ++r)
-      for (Index c = 0; c < C; ++c)
-        grows.data<double>()[r * C + c] =
-            t == DType::f64 ? de.data<double>()[r * E + c] : de.data<float>()[r * E + c];
+    double* gr = grows.data<double>();
+    auto feature_part = [&](const auto* d) {
+      for (Index r = 0; r < P * k; ++r)
+        for (Index c = 0; c < C; ++c) gr[r * C + c] = static_cast<double>(d[r * E + c]);
+    };
+    if (t == DType::f64)
+      feature_part(de.data<double>());
+    else
+      feature_part(de.data<float>());
     const Tensor back = s.nb[static_cast<std::size_t>(n)].gather->adjoint(grows);  // (P, C)
-    for (Index i = 0; i < P; ++i)
-      for (Index c = 0; c < C; ++c) {
-        const double v = back.data<double>()[i * C + c];
-        const Index at = (n * C + c) * P + i;
-        if (t == DType::f64)
-          dx.data<double>()[at] = v;
-        else
-          dx.data<float>()[at] = static_cast<float>(v);
-      }
+    const double* bk = back.data<double>();
+    auto channel_first = [&](auto* out) {  // (P, C) rows -> sample n's (C, P) block
+      using T = std::remove_pointer_t<decltype(out)>;
+      for (Index c = 0; c < C; ++c)
+        for (Index i = 0; i < P; ++i) out[(n * C + c) * P + i] = static_cast<T>(bk[i * C + c]);
+    };
+    if (t == DType::f64)
+      channel_first(dx.data<double>());
+    else
+      channel_first(dx.data<float>());
   }
   const std::vector<int> axes = sharding_axes(s.in_spec);
   add_param_grad(axes, dw, 0, weight_);
