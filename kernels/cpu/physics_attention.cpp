@@ -226,13 +226,15 @@ TESSERA_SIMD_CLONES void slice_backward_job(const Geometry& g, const SliceParams
     const T* wm = w + g.w_offset(n, h) + m * g.P + p0;
     double* d = dl + m * kTile;
     const double* lm = l + m * kTile;
-    double db = 0;
+    double db = 0, dt = 0;  // lane-wise partial sums: the divisions run as vectors
+#pragma omp simd reduction(+ : db, dt)
     for (Index i = 0; i < len; ++i) {
       const double dlogit = static_cast<double>(wm[i]) * (d[i] - row[i]);
-      dtau -= dlogit * lm[i] / (tau * tau);
+      dt += dlogit * lm[i] / (tau * tau);
       d[i] = dlogit / tau;
       db += d[i];
     }
+    dtau -= dt;
     out[g.M * g.D + m] = db;
     for (Index dd = 0; dd < g.D; ++dd) {
       const T* ad = a + dd * g.P + p0;
