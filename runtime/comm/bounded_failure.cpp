@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/comm/fault_inject.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera::failure {
@@ -127,13 +128,29 @@ int world_rank(int* size) {
 }  // namespace
 
 std::string timeout_env_problem() {
-  const char* v = std::getenv("TESSERA_FAILURE_TIMEOUT");
-  if (!v || !*v) return "";
+  if (const char* v = std::getenv("TESSERA_FAILURE_TIMEOUT"); v && *v) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (!(end && *end == '\0' && s > 0))
+      return std::string("TESSERA_FAILURE_TIMEOUT = '") + v +
+             "' is not a number of seconds > 0 (inf: never)";
+  }
+  if (const char* v = std::getenv("TESSERA_END_NOTICE"); v && *v) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (!(end && *end == '\0' && s >= 0))
+      return std::string("TESSERA_END_NOTICE = '") + v +
+             "' is not a number of seconds >= 0 (0: no notice)";
+  }
+  return "";
+}
+
+double end_notice_s() {
+  const char* v = std::getenv("TESSERA_END_NOTICE");
+  if (!v || !*v) return 300.0;
   char* end = nullptr;
   const double s = std::strtod(v, &end);
-  if (end && *end == '\0' && s > 0) return "";
-  return std::string("TESSERA_FAILURE_TIMEOUT = '") + v +
-         "' is not a number of seconds > 0 (inf: never)";
+  return end && *end == '\0' && s >= 0 ? s : 300.0;  // else named by timeout_env_problem()
 }
 
 double deadline_s() {
@@ -272,25 +289,163 @@ std::vector<int> ranks_past_shown(
   return rest;
 }
 
+namespace {
+
+constexpr int kTagArrive = 7101;   // a rank's error ("" on success), to rank 0
+constexpr int kTagPresent = 7102;  // rank 0 to rank 1: rank 0 has reached the end
+
+// Sleeps a little longer each time: the first millisecond spins, then up to 10 ms per poll
+// (a rank waiting at the end costs no core, against MPI's busy wait in a blocking call).
+class Backoff {
+ public:
+  void pause() {
+    const auto waited = Clock::now() - start_;
+    if (waited < std::chrono::milliseconds(1)) return;
+    delay_ = std::min(delay_ * 2, std::chrono::microseconds(10000));
+    std::this_thread::sleep_for(delay_);
+  }
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+ private:
+  Clock::time_point start_ = Clock::now();
+  std::chrono::microseconds delay_{50};
+};
+
+void say(const std::string& line) {
+  std::fflush(stdout);
+  [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
+}
+
+// Polls `req` until it completes; on_wait(seconds waited) between polls.
+template <class F>
+void wait_polling(MPI_Request* req, F on_wait) {
+  Backoff b;
+  for (;;) {
+    int done = 0;
+    TESSERA_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    on_wait(b.seconds());
+    b.pause();
+  }
+}
+
+// Every rank's error on every rank, in rank order (lens, and the texts back to back). Rank 0
+// receives each rank's error as it arrives and then broadcasts them all, so a rank that waits
+// long at the end can say for whom: rank 0 names the ranks that have not arrived after
+// `notice` seconds (0: never), and rank 1 names rank 0 when it has not arrived (a rank that
+// waits in a collective call the others did not make, or one still working, never comes).
+void exchange_errors(MPI_Comm comm, const std::string& error, double notice, std::vector<int>& lens,
+                     std::string& all) {
+  int rank = 0, size = 1;
+  TESSERA_MPI(MPI_Comm_rank(comm, &rank));
+  TESSERA_MPI(MPI_Comm_size(comm, &size));
+  lens.assign(static_cast<std::size_t>(size), 0);
+  std::vector<std::string> errors(static_cast<std::size_t>(size));
+  errors[0] = error;
+  auto said = [&](double waited) { return notice > 0 && waited >= notice; };
+  if (rank == 0) {
+    MPI_Request present = MPI_REQUEST_NULL;
+    if (size > 1) TESSERA_MPI(MPI_Isend(nullptr, 0, MPI_CHAR, 1, kTagPresent, comm, &present));
+    std::vector<bool> arrived(static_cast<std::size_t>(size), false);
+    arrived[0] = true;
+    int left = size - 1;
+    bool told = false;
+    Backoff b;
+    while (left > 0) {
+      int flag = 0;
+      MPI_Status st;
+      TESSERA_MPI(MPI_Iprobe(MPI_ANY_SOURCE, kTagArrive, comm, &flag, &st));
+      if (flag) {
+        int n = 0;
+        TESSERA_MPI(MPI_Get_count(&st, MPI_CHAR, &n));
+        std::string& e = errors[static_cast<std::size_t>(st.MPI_SOURCE)];
+        e.resize(static_cast<std::size_t>(n));
+        TESSERA_MPI(
+            MPI_Recv(e.data(), n, MPI_CHAR, st.MPI_SOURCE, kTagArrive, comm, MPI_STATUS_IGNORE));
+        arrived[static_cast<std::size_t>(st.MPI_SOURCE)] = true;
+        --left;
+        continue;
+      }
+      if (!told && said(b.seconds())) {
+        std::vector<int> missing;
+        for (int r = 0; r < size; ++r)
+          if (!arrived[static_cast<std::size_t>(r)]) missing.push_back(r);
+        say(program() + ": rank 0 has waited " + std::to_string(static_cast<long>(b.seconds())) +
+            " s at the end of the program for " + (missing.size() == 1 ? "rank " : "ranks ") +
+            rank_list(missing) + " of " + std::to_string(size) +
+            " (still working, or waiting in a collective call the other ranks did not make; "
+            "TESSERA_END_NOTICE)\n");
+        told = true;
+      }
+      b.pause();
+    }
+    TESSERA_MPI(MPI_Wait(&present, MPI_STATUS_IGNORE));
+    for (int r = 0; r < size; ++r)
+      lens[static_cast<std::size_t>(r)] =
+          static_cast<int>(errors[static_cast<std::size_t>(r)].size());
+  } else {
+    MPI_Request sent = MPI_REQUEST_NULL;
+    TESSERA_MPI(MPI_Isend(error.data(), static_cast<int>(error.size()), MPI_CHAR, 0, kTagArrive,
+                          comm, &sent));
+    bool zero_here = rank != 1, told = false;
+    auto note_rank0 = [&](double waited) {
+      if (!zero_here) {
+        int flag = 0;
+        TESSERA_MPI(MPI_Iprobe(0, kTagPresent, comm, &flag, MPI_STATUS_IGNORE));
+        if (flag) {
+          TESSERA_MPI(MPI_Recv(nullptr, 0, MPI_CHAR, 0, kTagPresent, comm, MPI_STATUS_IGNORE));
+          zero_here = true;
+        }
+      }
+      if (!zero_here && !told && said(waited)) {
+        say(program() + ": rank 1 has waited " + std::to_string(static_cast<long>(waited)) +
+            " s at the end of the program for rank 0 (still working, or waiting in a "
+            "collective call the other ranks did not make; TESSERA_END_NOTICE)\n");
+        told = true;
+      }
+    };
+    MPI_Request lens_req = MPI_REQUEST_NULL;
+    TESSERA_MPI(MPI_Ibcast(lens.data(), size, MPI_INT, 0, comm, &lens_req));
+    wait_polling(&lens_req, note_rank0);
+    if (!zero_here)  // sent before the broadcast: take it now
+      TESSERA_MPI(MPI_Recv(nullptr, 0, MPI_CHAR, 0, kTagPresent, comm, MPI_STATUS_IGNORE));
+    TESSERA_MPI(MPI_Wait(&sent, MPI_STATUS_IGNORE));
+  }
+  if (rank == 0) {
+    MPI_Request lens_req = MPI_REQUEST_NULL;
+    TESSERA_MPI(MPI_Ibcast(lens.data(), size, MPI_INT, 0, comm, &lens_req));
+    wait_polling(&lens_req, [](double) {});
+  }
+  std::size_t total = 0;
+  for (int n : lens) total += static_cast<std::size_t>(n);
+  all.clear();
+  if (rank == 0)
+    for (const std::string& e : errors) all += e;
+  all.resize(total);
+  if (total == 0) return;
+  MPI_Request all_req = MPI_REQUEST_NULL;
+  TESSERA_MPI(MPI_Ibcast(all.data(), static_cast<int>(total), MPI_CHAR, 0, comm, &all_req));
+  wait_polling(&all_req, [](double) {});
+}
+
+}  // namespace
+
 int conclude(MPI_Comm comm, const std::string& error) {
   const bool failed = !error.empty();
   int rank = 0, size = 1;
   TESSERA_MPI(MPI_Comm_rank(comm, &rank));
   TESSERA_MPI(MPI_Comm_size(comm, &size));
-  std::vector<int> lens(static_cast<std::size_t>(size)), displs(lens.size(), 0);
+  // Tests: a rank that reaches the end late (a straggler, or one stuck elsewhere).
+  if (fault_point("late_end")) std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::vector<int> lens, displs(static_cast<std::size_t>(size), 0);
   std::string all;
   {
     std::optional<Watch> watch;
     if (failed) watch.emplace(error);
-    int len = static_cast<int>(error.size());
-    TESSERA_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
-    int total = 0;
-    for (int r = 0; r < size; ++r)
-      displs[static_cast<std::size_t>(r)] = total, total += lens[static_cast<std::size_t>(r)];
-    all.resize(static_cast<std::size_t>(total));
-    TESSERA_MPI(MPI_Allgatherv(error.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
-                               MPI_CHAR, comm));
+    exchange_errors(comm, error, end_notice_s(), lens, all);
   }
+  for (int r = 0, total = 0; r < size; ++r)
+    displs[static_cast<std::size_t>(r)] = total, total += lens[static_cast<std::size_t>(r)];
   // Distinct messages in order of their lowest rank, each with its ranks.
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (int r = 0; r < size; ++r) {

@@ -20,9 +20,13 @@ namespace tessera::failure {
 // Seconds a failing rank waits for the others before it ends the job: env
 // TESSERA_FAILURE_TIMEOUT (seconds, > 0), else 10.
 double deadline_s();
-// Why TESSERA_FAILURE_TIMEOUT cannot be used, else "" (unset, or a number of seconds > 0;
-// inf or past 1e8 s: capped at 1e8, never in practice); the apps refuse to start with it.
+// Why TESSERA_FAILURE_TIMEOUT or TESSERA_END_NOTICE cannot be used, else "" (unset, or a
+// number of seconds, > 0 for the timeout, >= 0 for the notice; inf or past 1e8 s: capped at
+// 1e8, never in practice); the apps refuse to start with it.
 std::string timeout_env_problem();
+// Seconds a rank waits at the end (conclude) before it says for whom: env TESSERA_END_NOTICE
+// (0: never), else 300.
+double end_notice_s();
 void set_deadline_s(double seconds);
 // The program name that starts every error line ("tessera-train"); default "tessera".
 void set_program(const std::string& name);
@@ -48,7 +52,10 @@ class Watch {
 // The end of a program on every rank of comm (a communicator kept for this, so that it
 // never meets a collective left pending elsewhere): every rank passes its error ("" on
 // success) and learns the others'. A failing rank waits under a Watch, so when the other
-// ranks never arrive (they wait for it elsewhere) the job ends after the deadline. The
+// ranks never arrive (they wait for it elsewhere) the job ends after the deadline. Ranks that
+// succeeded wait without a bound (a straggler may be writing a large output), polling, not
+// spinning; after end_notice_s() rank 0 names the ranks that have not arrived, or rank 1
+// names rank 0 (a rank stuck in a collective call the others did not make never comes). The
 // lowest failing rank prints one line per distinct message: "PROGRAM: error: MESSAGE"
 // when every rank failed alike, else "PROGRAM: error (ranks 0, 2 of 3): MESSAGE".
 // Returns 0 when no rank failed, else 1 (on every rank).

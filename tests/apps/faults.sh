@@ -489,6 +489,19 @@ PY
     grep -q "may run through OMPIO" ompio.log || { cat ompio.log; fail "no warning under OMPIO"; }
     echo "ok: warned under OMPI_MCA_io=ompio only"
     ;;
+  late_end)  # a rank that reaches the end late: the others say for whom they wait, then finish
+    gen=(tessera-prep generate darcy --grid 8x8 --samples 1 --out a.h5 --quiet)
+    TESSERA_END_NOTICE=1 TESSERA_FAULT_INJECT=late_end:2 expect_ok 3 "${gen[@]}"
+    echo "$out"
+    echo "$out" | grep -q "^tessera-prep: rank 0 has waited 1 s at the end of the program for rank 2 of 3" ||
+      fail "no notice naming rank 2"
+    TESSERA_END_NOTICE=1 TESSERA_FAULT_INJECT=late_end:0 expect_ok 3 "${gen[@]}"
+    echo "$out" | grep -q "^tessera-prep: rank 1 has waited 1 s at the end of the program for rank 0 " ||
+      fail "no notice naming rank 0"
+    TESSERA_FAULT_INJECT=late_end:2 expect_ok 3 "${gen[@]}"  # default: 300 s
+    echo "$out" | grep -q "has waited" && fail "a notice before TESSERA_END_NOTICE's default"
+    TESSERA_END_NOTICE=soon expect_fail 30 "TESSERA_END_NOTICE = 'soon' is not a number" 3 "${gen[@]}"
+    ;;
   nonfinite_lr)
     data
     expect_fail 30 "optim.lr = inf is not a finite number" 3 tessera-train cfg.toml --optim.lr=inf
