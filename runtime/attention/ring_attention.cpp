@@ -15,6 +15,9 @@ namespace tessera {
 
 void check_sequence_inputs(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v,
                            int axis) {
+  TESSERA_CHECK(axis >= 0 && axis < q.mesh().ndim(), "sequence attention: mesh axis "
+                                                         << axis << " does not exist (the mesh has "
+                                                         << q.mesh().ndim() << " axes)");
   for (const ShardTensor* t : {&q, &k, &v}) {
     TESSERA_CHECK(t->spec().ndim() == 3,
                   "ring attention: tensors are (B, S, D), got " << shape_str(t->global_shape()));
@@ -25,7 +28,12 @@ void check_sequence_inputs(const ShardTensor& q, const ShardTensor& k, const Sha
     TESSERA_CHECK(t->dtype() == q.dtype() && t->local().space() == q.local().space(),
                   "ring attention: q, k and v differ in type or memory space");
   }
-  TESSERA_CHECK(k.spec() == v.spec(), "ring attention: k and v are laid out differently");
+  TESSERA_CHECK(k.global_shape() == v.global_shape(),
+                "ring attention: k " << shape_str(k.global_shape()) << " and v "
+                                     << shape_str(v.global_shape())
+                                     << " differ in shape (batch, keys and head dim must agree)");
+  TESSERA_CHECK(k.spec() == v.spec(), "ring attention: k and v are laid out differently ("
+                                          << k.spec().str() << ", " << v.spec().str() << ")");
   TESSERA_CHECK(q.global_shape()[0] == k.global_shape()[0] &&
                     q.global_shape()[2] == k.global_shape()[2] &&
                     q.spec().placement(0) == k.spec().placement(0),

@@ -73,6 +73,9 @@ SequenceAlgorithm resolve_sequence_algorithm(SequenceAlgorithm algo, const std::
 }
 
 SequenceAlgorithm SequenceAttention::resolve(const ShardTensor& q) const {
+  TESSERA_CHECK(opts_.axis >= 0 && opts_.axis < q.mesh().ndim(),
+                "sequence attention: mesh axis " << opts_.axis << " does not exist (the mesh has "
+                                                 << q.mesh().ndim() << " axes)");
   return resolve_sequence_algorithm(algo_, q.global_shape(), q.spec().placement(0).sharded(),
                                     q.mesh().dim(opts_.axis), q.dtype());
 }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -24,6 +26,16 @@ std::vector<int> scaled(const std::vector<int>& counts, std::size_t unit) {
   for (std::size_t p = 0; p < counts.size(); ++p)
     s[p] = checked_count(counts[p] * static_cast<Index>(unit), "index gather count");
   return s;
+}
+
+// One rank's bad rows, or rows of another element type or row shape than the others' (the
+// byte counts of the exchange would differ), fail every rank alike.
+void agree_on_rows(MPI_Comm comm, bool ok, const std::string& why, const std::string& call,
+                   const Tensor& rows) {
+  std::vector<Index> row_shape = rows.shape();
+  if (!row_shape.empty()) row_shape.erase(row_shape.begin());
+  collective_check(comm, ok, why, call, "the rows' element type and shape past the first dim",
+                   std::string(name_of(rows.dtype())) + " " + shape_str(row_shape));
 }
 
 Index row_elems(const Tensor& t) {
@@ -54,17 +66,27 @@ IndexGather::IndexGather(MPI_Comm comm, const std::vector<Index>& offsets,
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
-  TESSERA_CHECK(static_cast<int>(offsets.size()) == P + 1,
-                "index gather: " << offsets.size() << " offsets for " << P << " ranks");
+  // Checked on every rank at once: a bad index on one rank failed it alone, and the others
+  // waited for it in the exchange below for ever.
+  std::ostringstream why, agreed;
+  if (static_cast<int>(offsets.size()) != P + 1) {
+    why << "index gather: " << offsets.size() << " offsets for " << P << " ranks";
+  } else {
+    for (std::size_t r = 0; r < static_cast<std::size_t>(P) && why.str().empty(); ++r)
+      if (offsets[r + 1] < offsets[r])
+        why << "index gather: offsets descend (" << offsets[r] << ", then " << offsets[r + 1]
+            << ")";
+    for (std::int64_t w : wanted)
+      if (why.str().empty() && !(w >= -1 && w < offsets.back()))
+        why << "index gather: index " << w << " outside [0, " << offsets.back() << ") (or -1)";
+  }
+  for (Index o : offsets) agreed << o << " ";
+  collective_check(comm, why.str().empty(), why.str(), "index gather", "the offsets", agreed.str());
   held_ = offsets[static_cast<std::size_t>(me) + 1] - offsets[static_cast<std::size_t>(me)];
-  const Index total = offsets.back();
   // Distinct indices, sorted: sorted by holder too, since ranges ascend with the rank.
   std::vector<std::int64_t> ids;
-  for (std::int64_t w : wanted) {
-    TESSERA_CHECK(w >= -1 && w < total,
-                  "index gather: index " << w << " outside [0, " << total << ") (or -1)");
+  for (std::int64_t w : wanted)
     if (w >= 0) ids.push_back(w);
-  }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   distinct_ = static_cast<Index>(ids.size());
@@ -94,9 +116,12 @@ IndexGather::IndexGather(MPI_Comm comm, const std::vector<Index>& offsets,
 }
 
 Tensor IndexGather::forward(const Tensor& rows) const {
-  TESSERA_CHECK(rows.space() == MemSpace::Host && rows.ndim() >= 1 && rows.shape(0) == held_,
-                "index gather: forward takes the " << held_ << " held rows on the host, got "
-                                                   << shape_str(rows.shape()));
+  const bool ok = rows.space() == MemSpace::Host && rows.ndim() >= 1 && rows.shape(0) == held_;
+  std::ostringstream why;
+  if (!ok)
+    why << "index gather: forward takes the " << held_ << " held rows on the host, got "
+        << shape_str(rows.shape());
+  agree_on_rows(comm_, ok, why.str(), "index gather forward", rows);
   const Tensor src = rows.contiguous();
   const std::size_t rb = static_cast<std::size_t>(row_elems(src)) * src.elem_size();
   std::vector<unsigned char> send(serve_rows_.size() * rb);
@@ -118,11 +143,14 @@ Tensor IndexGather::forward(const Tensor& rows) const {
 }
 
 Tensor IndexGather::adjoint(const Tensor& grads) const {
-  TESSERA_CHECK(
-      grads.space() == MemSpace::Host && grads.ndim() >= 1 && grads.shape(0) == wanted() &&
-          (grads.dtype() == DType::f32 || grads.dtype() == DType::f64),
-      "index gather: adjoint takes " << wanted() << " float32/float64 rows on the host, got "
-                                     << shape_str(grads.shape()));
+  const bool ok = grads.space() == MemSpace::Host && grads.ndim() >= 1 &&
+                  grads.shape(0) == wanted() &&
+                  (grads.dtype() == DType::f32 || grads.dtype() == DType::f64);
+  std::ostringstream why;
+  if (!ok)
+    why << "index gather: adjoint takes " << wanted() << " float32/float64 rows on the host, got "
+        << shape_str(grads.shape());
+  agree_on_rows(comm_, ok, why.str(), "index gather adjoint", grads);
   const Tensor g = grads.contiguous();
   const Index e = row_elems(g);
   std::vector<Index> shape = grads.shape();

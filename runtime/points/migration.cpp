@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <numeric>
+#include <sstream>
+#include <string>
 
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -12,10 +15,14 @@ Migration::Migration(MPI_Comm comm, const std::vector<int>& dest) : comm_(comm),
   int P = 1;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   send_count_.assign(static_cast<std::size_t>(P), 0);
-  for (int d : dest) {
-    TESSERA_CHECK(d >= 0 && d < P, "migration: destination rank " << d << " of " << P);
-    ++send_count_[static_cast<std::size_t>(d)];
-  }
+  // Checked on every rank at once: one rank's bad destination failed it alone, and the others
+  // waited for it in the exchange below for ever.
+  std::string why;
+  for (int d : dest)
+    if (why.empty() && !(d >= 0 && d < P))
+      why = "migration: destination rank " + std::to_string(d) + " of " + std::to_string(P);
+  collective_check(comm, why.empty(), why);
+  for (int d : dest) ++send_count_[static_cast<std::size_t>(d)];
   order_.resize(dest.size());
   std::iota(order_.begin(), order_.end(), Index{0});
   std::stable_sort(order_.begin(), order_.end(), [&](Index a, Index b) {
@@ -36,11 +43,21 @@ Tensor Migration::reverse(const Tensor& rows) const {
 }
 
 Tensor Migration::move(const Tensor& rows, bool back) const {
-  TESSERA_CHECK(rows.space() == MemSpace::Host, "migration: host tensors only");
   const Index have = back ? recv_total_ : sent();
-  TESSERA_CHECK(rows.ndim() >= 1 && rows.shape(0) == have,
-                "migration: " << (back ? "reverse" : "forward") << " takes " << have
-                              << " rows, got " << shape_str(rows.shape()));
+  std::ostringstream why;
+  if (rows.space() != MemSpace::Host)
+    why << "migration: host tensors only";
+  else if (!(rows.ndim() >= 1 && rows.shape(0) == have))
+    why << "migration: " << (back ? "reverse" : "forward") << " takes " << have << " rows, got "
+        << shape_str(rows.shape());
+  // Every rank at once, and the rows alike (element type, shape past the first dim): the
+  // exchange's byte counts follow from them.
+  std::vector<Index> row_shape = rows.shape();
+  if (!row_shape.empty()) row_shape.erase(row_shape.begin());
+  collective_check(comm_, why.str().empty(), why.str(),
+                   back ? "migration reverse" : "migration forward",
+                   "the rows' element type and shape past the first dim",
+                   std::string(name_of(rows.dtype())) + " " + shape_str(row_shape));
   const Tensor src = rows.contiguous();
   const Index row_elems = have > 0 ? src.numel() / have : [&] {
     Index e = 1;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 
+#include "runtime/points/index_gather.hpp"
 #include "runtime/points/migration.hpp"
 #include "runtime/points/spatial_layout.hpp"
 #include "tests/harness/mpi_test.hpp"
@@ -146,4 +147,48 @@ TEST_CASE("layouts of degenerate clouds and bad input") {
   if (test::world_size() > 1 || n > 0)
     for (Kind kind : {Kind::Rcb, Kind::Hilbert})
       MPI_CHECK_ERROR(make_layout(kind, comm, same, w), "is -2, not a finite amount >= 0");
+}
+
+TEST_CASE("migration and index gather refuse one rank's bad input on every rank, no hang") {
+  // Each check failed the last rank alone, and the others waited for it in the exchange.
+  MPI_Comm comm = test::harness_comm();
+  const int P = test::world_size(), me = test::world_rank();
+  const bool last = me == P - 1;
+  std::vector<int> dest(3, me);
+  if (last) dest[1] = P;
+  MPI_CHECK_ERROR(Migration(comm, dest), "migration: destination rank " + std::to_string(P));
+  const Migration m(comm, std::vector<int>(3, (me + 1) % P));
+  MPI_CHECK_ERROR(m.forward(Tensor::zeros({last ? 2 : 3, 4}, DType::f64)),
+                  "migration: forward takes 3 rows");
+  MPI_CHECK(m.forward(Tensor::zeros({3, 4}, DType::f64)).shape(0) == 3);
+  // Rows of another shape (or type) on one rank: the exchange's byte counts would differ.
+  if (P > 1)
+    MPI_CHECK_ERROR(m.forward(Tensor::zeros({3, last ? 5 : 4}, DType::f64)),
+                    "ranks disagree on the rows' element type and shape");
+
+  // Index gather: rank r holds rows [2 r, 2 r + 2).
+  std::vector<Index> offsets;
+  for (int r = 0; r <= P; ++r) offsets.push_back(2 * r);
+  std::vector<std::int64_t> wanted = {0, 2 * P - 1, -1};
+  if (last) wanted.push_back(2 * P);
+  MPI_CHECK_ERROR(IndexGather(comm, offsets, wanted),
+                  "index " + std::to_string(2 * P) + " outside");
+  wanted.resize(3);
+  std::vector<Index> other = offsets;
+  if (last && P > 1) other[1] = 1;
+  if (P > 1) MPI_CHECK_ERROR(IndexGather(comm, other, wanted), "ranks disagree on the offsets");
+  const IndexGather g(comm, offsets, wanted);
+  MPI_CHECK_ERROR(g.forward(Tensor::zeros({last ? 1 : 2, 3}, DType::f64)),
+                  "index gather: forward takes the 2 held rows");
+  MPI_CHECK_ERROR(g.adjoint(Tensor::zeros({last ? 4 : 3, 3}, DType::f64)),
+                  "index gather: adjoint takes 3");
+  if (P > 1)
+    MPI_CHECK_ERROR(g.forward(Tensor::zeros({2, 3}, last ? DType::f32 : DType::f64)),
+                    "ranks disagree on the rows' element type");
+  // Still usable after the refusals.
+  Tensor rows = Tensor::empty({2, 1}, DType::f64);
+  rows.data<double>()[0] = 2.0 * me, rows.data<double>()[1] = 2.0 * me + 1;
+  const Tensor got = g.forward(rows);
+  MPI_CHECK(got.data<double>()[0] == 0.0 && got.data<double>()[1] == 2.0 * P - 1 &&
+            got.data<double>()[2] == 0.0);
 }

@@ -128,6 +128,18 @@ TEST_CASE("ring attention refuses layouts it cannot take") {
   RingAttention ring({});
   MPI_CHECK(test::throws_with([&] { ring.forward(d, d, d); }, "must be sharded on mesh axis 0"));
   MPI_CHECK(test::throws_with([&] { ring.backward(d); }, "backward before forward"));
+  // An axis the mesh lacks is named (was std::vector's range error), by every algorithm.
+  const ShardTensor s = ShardTensor::scatter(line, x, {Replicate(), Shard(0), Replicate()});
+  RingAttentionOptions off;
+  off.axis = 1;
+  RingAttention far(off);
+  SequenceAttention far_auto(off);
+  MPI_CHECK(test::throws_with([&] { far.forward(s, s, s); }, "mesh axis 1 does not exist"));
+  MPI_CHECK(test::throws_with([&] { far_auto.forward(s, s, s); }, "mesh axis 1 does not exist"));
+  // v of another head dim than k: said so, not "laid out differently".
+  const ShardTensor v4 = ShardTensor::scatter(line, test::random_tensor({2, 6, 4}, DType::f64, 2),
+                                              {Replicate(), Shard(0), Replicate()});
+  MPI_CHECK(test::throws_with([&] { ring.forward(s, s, v4); }, "differ in shape"));
 }
 
 TEST_CASE(
