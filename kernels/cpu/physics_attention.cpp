@@ -116,6 +116,21 @@ void slice(const PhysicsShape& s, const T* x, const SliceParams& sp, T* w, doubl
   }
 }
 
+// dst[i] = sum_m c[m D + d] w[m, p0 + i] for a block's len points (w: the (sample, head)'s
+// slice weights; row: len of scratch): the de-slice, and the values' gradient.
+template <class T>
+[[gnu::always_inline]] inline void mix_slices(const Geometry& g, const double* c, const T* w,
+                                              Index d, Index p0, Index len, double* row, T* dst) {
+  std::fill(row, row + len, 0.0);
+  for (Index m = 0; m < g.M; ++m) {
+    const double cm = c[m * g.D + d];
+    const T* wm = w + m * g.P + p0;
+#pragma omp simd
+    for (Index i = 0; i < len; ++i) row[i] += cm * static_cast<double>(wm[i]);
+  }
+  for (Index i = 0; i < len; ++i) dst[i] = static_cast<T>(row[i]);
+}
+
 // One block: y[d, i] = sum_m o[m, d] w[m, i].
 template <class T>
 TESSERA_SIMD_CLONES void deslice_job(const Geometry& g, const T* w, const double* o, T* y,
@@ -123,17 +138,8 @@ TESSERA_SIMD_CLONES void deslice_job(const Geometry& g, const T* w, const double
   const Index n = job / (g.H * g.tiles), h = job / g.tiles % g.H, tile = job % g.tiles;
   const Index p0 = tile * kTile, len = std::min(kTile, g.P - p0);
   const double* on = o + g.token_offset(n, h);
-  for (Index d = 0; d < g.D; ++d) {
-    std::fill(row, row + len, 0.0);
-    for (Index m = 0; m < g.M; ++m) {
-      const double c = on[m * g.D + d];
-      const T* wm = w + g.w_offset(n, h) + m * g.P + p0;
-#pragma omp simd
-      for (Index i = 0; i < len; ++i) row[i] += c * static_cast<double>(wm[i]);
-    }
-    T* yd = y + g.y_offset(n, h) + d * g.P + p0;
-    for (Index i = 0; i < len; ++i) yd[i] = static_cast<T>(row[i]);
-  }
+  for (Index d = 0; d < g.D; ++d)
+    mix_slices(g, on, w + g.w_offset(n, h), d, p0, len, row, y + g.y_offset(n, h) + d * g.P + p0);
 }
 
 template <class T>
@@ -256,15 +262,7 @@ TESSERA_SIMD_CLONES void slice_backward_job(const Geometry& g, const SliceParams
     }
     T* dad = dx + g.a_offset(n, h) + d * g.P + p0;
     for (Index i = 0; i < len; ++i) dad[i] = static_cast<T>(row[i]);
-    std::fill(row, row + len, 0.0);
-    for (Index m = 0; m < g.M; ++m) {
-      const double c = dan[m * g.D + d];
-      const T* wm = w + g.w_offset(n, h) + m * g.P + p0;
-#pragma omp simd
-      for (Index i = 0; i < len; ++i) row[i] += c * static_cast<double>(wm[i]);
-    }
-    T* dfd = dx + g.f_offset(n, h) + d * g.P + p0;
-    for (Index i = 0; i < len; ++i) dfd[i] = static_cast<T>(row[i]);
+    mix_slices(g, dan, w + g.w_offset(n, h), d, p0, len, row, dx + g.f_offset(n, h) + d * g.P + p0);
   }
 }
 
