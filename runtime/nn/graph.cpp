@@ -45,12 +45,6 @@ std::uint64_t next_forward_ticket() {
 
 }  // namespace
 
-const void* Graph::state_owner(const Node& n) {
-  if (n.layer) return n.layer.get();
-  if (const auto* lo = dynamic_cast<const LayerOp*>(n.op.get())) return lo->layer().get();
-  return n.op.get();
-}
-
 std::uint64_t& Graph::ticket_of(const Node& n) {
   if (n.layer) return n.layer->forward_ticket_;
   if (const auto* lo = dynamic_cast<const LayerOp*>(n.op.get()))
@@ -67,9 +61,10 @@ int Graph::add_node(Node n) {
                                                    << n.name << "' takes value " << in
                                                    << ", which is not a node of this graph");
   // One object, one node: a layer added both as a layer and inside a LayerOp included.
-  if (const void* owner = n.kind == Kind::Input ? nullptr : state_owner(n))
+  // (the ticket lives in the object holding the state: its address names that object).
+  if (n.kind != Kind::Input)
     for (const Node& m : nodes_)
-      TESSERA_CHECK(m.kind == Kind::Input || state_owner(m) != owner,
+      TESSERA_CHECK(m.kind == Kind::Input || &ticket_of(m) != &ticket_of(n),
                     "Graph: the " << (n.kind == Kind::Layer ? "layer" : "op") << " of node '"
                                   << n.name << "' is already node '" << m.name
                                   << "'; a layer or op object keeps one forward's state, use two");

@@ -146,9 +146,8 @@ class Graph {
   };
 
   int add_node(Node n);
-  // The object that holds a node's saved state (its layer, or its op), null for inputs, and
-  // its forward ticket.
-  static const void* state_owner(const Node& n);
+  // The forward ticket of the object that holds a node's saved state (its layer, or its op;
+  // not for inputs).
   static std::uint64_t& ticket_of(const Node& n);
   // Walks the nodes in order from the inputs' specs, each node's output spec from its
   // inputs' (errors name the node), calling visit(node id, input specs, output spec) for

@@ -7,6 +7,7 @@
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "runtime/points/migration.hpp"
 
 namespace tessera {
 namespace {
@@ -26,16 +27,6 @@ std::vector<int> scaled(const std::vector<int>& counts, std::size_t unit) {
   for (std::size_t p = 0; p < counts.size(); ++p)
     s[p] = checked_count(counts[p] * static_cast<Index>(unit), "index gather count");
   return s;
-}
-
-// One rank's bad rows, or rows of another element type or row shape than the others' (the
-// byte counts of the exchange would differ), fail every rank alike.
-void agree_on_rows(MPI_Comm comm, bool ok, const std::string& why, const std::string& call,
-                   const Tensor& rows) {
-  std::vector<Index> row_shape = rows.shape();
-  if (!row_shape.empty()) row_shape.erase(row_shape.begin());
-  collective_check(comm, ok, why, call, "the rows' element type and shape past the first dim",
-                   std::string(name_of(rows.dtype())) + " " + shape_str(row_shape));
 }
 
 Index row_elems(const Tensor& t) {
@@ -121,7 +112,7 @@ Tensor IndexGather::forward(const Tensor& rows) const {
   if (!ok)
     why << "index gather: forward takes the " << held_ << " held rows on the host, got "
         << shape_str(rows.shape());
-  agree_on_rows(comm_, ok, why.str(), "index gather forward", rows);
+  check_rows_collectively(comm_, ok, why.str(), "index gather forward", rows);
   const Tensor src = rows.contiguous();
   const std::size_t rb = static_cast<std::size_t>(row_elems(src)) * src.elem_size();
   std::vector<unsigned char> send(serve_rows_.size() * rb);
@@ -150,7 +141,7 @@ Tensor IndexGather::adjoint(const Tensor& grads) const {
   if (!ok)
     why << "index gather: adjoint takes " << wanted() << " float32/float64 rows on the host, got "
         << shape_str(grads.shape());
-  agree_on_rows(comm_, ok, why.str(), "index gather adjoint", grads);
+  check_rows_collectively(comm_, ok, why.str(), "index gather adjoint", grads);
   const Tensor g = grads.contiguous();
   const Index e = row_elems(g);
   std::vector<Index> shape = grads.shape();

@@ -11,6 +11,14 @@
 
 namespace tessera {
 
+void check_rows_collectively(MPI_Comm comm, bool ok, const std::string& why,
+                             const std::string& call, const Tensor& rows) {
+  std::vector<Index> row_shape = rows.shape();
+  if (!row_shape.empty()) row_shape.erase(row_shape.begin());
+  collective_check(comm, ok, why, call, "the rows' element type and shape past the first dim",
+                   std::string(name_of(rows.dtype())) + " " + shape_str(row_shape));
+}
+
 Migration::Migration(MPI_Comm comm, const std::vector<int>& dest) : comm_(comm), dest_(dest) {
   int P = 1;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
@@ -50,14 +58,8 @@ Tensor Migration::move(const Tensor& rows, bool back) const {
   else if (!(rows.ndim() >= 1 && rows.shape(0) == have))
     why << "migration: " << (back ? "reverse" : "forward") << " takes " << have << " rows, got "
         << shape_str(rows.shape());
-  // Every rank at once, and the rows alike (element type, shape past the first dim): the
-  // exchange's byte counts follow from them.
-  std::vector<Index> row_shape = rows.shape();
-  if (!row_shape.empty()) row_shape.erase(row_shape.begin());
-  collective_check(comm_, why.str().empty(), why.str(),
-                   back ? "migration reverse" : "migration forward",
-                   "the rows' element type and shape past the first dim",
-                   std::string(name_of(rows.dtype())) + " " + shape_str(row_shape));
+  check_rows_collectively(comm_, why.str().empty(), why.str(),
+                          back ? "migration reverse" : "migration forward", rows);
   const Tensor src = rows.contiguous();
   const Index row_elems = have > 0 ? src.numel() / have : [&] {
     Index e = 1;

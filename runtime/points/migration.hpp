@@ -7,11 +7,18 @@
 #include "runtime/floor.hpp"
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "runtime/tensor/tensor.hpp"
 
 namespace tessera {
+
+// Collective over comm: one rank's bad rows (ok false, `why`), or rows of another element
+// type or shape past the first dim than the other ranks' (the byte counts of an exchange of
+// rows follow from them), fail every rank alike. Migration's and IndexGather's check.
+void check_rows_collectively(MPI_Comm comm, bool ok, const std::string& why,
+                             const std::string& call, const Tensor& rows);
 
 class Migration {
  public:
