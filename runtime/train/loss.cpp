@@ -32,6 +32,13 @@ double replicas(const Mesh& mesh, const ShardSpec& spec, const std::vector<int>&
   return r;
 }
 
+// Relative L2's rescaled second round: a target whose sum of squares is below
+// kTinySquares (its values below ~1e-146, or all zero) is summed again times 2^600, one
+// whose squares overflow times 2^-600; float64 spans 2^-1074..2^1024, so either brings
+// every representable value's square into range.
+constexpr double kTinySquares = 1e-292;
+constexpr int kRescaleExponent = 600;
+
 // The contiguous 1-D window [j * seg, (j + 1) * seg) of a contiguous tensor.
 Tensor segment(const Tensor& t, Index j, Index seg) {
   return t.reshape({t.numel()}).view(Box({j * seg}, {(j + 1) * seg}));
@@ -73,31 +80,76 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
     const Index seg = nloc > 0 ? p.numel() / nloc : 0;
     // Per global sample: sum (p - y)^2, sum y^2, ranks holding a piece of it.
     std::vector<double> sums(static_cast<std::size_t>(3 * n), 0.0);
+    const auto reduce_sums = [&] {
+      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()),
+                                MPI_DOUBLE, MPI_SUM, group.comm()));
+    };
     for (Index j = 0; j < nloc; ++j) {
       const auto i = static_cast<std::size_t>(lo + j);
       sums[3 * i] = sum_sq_diff(segment(p, j, seg), segment(y, j, seg));
       sums[3 * i + 1] = sum_squares(segment(y, j, seg));
       sums[3 * i + 2] = 1;
     }
-    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE,
-                              MPI_SUM, group.comm()));
+    reduce_sums();
+    // Squares leave float64 below |v| ~ 1e-154 (zero) and above ~ 1e154 (inf): a float64
+    // sample whose target's squares did is summed again with p and y scaled by 2^e (exact),
+    // the same e on every rank (decided from the reduced sums), so the ratio and the
+    // gradient stay exact where they are representable. Its ||y||^2 is then t 2^(-2e);
+    // sum (p - y)^2 is taken from the round that kept it finite and nonzero.
+    std::vector<int> expo(static_cast<std::size_t>(n), 0);
+    bool rescale = false;
+    for (Index i = 0; pred.dtype() == DType::f64 && i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      if (sums[3 * k + 2] == 0) continue;
+      const double t = sums[3 * k + 1];
+      if (t < kTinySquares)
+        expo[k] = kRescaleExponent;
+      else if (std::isinf(t))
+        expo[k] = -kRescaleExponent;
+      rescale = rescale || expo[k] != 0;
+    }
+    std::vector<double> scaled(sums.size(), 0.0);
+    if (rescale) {
+      for (Index j = 0; j < nloc; ++j) {
+        const auto k = static_cast<std::size_t>(lo + j);
+        if (expo[k] == 0) continue;
+        const double s = std::ldexp(1.0, expo[k]);
+        const Tensor ps = segment(p, j, seg).clone(), ys = segment(y, j, seg).clone();
+        scale_inplace(ps, s);
+        scale_inplace(ys, s);
+        scaled[3 * k] = sum_sq_diff(ps, ys);
+        scaled[3 * k + 1] = sum_squares(ys);
+      }
+      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, scaled.data(), static_cast<int>(scaled.size()),
+                                MPI_DOUBLE, MPI_SUM, group.comm()));
+    }
     std::string why;
     double total = 0, count = 0;
     std::vector<double> rel(static_cast<std::size_t>(n), 0.0);
     for (Index i = 0; i < n; ++i) {
       const auto k = static_cast<std::size_t>(i);
       if (sums[3 * k + 2] == 0) continue;  // a sample of another replica group
-      if (!(sums[3 * k + 1] > 0)) {
+      double d = sums[3 * k], t = sums[3 * k + 1];
+      int shift = 0;  // rel = sqrt(d / t) 2^shift
+      if (expo[k] != 0) {
+        // The rescaled round's sums; sum (p - y)^2 from the first where the second's left
+        // float64 (a tiny target, a prediction of ordinary size): then ||y||^2 = t 2^(-2e).
+        t = scaled[3 * k + 1];
+        if ((std::isfinite(scaled[3 * k]) && scaled[3 * k] > 0) || !std::isfinite(d))
+          d = scaled[3 * k];
+        else
+          shift = expo[k];
+        sums[3 * k + 1] = t;  // the gradient's ||y||^2, times 2^(2e)
+      }
+      if (!(t > 0)) {
         if (opts_.skip_zero_targets && !want_grad) continue;
         std::ostringstream os;
-        // Squares are summed in float64, where values below 1e-154 square to zero.
         os << "relative L2 loss: the target of sample " << i
-           << " of the batch has zero norm (all zeros, or values below 1e-154 whose squares "
-              "are zero in float64: rescale the data)";
+           << " of the batch has zero norm (all zeros)";
         why = os.str();
         break;
       }
-      rel[k] = std::sqrt(sums[3 * k] / sums[3 * k + 1]);
+      rel[k] = std::ldexp(std::sqrt(d / t), shift);
       total += rel[k];
       count += 1;
     }
@@ -106,11 +158,18 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
     collective_check(mesh.comm(), why.empty(), why);
     r.value = all_skipped ? 0.0 : total / count;
     r.samples = static_cast<Index>(count);
-    // d r_i / d p = (p - y) / (r_i * ||y_i||^2); ||y_i||^2 counted once per replica.
+    // d r_i / d p = (p - y) / (r_i * ||y_i||^2); ||y_i||^2 counted once per replica. For a
+    // rescaled sample ||y_i||^2 = t_s 2^(-2e): the factor 2^(2e) is applied in two steps,
+    // since it alone may leave float64 where the gradient does not.
     for (Index j = 0; want_grad && j < nloc; ++j) {
       const auto k = static_cast<std::size_t>(lo + j);
       const double alpha = rel[k] > 0 ? rep / (count * rel[k] * sums[3 * k + 1]) : 0.0;
-      scaled_diff(segment(g, j, seg), segment(p, j, seg), segment(y, j, seg), alpha);
+      const Tensor gj = segment(g, j, seg);
+      scaled_diff(gj, segment(p, j, seg), segment(y, j, seg), alpha);
+      if (expo[k] != 0 && alpha != 0) {
+        scale_inplace(gj, std::ldexp(1.0, expo[k]));
+        scale_inplace(gj, std::ldexp(1.0, expo[k]));
+      }
     }
   }
   if (want_grad) r.grad = ShardTensor::unchecked(mesh, pred.spec(), g);

@@ -3,6 +3,7 @@
 // with uneven shards and replicated mesh axes; gradients match central finite
 // differences; per-replica losses (data axis left out); float32; errors everywhere.
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "runtime/train/loss.hpp"
@@ -215,6 +216,70 @@ TEST_CASE("float32 losses accumulate in double", "[loss]") {
   MPI_CHECK(m.grad.dtype() == DType::f32);
   MPI_CHECK(max_rel_diff(m.grad.gather_all(), mse_grad_ref(p, y)) < 1e-6);
   MPI_CHECK(max_rel_diff(r.grad.gather_all(), rel_grad_ref(p, y)) < 1e-6);
+}
+
+// Relative L2 and its gradient in long double (x86: 15 exponent bits), where squares of
+// any float64 stay in range: the reference for targets whose squares leave float64.
+std::pair<std::vector<long double>, std::vector<long double>> rel_long_double(const Tensor& p,
+                                                                              const Tensor& y) {
+  const Index N = p.shape(0), per = p.numel() / N;
+  std::vector<long double> rel(static_cast<std::size_t>(N)), g(static_cast<std::size_t>(p.numel()));
+  for (Index n = 0; n < N; ++n) {
+    long double a = 0, b = 0;
+    for (Index i = n * per; i < (n + 1) * per; ++i) {
+      const long double d = static_cast<long double>(get(p, i)) - get(y, i);
+      a += d * d;
+      b += static_cast<long double>(get(y, i)) * get(y, i);
+    }
+    rel[static_cast<std::size_t>(n)] = std::sqrt(a / b);
+    for (Index i = n * per; i < (n + 1) * per; ++i)
+      g[static_cast<std::size_t>(i)] = (static_cast<long double>(get(p, i)) - get(y, i)) /
+                                       (static_cast<long double>(N) * std::sqrt(a) * std::sqrt(b));
+  }
+  return {rel, g};
+}
+
+TEST_CASE("relative L2 of float64 targets whose squares leave float64", "[loss]") {
+  static_assert(std::numeric_limits<long double>::max_exponent > 4000, "needs x86 long double");
+  std::mt19937 rng(11);
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const std::vector<Index> shape = {3, 2, 7, 5};
+  const std::vector<Placement> dims = {Replicate(), Replicate(), Shard(0), Replicate()};
+  const Tensor p0 = random_tensor(rng, shape), y0 = random_tensor(rng, shape);
+  // (target scale, prediction scale) per sample case: tiny both (1e-170: squares are zero),
+  // huge both (1e200: squares are inf), a tiny target with an ordinary prediction (the
+  // relative error is 1e170, its squares inf), a huge target with an ordinary prediction.
+  const std::vector<std::pair<int, int>> cases = {{-565, -565}, {665, 665}, {-565, 0}, {665, 0}};
+  for (const auto& [ey, ep] : cases) {
+    Tensor p = p0.clone(), y = y0.clone();
+    for (Index i = 0; i < p.numel(); ++i) {
+      p.data<double>()[i] = std::ldexp(p.data<double>()[i], ep);
+      y.data<double>()[i] = std::ldexp(y.data<double>()[i], ey);
+    }
+    // Sample 1 keeps ordinary values: it is summed once, as before.
+    for (Index i = 70; i < 140; ++i) {
+      p.data<double>()[i] = p0.data<double>()[i];
+      y.data<double>()[i] = y0.data<double>()[i];
+    }
+    const auto [rel, gref] = rel_long_double(p, y);
+    const long double want = (rel[0] + rel[1] + rel[2]) / 3;
+    const LossResult r =
+        relative_l2_loss(ShardTensor::scatter(mesh, p, dims), ShardTensor::scatter(mesh, y, dims));
+    INFO("target 2^" << ey << ", prediction 2^" << ep);
+    MPI_CHECK(std::isfinite(r.value));
+    MPI_CHECK(std::abs(r.value - want) <= 1e-12L * want);
+    const Tensor g = r.grad.gather_all();
+    long double worst = 0;
+    for (Index n = 0; n < 3; ++n) {
+      long double scale = 0, err = 0;  // per sample: gradients differ by 2^(ey) between them
+      for (Index i = n * 70; i < (n + 1) * 70; ++i)
+        scale = std::max(scale, std::abs(gref[static_cast<std::size_t>(i)]));
+      for (Index i = n * 70; i < (n + 1) * 70; ++i)
+        err = std::max(err, std::abs(g.data<double>()[i] - gref[static_cast<std::size_t>(i)]));
+      worst = std::max(worst, err / scale);
+    }
+    MPI_CHECK(worst < 1e-12L);
+  }
 }
 
 TEST_CASE("loss errors are collective and say what is wrong", "[loss]") {
