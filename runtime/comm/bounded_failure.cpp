@@ -480,4 +480,18 @@ int conclude(MPI_Comm comm, const std::string& error) {
   return 1;
 }
 
+void end_of_context(MPI_Comm comm, bool unwinding) {
+  std::string error;
+  if (unwinding) {
+    const std::string& what = last_error_message();
+    error = "an exception left the scope of tessera::Context on this rank (" +
+            (what.empty() ? std::string("not a tessera::Error") : what) + ")";
+  }
+  std::vector<int> lens;
+  std::string all;
+  std::optional<Watch> watch;
+  if (unwinding) watch.emplace(error);
+  exchange_errors(comm, error, end_notice_s(), lens, all);
+}
+
 }  // namespace tessera::failure

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <sstream>
 
 #include "kernels/device/device.hpp"
 #include "kernels/device/host_threads.hpp"
+#include "runtime/comm/bounded_failure.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 #if defined(OPEN_MPI) && OPEN_MPI
@@ -75,6 +77,7 @@ Context::Context(int& argc, char**& argv, const ContextOptions& opts) {
     throw Error(os.str());
   }
   TESSERA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world_));
+  if (owns_mpi_) TESSERA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &end_));
   TESSERA_MPI(MPI_Comm_rank(world_, &rank_));
   TESSERA_MPI(MPI_Comm_size(world_, &size_));
   // Node-local rank: ranks sharing memory are on one node.
@@ -112,6 +115,15 @@ Context::~Context() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  if (end_ != MPI_COMM_NULL) {
+    // MPI_Finalize waits for every rank: a rank that failed alone would wait there for
+    // ranks that wait for it. The end exchange bounds that (failure::end_of_context).
+    try {
+      failure::end_of_context(end_, std::uncaught_exceptions() > 0);
+    } catch (const std::exception&) {  // an MPI error: finalize as before
+    }
+    MPI_Comm_free(&end_);
+  }
   if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
   if (owns_mpi_) MPI_Finalize();
 }

@@ -52,6 +52,7 @@ class Context {
  private:
   bool owns_mpi_ = false;
   MPI_Comm world_ = MPI_COMM_NULL;
+  MPI_Comm end_ = MPI_COMM_NULL;  // the destructor's end exchange (failure::end_of_context)
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, device_ = -1, provided_ = 0;
   int threads_ = 1;
   bool cuda_aware_ = false;

@@ -1,0 +1,32 @@
+// A library program that does not end through failure::conclude: its tessera::Context is
+// built inside the try block, so an exception unwinds through the Context's destructor.
+// Mode "one": rank 1 fails alone while the other ranks wait for its message (as in a halo
+// exchange); the job must end within the failure deadline naming the error, not wait in
+// MPI_Finalize for ever. Mode "all": every rank fails alike and ends at once, printing only
+// its own catch. Mode "none": the program succeeds.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include "decomp/error.hpp"
+#include "runtime/tensor/context.hpp"
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "one";
+  try {
+    tessera::Context ctx(argc, argv);
+    const bool fail =
+        std::strcmp(mode, "all") == 0 || (std::strcmp(mode, "one") == 0 && ctx.rank() == 1);
+    if (fail) throw tessera::Error("injected failure on rank " + std::to_string(ctx.rank()));
+    if (std::strcmp(mode, "one") == 0) {
+      int x = 0;  // never sent: rank 1 has failed
+      MPI_Recv(&x, 1, MPI_INT, 1, 0, ctx.world(), MPI_STATUS_IGNORE);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "caught: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
