@@ -5,10 +5,13 @@
 // (cuDNN). The host forward is also timed as a bare oneDNN primitive execute on the same
 // buffers (built like the library's, weights pre-reordered), interleaved with the library's call,
 // so the row shows what the library's call adds: cache look-up, memory wrappers, weight reorder,
-// locking.
+// locking. Every pass's result is checked (untimed) at sampled cells against a direct
+// float64 sum (device results against the host's, in full).
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <functional>
 #include <random>
 #include <unordered_map>
@@ -99,6 +102,121 @@ class BareForward {
   dnnl::convolution_forward prim_;
 };
 
+// Direct float64 sums of the three passes at sampled cells: one sample, groups 1 (the
+// problems here). Spatial dims are padded to three at the front (extent 1).
+class DirectConv {
+ public:
+  explicit DirectConv(const ConvDesc& c) : c_(c) {
+    for (int d = 0; d < 3; ++d) {
+      const int s = d - (3 - c.nd);  // the desc's dim, < 0: a padded one
+      in_[d] = s < 0 ? 1 : c.in[s], out_[d] = s < 0 ? 1 : c.out(s);
+      k_[d] = s < 0 ? 1 : c.kernel[s], st_[d] = s < 0 ? 1 : c.stride[s];
+      dl_[d] = s < 0 ? 1 : c.dilation[s], pad_[d] = s < 0 ? 0 : c.pad_lo[s];
+    }
+  }
+  Index in_cells() const { return in_[0] * in_[1] * in_[2]; }
+  Index out_cells() const { return out_[0] * out_[1] * out_[2]; }
+  Index taps() const { return k_[0] * k_[1] * k_[2]; }
+  // y[o, p]
+  double forward(const Buffers& b, Index o, Index p) const {
+    double sum = at(b.b, o);
+    for (Index i = 0; i < c_.c_in; ++i)
+      for (Index k = 0; k < taps(); ++k) {
+        const Index q = input_of(p, k);
+        if (q >= 0) sum += at(b.w, (o * c_.c_in + i) * taps() + k) * at(b.x, i * in_cells() + q);
+      }
+    return sum;
+  }
+  // dx[i, q] from dy = b.y: the output cells whose tap k reads q
+  double backward_data(const Buffers& b, Index i, Index q) const {
+    const Index qc[3] = {q / (in_[1] * in_[2]), (q / in_[2]) % in_[1], q % in_[2]};
+    double sum = 0;
+    for (Index k = 0; k < taps(); ++k) {
+      const Index kc[3] = {k / (k_[1] * k_[2]), (k / k_[2]) % k_[1], k % k_[2]};
+      Index p = 0;
+      for (int d = 0; d < 3 && p >= 0; ++d) {
+        const Index num = qc[d] + pad_[d] - kc[d] * dl_[d];
+        p = num < 0 || num % st_[d] != 0 || num / st_[d] >= out_[d] ? -1 : p * out_[d] + num / st_[d];
+      }
+      if (p < 0) continue;
+      for (Index o = 0; o < c_.c_out; ++o)
+        sum += at(b.w, (o * c_.c_in + i) * taps() + k) * at(b.y, o * out_cells() + p);
+    }
+    return sum;
+  }
+  // dw[o, i, k] from dy = b.y
+  double backward_weights(const Buffers& b, Index o, Index i, Index k) const {
+    double sum = 0;
+    for (Index p = 0; p < out_cells(); ++p) {
+      const Index q = input_of(p, k);
+      if (q >= 0) sum += at(b.y, o * out_cells() + p) * at(b.x, i * in_cells() + q);
+    }
+    return sum;
+  }
+  double at(const std::vector<char>& v, Index i) const {
+    return c_.type == DType::f32 ? reinterpret_cast<const float*>(v.data())[i]
+                                 : reinterpret_cast<const double*>(v.data())[i];
+  }
+
+ private:
+  // The input cell tap k of output cell p reads, -1 in the padding.
+  Index input_of(Index p, Index k) const {
+    Index q = 0;
+    Index pc[3] = {p / (out_[1] * out_[2]), (p / out_[2]) % out_[1], p % out_[2]};
+    Index kc[3] = {k / (k_[1] * k_[2]), (k / k_[2]) % k_[1], k % k_[2]};
+    for (int d = 0; d < 3; ++d) {
+      const Index x = pc[d] * st_[d] - pad_[d] + kc[d] * dl_[d];
+      if (x < 0 || x >= in_[d]) return -1;
+      q = q * in_[d] + x;
+    }
+    return q;
+  }
+  ConvDesc c_;
+  Index in_[3], out_[3], k_[3], st_[3], dl_[3], pad_[3];
+};
+
+// The largest error of each pass at 48 sampled cells (every bias gradient), relative to
+// the largest reference value of the pass.
+std::array<double, 3> sampled_errors(const ConvDesc& c, const Buffers& b) {
+  const DirectConv ref(c);
+  std::mt19937 g(11);
+  auto pick = [&](Index n) { return std::uniform_int_distribution<Index>(0, n - 1)(g); };
+  std::array<double, 3> err{}, scale{};
+  auto note = [&](int pass, double got, double want) {
+    err[pass] = std::max(err[pass], std::abs(got - want));
+    scale[pass] = std::max(scale[pass], std::abs(want));
+  };
+  for (int s = 0; s < 48; ++s) {
+    const Index o = pick(c.c_out), i = pick(c.c_in), p = pick(ref.out_cells()),
+                q = pick(ref.in_cells()), k = pick(ref.taps());
+    note(0, ref.at(b.y, o * ref.out_cells() + p), ref.forward(b, o, p));
+    note(1, ref.at(b.dx, i * ref.in_cells() + q), ref.backward_data(b, i, q));
+    note(2, ref.at(b.dw, (o * c.c_in + i) * ref.taps() + k), ref.backward_weights(b, o, i, k));
+  }
+  for (Index o = 0; o < c.c_out; ++o) {
+    double sum = 0;
+    for (Index p = 0; p < ref.out_cells(); ++p) sum += ref.at(b.y, o * ref.out_cells() + p);
+    note(2, ref.at(b.db, o), sum);
+  }
+  for (int p = 0; p < 3; ++p) err[p] /= std::max(scale[p], 1e-300);
+  return err;
+}
+
+// The largest difference between a device result and the host's, relative to the host's
+// largest value.
+double device_vs_host(const ConvDesc& c, const void* dev, const std::vector<char>& host) {
+  std::vector<char> back(host.size());
+  device::copy(back.data(), dev, back.size(), device::Copy::DeviceToHost);
+  const DirectConv read(c);
+  double err = 0, scale = 0;
+  const Index n = static_cast<Index>(host.size() / size_of(c.type));
+  for (Index i = 0; i < n; ++i) {
+    err = std::max(err, std::abs(read.at(back, i) - read.at(host, i)));
+    scale = std::max(scale, std::abs(read.at(host, i)));
+  }
+  return err / std::max(scale, 1e-300);
+}
+
 // Times a and b alternately (a, b, a, b, ...) so that the drift of a shared machine
 // hits both alike; returns the medians and minima.
 struct Paired {
@@ -162,6 +280,14 @@ json run(Context& ctx, const cli::Args& opt) {
       kernels::conv_backward_weights(Device::host(), c, b.x.data(), b.y.data(), b.dw.data(),
                                      b.db.data());
     });
+    // The library's results once more (the bare forward wrote y last), then checked.
+    fwd();
+    kernels::conv_backward_data(Device::host(), c, b.y.data(), b.w.data(), b.dx.data());
+    kernels::conv_backward_weights(Device::host(), c, b.x.data(), b.y.data(), b.dw.data(),
+                                   b.db.data());
+    const std::array<double, 3> err = sampled_errors(c, b);
+    // float32 sums of up to 16 x 27 x 64^3 terms: 1e-4 of the largest value; float64 1e-11.
+    const double tol = type == DType::f32 ? 1e-4 : 1e-11;
     const std::string pass[3] = {"forward", "backward_data", "backward_weights"};
     const Timing* t[3] = {&tf, &td, &tw};
     for (int p = 0; p < 3; ++p) {
@@ -173,7 +299,9 @@ json run(Context& ctx, const cli::Args& opt) {
                 {"pass", pass[p]},
                 {"impl", impl[p]},
                 {"ms", t[p]->median_s * 1e3},
-                {"GFLOPs", gflop / t[p]->median_s}};
+                {"GFLOPs", gflop / t[p]->median_s},
+                {"max_error", err[p]},
+                {"correct", err[p] <= tol}};
       if (p == 0 && type == DType::f32) {
         r["bare_ms"] = pf.b_med * 1e3;
         r["overhead_pct"] = (pf.a_med / pf.b_med - 1) * 100;
@@ -205,6 +333,16 @@ json run(Context& ctx, const cli::Args& opt) {
       kernels::conv_backward_weights(dev, c, x, y, dw, db);
       device::synchronize(dev);
     });
+    // Each device pass once more from the host's inputs, against the host's result.
+    device::copy(y, b.y.data(), b.y.size(), device::Copy::HostToDevice);
+    kernels::conv_backward_data(dev, c, y, w, dx);
+    kernels::conv_backward_weights(dev, c, x, y, dw, db);
+    device::synchronize(dev);
+    const double gerr[3] = {0, device_vs_host(c, dx, b.dx),
+                            std::max(device_vs_host(c, dw, b.dw), device_vs_host(c, db, b.db))};
+    kernels::conv_forward(dev, c, x, w, bias, y);
+    device::synchronize(dev);
+    const double gerr0 = device_vs_host(c, y, b.y);
     for (void* p : {x, w, bias, y, dx, dw, db}) device::free(p);
     const Timing* g[3] = {&gf, &gd, &gw};
     for (int p = 0; p < 3; ++p)
@@ -216,13 +354,18 @@ json run(Context& ctx, const cli::Args& opt) {
                       {"pass", pass[p]},
                       {"impl", "cuDNN"},
                       {"ms", g[p]->median_s * 1e3},
-                      {"GFLOPs", gflop / g[p]->median_s}});
+                      {"GFLOPs", gflop / g[p]->median_s},
+                      {"max_error", p == 0 ? gerr0 : gerr[p]},
+                      {"correct", (p == 0 ? gerr0 : gerr[p]) <= tol}});
   }
   return rows;
 }
 
 json goals(const json& rows) {
   json g = json::array();
+  bool correct = true;
+  for (const auto& r : rows) correct = correct && r.at("correct").get<bool>();
+  g.push_back(goal("every result checked correct", correct ? 1 : 0, "==", 1));
   for (const auto& r : rows)
     if (r.contains("overhead_pct"))
       g.push_back(goal("library call vs bare oneDNN execute, " +
@@ -243,7 +386,7 @@ Case conv_kernel_case() {
            {"reps", "N", "timed repetitions", "5"}},
           {1},
           {"problem", "shape", "dtype", "memory", "pass", "impl", "ms", "GFLOPs", "bare_ms",
-           "overhead_pct", "min_ms", "bare_min_ms", "overhead_min_pct"},
+           "overhead_pct", "min_ms", "bare_min_ms", "overhead_min_pct", "max_error", "correct"},
           run,
           goals};
 }

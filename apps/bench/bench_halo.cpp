@@ -1,6 +1,7 @@
 // Case "halo": ghost exchange of a 3-D float32 field (--n=256 per side) with 1- and
 // 4-cell ghosts, against raw MPI_Isend/Irecv of the same messages between the same
-// ranks in the same run. Bytes moved must equal the theoretical ghost volume.
+// ranks in the same run. Bytes moved must equal the theoretical ghost volume, and after
+// the timing (untimed) every ghost must hold its owner's value, cell by cell.
 // --ghosts=neighbours (default): ghosts only where a neighbouring shard exists, as the
 // sharded layers allocate them (zero padding at the domain edge is the kernel's); with
 // --ghosts=uniform every side gets ghosts and open ones are zeroed (--open=zero) or kept.
@@ -25,6 +26,37 @@ std::string one_of(const cli::Args& opt, const std::string& name,
   const auto picked = opt.choices(name, allowed);
   if (picked.size() != 1) throw Error("--" + name + " takes one of its choices, not a list");
   return *picked.begin();
+}
+
+// A cell's value in the check: its global linear index mod 2^24 (exact in float32).
+float cell_value(const Index* g, const std::vector<Index>& shape) {
+  return static_cast<float>(((g[0] * shape[1] + g[1]) * shape[2] + g[2]) & ((Index(1) << 24) - 1));
+}
+
+// One exchange into a padded buffer whose interior holds cell_value and whose ghosts hold
+// -1: ghosts inside the domain must then hold their owners' values; ghosts past the
+// domain's edge (uniform widths) 0 when open sides are zeroed, else still -1. The cells
+// wrong on this rank.
+Index wrong_ghosts(HaloExchange& ex, HaloTensor& h, const std::vector<Index>& shape, bool zero_open) {
+  const Tensor& p = h.padded();
+  const Box& pb = h.padded_box();
+  const Box domain = Box::from_shape(shape);
+  float* v = p.data<float>();
+  Index g[3], at = 0;
+  for (g[0] = pb.lo[0]; g[0] < pb.hi[0]; ++g[0])
+    for (g[1] = pb.lo[1]; g[1] < pb.hi[1]; ++g[1])
+      for (g[2] = pb.lo[2]; g[2] < pb.hi[2]; ++g[2], ++at)
+        v[at] = h.interior_box().contains(g) ? cell_value(g, shape) : -1.f;
+  ex.exchange(h);
+  Index wrong = 0;
+  at = 0;
+  for (g[0] = pb.lo[0]; g[0] < pb.hi[0]; ++g[0])
+    for (g[1] = pb.lo[1]; g[1] < pb.hi[1]; ++g[1])
+      for (g[2] = pb.lo[2]; g[2] < pb.hi[2]; ++g[2], ++at) {
+        const float want = domain.contains(g) ? cell_value(g, shape) : zero_open ? 0.f : -1.f;
+        wrong += v[at] != want;
+      }
+  return wrong;
 }
 
 json run(Context& ctx, const cli::Args& opt) {
@@ -112,6 +144,10 @@ json run(Context& ctx, const cli::Args& opt) {
             MPI_Isend(sbuf.data() + m.offset, m.count, MPI_FLOAT, m.peer, 5, ex.comm(), r++);
           MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE);
         });
+    TESSERA_CHECK(h.padded().is_contiguous() && h.padded().ndim() == 3,
+                  "halo bench: the padded buffer is not one contiguous 3-D block");
+    Index wrong = wrong_ghosts(ex, h, shape, o.open_fill == HaloOptions::OpenFill::Zero);
+    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, mesh.comm());
     const int P = mesh.size();
     rows.push_back({{"ranks", P},
                     {"grid", std::to_string(mesh.dim(0)) + "x" + std::to_string(mesh.dim(1)) + "x" +
@@ -128,20 +164,24 @@ json run(Context& ctx, const cli::Args& opt) {
                     {"GBps_halo", tot[0] / t.median_s / 1e9},
                     {"GBps_p2p", tot[0] / raw.median_s / 1e9},
                     {"ratio", raw.median_s / t.median_s},
-                    {"bytes_equal", tot[0] == tot[1]}});
+                    {"bytes_equal", tot[0] == tot[1]},
+                    {"wrong_ghosts", wrong},
+                    {"correct", wrong == 0}});
   }
   return rows;
 }
 
 json goals(const json& rows) {
   json g = json::array();
-  bool equal = true;
+  bool equal = true, correct = true;
   int maxp = 0;
   for (const auto& r : rows) {
     equal = equal && r.at("bytes_equal").get<bool>();
+    correct = correct && r.at("correct").get<bool>();
     maxp = std::max(maxp, r.at("ranks").get<int>());
   }
   g.push_back(goal("bytes moved == theoretical ghost volume, all rows", equal ? 1 : 0, "==", 1));
+  g.push_back(goal("every ghost holds its owner's value, all rows", correct ? 1 : 0, "==", 1));
   for (const auto& r : rows)
     if (r.at("ranks").get<int>() == maxp && r.at("ghost").get<int>() == 4)
       g.push_back(
@@ -165,7 +205,8 @@ Case halo_case() {
            {"transport", "KIND", "shared or messages", "shared"}},
           {2, 4, 8},
           {"ranks", "grid", "field", "ghost", "ghosts", "transport", "method", "MiB_moved",
-           "MiB_theory", "t_halo_ms", "t_p2p_ms", "GBps_halo", "GBps_p2p", "ratio", "bytes_equal"},
+           "MiB_theory", "t_halo_ms", "t_p2p_ms", "GBps_halo", "GBps_p2p", "ratio", "bytes_equal",
+           "correct"},
           run,
           goals};
 }
