@@ -136,7 +136,8 @@ class DirectConv {
       Index p = 0;
       for (int d = 0; d < 3 && p >= 0; ++d) {
         const Index num = qc[d] + pad_[d] - kc[d] * dl_[d];
-        p = num < 0 || num % st_[d] != 0 || num / st_[d] >= out_[d] ? -1 : p * out_[d] + num / st_[d];
+        p = num < 0 || num % st_[d] != 0 || num / st_[d] >= out_[d] ? -1
+                                                                    : p * out_[d] + num / st_[d];
       }
       if (p < 0) continue;
       for (Index o = 0; o < c_.c_out; ++o)

@@ -37,7 +37,8 @@ float cell_value(const Index* g, const std::vector<Index>& shape) {
 // -1: ghosts inside the domain must then hold their owners' values; ghosts past the
 // domain's edge (uniform widths) 0 when open sides are zeroed, else still -1. The cells
 // wrong on this rank.
-Index wrong_ghosts(HaloExchange& ex, HaloTensor& h, const std::vector<Index>& shape, bool zero_open) {
+Index wrong_ghosts(HaloExchange& ex, HaloTensor& h, const std::vector<Index>& shape,
+                   bool zero_open) {
   const Tensor& p = h.padded();
   const Box& pb = h.padded_box();
   const Box domain = Box::from_shape(shape);
