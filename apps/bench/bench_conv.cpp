@@ -56,10 +56,12 @@ struct Buffers {
 };
 
 // The bare oneDNN forward on the same buffers: same descriptors as the library, weights
-// reordered once at construction.
+// reordered once at construction; where the library runs the pass channels-last, the same
+// layout with the same reorders of x and y around the execute.
 class BareForward {
  public:
-  BareForward(const ConvDesc& c, Buffers& b) : eng_(dnnl::engine::kind::cpu, 0), s_(eng_) {
+  BareForward(const ConvDesc& c, Buffers& b, bool channels_last)
+      : eng_(dnnl::engine::kind::cpu, 0), s_(eng_) {
     using dnnl::memory;
     memory::dims x = {c.n, c.c_in}, w = {c.c_out, c.c_in}, y = {c.n, c.c_out}, st, dl, pl, pr;
     for (int d = 0; d < c.nd; ++d) {
@@ -74,7 +76,11 @@ class BareForward {
     const auto wplain = c.nd == 1   ? memory::format_tag::oiw
                         : c.nd == 2 ? memory::format_tag::oihw
                                     : memory::format_tag::oidhw;
-    const memory::desc xmd(x, f32, plain), ymd(y, f32, plain),
+    const auto last = c.nd == 1   ? memory::format_tag::nwc
+                      : c.nd == 2 ? memory::format_tag::nhwc
+                                  : memory::format_tag::ndhwc;
+    const auto act = channels_last ? last : plain;
+    const memory::desc xmd(x, f32, act), ymd(y, f32, act),
         bmd({c.c_out}, f32, memory::format_tag::x), wmd(w, f32, wplain),
         wany(w, f32, memory::format_tag::any);
     const dnnl::convolution_forward::primitive_desc pd(
@@ -83,15 +89,29 @@ class BareForward {
                                         st, dl, pl, pr),
         eng_);
     memory wu(wmd, eng_, b.w.data());
-    args_ = {{DNNL_ARG_SRC, memory(xmd, eng_, b.x.data())},
-             {DNNL_ARG_WEIGHTS, memory(pd.weights_desc(), eng_)},
-             {DNNL_ARG_BIAS, memory(bmd, eng_, b.b.data())},
-             {DNNL_ARG_DST, memory(ymd, eng_, b.y.data())}};
+    if (channels_last) {
+      x_user_ = memory(memory::desc(x, f32, plain), eng_, b.x.data());
+      y_user_ = memory(memory::desc(y, f32, plain), eng_, b.y.data());
+      args_ = {{DNNL_ARG_SRC, memory(xmd, eng_)},
+               {DNNL_ARG_WEIGHTS, memory(pd.weights_desc(), eng_)},
+               {DNNL_ARG_BIAS, memory(bmd, eng_, b.b.data())},
+               {DNNL_ARG_DST, memory(ymd, eng_)}};
+      x_in_ = dnnl::reorder(x_user_, args_[DNNL_ARG_SRC]);
+      y_out_ = dnnl::reorder(args_[DNNL_ARG_DST], y_user_);
+    } else {
+      args_ = {{DNNL_ARG_SRC, memory(xmd, eng_, b.x.data())},
+               {DNNL_ARG_WEIGHTS, memory(pd.weights_desc(), eng_)},
+               {DNNL_ARG_BIAS, memory(bmd, eng_, b.b.data())},
+               {DNNL_ARG_DST, memory(ymd, eng_, b.y.data())}};
+    }
+    channels_last_ = channels_last;
     dnnl::reorder(wu, args_[DNNL_ARG_WEIGHTS]).execute(s_, wu, args_[DNNL_ARG_WEIGHTS]);
     prim_ = dnnl::convolution_forward(pd);
   }
   void operator()() {
+    if (channels_last_) x_in_.execute(s_, x_user_, args_[DNNL_ARG_SRC]);
     prim_.execute(s_, args_);
+    if (channels_last_) y_out_.execute(s_, args_[DNNL_ARG_DST], y_user_);
     s_.wait();
   }
 
@@ -100,6 +120,9 @@ class BareForward {
   dnnl::stream s_;
   std::unordered_map<int, dnnl::memory> args_;
   dnnl::convolution_forward prim_;
+  bool channels_last_ = false;
+  dnnl::memory x_user_, y_user_;
+  dnnl::reorder x_in_, y_out_;
 };
 
 // Direct float64 sums of the three passes at sampled cells: one sample, groups 1 (the
@@ -258,7 +281,8 @@ json run(Context& ctx, const cli::Args& opt) {
       impl[0] = i.forward, impl[1] = i.backward_data, impl[2] = i.backward_weights;
       // What the library does besides oneDNN's execute (nothing, for plain layouts).
       const std::string extra = std::string(i.reorders_weights ? " +weight reorder" : "") +
-                                (i.stages_x ? " +x staging" : "");
+                                (i.stages_x ? " +x staging" : "") +
+                                (i.channels_last ? " +channels-last copies" : "");
       for (auto& s : impl) s += extra;
     }
     // Forward: the library's call and, in float32, the bare oneDNN execute, interleaved.
@@ -268,7 +292,7 @@ json run(Context& ctx, const cli::Args& opt) {
     Timing tf;
     Paired pf{};
     if (type == DType::f32) {
-      BareForward bare(c, b);
+      BareForward bare(c, b, kernels::dnnl_conv::info(c).channels_last_forward);
       pf = time_paired(reps, fwd, [&] { bare(); });
       tf = {pf.a_med, pf.a_min};
     } else {

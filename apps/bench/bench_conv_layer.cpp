@@ -26,29 +26,36 @@
 #include "apps/bench/result_check.hpp"
 #include "apps/bench/timing.hpp"
 #include "runtime/nn/conv_layer.hpp"
+#include "kernels/cpu/conv_dnnl.hpp"
 #include "kernels/device/memory.hpp"
 
 namespace tessera::bench {
 namespace {
 
-// The bare oneDNN primitives of the same conv on a whole (unsharded) tensor: plain
-// activations, weights in the layout oneDNN prefers (reordered once, outside the timing).
+// The bare oneDNN primitives of the same conv on a whole (unsharded) tensor: the activation
+// layout the library picks (plain, or channels-last copies reordered from and to the
+// caller's plain arrays around each execute, as the library does), weights in the layout
+// oneDNN prefers (reordered once, outside the timing).
 struct BareDnnl {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream strm{eng};
   dnnl::memory x, y, dy, dx, w, dw, b, db;
+  bool cl = false;
+  dnnl::memory x_user, y_user, dy_user, dx_user;  // channels-last: the caller's plain arrays
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_w;
 
   BareDnnl(const std::vector<Index>& xs, const std::vector<Index>& ws, const std::vector<Index>& ys,
            const Tensor& xt, const Tensor& wt, const Tensor& bt, const Tensor& dyt,
-           const Tensor& dxt) {
+           const Tensor& dxt, bool channels_last)
+      : cl(channels_last) {
     using dnnl::memory;
     using tag = memory::format_tag;
     const auto f32 = memory::data_type::f32;
     const int nd = static_cast<int>(xs.size()) - 2;
-    const tag act = nd == 2 ? tag::nchw : tag::ncdhw, wt_tag = nd == 2 ? tag::oihw : tag::oidhw;
+    const tag plain = nd == 2 ? tag::nchw : tag::ncdhw, wt_tag = nd == 2 ? tag::oihw : tag::oidhw;
+    const tag act = cl ? (nd == 2 ? tag::nhwc : tag::ndhwc) : plain;
     memory::dims xd(xs.begin(), xs.end()), wd(ws.begin(), ws.end()), yd(ys.begin(), ys.end());
     memory::dims bd = {ws[0]}, strides(nd, 1), dil(nd, 0), pad(nd, 1);
     const memory::desc x_md(xd, f32, act), y_md(yd, f32, act), b_md(bd, f32, tag::x);
@@ -63,9 +70,19 @@ struct BareDnnl {
     const dnnl::convolution_backward_weights::desc bw_d(dnnl::algorithm::convolution_direct, x_md,
                                                         w_any, b_md, y_md, strides, dil, pad, pad);
     const dnnl::convolution_backward_weights::primitive_desc wpd(bw_d, eng, fpd);
-    x = memory(x_md, eng, xt.raw());
-    dy = memory(y_md, eng, dyt.raw());
-    dx = memory(x_md, eng, dxt.raw());
+    if (cl) {
+      x_user = memory({xd, f32, plain}, eng, xt.raw());
+      dy_user = memory({yd, f32, plain}, eng, dyt.raw());
+      dx_user = memory({xd, f32, plain}, eng, dxt.raw());
+      y_user = memory({yd, f32, plain}, eng);
+      x = memory(x_md, eng);
+      dy = memory(y_md, eng);
+      dx = memory(x_md, eng);
+    } else {
+      x = memory(x_md, eng, xt.raw());
+      dy = memory(y_md, eng, dyt.raw());
+      dx = memory(x_md, eng, dxt.raw());
+    }
     y = memory(y_md, eng);
     b = memory(b_md, eng, bt.raw());
     db = memory(b_md, eng);
@@ -80,16 +97,28 @@ struct BareDnnl {
     bwd_w = dnnl::convolution_backward_weights(wpd);
     strm.wait();
   }
+  // The library reorders x once per pass that reads it (forward and backward weights) and dy
+  // once per pass (backward data and backward weights): so does this.
   void run() {
+    if (cl) dnnl::reorder(x_user, x).execute(strm, x_user, x);
     fwd.execute(strm,
                 {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
+    if (cl) dnnl::reorder(y, y_user).execute(strm, y, y_user);
+    if (cl) dnnl::reorder(dy_user, dy).execute(strm, dy_user, dy);
     bwd_data.execute(strm,
                      {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx}});
+    if (cl) dnnl::reorder(dx, dx_user).execute(strm, dx, dx_user);
+    if (cl) dnnl::reorder(x_user, x).execute(strm, x_user, x);
+    if (cl) dnnl::reorder(dy_user, dy).execute(strm, dy_user, dy);
     bwd_w.execute(strm, {{DNNL_ARG_SRC, x},
                          {DNNL_ARG_DIFF_DST, dy},
                          {DNNL_ARG_DIFF_WEIGHTS, dw},
                          {DNNL_ARG_DIFF_BIAS, db}});
     strm.wait();
+  }
+  // The forward output in the caller's plain layout.
+  const float* y_plain() const {
+    return static_cast<const float*>((cl ? y_user : y).get_data_handle());
   }
 };
 
@@ -178,10 +207,19 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
   // the layer, rep by rep, so both see the same load on a shared machine.
   const Tensor dxt = mesh.size() == 1 ? Tensor::empty(shape, DType::f32) : Tensor();
   std::unique_ptr<BareDnnl> bare;
-  if (mesh.size() == 1)
-    bare = std::make_unique<BareDnnl>(shape, layer.weight().value.shape(), out_spec.global_shape(),
-                                      x.local(), layer.weight().value, layer.bias()->value,
-                                      dy.local(), dxt);
+  if (mesh.size() == 1) {
+    // The layout the library runs this conv in (the same for its three passes here).
+    kernels::ConvDesc whole;
+    whole.nd = nd, whole.n = shape[0], whole.c_in = shape[1];
+    whole.c_out = layer.weight().value.shape(0);
+    for (int d = 0; d < nd; ++d)
+      whole.in[d] = shape[static_cast<std::size_t>(d) + 2],
+      whole.kernel[d] = layer.weight().value.shape(d + 2), whole.pad_lo[d] = whole.pad_hi[d] = 1;
+    bare =
+        std::make_unique<BareDnnl>(shape, layer.weight().value.shape(), out_spec.global_shape(),
+                                   x.local(), layer.weight().value, layer.bias()->value, dy.local(),
+                                   dxt, kernels::dnnl_conv::info(whole).channels_last_forward);
+  }
   Timing t, tb, tp;
   if (bare)
     std::tie(t, tb) = time_interleaved(mesh.comm(), reps, warmup, step, [&] { bare->run(); });
@@ -224,8 +262,7 @@ json run_one(Context& ctx, const cli::Args& opt, int nd, Index n, Index c, int t
     // The two must compute the same thing: compare the forward outputs.
     const Tensor y = layer.forward(x).local().contiguous();
     const double diff =
-        rel_max_diff(y.data<float>(), static_cast<const float*>(bare->y.get_data_handle()),
-                     static_cast<std::size_t>(y.numel()));
+        rel_max_diff(y.data<float>(), bare->y_plain(), static_cast<std::size_t>(y.numel()));
     row["t_bare_s"] = tb.median_s;
     row["overhead"] = t.median_s / tb.median_s - 1.0;
     row["y_rel_diff"] = diff;

@@ -18,6 +18,8 @@ void backward_weights(const ConvDesc& c, const float* x, const float* dy, float*
 struct Info {
   std::string forward, backward_data, backward_weights;
   bool stages_x = false, reorders_weights = false;
+  bool channels_last = false;  // some pass reorders its activations to channels-last and back
+  bool channels_last_forward = false;  // the forward does
 };
 Info info(const ConvDesc& c);
 
