@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <limits>
 #include <thread>
 
@@ -12,6 +14,7 @@
 #include "kernels/conv_pieces.hpp"
 #include "kernels/cpu/conv_direct.hpp"
 #include "kernels/device/device.hpp"
+#include "kernels/device/memory.hpp"
 #include "tests/kernels/conv_reference.hpp"
 
 using namespace tessera;
@@ -370,4 +373,35 @@ TEST_CASE("Conv CUDA entry points throw tessera::Error where no device can run t
   if (!device::built_with_cuda())
     CHECK_THROWS_WITH(kernels::conv_forward(Device::cuda(), c, p, p, nullptr, p),
                       Catch::Contains("built without CUDA"));
+}
+
+TEST_CASE("Conv float32 runs channels-last copies, or plain where the memory limit refuses them",
+          "[conv]") {
+  // A 3x3 conv into 8 channels takes the channels-last path in every pass: the copies of x
+  // and y show in the peak. Under a limit that refuses them the same call runs plain, with
+  // nothing extra allocated, and both agree with the float64 reference.
+  const SweepCase sc{desc2d(8, 8, 24, 3, 1), 0};
+  const std::size_t copies = static_cast<std::size_t>(sc.c.x_elems() + sc.c.y_elems()) * 4;
+  const std::size_t smaller =
+      static_cast<std::size_t>(std::min(sc.c.x_elems(), sc.c.y_elems())) * 4;
+  const char* layout = std::getenv("TESSERA_CONV_LAYOUT");  // "plain": no copies at all
+  const bool plain = layout && std::string(layout) == "plain";
+  const std::size_t saved = memory_limit();
+  for (const bool limited : {false, true}) {
+    INFO((limited ? "under a limit" : "without a limit"));
+    const std::size_t base = memory_stats(MemSpace::Host).current;
+    set_memory_limit(limited ? base + smaller / 2 : 0);
+    reset_peak_memory(MemSpace::Host);
+    const Errors e = run_case<float>(sc, Path::Api, 5);
+    const std::size_t extra = memory_stats(MemSpace::Host).peak - base;
+    set_memory_limit(saved);
+    CHECK(e.y <= 1e-5);
+    CHECK(e.dx <= 1e-5);
+    CHECK(e.dw <= 1e-5);
+    CHECK(e.db <= 1e-5);
+    if (limited || plain)
+      CHECK(extra == 0);
+    else
+      CHECK(extra >= copies);
+  }
 }
