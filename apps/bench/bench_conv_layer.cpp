@@ -34,12 +34,12 @@ namespace {
 
 // The bare oneDNN primitives of the same conv on a whole (unsharded) tensor: the activation
 // layout the library picks (plain, or channels-last copies reordered from and to the
-// caller's plain arrays around each execute, as the library does), weights in the layout
-// oneDNN prefers (reordered once, outside the timing).
+// caller's plain arrays around each execute, as the library does), weights in the layouts
+// oneDNN prefers for each pass (reordered once, outside the timing).
 struct BareDnnl {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream strm{eng};
-  dnnl::memory x, y, dy, dx, w, dw, b, db;
+  dnnl::memory x, y, dy, dx, w, w_bd, dw, b, db;  // w_bd: the weights as backward data wants them
   bool cl = false;
   dnnl::memory x_user, y_user, dy_user, dx_user;  // channels-last: the caller's plain arrays
   dnnl::convolution_forward fwd;
@@ -89,8 +89,8 @@ struct BareDnnl {
     memory w_user(w_plain, eng, wt.raw());
     w = memory(fpd.weights_desc(), eng);
     dnnl::reorder(w_user, w).execute(strm, w_user, w);
-    if (bpd.weights_desc() != fpd.weights_desc())
-      throw Error("bench conv: backward-data weights layout differs from forward's");
+    w_bd = memory(bpd.weights_desc(), eng);
+    dnnl::reorder(w_user, w_bd).execute(strm, w_user, w_bd);
     dw = memory(wpd.diff_weights_desc(), eng);
     fwd = dnnl::convolution_forward(fpd);
     bwd_data = dnnl::convolution_backward_data(bpd);
@@ -106,7 +106,7 @@ struct BareDnnl {
     if (cl) dnnl::reorder(y, y_user).execute(strm, y, y_user);
     if (cl) dnnl::reorder(dy_user, dy).execute(strm, dy_user, dy);
     bwd_data.execute(strm,
-                     {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx}});
+                     {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w_bd}, {DNNL_ARG_DIFF_SRC, dx}});
     if (cl) dnnl::reorder(dx, dx_user).execute(strm, dx, dx_user);
     if (cl) dnnl::reorder(x_user, x).execute(strm, x_user, x);
     if (cl) dnnl::reorder(dy_user, dy).execute(strm, dy_user, dy);
