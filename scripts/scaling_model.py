@@ -21,7 +21,9 @@ The model, per step of the busiest rank (every figure from the dry run):
   step      = compute + halo + all-to-all + all-reduce (no overlap assumed)
   memory    = the dry run's training memory per rank (tessera-train's own estimate: kept
               outputs and saved tensors, backward's transient gradients, the largest
-              scratch, the batch, parameters with gradients and optimizer state)
+              scratch, the batch, parameters with gradients and optimizer state; the host
+              kernels' own scratch, the convolutions' channels-last copies, only where the
+              machine file says "host_kernels": true)
 Ranks beyond cores_per_node (CPU machines) share the cores: every term takes
 ranks/cores times longer, and each synchronizing round (a halo exchange; an all-to-all's
 p-1 rounds; an all-reduce's, all-gather's or reduce-scatter's log2 p; a ring hop) waits
@@ -122,6 +124,8 @@ def predict(m, v):
                                         (1 if v.get("loss_allreduce_bytes", 0) else 0))
     # One estimate of memory, tessera-train's (apps/common/memory_estimate.cpp), not a second.
     memory = v["memory_parameters_bytes"] + v["memory_activations_bytes"]
+    if not m.get("host_kernels", False):  # a device run takes no host kernel scratch
+        memory -= v.get("memory_host_only_bytes", 0)
     out = {"compute": compute * share, "halo": halo * share + wait["halo"],
            "alltoall": alltoall * share + wait["alltoall"],
            "allreduce": allreduce * share + wait["allreduce"], "memory": memory}

@@ -10,6 +10,7 @@
 // messages. --grid=auto (default: Mesh::for_grid, fewest cache lines moved), surface (the
 // minimum-surface grid) or AxBxC.
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "apps/bench/cases.hpp"
@@ -28,9 +29,15 @@ std::string one_of(const cli::Args& opt, const std::string& name,
   return *picked.begin();
 }
 
-// A cell's value in the check: its global linear index mod 2^24 (exact in float32).
-float cell_value(const Index* g, const std::vector<Index>& shape) {
-  return static_cast<float>(((g[0] * shape[1] + g[1]) * shape[2] + g[2]) & ((Index(1) << 24) - 1));
+// A cell's value in the check: a 24-bit hash of its global coordinates (exact in float32;
+// a linear index mod 2^24 would repeat along a dim of a grid past 256^3, where a ghost taken
+// from the wrong plane could match).
+float cell_value(const Index* g) {
+  std::uint64_t h = static_cast<std::uint64_t>(g[0]) * 0x9E3779B97F4A7C15ull;
+  h ^= static_cast<std::uint64_t>(g[1]) * 0xC2B2AE3D27D4EB4Full + (h >> 29);
+  h ^= static_cast<std::uint64_t>(g[2]) * 0x165667B19E3779F9ull + (h >> 31);
+  h ^= h >> 33;
+  return static_cast<float>(h & ((1u << 24) - 1));
 }
 
 // One exchange into a padded buffer whose interior holds cell_value and whose ghosts hold
@@ -47,14 +54,14 @@ Index wrong_ghosts(HaloExchange& ex, HaloTensor& h, const std::vector<Index>& sh
   for (g[0] = pb.lo[0]; g[0] < pb.hi[0]; ++g[0])
     for (g[1] = pb.lo[1]; g[1] < pb.hi[1]; ++g[1])
       for (g[2] = pb.lo[2]; g[2] < pb.hi[2]; ++g[2], ++at)
-        v[at] = h.interior_box().contains(g) ? cell_value(g, shape) : -1.f;
+        v[at] = h.interior_box().contains(g) ? cell_value(g) : -1.f;
   ex.exchange(h);
   Index wrong = 0;
   at = 0;
   for (g[0] = pb.lo[0]; g[0] < pb.hi[0]; ++g[0])
     for (g[1] = pb.lo[1]; g[1] < pb.hi[1]; ++g[1])
       for (g[2] = pb.lo[2]; g[2] < pb.hi[2]; ++g[2], ++at) {
-        const float want = domain.contains(g) ? cell_value(g, shape) : zero_open ? 0.f : -1.f;
+        const float want = domain.contains(g) ? cell_value(g) : zero_open ? 0.f : -1.f;
         wrong += v[at] != want;
       }
   return wrong;

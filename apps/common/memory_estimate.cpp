@@ -39,6 +39,7 @@ MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_i
     kept += (c.kept ? c.out_bytes : 0) + c.cost.saved_bytes;
     largest = std::max(largest, c.out_bytes);
     scratch = std::max(scratch, c.cost.scratch_bytes);
+    if (space == MemSpace::Host) scratch = std::max(scratch, c.cost.host_scratch_bytes);
   }
   m.activations = kept + 2.0 * largest + scratch + busiest_elems(batch_input) * es +
                   busiest_elems(batch_target) * es;

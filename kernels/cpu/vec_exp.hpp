@@ -11,9 +11,9 @@ namespace tessera::kernels::cpu {
 // e^x within about 1 ulp (0.9 measured on vector units, 1.2 in scalar code), branch-free so
 // a loop of it vectorizes: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts, Cody and
 // Waite, so n ln 2 is exact), e^r by its Taylor series to r^13 (truncation below 1e-17), 2^n
-// from the exponent bits in two factors, so subnormal results and the overflow to inf come
-// out as std::exp's. x is clamped to [-746, 710], where e^x is already 0 and inf; -inf gives
-// 0, +inf gives inf, a NaN stays a NaN.
+// from the exponent bits in two factors, so results in the subnormals (within one unit of
+// the last place of std::exp's), 0 and the overflow to inf come out as std::exp's. x is clamped to
+// [-746, 710], where e^x is already 0 and inf; -inf gives 0, +inf gives inf, a NaN stays a NaN.
 inline double exp_accurate(double x) {
   constexpr double kShift = 6755399441055744.0;  // 1.5 2^52: the low bits of x + it hold round(x)
   constexpr double kLog2e = 1.4426950408889634;

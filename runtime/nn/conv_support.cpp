@@ -72,8 +72,9 @@ OpCost direct_conv_cost(const ShardSpec& conv_in, const ShardSpec& conv_out,
     r.flops = 3 * 2.0 * taps * static_cast<double>(in_per_group) * y;
     // Forward reads x, w and writes y; backward reads dy, x, w and writes dx, dw.
     r.bytes = (3 * x + 2 * y + 4 * static_cast<double>(weights)) * es;
-    // The host's float32 passes run on channels-last copies of x and y (kernels/cpu/conv_dnnl).
-    if (dtype == DType::f32 && taps > 1) r.scratch_bytes = (x + y) * es;
+    // The host's float32 passes run on channels-last copies of x and y (kernels/cpu/conv_dnnl);
+    // cuDNN takes none.
+    if (dtype == DType::f32 && taps > 1) r.host_scratch_bytes = (x + y) * es;
     return r;
   });
   c += window_halo_cost(conv_in, conv_out, spatial_reach(win, periodic), size_of(dtype));

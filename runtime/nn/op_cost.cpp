@@ -11,6 +11,7 @@ OpCost& OpCost::operator+=(const OpCost& o) {
   bytes += o.bytes;
   saved_bytes += o.saved_bytes;
   scratch_bytes = std::max(scratch_bytes, o.scratch_bytes);
+  host_scratch_bytes = std::max(host_scratch_bytes, o.host_scratch_bytes);
   halo_bytes += o.halo_bytes;
   halo_messages += o.halo_messages;
   halo_exchanges += o.halo_exchanges;
@@ -33,6 +34,7 @@ void OpCost::max_with(const OpCost& o) {
   bytes = std::max(bytes, o.bytes);
   saved_bytes = std::max(saved_bytes, o.saved_bytes);
   scratch_bytes = std::max(scratch_bytes, o.scratch_bytes);
+  host_scratch_bytes = std::max(host_scratch_bytes, o.host_scratch_bytes);
   halo_bytes = std::max(halo_bytes, o.halo_bytes);
   halo_messages = std::max(halo_messages, o.halo_messages);
   halo_exchanges = std::max(halo_exchanges, o.halo_exchanges);

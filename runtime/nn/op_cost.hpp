@@ -16,10 +16,11 @@
 namespace tessera {
 
 struct OpCost {
-  double flops = 0, bytes = 0;  // local kernels: arithmetic and memory traffic
-  double saved_bytes = 0;       // kept from forward until backward (besides the output)
-  double scratch_bytes = 0;     // kernel scratch while the op runs (a peak: combined by max)
-  std::int64_t halo_bytes = 0;  // halo exchanges: forward sends plus the adjoint's returns
+  double flops = 0, bytes = 0;    // local kernels: arithmetic and memory traffic
+  double saved_bytes = 0;         // kept from forward until backward (besides the output)
+  double scratch_bytes = 0;       // kernel scratch while the op runs (a peak: combined by max)
+  double host_scratch_bytes = 0;  // scratch only its host path takes (a peak, as above)
+  std::int64_t halo_bytes = 0;    // halo exchanges: forward sends plus the adjoint's returns
   int halo_messages = 0, halo_exchanges = 0;
   std::int64_t ring_bytes = 0;  // point-to-point ring hops (ring attention)
   int ring_messages = 0;

@@ -77,7 +77,7 @@ Context::Context(int& argc, char**& argv, const ContextOptions& opts) {
     throw Error(os.str());
   }
   TESSERA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world_));
-  if (owns_mpi_) TESSERA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &end_));
+  TESSERA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &end_));
   TESSERA_MPI(MPI_Comm_rank(world_, &rank_));
   TESSERA_MPI(MPI_Comm_size(world_, &size_));
   // Node-local rank: ranks sharing memory are on one node.

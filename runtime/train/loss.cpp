@@ -93,9 +93,10 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
     reduce_sums();
     // Squares leave float64 below |v| ~ 1e-154 (zero) and above ~ 1e154 (inf): a float64
     // sample whose target's squares did is summed again with p and y scaled by 2^e (exact),
-    // the same e on every rank (decided from the reduced sums), so the ratio and the
-    // gradient stay exact where they are representable. Its ||y||^2 is then t 2^(-2e);
-    // sum (p - y)^2 is taken from the round that kept it finite and nonzero.
+    // so the ratio and the gradient stay exact where they are representable. Its ||y||^2 is
+    // then t 2^(-2e); sum (p - y)^2 is taken from the round that kept it finite and nonzero.
+    // e is decided from the reduced sums and agreed by a maximum over the group (ranks that
+    // read a sum a bit apart at the threshold would otherwise meet different reductions).
     std::vector<int> expo(static_cast<std::size_t>(n), 0);
     bool rescale = false;
     for (Index i = 0; pred.dtype() == DType::f64 && i < n; ++i) {
@@ -106,7 +107,11 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
         expo[k] = kRescaleExponent;
       else if (std::isinf(t))
         expo[k] = -kRescaleExponent;
-      rescale = rescale || expo[k] != 0;
+    }
+    if (pred.dtype() == DType::f64) {
+      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, expo.data(), static_cast<int>(expo.size()), MPI_INT,
+                                MPI_MAX, group.comm()));
+      for (const int e : expo) rescale = rescale || e != 0;
     }
     std::vector<double> scaled(sums.size(), 0.0);
     if (rescale) {
@@ -126,6 +131,7 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
     std::string why;
     double total = 0, count = 0;
     std::vector<double> rel(static_cast<std::size_t>(n), 0.0);
+    std::vector<int> shifts(static_cast<std::size_t>(n), 0);
     for (Index i = 0; i < n; ++i) {
       const auto k = static_cast<std::size_t>(i);
       if (sums[3 * k + 2] == 0) continue;  // a sample of another replica group
@@ -139,7 +145,9 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
           d = scaled[3 * k];
         else
           shift = expo[k];
-        sums[3 * k + 1] = t;  // the gradient's ||y||^2, times 2^(2e)
+        sums[3 * k] = d;      // for the gradient: ||p - y|| = sqrt(d) 2^(shift - e)
+        sums[3 * k + 1] = t;  // ||y|| = sqrt(t) 2^-e
+        shifts[k] = shift;
       }
       if (!(t > 0)) {
         if (opts_.skip_zero_targets && !want_grad) continue;
@@ -158,16 +166,20 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
     collective_check(mesh.comm(), why.empty(), why);
     r.value = all_skipped ? 0.0 : total / count;
     r.samples = static_cast<Index>(count);
-    // d r_i / d p = (p - y) / (r_i * ||y_i||^2); ||y_i||^2 counted once per replica. For a
-    // rescaled sample ||y_i||^2 = t_s 2^(-2e): the factor 2^(2e) is applied in two steps,
-    // since it alone may leave float64 where the gradient does not.
+    // d r_i / d p = (p - y) / (r_i * ||y_i||^2); ||y_i||^2 counted once per replica. A
+    // rescaled sample takes the same as (p - y) / ||p - y|| * 1 / ||y||, in steps that stay in
+    // float64 wherever the gradient does: (p - y) 2^(e - shift) is of the size of sqrt(d),
+    // divided by sqrt(d) sqrt(t) it is of the size of 1 / sqrt(t), and 2^e brings it home.
     for (Index j = 0; want_grad && j < nloc; ++j) {
       const auto k = static_cast<std::size_t>(lo + j);
-      const double alpha = rel[k] > 0 ? rep / (count * rel[k] * sums[3 * k + 1]) : 0.0;
       const Tensor gj = segment(g, j, seg);
-      scaled_diff(gj, segment(p, j, seg), segment(y, j, seg), alpha);
-      if (expo[k] != 0 && alpha != 0) {
-        scale_inplace(gj, std::ldexp(1.0, expo[k]));
+      if (expo[k] == 0 || !(rel[k] > 0)) {
+        const double alpha = rel[k] > 0 ? rep / (count * rel[k] * sums[3 * k + 1]) : 0.0;
+        scaled_diff(gj, segment(p, j, seg), segment(y, j, seg), alpha);
+      } else {
+        scaled_diff(gj, segment(p, j, seg), segment(y, j, seg),
+                    std::ldexp(1.0, expo[k] - shifts[k]));
+        scale_inplace(gj, rep / (count * std::sqrt(sums[3 * k]) * std::sqrt(sums[3 * k + 1])));
         scale_inplace(gj, std::ldexp(1.0, expo[k]));
       }
     }

@@ -2,8 +2,9 @@
 // built inside the try block, so an exception unwinds through the Context's destructor.
 // Mode "one": rank 1 fails alone while the other ranks wait for its message (as in a halo
 // exchange); the job must end within the failure deadline naming the error, not wait in
-// MPI_Finalize for ever. Mode "all": every rank fails alike and ends at once, printing only
-// its own catch. Mode "none": the program succeeds.
+// MPI_Finalize for ever. Mode "preinit": the same where the program initialized MPI itself
+// before the Context (and finalizes it after). Mode "all": every rank fails alike and ends
+// at once, printing only its own catch. Mode "none": the program succeeds.
 #include <mpi.h>
 
 #include <cstdio>
@@ -15,6 +16,13 @@
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "one";
+  const bool preinit = std::strcmp(mode, "preinit") == 0;
+  if (preinit) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    mode = "one";
+  }
+  int rc = 0;
   try {
     tessera::Context ctx(argc, argv);
     const bool fail =
@@ -26,7 +34,8 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "caught: %s\n", e.what());
-    return 1;
+    rc = 1;
   }
-  return 0;
+  if (preinit) MPI_Finalize();
+  return rc;
 }

@@ -16,6 +16,13 @@ echo "$out" | grep -q "error (rank 1 of 3): an exception left the scope of tesse
 echo "$out" | grep -q "did not join within 2 s (TESSERA_FAILURE_TIMEOUT)" || fail "no reason given"
 echo "one rank: ended after $(($(date +%s) - start)) s (exit $rc)"
 
+out=$(timeout 60 "$@" preinit 2>&1)
+rc=$?
+echo "$out"
+[ "$rc" -eq 124 ] && fail "MPI initialized before the Context: a rank that failed alone hung the job"
+echo "$out" | grep -q "error (rank 1 of 3): an exception left the scope of tessera::Context" ||
+  fail "MPI initialized before the Context: the error was not named"
+
 start=$(date +%s)
 out=$(timeout 60 "$@" all 2>&1)
 rc=$?

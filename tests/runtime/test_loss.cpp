@@ -246,14 +246,21 @@ TEST_CASE("relative L2 of float64 targets whose squares leave float64", "[loss]"
   const std::vector<Index> shape = {3, 2, 7, 5};
   const std::vector<Placement> dims = {Replicate(), Replicate(), Shard(0), Replicate()};
   const Tensor p0 = random_tensor(rng, shape), y0 = random_tensor(rng, shape);
-  // (target scale, prediction scale) per sample case: tiny both (1e-170: squares are zero),
-  // huge both (1e200: squares are inf), a tiny target with an ordinary prediction (the
-  // relative error is 1e170, its squares inf), a huge target with an ordinary prediction.
-  const std::vector<std::pair<int, int>> cases = {{-565, -565}, {665, 665}, {-565, 0}, {665, 0}};
-  for (const auto& [ey, ep] : cases) {
+  // (target scale, prediction scale, spread) per case: tiny both (1e-170: squares are
+  // zero), huge both (1e200: squares are inf), a tiny target with an ordinary prediction (the
+  // relative error is 1e170, its squares inf), a huge target with an ordinary prediction, a
+  // tiny target with a huge prediction (the error 2^980), and a prediction whose every third
+  // value is 2^-460 of the others (gradients 2^-460 apart within a sample).
+  struct Scales {
+    int ey, ep;
+    bool spread;
+  };
+  const std::vector<Scales> cases = {{-565, -565, false}, {665, 665, false},  {-565, 0, false},
+                                     {665, 0, false},     {-500, 480, false}, {-565, 0, true}};
+  for (const auto& [ey, ep, spread] : cases) {
     Tensor p = p0.clone(), y = y0.clone();
     for (Index i = 0; i < p.numel(); ++i) {
-      p.data<double>()[i] = std::ldexp(p.data<double>()[i], ep);
+      p.data<double>()[i] = std::ldexp(p.data<double>()[i], ep - (spread && i % 3 == 1 ? 460 : 0));
       y.data<double>()[i] = std::ldexp(y.data<double>()[i], ey);
     }
     // Sample 1 keeps ordinary values: it is summed once, as before.
@@ -265,18 +272,16 @@ TEST_CASE("relative L2 of float64 targets whose squares leave float64", "[loss]"
     const long double want = (rel[0] + rel[1] + rel[2]) / 3;
     const LossResult r =
         relative_l2_loss(ShardTensor::scatter(mesh, p, dims), ShardTensor::scatter(mesh, y, dims));
-    INFO("target 2^" << ey << ", prediction 2^" << ep);
+    INFO("target 2^" << ey << ", prediction 2^" << ep << (spread ? ", spread" : ""));
     MPI_CHECK(std::isfinite(r.value));
     MPI_CHECK(std::abs(r.value - want) <= 1e-12L * want);
     const Tensor g = r.grad.gather_all();
+    // Element by element (gradients of one sample may lie 2^460 apart): relative error.
     long double worst = 0;
-    for (Index n = 0; n < 3; ++n) {
-      long double scale = 0, err = 0;  // per sample: gradients differ by 2^(ey) between them
-      for (Index i = n * 70; i < (n + 1) * 70; ++i)
-        scale = std::max(scale, std::abs(gref[static_cast<std::size_t>(i)]));
-      for (Index i = n * 70; i < (n + 1) * 70; ++i)
-        err = std::max(err, std::abs(g.data<double>()[i] - gref[static_cast<std::size_t>(i)]));
-      worst = std::max(worst, err / scale);
+    for (Index i = 0; i < g.numel(); ++i) {
+      const long double want_i = gref[static_cast<std::size_t>(i)], got = g.data<double>()[i];
+      worst =
+          std::max(worst, want_i == 0 ? std::abs(got) : std::abs(got - want_i) / std::abs(want_i));
     }
     MPI_CHECK(worst < 1e-12L);
   }
