@@ -125,6 +125,12 @@ class BareForward {
   dnnl::reorder x_in_, y_out_;
 };
 
+// Element i of a buffer of float32 or float64 values, as a double.
+double element(DType t, const std::vector<char>& v, Index i) {
+  return t == DType::f32 ? reinterpret_cast<const float*>(v.data())[i]
+                         : reinterpret_cast<const double*>(v.data())[i];
+}
+
 // Direct float64 sums of the three passes at sampled cells: one sample, groups 1 (the
 // problems here). Spatial dims are padded to three at the front (extent 1).
 class DirectConv {
@@ -177,10 +183,7 @@ class DirectConv {
     }
     return sum;
   }
-  double at(const std::vector<char>& v, Index i) const {
-    return c_.type == DType::f32 ? reinterpret_cast<const float*>(v.data())[i]
-                                 : reinterpret_cast<const double*>(v.data())[i];
-  }
+  double at(const std::vector<char>& v, Index i) const { return element(c_.type, v, i); }
 
  private:
   // The input cell tap k of output cell p reads, -1 in the padding.
@@ -231,12 +234,11 @@ std::array<double, 3> sampled_errors(const ConvDesc& c, const Buffers& b) {
 double device_vs_host(const ConvDesc& c, const void* dev, const std::vector<char>& host) {
   std::vector<char> back(host.size());
   device::copy(back.data(), dev, back.size(), device::Copy::DeviceToHost);
-  const DirectConv read(c);
   double err = 0, scale = 0;
   const Index n = static_cast<Index>(host.size() / size_of(c.type));
   for (Index i = 0; i < n; ++i) {
-    err = std::max(err, std::abs(read.at(back, i) - read.at(host, i)));
-    scale = std::max(scale, std::abs(read.at(host, i)));
+    err = std::max(err, std::abs(element(c.type, back, i) - element(c.type, host, i)));
+    scale = std::max(scale, std::abs(element(c.type, host, i)));
   }
   return err / std::max(scale, 1e-300);
 }

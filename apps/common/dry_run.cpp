@@ -44,10 +44,6 @@ StepVolumes dry_run(Model& model, const std::string& model_name, const std::vect
   const ShardSpec target = model.graph().output_specs({input}).front();
   v.memory = estimate_training_memory(model.graph(), input, target, dtype, optimizer_states, 0,
                                       MemSpace::Host, ranks);
-  v.host_only_bytes =
-      v.memory.activations - estimate_training_memory(model.graph(), input, target, dtype,
-                                                      optimizer_states, 0, MemSpace::Cuda, ranks)
-                                 .activations;
   for (const auto& np : model.graph().parameters()) v.parameters += np.param->value.numel();
   if (ranks > 1) {
     v.grad_allreduce_bytes =
@@ -150,7 +146,7 @@ std::string dry_run_json(const StepVolumes& v) {
   j["memory_activations_bytes"] = v.memory.activations;
   // Of the activations: host kernels' scratch (the convolutions' channels-last copies), which
   // a device run does not take (scripts/scaling_model.py counts it for host machines only).
-  j["memory_host_only_bytes"] = v.host_only_bytes;
+  j["memory_host_only_bytes"] = v.memory.host_only;
   j["layers"] = layers;
   return j.dump(2) + "\n";
 }

@@ -31,8 +31,7 @@ struct StepVolumes {
   // Training memory per rank, the busiest rank's (apps/common/memory_estimate.hpp), without
   // the data cache (the dry run reads no file); mode-sharded weights, whose layout the dry
   // run does not bind, as an even share of the ranks.
-  MemoryEstimate memory;       // on the host (tessera-train's check of a host run)
-  double host_only_bytes = 0;  // of memory.activations: scratch a device run does not take
+  MemoryEstimate memory;  // on the host (tessera-train's check of a host run)
   // Per-step totals over the layers (each the busiest rank's).
   OpCost total() const;
   double activation_bytes() const;  // kept outputs and saved tensors: what backward needs

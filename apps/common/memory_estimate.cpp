@@ -34,14 +34,15 @@ MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_i
   // Forward keeps every kept output and each op's saved tensors until backward; backward
   // holds an output's gradient and its input's gradient at once, and the largest kernel
   // scratch; the batch (inputs and targets) and the prediction live through the step.
-  double kept = 0, largest = 0, scratch = 0;
+  double kept = 0, largest = 0, scratch = 0, host_scratch = 0;
   for (const NodeCost& c : g.costs({batch_input}, dtype)) {
     kept += (c.kept ? c.out_bytes : 0) + c.cost.saved_bytes;
     largest = std::max(largest, c.out_bytes);
     scratch = std::max(scratch, c.cost.scratch_bytes);
-    if (space == MemSpace::Host) scratch = std::max(scratch, c.cost.host_scratch_bytes);
+    host_scratch = std::max(host_scratch, c.cost.host_scratch_bytes);
   }
-  m.activations = kept + 2.0 * largest + scratch + busiest_elems(batch_input) * es +
+  if (space == MemSpace::Host) m.host_only = std::max(0.0, host_scratch - scratch);
+  m.activations = kept + 2.0 * largest + scratch + m.host_only + busiest_elems(batch_input) * es +
                   busiest_elems(batch_target) * es;
   return m;
 }

@@ -18,6 +18,7 @@ struct MemoryEstimate {
   double activations = 0;  // what forward keeps for backward, backward's working gradients,
                            // the batch and the largest kernel scratch
   double held = 0;         // of `parameters`: the values and gradients the built model holds
+  double host_only = 0;    // of `activations`: host kernels' scratch a device run does not take
   MemSpace space = MemSpace::Host;  // where parameters and activations live
   double total() const { return data + parameters + activations; }
   double host() const { return data + (space == MemSpace::Host ? parameters + activations : 0); }

@@ -11,7 +11,6 @@
 #include "kernels/cpu/conv_dnnl.hpp"
 
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,7 +19,7 @@
 #include <vector>
 
 #include "decomp/error.hpp"
-#include "kernels/device/memory.hpp"
+#include "kernels/device/tracked_block.hpp"
 #include "kernels/strided_copy.hpp"
 
 namespace tessera::kernels::dnnl_conv {
@@ -136,18 +135,18 @@ bool channels_last(const ConvDesc& c, Pass p) {
 
 // A cached reorder: weights between the plain layout and oneDNN's chosen one, activations
 // between the caller's layout and channels-last.
-struct WeightsReorder {
+struct CachedReorder {
   dnnl::reorder::primitive_desc pd;
   dnnl::reorder prim;
 };
-WeightsReorder weights_reorder(const memory::desc& from, const memory::desc& to) {
-  WeightsReorder r;
+CachedReorder cached_reorder(const memory::desc& from, const memory::desc& to) {
+  CachedReorder r;
   r.pd = dnnl::reorder::primitive_desc(engine(), from, engine(), to, user_scratchpad());
   r.prim = dnnl::reorder(r.pd);
   return r;
 }
 // Runs a cached reorder; the caller holds stream_mutex().
-void run_reorder(const WeightsReorder& r, memory& from, memory& to) {
+void run_reorder(const CachedReorder& r, memory& from, memory& to) {
   r.prim.execute(stream(), {{DNNL_ARG_FROM, from},
                             {DNNL_ARG_TO, to},
                             {DNNL_ARG_SCRATCHPAD, scratchpad_for(r.pd.scratchpad_desc())}});
@@ -224,7 +223,7 @@ struct ForwardEntry {
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward prim;
   bool reorder_w;
-  WeightsReorder w_reorder, x_in, y_out;  // x_in, y_out: channels-last only
+  CachedReorder w_reorder, x_in, y_out;  // x_in, y_out: channels-last only
   ForwardEntry(const ConvDesc& c, bool bias, bool channels_last)
       : g(geometry(c)),
         cl(channels_last),
@@ -235,9 +234,9 @@ struct ForwardEntry {
               : forward_pd(g, stage_x ? g.x_dense_md : g.x_md, bias, g.y_md)),
         prim(pd),
         reorder_w(pd.weights_desc() != g.w_md) {
-    if (reorder_w) w_reorder = weights_reorder(g.w_md, pd.weights_desc());
+    if (reorder_w) w_reorder = cached_reorder(g.w_md, pd.weights_desc());
     if (cl)
-      x_in = weights_reorder(g.x_md, pd.src_desc()), y_out = weights_reorder(pd.dst_desc(), g.y_md);
+      x_in = cached_reorder(g.x_md, pd.src_desc()), y_out = cached_reorder(pd.dst_desc(), g.y_md);
   }
 };
 
@@ -247,7 +246,7 @@ struct BackwardDataEntry {
   dnnl::convolution_backward_data::primitive_desc pd;
   dnnl::convolution_backward_data prim;
   bool reorder_w;
-  WeightsReorder w_reorder, dy_in, dx_out;  // dy_in, dx_out: channels-last only
+  CachedReorder w_reorder, dy_in, dx_out;  // dy_in, dx_out: channels-last only
   static dnnl::convolution_backward_data::primitive_desc make(const Geometry& g,
                                                               const memory::desc& dx_md,
                                                               const memory::desc& dy_md) {
@@ -265,10 +264,10 @@ struct BackwardDataEntry {
         pd(cl ? make(g, g.x_cl_md, g.y_cl_md) : make(g, stage_x ? g.x_dense_md : g.x_md, g.y_md)),
         prim(pd),
         reorder_w(pd.weights_desc() != g.w_md) {
-    if (reorder_w) w_reorder = weights_reorder(g.w_md, pd.weights_desc());
+    if (reorder_w) w_reorder = cached_reorder(g.w_md, pd.weights_desc());
     if (cl)
-      dy_in = weights_reorder(g.y_md, pd.diff_dst_desc()),
-      dx_out = weights_reorder(pd.diff_src_desc(), g.x_md);
+      dy_in = cached_reorder(g.y_md, pd.diff_dst_desc()),
+      dx_out = cached_reorder(pd.diff_src_desc(), g.x_md);
   }
 };
 
@@ -278,8 +277,8 @@ struct BackwardWeightsEntry {
   dnnl::convolution_backward_weights::primitive_desc pd;
   dnnl::convolution_backward_weights prim;
   bool reorder_w;
-  WeightsReorder w_reorder;    // from oneDNN's diff_weights format to the plain one
-  WeightsReorder x_in, dy_in;  // channels-last only
+  CachedReorder w_reorder;    // from oneDNN's diff_weights format to the plain one
+  CachedReorder x_in, dy_in;  // channels-last only
   static dnnl::convolution_backward_weights::primitive_desc make(const Geometry& g,
                                                                  const memory::desc& x_md,
                                                                  bool bias,
@@ -300,10 +299,10 @@ struct BackwardWeightsEntry {
               : make(g, stage_x ? g.x_dense_md : g.x_md, bias, g.y_md)),
         prim(pd),
         reorder_w(pd.diff_weights_desc() != g.w_md) {
-    if (reorder_w) w_reorder = weights_reorder(pd.diff_weights_desc(), g.w_md);
+    if (reorder_w) w_reorder = cached_reorder(pd.diff_weights_desc(), g.w_md);
     if (cl)
-      x_in = weights_reorder(g.x_md, pd.src_desc()),
-      dy_in = weights_reorder(g.y_md, pd.diff_dst_desc());
+      x_in = cached_reorder(g.x_md, pd.src_desc()),
+      dy_in = cached_reorder(g.y_md, pd.diff_dst_desc());
   }
 };
 
@@ -348,43 +347,28 @@ memory wrap(const memory::desc& md, const void* p) {
   return memory(md, engine(), const_cast<void*>(p));
 }
 
-// A host buffer for one call's channels-last copies, tracked like a tensor (memory_stats,
-// TESSERA_MEMORY_LIMIT_MB).
-class HostScratch {
- public:
-  explicit HostScratch(Index elems)
-      : bytes_(static_cast<std::size_t>(elems) * sizeof(float)),
-        p_(mem_alloc(MemSpace::Host, bytes_)) {}
-  ~HostScratch() { mem_free(MemSpace::Host, p_, bytes_); }
-  HostScratch(const HostScratch&) = delete;
-  HostScratch& operator=(const HostScratch&) = delete;
-  void* get() const { return p_; }
-
- private:
-  std::size_t bytes_;
-  void* p_;
-};
-
 // The channels-last copies of x (or dx) and y (or dy) a pass takes, or none: a pass that
 // runs plain, or one whose copies the memory limit refuses (it then runs plain, slower,
 // rather than fail).
 struct ChannelsLast {
-  std::optional<HostScratch> x, y;
+  std::optional<TrackedBlock> x, y;
   ChannelsLast(const ConvDesc& c, Pass p) {
     if (!channels_last(c, p)) return;
     try {
-      x.emplace(c.x_elems());
-      y.emplace(c.y_elems());
+      x.emplace(MemSpace::Host, static_cast<std::size_t>(c.x_elems()) * sizeof(float));
+      y.emplace(MemSpace::Host, static_cast<std::size_t>(c.y_elems()) * sizeof(float));
     } catch (const AllocationError&) {
       x.reset();
       y.reset();
     }
   }
   bool on() const { return y.has_value(); }
+  float* x_data() const { return static_cast<float*>(x->get()); }
+  float* y_data() const { return static_cast<float*>(y->get()); }
 };
 
 // Reorders `from` (at p) into `to` (at q); the caller holds stream_mutex().
-void reorder_into(const WeightsReorder& r, const memory::desc& from, const void* p,
+void reorder_into(const CachedReorder& r, const memory::desc& from, const void* p,
                   const memory::desc& to, void* q) {
   memory a = wrap(from, p), b = wrap(to, q);
   run_reorder(r, a, b);
@@ -418,16 +402,15 @@ void forward(const ConvDesc& c, const float* x, const float* w, const float* bia
     const ChannelsLast cl(c, Pass::Forward);
     const auto e = forward_cache().get(c, bias != nullptr, cl.on());
     std::vector<float> x_tmp;
-    const float* xp =
-        cl.on() ? static_cast<const float*>(cl.x->get()) : x_for_dnnl(c, e->stage_x, x, x_tmp);
-    float* yp = cl.on() ? static_cast<float*>(cl.y->get()) : y;
+    const float* xp = cl.on() ? cl.x_data() : x_for_dnnl(c, e->stage_x, x, x_tmp);
+    float* yp = cl.on() ? cl.y_data() : y;
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e->pd.src_desc(), xp)},
                                          {DNNL_ARG_DST, wrap(e->pd.dst_desc(), yp)}};
     if (bias) args.emplace(DNNL_ARG_BIAS, wrap(e->g.b_md, bias));
     run_with_weights(
         *e, args, w,
         [&] {
-          if (cl.on()) reorder_into(e->x_in, e->g.x_md, x, e->pd.src_desc(), cl.x->get());
+          if (cl.on()) reorder_into(e->x_in, e->g.x_md, x, e->pd.src_desc(), cl.x_data());
         },
         [&] {
           if (cl.on()) reorder_into(e->y_out, e->pd.dst_desc(), yp, e->g.y_md, y);
@@ -441,14 +424,14 @@ void backward_data(const ConvDesc& c, const float* dy, const float* w, float* dx
     const auto e = backward_data_cache().get(c, false, cl.on());
     std::vector<float> dx_tmp;
     if (e->stage_x) dx_tmp.resize(static_cast<std::size_t>(c.x_elems()));
-    float* dxp = cl.on() ? static_cast<float*>(cl.x->get()) : e->stage_x ? dx_tmp.data() : dx;
-    const float* dyp = cl.on() ? static_cast<const float*>(cl.y->get()) : dy;
+    float* dxp = cl.on() ? cl.x_data() : e->stage_x ? dx_tmp.data() : dx;
+    const float* dyp = cl.on() ? cl.y_data() : dy;
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(e->pd.diff_dst_desc(), dyp)},
                                          {DNNL_ARG_DIFF_SRC, wrap(e->pd.diff_src_desc(), dxp)}};
     run_with_weights(
         *e, args, w,
         [&] {
-          if (cl.on()) reorder_into(e->dy_in, e->g.y_md, dy, e->pd.diff_dst_desc(), cl.y->get());
+          if (cl.on()) reorder_into(e->dy_in, e->g.y_md, dy, e->pd.diff_dst_desc(), cl.y_data());
         },
         [&] {
           if (cl.on()) reorder_into(e->dx_out, e->pd.diff_src_desc(), dxp, e->g.x_md, dx);
@@ -462,16 +445,15 @@ void backward_weights(const ConvDesc& c, const float* x, const float* dy, float*
     const ChannelsLast cl(c, Pass::BackwardWeights);
     const auto e = backward_weights_cache().get(c, dbias != nullptr, cl.on());
     std::vector<float> x_tmp;
-    const float* xp =
-        cl.on() ? static_cast<const float*>(cl.x->get()) : x_for_dnnl(c, e->stage_x, x, x_tmp);
-    const float* dyp = cl.on() ? static_cast<const float*>(cl.y->get()) : dy;
+    const float* xp = cl.on() ? cl.x_data() : x_for_dnnl(c, e->stage_x, x, x_tmp);
+    const float* dyp = cl.on() ? cl.y_data() : dy;
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e->pd.src_desc(), xp)},
                                          {DNNL_ARG_DIFF_DST, wrap(e->pd.diff_dst_desc(), dyp)}};
     if (dbias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(e->g.b_md, dbias));
     std::lock_guard<std::mutex> lock(stream_mutex());
     if (cl.on()) {
-      reorder_into(e->x_in, e->g.x_md, x, e->pd.src_desc(), cl.x->get());
-      reorder_into(e->dy_in, e->g.y_md, dy, e->pd.diff_dst_desc(), cl.y->get());
+      reorder_into(e->x_in, e->g.x_md, x, e->pd.src_desc(), cl.x_data());
+      reorder_into(e->dy_in, e->g.y_md, dy, e->pd.diff_dst_desc(), cl.y_data());
     }
     memory wi = e->reorder_w ? memory(e->pd.diff_weights_desc(), engine()) : wrap(e->g.w_md, dw);
     args.emplace(DNNL_ARG_DIFF_WEIGHTS, wi);

@@ -428,10 +428,18 @@ void exchange_errors(MPI_Comm comm, const std::string& error, double notice, std
   wait_polling(&all_req, [](double) {});
 }
 
+// The end of the program on every rank of comm: exchange_errors, a failing rank (error not
+// empty) under a Watch, since the others may wait for it elsewhere and never come.
+void meet_at_end(MPI_Comm comm, const std::string& error, std::vector<int>& lens,
+                 std::string& all) {
+  std::optional<Watch> watch;
+  if (!error.empty()) watch.emplace(error);
+  exchange_errors(comm, error, end_notice_s(), lens, all);
+}
+
 }  // namespace
 
 int conclude(MPI_Comm comm, const std::string& error) {
-  const bool failed = !error.empty();
   int rank = 0, size = 1;
   TESSERA_MPI(MPI_Comm_rank(comm, &rank));
   TESSERA_MPI(MPI_Comm_size(comm, &size));
@@ -439,11 +447,7 @@ int conclude(MPI_Comm comm, const std::string& error) {
   if (fault_point("late_end")) std::this_thread::sleep_for(std::chrono::seconds(3));
   std::vector<int> lens, displs(static_cast<std::size_t>(size), 0);
   std::string all;
-  {
-    std::optional<Watch> watch;
-    if (failed) watch.emplace(error);
-    exchange_errors(comm, error, end_notice_s(), lens, all);
-  }
+  meet_at_end(comm, error, lens, all);
   for (int r = 0, total = 0; r < size; ++r)
     displs[static_cast<std::size_t>(r)] = total, total += lens[static_cast<std::size_t>(r)];
   // Distinct messages in order of their lowest rank, each with its ranks.
@@ -489,9 +493,7 @@ void end_of_context(MPI_Comm comm, bool unwinding) {
   }
   std::vector<int> lens;
   std::string all;
-  std::optional<Watch> watch;
-  if (unwinding) watch.emplace(error);
-  exchange_errors(comm, error, end_notice_s(), lens, all);
+  meet_at_end(comm, error, lens, all);
 }
 
 }  // namespace tessera::failure

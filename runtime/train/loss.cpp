@@ -1,5 +1,6 @@
 #include "runtime/train/loss.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -80,9 +81,9 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
     const Index seg = nloc > 0 ? p.numel() / nloc : 0;
     // Per global sample: sum (p - y)^2, sum y^2, ranks holding a piece of it.
     std::vector<double> sums(static_cast<std::size_t>(3 * n), 0.0);
-    const auto reduce_sums = [&] {
-      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()),
-                                MPI_DOUBLE, MPI_SUM, group.comm()));
+    const auto sum_over_group = [&](std::vector<double>& v) {
+      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE,
+                                MPI_SUM, group.comm()));
     };
     for (Index j = 0; j < nloc; ++j) {
       const auto i = static_cast<std::size_t>(lo + j);
@@ -90,7 +91,7 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
       sums[3 * i + 1] = sum_squares(segment(y, j, seg));
       sums[3 * i + 2] = 1;
     }
-    reduce_sums();
+    sum_over_group(sums);
     // Squares leave float64 below |v| ~ 1e-154 (zero) and above ~ 1e154 (inf): a float64
     // sample whose target's squares did is summed again with p and y scaled by 2^e (exact),
     // so the ratio and the gradient stay exact where they are representable. Its ||y||^2 is
@@ -98,23 +99,17 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
     // e is decided from the reduced sums and agreed by a maximum over the group (ranks that
     // read a sum a bit apart at the threshold would otherwise meet different reductions).
     std::vector<int> expo(static_cast<std::size_t>(n), 0);
-    bool rescale = false;
-    for (Index i = 0; pred.dtype() == DType::f64 && i < n; ++i) {
-      const auto k = static_cast<std::size_t>(i);
-      if (sums[3 * k + 2] == 0) continue;
-      const double t = sums[3 * k + 1];
-      if (t < kTinySquares)
-        expo[k] = kRescaleExponent;
-      else if (std::isinf(t))
-        expo[k] = -kRescaleExponent;
-    }
     if (pred.dtype() == DType::f64) {
+      for (std::size_t k = 0; k < expo.size(); ++k) {
+        const double t = sums[3 * k + 1];
+        if (sums[3 * k + 2] > 0 && t < kTinySquares) expo[k] = kRescaleExponent;
+        if (sums[3 * k + 2] > 0 && std::isinf(t)) expo[k] = -kRescaleExponent;
+      }
       TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, expo.data(), static_cast<int>(expo.size()), MPI_INT,
                                 MPI_MAX, group.comm()));
-      for (const int e : expo) rescale = rescale || e != 0;
     }
     std::vector<double> scaled(sums.size(), 0.0);
-    if (rescale) {
+    if (std::any_of(expo.begin(), expo.end(), [](int e) { return e != 0; })) {
       for (Index j = 0; j < nloc; ++j) {
         const auto k = static_cast<std::size_t>(lo + j);
         if (expo[k] == 0) continue;
@@ -125,8 +120,7 @@ LossResult Loss::operator()(const ShardTensor& pred, const ShardTensor& target, 
         scaled[3 * k] = sum_sq_diff(ps, ys);
         scaled[3 * k + 1] = sum_squares(ys);
       }
-      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, scaled.data(), static_cast<int>(scaled.size()),
-                                MPI_DOUBLE, MPI_SUM, group.comm()));
+      sum_over_group(scaled);
     }
     std::string why;
     double total = 0, count = 0;
