@@ -484,13 +484,7 @@ int conclude(MPI_Comm comm, const std::string& error) {
   return 1;
 }
 
-void end_of_context(MPI_Comm comm, bool unwinding) {
-  std::string error;
-  if (unwinding) {
-    const std::string& what = last_error_message();
-    error = "an exception left the scope of tessera::Context on this rank (" +
-            (what.empty() ? std::string("not a tessera::Error") : what) + ")";
-  }
+void end_of_context(MPI_Comm comm, const std::string& error) {
   std::vector<int> lens;
   std::string all;
   meet_at_end(comm, error, lens, all);

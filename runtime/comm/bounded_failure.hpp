@@ -63,12 +63,12 @@ int conclude(MPI_Comm comm, const std::string& error);
 
 // The end of a program that did not end through conclude: tessera::Context's destructor calls
 // it before MPI_Finalize (which would wait for every rank without a word). The same exchange
-// on `comm`, printing nothing when every rank arrives. A rank that an exception is leaving
-// (`unwinding`: the Context was built inside the try block) waits under a Watch naming the
-// error, so one that failed alone ends the job after the deadline instead of waiting in
-// MPI_Finalize for ranks that wait for it in their next exchange; the others wait with
+// on `comm`, printing nothing when every rank arrives. A rank with an `error` (an exception
+// leaving the Context's scope, or its constructor's) waits under a Watch naming it, so one
+// that failed alone ends the job after the deadline instead of waiting in MPI_Finalize for
+// ranks that wait for it in their next exchange; the others ("" for success) wait with
 // conclude's notice (they may be ahead of a straggler).
-void end_of_context(MPI_Comm comm, bool unwinding);
+void end_of_context(MPI_Comm comm, const std::string& error);
 
 // While alive: if a Watch ends the job, the file at `path` is removed first (the temporary
 // of an output being written: a job ended by a watch leaves no partial file behind); so

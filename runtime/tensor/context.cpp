@@ -76,6 +76,19 @@ Context::Context(int& argc, char**& argv, const ContextOptions& opts) {
     if (owns_mpi_) MPI_Finalize();
     throw Error(os.str());
   }
+  try {
+    start(opts);
+  } catch (const std::exception& e) {
+    // A check that failed on some ranks (a bad TESSERA_DEVICE): release what was made and
+    // meet the others at the end exchange, so that where every rank failed alike they all
+    // finalize and throw, and one that failed alone ends the job within the deadline.
+    finish(std::string("tessera::Context could not start on this rank (") + e.what() + ")");
+    throw;
+  }
+  g_current = this;
+}
+
+void Context::start(const ContextOptions& opts) {
   TESSERA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world_));
   TESSERA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &end_));
   TESSERA_MPI(MPI_Comm_rank(world_, &rank_));
@@ -107,11 +120,20 @@ Context::Context(int& argc, char**& argv, const ContextOptions& opts) {
   std::optional<int> aware = opts.cuda_aware ? std::optional<int>(*opts.cuda_aware ? 1 : 0)
                                              : env_int("TESSERA_CUDA_AWARE");
   cuda_aware_ = aware ? *aware != 0 : mpi_is_cuda_aware();
-  g_current = this;
 }
 
 Context::~Context() {
   g_current = nullptr;
+  std::string error;
+  if (std::uncaught_exceptions() > 0) {  // built inside the try block an exception leaves
+    const std::string& what = last_error_message();
+    error = "an exception left the scope of tessera::Context on this rank (" +
+            (what.empty() ? std::string("not a tessera::Error") : what) + ")";
+  }
+  finish(error);
+}
+
+void Context::finish(const std::string& error) noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -119,7 +141,7 @@ Context::~Context() {
     // MPI_Finalize waits for every rank: a rank that failed alone would wait there for
     // ranks that wait for it. The end exchange bounds that (failure::end_of_context).
     try {
-      failure::end_of_context(end_, std::uncaught_exceptions() > 0);
+      failure::end_of_context(end_, error);
     } catch (const std::exception&) {  // an MPI error: finalize as before
     }
     MPI_Comm_free(&end_);

@@ -50,6 +50,10 @@ class Context {
   static Context& current();
 
  private:
+  void start(const ContextOptions& opts);  // everything after MPI_Init (may throw)
+  // The end exchange with `error` ("" on success), then the communicators and MPI released.
+  void finish(const std::string& error) noexcept;
+
   bool owns_mpi_ = false;
   MPI_Comm world_ = MPI_COMM_NULL;
   MPI_Comm end_ = MPI_COMM_NULL;  // the destructor's end exchange (failure::end_of_context)

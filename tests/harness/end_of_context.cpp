@@ -4,12 +4,16 @@
 // exchange); the job must end within the failure deadline naming the error, not wait in
 // MPI_Finalize for ever. Mode "preinit": the same where the program initialized MPI itself
 // before the Context (and finalizes it after). Mode "all": every rank fails alike and ends
-// at once, printing only its own catch. Mode "none": the program succeeds.
+// at once, printing only its own catch. Mode "none": the program succeeds. Modes
+// "start_one" and "start_all": the Context's constructor fails (TESSERA_DEVICE is not a
+// number) on rank 1, or on every rank; it must release MPI and meet the others as above.
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <string>
 
 #include "decomp/error.hpp"
 #include "runtime/tensor/context.hpp"
@@ -21,6 +25,12 @@ int main(int argc, char** argv) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     mode = "one";
+  }
+  if (std::strncmp(mode, "start_", 6) == 0) {
+    const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");  // before MPI_Init
+    if (std::strcmp(mode, "start_all") == 0 || (world_rank && std::string(world_rank) == "1"))
+      setenv("TESSERA_DEVICE", "abc", 1);
+    mode = std::strcmp(mode, "start_all") == 0 ? "all" : "one";
   }
   int rc = 0;
   try {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs tests/harness/end_of_context.cpp in its three modes (args: the launch command and the
+# Runs tests/harness/end_of_context.cpp in its modes (args: the launch command and the
 # program): a rank left by an exception ends the job within the failure deadline with the
 # error named; every rank failing alike ends at once; success is silent.
 set -u
@@ -31,6 +31,24 @@ echo "$out"
 [ "$(echo "$out" | grep -c '^caught: injected failure')" -eq 3 ] || fail "not every rank's catch ran"
 echo "$out" | grep -q "did not join" && fail "a watch fired though every rank arrived"
 [ $(($(date +%s) - start)) -lt 30 ] || fail "every rank failing alike took too long"
+
+# The Context's constructor fails on one rank: the same bound, the error named.
+out=$(timeout 60 "$@" start_one 2>&1)
+rc=$?
+echo "$out"
+[ "$rc" -eq 124 ] && fail "a Context that failed to start on one rank hung the job"
+[ "$rc" -eq 0 ] && fail "a Context that failed to start on one rank: the job passed"
+echo "$out" | grep -q "error (rank 1 of 3): tessera::Context could not start on this rank (environment variable TESSERA_DEVICE='abc' is not an integer)" ||
+  fail "a Context that failed to start on one rank: the error was not named"
+
+# ... on every rank: each releases MPI (no rank leaves without MPI_Finalize) and throws.
+out=$(timeout 60 "$@" start_all 2>&1)
+rc=$?
+echo "$out"
+[ "$rc" -eq 1 ] || fail "every Context failing to start: exit $rc, not 1"
+[ "$(echo "$out" | grep -c "^caught: environment variable TESSERA_DEVICE='abc'")" -eq 3 ] ||
+  fail "every Context failing to start: not every rank's catch ran"
+echo "$out" | grep -qi "finalize\|did not join" && fail "every Context failing to start: MPI was left initialized or a watch fired"
 
 out=$(timeout 60 "$@" none 2>&1)
 rc=$?
