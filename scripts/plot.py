@@ -224,17 +224,20 @@ def plot_points(a, fin, fpred):
                   (e, "error: prediction - target", "RdBu_r", (-emax, emax))]
     size = a.size or (400 * len(panels), 420)
     import matplotlib.pyplot as plt
-    fig = plt.figure(figsize=(size[0] / a.dpi, size[1] / a.dpi), dpi=a.dpi, layout="constrained")
+    # No layout engine: the constrained one cannot size 3-D axes (it warns and collapses them).
+    fig = plt.figure(figsize=(size[0] / a.dpi, size[1] / a.dpi), dpi=a.dpi)
+    fig.subplots_adjust(left=0.02, right=0.97, bottom=0.02, top=0.9, wspace=0.08)
     for i, (c, title, cmap, lim) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1, projection="3d")
         vmin, vmax = lim if lim else (None, None)
         sc = ax.scatter(xyz[:, 0], xyz[:, 1], xyz[:, 2], c=c, cmap=cmap, vmin=vmin, vmax=vmax,
                         s=2, depthshade=False)
+        ax.set_box_aspect(tuple(np.maximum(np.ptp(xyz, axis=0), 1e-3 * np.ptp(xyz).max())))
         ax.set_title(title, fontsize=9)
         ax.set_xticklabels([])
         ax.set_yticklabels([])
         ax.set_zticklabels([])
-        fig.colorbar(sc, ax=ax, shrink=0.6)
+        fig.colorbar(sc, ax=ax, shrink=0.6, pad=0.08)
     fig.suptitle(f"sample {a.sample}, channel {ch}, {xyz.shape[0]} points", fontsize=10)
     save(fig, a.out, a.dpi)
 

@@ -181,6 +181,9 @@ def main():
         for what, size, args in cases:
             rc, out = run_plot(plot, *args)
             check(rc == 0, f"{what}: exit status 0" + ("" if rc == 0 else f"\n{out}"))
+            # matplotlib's warnings (a layout engine giving up on 3-D axes) reach the user
+            check("Warning" not in out, f"{what}: no warning" + ("" if "Warning" not in out
+                                                                  else f"\n{out}"))
             check_png(args[1], size, what)
 
         bad = [
