@@ -140,12 +140,14 @@ TEST_CASE("CUDA attention kernels equal the host kernels, forward and backward",
       };
       // Head dims 5 to 130: each padded width of the fused kernels (32, 64, 128) and one
       // past them (the cuBLAS path takes it); several query and key tiles of 32, causal tiles
-      // wholly hidden, a key tile no query sees.
+      // wholly hidden, a key tile no query sees, a query tile that sees no key (keys start 40
+      // positions after the queries: rows 0-39 see nothing, the fused loops run zero times).
       for (const Shape& s :
            {Shape{3, 37, 53, 16, false, 0, 0, 0}, Shape{2, 29, 29, 8, true, 0, 0, 1},
             Shape{4, 17, 31, 64, true, 20, 5, 2}, Shape{1, 1, 7, 5, false, 0, 0, 2},
             Shape{2, 40, 33, 32, true, 0, 13, 0}, Shape{2, 70, 101, 100, true, 0, 30, 2},
-            Shape{1, 65, 97, 130, false, 0, 0, 1}, Shape{3, 96, 64, 48, true, 0, 0, 0}}) {
+            Shape{1, 65, 97, 130, false, 0, 0, 1}, Shape{3, 96, 64, 48, true, 0, 0, 0},
+            Shape{2, 70, 40, 32, true, 0, 40, 0}}) {
         kernels::AttentionDesc a = desc(s.batch, s.sq, s.sk, s.d, s.causal, s.q0, s.k0, dt);
         const Tensor q = rnd({s.batch, s.sq, s.d}, dt, 1), k = rnd({s.batch, s.sk, s.d}, dt, 2),
                      v = rnd({s.batch, s.sk, s.d}, dt, 3), g = rnd({s.batch, s.sq, s.d}, dt, 4);
@@ -188,8 +190,10 @@ TEST_CASE("CUDA bfloat16 attention equals float32 attention of the rounded input
   };
   const PathGuard guard;
   for (const PathRun& run : kPathRuns)
-    for (const Shape& s : {Shape{4, 64, 96, 64, false, false}, Shape{2, 33, 47, 32, true, true},
-                           Shape{3, 300, 257, 16, true, false}}) {
+    // d = 100: the fused kernels' 128-wide instantiation, past 48 KiB of shared memory.
+    for (const Shape& s :
+         {Shape{4, 64, 96, 64, false, false}, Shape{2, 33, 47, 32, true, true},
+          Shape{3, 300, 257, 16, true, false}, Shape{2, 33, 47, 100, true, false}}) {
       kernels::set_cuda_attention_path(run.path);
       const char* chunk = run.chunk;
       ChunkBytes scoped(chunk);
