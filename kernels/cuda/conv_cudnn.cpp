@@ -202,6 +202,10 @@ struct Plan {
         throw Error("conv (cuDNN): output extent " + std::to_string(od[d]) + " in dim " +
                     std::to_string(d) + " differs from " + std::to_string(yd[d]) + " for " +
                     c.str());
+    // Find allocates each candidate's workspace itself, outside the tracked allocator: blocks
+    // kept in the device cache would make it skip candidates (or settle for the heuristic),
+    // so a plan's choice would depend on what ran before. Once per plan.
+    release_cached_device_memory();
     choose_algorithms(h);
     if (ok && stage) make_staging(xd);
   }

@@ -82,6 +82,17 @@ int current() {
   return d;
 }
 
+int device_of(const void* p) noexcept {
+#if defined(TESSERA_HAVE_CUDA)
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) == cudaSuccess) return a.device;
+  (void)cudaGetLastError();
+#else
+  (void)p;
+#endif
+  return -1;
+}
+
 void* current_stream() {
   return g_stream;
 }

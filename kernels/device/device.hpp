@@ -43,6 +43,8 @@ bool built_with_cuda();
 int count();  // devices visible to this process (0 without CUDA or without a GPU)
 void select(int dev);
 int current();
+// The device a device pointer was allocated on; -1 where CUDA cannot say (never throws).
+int device_of(const void* p) noexcept;
 
 // The stream kernels of this process launch on (null, the default stream, unless set).
 void* current_stream();

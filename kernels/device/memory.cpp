@@ -92,26 +92,29 @@ class BlockCache {
   using Release = void (*)(void*, std::size_t);
   BlockCache(Release release, std::size_t min_bytes, std::size_t limit)
       : release_(release), min_bytes_(min_bytes), limit_(limit) {}
-  void* take(std::size_t bytes) {
+  // A block of `bytes` under `key` (the size; on the device the size and the device).
+  void* take(std::size_t key, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.find(bytes);
+    auto it = free_.find(key);
     if (it == free_.end()) return nullptr;
     void* p = it->second;
     free_.erase(it);
     cached_ -= bytes;
     return p;
   }
-  bool give(void* p, std::size_t bytes) {
+  void* take(std::size_t bytes) { return take(bytes, bytes); }
+  bool give(void* p, std::size_t key, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     if (bytes < min_bytes_ || cached_ + bytes > limit_) return false;
-    free_.emplace(bytes, p);
+    free_.emplace(key, p);
     cached_ += bytes;
     return true;
   }
+  bool give(void* p, std::size_t bytes) { return give(p, bytes, bytes); }
   std::size_t release() {
     std::lock_guard<std::mutex> lock(mu_);
     std::size_t n = cached_;
-    for (auto& [b, p] : free_) release_(p, b);
+    for (auto& [key, p] : free_) release_(p, key);
     free_.clear();
     cached_ = 0;
     return n;
@@ -166,9 +169,20 @@ BlockCache& device_cache() {
 std::size_t device_block(std::size_t bytes) {
   return (bytes + kDeviceGranule - 1) / kDeviceGranule * kDeviceGranule;
 }
+// A cached block's key: its size plus its device (below the granule), so that a block freed
+// on one device is never handed to another's kernels (a second Context on another device, a
+// tensor outliving a device switch). With one visible device, device 0 without asking.
+std::size_t device_key(std::size_t block, int dev) {
+  return block + static_cast<std::size_t>(dev % static_cast<int>(kDeviceGranule));
+}
+bool several_devices() {
+  static const bool several = device::count() > 1;
+  return several;
+}
 void* device_alloc(std::size_t bytes) {
   const std::size_t block = device_block(bytes);
-  if (void* p = device_cache().take(block)) return p;
+  const int dev = several_devices() ? device::current() : 0;
+  if (void* p = device_cache().take(device_key(block, dev), block)) return p;
   try {
     return device::alloc(block);
   } catch (const AllocationError&) {
@@ -261,7 +275,8 @@ void mem_free(MemSpace s, void* p, std::size_t bytes) noexcept {
     if (!host_cache().give(p, rounded)) host_free(p, rounded);
   } else {
     const std::size_t block = device_block(bytes);
-    if (!device_cache().give(p, block)) device::free(p);
+    const int dev = several_devices() ? device::device_of(p) : 0;
+    if (dev < 0 || !device_cache().give(p, device_key(block, dev), block)) device::free(p);
   }
   counter(s).sub(bytes);
 }

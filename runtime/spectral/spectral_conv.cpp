@@ -187,8 +187,8 @@ ShardTensor SpectralConv::forward(const ShardTensor& x) {
   check_layer_input(x, opts_.nd + 2, opts_.nd + 2, name());
   TESSERA_CHECK(x.dtype() == opts_.dtype && x.local().space() == opts_.space,
                 name() << ": input is " << name_of(x.dtype()) << " in "
-                       << (x.local().space() == MemSpace::Host ? "host" : "CUDA")
-                       << " memory; the layer's parameters differ");
+                       << name_of(x.local().space()) << " memory, the layer's parameters "
+                       << name_of(opts_.dtype) << " in " << name_of(opts_.space));
   if (plan_for(x.mesh(), x.spec())) bind_weights();
   x_hat_ = fft_in_->forward(x);
   const Tensor& xh = x_hat_.local();
