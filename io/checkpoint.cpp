@@ -72,14 +72,22 @@ void write_group(File& f, const std::string& group, const std::vector<NamedTenso
 
 // The root attributes' text and the list of entries (group, name, type, shape), checksummed
 // as one: a damaged rng or config string is found, and so is an entry deleted or renamed.
-std::uint32_t root_crc(const Checkpoint& c) {
-  std::vector<std::string> entries;
-  const std::pair<const char*, const std::vector<NamedTensor>*> groups[] = {
-      {"params", &c.params}, {"optimizer", &c.optimizer}, {"buffers", &c.buffers}};
-  for (const auto& [group, ts] : groups)
-    for (const NamedTensor& nt : *ts)
-      entries.push_back(std::string(group) + "/" + nt.name + " " + name_of(nt.tensor.dtype()) +
-                        shape_str(nt.tensor.shape()));
+std::string entry_line(const std::string& group, const std::string& name, DType t,
+                       const std::vector<Index>& shape) {
+  return group + "/" + name + " " + name_of(t) + shape_str(shape);
+}
+void add_entries(std::vector<std::string>& entries, const std::string& group,
+                 const std::vector<NamedTensor>& ts) {
+  for (const NamedTensor& nt : ts)
+    entries.push_back(entry_line(group, nt.name, nt.tensor.dtype(), nt.tensor.shape()));
+}
+// `skipped_optimizer`: the entries of an optimizer group left unread, from its metadata.
+std::uint32_t root_crc(const Checkpoint& c,
+                       const std::vector<std::string>& skipped_optimizer = {}) {
+  std::vector<std::string> entries = skipped_optimizer;
+  add_entries(entries, "params", c.params);
+  add_entries(entries, "optimizer", c.optimizer);
+  add_entries(entries, "buffers", c.buffers);
   std::sort(entries.begin(), entries.end());  // the file lists them in name order
   std::string all = std::to_string(c.step) + '\0' + c.config + '\0' + c.rng + '\0' + c.model;
   for (const std::string& e : entries) all += '\0' + e;
@@ -184,7 +192,7 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
   }
 }
 
-Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm) {
+Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointParts parts) {
   File f = File::open(path, comm, Mode::Read);
   collective_check(comm, f.has_attr("/", "tessera_checkpoint_version"),
                    "checkpoint: '" + path +
@@ -200,7 +208,18 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm) {
   c.rng = f.attr_strings("/", "rng").at(0);
   c.model = f.attr_strings("/", "model").at(0);
   c.params = read_group(f, "/params");
-  c.optimizer = read_group(f, "/optimizer");
+  std::vector<std::string> skipped;  // the optimizer's entries, where only listed
+  if (parts == CheckpointParts::All) {
+    c.optimizer = read_group(f, "/optimizer");
+  } else if (f.exists("/optimizer")) {
+    for (const std::string& dset : f.datasets("/optimizer")) {
+      const DatasetInfo info = f.info(dset);
+      TESSERA_CHECK(info.dtype.has_value(),
+                    "checkpoint: " << f.where(dset) << " has type " << info.type_name);
+      skipped.push_back(entry_line("optimizer", dset.substr(std::string("/optimizer/").size()),
+                                   *info.dtype, info.shape));
+    }
+  }
   c.buffers = read_group(f, "/buffers");
   // Checksums: every rank checks the bytes it read; one verdict for all. A file with any
   // trace of them is checked whole (a lost root marker must not turn the check off).
@@ -220,7 +239,8 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm) {
     if (damaged.empty()) damaged = checksum_mismatch(f, "/optimizer", c.optimizer);
     if (damaged.empty()) damaged = checksum_mismatch(f, "/buffers", c.buffers);
     const auto root = f.has_attr("/", kCrc) ? f.attr_doubles("/", kCrc) : std::vector<double>{};
-    if (damaged.empty() && (root.size() != 1 || root[0] != static_cast<double>(root_crc(c))))
+    if (damaged.empty() &&
+        (root.size() != 1 || root[0] != static_cast<double>(root_crc(c, skipped))))
       damaged =
           "its attributes (step, config, rng, model) or its list of entries (one deleted, "
           "renamed or reshaped) do not match their checksum";

@@ -43,9 +43,15 @@ struct Checkpoint {
 
 // Collective over comm; every rank passes the same content (rank 0's data is written).
 void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c);
-// Collective over comm; every rank gets the whole checkpoint. Throws on every rank
-// naming the file when it is missing, truncated or not a checkpoint.
-Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm);
+// What a load reads: everything (resuming a run), or the model alone (inference: the
+// optimizer's state, twice the parameters under Adam, is listed and checked against the
+// root checksum but not read).
+enum class CheckpointParts { All, Model };
+// Collective over comm; every rank gets the whole checkpoint (its optimizer state empty for
+// Model). Throws on every rank naming the file when it is missing, truncated or not a
+// checkpoint.
+Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm,
+                           CheckpointParts parts = CheckpointParts::All);
 
 // "DIR/ckpt_00000120.h5"
 std::string checkpoint_path(const std::string& dir, std::int64_t step);

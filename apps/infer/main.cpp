@@ -139,7 +139,8 @@ int run(Context& ctx, int argc, char** argv) {
                    {{"--input", input}, {"--checkpoint", checkpoint}});
   io::check_output_path(ctx.world(), output);  // not a folder, link or FIFO: before the work
   const double t0 = MPI_Wtime();
-  const io::Checkpoint ck = io::load_checkpoint(checkpoint, ctx.world());
+  const io::Checkpoint ck =
+      io::load_checkpoint(checkpoint, ctx.world(), io::CheckpointParts::Model);
   const TrainConfig cfg = parse_config(ck.config, {}, checkpoint + " (config attribute)");
   const Mesh mesh = make_mesh(ctx.world(), args.str("mesh"), "--mesh");
   const MemSpace space = model_space(ctx.device());

@@ -92,6 +92,26 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
     MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
                     "/optimizer/conv.weight.exp_avg does not match its checksum");
   }
+  SECTION("the model alone: optimizer state listed and checked by name, its data unread") {
+    const io::Checkpoint model =
+        io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::Model);
+    MPI_CHECK(model.optimizer.empty() && model.params.size() == 1 && model.buffers.size() == 1);
+    for (Index i = 0; i < 12; ++i)
+      MPI_CHECK(model.params[0].tensor.data<double>()[i] == c.params[0].tensor.data<double>()[i]);
+    // Its data is not read, so a flipped bit there does not stop inference ...
+    flip_bit(path, "optimizer/conv.weight.exp_avg", 2);
+    bool loaded = true;
+    try {
+      io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::Model);
+    } catch (const Error&) {
+      loaded = false;
+    }
+    MPI_CHECK(loaded);
+    // ... but a deleted optimizer entry still fails the root checksum.
+    edit(path, [](hid_t f) { H5Ldelete(f, "optimizer/conv.weight.exp_avg", H5P_DEFAULT); });
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::Model),
+                    "or its list of entries (one deleted, renamed or reshaped) do not match");
+  }
   SECTION("an edited attribute is found") {
     edit(path, [](hid_t f) {
       H5Adelete(f, "rng");
