@@ -156,8 +156,12 @@ std::string output_path_problem(const std::string& path) {
   if (path.empty()) return "the output path is empty";
   const std::string out = "output '" + path + "' ";
   // The folder must take a new file (the temporary): said here, not as an MPI-IO code.
+  if (fs::path(path).filename().empty()) return out + "ends in '/': name a file";
   const fs::path parent = fs::path(path).parent_path();
   const std::string dir = parent.empty() ? "." : parent.string();
+  std::error_code dir_ec;
+  if (fs::exists(dir, dir_ec) && !fs::is_directory(dir, dir_ec))  // access() would say EACCES
+    return out + "cannot be written: its folder '" + dir + "' is not a folder";
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     return out + "cannot be written: its folder '" + dir + "': " + std::strerror(errno);
   if (const std::string why = folder_write_problem(dir); !why.empty())

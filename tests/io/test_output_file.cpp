@@ -153,6 +153,11 @@ TEST_CASE("an output that is empty, a folder, a link, a FIFO or in no folder is 
   MPI_CHECK_ERROR(io::check_output_path(MPI_COMM_WORLD, "/sys/out.h5"),
                   "cannot be written: its folder '/sys'");
   MPI_CHECK_ERROR(write_tagged(dir, MPI_COMM_WORLD, 1), "is a directory");
+  MPI_CHECK_ERROR(write_tagged(dir + "/", MPI_COMM_WORLD, 1), "ends in '/': name a file");
+  // A file where a folder is named: not the EACCES that access() gives for it.
+  MPI_CHECK_ERROR(write_tagged(target + "/out.h5", MPI_COMM_WORLD, 1),
+                  "its folder '" + target + "' is not a folder");
+  MPI_CHECK_ERROR(write_tagged(target + "/", MPI_COMM_WORLD, 1), "ends in '/'");
   MPI_CHECK_ERROR(write_tagged(link, MPI_COMM_WORLD, 1), "is a symbolic link");
   MPI_CHECK_ERROR(write_tagged(fifo, MPI_COMM_WORLD, 1), "is not a regular file");
   MPI_CHECK_ERROR(io::check_output_path(MPI_COMM_WORLD, fifo), "is not a regular file");
