@@ -162,7 +162,8 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(train, resume), "resume from the latest checkpoint in checkpoint_dir"},
       {TESSERA_FIELD(train, metrics_csv), "write per-step metrics to this CSV file; empty: none"},
       {TESSERA_FIELD(train, seed),
-       "seed of initialization (32 bits: larger seeds folded in), shuffling and the split",
+       "seed of initialization and shuffling (32 bits: larger seeds folded in; the validation "
+       "split is the last samples)",
        kNonNegative},
       {TESSERA_FIELD(train, log_interval), "steps between progress lines", kAtLeastOne},
       {TESSERA_FIELD(train, device_stats),

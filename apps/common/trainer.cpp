@@ -611,6 +611,14 @@ void Trainer::restore(const io::Checkpoint& c) {
                     << then.train.validation_split << " (its sampler draws from that split), "
                     << "this run sets " << cfg_.train.validation_split
                     << ": resume with the checkpoint's setting");
+  // The seed made the weights and the shuffled order the checkpoint carries on; a resumed
+  // run restores both, so another seed would change nothing but the config it records.
+  TESSERA_CHECK(then.train.seed == cfg_.train.seed,
+                "the checkpoint's run was seeded with train.seed = "
+                    << then.train.seed << " (its weights and sampler state come from it), this "
+                    << "run sets " << cfg_.train.seed
+                    << ": resume with the checkpoint's seed, or start a new run in another "
+                       "train.checkpoint_dir");
   // The fields in their order: the weights map these channels to those (the model's
   // signature sees only their counts).
   const auto fields = [](const DataConfig& d) {

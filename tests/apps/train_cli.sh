@@ -226,6 +226,9 @@ expect_error 2 "cannot create the lock file 'ck-link/.tessera-lock'" cfg.toml \
 # A changed train.validation_split is a setting, not damage.
 expect_error 2 "trained with train.validation_split = 0.25" cfg.toml --resume \
   --train.validation_split=0.5 --train.metrics_csv=
+# So is a changed seed (the restored weights and sampler would ignore it).
+expect_error 2 "seeded with train.seed = " cfg.toml --resume --train.seed=12345 \
+  --train.metrics_csv=
 # A checkpoint passed over after its normalization was read leaves the data as it was: the
 # resume from step 4 equals the one above (its newest had an entry deleted instead).
 rm -rf ck-dmg2 && cp -r ck ck-dmg2 && rm -f ck-dmg2/.tessera-lock
