@@ -72,8 +72,11 @@ std::string fno_modes_problem(const std::vector<Index>& modes, const std::vector
     const Index need = m > n ? m : d + 1 == nd ? 2 * (m - 1) : 2 * m;
     if (m > n || n < need) {
       std::ostringstream os;
-      os << "spatial extent " << n << " (dim " << k << " of " << shape_str(shape) << ") is too "
-         << "small for " << m << " Fourier modes (";
+      // Spatial dims counted from 0 and the grid alone, whatever shape was given (training
+      // checks the grid, inference the (N, C, grid) input): one wording for both.
+      const std::vector<Index> grid(shape.begin() + first_spatial, shape.end());
+      os << "spatial extent " << n << " (spatial dim " << d << " of the grid " << shape_str(grid)
+         << ") is too small for " << m << " Fourier modes (";
       if (m > n)
         os << "more modes than points)";
       else

@@ -119,8 +119,8 @@ TEST_CASE("fno: model.modes needs one value or one per spatial dim of the fields
       config(dir + "/data.h5", dir + "/ck-modes", with(kFno, "model.modes=1000"));
   MPI_CHECK_ERROR(
       Trainer(Mesh::line(MPI_COMM_WORLD), huge),
-      "model.modes: the data's grid (16, 16) cannot take them: spatial extent 16 (dim 0 "
-      "of (16, 16)) is too small for 1000 Fourier modes (more modes than points)");
+      "model.modes: the data's grid (16, 16) cannot take them: spatial extent 16 (spatial "
+      "dim 0 of the grid (16, 16)) is too small for 1000 Fourier modes (more modes than points)");
   // The largest integer: no overflow of 2 x modes into a small bound.
   MPI_CHECK_ERROR(
       Trainer(Mesh::line(MPI_COMM_WORLD), config(dir + "/data.h5", dir + "/ck-modes",
@@ -129,6 +129,6 @@ TEST_CASE("fno: model.modes needs one value or one per spatial dim of the fields
   MPI_CHECK_ERROR(
       Trainer(Mesh::line(MPI_COMM_WORLD),
               config(dir + "/data.h5", dir + "/ck-modes", with(kFno, "model.modes=9"))),
-      "spatial extent 16 (dim 0 of (16, 16)) is too small for 9 Fourier modes (needs at least "
-      "18)");
+      "spatial extent 16 (spatial dim 0 of the grid (16, 16)) is too small for 9 Fourier modes "
+      "(needs at least 18)");
 }
