@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Static checks of the SLURM templates (no SLURM here): valid bash, one rank per GPU
 # (--ntasks-per-node equals --gpus-per-node), #SBATCH lines before the first command,
-# srun launches the app, and the usage message appears without arguments.
+# srun launches the app (ending the step when a rank dies), and the usage message appears without arguments.
 set -euo pipefail
 dir=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -15,6 +15,7 @@ for f in "$dir"/train.sbatch "$dir"/infer.sbatch; do
   last_sbatch=$(grep -n '^#SBATCH' "$f" | tail -1 | cut -d: -f1)
   (( last_sbatch < first_cmd )) || fail "$f: #SBATCH after the first command (SLURM ignores it)"
   grep -q '^srun ' "$f" || fail "$f: no srun launch"
+  grep -q -- '--kill-on-bad-exit=1' "$f" || fail "$f: srun without --kill-on-bad-exit=1 (a dead rank would leave the others waiting)"
   out=$(bash "$f" 2>&1 || true)
   [[ $out == usage:* ]] || fail "$f: no usage message without arguments (got: $out)"
 done
