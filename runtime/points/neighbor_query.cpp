@@ -69,14 +69,23 @@ Index first_outside(const Region3& region, const Tensor& rows) {
 // rank's points must lie in its own region (true of the points a layout was built from,
 // and of any point under RCB, whose regions tile space; not of every point under SFC).
 // And the queries must be finite: a NaN coordinate has no nearest points (kNN returned
-// arbitrary ones with d2 = nan), and one rank's refusal must not leave the others waiting.
-void check_points_in_region(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
-                            const Tensor& queries) {
+// arbitrary ones with d2 = nan), and one rank's refusal must not leave the others waiting:
+// `own_checks` (the arguments of this rank's call: shapes, k, radius) are agreed with the rest.
+template <class OwnChecks>
+void check_inputs(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
+                  const Tensor& queries, const OwnChecks& own_checks) {
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
   TESSERA_CHECK(layout.parts() == P,
                 "neighbour query: a layout of " << layout.parts() << " parts on " << P << " ranks");
+  std::string own;
+  try {
+    own_checks();
+  } catch (const Error& e) {
+    own = e.what();
+  }
+  if (!own.empty()) return collective_check(comm, false, own);  // names the failing ranks
   const Index outside = first_outside(layout.region(me), points);
   const Index bad_query = first_nonfinite(queries);
   std::ostringstream msg;
@@ -245,9 +254,10 @@ std::vector<Index> query_order(const Tensor& queries) {
 
 NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                         const Tensor& ids, const Tensor& queries, Index k, MemSpace search) {
-  check_points_and_queries(points, ids, queries);
-  TESSERA_CHECK(k >= 1, "kNN: k = " << k);
-  check_points_in_region(comm, layout, points, queries);
+  check_inputs(comm, layout, points, queries, [&] {
+    check_points_and_queries(points, ids, queries);
+    TESSERA_CHECK(k >= 1, "kNN: k = " << k);
+  });
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
   // Round one: the local k nearest bound the search.
@@ -264,9 +274,10 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                          const Tensor& ids, const Tensor& queries, double r, Index max_points,
                          MemSpace search) {
-  check_points_and_queries(points, ids, queries);
-  check_ball(r, max_points);
-  check_points_in_region(comm, layout, points, queries);
+  check_inputs(comm, layout, points, queries, [&] {
+    check_points_and_queries(points, ids, queries);
+    check_ball(r, max_points);
+  });
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
   Grids grids{points, ids, search, nullptr};

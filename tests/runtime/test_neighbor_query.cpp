@@ -217,6 +217,16 @@ TEST_CASE("the query rounds refuse points outside their rank's region, on every 
                     "has a non-finite coordinate");
   }
   MPI_CHECK(last_has == 1);
+  // An argument bad on one rank alone (k = 0, a negative radius, a query of 2 columns):
+  // refused on every rank, naming it, where the others had waited in the rounds.
+  const bool odd_one = me == P - 1;
+  MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, c.owned_ids, c.owned, odd_one ? 0 : 4),
+                  "kNN: k = 0");
+  MPI_CHECK_ERROR(
+      ball_query(comm, *c.layout, c.owned, c.owned_ids, c.owned, odd_one ? -1.0 : 0.1, 4),
+      "ball query: radius -1");
+  const Tensor flat = odd_one ? Tensor::zeros({2, 2}, DType::f64) : c.owned;
+  MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, c.owned_ids, flat, 4), "queries");
 }
 
 TEST_CASE("ghost exchange: exactly the points within r of my region; adjoint by dot product") {
