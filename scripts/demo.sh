@@ -5,7 +5,10 @@
 # draws the prediction beside the truth and the training curves (scripts/plot.py), and
 # says where everything is.
 #   TESSERA_DEMO_OUT   output folder (default: demo-out/ in the repository; a relative
-#                      path given here is taken from the calling directory)
+#                      path given here is taken from the calling directory). It must be new,
+#                      empty or one the demo made (it marks it with a .tessera-demo file): a
+#                      re-run replaces the demo's outputs there; a folder holding anything
+#                      else is refused, nothing in it touched
 #   TESSERA_DEMO_RANKS ranks (default 4)
 #   TESSERA_DEMO_MODEL unet (default: 32x32 training, 64x64 inference), fno (64x64
 #                      training, 128x128 inference; scripts/demo/darcy_fno.toml), vit (32x32
@@ -32,22 +35,6 @@ for arg in "$@"; do
 done
 ranks=${TESSERA_DEMO_RANKS:-4}
 [[ $ranks =~ ^[1-9][0-9]*$ ]] || { echo "demo: TESSERA_DEMO_RANKS=$ranks is not a rank count >= 1" >&2; exit 2; }
-caller=$PWD
-cd "$(dirname "$0")/.."
-root=$(pwd)
-build=${TESSERA_BUILD_DIR:-build}
-[ "${TESSERA_DEMO_SKIP_SETUP:-0}" = 1 ] || scripts/setup.sh
-source scripts/mpi-env.sh
-# One thread per rank: the ranks share the cores (more ranks than cores on a laptop).
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-bin=$(cd "$build/apps" && pwd)
-out=${TESSERA_DEMO_OUT:-demo-out}
-# A folder the caller names is taken from where they called from; the default is the repo's.
-[ -n "${TESSERA_DEMO_OUT:-}" ] && [[ $out != /* ]] && out=$caller/$out
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-run() { "${TESSERA_MPIRUN[@]}" -np "$ranks" "$@"; }
-start=$(date +%s)
 model=${TESSERA_DEMO_MODEL:-unet}
 case "$model" in
   unet) train_n=32 train_samples=128 test_n=64 ;;
@@ -56,6 +43,51 @@ case "$model" in
   transolver | pointconv) points=2048 train_samples=96 ;;
   *) echo "demo: TESSERA_DEMO_MODEL=$model is not unet, fno, vit, transolver or pointconv" >&2; exit 2 ;;
 esac
+caller=$PWD
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=${TESSERA_BUILD_DIR:-build}
+out=${TESSERA_DEMO_OUT:-demo-out}
+# A folder the caller names is taken from where they called from; the default is the repo's.
+if [[ $out != /* ]]; then
+  if [ -n "${TESSERA_DEMO_OUT:-}" ]; then out=$caller/$out; else out=$root/$out; fi
+fi
+# The demo deletes and overwrites its outputs in $out (checkpoints/, metrics.csv, the
+# datasets...), so it writes only where that loses nothing: a new or empty folder, or one
+# holding its marker (which a folder from before the marker lacks: refused too, to be safe).
+# Checked before the set-up, so a bad folder is told at once, and before anything is written.
+marker=.tessera-demo
+if [ -e "$out" ] && [ ! -d "$out" ]; then
+  echo "demo: TESSERA_DEMO_OUT=$out is a file, not a folder: choose an empty or new folder" >&2
+  exit 2
+fi
+if [ -d "$out" ] && [ ! -f "$out/$marker" ]; then
+  contents=$(ls -A -- "$out" 2>/dev/null) ||
+    { echo "demo: TESSERA_DEMO_OUT=$out cannot be read: choose an empty or new folder" >&2; exit 2; }
+  [ -z "$contents" ] || {
+    echo "demo: TESSERA_DEMO_OUT=$out holds files the demo did not make: choose an empty or new folder" \
+      "(a demo folder from before its $marker marker: delete it first)" >&2
+    exit 2
+  }
+fi
+[ "${TESSERA_DEMO_SKIP_SETUP:-0}" = 1 ] || scripts/setup.sh
+for app in tessera-prep tessera-train tessera-infer; do
+  # Without the set-up step nothing builds them: say where they were looked for, not cd's error.
+  [ -x "$build/apps/$app" ] || {
+    echo "demo: TESSERA_BUILD_DIR = '$build' holds no apps/$app: build it with" \
+      "TESSERA_BUILD_DIR=$build scripts/setup.sh, or leave out TESSERA_DEMO_SKIP_SETUP=1 so the demo builds it" >&2
+    exit 2
+  }
+done
+source scripts/mpi-env.sh
+# One thread per rank: the ranks share the cores (more ranks than cores on a laptop).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+bin=$(cd "$build/apps" && pwd)
+{ mkdir -p -- "$out" && echo "made by scripts/demo.sh, which may replace the files here" >"$out/$marker"; } 2>/dev/null ||
+  { echo "demo: cannot create TESSERA_DEMO_OUT=$out or write in it: choose an empty or new folder" >&2; exit 2; }
+out=$(cd "$out" && pwd)
+run() { "${TESSERA_MPIRUN[@]}" -np "$ranks" "$@"; }
+start=$(date +%s)
 if [ -n "${points:-}" ]; then
   test_n=$points
   test_h5="$out/points_test.h5"

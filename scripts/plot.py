@@ -104,23 +104,78 @@ def parse_slice(text, spatial_dims):
 
 def grid_plane(a, spatial_dims, slice_spec):
     """A (spatial...) array reduced to a 2-D plane and the words saying which plane."""
+    if slice_spec is not None and spatial_dims != 3:
+        # A 1-D or 2-D grid is drawn whole: a slice asked for there is a mistaken file.
+        shape = "x".join(str(n) for n in a.shape)
+        raise SystemExit(f"plot.py fields: --slice {slice_spec}: a slice only applies to 3-D "
+                         f"grids, this one is {spatial_dims}-D ({shape})")
     if spatial_dims == 2:
         return a, ""
     if spatial_dims == 1:
         return a[None, :], ""
     if spatial_dims != 3:
         raise SystemExit(f"plot.py fields: {spatial_dims}-D grids are not drawn")
-    axis, k = parse_slice(slice_spec, 3)
+    axis, k = parse_slice(slice_spec or "z=MID", 3)
     k = a.shape[axis] // 2 if k is None else k
     if not 0 <= k < a.shape[axis]:
         raise SystemExit(f"plot.py fields: --slice cell {k} outside 0..{a.shape[axis] - 1}")
     return a.take(k, axis=axis), f", {'zyx'[axis]}={k}"
 
 
-def rel_l2(pred, target):
+def rel_l2_words(pred, target):
+    """The title's relative L2 error, or why there is none (never a bare 'nan')."""
     import numpy as np
+    if not (np.isfinite(pred).all() and np.isfinite(target).all()):
+        return "relative L2 error undefined (non-finite values)"
     norm = float(np.linalg.norm(target))
-    return float(np.linalg.norm(pred - target)) / norm if norm > 0 else float("nan")
+    if norm == 0:
+        return "relative L2 error undefined (zero target)"
+    return f"relative L2 error {float(np.linalg.norm(pred - target)) / norm:.3g}"
+
+
+def read_sample(ds, k, path):
+    """Sample k of an HDF5 dataset (N, ...) as float64, or one line saying why not."""
+    import numpy as np
+    # numpy would drop an imaginary part with only a ComplexWarning: refuse instead.
+    if ds.dtype.kind == "c":
+        raise SystemExit(f"plot.py fields: {ds.name} in {path} is complex ({ds.dtype}); "
+                         "fields are real")
+    if ds.dtype.kind not in "biuf":
+        raise SystemExit(f"plot.py fields: {ds.name} in {path} holds {ds.dtype}, not numbers")
+    # The input may hold fewer samples than the prediction: name the file that is short.
+    n = ds.shape[0] if ds.shape else 0
+    if not 0 <= k < n:
+        held = f"{n} sample{'' if n == 1 else 's'}" if n else "no samples"
+        raise SystemExit(f"plot.py fields: --sample {k} outside 0..{n - 1}: {path} holds "
+                         f"{held} ({ds.name})")
+    return np.asarray(ds[k], dtype=np.float64)
+
+
+def check_finite(values, drawn, what, a):
+    """Warns of NaN/Inf in a sample (matplotlib leaves those cells blank); refuses when the
+    drawn values hold no finite one, since the picture would then show nothing."""
+    import numpy as np
+    bad = int(values.size - np.count_nonzero(np.isfinite(values)))
+    if not np.isfinite(drawn).any():
+        raise SystemExit(f"plot.py fields: the {what} holds no finite value in sample "
+                         f"{a.sample}, channel {a.channel} ({bad} non-finite values)")
+    if bad:
+        print(f"plot.py fields: warning: the {what} holds {bad} non-finite values in sample "
+              f"{a.sample} (drawn blank)", file=sys.stderr)
+
+
+def finite_range(*arrays):
+    """(lo, hi) over the finite values only: one NaN or Inf must not wreck the colour scale."""
+    import numpy as np
+    vals = [v[np.isfinite(v)] for v in arrays]
+    vals = [v for v in vals if v.size]
+    return (min(v.min() for v in vals), max(v.max() for v in vals)) if vals else (None, None)
+
+
+def error_limit(e):
+    """The symmetric colour limit of an error map: its largest finite magnitude."""
+    _, hi = finite_range(abs(e))
+    return float(hi or 1.0)
 
 
 def pick_field(names, wanted, what, path):
@@ -136,7 +191,6 @@ def pick_field(names, wanted, what, path):
 
 def plot_fields(a):
     import h5py
-    import numpy as np
     with h5py.File(a.input, "r") as fin, h5py.File(a.prediction, "r") as fpred:
         if "points/features" in fpred:
             return plot_points(a, fin, fpred)
@@ -145,14 +199,11 @@ def plot_fields(a):
         in_names = [n for n in sorted(fin["fields"].keys()) if n != target] \
             if "fields" in fin else []
         source = pick_field(in_names, a.input_field, "input", a.input)
-        n = fpred[f"fields/{target}"].shape[0]
-        if not 0 <= a.sample < n:
-            raise SystemExit(f"plot.py fields: --sample {a.sample} outside 0..{n - 1}")
-        pred = np.asarray(fpred[f"fields/{target}"][a.sample], dtype=np.float64)
-        x = np.asarray(fin[f"fields/{source}"][a.sample], dtype=np.float64)
+        pred = read_sample(fpred[f"fields/{target}"], a.sample, a.prediction)
+        x = read_sample(fin[f"fields/{source}"], a.sample, a.input)
         truth = None
         if f"fields/{target}" in fin:
-            truth = np.asarray(fin[f"fields/{target}"][a.sample], dtype=np.float64)
+            truth = read_sample(fin[f"fields/{target}"], a.sample, a.input)
             if truth.shape != pred.shape:
                 raise SystemExit(f"plot.py fields: {target} is {truth.shape} in {a.input} but "
                                  f"{pred.shape} in {a.prediction}")
@@ -162,15 +213,16 @@ def plot_fields(a):
         raise SystemExit(f"plot.py fields: --channel {ch} outside 0..{pred.shape[0] - 1}")
     p2, where = grid_plane(pred[ch], dims, a.slice)
     x2, _ = grid_plane(x[0], dims, a.slice)
+    check_finite(pred, p2, "prediction", a)
     panels = [(x2, f"input: {source}", "viridis", None)]
     pred_title = f"prediction: {target}"
     if truth is not None:
         t2, _ = grid_plane(truth[ch], dims, a.slice)
-        err = rel_l2(pred, truth)
-        lo, hi = min(p2.min(), t2.min()), max(p2.max(), t2.max())  # one scale for both
+        check_finite(truth, t2, "target", a)
+        lo, hi = finite_range(p2, t2)  # one scale for both
         e2 = p2 - t2
-        emax = float(np.abs(e2).max()) or 1.0
-        panels += [(p2, f"{pred_title}\nrelative L2 error {err:.3g}", "viridis", (lo, hi)),
+        emax = error_limit(e2)
+        panels += [(p2, f"{pred_title}\n{rel_l2_words(pred, truth)}", "viridis", (lo, hi)),
                    (t2, f"target: {target}", "viridis", (lo, hi)),
                    (e2, "error: prediction - target", "RdBu_r", (-emax, emax))]
     else:
@@ -197,28 +249,31 @@ def plot_points(a, fin, fpred):
     if "points/coords" not in fin:
         raise SystemExit(f"plot.py fields: {a.prediction} holds points, {a.input} has no "
                          "/points/coords")
-    n = fpred["points/features"].shape[0]
-    if not 0 <= a.sample < n:
-        raise SystemExit(f"plot.py fields: --sample {a.sample} outside 0..{n - 1}")
-    xyz = np.asarray(fin["points/coords"][a.sample], dtype=np.float64)
-    pred = np.asarray(fpred["points/features"][a.sample], dtype=np.float64)
+    if a.slice is not None:
+        raise SystemExit(f"plot.py fields: --slice {a.slice}: a slice only applies to 3-D "
+                         f"grids, {a.prediction} holds points")
+    pred = read_sample(fpred["points/features"], a.sample, a.prediction)
+    xyz = read_sample(fin["points/coords"], a.sample, a.input)
     truth = None
     if "points/features" in fin:
         # The target channels by variable name (a prediction holds the targets only).
         names = lambda d: [v.decode() if isinstance(v, bytes) else str(v)
                            for v in d.attrs.get("variables", [])]
         pred_vars, in_vars = names(fpred["points/features"]), names(fin["points/features"])
-        truth = np.asarray(fin["points/features"][a.sample], dtype=np.float64)
+        truth = read_sample(fin["points/features"], a.sample, a.input)
         if pred_vars and all(v in in_vars for v in pred_vars):
             truth = truth[:, [in_vars.index(v) for v in pred_vars]]
     ch = a.channel
+    if not 0 <= ch < pred.shape[-1]:
+        raise SystemExit(f"plot.py fields: --channel {ch} outside 0..{pred.shape[-1] - 1}")
+    check_finite(pred, pred[:, ch], "prediction", a)
     panels = [(pred[:, ch], "prediction", "viridis", None)]
     if truth is not None and truth.shape == pred.shape:
-        lo = min(pred[:, ch].min(), truth[:, ch].min())
-        hi = max(pred[:, ch].max(), truth[:, ch].max())
+        check_finite(truth, truth[:, ch], "target", a)
+        lo, hi = finite_range(pred[:, ch], truth[:, ch])
         e = pred[:, ch] - truth[:, ch]
-        emax = float(np.abs(e).max()) or 1.0
-        panels = [(pred[:, ch], f"prediction\nrelative L2 error {rel_l2(pred, truth):.3g}",
+        emax = error_limit(e)
+        panels = [(pred[:, ch], f"prediction\n{rel_l2_words(pred, truth)}",
                    "viridis", (lo, hi)),
                   (truth[:, ch], "target", "viridis", (lo, hi)),
                   (e, "error: prediction - target", "RdBu_r", (-emax, emax))]
@@ -506,8 +561,10 @@ def main(argv):
     f.add_argument("--prediction", required=True, metavar="PRED.h5",
                    help="tessera-infer's output (/fields/TARGET)")
     f.add_argument("--sample", type=int, default=0, metavar="K", help="sample index (default 0)")
-    f.add_argument("--slice", default="z=MID", metavar="AXIS=K|MID",
-                   help="plane of a 3-D grid: z, y or x at a cell or MID (default z=MID)")
+    # No default value: a --slice given for a 2-D grid or points is refused, not ignored.
+    f.add_argument("--slice", metavar="AXIS=K|MID",
+                   help="plane of a 3-D grid: z, y or x at a cell or MID (default z=MID; "
+                   "refused for 1-D and 2-D grids and points)")
     f.add_argument("--channel", type=int, default=0, help="target channel (default 0)")
     f.add_argument("--field", help="predicted field (default: the first in PRED.h5)")
     f.add_argument("--input-field", help="input field drawn (default: the first of IN.h5 "

@@ -42,6 +42,8 @@ int run(Context& ctx, const cli::Args& a) {
   f.set_attr("/", "sigma", std::vector<double>{p.sigma});
   f.set_attr("/", "source", std::vector<double>{p.source});
   f.set_attr("/", "cg_tolerance", std::vector<double>{p.tol});
+  f.set_attr("/", "cg_max_iter", static_cast<std::int64_t>(p.max_iter));
+  f.set_attr("/", "modes", static_cast<std::int64_t>(p.field.modes));  // of the random field
   create_grid_field(f, "permeability", samples, spec, "k");
   create_grid_field(f, "pressure", samples, spec, "p");
   Index cells = 1;

@@ -40,6 +40,8 @@ int run(Context& ctx, const cli::Args& a) {
   f.set_attr("/", "dt", std::vector<double>{dt});
   f.set_attr("/", "steps", static_cast<std::int64_t>(p.steps));
   f.set_attr("/", "time", std::vector<double>{dt * p.steps});
+  f.set_attr("/", "cfl", std::vector<double>{p.cfl});
+  f.set_attr("/", "modes", static_cast<std::int64_t>(p.field.modes));  // of u0
   create_grid_field(f, "u0", samples, spec, "u");
   create_grid_field(f, "u", samples, spec, "u");
   Index cells = 1;

@@ -47,6 +47,9 @@ int run(Context& ctx, const cli::Args& a) {
   const Index P = a.integer("points"), samples = a.integer("samples"), k = a.integer("smooth");
   TESSERA_CHECK(P >= 1 && samples >= 1, "--points and --samples must be at least 1");
   TESSERA_CHECK(k >= 0, "--smooth " << k << ": the neighbours to average, 0 for none");
+  // More neighbours than points would average them all while the file said k.
+  TESSERA_CHECK(
+      k <= P, "--smooth " << k << " neighbours of a cloud of " << P << " points: at most --points");
   PointsParams p;
   p.seed = static_cast<std::uint64_t>(a.integer("seed"));
   p.surface = a.str("surface");

@@ -7,6 +7,13 @@ set -uo pipefail
 build=$1 out=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$out"
+# A folder of the user's (no .tessera-demo marker) is refused before anything is deleted.
+mkdir -p "$out/checkpoints" && echo precious >"$out/checkpoints/ckpt_00000100.h5"
+TESSERA_DEMO_SKIP_SETUP=1 TESSERA_BUILD_DIR=$build TESSERA_DEMO_OUT=$out "$src/scripts/demo.sh" \
+  2>"$out.err" && { echo "demo_test: the demo wrote into a folder it did not make"; exit 1; }
+grep -q "holds files the demo did not make" "$out.err" && [ "$(cat "$out/checkpoints/ckpt_00000100.h5")" = precious ] ||
+  { echo "demo_test: a foreign folder was not refused, or its file changed"; exit 1; }
+rm -rf "$out" "$out.err"
 start=$(date +%s)
 TESSERA_DEMO_SKIP_SETUP=1 TESSERA_BUILD_DIR=$build TESSERA_DEMO_OUT=$out "$src/scripts/demo.sh" ||
   { echo "demo_test: the demo failed"; exit 1; }

@@ -97,6 +97,33 @@ def make_grids(d, np, h5py):
         f["points/features"] = (feat + 0.1 * xyz[..., 1:2]).astype(np.float32)
 
 
+def make_odd_fields(d, np, h5py):
+    """Files plot.py fields must refuse or warn about: an input shorter than the prediction,
+    NaN and Inf in a prediction, a prediction of only NaN, a complex prediction."""
+    with h5py.File(f"{d}/in2d.h5", "r") as f, h5py.File(f"{d}/in2d_one.h5", "w") as g:
+        for name in f["fields"]:
+            g[f"fields/{name}"] = f[f"fields/{name}"][:1]
+    with h5py.File(f"{d}/inpts.h5", "r") as f, h5py.File(f"{d}/inpts_one.h5", "w") as g:
+        for name in ("coords", "features"):
+            g[f"points/{name}"] = f[f"points/{name}"][:1]
+    with h5py.File(f"{d}/pred2d.h5", "r") as f:
+        pred = f["fields/pressure"][:]
+    nan = pred.copy()
+    nan[0, 0, :3, :4] = np.nan
+    nan[0, 0, 5, 5] = np.inf
+    with h5py.File(f"{d}/pred2d_nan.h5", "w") as f:
+        f["fields/pressure"] = nan
+    with h5py.File(f"{d}/pred2d_allnan.h5", "w") as f:
+        f["fields/pressure"] = np.full_like(pred, np.nan)
+    with h5py.File(f"{d}/pred2d_complex.h5", "w") as f:
+        f["fields/pressure"] = (pred + 1j * pred).astype(np.complex64)
+    with h5py.File(f"{d}/predpts.h5", "r") as f:
+        feat = f["points/features"][:]
+    feat[0, :7] = np.nan
+    with h5py.File(f"{d}/predpts_nan.h5", "w") as f:
+        f["points/features"] = feat
+
+
 def make_metrics(path, steps, scale):
     """The columns and empty cells tessera-train writes (apps/train/main.cpp)."""
     cols = ("step,epoch,lr,loss,val_loss,val_rel_l2,grad_norm,samples_per_s,ms_step,ms_compute,"
@@ -146,6 +173,7 @@ def main():
         os.makedirs(base, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=base) as d:
         make_grids(d, np, h5py)
+        make_odd_fields(d, np, h5py)
         make_metrics(f"{d}/a.csv", 60, 1.0)
         make_metrics(f"{d}/b.csv", 40, 2.0)
         make_bench(d)
@@ -186,6 +214,18 @@ def main():
                                                                   else f"\n{out}"))
             check_png(args[1], size, what)
 
+        # NaN/Inf in a prediction: a warning line, blank cells, exit 0 (the picture helps).
+        for what, size, inp, pred, count in (
+                ("fields 2-D, NaN and Inf", (1600, 420), "in2d.h5", "pred2d_nan.h5", 13),
+                ("fields, points with NaN", (1200, 420), "inpts.h5", "predpts_nan.h5", 7)):
+            out_png = f"{d}/{pred}.png"
+            rc, out = run_plot(plot, "fields", out_png, "--input", f"{d}/{inp}",
+                               "--prediction", f"{d}/{pred}")
+            line = f"plot.py fields: warning: the prediction holds {count} non-finite values"
+            check(rc == 0 and line in out and "Warning" not in out and "Traceback" not in out,
+                  f"{what}: exit 0, one warning line" + ("" if line in out else f"\n{out}"))
+            check_png(out_png, size, what)
+
         bad = [
             ("a CSV without the metrics columns", ["training", f"{d}/x.png", f"{d}/in2d.h5"],
              "not a tessera-train metrics CSV"),
@@ -195,6 +235,24 @@ def main():
             ("a bad slice", ["fields", f"{d}/x.png", "--input", f"{d}/in3d.h5",
                              "--prediction", f"{d}/pred3d.h5", "--slice", "w=2"],
              "expected AXIS=MID"),
+            ("an input shorter than the prediction",
+             ["fields", f"{d}/x.png", "--input", f"{d}/in2d_one.h5", "--prediction",
+              f"{d}/pred2d.h5", "--sample", "1"], "in2d_one.h5 holds 1 sample"),
+            ("points input shorter than the prediction",
+             ["fields", f"{d}/x.png", "--input", f"{d}/inpts_one.h5", "--prediction",
+              f"{d}/predpts.h5", "--sample", "1"], "inpts_one.h5 holds 1 sample"),
+            ("a slice of a 2-D grid", ["fields", f"{d}/x.png", "--input", f"{d}/in2d.h5",
+                                       "--prediction", f"{d}/pred2d.h5", "--slice", "z=3"],
+             "a slice only applies to 3-D grids, this one is 2-D"),
+            ("a slice of points", ["fields", f"{d}/x.png", "--input", f"{d}/inpts.h5",
+                                   "--prediction", f"{d}/predpts.h5", "--slice", "z=3"],
+             "a slice only applies to 3-D grids, " + f"{d}/predpts.h5 holds points"),
+            ("a prediction of only NaN",
+             ["fields", f"{d}/x.png", "--input", f"{d}/in2d.h5", "--prediction",
+              f"{d}/pred2d_allnan.h5"], "the prediction holds no finite value"),
+            ("a complex prediction",
+             ["fields", f"{d}/x.png", "--input", f"{d}/in2d.h5", "--prediction",
+              f"{d}/pred2d_complex.h5"], "is complex (complex64); fields are real"),
             ("JSON without scaling rows", ["scaling", f"{d}/x.png", f"{d}/empty.json"],
              "no rows with 'scaling'"),
             # one line naming the file, not a traceback

@@ -84,6 +84,12 @@ case $case_name in
     expect_ok 2 generate darcy --grid 20x18 --samples 3 --seed 5 --out d2.h5 --quiet
     expect_ok 1 generate heat --grid 10x9x8 --samples 2 --steps 20 --out h.h5 --quiet
     expect_ok 4 generate points --points 1001 --samples 2 --out p.h5 --quiet
+    # More neighbours than points would average all of them under a false @smooth.
+    expect_error "--smooth 6 neighbours of a cloud of 5 points" generate points --points 5 \
+      --samples 1 --smooth 6 --out p5.h5
+    # The generators' parameters are in the file: another --modes is another dataset.
+    expect_ok 1 generate darcy --grid 8x8 --samples 1 --modes 2 --out dm.h5 --quiet
+    "$h5dump" -a /modes dm.h5 | grep -q "(0): 2" || fail "generate darcy did not record --modes"
     for f in d3.h5 d2.h5 h.h5 p.h5; do
       expect_ok 3 validate "$f" --quiet
       echo "$out" | grep -q "valid (schema version 1)" || fail "$f not reported valid"
