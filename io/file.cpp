@@ -201,6 +201,21 @@ Handle File::open_dataset(const std::string& dset, std::optional<DType> dtype,
                       "opening " + where(dset)));
 }
 
+std::vector<Index> chunk_within_hdf5_limit(std::vector<Index> chunk, std::size_t elem_size) {
+  constexpr double kLimit = 4294967296.0;  // H5Pset_chunk: a chunk must be below 4 GiB
+  const auto bytes = [&] {
+    double b = static_cast<double>(elem_size);
+    for (Index c : chunk) b *= static_cast<double>(c);
+    return b;
+  };
+  while (bytes() >= kLimit) {
+    auto largest = std::max_element(chunk.begin(), chunk.end());
+    if (largest == chunk.end() || *largest <= 1) break;  // one element: nothing to halve
+    *largest = (*largest + 1) / 2;
+  }
+  return chunk;
+}
+
 void File::create_dataset(const std::string& dset, const std::vector<Index>& shape, DType dtype,
                           const std::vector<Index>& chunk) {
   // The dataset is allocated whole at creation (below): one that cannot fit the file
@@ -258,9 +273,10 @@ void File::create_dataset(const std::string& dset, const std::vector<Index>& sha
     TESSERA_CHECK(chunk.size() == shape.size(), "chunk " << shape_str(chunk) << " for "
                                                          << where(dset) << " of rank "
                                                          << shape.size());
-    std::vector<hsize_t> c(chunk.begin(), chunk.end());
+    const std::vector<Index> fit = chunk_within_hdf5_limit(chunk, size_of(dtype));
+    std::vector<hsize_t> c(fit.begin(), fit.end());
     check(H5Pset_chunk(dcpl.get(), static_cast<int>(c.size()), c.data()),
-          "chunking " + where(dset) + " by " + shape_str(chunk), 0);
+          "chunking " + where(dset) + " by " + shape_str(fit), 0);
   }
   Handle lcpl(check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate(link create)"));
   check(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group", 0);

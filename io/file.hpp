@@ -30,6 +30,10 @@ struct DatasetInfo {
   std::vector<std::string> filters;  // "deflate", "shuffle", ...
 };
 
+// `chunk` of `elem_size`-byte elements made smaller than HDF5's 4 GiB limit on a chunk:
+// its largest extent halved (rounded up) until it fits; unchanged when it does already.
+std::vector<Index> chunk_within_hdf5_limit(std::vector<Index> chunk, std::size_t elem_size);
+
 class File {
  public:
   File() = default;
@@ -65,7 +69,9 @@ class File {
   h5::Handle open_dataset(const std::string& dset, std::optional<DType> dtype = {},
                           const std::vector<Index>& shape = {}) const;
   // Collective: a new dataset (parent groups created as needed), no fill values
-  // written. chunk empty: contiguous layout.
+  // written. chunk empty: contiguous layout; a chunk of 4 GiB or more (HDF5's limit: one
+  // rank's share of a sample) is halved along its largest dims until it fits
+  // (io::chunk_within_hdf5_limit).
   void create_dataset(const std::string& dset, const std::vector<Index>& shape, DType dtype,
                       const std::vector<Index>& chunk = {});
 

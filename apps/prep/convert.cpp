@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,20 @@
 
 namespace tessera::prep {
 namespace {
+
+// pread until `bytes` are in or the file ends: one call returns at most about 2 GiB on
+// Linux (a rank's part of a 33000^2 float32 sample came back short), and may stop early
+// on a signal. Returns the bytes read.
+std::size_t read_at(int fd, char* buf, std::size_t bytes, std::size_t offset) {
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t got = ::pread(fd, buf + done, bytes - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<std::size_t>(got);
+  }
+  return done;
+}
 
 struct Input {
   std::vector<Index> shape;
@@ -237,11 +252,12 @@ int run(Context& ctx, const cli::Args& a) {
       const Index first =
           (n * outer + o) * in.shape[static_cast<std::size_t>(split)] * inner + b * inner;
       const std::size_t bytes = raw.size();
-      const ssize_t got =
-          ::pread(fd, raw.data(), bytes,
-                  static_cast<off_t>(in.offset + static_cast<std::size_t>(first) * in.elem));
-      if (got != static_cast<ssize_t>(bytes)) {
-        err = "short read from '" + src + "'";
+      const std::size_t got =
+          read_at(fd, raw.data(), bytes, in.offset + static_cast<std::size_t>(first) * in.elem);
+      if (got != bytes) {
+        err = "short read from '" + src + "' (" + std::to_string(got) + " of " +
+              std::to_string(bytes) + " bytes at this rank's part of sample " + std::to_string(n) +
+              ")";
         break;
       }
       float* dst = buf.data<float>() + o * (e - b) * inner;

@@ -177,6 +177,16 @@ TEST_CASE("Default chunks follow the decomposition", "[io]") {
   MPI_REQUIRE((capped == std::vector<Index>{1, 1, cy, cx}));
   const std::vector<Index> tiny = io::decomposition_chunk(spec, 4, 4);
   MPI_REQUIRE((tiny == std::vector<Index>{1, 1, 1, 1}));
+  // HDF5 refuses chunks of 4 GiB or more: one rank's 33000^2 float32 sample (4.36 GB) is
+  // halved along its largest dim; 400M points x 3 float32 likewise; a fitting one is kept.
+  MPI_CHECK((io::chunk_within_hdf5_limit({1, 1, 33000, 33000}, 4) ==
+             std::vector<Index>{1, 1, 16500, 33000}));
+  MPI_CHECK(
+      (io::chunk_within_hdf5_limit({1, 400000000, 3}, 4) == std::vector<Index>{1, 200000000, 3}));
+  MPI_CHECK((io::chunk_within_hdf5_limit({1, 1, 32768, 32767}, 4) ==
+             std::vector<Index>{1, 1, 32768, 32767}));
+  MPI_CHECK((io::chunk_within_hdf5_limit({1, 1, 32768, 32768}, 4) ==
+             std::vector<Index>{1, 1, 16384, 32768}));
 }
 
 TEST_CASE("A halo read equals what the halo exchange gives", "[io]") {
