@@ -14,6 +14,10 @@ std::string value_of(const std::string& dict, const std::string& key, const std:
   const std::string k = "'" + key + "'";
   auto p = dict.find(k);
   if (p == std::string::npos) throw Error("'" + path + "': .npy header has no " + k);
+  // numpy's parser (a Python dict) takes a repeated key's last value: refuse rather than read
+  // another shape or type than numpy would.
+  if (dict.find(k, p + k.size()) != std::string::npos)
+    throw Error("'" + path + "': .npy header gives " + k + " twice");
   p = dict.find(':', p + k.size());
   if (p == std::string::npos) throw Error("'" + path + "': malformed .npy header");
   ++p;

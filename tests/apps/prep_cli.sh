@@ -266,6 +266,9 @@ case $case_name in
       convert neg.npy --out n.h5) || exit 1
     npy b.raw '<f4' '3, 1, -8, 8' neg2.npy
     (expect_error "has a negative extent -8" convert neg2.npy --out n.h5) || exit 1
+    # A key given twice: numpy reads the last, so neither is taken.
+    npy b.raw '<f4' "3, 1, 8, 8), 'shape': (3, 1, 4, 16" twice.npy
+    (expect_error "'twice.npy': .npy header gives 'shape' twice" convert twice.npy --out n.h5) || exit 1
     npy b.raw '<f4' '4611686018427387904, 4, 8, 8' big.npy
     (expect_error "'big.npy': shape (4611686018427387904, 4, 8, 8) of 4-byte values would need more than 2^63 bytes" \
       convert big.npy --out n.h5) || exit 1
