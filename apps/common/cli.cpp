@@ -1,6 +1,10 @@
 #include "apps/common/cli.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <optional>
 #include <cmath>
 #include <sstream>
 
@@ -101,15 +105,31 @@ std::string Args::str(const std::string& name) const {
   throw Error("missing option --" + name + (o ? " " + o->value : std::string()) + " (see --help)");
 }
 
+namespace {
+// The number `s` spells whole, or why not: std::stod called a subnormal such as 1e-320 "not
+// a number" (it throws on any ERANGE) and took "1.5abc" as 1.5 where its caller did not
+// check the characters used.
+std::optional<double> parse_number(const std::string& s, std::string& why) {
+  errno = 0;
+  char* end = nullptr;
+  const double d = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || std::isspace(static_cast<unsigned char>(s[0]))) {
+    why = "is not a number";
+    return std::nullopt;
+  }
+  if (errno == ERANGE && std::isinf(d)) {
+    why = "is out of the range of a double";
+    return std::nullopt;
+  }
+  return d;  // an underflow keeps its subnormal (or zero) value
+}
+}  // namespace
+
 double Args::num(const std::string& name) const {
   const std::string v = str(name);
-  try {
-    std::size_t used = 0;
-    const double d = std::stod(v, &used);
-    if (used == v.size()) return d;
-  } catch (const std::exception&) {
-  }
-  throw Error("option --" + name + " " + v + " is not a number");
+  std::string why;
+  if (const auto d = parse_number(v, why)) return *d;
+  throw Error("option --" + name + " " + v + " " + why);
 }
 
 Index Args::integer(const std::string& name) const {
@@ -200,11 +220,10 @@ std::set<std::string> Args::choices(const std::string& name,
 std::vector<double> Args::numbers(const std::string& name) const {
   std::vector<double> out;
   for (const std::string& s : list(name)) {
-    try {
-      out.push_back(std::stod(s));
-    } catch (const std::exception&) {
-      throw Error("option --" + name + ": '" + s + "' is not a number");
-    }
+    std::string why;
+    const auto d = parse_number(s, why);
+    if (!d) throw Error("option --" + name + ": '" + s + "' " + why);
+    out.push_back(*d);
   }
   return out;
 }

@@ -15,7 +15,9 @@ Mesh grid_mesh(MPI_Comm comm, const std::vector<Index>& shape, const std::string
 
 ShardSpec grid_spec(const Mesh& mesh, const std::vector<Index>& shape) {
   TESSERA_CHECK(mesh.ndim() == static_cast<int>(shape.size()),
-                "a mesh of " << mesh.ndim() << " axes for a " << shape.size() << "-D grid");
+                "--mesh " << mesh.str() << ": " << mesh.ndim() << " axes for a " << shape.size()
+                          << "-D grid: give one axis per grid dim (e.g. x=2,y=2 for 2-D), or "
+                             "auto");
   std::vector<Placement> dims;
   for (int d = 0; d < mesh.ndim(); ++d) dims.push_back(Shard(d));
   return ShardSpec(shape, dims, mesh);

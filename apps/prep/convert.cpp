@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -277,7 +278,8 @@ int run(Context& ctx, const cli::Args& a) {
           double v = dst[i];
           if (in.is_double) std::memcpy(&v, raw.data() + 8 * i, 8);
           std::ostringstream os;
-          os << "'" << src << "': value " << v << " at flat index " << at << " (sample " << n
+          os << std::setprecision(17) << "'" << src << "': value " << v << " at flat index " << at
+             << " (sample " << n
              << ") is not a finite float32: the schema takes finite values only";
           err = os.str();
         }

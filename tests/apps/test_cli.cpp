@@ -77,6 +77,15 @@ TEST_CASE("cli: errors name the option", "[cli]") {
   CHECK(test::error_of([] {
           parse({"--sigma", "1e"}).num("sigma");
         }) == "option --sigma 1e is not a number");
+  // A subnormal is a number; an overflow and trailing characters are not.
+  CHECK(parse({"--sigma", "1e-320"}).num("sigma") == 1e-320);
+  CHECK(test::error_of([] {
+          parse({"--sigma", "1e999"}).num("sigma");
+        }) == "option --sigma 1e999 is out of the range of a double");
+  const std::vector<Option> spacing = {{"spacing", "X,Y", "per dim", "1,1"}};
+  CHECK(Args({"--spacing=1e-320,2"}, spacing).numbers("spacing") == std::vector<double>{1e-320, 2});
+  CHECK(test::error_of([&] { Args({"--spacing=1.5abc,2"}, spacing).numbers("spacing"); }) ==
+        "option --spacing: '1.5abc' is not a number");
   CHECK(test::has(test::error_of([] { parse({"--grid=16y4"}).shape("grid"); }),
                   "--grid '16y4' is not a shape"));
   // A list of choices: every item must be one of them (a typo is not a skipped row).
