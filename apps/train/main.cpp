@@ -98,16 +98,16 @@ int run(Context& ctx, int argc, char** argv) {
     std::cout << "warning: model.neighbours = " << cfg.model.neighbours << " is more than the "
               << tr.data().spatial().front() << " points of a cloud: each point takes all of them"
               << std::endl;
-  // More slices than tokens: the cost grows with the slices (tokens x slices per head and
-  // layer), the capacity does not.
+  // More slices than tokens: the cost grows with the slices (tokens x slices, and slices^2
+  // for the attention among the slice tokens, per head and layer), the capacity does not.
   if (root && cfg.model.type == "transolver") {
     Index tokens = 1;
     for (const Index e : tr.data().spatial()) tokens *= e;
     if (cfg.model.slices > tokens)
       std::cout << "warning: model.slices = " << cfg.model.slices << " is more than the " << tokens
                 << (tr.data().points() ? " points of a cloud" : " cells of a sample")
-                << ": the cost grows with the slices (tokens x slices per head and layer), "
-                   "what the model can tell apart does not"
+                << ": the cost grows with the slices (tokens x slices, and slices^2 among the "
+                   "slice tokens, per head and layer), what the model can tell apart does not"
                 << std::endl;
   }
   // A target that is also an input: the model learns to copy it.
