@@ -46,13 +46,19 @@ int run(Context& ctx, const cli::Args& a) {
     os << "\n";
     for (const std::string& n : f.attr_names(d))
       os << "  @" << n << " = " << attr_text(f, d, n) << "\n";
-    if (!a.flag("no-stats") && (in.dtype == DType::f32 || in.dtype == DType::f64) &&
-        in.shape.size() >= 2) {
-      const int cdim = io::schema::channel_dim_of(d);
-      const std::string why = cdim < static_cast<int>(in.shape.size()) ? unscannable(f, d) : "";
+    if (a.flag("no-stats")) continue;
+    // Statistics are of float values per channel: say why a dataset has none.
+    const int cdim = io::schema::channel_dim_of(d);
+    if (in.dtype != DType::f32 && in.dtype != DType::f64) {
+      os << "  no statistics: element type " << in.type_name << " (float32 or float64 only)\n";
+    } else if (cdim >= static_cast<int>(in.shape.size()) || in.shape.size() < 2) {
+      os << "  no statistics: a " << in.shape.size() << "-d dataset has no channel dim " << cdim
+         << " (samples of (N, C, ...) fields or (N, P, C) points)\n";
+    } else {
+      const std::string why = unscannable(f, d);
       if (!why.empty()) {
         os << "  no statistics: " << why << "\n";
-      } else if (cdim < static_cast<int>(in.shape.size())) {
+      } else {
         Progress progress(ctx.world(), "inspect " + d, in.shape[0], 0, a.flag("quiet"));
         const io::schema::ChannelStats s =
             io::schema::scan(f, d, cdim, [&](Index done, Index total, double bytes) {

@@ -313,6 +313,14 @@ with h5py.File('n.h5', 'w') as f:
     run 3 inspect h.h5 --quiet
     [ "$rc" -eq 0 ] && echo "$out" | grep -q "no statistics: dataset '/fields/u' in 'h.h5' holds no written data" ||
       { echo "$out"; fail "inspect of h.h5"; }
+    /usr/bin/python3 -c "
+import h5py, numpy as np
+with h5py.File('ints.h5', 'w') as f:
+    f['fields/i'] = np.zeros((2, 1, 4, 4), np.int32)
+" || fail "h5py could not write ints.h5"
+    run 2 inspect ints.h5 --quiet
+    [ "$rc" -eq 0 ] && echo "$out" | grep -q "no statistics: element type int32" ||
+      { echo "$out"; fail "inspect did not say why an int32 dataset has no statistics"; }
     (expect_error "dataset '/fields/u' in 'n.h5' holds no written data (its storage was never allocated" \
       validate n.h5) || exit 1
     (expect_error "'/fields/u' in 'h.h5'" stats h.h5) || exit 1
