@@ -318,6 +318,44 @@ std::string first_non_finite(const File& f, const std::string& dset, const Datas
   return "";
 }
 
+// Whether `in` carries the four statistics attributes with one number per channel (else
+// check_stats has said what is wrong with them, and there is nothing to compare).
+bool stored_stats_usable(const File& f, const DatasetInfo& in) {
+  const int cdim = channel_dim_of(in.name);
+  if (cdim >= static_cast<int>(in.shape.size())) return false;
+  const auto C = static_cast<std::size_t>(in.shape[static_cast<std::size_t>(cdim)]);
+  for (const char* a : {"mean", "std", "min", "max"})
+    if (!f.has_attr(in.name, a) || f.attr_is_string(in.name, a) ||
+        f.attr_doubles(in.name, a).size() != C)
+      return false;
+  return true;
+}
+
+// The scan of first_non_finite, and the stored statistics against the data's: min and max
+// are exact at any rank count, so any difference means the values changed after `tessera-prep
+// stats` (the mean within 1e-6 of its scale: its last bits depend on the rank count, and a
+// tool that summed in float32 is off by more than those).
+std::string stale_stats(const File& f, const DatasetInfo& in, const Progress& progress) {
+  const ChannelStats s = scan(f, in.name, channel_dim_of(in.name), progress);
+  if (!s.first_bad.empty())
+    return f.where(in.name) + ": non-finite value " + std::to_string(s.first_bad_value) +
+           " at index " + shape_str(s.first_bad) + " (the first in row-major order)";
+  const auto mean = f.attr_doubles(in.name, "mean"), sd = f.attr_doubles(in.name, "std"),
+             mn = f.attr_doubles(in.name, "min"), mx = f.attr_doubles(in.name, "max");
+  for (std::size_t c = 0; c < s.mean.size(); ++c) {
+    const double scale = std::abs(s.mean[c]) + s.std[c];
+    if (mn[c] == s.min[c] && mx[c] == s.max[c] && std::abs(mean[c] - s.mean[c]) <= 1e-6 * scale)
+      continue;
+    std::ostringstream os;
+    os << std::setprecision(9) << f.where(in.name) << ": channel " << c
+       << " statistics do not describe the data (stored mean " << mean[c] << ", min " << mn[c]
+       << ", max " << mx[c] << "; the data's " << s.mean[c] << ", " << s.min[c] << ", " << s.max[c]
+       << "): the values changed after tessera-prep stats; run it again";
+    return os.str();
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<std::string> validate(const File& f, const std::vector<Expectation>& expect,
@@ -411,7 +449,9 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
       of_this = [&](Index done, Index total, double bytes) {
         progress(in.name, done, total, bytes);
       };
-    const std::string bad = first_non_finite(f, in.name, in, of_this);
+    const std::string bad = stored_stats_usable(f, in)
+                                ? stale_stats(f, in, of_this)  // reads the values once too
+                                : first_non_finite(f, in.name, in, of_this);
     if (!bad.empty()) problems.push_back(bad);
   }
   return problems;

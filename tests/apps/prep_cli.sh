@@ -101,6 +101,16 @@ case $case_name in
     [ -s k3.bin ] || fail "h5dump wrote no permeability"
     expect_ok 3 stats d3.h5 --quiet
     "$h5dump" -a /fields/pressure/mean d3.h5 | grep -q "(0):" || fail "stats wrote no mean attribute"
+    expect_ok 2 validate d3.h5 --quiet  # its statistics describe its data, at another rank count
+    # Values changed after stats: the stored statistics no longer describe them.
+    /usr/bin/python3 -c "
+import h5py
+with h5py.File('d3.h5', 'r+') as f:
+    u = f['fields/pressure']
+    u[...] = u[...] * 100 + 50
+" || fail "h5py could not rescale d3.h5"
+    expect_error "/fields/pressure' in 'd3.h5': channel 0 statistics do not describe the data" \
+      validate d3.h5
     expect_ok 2 inspect p.h5 --quiet
     echo "$out" | grep -q "/points/coords  (2, 1001, 3) float32" || { echo "$out"; fail "inspect misreports points"; }
     echo "prep_cli generate: darcy, heat and points valid; k identical at 2 and 3 ranks; stats stored"
