@@ -85,8 +85,8 @@ case $case_name in
     expect_ok 1 generate heat --grid 10x9x8 --samples 2 --steps 20 --out h.h5 --quiet
     expect_ok 4 generate points --points 1001 --samples 2 --out p.h5 --quiet
     # More neighbours than points would average all of them under a false @smooth.
-    expect_error "--smooth 6 neighbours of a cloud of 5 points" generate points --points 5 \
-      --samples 1 --smooth 6 --out p5.h5
+    (expect_error "--smooth 6 neighbours of a cloud of 5 points" generate points --points 5 \
+      --samples 1 --smooth 6 --out p5.h5) || exit 1
     # The generators' parameters are in the file: another --modes is another dataset.
     expect_ok 1 generate darcy --grid 8x8 --samples 1 --modes 2 --out dm.h5 --quiet
     "$h5dump" -a /modes dm.h5 | grep -q "(0): 2" || fail "generate darcy did not record --modes"
@@ -109,8 +109,8 @@ with h5py.File('d3.h5', 'r+') as f:
     u = f['fields/pressure']
     u[...] = u[...] * 100 + 50
 " || fail "h5py could not rescale d3.h5"
-    expect_error "/fields/pressure' in 'd3.h5': channel 0 statistics do not describe the data" \
-      validate d3.h5
+    (expect_error "/fields/pressure' in 'd3.h5': channel 0 statistics do not describe the data" \
+      validate d3.h5) || exit 1
     expect_ok 2 inspect p.h5 --quiet
     echo "$out" | grep -q "/points/coords  (2, 1001, 3) float32" || { echo "$out"; fail "inspect misreports points"; }
     echo "prep_cli generate: darcy, heat and points valid; k identical at 2 and 3 ranks; stats stored"
