@@ -116,15 +116,28 @@ std::string checksum_mismatch(const File& f, const std::string& group,
   return "";
 }
 
-std::vector<NamedTensor> read_group(const File& f, const std::string& group) {
-  std::vector<NamedTensor> out;
+// A group's datasets: (name in the group, path, metadata), each of a type Tessera reads.
+struct Entry {
+  std::string name, path;
+  DatasetInfo info;
+};
+std::vector<Entry> group_entries(const File& f, const std::string& group) {
+  std::vector<Entry> out;
   if (!f.exists(group)) return out;
   for (const std::string& dset : f.datasets(group)) {
-    const DatasetInfo info = f.info(dset);
+    DatasetInfo info = f.info(dset);
     TESSERA_CHECK(info.dtype.has_value(),
                   "checkpoint: " << f.where(dset) << " has type " << info.type_name);
-    const Box all(std::vector<Index>(info.shape.size(), 0), info.shape);
-    out.push_back({dset.substr(group.size() + 1), read_slab(f, dset, all, *info.dtype)});
+    out.push_back({dset.substr(group.size() + 1), dset, std::move(info)});
+  }
+  return out;
+}
+
+std::vector<NamedTensor> read_group(const File& f, const std::string& group) {
+  std::vector<NamedTensor> out;
+  for (const Entry& e : group_entries(f, group)) {
+    const Box all(std::vector<Index>(e.info.shape.size(), 0), e.info.shape);
+    out.push_back({e.name, read_slab(f, e.path, all, *e.info.dtype)});
   }
   return out;
 }
@@ -211,14 +224,9 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointPar
   std::vector<std::string> skipped;  // the optimizer's entries, where only listed
   if (parts == CheckpointParts::All) {
     c.optimizer = read_group(f, "/optimizer");
-  } else if (f.exists("/optimizer")) {
-    for (const std::string& dset : f.datasets("/optimizer")) {
-      const DatasetInfo info = f.info(dset);
-      TESSERA_CHECK(info.dtype.has_value(),
-                    "checkpoint: " << f.where(dset) << " has type " << info.type_name);
-      skipped.push_back(entry_line("optimizer", dset.substr(std::string("/optimizer/").size()),
-                                   *info.dtype, info.shape));
-    }
+  } else {
+    for (const Entry& e : group_entries(f, "/optimizer"))
+      skipped.push_back(entry_line("optimizer", e.name, *e.info.dtype, e.info.shape));
   }
   c.buffers = read_group(f, "/buffers");
   // Checksums: every rank checks the bytes it read; one verdict for all. A file with any

@@ -267,6 +267,13 @@ Index first_bad_in(const Tensor& t) {
   return -1;
 }
 
+// The problem of a dataset's first non-finite value (by either scan of validate).
+std::string non_finite_text(const File& f, const std::string& dset, double value,
+                            const std::vector<Index>& at) {
+  return f.where(dset) + ": non-finite value " + std::to_string(value) + " at index " +
+         shape_str(at) + " (the first in row-major order)";
+}
+
 std::string first_non_finite(const File& f, const std::string& dset, const DatasetInfo& in,
                              const Progress& progress) {
   const std::vector<Index>& shape = in.shape;
@@ -311,8 +318,7 @@ std::string first_non_finite(const File& f, const std::string& dset, const Datas
       MPI_Bcast(&value, 1, MPI_DOUBLE, first.rank, f.comm());
       std::vector<Index> at(static_cast<std::size_t>(nd));
       delinearize(whole, static_cast<Index>(first.index), at.data());
-      return f.where(dset) + ": non-finite value " + std::to_string(value) + " at index " +
-             shape_str(at) + " (the first in row-major order)";
+      return non_finite_text(f, dset, value, at);
     }
   }
   return "";
@@ -337,9 +343,7 @@ bool stored_stats_usable(const File& f, const DatasetInfo& in) {
 // tool that summed in float32 is off by more than those).
 std::string stale_stats(const File& f, const DatasetInfo& in, const Progress& progress) {
   const ChannelStats s = scan(f, in.name, channel_dim_of(in.name), progress);
-  if (!s.first_bad.empty())
-    return f.where(in.name) + ": non-finite value " + std::to_string(s.first_bad_value) +
-           " at index " + shape_str(s.first_bad) + " (the first in row-major order)";
+  if (!s.first_bad.empty()) return non_finite_text(f, in.name, s.first_bad_value, s.first_bad);
   const auto mean = f.attr_doubles(in.name, "mean"), sd = f.attr_doubles(in.name, "std"),
              mn = f.attr_doubles(in.name, "min"), mx = f.attr_doubles(in.name, "max");
   for (std::size_t c = 0; c < s.mean.size(); ++c) {

@@ -74,7 +74,10 @@ fi
 for app in tessera-prep tessera-train tessera-infer; do
   # Without the set-up step nothing builds them: say where they were looked for, not cd's error.
   [ -x "$build/apps/$app" ] || {
-    echo "demo: TESSERA_BUILD_DIR = '$build' holds no apps/$app: build it with" \
+    # A relative build folder is the repository's (not the caller's): name where it looked.
+    where=$build
+    [[ $where == /* ]] || where=$root/$build
+    echo "demo: TESSERA_BUILD_DIR = '$where' holds no apps/$app: build it with" \
       "TESSERA_BUILD_DIR=$build scripts/setup.sh, or leave out TESSERA_DEMO_SKIP_SETUP=1 so the demo builds it" >&2
     exit 2
   }

@@ -151,14 +151,28 @@ def read_sample(ds, k, path):
     return np.asarray(ds[k], dtype=np.float64)
 
 
+def box_aspect(xyz):
+    """The 3-D box shaped like the cloud's finite extent (a torus is flat); a cube where the
+    cloud has no extent (one point, all alike) or no finite coordinate."""
+    import numpy as np
+    finite = xyz[np.isfinite(xyz).all(axis=1)]
+    ext = np.ptp(finite, axis=0) if len(finite) else np.zeros(3)
+    if not ext.max() > 0:
+        return (1.0, 1.0, 1.0)
+    return tuple(np.maximum(ext, 1e-3 * ext.max()))
+
+
 def check_finite(values, drawn, what, a):
     """Warns of NaN/Inf in a sample (matplotlib leaves those cells blank); refuses when the
-    drawn values hold no finite one, since the picture would then show nothing."""
+    drawn values (the channel, on a 3-D grid the plane) hold no finite one, since the
+    picture would then show nothing."""
     import numpy as np
     bad = int(values.size - np.count_nonzero(np.isfinite(values)))
     if not np.isfinite(drawn).any():
-        raise SystemExit(f"plot.py fields: the {what} holds no finite value in sample "
-                         f"{a.sample}, channel {a.channel} ({bad} non-finite values)")
+        raise SystemExit(f"plot.py fields: the {what} holds no finite value where drawn "
+                         f"(sample {a.sample}, channel {a.channel}"
+                         f"{', ' + a.slice if a.slice else ''}; {int(drawn.size)} values; "
+                         f"{bad} non-finite in the sample)")
     if bad:
         print(f"plot.py fields: warning: the {what} holds {bad} non-finite values in sample "
               f"{a.sample} (drawn blank)", file=sys.stderr)
@@ -287,7 +301,7 @@ def plot_points(a, fin, fpred):
         vmin, vmax = lim if lim else (None, None)
         sc = ax.scatter(xyz[:, 0], xyz[:, 1], xyz[:, 2], c=c, cmap=cmap, vmin=vmin, vmax=vmax,
                         s=2, depthshade=False)
-        ax.set_box_aspect(tuple(np.maximum(np.ptp(xyz, axis=0), 1e-3 * np.ptp(xyz).max())))
+        ax.set_box_aspect(box_aspect(xyz))
         ax.set_title(title, fontsize=9)
         ax.set_xticklabels([])
         ax.set_yticklabels([])

@@ -70,32 +70,41 @@ Index first_outside(const Region3& region, const Tensor& rows) {
 // and of any point under RCB, whose regions tile space; not of every point under SFC).
 // And the queries must be finite: a NaN coordinate has no nearest points (kNN returned
 // arbitrary ones with d2 = nan), and one rank's refusal must not leave the others waiting:
-// `own_checks` (the arguments of this rank's call: shapes, k, radius) are agreed with the rest.
+// `own_checks` (the arguments of this rank's call: shapes, k, radius) fail collectively, and
+// `call` / `keep` (k, or max_points) must be equal on every rank: a rank answers another's
+// requests with its own, so a smaller one there would drop true neighbours without a word.
 template <class OwnChecks>
 void check_inputs(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
-                  const Tensor& queries, const OwnChecks& own_checks) {
+                  const Tensor& queries, const char* call, const char* keep_name, Index keep,
+                  const OwnChecks& own_checks) {
   int P = 1, me = 0;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
-  TESSERA_CHECK(layout.parts() == P,
-                "neighbour query: a layout of " << layout.parts() << " parts on " << P << " ranks");
   std::string own;
   try {
+    TESSERA_CHECK(layout.parts() == P, "neighbour query: a layout of "
+                                           << layout.parts() << " parts on " << P << " ranks");
     own_checks();
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     own = e.what();
   }
-  if (!own.empty()) return collective_check(comm, false, own);  // names the failing ranks
-  const Index outside = first_outside(layout.region(me), points);
-  const Index bad_query = first_nonfinite(queries);
+  Index outside = -1, bad_query = -1;
   std::ostringstream msg;
-  if (outside >= 0)
-    msg << "neighbour query: point " << outside << " lies outside this rank's region (rank " << me
-        << "); migrate the points to their owners of this layout first";
-  else if (bad_query >= 0)
-    msg << "neighbour query: query " << bad_query << " has a non-finite coordinate "
-        << row_str(queries, bad_query);
-  collective_check(comm, outside < 0 && bad_query < 0, msg.str());
+  if (!own.empty()) {
+    msg << own;
+  } else {
+    outside = first_outside(layout.region(me), points);
+    bad_query = first_nonfinite(queries);
+    if (outside >= 0)
+      msg << "neighbour query: point " << outside << " lies outside this rank's region (rank " << me
+          << "); migrate the points to their owners of this layout first";
+    else if (bad_query >= 0)
+      msg << "neighbour query: query " << bad_query << " has a non-finite coordinate "
+          << row_str(queries, bad_query);
+  }
+  // One all-reduce: every rank's verdict, and whether they agree on `keep`.
+  collective_check(comm, own.empty() && outside < 0 && bad_query < 0, msg.str(), call, keep_name,
+                   std::to_string(keep));
 }
 
 struct Request {  // a query sent to another rank
@@ -254,7 +263,7 @@ std::vector<Index> query_order(const Tensor& queries) {
 
 NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                         const Tensor& ids, const Tensor& queries, Index k, MemSpace search) {
-  check_inputs(comm, layout, points, queries, [&] {
+  check_inputs(comm, layout, points, queries, "kNN", "k", k, [&] {
     check_points_and_queries(points, ids, queries);
     TESSERA_CHECK(k >= 1, "kNN: k = " << k);
   });
@@ -274,7 +283,7 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
 NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor& points,
                          const Tensor& ids, const Tensor& queries, double r, Index max_points,
                          MemSpace search) {
-  check_inputs(comm, layout, points, queries, [&] {
+  check_inputs(comm, layout, points, queries, "ball query", "max_points", max_points, [&] {
     check_points_and_queries(points, ids, queries);
     check_ball(r, max_points);
   });

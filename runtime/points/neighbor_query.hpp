@@ -23,7 +23,9 @@ struct NeighborLists {
 
 // points: this rank's owned points (n, 3) float64 with their global ids (n) int64, inside
 // this rank's region of the layout (refused on every rank, naming the point, otherwise);
-// queries: any (m, 3) float64 points on this rank (host tensors). Collective over comm.
+// queries: any (m, 3) float64 points on this rank (host tensors); ids unique across the ranks;
+// k (and the ball query's max_points) equal on every rank (refused otherwise: a rank answers
+// the others' requests with its own). Collective over comm.
 // `search`: where each rank's local search of its own queries runs (the grid hash on the
 // host, or on the CUDA device with the points and queries copied there); other ranks'
 // requests, about the region's surface, are answered on the host.

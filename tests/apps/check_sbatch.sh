@@ -15,7 +15,10 @@ for f in "$dir"/train.sbatch "$dir"/infer.sbatch; do
   last_sbatch=$(grep -n '^#SBATCH' "$f" | tail -1 | cut -d: -f1)
   (( last_sbatch < first_cmd )) || fail "$f: #SBATCH after the first command (SLURM ignores it)"
   grep -q '^srun ' "$f" || fail "$f: no srun launch"
-  grep -q -- '--kill-on-bad-exit=1' "$f" || fail "$f: srun without --kill-on-bad-exit=1 (a dead rank would leave the others waiting)"
+  # The srun command with its continuation lines joined, so the flag is checked on it.
+  srun_cmd=$(sed -n '/^srun /,/[^\\]$/p' "$f" | tr -d '\\\n')
+  [[ $srun_cmd == *--kill-on-bad-exit=1* ]] ||
+    fail "$f: srun without --kill-on-bad-exit=1 (a dead rank would leave the others waiting)"
   out=$(bash "$f" 2>&1 || true)
   [[ $out == usage:* ]] || fail "$f: no usage message without arguments (got: $out)"
 done

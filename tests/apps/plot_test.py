@@ -249,7 +249,7 @@ def main():
              "a slice only applies to 3-D grids, " + f"{d}/predpts.h5 holds points"),
             ("a prediction of only NaN",
              ["fields", f"{d}/x.png", "--input", f"{d}/in2d.h5", "--prediction",
-              f"{d}/pred2d_allnan.h5"], "the prediction holds no finite value"),
+              f"{d}/pred2d_allnan.h5"], "the prediction holds no finite value where drawn"),
             ("a complex prediction",
              ["fields", f"{d}/x.png", "--input", f"{d}/in2d.h5", "--prediction",
               f"{d}/pred2d_complex.h5"], "is complex (complex64); fields are real"),

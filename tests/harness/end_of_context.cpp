@@ -27,7 +27,10 @@ int main(int argc, char** argv) {
     mode = "one";
   }
   if (std::strncmp(mode, "start_", 6) == 0) {
-    const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");  // before MPI_Init
+    // The rank before MPI_Init, from the launcher: Open MPI's, PMIx's or PMI's variable.
+    const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (!world_rank) world_rank = std::getenv("PMIX_RANK");
+    if (!world_rank) world_rank = std::getenv("PMI_RANK");
     if (std::strcmp(mode, "start_all") == 0 || (world_rank && std::string(world_rank) == "1"))
       setenv("TESSERA_DEVICE", "abc", 1);
     mode = std::strcmp(mode, "start_all") == 0 ? "all" : "one";

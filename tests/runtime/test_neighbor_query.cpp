@@ -226,7 +226,17 @@ TEST_CASE("the query rounds refuse points outside their rank's region, on every 
       ball_query(comm, *c.layout, c.owned, c.owned_ids, c.owned, odd_one ? -1.0 : 0.1, 4),
       "ball query: radius -1");
   const Tensor flat = odd_one ? Tensor::zeros({2, 2}, DType::f64) : c.owned;
-  MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, c.owned_ids, flat, 4), "queries");
+  MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, c.owned_ids, flat, 4),
+                  "queries are a contiguous host (n, 3) float64 tensor");
+  // Valid but unequal k or max_points: a rank answers others' requests with its own, so a
+  // smaller one there would drop true neighbours: refused.
+  if (P > 1) {
+    MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, c.owned_ids, c.owned, odd_one ? 3 : 4),
+                    "kNN: ranks disagree on k");
+    MPI_CHECK_ERROR(
+        ball_query(comm, *c.layout, c.owned, c.owned_ids, c.owned, 0.1, odd_one ? 3 : 4),
+        "ball query: ranks disagree on max_points");
+  }
 }
 
 TEST_CASE("ghost exchange: exactly the points within r of my region; adjoint by dot product") {
