@@ -102,13 +102,17 @@ def parse_slice(text, spatial_dims):
     return names.index(axis), None if where.upper() == "MID" else int(where)
 
 
+def refuse_slice(slice_spec, why):
+    raise SystemExit(f"plot.py fields: --slice {slice_spec}: a slice only applies to 3-D "
+                     f"grids, {why}")
+
+
 def grid_plane(a, spatial_dims, slice_spec):
     """A (spatial...) array reduced to a 2-D plane and the words saying which plane."""
     if slice_spec is not None and spatial_dims != 3:
         # A 1-D or 2-D grid is drawn whole: a slice asked for there is a mistaken file.
         shape = "x".join(str(n) for n in a.shape)
-        raise SystemExit(f"plot.py fields: --slice {slice_spec}: a slice only applies to 3-D "
-                         f"grids, this one is {spatial_dims}-D ({shape})")
+        refuse_slice(slice_spec, f"this one is {spatial_dims}-D ({shape})")
     if spatial_dims == 2:
         return a, ""
     if spatial_dims == 1:
@@ -264,8 +268,7 @@ def plot_points(a, fin, fpred):
         raise SystemExit(f"plot.py fields: {a.prediction} holds points, {a.input} has no "
                          "/points/coords")
     if a.slice is not None:
-        raise SystemExit(f"plot.py fields: --slice {a.slice}: a slice only applies to 3-D "
-                         f"grids, {a.prediction} holds points")
+        refuse_slice(a.slice, f"{a.prediction} holds points")
     pred = read_sample(fpred["points/features"], a.sample, a.prediction)
     xyz = read_sample(fin["points/coords"], a.sample, a.input)
     truth = None

@@ -12,6 +12,7 @@
 
 #include "apps/bench/cases.hpp"
 #include "apps/bench/timing.hpp"
+#include "io/pread_fully.hpp"
 #include "io/sharded.hpp"
 #include "runtime/comm/collective_error.hpp"
 
@@ -32,16 +33,6 @@ bool check_box(const Tensor& t, const Box& padded, const Box& want,
     delinearize(padded, i, p.data());
     const float v = want.contains(p.data()) ? cell_value(linear_index(dom, p.data())) : 0.f;
     if (x[i] != v) return false;
-  }
-  return true;
-}
-
-// pread of [off, off + n) into buf, in pieces pread accepts.
-bool pread_all(int fd, char* buf, std::size_t n, off_t off) {
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, buf, std::min<std::size_t>(n, std::size_t(1) << 30), off);
-    if (got <= 0) return false;
-    buf += got, off += got, n -= static_cast<std::size_t>(got);
   }
   return true;
 }
@@ -124,9 +115,11 @@ json run(Context& ctx, const cli::Args& opt) {
         char* b = buf.data();
         while (left > 0) {
           const Index n = std::min(left, file_cells - at);
-          pread_ok =
-              pread_ok && pread_all(fd, b, static_cast<std::size_t>(n) * 4,
-                                    static_cast<off_t>(offset + static_cast<haddr_t>(at) * 4));
+          const auto bytes = static_cast<std::size_t>(n) * 4;
+          pread_ok = pread_ok &&
+                     io::pread_fully(
+                         fd, b, bytes,
+                         static_cast<std::size_t>(offset + static_cast<haddr_t>(at) * 4)) == bytes;
           b += n * 4, left -= n, at = 0;
         }
       });

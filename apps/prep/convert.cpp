@@ -2,7 +2,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -15,26 +14,13 @@
 #include "apps/prep/npy.hpp"
 #include "apps/prep/progress.hpp"
 #include "io/output_file.hpp"
+#include "io/pread_fully.hpp"
 #include "io/sharded.hpp"
 #include "io/transfer.hpp"
 #include "runtime/comm/collective_error.hpp"
 
 namespace tessera::prep {
 namespace {
-
-// pread until `bytes` are in or the file ends: one call returns at most about 2 GiB on
-// Linux (a rank's part of a 33000^2 float32 sample came back short), and may stop early
-// on a signal. Returns the bytes read.
-std::size_t read_at(int fd, char* buf, std::size_t bytes, std::size_t offset) {
-  std::size_t done = 0;
-  while (done < bytes) {
-    const ssize_t got = ::pread(fd, buf + done, bytes - done, static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    done += static_cast<std::size_t>(got);
-  }
-  return done;
-}
 
 struct Input {
   std::vector<Index> shape;
@@ -253,8 +239,8 @@ int run(Context& ctx, const cli::Args& a) {
       const Index first =
           (n * outer + o) * in.shape[static_cast<std::size_t>(split)] * inner + b * inner;
       const std::size_t bytes = raw.size();
-      const std::size_t got =
-          read_at(fd, raw.data(), bytes, in.offset + static_cast<std::size_t>(first) * in.elem);
+      const std::size_t got = io::pread_fully(
+          fd, raw.data(), bytes, in.offset + static_cast<std::size_t>(first) * in.elem);
       if (got != bytes) {
         err = "short read from '" + src + "' (" + std::to_string(got) + " of " +
               std::to_string(bytes) + " bytes at this rank's part of sample " + std::to_string(n) +
