@@ -26,6 +26,22 @@ inline void check_launch(const char* what, unsigned launches = 1) {
   device::count_launches(launches);
 }
 
+// One kernel launch whose per-thread arrays spill to local memory (the register buckets of
+// 128): the driver reserves that memory for every resident thread at the first such launch,
+// outside the tracked allocator, and with the device cache holding the rest of the memory the
+// reservation fails (cudaErrorMemoryAllocation, not sticky). The launch is then made once more
+// with the cache given back. `launch` must make exactly one launch (a failed one did nothing).
+template <class Launch>
+void launch_with_room(const char* what, Launch&& launch) {
+  launch();
+  if (cudaPeekAtLastError() == cudaErrorMemoryAllocation && cached_device_bytes() > 0) {
+    (void)cudaGetLastError();
+    release_cached_device_memory();
+    launch();
+  }
+  check_launch(what);
+}
+
 inline cudaStream_t stream_of(const Device& d) {
   return static_cast<cudaStream_t>(d.stream);
 }

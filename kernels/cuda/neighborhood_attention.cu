@@ -215,10 +215,11 @@ void forward(const Device& dev, const NeighborhoodDesc& d, const void* q, const 
   if (n == 0) return;
   with_register_bucket(
       d.dim, "neighborhood_attention_forward", "channels per head", [&]<int MaxD>() {
-        forward_kernel<T, MaxD><<<cuda_blocks_exact(n, kThreads), kThreads, 0, stream_of(dev)>>>(
-            g, static_cast<const T*>(q), static_cast<const T*>(kv), static_cast<T*>(out), lse);
+        launch_with_room("neighbourhood attention forward", [&] {
+          forward_kernel<T, MaxD><<<cuda_blocks_exact(n, kThreads), kThreads, 0, stream_of(dev)>>>(
+              g, static_cast<const T*>(q), static_cast<const T*>(kv), static_cast<T*>(out), lse);
+        });
       });
-  check_launch("neighbourhood attention forward");
 }
 
 template <class T>
@@ -233,15 +234,19 @@ void backward(const Device& dev, const NeighborhoodDesc& d, const void* qv, cons
   DeviceScratch<double> di(static_cast<std::size_t>(nq));
   row_dots_kernel<T><<<cuda_blocks_exact(nq, kThreads), kThreads, 0, st>>>(
       g, static_cast<const T*>(outv), dout, di.get());
+  check_launch("neighbourhood attention rowsum(dO O)");
   with_register_bucket(
       d.dim, "neighborhood_attention_backward", "channels per head", [&]<int MaxD>() {
-        dq_kernel<T, MaxD><<<cuda_blocks_exact(nq, kThreads), kThreads, 0, st>>>(
-            g, q, kv, dout, lse, di.get(), static_cast<T*>(dqv));
+        launch_with_room("neighbourhood attention dQ", [&] {
+          dq_kernel<T, MaxD><<<cuda_blocks_exact(nq, kThreads), kThreads, 0, st>>>(
+              g, q, kv, dout, lse, di.get(), static_cast<T*>(dqv));
+        });
         if (nf > 0)
-          dkv_kernel<T, MaxD><<<cuda_blocks_exact(nf, kThreads), kThreads, 0, st>>>(
-              g, q, kv, dout, lse, di.get(), static_cast<T*>(dkvv));
+          launch_with_room("neighbourhood attention dK dV", [&] {
+            dkv_kernel<T, MaxD><<<cuda_blocks_exact(nf, kThreads), kThreads, 0, st>>>(
+                g, q, kv, dout, lse, di.get(), static_cast<T*>(dkvv));
+          });
       });
-  check_launch("neighbourhood attention backward", 3);
 }
 
 }  // namespace

@@ -238,11 +238,12 @@ void slice(const Device& dev, const PhysicsShape& s, const void* xv, const Slice
   const Uploaded ws(dev, sp.ws, g.M * g.D), bs(dev, sp.bs, g.M), tau(dev, sp.tau, g.H);
   if (g.N * g.H * g.P > 0) {
     with_register_bucket(g.M, "physics_slice", "slices", [&]<int MaxM>() {
-      weights_kernel<T, MaxM>
-          <<<cuda_blocks_exact(g.N * g.H * g.P, kThreads), kThreads, 0, stream_of(dev)>>>(
-              g, x, ws.get(), bs.get(), tau.get(), w);
+      launch_with_room("physics attention slice weights", [&] {
+        weights_kernel<T, MaxM>
+            <<<cuda_blocks_exact(g.N * g.H * g.P, kThreads), kThreads, 0, stream_of(dev)>>>(
+                g, x, ws.get(), bs.get(), tau.get(), w);
+      });
     });
-    check_launch("physics attention slice weights");
   }
   // Values f: rows of (n, h) at ((2 n + 1) H + h) D P.
   point_sums(dev, g, w, x, 2 * g.H * g.D * g.P, g.H * g.D * g.P, g.D, true, acc);
@@ -273,11 +274,12 @@ void slice_backward(const Device& dev, const PhysicsShape& s, const SliceParams&
   const auto* x = static_cast<const T*>(b.x);
   if (pts > 0) {
     with_register_bucket(g.M, "physics_slice_backward", "slices", [&]<int MaxM>() {
-      point_backward_kernel<T, MaxM><<<cuda_blocks_exact(pts, kThreads), kThreads, 0, st>>>(
-          g, x, static_cast<const T*>(b.w), static_cast<const T*>(b.dy), ws.get(), bs.get(),
-          tau.get(), o.get(), da.get(), dz.get(), static_cast<T*>(b.dx), dl.get(), dtau_p.get());
+      launch_with_room("physics attention point adjoint", [&] {
+        point_backward_kernel<T, MaxM><<<cuda_blocks_exact(pts, kThreads), kThreads, 0, st>>>(
+            g, x, static_cast<const T*>(b.w), static_cast<const T*>(b.dy), ws.get(), bs.get(),
+            tau.get(), o.get(), da.get(), dz.get(), static_cast<T*>(b.dx), dl.get(), dtau_p.get());
+      });
     });
-    check_launch("physics attention point adjoint");
   }
   const Index slot = g.M * g.D + g.M + 1, nout = g.M * g.D + g.M + g.H;
   DeviceScratch<double> part(static_cast<std::size_t>(std::max<Index>(g.jobs() * slot, 1))),
