@@ -30,8 +30,17 @@ void check_points_and_queries(const Tensor& points, const Tensor& ids, const Ten
                               const char* what = "points") {
   check_rows3(points, what);
   check_rows3(queries, "queries");
-  TESSERA_CHECK(ids.dtype() == DType::i64 && ids.numel() == points.shape(0),
-                "neighbour query: one int64 id per point");
+  TESSERA_CHECK(ids.space() == MemSpace::Host && ids.dtype() == DType::i64 && ids.ndim() == 1 &&
+                    ids.numel() == points.shape(0) && ids.is_contiguous(),
+                "neighbour query: the " << what << "' ids are a contiguous host int64 tensor of "
+                                        << points.shape(0) << " (one per point), not "
+                                        << name_of(ids.dtype()) << " " << shape_str(ids.shape()));
+  // The lists mark a missing neighbour with -1: a negative id would read as one.
+  const std::int64_t* id = ids.data<std::int64_t>();
+  for (Index i = 0; i < ids.numel(); ++i)
+    TESSERA_CHECK(id[i] >= 0, "neighbour query: row "
+                                  << i << " of the " << what << " has the id " << id[i]
+                                  << "; ids are >= 0 (-1 marks a missing neighbour)");
 }
 
 void check_ball(double r, Index max_points) {

@@ -23,7 +23,8 @@ struct NeighborLists {
 
 // points: this rank's owned points (n, 3) float64 with their global ids (n) int64, inside
 // this rank's region of the layout (refused on every rank, naming the point, otherwise);
-// queries: any (m, 3) float64 points on this rank (host tensors); ids unique across the ranks;
+// queries: any (m, 3) float64 points on this rank (host tensors); ids >= 0 (refused otherwise:
+// -1 marks a missing neighbour) and unique across the ranks (not checked);
 // k (and the ball query's max_points) equal on every rank (refused otherwise: a rank answers
 // the others' requests with its own). Collective over comm.
 // `search`: where each rank's local search of its own queries runs (the grid hash on the

@@ -228,6 +228,19 @@ TEST_CASE("the query rounds refuse points outside their rank's region, on every 
   const Tensor flat = odd_one ? Tensor::zeros({2, 2}, DType::f64) : c.owned;
   MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, c.owned_ids, flat, 4),
                   "queries are a contiguous host (n, 3) float64 tensor");
+  // A negative id on the last rank alone (the lists' -1 marks a missing neighbour, so a point
+  // with that id would be dropped from every list it is in) and ids of the wrong shape.
+  if (last_has) {
+    Tensor negative = c.owned_ids.clone();
+    if (me == P - 1) negative.data<std::int64_t>()[n - 1] = -1;
+    MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, negative, c.owned, 4),
+                    "has the id -1; ids are >= 0");
+    MPI_CHECK_ERROR(ball_query(comm, *c.layout, c.owned, negative, c.owned, 0.1, 4),
+                    "has the id -1; ids are >= 0");
+  }
+  const Tensor column = odd_one ? c.owned_ids.reshape({n, 1}) : c.owned_ids;
+  MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, column, c.owned, 4),
+                  "ids are a contiguous host int64 tensor");
   // Valid but unequal k or max_points: a rank answers others' requests with its own, so a
   // smaller one there would drop true neighbours: refused.
   if (P > 1) {
