@@ -48,6 +48,18 @@ inline float softmax_exp2(float x) {
 
 constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
 
+// A row's end of the online softmax from its maximum m and sum l (natural units): the factor
+// of its output and its LSE. A NaN score anywhere in the row (a NaN in q, k or the bias) made
+// l NaN, and so are its output and LSE, as in the whole-row softmax: a NaN LSE propagates
+// through the merges of partial results, where a -inf one (no visible key: output 0) drops
+// out of them.
+inline double row_inverse(double l) {
+  return l > 0 ? 1.0 / l : (std::isnan(l) ? l : 0.0);
+}
+inline double row_lse(double m, double l) {
+  return l > 0 ? m + std::log(l) : (std::isnan(l) ? l : kNegInf);
+}
+
 template <class T>
 inline double dot(const T* __restrict a, const T* __restrict b, Index d) {
   T s = 0;
@@ -91,11 +103,15 @@ void forward(const AttentionDesc& a, const T* q, const T* k, const T* v, T* out,
           for (Index i = i0; i < i1; ++i) {
             const std::size_t r = static_cast<std::size_t>(i - i0);
             double bm = kNegInf;
+            bool nan = false;
             for (Index j = j0; j < j1; ++j) {
-              s[static_cast<std::size_t>(j - j0)] = w.score(b, i, j);
-              bm = std::max(bm, s[static_cast<std::size_t>(j - j0)]);
+              const double sj = w.score(b, i, j);
+              s[static_cast<std::size_t>(j - j0)] = sj;
+              bm = std::max(bm, sj);
+              nan |= std::isnan(sj);
             }
-            if (bm == kNegInf) continue;  // every key of the block masked for this row
+            if (nan) l[r] = std::numeric_limits<double>::quiet_NaN();  // stays NaN: see below
+            if (nan || bm == kNegInf) continue;  // or every key of the block masked for the row
             const double mn = std::max(m[r], bm), c = std::exp(m[r] - mn);
             double* ar = acc.data() + r * static_cast<std::size_t>(a.d);
             l[r] *= c;
@@ -113,11 +129,11 @@ void forward(const AttentionDesc& a, const T* q, const T* k, const T* v, T* out,
         for (Index i = i0; i < i1; ++i) {
           const std::size_t r = static_cast<std::size_t>(i - i0);
           T* o = out + (b * a.sq + i) * a.d;
-          const double inv = l[r] > 0 ? 1.0 / l[r] : 0.0;
+          const double inv = row_inverse(l[r]);
           for (Index e = 0; e < a.d; ++e)
             o[e] = static_cast<T>(
                 acc[r * static_cast<std::size_t>(a.d) + static_cast<std::size_t>(e)] * inv);
-          lse[b * a.sq + i] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
+          lse[b * a.sq + i] = row_lse(m[r], l[r]);
         }
       }
   }
@@ -224,7 +240,11 @@ void online_softmax_rows(float* s, Index rows, Index nk, double* m, double* l, f
 #pragma omp simd reduction(max : bm)
     for (Index j = 0; j < nk; ++j) bm = row[j] > bm ? row[j] : bm;
     const double mn = std::max(m[r], static_cast<double>(bm));
-    if (mn == kNegInf) {  // every key so far masked: nothing to add
+    if (mn == kNegInf) {  // every key so far masked (or NaN): nothing to add
+      int nan = 0;
+#pragma omp simd reduction(| : nan)
+      for (Index j = 0; j < nk; ++j) nan |= row[j] != row[j];
+      if (nan) l[r] = std::numeric_limits<double>::quiet_NaN();  // a NaN row stays NaN
       std::fill(row, row + nk, 0.0f);
       c[r] = 1.0f;
       continue;
@@ -251,6 +271,13 @@ void probabilities_from_lse(float* s, Index rows, Index sk, const double* lse) {
     float* row = s + r * sk;
     if (lse[r] == kNegInf) {
       std::fill(row, row + sk, 0.0f);
+      continue;
+    }
+    if (std::isnan(lse[r])) {  // a NaN row: NaN where it sees a key, 0 where masked
+      for (Index j = 0; j < sk; ++j)
+        row[j] = row[j] == -std::numeric_limits<float>::infinity()
+                     ? 0.0f
+                     : std::numeric_limits<float>::quiet_NaN();
       continue;
     }
     // Scores minus the LSE are <= 0 up to rounding; the subtraction in float32 costs about
@@ -346,9 +373,9 @@ void forward_gemm(const AttentionDesc& a, const float* q, const float* k, const 
                    j0 > 0 ? 1.0f : 0.0f, o, a.d);
       }
       for (Index r = 0; r < rows; ++r) {  // normalized once, d values per row
-        const float inv = l[r] > 0 ? static_cast<float>(1.0 / l[r]) : 0.0f;
+        const float inv = static_cast<float>(row_inverse(l[r]));
         for (Index e = 0; e < a.d; ++e) o[r * a.d + e] *= inv;
-        lse[b * a.sq + i0 + r] = l[r] > 0 ? m[r] * kLn2 + std::log(l[r]) : kNegInf;
+        lse[b * a.sq + i0 + r] = row_lse(m[r] * kLn2, l[r]);
       }
     }
   }

@@ -59,6 +59,12 @@ __device__ double biased(const RowDims& p, const A* row, const T* brow, Index i,
   return to_d(row[j]) + (brow ? to_d(brow[j]) : 0.0);
 }
 
+// exp(s - LSE): 0 where the key is masked (s = -inf) or the row sees none (LSE = -inf), NaN
+// where the row has a NaN score and sees the key.
+__device__ inline double probability(double s, double lse) {
+  return lse == -INFINITY || s == -INFINITY ? 0.0 : exp(s - lse);
+}
+
 // Scores s (accumulation type A) -> probabilities p (storage type T; may be s itself), and
 // each row's LSE (-inf and zeros: no visible key).
 template <class T, class A>
@@ -70,15 +76,23 @@ __global__ void softmax_rows_kernel(RowDims p, const A* s, T* prob, const T* bia
     T* prow = prob + w * p.sk;
     const T* brow = bias ? bias + b * p.bias_stride + i * p.sk : nullptr;
     double m = -INFINITY;
-    for (Index j = lane; j < p.sk; j += 32) m = fmax(m, biased(p, row, brow, i, j));
+    bool nan = false;
+    for (Index j = lane; j < p.sk; j += 32) {
+      const double sj = biased(p, row, brow, i, j);
+      m = fmax(m, sj);  // fmax drops a NaN: counted apart
+      nan |= isnan(sj);
+    }
     m = warp_max(m);
+    const bool nan_row = __any_sync(0xffffffffu, nan);
     double z = 0;
     if (m != -INFINITY)
       for (Index j = lane; j < p.sk; j += 32) z += exp(biased(p, row, brow, i, j) - m);
     z = warp_sum(z);
-    const double l = m == -INFINITY ? -INFINITY : m + log(z);
+    // A NaN score (q, k or the bias) makes the row NaN, as the host kernels and the whole-row
+    // softmax do: its LSE propagates through merges, where -inf (no visible key) drops out.
+    const double l = nan_row ? NAN : m == -INFINITY ? -INFINITY : m + log(z);
     for (Index j = lane; j < p.sk; j += 32)
-      prow[j] = from_d<T>(l == -INFINITY ? 0.0 : exp(biased(p, row, brow, i, j) - l));
+      prow[j] = from_d<T>(probability(biased(p, row, brow, i, j), l));
     if (lane == 0) lse[b * p.sq + i] = l;
   }
 }
@@ -98,7 +112,7 @@ __global__ void grad_rows_kernel(RowDims p, const A* s, const A* g, T* prob, T* 
     const T* brow = bias ? bias + b * p.bias_stride + i * p.sk : nullptr;
     const double l = lse[r], d = di[r];
     for (Index j = lane; j < p.sk; j += 32) {
-      const double pr = l == -INFINITY ? 0.0 : exp(biased(p, srow, brow, i, j) - l);
+      const double pr = probability(biased(p, srow, brow, i, j), l);
       const double ds = pr * (to_d(grow[j]) - d);
       prow[j] = from_d<T>(pr);
       dsrow[j] = from_d<T>(ds);

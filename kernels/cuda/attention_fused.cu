@@ -136,13 +136,15 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < kWarpRows; ++r) {  // lane = key: the row's scores, online softmax
       const int rt = warp * kWarpRows + r;
       const A s = score<T, A, D>(p, bias, b, i0 + rt, j0 + lane, qs + rt * D, ks + lane * (D + 1));
-      const A mn = fmax(m[r], warp_max(s));
+      const A mn = fmax(m[r], warp_max(s));  // fmax drops a NaN: counted apart
+      const bool nan_row = __any_sync(0xffffffffu, isnan(s));
       A pr = 0, c = 1;
       if (mn != -INFINITY) {  // exp(-inf) = 0 for masked keys and a first visible block
         c = exp(m[r] - mn);
         pr = exp(s - mn);
       }
-      l[r] = l[r] * c + warp_sum(pr);
+      const A sum = warp_sum(pr);
+      l[r] = nan_row ? A(NAN) : l[r] * c + sum;  // a NaN row stays NaN (NaN c = NaN)
       m[r] = mn;
       ps[rt * kTile + lane] = pr;
 #pragma unroll
@@ -163,13 +165,17 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kWarpRows; ++r) {
     const Index i = i0 + warp * kWarpRows + r;
     if (i >= p.sq) break;
-    const A inv = l[r] > 0 ? A(1) / l[r] : A(0);
+    // A NaN row (a NaN score of q, k or the bias) gives NaN output and LSE, as on the host.
+    const A inv = l[r] > 0 ? A(1) / l[r] : isnan(l[r]) ? l[r] : A(0);
 #pragma unroll
     for (int t = 0; t < D / 32; ++t) {
       const Index e = lane + 32 * t;
       if (e < p.d) out[(b * p.sq + i) * p.d + e] = from_d<T>(to_d(o[r][t] * inv));
     }
-    if (lane == 0) lse[b * p.sq + i] = l[r] > 0 ? to_d(m[r]) + log(to_d(l[r])) : -INFINITY;
+    if (lane == 0)
+      lse[b * p.sq + i] = l[r] > 0      ? to_d(m[r]) + log(to_d(l[r]))
+                          : isnan(l[r]) ? to_d(l[r])
+                                        : -INFINITY;
   }
 }
 

@@ -318,6 +318,81 @@ TEST_CASE("the LSE merge of two key halves equals attention over all keys") {
   }
 }
 
+// Which entries of a (rows, d) result are NaN, row by row: 1 where any entry of the row is.
+template <class T>
+std::vector<int> nan_rows(const std::vector<T>& x, Index d) {
+  std::vector<int> r(x.size() / static_cast<std::size_t>(d), 0);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (std::isnan(static_cast<double>(x[i]))) r[i / static_cast<std::size_t>(d)] = 1;
+  return r;
+}
+
+// A NaN in q, k or the bias: its rows are NaN (output, LSE, dq) as in the whole-row softmax
+// (PyTorch's too), and every key they see gets NaN gradients; rows that do not see it (causal)
+// stay finite. Partial results over key halves merge to the same pattern: a NaN LSE propagates.
+template <class T>
+void nan_case(bool causal) {
+  AttentionDesc a;
+  a.batch = 1;
+  a.sq = 6;
+  a.sk = 600;  // several key blocks on both paths
+  a.d = 4;
+  a.causal = causal;
+  a.q_offset = 596;  // causal: row i sees keys j <= 596 + i
+  a.type = std::is_same_v<T, double> ? DType::f64 : DType::f32;
+  const auto q0 = as<T>(test::random_values(24, 1)), k0 = as<T>(test::random_values(2400, 2)),
+             v = as<T>(test::random_values(2400, 3)), dout = as<T>(test::random_values(24, 4));
+  auto run = [&](const std::vector<T>& q, const std::vector<T>& k, Index sk, Index k_off,
+                 const T* kp, const T* vp) {
+    AttentionDesc h = a;
+    h.sk = sk;
+    h.k_offset = k_off;
+    std::vector<T> out(24);
+    std::vector<double> lse(6);
+    attention_forward(Device::host(), h, q.data(), kp ? kp : k.data(), vp ? vp : v.data(),
+                      out.data(), lse.data());
+    return std::make_pair(out, lse);
+  };
+  {  // a NaN query row: that row alone; every key it sees gets NaN gradients
+    auto q = q0;
+    q[2 * 4 + 1] = std::numeric_limits<T>::quiet_NaN();
+    const auto [out, lse] = run(q, k0, 600, 0, nullptr, nullptr);
+    CHECK(nan_rows(out, 4) == std::vector<int>{0, 0, 1, 0, 0, 0});
+    CHECK(std::isnan(lse[2]));
+    CHECK(std::isfinite(lse[3]));
+    std::vector<T> dq(24), dk(2400), dv(2400);
+    attention_backward(Device::host(), a, q.data(), k0.data(), v.data(), out.data(), dout.data(),
+                       lse.data(), dq.data(), dk.data(), dv.data(), nullptr);
+    CHECK(nan_rows(dq, 4) == std::vector<int>{0, 0, 1, 0, 0, 0});
+    const auto dk_rows = nan_rows(dk, 4), dv_rows = nan_rows(dv, 4);
+    for (Index j : {0, 300, 598}) {  // row 2 sees keys <= 598 when causal
+      CHECK(dk_rows[static_cast<std::size_t>(j)] == 1);
+      CHECK(dv_rows[static_cast<std::size_t>(j)] == 1);
+    }
+    if (causal) CHECK(dv_rows[599] == 0);  // seen by rows 3 to 5 only, all finite
+  }
+  {  // a NaN key at 597: every row that sees it (causal: rows 1 to 5), in one pass or merged
+    auto k = k0;
+    k[597 * 4 + 3] = std::numeric_limits<T>::quiet_NaN();
+    const auto [out, lse] = run(q0, k, 600, 0, nullptr, nullptr);
+    const std::vector<int> seen =
+        causal ? std::vector<int>{0, 1, 1, 1, 1, 1} : std::vector<int>{1, 1, 1, 1, 1, 1};
+    CHECK(nan_rows(out, 4) == seen);
+    auto [o1, l1] = run(q0, k, 400, 0, nullptr, nullptr);
+    auto [o2, l2] = run(q0, k, 200, 400, k.data() + 1600, v.data() + 1600);
+    attention_merge(Device::host(), a.type, 1, 6, 4, o1.data(), l1.data(), o2.data(), l2.data());
+    CHECK(nan_rows(o1, 4) == seen);
+    for (std::size_t i = 0; i < 6; ++i) CHECK(std::isnan(l1[i]) == (seen[i] == 1));
+  }
+}
+
+TEST_CASE("a NaN in q or k makes the rows that see it NaN, merged or not, as PyTorch's") {
+  for (bool causal : {false, true}) {
+    nan_case<double>(causal);
+    nan_case<float>(causal);
+  }
+}
+
 TEST_CASE("attention refuses bad arguments") {
   AttentionDesc a;
   a.type = DType::c64;

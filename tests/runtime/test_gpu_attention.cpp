@@ -19,6 +19,7 @@
 #include "runtime/attention/neighborhood_attention.hpp"
 #include "runtime/attention/physics_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
+#include "runtime/tensor/tensor_math.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/bf16.hpp"
 #include "tests/support/have_device.hpp"
@@ -179,6 +180,49 @@ TEST_CASE("CUDA attention kernels equal the host kernels, forward and backward",
         MPI_CHECK(test::rel_error(d.dv, h.dv) < tol);
         if (s.bias) MPI_CHECK(test::rel_error(d.db, h.db) < tol);
       }
+    }
+}
+
+TEST_CASE("CUDA attention makes the same rows and keys NaN as the host", "[gpu]") {
+  // A NaN query element and a NaN key element, causal (some rows do not see the key): each
+  // path's NaN entries are the host's, in every output and gradient, and the rest agree.
+  if (!test::have_device()) return;
+  const PathGuard guard;
+  auto nan_mask = [](const Tensor& t) {
+    const Tensor d = converted(t, DType::f64);
+    std::vector<int> m(static_cast<std::size_t>(d.numel()));
+    for (Index i = 0; i < d.numel(); ++i)
+      m[static_cast<std::size_t>(i)] = std::isnan(d.data<double>()[i]);
+    return m;
+  };
+  for (const PathRun& run : kPathRuns)
+    for (DType dt : {DType::f64, DType::f32}) {
+      kernels::set_cuda_attention_path(run.path);
+      ChunkBytes scoped(run.chunk);
+      const kernels::AttentionDesc a = desc(2, 37, 70, 16, true, 40, 0, dt);
+      Tensor q = rnd({2, 37, 16}, dt, 1), k = rnd({2, 70, 16}, dt, 2);
+      const Tensor v = rnd({2, 70, 16}, dt, 3), g = rnd({2, 37, 16}, dt, 4);
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      auto poison = [&](Tensor& t, Index i) {
+        if (dt == DType::f64)
+          t.data<double>()[i] = nan;
+        else
+          t.data<float>()[i] = static_cast<float>(nan);
+      };
+      poison(q, (0 * 37 + 5) * 16 + 3);   // problem 0, row 5
+      poison(k, (1 * 70 + 60) * 16 + 7);  // problem 1, key 60: rows 20 and later see it
+      const KernelRun h = run_kernel(a, q, k, v, g, nullptr, MemSpace::Host),
+                      d = run_kernel(a, q, k, v, g, nullptr, MemSpace::Cuda);
+      INFO(path_name(run.path) << ", chunk bytes '" << run.chunk << "' " << name_of(dt));
+      for (const auto& [dev_t, host_t] : {std::pair{&d.out, &h.out},
+                                          {&d.lse, &h.lse},
+                                          {&d.dq, &h.dq},
+                                          {&d.dk, &h.dk},
+                                          {&d.dv, &h.dv}})
+        MPI_CHECK(nan_mask(*dev_t) == nan_mask(*host_t));
+      MPI_CHECK(nan_mask(h.out)[(0 * 37 + 5) * 16] == 1);
+      MPI_CHECK(nan_mask(h.out)[(1 * 37 + 19) * 16] == 0);
+      MPI_CHECK(nan_mask(h.out)[(1 * 37 + 20) * 16] == 1);
     }
 }
 

@@ -4,11 +4,13 @@
 // on a 1-D mesh and on a 2-D mesh with the batch sharded on the other axis; bfloat16 inputs
 // give the float32 answer of the rounded inputs, rounded (the blocks travel as bf16, the
 // partial outputs, merges and travelling key/value gradients stay float32).
+#include <cmath>
 #include <random>
 
 #include "kernels/attention.hpp"
 #include "runtime/attention/ring_attention.hpp"
 #include "runtime/attention/sequence_attention.hpp"
+#include "runtime/tensor/tensor_math.hpp"
 #include "runtime/attention/zigzag_ring.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/bf16.hpp"
@@ -90,6 +92,67 @@ TEST_CASE("ring, all-to-all and all-gather attention equal attention over the wh
             MPI_CHECK(test::rel_error(grads[1].gather_all(), want.dk) < tol);
             MPI_CHECK(test::rel_error(grads[2].gather_all(), want.dv) < tol);
           }
+}
+
+TEST_CASE("a NaN token makes the same entries NaN sharded as over the whole sequence") {
+  // One NaN in a key and one in a query: every row that sees the key, the query's row, and
+  // the keys that row sees are NaN, whatever block they travel in (a NaN partial LSE had been
+  // taken for a block with no visible key and dropped from the merge: finite, wrong answers).
+  const auto meshes = sequence_meshes(test::harness_comm());
+  auto nan_mask = [](const Tensor& t) {
+    std::vector<int> m(static_cast<std::size_t>(t.numel()));
+    const Tensor d = converted(t, DType::f64);
+    for (Index i = 0; i < t.numel(); ++i)
+      m[static_cast<std::size_t>(i)] = std::isnan(d.data<double>()[i]);
+    return m;
+  };
+  auto without_nans = [](const Tensor& t) {
+    Tensor d = converted(t, DType::f64).clone();  // converted() may return t itself
+    for (Index i = 0; i < d.numel(); ++i)
+      if (std::isnan(d.data<double>()[i])) d.data<double>()[i] = 0;
+    return d;
+  };
+  for (const auto& [mesh, axis] : meshes)
+    for (bool causal : {false, true})
+      for (DType dt : {DType::f64, DType::f32})
+        for (auto algo :
+             {SequenceAlgorithm::Ring, SequenceAlgorithm::AllToAll, SequenceAlgorithm::AllGather}) {
+          if (algo == SequenceAlgorithm::AllToAll && mesh.ndim() == 2) continue;
+          const std::vector<Index> shape{4, 13, 5};
+          std::vector<Placement> dims{Replicate(), Shard(axis), Replicate()};
+          if (mesh.ndim() == 2) dims[0] = Shard(0);
+          const ShardSpec spec(shape, dims, mesh);
+          Tensor q = converted(test::random_tensor(shape, DType::f64, 1), DType::f64),
+                 k = converted(test::random_tensor(shape, DType::f64, 2), DType::f64);
+          q.data<double>()[(2 * 13 + 3) * 5] = std::nan("");
+          k.data<double>()[(1 * 13 + 7) * 5 + 2] = std::nan("");
+          q = converted(q, dt);
+          k = converted(k, dt);
+          const Tensor v = test::random_tensor(shape, dt, 3), g = test::random_tensor(shape, dt, 4);
+          const Full want = one_rank(q, k, v, g, causal);
+          RingAttentionOptions o;
+          o.axis = axis;
+          o.causal = causal;
+          SequenceAttention attn(o, algo);
+          const ShardTensor out =
+              attn.forward(ShardTensor::scatter(mesh, q, spec), ShardTensor::scatter(mesh, k, spec),
+                           ShardTensor::scatter(mesh, v, spec));
+          const auto grads = attn.backward(ShardTensor::scatter(mesh, g, spec));
+          INFO(mesh.str() << (causal ? " causal " : " ") << name_of(dt) << " " << attn.describe());
+          const double tol = dt == DType::f64 ? 1e-11 : 1e-5;
+          const Tensor got[] = {out.gather_all(), grads[0].gather_all(), grads[1].gather_all(),
+                                grads[2].gather_all()};
+          const Tensor* ref[] = {&want.out, &want.dq, &want.dk, &want.dv};
+          for (int i = 0; i < 4; ++i) {
+            MPI_CHECK(nan_mask(got[i]) == nan_mask(*ref[i]));
+            MPI_CHECK(test::rel_error(without_nans(got[i]), without_nans(*ref[i])) < tol);
+          }
+          const std::vector<int> m = nan_mask(want.out);
+          MPI_CHECK(m[(2 * 13 + 3) * 5] == 1);                 // the NaN query's row
+          MPI_CHECK(m[(1 * 13 + 8) * 5] == 1);                 // a row that sees the NaN key
+          MPI_CHECK(m[(1 * 13 + 6) * 5] == (causal ? 0 : 1));  // before it: sees it unless causal
+          MPI_CHECK(m[(3 * 13 + 8) * 5] == 0);                 // another problem
+        }
 }
 
 TEST_CASE("auto picks all-to-all, all-gather or the ring by size; refusals") {
