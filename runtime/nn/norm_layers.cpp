@@ -178,6 +178,11 @@ ShardTensor NormLayer::forward(const ShardTensor& x) {
   // Statistics this rank holds; the ranks it reduces with hold the same ones.
   const Index count = kind_ == Kind::Group && c == 0 ? 0 : l.count();
   TESSERA_CHECK(s->M > 0, name() << ": empty statistics groups (input " << spec.str() << ")");
+  // One value per channel has no spread: the output would be 0 and the running variance
+  // a guess (PyTorch refuses it too). M is global, so every rank refuses together.
+  TESSERA_CHECK(kind_ != Kind::Batch || !use_batch_stats_ || s->M > 1,
+                name() << ": batch statistics of one value per channel (input " << spec.str()
+                       << "); use a batch or grid with more values, or the running statistics");
 
   Tensor y = Tensor::empty(xl.shape(), xl.dtype(), xl.space());
   kernels::NormArgs a;

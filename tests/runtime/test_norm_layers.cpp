@@ -7,6 +7,7 @@
 
 #include "runtime/nn/norm_layers.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/ops_layer_check.hpp"
 
@@ -261,4 +262,12 @@ TEST_CASE("Norms reject bad parameters and inputs with clear errors", "[norm]") 
     g.forward(ShardTensor::scatter(mesh, x64, {Replicate(), Replicate(), Shard(0)}));
   }));
   MPI_CHECK(throws_error([&] { g.backward(ShardTensor()); }));
+  // Training-mode BatchNorm over one value per channel (batch 1, a 1x1 grid, the grid dim
+  // sharded: some ranks empty) is refused on every rank; in eval mode it runs.
+  BatchNorm single(4, o);
+  const Tensor one = ops::random_tensor({1, 4, 1}, DType::f32, 2);
+  const ShardTensor xs = ShardTensor::scatter(mesh, one, {Replicate(), Replicate(), Shard(0)});
+  MPI_CHECK_ERROR(single.forward(xs), "batch statistics of one value per channel");
+  single.train(false);
+  MPI_CHECK(xs.local().numel() == single.forward(xs).local().numel());
 }
