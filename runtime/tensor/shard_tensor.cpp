@@ -44,6 +44,10 @@ ShardTensor ShardTensor::with_room(const Mesh& mesh, const ShardSpec& spec,
 
 ShardTensor ShardTensor::with_room(const Mesh& mesh, const ShardSpec& spec,
                                    const HaloWidths& widths, DType dtype, MemSpace space) {
+  TESSERA_CHECK(!widths.empty(),
+                "ShardTensor::with_room: no widths given (Graph::input_room gives none when "
+                "the input's consumers disagree, one wants none or ghost room is off): write "
+                "the plain shard instead");
   const int block = block_of(mesh, spec);
   return with_room(mesh, spec, widths.left(block), widths.right(block), dtype, space);
 }

@@ -287,6 +287,10 @@ TEST_CASE("A graph input written into the room the graph asks for is exchanged i
   const HaloWidths room = g.input_room(0, mesh, {spec});
   // One rank exchanges nothing: no room wanted.
   MPI_REQUIRE(room.empty() == (test::world_size() == 1));
+  // Empty widths (no room wanted) are not a room to write into: said so, not "no widths for
+  // block 0".
+  MPI_CHECK_ERROR(ShardTensor::with_room(mesh, spec, HaloWidths(), DType::f64, MemSpace::Host),
+                  "with_room: no widths given (Graph::input_room gives none");
   if (room.empty()) return;
   const ShardTensor roomy = ShardTensor::with_room(mesh, spec, room, DType::f64, MemSpace::Host);
   roomy.local().copy_from(plain.local());
