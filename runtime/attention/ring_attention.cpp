@@ -1,10 +1,12 @@
 #include "runtime/attention/ring_attention.hpp"
 
 #include <numeric>
+#include <sstream>
 
 #include "kernels/attention.hpp"
 #include "runtime/attention/ring_hop.hpp"
 #include "runtime/attention/travelling_block.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -118,8 +120,23 @@ kernels::AttentionDesc attention_desc(const Tensor& q, const Tensor& k, Index q0
   return a;
 }
 
+std::string options_text(const RingAttentionOptions& o) {
+  std::ostringstream s;
+  s.precision(17);
+  s << "axis " << o.axis << (o.causal ? ", causal" : ", not causal") << ", scale " << o.scale;
+  return s.str();
+}
+
+void agree_attention_options(const Mesh& mesh, const char* layer, const std::string& options,
+                             bool& agreed) {
+  if (agreed) return;
+  collective_check(mesh.comm(), true, "", layer, "the options", options);
+  agreed = true;
+}
+
 ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, const ShardTensor& v,
                                    const ShardTensor& bias) {
+  agree_attention_options(q.mesh(), "ring attention", options_text(opts_), agreed_);
   check_sequence_inputs(q, k, v, opts_.axis);
   const bool has_bias = bias.local().defined();
   if (has_bias) check_attention_bias(bias, q, k, opts_.axis);

@@ -44,6 +44,14 @@ void check_attention_bias(const ShardTensor& bias, const ShardTensor& q, const S
 ShardTensor attention_bias_grad(const ShardTensor& bias, const ShardSpec& q_spec,
                                 const Tensor& dbias);
 
+// Once per layer object, at its first forward (`agreed` remembers it): the options every
+// rank built the layer with must be equal across the mesh (one all-reduce): another
+// algorithm, axis or scale would run other transfers (a hang), another causal flag another
+// function (a wrong answer). Refused on every rank, naming what differs.
+void agree_attention_options(const Mesh& mesh, const char* layer, const std::string& options,
+                             bool& agreed);
+std::string options_text(const RingAttentionOptions& o);
+
 class RingAttention {
  public:
   explicit RingAttention(const RingAttentionOptions& opts) : opts_(opts) {}
@@ -63,6 +71,7 @@ class RingAttention {
 
  private:
   RingAttentionOptions opts_;
+  bool agreed_ = false;
   ShardTensor q_, k_, v_, out_, bias_, dbias_;
   Tensor lse_;  // (B_local, S_local) float64
 };

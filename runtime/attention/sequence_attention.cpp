@@ -93,6 +93,8 @@ const ShardTensor& SequenceAttention::bias_grad() const {
 
 ShardTensor SequenceAttention::forward(const ShardTensor& q, const ShardTensor& k,
                                        const ShardTensor& v, const ShardTensor& bias) {
+  agree_attention_options(q.mesh(), "sequence attention",
+                          name_of(algo_) + ", " + options_text(opts_), agreed_);
   chosen_ = resolve(q);
   dbias_ = ShardTensor();
   if (chosen_ == SequenceAlgorithm::Ring) return ring_.forward(q, k, v, bias);

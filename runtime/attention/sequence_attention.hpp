@@ -59,6 +59,7 @@ class SequenceAttention {
 
   RingAttentionOptions opts_;
   SequenceAlgorithm algo_, chosen_ = SequenceAlgorithm::Auto;
+  bool agreed_ = false;
   RingAttention ring_;
   // Saved by the gather algorithms: inputs in the layout the local kernel ran on.
   ShardTensor q_, k_, v_, qw_, kw_, vw_, out_w_, bias_, bias_w_, dbias_;

@@ -56,6 +56,7 @@ ZigZagRingAttention::ZigZagRingAttention(const RingAttentionOptions& opts) : opt
 
 ShardTensor ZigZagRingAttention::forward(const ShardTensor& q, const ShardTensor& k,
                                          const ShardTensor& v) {
+  agree_attention_options(q.mesh(), "zig-zag ring attention", options_text(opts_), agreed_);
   check_sequence_inputs(q, k, v, opts_.axis);
   TESSERA_CHECK(
       q.spec() == k.spec() && q.local().space() == MemSpace::Host,

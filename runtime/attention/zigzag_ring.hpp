@@ -30,6 +30,7 @@ class ZigZagRingAttention {
 
  private:
   RingAttentionOptions opts_;
+  bool agreed_ = false;
   std::unique_ptr<Migration> mig_;
   ShardTensor q_, k_, v_;
   std::array<Tensor, 2> zq_, zout_, zlse_;  // per own chunk (early, late), zig-zag layout

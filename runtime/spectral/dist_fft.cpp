@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/spectral/spectral_slices.hpp"
 
@@ -49,13 +50,44 @@ FftPlan plan_dist_fft(const ShardSpec& input, const FftOptions& opts) {
   return p;
 }
 
+namespace {
+
+// What every rank must pass alike: plans made from other arguments would transpose other
+// boxes (a hang in the all-to-all, or garbled data) or scale by another norm (a wrong answer).
+std::string plan_arguments(const ShardSpec& input, DType real, const FftOptions& o) {
+  std::ostringstream s;
+  auto list = [&s](const char* name, const auto& v) {
+    s << ' ' << name << '=';
+    for (std::size_t i = 0; i < v.size(); ++i) s << (i ? "," : "") << v[i];
+  };
+  s << input.str() << ' ' << name_of(real);
+  list("dims", o.dims);
+  list("modes", o.modes);
+  s << " norm=" << kernels::name_of(o.norm);
+  list("spectrum_axis", o.spectrum_axis);
+  s << " transport=" << name_of(o.transport);
+  return s.str();
+}
+
+}  // namespace
+
 DistFft::DistFft(const Mesh& mesh, const ShardSpec& input, DType real, const FftOptions& opts)
     : mesh_(mesh), real_(real), opts_(opts) {
-  TESSERA_CHECK(real == DType::f32 || real == DType::f64,
-                "DistFft: real input is float32 or float64, not " << name_of(real));
-  TESSERA_CHECK(input.mesh_dims() == mesh.dims(),
-                "DistFft: input spec " << input.str() << " is not of this mesh");
-  FftPlan p = plan_dist_fft(input, opts);
+  // Collective (one all-reduce): arguments refused on one rank, or unequal across the ranks,
+  // are refused on every rank here rather than hanging the first transpose.
+  FftPlan p;
+  std::string why;
+  try {
+    TESSERA_CHECK(real == DType::f32 || real == DType::f64,
+                  "DistFft: real input is float32 or float64, not " << name_of(real));
+    TESSERA_CHECK(input.mesh_dims() == mesh.dims(),
+                  "DistFft: input spec " << input.str() << " is not of this mesh");
+    p = plan_dist_fft(input, opts);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  collective_check(mesh.comm(), why.empty(), why, "DistFft", "the transform",
+                   plan_arguments(input, real, opts));
   layout_ = std::move(p.layout);
   stages_ = std::move(p.stages);
   specs_ = std::move(p.specs);

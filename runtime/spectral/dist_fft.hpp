@@ -45,8 +45,9 @@ FftPlan plan_dist_fft(const ShardSpec& input, const FftOptions& opts = {});
 
 class DistFft {
  public:
-  // For real inputs of `input` spec (float32 or float64); the plan is made here, per rank,
-  // without communication.
+  // For real inputs of `input` spec (float32 or float64); the plan is made here on each rank.
+  // Collective over the mesh (one all-reduce): arguments refused on one rank, or unequal
+  // across the ranks, are refused on every rank (plan_dist_fft alone, the dry run's, is local).
   DistFft(const Mesh& mesh, const ShardSpec& input, DType real, const FftOptions& opts = {});
 
   const ShardSpec& input_spec() const { return specs_.front(); }

@@ -12,6 +12,7 @@
 #include "runtime/spectral/dist_fft.hpp"
 #include "runtime/spectral/spectral_slices.hpp"
 #include "tests/harness/mpi_test.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/random_tensor.hpp"
 
 using namespace tessera;
@@ -249,6 +250,19 @@ TEST_CASE("pruning moves fewer bytes; bad inputs are refused with a message") {
     bad_type = std::string(e.what()).find("float32 or float64") != std::string::npos;
   }
   MPI_CHECK(bad_type);
+  // Arguments that differ across the ranks (the plans would transpose other boxes: a hang;
+  // or scale otherwise: a wrong answer) or are bad on one rank alone: refused on every rank.
+  if (line.size() > 1) {
+    const bool last = test::world_rank() == line.size() - 1;
+    FftOptions other = pruned;
+    if (last) other.modes = {4, 4, 3};
+    MPI_CHECK_ERROR(DistFft(line, spec, DType::f64, other),
+                    "DistFft: ranks disagree on the transform");
+    other = FftOptions();
+    if (last) other.norm = kernels::FftNorm::Ortho;
+    MPI_CHECK_ERROR(DistFft(line, spec, DType::f64, other), "norm=ortho");
+    MPI_CHECK_ERROR(DistFft(line, spec, last ? DType::c64 : DType::f64), "float32 or float64");
+  }
 }
 
 TEST_CASE("stage adjoints: truncation and zero-padding, and each transpose, are exact") {

@@ -14,6 +14,7 @@
 #include "runtime/attention/zigzag_ring.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/bf16.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/layer_check.hpp"
 
 using namespace tessera;
@@ -203,6 +204,33 @@ TEST_CASE("ring attention refuses layouts it cannot take") {
   const ShardTensor v4 = ShardTensor::scatter(line, test::random_tensor({2, 6, 4}, DType::f64, 2),
                                               {Replicate(), Shard(0), Replicate()});
   MPI_CHECK(test::throws_with([&] { ring.forward(s, s, v4); }, "differ in shape"));
+  // Layers built with other options on one rank (another algorithm: a hang in the transfers;
+  // another causal flag or scale: another function) are refused on every rank at their first
+  // forward, naming what differs.
+  if (line.size() > 1) {
+    const bool last = test::world_rank() == line.size() - 1;
+    RingAttentionOptions o;
+    o.causal = last;
+    RingAttention causal_on_one(o);
+    MPI_CHECK_ERROR(causal_on_one.forward(s, s, s),
+                    "ring attention: ranks disagree on the options");
+    o = RingAttentionOptions();
+    o.scale = last ? 0.5 : 0.0;
+    SequenceAttention scaled_on_one(o, SequenceAlgorithm::AllGather);
+    MPI_CHECK_ERROR(scaled_on_one.forward(s, s, s), "scale 0.5");
+    SequenceAttention other_algorithm(
+        {}, last ? SequenceAlgorithm::Ring : SequenceAlgorithm::AllGather);
+    MPI_CHECK_ERROR(other_algorithm.forward(s, s, s), "sequence attention: ranks disagree");
+    o = RingAttentionOptions();
+    o.causal = true;
+    o.scale = last ? 0.25 : 0.0;
+    ZigZagRingAttention zigzag(o);
+    MPI_CHECK_ERROR(zigzag.forward(s, s, s), "zig-zag ring attention: ranks disagree");
+    // Agreed once: the next forward runs.
+    SequenceAttention same({}, SequenceAlgorithm::AllGather);
+    MPI_CHECK(same.forward(s, s, s).local().numel() == s.local().numel());
+    MPI_CHECK(same.forward(s, s, s).local().numel() == s.local().numel());
+  }
 }
 
 TEST_CASE(
