@@ -71,6 +71,20 @@ else
     echo ", FAILED: $(awk '$3 != "0" {printf "%s.np%s (rc %s) ", $1, $2, $3}' "$logs/gpu-tests.result")")"
 fi
 
+# The case that leaves the device almost no free memory (spilling kernels beside a full block
+# cache), alone after the parallel tests.
+full_cache_rc=0
+if run -np 1 "$tests/test_gpu_attention" "[.full_cache]" >"$logs/full-cache.log" 2>&1; then
+  if grep -q "SKIPPED: no CUDA device" "$logs/full-cache.log"; then
+    printf '%-40s %s\n' "launch beside a full device cache" "skipped: no CUDA device visible"
+  else
+    printf '%-40s %s\n' "launch beside a full device cache" passed
+  fi
+else
+  full_cache_rc=1
+  printf '%-40s %s\n' "launch beside a full device cache" "FAILED (logs: full-cache.log)"
+fi
+
 # numpy against the device's distributed FFT and SpectralConv (cuFFT, the CUDA spectral
 # mixing; tests/runtime/numpy_reference.py), where this build has the test (not bundles).
 numpy_rc=0
@@ -153,4 +167,4 @@ done
 train_row darcy_unet 1 TESSERA_DEVICE_CACHE_MB=0
 rm -rf "$data"
 printf '%-40s %s s\n' "wall time" "$(($(date +%s) - start))"
-[ "$passed" = "$total" ] && [ $train_rc = 0 ] && [ $numpy_rc = 0 ]
+[ "$passed" = "$total" ] && [ $train_rc = 0 ] && [ $numpy_rc = 0 ] && [ $full_cache_rc = 0 ]

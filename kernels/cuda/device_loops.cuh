@@ -26,13 +26,18 @@ inline void check_launch(const char* what, unsigned launches = 1) {
   device::count_launches(launches);
 }
 
-// One kernel launch whose per-thread arrays spill to local memory (the register buckets of
-// 128): the driver reserves that memory for every resident thread at the first such launch,
-// outside the tracked allocator, and with the device cache holding the rest of the memory the
-// reservation fails (cudaErrorMemoryAllocation, not sticky). The launch is then made once more
-// with the cache given back. `launch` must make exactly one launch (a failed one did nothing).
+// One launch of a kernel that uses local memory (ptxas -v: a stack frame; the per-thread arrays
+// of the register buckets, the float64 128-wide fused attention): the driver reserves that
+// memory for every resident thread at the first such launch, outside the tracked allocator,
+// and with the device cache holding the rest of the memory the reservation fails
+// (cudaErrorMemoryAllocation, not sticky). The launch is then made once more with the cache
+// given back. `launch` must make exactly one launch (a failed one did nothing); an error left
+// by an earlier call is reported first, so it cannot pass for this launch's and repeat it.
 template <class Launch>
 void launch_with_room(const char* what, Launch&& launch) {
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    throw_cuda_error(e, (std::string("a call before the launch of ") + what).c_str(), __FILE__,
+                     __LINE__);
   launch();
   if (cudaPeekAtLastError() == cudaErrorMemoryAllocation && cached_device_bytes() > 0) {
     (void)cudaGetLastError();

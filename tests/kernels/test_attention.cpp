@@ -378,6 +378,16 @@ void nan_case(bool causal) {
     const std::vector<int> seen =
         causal ? std::vector<int>{0, 1, 1, 1, 1, 1} : std::vector<int>{1, 1, 1, 1, 1, 1};
     CHECK(nan_rows(out, 4) == seen);
+    // The gradients: every row that sees the key, and the key itself (the entries of masked
+    // pairs may be NaN too: the float32 path's GEMMs multiply their zeros by NaN).
+    std::vector<T> dq(24), dk(2400), dv(2400);
+    attention_backward(Device::host(), a, q0.data(), k.data(), v.data(), out.data(), dout.data(),
+                       lse.data(), dq.data(), dk.data(), dv.data(), nullptr);
+    const auto dq_rows = nan_rows(dq, 4);
+    for (std::size_t i = 0; i < 6; ++i)
+      if (seen[i]) CHECK(dq_rows[i] == 1);
+    CHECK(nan_rows(dk, 4)[597] == 1);
+    CHECK(nan_rows(dv, 4)[597] == 1);
     auto [o1, l1] = run(q0, k, 400, 0, nullptr, nullptr);
     auto [o2, l2] = run(q0, k, 200, 400, k.data() + 1600, v.data() + 1600);
     attention_merge(Device::host(), a.type, 1, 6, 4, o1.data(), l1.data(), o2.data(), l2.data());
