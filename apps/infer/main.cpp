@@ -272,7 +272,13 @@ int run(Context& ctx, int argc, char** argv) {
     const std::string dset = field(cfg.data.targets[i]);
     out.create_dataset(dset, s, DType::f32, chunk);
     io::schema::GridMeta m;
-    for (Index c = 0; c < tch[i]; ++c)
+    // The target's own channel names where the input file holds it (a test set), else the
+    // field's name (numbered past one channel).
+    if (in.exists(dset) && in.has_attr(dset, "variables")) {
+      const auto v = in.attr_strings(dset, "variables");
+      if (static_cast<Index>(v.size()) == tch[i]) m.variables = v;
+    }
+    for (Index c = 0; m.variables.size() < static_cast<std::size_t>(tch[i]); ++c)
       m.variables.push_back(tch[i] == 1 ? cfg.data.targets[i]
                                         : cfg.data.targets[i] + std::to_string(c));
     const std::string src = field(inputs.names[0]);

@@ -255,6 +255,14 @@ mpi 1 "$bin/tessera-prep" validate pred.h5 >/dev/null || fail "prediction is not
 mpi 1 "$bin/tessera-prep" inspect pred.h5 | grep "pressure" | grep -q "(2, 1, 32, 24)" ||
   { mpi 1 "$bin/tessera-prep" inspect pred.h5; fail "prediction shape"; }
 echo "ok: inference on 32x24 wrote /fields/pressure (2, 1, 32, 24)"
+# The prediction names its channels as the input file's target does (the generator's 'p').
+/usr/bin/python3 - pred.h5 big.h5 <<'EOF' || fail "prediction's variables are not the target's"
+import h5py, sys
+def names(f):
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in f["/fields/pressure"].attrs["variables"]]
+with h5py.File(sys.argv[1], "r") as p, h5py.File(sys.argv[2], "r") as t:
+    assert names(p) == names(t), (names(p), names(t))
+EOF
 # A checkpoint whose normalization was deleted would predict unnormalized values: refused.
 # A non-finite target value gives no error figure for its sample, and the others still do.
 cp ck/ckpt_00000006.h5 nobuf.h5
