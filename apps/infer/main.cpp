@@ -189,14 +189,20 @@ int run(Context& ctx, int argc, char** argv) {
   TESSERA_CHECK(problem.empty(), input << ": the model cannot take it: " << problem);
   // Parameters and buffers from the checkpoint (its signature must match the model).
   const std::string sig = model.signature(), stored = current_unet_signature(ck.model);
-  // The usual cause: inputs with other channel counts than in training.
+  // The usual cause: inputs with other channel counts than in training (only in= differs);
+  // anything else means the checkpoint's config does not describe the model it stores.
   std::string names;
   for (const auto& f : cfg.data.inputs) names += (names.empty() ? "" : ", ") + f;
-  TESSERA_CHECK(stored == sig, input << ": its input fields (" << names << ": "
-                                     << inputs.total_channels()
-                                     << " channels) do not fit the checkpoint's model ("
-                                     << signature_difference(stored, sig)
-                                     << ", the checkpoint's first): it is '" << stored << "'");
+  const std::string diff = signature_difference(stored, sig);
+  const bool inputs_differ = diff.rfind("in=", 0) == 0 && diff.find("; ") == std::string::npos;
+  TESSERA_CHECK(stored == sig || !inputs_differ,
+                input << ": its input fields (" << names << ": " << inputs.total_channels()
+                      << " channels) do not fit the checkpoint's model (" << diff
+                      << ", the checkpoint's first): it is '" << stored << "'");
+  TESSERA_CHECK(stored == sig, checkpoint << ": its config does not build the model it stores ("
+                                          << diff << ", the stored model's first; edited, or "
+                                          << "written by another version?): it stores '" << stored
+                                          << "'");
   load_parameter_state(model.graph(), ck.params);
   std::vector<Model::Buffer> bufs;
   for (const auto& b : ck.buffers)

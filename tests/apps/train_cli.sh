@@ -279,6 +279,22 @@ mpi 2 "$bin/tessera-infer" --checkpoint nobuf.h5 --input big.h5 --output nobuf_p
   >nobuf.log 2>&1 && fail "a checkpoint without its normalization was used"
 grep -q "trained with data.normalize = true, but it holds no normalization" nobuf.log ||
   { cat nobuf.log; fail "no reason for refusing the checkpoint"; }
+# A checkpoint whose config does not build the model it stores (edited): the checkpoint is
+# named, not the input file.
+cp ck/ckpt_00000006.h5 edited.h5
+strip_checksums edited.h5
+/usr/bin/python3 - edited.h5 <<'EOF' || fail "h5py"
+import h5py, re, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    c = f.attrs["config"]
+    text = c if isinstance(c, str) else (c[0].decode() if isinstance(c[0], bytes) else str(c[0]))
+    width = int(re.search(r"^width = (\d+)", text, re.M).group(1))
+    f.attrs["config"] = re.sub(r"^width = \d+", "width = %d" % (width + 4), text, flags=re.M)
+EOF
+mpi 2 "$bin/tessera-infer" --checkpoint edited.h5 --input big.h5 --output edited_pred.h5 \
+  >edited.log 2>&1 && fail "a checkpoint whose config contradicts its model was used"
+grep -q "edited.h5: its config does not build the model it stores (width=" edited.log ||
+  { cat edited.log; fail "the contradicting checkpoint was not named"; }
 mpi 2 "$bin/tessera-infer" --checkpoint ck/ckpt_00000006.h5 --input nan.h5 --output nan_pred.h5 \
   >nan.log 2>&1 || { cat nan.log; fail "tessera-infer with a NaN target"; }
 grep -q "sample 1: the target (pressure in nan.h5) holds a non-finite value: no relative error" nan.log &&
