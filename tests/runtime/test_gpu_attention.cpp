@@ -506,13 +506,7 @@ TEST_CASE("CUDA physics attention covers more points than a capped grid holds", 
   // points are more than 65535 blocks of 128 threads, so a grid capped there would leave the
   // last points unsliced, undesliced and without gradients, with no error.
   if (!test::have_device()) return;
-  kernels::PhysicsShape s;
-  s.batch = 1;
-  s.heads = 1;
-  s.dim = 2;
-  s.slices = 3;
-  s.points = 9000001;
-  const PhysicsKernelCase k(s);
+  const PhysicsKernelCase k({.batch = 1, .heads = 1, .dim = 2, .slices = 3, .points = 9000001});
   PhysicsKernelCase::check(k.run(MemSpace::Cuda), k.run(MemSpace::Host));
 }
 
@@ -526,13 +520,8 @@ TEST_CASE("CUDA kernels that spill to local memory launch beside a full device c
   // outside the tracked allocator. With the cache holding nearly all the device's memory that
   // reservation fails unless the launch gives the cache back and tries again.
   if (!test::have_device()) return;
-  kernels::PhysicsShape s;
-  s.batch = 2;
-  s.heads = 2;
-  s.dim = 3;
-  s.slices = 128;
-  s.points = 3001;
-  const PhysicsKernelCase physics(s);
+  const PhysicsKernelCase physics(
+      {.batch = 2, .heads = 2, .dim = 3, .slices = 128, .points = 3001});
   const PhysicsKernelCase::Result physics_host = physics.run(MemSpace::Host);
   kernels::NeighborhoodDesc d;
   d.nd = 2;

@@ -4,6 +4,7 @@
 // on a 1-D mesh and on a 2-D mesh with the batch sharded on the other axis; bfloat16 inputs
 // give the float32 answer of the rounded inputs, rounded (the blocks travel as bf16, the
 // partial outputs, merges and travelling key/value gradients stay float32).
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -41,6 +42,27 @@ Full one_rank(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d
   kernels::attention_backward(Device::host(), a, q.raw(), k.raw(), v.raw(), f.out.raw(), dout.raw(),
                               lse.data<double>(), f.dq.raw(), f.dk.raw(), f.dv.raw());
   return f;
+}
+
+// Causal zig-zag ring attention of q, k, v (all laid out by `spec`) and its backward of g:
+// the output, the gradients of q, k, v, and the chunk pairs this rank computed.
+struct ZigZagRun {
+  ShardTensor out;
+  std::array<ShardTensor, 3> grads;
+  int pairs;
+};
+ZigZagRun run_zigzag(const Mesh& mesh, int axis, const ShardSpec& spec, const Tensor& q,
+                     const Tensor& k, const Tensor& v, const Tensor& g) {
+  RingAttentionOptions o;
+  o.axis = axis;
+  o.causal = true;
+  ZigZagRingAttention zz(o);
+  ZigZagRun r;
+  r.out = zz.forward(ShardTensor::scatter(mesh, q, spec), ShardTensor::scatter(mesh, k, spec),
+                     ShardTensor::scatter(mesh, v, spec));
+  r.grads = zz.backward(ShardTensor::scatter(mesh, g, spec));
+  r.pairs = zz.pairs_computed();
+  return r;
 }
 
 // The meshes every case runs on, each with the axis of the sequence: a line, and data x
@@ -186,14 +208,7 @@ TEST_CASE("a NaN token makes the same entries NaN sharded as over the whole sequ
       const Tensor q = converted(q64, dt), k = converted(k64, dt), v = converted(v64, dt),
                    g = converted(g64, dt);
       const Full want = one_rank(q, k, v, g, true);
-      RingAttentionOptions o;
-      o.axis = axis;
-      o.causal = true;
-      ZigZagRingAttention zz(o);
-      const ShardTensor out =
-          zz.forward(ShardTensor::scatter(mesh, q, spec), ShardTensor::scatter(mesh, k, spec),
-                     ShardTensor::scatter(mesh, v, spec));
-      const auto grads = zz.backward(ShardTensor::scatter(mesh, g, spec));
+      const auto [out, grads, pairs] = run_zigzag(mesh, axis, spec, q, k, v, g);
       INFO(mesh.str() << " zig-zag " << name_of(dt));
       const double tol = dt == DType::f64 ? 1e-11 : 1e-5;
       MPI_CHECK(nan_mask(out.gather_all()) == nan_mask(want.out));
@@ -383,24 +398,17 @@ TEST_CASE("zig-zag ring attention equals causal attention over the whole sequenc
         const Tensor q = test::random_tensor(shape, dt, 1), k = test::random_tensor(shape, dt, 2),
                      v = test::random_tensor(shape, dt, 3), g = test::random_tensor(shape, dt, 4);
         const Full want = one_rank(q, k, v, g, true);
-        RingAttentionOptions o;
-        o.axis = axis;
-        o.causal = true;
-        ZigZagRingAttention zz(o);
-        const ShardTensor out =
-            zz.forward(ShardTensor::scatter(mesh, q, spec), ShardTensor::scatter(mesh, k, spec),
-                       ShardTensor::scatter(mesh, v, spec));
-        const auto grads = zz.backward(ShardTensor::scatter(mesh, g, spec));
+        const auto [out, grads, pairs] = run_zigzag(mesh, axis, spec, q, k, v, g);
         const double tol = dt == DType::f64 ? 1e-11 : 1e-5;
         const int ranks = mesh.dim(axis);
-        INFO(mesh.str() << " " << spec.str() << " " << name_of(dt) << ": " << zz.pairs_computed()
+        INFO(mesh.str() << " " << spec.str() << " " << name_of(dt) << ": " << pairs
                         << " chunk pairs here");
         MPI_CHECK(test::rel_error(out.gather_all(), want.out) < tol);
         MPI_CHECK(test::rel_error(grads[0].gather_all(), want.dq) < tol);
         MPI_CHECK(test::rel_error(grads[1].gather_all(), want.dk) < tol);
         MPI_CHECK(test::rel_error(grads[2].gather_all(), want.dv) < tol);
         // The balance: every rank computes 2P + 1 chunk pairs (no chunk is empty here).
-        MPI_CHECK(zz.pairs_computed() == 2 * ranks + 1);
+        MPI_CHECK(pairs == 2 * ranks + 1);
       }
   MPI_CHECK(test::throws_with([] { ZigZagRingAttention bad({}); }, "set causal"));
 }
