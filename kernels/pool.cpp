@@ -19,6 +19,9 @@ PoolGeom pool_geometry(const PoolDesc& d, const char* where) {
                         << " needs extent, kernel, stride >= 1 and padding >= 0 (in " << d.in[k]
                         << ", kernel " << d.kernel[k] << ", stride " << d.stride[k] << ", pad "
                         << d.pad_lo[k] << "/" << d.pad_hi[k] << ")");
+    TESSERA_CHECK(d.uncounted_hi[k] >= 0 && d.uncounted_hi[k] <= d.pad_hi[k],
+                  where << ": dim " << k << ": uncounted right padding " << d.uncounted_hi[k]
+                        << " outside [0, " << d.pad_hi[k] << "]");
     TESSERA_CHECK(d.in[k] + d.pad_lo[k] + d.pad_hi[k] >= d.kernel[k],
                   where << ": dim " << k << ": kernel " << d.kernel[k]
                         << " larger than the padded extent "
@@ -34,6 +37,7 @@ PoolGeom pool_geometry(const PoolDesc& d, const char* where) {
     g.s[n] = d.stride[k];
     g.plo[n] = d.pad_lo[k];
     g.out[n] = out;
+    g.end[n] = d.in[k] + d.pad_hi[k] - d.uncounted_hi[k];
   }
   normalized_x_strides(d.x_strides, d.nd, g.c, g.in, g.xs);
   return g;

@@ -7,7 +7,9 @@
 // Max pooling treats padding as -inf (it never wins: every window must hold a real cell);
 // ties go to the first cell of the window in row-major order, and the backward recomputes
 // that argmax from x, so no index tensor is kept between forward and backward. Average pooling
-// divides by the kernel volume (count_include_pad) or by the number of real cells in the window.
+// divides by the kernel volume (count_include_pad) or by the number of real cells in the window;
+// the last `uncounted_hi` cells of the right padding (PyTorch's ceil_mode overhang) are never
+// counted, so a window reaching into them divides by its part inside the counted padding.
 #include "kernels/floor.hpp"
 #include "kernels/device/device.hpp"
 #include "decomp/box.hpp"
@@ -26,6 +28,7 @@ struct PoolDesc {
   Index kernel[3] = {1, 1, 1};
   Index stride[3] = {1, 1, 1};
   Index pad_lo[3] = {0, 0, 0}, pad_hi[3] = {0, 0, 0};
+  Index uncounted_hi[3] = {0, 0, 0};  // of pad_hi: ceil-mode overhang (0 <= it <= pad_hi)
   // Element strides of x (and dx) over (n, c, spatial...); all zero = contiguous.
   Index x_strides[5] = {0, 0, 0, 0, 0};
   PoolKind kind = PoolKind::Max;

@@ -17,6 +17,7 @@ struct PoolGeom {
   Index n = 1, c = 1;
   Index in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, plo[3] = {0, 0, 0};
   Index out[3] = {1, 1, 1};
+  Index end[3] = {1, 1, 1};       // end of the counted padded extent (in + counted right padding)
   Index xs[5] = {0, 0, 0, 0, 0};  // strides of (n, c, d0, d1, d2)
   bool max = true;
   bool include_pad = true;
@@ -69,7 +70,10 @@ TESSERA_HD inline double pool_divisor(const PoolGeom& g, const Index o[3]) {
   Index v = 1;
   for (int d = 0; d < 3; ++d) {
     if (g.include_pad) {
-      v *= g.k[d];
+      // The window clipped to the counted padded extent (the kernel, but for a ceil-mode
+      // window that overhangs the right padding), as PyTorch divides.
+      const Index start = o[d] * g.s[d] - g.plo[d];
+      v *= min_i(start + g.k[d], g.end[d]) - start;
     } else {
       Index lo, hi;
       g.window(d, o[d], lo, hi);

@@ -1,7 +1,10 @@
 #pragma once
 // Nearest and (bi/tri)linear upsampling by integer factors per spatial dim, PyTorch
 // semantics (nearest: src = floor(dst / scale); linear, align_corners=false:
-// src = max((dst + 0.5) / scale - 0.5, 0), upper neighbour clamped to the global edge).
+// src = max((dst + 0.5) / scale - 0.5, 0); linear, align_corners=true:
+// src = dst (G - 1) / (G scale - 1) over a global input extent G; the upper neighbour is
+// clamped to the global edge). Source positions are exact rationals (PyTorch rounds them
+// in the input's precision).
 //
 // It works on windows, so a sharded layer can run it on its shard: the descriptor holds
 // the global input extent, the global origin and extent of the input window the x pointer
@@ -16,7 +19,7 @@
 
 namespace tessera::kernels {
 
-enum class UpsampleMode { Nearest, Linear };
+enum class UpsampleMode { Nearest, Linear, LinearAlignCorners };
 
 struct UpsampleDesc {
   int nd = 1;  // spatial dims, 1..3
@@ -39,6 +42,15 @@ struct UpsampleTap {
 };
 TESSERA_HD inline UpsampleTap upsample_tap(UpsampleMode m, Index scale, Index in_global, Index o) {
   if (m == UpsampleMode::Nearest) return {o / scale, o / scale, 0.0};
+  if (m == UpsampleMode::LinearAlignCorners) {
+    // src = o (G - 1) / (G scale - 1): the corner cells' centres meet; one output cell reads 0.
+    const Index den = in_global * scale - 1;
+    if (den <= 0) return {0, 0, 0.0};
+    const Index num = o * (in_global - 1);
+    const Index i0 = num / den;
+    const Index i1 = i0 + 1 < in_global ? i0 + 1 : in_global - 1;
+    return {i0, i1, static_cast<double>(num % den) / static_cast<double>(den)};
+  }
   // src = (o + 0.5) / scale - 0.5 = (2o + 1 - scale) / (2 scale), clamped at 0.
   Index num = 2 * o + 1 - scale;
   if (num < 0) num = 0;

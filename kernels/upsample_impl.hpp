@@ -24,8 +24,15 @@ struct UpsampleGeom {
   TESSERA_HD Index out_count() const { return n * c * on[0] * on[1] * on[2]; }
   TESSERA_HD Index in_count() const { return n * c * in[0] * in[1] * in[2]; }
   // Outputs [lo, hi) of dim d (global, within the window) that may read input p (global):
-  // [(p-1)*scale, (p+2)*scale) covers both taps and the edge clamps.
+  // [(p-1)*scale, (p+2)*scale) covers both taps and the edge clamps; with aligned corners,
+  // those whose source lies in [p-1, p+1] (src = o (G-1) / (G scale - 1)).
   TESSERA_HD void readers(int d, Index p, Index& lo, Index& hi) const {
+    if (mode == UpsampleMode::LinearAlignCorners) {
+      const Index den = g[d] * s[d] - 1, gm = g[d] - 1;
+      lo = gm == 0 ? olo[d] : max_i(floor_div((p - 1) * den, gm), olo[d]);
+      hi = gm == 0 ? olo[d] + on[d] : min_i(floor_div((p + 1) * den, gm) + 1, olo[d] + on[d]);
+      return;
+    }
     lo = max_i((p - 1) * s[d], olo[d]);
     hi = min_i((p + 2) * s[d], olo[d] + on[d]);
   }

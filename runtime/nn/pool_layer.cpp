@@ -1,5 +1,6 @@
 #include "runtime/nn/pool_layer.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "kernels/pool.hpp"
@@ -19,6 +20,17 @@ struct Pool::Saved {
 namespace {
 std::vector<Index> fill_default(std::vector<Index> v, const std::vector<Index>& dflt) {
   return v.empty() ? dflt : v;
+}
+
+// PyTorch's ceil-mode output extent over an input of extent L: the padded room divided
+// rounding up, less the last window where it would start past the input and the left
+// padding; the cells that window reaches past the right padding.
+Index ceil_overhang(const WindowDim& w, Index L) {
+  const Index room = L + w.pad_lo + w.pad_hi - w.span();
+  Index out = floor_div(room + w.stride - 1, w.stride) + 1;
+  if (out >= 1 && (out - 1) * w.stride >= L + w.pad_lo) --out;
+  if (out < 1) return 0;  // no window: output_spec says so
+  return std::max<Index>(0, (out - 1) * w.stride + w.span() - (L + w.pad_lo + w.pad_hi));
 }
 }  // namespace
 
@@ -51,6 +63,12 @@ WindowDim Pool::window(int k) const {
   return w;
 }
 
+WindowDim Pool::window(int k, Index L) const {
+  WindowDim w = window(k);
+  if (opts_.ceil_mode) w.pad_hi += ceil_overhang(w, L);
+  return w;
+}
+
 void Pool::release_saved() {
   if (!saved_) return;
   saved_->x = HaloFrame();  // the plan stays for the next forward
@@ -69,8 +87,8 @@ ShardSpec Pool::output_spec(const ShardSpec& in) const {
   check_spatial_spec(in, nd, name());
   std::vector<Index> shape = in.global_shape();
   for (int k = 0; k < nd; ++k) {
-    const WindowDim w = window(k);
     const Index L = in.global_shape()[2 + k];
+    const WindowDim w = window(k, L);
     const Index out = w.out_extent(L);
     TESSERA_CHECK(out >= 1, name()
                                 << ": spatial dim " << k << " of extent " << L
@@ -82,7 +100,9 @@ ShardSpec Pool::output_spec(const ShardSpec& in) const {
   }
   std::vector<std::function<Index(Index)>> first(in.ndim());
   for (int k = 0; k < nd; ++k)
-    first[2 + k] = [w = window(k)](Index c) { return conv_first_output_at(w, c); };
+    first[2 + k] = [w = window(k, in.global_shape()[2 + k])](Index c) {
+      return conv_first_output_at(w, c);
+    };
   return window_output_spec(in, shape, opts_.split, first);
 }
 
@@ -99,7 +119,7 @@ void pool_backward(const kernels::PoolDesc& d, const Tensor& x, const Tensor& dy
 std::vector<HaloReach> Pool::reach(const ShardSpec& in) const {
   std::vector<HaloReach> r(static_cast<std::size_t>(in.ndim()), no_reach());
   for (int k = 0; k + 2 < in.ndim(); ++k)
-    r[static_cast<std::size_t>(2 + k)] = window_reach(window(k), false);
+    r[static_cast<std::size_t>(2 + k)] = window_reach(window(k, in.global_shape()[2 + k]), false);
   return r;
 }
 
@@ -155,6 +175,8 @@ ShardTensor Pool::forward(const ShardTensor& x) {
       d.stride[k] = opts_.stride[k];
       d.pad_lo[k] = bw.clip_lo[2 + k];  // the domain's padding this rank's windows reach
       d.pad_hi[k] = bw.clip_hi[2 + k];
+      // Of that, what lies past the given right padding is ceil-mode overhang.
+      d.uncounted_hi[k] = std::max<Index>(0, d.pad_hi[k] - opts_.pad_hi[k]);
     }
     for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
     d.kind = opts_.kind == PoolOptions::Kind::Max ? kernels::PoolKind::Max : kernels::PoolKind::Avg;

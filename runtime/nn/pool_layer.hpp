@@ -24,6 +24,10 @@ struct PoolOptions {
   std::vector<Index> pad_lo;      // empty: zero
   std::vector<Index> pad_hi;      // empty: pad_lo
   bool count_include_pad = true;  // average pooling: divide by the kernel volume
+  // PyTorch's ceil_mode: one more window where a partial one would still start inside the
+  // input or the left padding. It overhangs the right padding; max pooling ignores the
+  // overhang, average pooling divides by the window's part inside the (counted) padding.
+  bool ceil_mode = false;
   // Output partition: balanced over the input's grid, or aligned with the input's cuts
   // (the block owning a window's centre computes it), as the conv layers offer.
   OutputSplit split = OutputSplit::Balanced;
@@ -46,8 +50,11 @@ class Pool : public Layer {
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
 
   const PoolOptions& options() const { return opts_; }
-  // The window along spatial dim k (0-based among the spatial dims).
+  // The window along spatial dim k (0-based among the spatial dims), as given.
   WindowDim window(int k) const;
+  // ... for an input of global extent L along it: in ceil mode its right padding includes
+  // the overhang of the last window.
+  WindowDim window(int k, Index L) const;
   // The input cells each output block's windows read, per dim of an input spec.
   std::vector<HaloReach> reach(const ShardSpec& in) const;
 

@@ -23,6 +23,9 @@ Upsample::Upsample(UpsampleOptions o) : opts_(std::move(o)) {
   for (std::size_t k = 0; k < nd; ++k)
     TESSERA_CHECK(opts_.scale[k] >= 1, "Upsample: scale of spatial dim "
                                            << k << " is " << opts_.scale[k] << ", must be >= 1");
+  TESSERA_CHECK(!opts_.align_corners || opts_.mode == UpsampleOptions::Mode::Linear,
+                "Upsample: align_corners applies to linear upsampling only (nearest has no "
+                "corners to align, as in PyTorch)");
 }
 
 Upsample::~Upsample() = default;
@@ -30,7 +33,8 @@ Upsample::~Upsample() = default;
 std::string Upsample::name() const {
   std::ostringstream os;
   os << "Upsample" << opts_.scale.size() << "d("
-     << (opts_.mode == UpsampleOptions::Mode::Nearest ? "nearest" : "linear") << ")";
+     << (opts_.mode == UpsampleOptions::Mode::Nearest ? "nearest" : "linear")
+     << (opts_.align_corners ? ", align_corners" : "") << ")";
   return os.str();
 }
 
@@ -49,14 +53,15 @@ ShardSpec Upsample::output_spec(const ShardSpec& in) const {
 }
 
 namespace {
-kernels::UpsampleMode kernel_mode(UpsampleOptions::Mode m) {
-  return m == UpsampleOptions::Mode::Nearest ? kernels::UpsampleMode::Nearest
-                                             : kernels::UpsampleMode::Linear;
+kernels::UpsampleMode kernel_mode(const UpsampleOptions& o) {
+  if (o.mode == UpsampleOptions::Mode::Nearest) return kernels::UpsampleMode::Nearest;
+  return o.align_corners ? kernels::UpsampleMode::LinearAlignCorners
+                         : kernels::UpsampleMode::Linear;
 }
 }  // namespace
 
 std::vector<HaloReach> Upsample::reach(const ShardSpec& in) const {
-  const kernels::UpsampleMode mode = kernel_mode(opts_.mode);
+  const kernels::UpsampleMode mode = kernel_mode(opts_);
   std::vector<HaloReach> r(static_cast<std::size_t>(in.ndim()), no_reach());
   for (std::size_t k = 0; k < opts_.scale.size() && k + 2 < r.size(); ++k) {
     const Index scale = opts_.scale[k], L = in.global_shape()[2 + k];
@@ -98,7 +103,7 @@ HaloWidths Upsample::input_room(const Mesh& mesh, const ShardSpec& in) {
 ShardTensor Upsample::forward(const ShardTensor& x) {
   const int nd = static_cast<int>(opts_.scale.size());
   check_layer_input(x, nd + 2, nd + 2, name(), true);
-  const kernels::UpsampleMode mode = kernel_mode(opts_.mode);
+  const kernels::UpsampleMode mode = kernel_mode(opts_);
   Saved& s = saved_for(x.mesh(), x.spec());
   const ShardSpec& out_spec = s.plan->driver_spec;  // the plan's, not re-derived per call
   const HaloFrame xh = fill_halo(*s.plan, x);

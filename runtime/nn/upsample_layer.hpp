@@ -1,6 +1,6 @@
 #pragma once
 // Upsample: sharded nearest or (bi/tri)linear upsampling by an integer factor per spatial
-// dim of an (N, C, spatial...) ShardTensor (PyTorch semantics, align_corners=false). The
+// dim of an (N, C, spatial...) ShardTensor (PyTorch semantics, align_corners either way). The
 // output is split over the same process grid (balanced, or aligned with the input's
 // cuts); each rank fills a halo
 // sized to the input cells its output block reads (kernels::upsample_input_range), and
@@ -19,6 +19,9 @@ namespace tessera {
 struct UpsampleOptions {
   enum class Mode { Nearest, Linear } mode = Mode::Nearest;
   std::vector<Index> scale;  // one integer factor >= 1 per spatial dim (1 to 3)
+  // Linear only (PyTorch's align_corners=True): the corner cells' centres of input and
+  // output meet, src = dst (L - 1) / (L scale - 1); false: src = (dst + 0.5) / scale - 0.5.
+  bool align_corners = false;
   // Output partition: balanced over the input's grid, or aligned (output block = scale
   // times the input block: nearest needs no halo, linear one cell per side).
   OutputSplit split = OutputSplit::Balanced;

@@ -140,7 +140,9 @@ void upsample_case(std::mt19937& rng, int nd) {
   d.type = scalar_of<T>();
   d.n = rnd(rng, 1, 2);
   d.c = rnd(rng, 1, 3);
-  d.mode = rng() % 2 ? UpsampleMode::Linear : UpsampleMode::Nearest;
+  const UpsampleMode modes[] = {UpsampleMode::Nearest, UpsampleMode::Linear,
+                                UpsampleMode::LinearAlignCorners};
+  d.mode = modes[rng() % 3];
   std::vector<Index> shape{d.n, d.c};
   Index ny = d.n * d.c;
   for (int k = 0; k < nd; ++k) {

@@ -174,7 +174,8 @@ TEST_CASE("host upsampling loops equal the per-element functors bit for bit",
   std::mt19937 rng(11);
   for (int it = 0; it < 40; ++it)
     for (int nd = 1; nd <= 3; ++nd)
-      for (UpsampleMode m : {UpsampleMode::Nearest, UpsampleMode::Linear}) {
+      for (UpsampleMode m :
+           {UpsampleMode::Nearest, UpsampleMode::Linear, UpsampleMode::LinearAlignCorners}) {
         upsample_case<float>(rng, m, nd);
         upsample_case<double>(rng, m, nd);
       }

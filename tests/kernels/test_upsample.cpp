@@ -13,7 +13,8 @@ using namespace tessera::test_ops;
 
 namespace {
 
-// Global reference: 1-d taps in floating point, PyTorch's area_pixel source index.
+// Global reference: 1-d taps in floating point, PyTorch's area_pixel source index (with
+// aligned corners: the ratio of the extents less one).
 struct RefTap {
   Index i0, i1;
   double l0, l1;
@@ -23,8 +24,14 @@ RefTap ref_tap(UpsampleMode m, Index scale, Index G, Index o) {
     const Index i = static_cast<Index>(std::floor(static_cast<double>(o) / scale));
     return {i, i, 1.0, 0.0};
   }
-  double src = (o + 0.5) / static_cast<double>(scale) - 0.5;
-  if (src < 0) src = 0;
+  double src = 0;
+  if (m == UpsampleMode::LinearAlignCorners) {
+    // align_corners=True: src = o (G - 1) / (G scale - 1), 0 for a single output cell.
+    if (G * scale > 1) src = static_cast<double>(o * (G - 1)) / static_cast<double>(G * scale - 1);
+  } else {
+    src = (o + 0.5) / static_cast<double>(scale) - 0.5;
+    if (src < 0) src = 0;
+  }
   const Index i0 = static_cast<Index>(std::floor(src));
   const Index i1 = std::min(i0 + 1, G - 1);
   return {i0, i1, 1.0 - (src - i0), src - i0};
@@ -92,13 +99,14 @@ std::vector<double> extract(const std::vector<double>& full, Index nc,
   return out;
 }
 
+UpsampleMode random_mode(std::mt19937& rng) {
+  const UpsampleMode modes[] = {UpsampleMode::Nearest, UpsampleMode::Linear,
+                                UpsampleMode::LinearAlignCorners};
+  return modes[rng() % 3];
+}
+
 Geometry random_geometry(std::mt19937& rng, int nd) {
-  Geometry g{nd,
-             rand_in(rng, 1, 2),
-             rand_in(rng, 1, 2),
-             rng() % 2 ? UpsampleMode::Linear : UpsampleMode::Nearest,
-             {1, 1, 1},
-             {1, 1, 1}};
+  Geometry g{nd, rand_in(rng, 1, 2), rand_in(rng, 1, 2), random_mode(rng), {1, 1, 1}, {1, 1, 1}};
   for (int k = 0; k < nd; ++k) {
     g.scale[k] = rand_in(rng, 1, 3);
     g.G[k] = rand_in(rng, 1, nd == 3 ? 3 : 6);
@@ -181,10 +189,9 @@ void check_window(const Geometry& g, std::mt19937& rng, bool strided) {
   const std::vector<T> xb = w.buffer_with<T>(window_values(g, d, xg), 5.0);
   std::vector<T> y(static_cast<std::size_t>(out_count(d)));
   upsample_forward(Device::host(), d, xb.data() + w.origin, y.data());
-  INFO("nd " << g.nd << " linear " << (g.mode == UpsampleMode::Linear) << " scale " << g.scale[0]
-             << "," << g.scale[1] << "," << g.scale[2] << " G " << g.G[0] << "," << g.G[1] << ","
-             << g.G[2] << " out_lo " << d.out_lo[0] << " out_n " << d.out_n[0] << " strided "
-             << strided);
+  INFO("nd " << g.nd << " mode " << static_cast<int>(g.mode) << " scale " << g.scale[0] << ","
+             << g.scale[1] << "," << g.scale[2] << " G " << g.G[0] << "," << g.G[1] << "," << g.G[2]
+             << " out_lo " << d.out_lo[0] << " out_n " << d.out_n[0] << " strided " << strided);
   REQUIRE(max_abs_diff(to_double(y), y_ref) <= tol);
 
   // Backward: the reference is the dense adjoint of the global map, with dy zero outside
@@ -227,7 +234,7 @@ TEST_CASE("upsample windows equal the global float64 reference", "[kernels][upsa
 }
 
 TEST_CASE("upsample_input_range is exactly the set of input cells read", "[kernels][upsample]") {
-  for (auto mode : {UpsampleMode::Nearest, UpsampleMode::Linear})
+  for (auto mode : {UpsampleMode::Nearest, UpsampleMode::Linear, UpsampleMode::LinearAlignCorners})
     for (Index s = 1; s <= 4; ++s)
       for (Index G = 1; G <= 7; ++G)
         for (Index lo = 0; lo < G * s; ++lo)
@@ -298,7 +305,7 @@ TEST_CASE("upsample backward over a partition of the output sums to the full bac
   std::mt19937 rng(24);
   for (int trial = 0; trial < 40; ++trial) {
     Geometry g = random_geometry(rng, 1 + trial % 3);
-    g.mode = UpsampleMode::Linear;
+    g.mode = trial % 2 ? UpsampleMode::Linear : UpsampleMode::LinearAlignCorners;
     g.G[0] = std::max<Index>(g.G[0], 2);
     const Index O0 = g.out_global(0);
     std::vector<Index> shape_full{g.n, g.c};
@@ -342,7 +349,7 @@ TEST_CASE("linear upsample gradient matches finite differences (float64)", "[ker
   std::mt19937 rng(25);
   for (int trial = 0; trial < 20; ++trial) {
     Geometry g = random_geometry(rng, 1 + trial % 3);
-    g.mode = UpsampleMode::Linear;
+    g.mode = trial % 2 ? UpsampleMode::Linear : UpsampleMode::LinearAlignCorners;
     UpsampleDesc d = random_window(g, rng);
     d.type = DType::f64;
     Index nx = d.n * d.c;

@@ -1,7 +1,7 @@
 // Sharded max and average pooling against single-rank pooling (forward and input
 // gradient) on 1-D, 2-D and 3-D meshes, even and uneven shards (empty shards and shards
-// thinner than the halo included), overlapping windows, padding; a float64 reference
-// by naive loops; finite differences; errors.
+// thinner than the halo included), overlapping windows, padding, ceil mode; a float64
+// reference by naive loops (PyTorch's extent and divisor rules); finite differences; errors.
 #include <cmath>
 #include <limits>
 
@@ -17,8 +17,9 @@ using Kind = PoolOptions::Kind;
 
 namespace {
 PoolOptions pool(Kind kind, std::vector<Index> k, std::vector<Index> s, std::vector<Index> plo,
-                 std::vector<Index> phi = {}, bool include_pad = true) {
+                 std::vector<Index> phi = {}, bool include_pad = true, bool ceil = false) {
   PoolOptions o;
+  o.ceil_mode = ceil;
   o.kind = kind;
   o.kernel = std::move(k);
   o.stride = std::move(s);
@@ -50,14 +51,53 @@ std::vector<Case> cases() {
       {"avg 1d k3 s1", pool(Kind::Avg, {3}, {1}, {0}), {1, 2, 13}},
       {"max 3d k3 s2 p1", pool(Kind::Max, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}), {1, 2, 7, 6, 5}},
       {"avg 3d k2 s2", pool(Kind::Avg, {2, 2, 2}, {}, {}), {1, 2, 6, 4, 8}},
+      // Ceil mode: a last window overhanging the right padding (counted or not), a kernel
+      // wider than the input, a window that would start in the right padding (dropped).
+      {"max 2d k3 s2 ceil", pool(Kind::Max, {3, 3}, {2, 2}, {0, 0}, {}, true, true), {2, 2, 10, 8}},
+      {"avg 2d k3 s2 p1 ceil",
+       pool(Kind::Avg, {3, 3}, {2, 2}, {1, 1}, {}, true, true),
+       {1, 2, 10, 9}},
+      {"avg 2d k3x2 s2x3 p1/0 ceil exclude pad",
+       pool(Kind::Avg, {3, 2}, {2, 3}, {1, 0}, {}, false, true),
+       {2, 2, 12, 11}},
+      {"avg 2d k4 s3 pad 1/2 ceil",
+       pool(Kind::Avg, {4, 4}, {3, 3}, {1, 1}, {2, 0}, true, true),
+       {1, 2, 11, 9}},
+      {"max 1d k5 s3 ceil (overhang 2)",
+       pool(Kind::Max, {5}, {3}, {0}, {}, true, true),
+       {2, 3, 15}},
+      {"max 1d k5 s3 ceil (kernel wider than the input)",
+       pool(Kind::Max, {5}, {3}, {0}, {}, true, true),
+       {1, 2, 4}},
+      {"avg 1d k2 s2 p1 ceil (the window starting in the right padding dropped)",
+       pool(Kind::Avg, {2}, {2}, {1}, {}, true, true),
+       {1, 2, 5}},
+      {"avg 1d k3 s2 ceil", pool(Kind::Avg, {3}, {2}, {0}, {}, true, true), {1, 2, 16}},
+      {"max 3d k2 s2 ceil", pool(Kind::Max, {2, 2, 2}, {}, {}, {}, true, true), {1, 2, 7, 5, 6}},
+      {"avg 3d k3 s2 p1 ceil",
+       pool(Kind::Avg, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {}, true, true),
+       {1, 1, 6, 7, 5}},
   };
 }
 
-// Independent float64 reference: pooling by naive loops over a 2-D (N, C, H, W) tensor.
+// PyTorch's pooling output extent (pooling_output_shape): the padded room divided by the
+// stride, rounded up in ceil mode, less a last window that would start past the input and
+// the left padding.
+Index torch_out_extent(Index L, Index k, Index s, Index plo, Index phi, bool ceil) {
+  const Index room = L + plo + phi - k + (ceil ? s - 1 : 0);
+  Index out = (room >= 0 ? room / s : -((-room + s - 1) / s)) + 1;
+  if (ceil && (out - 1) * s >= L + plo) --out;
+  return out;
+}
+
+// Independent float64 reference: pooling by naive loops over a 2-D (N, C, H, W) tensor,
+// dividing as PyTorch does (the window clipped to the padded extent, or its real cells).
 Tensor naive_pool2d(const PoolOptions& o, const Tensor& x) {
   const Index N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
-  const Index OH = (H + o.pad_lo[0] + o.pad_hi[0] - o.kernel[0]) / o.stride[0] + 1;
-  const Index OW = (W + o.pad_lo[1] + o.pad_hi[1] - o.kernel[1]) / o.stride[1] + 1;
+  const Index OH =
+      torch_out_extent(H, o.kernel[0], o.stride[0], o.pad_lo[0], o.pad_hi[0], o.ceil_mode);
+  const Index OW =
+      torch_out_extent(W, o.kernel[1], o.stride[1], o.pad_lo[1], o.pad_hi[1], o.ceil_mode);
   Tensor y = Tensor::empty({N, C, OH, OW}, DType::f64);
   for (Index n = 0; n < N; ++n)
     for (Index c = 0; c < C; ++c)
@@ -75,7 +115,10 @@ Tensor naive_pool2d(const PoolOptions& o, const Tensor& x) {
               sum += v;
               ++real;
             }
-          const double div = o.count_include_pad ? double(o.kernel[0] * o.kernel[1]) : double(real);
+          const Index h0 = i * o.stride[0] - o.pad_lo[0], w0 = j * o.stride[1] - o.pad_lo[1];
+          const Index padded = (std::min(h0 + o.kernel[0], H + o.pad_hi[0]) - h0) *
+                               (std::min(w0 + o.kernel[1], W + o.pad_hi[1]) - w0);
+          const double div = o.count_include_pad ? double(padded) : double(real);
           y.at<double>({n, c, i, j}) = o.kind == Kind::Max ? best : sum / div;
         }
   return y;
@@ -137,6 +180,27 @@ TEST_CASE("Pooling matches naive float64 loops", "[pool]") {
     INFO(c.what);
     MPI_CHECK(ops::rel_error(y, naive_pool2d(o, x)) <= 1e-15);
   }
+}
+
+TEST_CASE("Ceil-mode pooling gives PyTorch's values", "[pool]") {
+  // torch.nn.functional.{avg,max}_pool1d(torch.arange(1., 7.).view(1, 1, 6), 3, 2, p,
+  // ceil_mode=True): the last window overhangs the padding and divides by its part inside.
+  const Mesh self = Mesh::line(MPI_COMM_SELF);
+  Tensor x = Tensor::empty({1, 1, 6}, DType::f64);
+  for (Index i = 0; i < 6; ++i) x.data<double>()[i] = static_cast<double>(i + 1);
+  const auto run = [&](Kind kind, Index pad, bool include_pad) {
+    Pool p(pool(kind, {3}, {2}, {pad}, {}, include_pad, true));
+    return p.forward(ShardTensor::scatter(self, x, ShardSpec::replicated(x.shape(), self))).local();
+  };
+  const auto values = [](const Tensor& t) {
+    return std::vector<double>(t.data<double>(), t.data<double>() + t.numel());
+  };
+  using V = std::vector<double>;
+  MPI_CHECK((values(run(Kind::Avg, 0, true)) == V{2, 4, 5.5}));
+  MPI_CHECK((values(run(Kind::Max, 0, true)) == V{3, 5, 6}));
+  MPI_CHECK((values(run(Kind::Avg, 1, true)) == V{1, 3, 5, 3}));
+  MPI_CHECK((values(run(Kind::Avg, 1, false)) == V{1.5, 3, 5, 6}));
+  MPI_CHECK((values(run(Kind::Max, 1, true)) == V{2, 4, 6, 6}));
 }
 
 TEST_CASE("Pooling: the adjoint identity <pool(x), w> = <x, pool^T(w)> for average pooling",
