@@ -13,30 +13,43 @@ PoolGeom pool_geometry(const PoolDesc& d, const char* where) {
   g.include_pad = d.count_include_pad;
   const int off = 3 - d.nd;  // user dim k is normalized dim off + k
   for (int k = 0; k < d.nd; ++k) {
-    TESSERA_CHECK(d.in[k] >= 1 && d.kernel[k] >= 1 && d.stride[k] >= 1 && d.pad_lo[k] >= 0 &&
-                      d.pad_hi[k] >= 0,
+    TESSERA_CHECK(d.in[k] >= 1 && d.kernel[k] >= 1 && d.stride[k] >= 1 && d.dilation[k] >= 1 &&
+                      d.pad_lo[k] >= 0 && d.pad_hi[k] >= 0,
                   where << ": dim " << k
-                        << " needs extent, kernel, stride >= 1 and padding >= 0 (in " << d.in[k]
-                        << ", kernel " << d.kernel[k] << ", stride " << d.stride[k] << ", pad "
-                        << d.pad_lo[k] << "/" << d.pad_hi[k] << ")");
+                        << " needs extent, kernel, stride, dilation >= 1 and padding >= 0 (in "
+                        << d.in[k] << ", kernel " << d.kernel[k] << ", stride " << d.stride[k]
+                        << ", dilation " << d.dilation[k] << ", pad " << d.pad_lo[k] << "/"
+                        << d.pad_hi[k] << ")");
+    TESSERA_CHECK(d.dilation[k] == 1 || d.kind == PoolKind::Max,
+                  where << ": dim " << k << ": dilation " << d.dilation[k]
+                        << " needs max pooling (average pooling has none, as in PyTorch)");
     TESSERA_CHECK(d.uncounted_hi[k] >= 0 && d.uncounted_hi[k] <= d.pad_hi[k],
                   where << ": dim " << k << ": uncounted right padding " << d.uncounted_hi[k]
                         << " outside [0, " << d.pad_hi[k] << "]");
-    TESSERA_CHECK(d.in[k] + d.pad_lo[k] + d.pad_hi[k] >= d.kernel[k],
-                  where << ": dim " << k << ": kernel " << d.kernel[k]
+    TESSERA_CHECK(d.in[k] + d.pad_lo[k] + d.pad_hi[k] >= d.span(k),
+                  where << ": dim " << k << ": window span " << d.span(k)
                         << " larger than the padded extent "
                         << d.in[k] + d.pad_lo[k] + d.pad_hi[k]);
     const Index out = d.out(k);
-    // Every window must hold a real cell (max: padding is -inf; avg: a count of zero).
-    TESSERA_CHECK(d.pad_lo[k] < d.kernel[k] && (out - 1) * d.stride[k] - d.pad_lo[k] < d.in[k],
-                  where << ": dim " << k << ": a pooling window lies entirely in the padding (pad "
-                        << d.pad_lo[k] << "/" << d.pad_hi[k] << ", kernel " << d.kernel[k] << ")");
     const int n = off + k;
     g.in[n] = d.in[k];
     g.k[n] = d.kernel[k];
     g.s[n] = d.stride[k];
+    g.dil[n] = d.dilation[k];
     g.plo[n] = d.pad_lo[k];
     g.out[n] = out;
+    // Every window must hold a real cell (max: padding is -inf; avg: a count of zero). Only
+    // the windows starting in the left padding and the last can miss (dilation may step over
+    // a short input).
+    for (Index o = 0; o < out; ++o) {
+      if (o * d.stride[k] - d.pad_lo[k] >= 0 && o + 1 < out) continue;
+      Index lo = 0, hi = 0;
+      g.window(n, o, lo, hi);
+      TESSERA_CHECK(lo < hi, where << ": dim " << k << ": pooling window " << o
+                                   << " holds no input cell (pad " << d.pad_lo[k] << "/"
+                                   << d.pad_hi[k] << ", kernel " << d.kernel[k] << ", dilation "
+                                   << d.dilation[k] << ")");
+    }
     g.end[n] = d.in[k] + d.pad_hi[k] - d.uncounted_hi[k];
   }
   normalized_x_strides(d.x_strides, d.nd, g.c, g.in, g.xs);

@@ -2,7 +2,8 @@
 // Max and average pooling over 1-3 spatial dims of an (N, C, spatial...) tensor, forward
 // and backward, on a window of a possibly halo-padded buffer: x is read through element
 // strides and the padding is explicit per side (a sharded layer passes zero padding on
-// the sides where its halo holds real neighbour cells). Any kernel, stride and padding.
+// the sides where its halo holds real neighbour cells). Any kernel, stride and padding;
+// max pooling also any dilation (a window's cells dilation apart, as PyTorch's).
 //
 // Max pooling treats padding as -inf (it never wins: every window must hold a real cell);
 // ties go to the first cell of the window in row-major order, and the backward recomputes
@@ -27,6 +28,7 @@ struct PoolDesc {
   Index in[3] = {1, 1, 1};  // spatial extent of the x window
   Index kernel[3] = {1, 1, 1};
   Index stride[3] = {1, 1, 1};
+  Index dilation[3] = {1, 1, 1};  // max pooling only
   Index pad_lo[3] = {0, 0, 0}, pad_hi[3] = {0, 0, 0};
   Index uncounted_hi[3] = {0, 0, 0};  // of pad_hi: ceil-mode overhang (0 <= it <= pad_hi)
   // Element strides of x (and dx) over (n, c, spatial...); all zero = contiguous.
@@ -34,9 +36,11 @@ struct PoolDesc {
   PoolKind kind = PoolKind::Max;
   bool count_include_pad = true;
 
-  // Output extent of spatial dim d (floor mode).
+  // Cells one window spans in dim d.
+  TESSERA_HD Index span(int d) const { return dilation[d] * (kernel[d] - 1) + 1; }
+  // Output extent of spatial dim d (floor mode over the given padding).
   TESSERA_HD Index out(int d) const {
-    return (in[d] + pad_lo[d] + pad_hi[d] - kernel[d]) / stride[d] + 1;
+    return (in[d] + pad_lo[d] + pad_hi[d] - span(d)) / stride[d] + 1;
   }
 };
 

@@ -16,6 +16,7 @@ namespace tessera::kernels {
 struct PoolGeom {
   Index n = 1, c = 1;
   Index in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, plo[3] = {0, 0, 0};
+  Index dil[3] = {1, 1, 1};  // > 1 for max pooling only
   Index out[3] = {1, 1, 1};
   Index end[3] = {1, 1, 1};       // end of the counted padded extent (in + counted right padding)
   Index xs[5] = {0, 0, 0, 0, 0};  // strides of (n, c, d0, d1, d2)
@@ -24,11 +25,12 @@ struct PoolGeom {
 
   TESSERA_HD Index out_count() const { return n * c * out[0] * out[1] * out[2]; }
   TESSERA_HD Index in_count() const { return n * c * in[0] * in[1] * in[2]; }
-  // Real-cell range [lo, hi) of the window of output o in dim d.
+  // Real cells of the window of output o in dim d: lo, lo + dil, ... below hi (the first
+  // window cell at or past 0; past the input where none is inside).
   TESSERA_HD void window(int d, Index o, Index& lo, Index& hi) const {
     const Index start = o * s[d] - plo[d];
-    lo = max_i(start, 0);
-    hi = min_i(start + k[d], in[d]);
+    lo = start >= 0 ? start : start + (-start + dil[d] - 1) / dil[d] * dil[d];
+    hi = min_i(start + dil[d] * (k[d] - 1) + 1, in[d]);
   }
   TESSERA_HD void windows(const Index o[3], Index lo[3], Index hi[3]) const {
     for (int d = 0; d < 3; ++d) window(d, o[d], lo[d], hi[d]);
@@ -51,9 +53,9 @@ TESSERA_HD inline void pool_argmax(const PoolGeom& g, const T* xnc, const Index 
   for (int d = 0; d < 3; ++d) best[d] = lo[d];
   bool first = true;
   T bv = T(0);
-  for (Index a = lo[0]; a < hi[0]; ++a)
-    for (Index b = lo[1]; b < hi[1]; ++b)
-      for (Index e = lo[2]; e < hi[2]; ++e) {
+  for (Index a = lo[0]; a < hi[0]; a += g.dil[0])
+    for (Index b = lo[1]; b < hi[1]; b += g.dil[1])
+      for (Index e = lo[2]; e < hi[2]; e += g.dil[2]) {
         const T v = xnc[g.x_at(a, b, e)];
         // The first NaN wins and stays, as in PyTorch (NaN propagates).
         if (first || v > bv || (v != v && bv == bv)) {
@@ -150,9 +152,11 @@ struct PoolBackward {
     for (int d = 0; d < 3; ++d) covering(d, p[d], olo[d], ohi[d]);
     at_range(nn, cc, p, olo, ohi);
   }
-  // Outputs [lo, hi) in dim d whose window covers cell p: o*s - plo <= p < o*s - plo + k.
+  // Outputs [lo, hi) in dim d whose window spans cell p: o*s - plo <= p < o*s - plo + span
+  // (with dilation a superset: max pooling keeps only the argmax's own outputs).
   TESSERA_HD void covering(int d, Index p, Index& lo, Index& hi) const {
-    lo = max_i(floor_div(p + g.plo[d] - g.k[d], g.s[d]) + 1, 0);
+    const Index span = g.dil[d] * (g.k[d] - 1) + 1;
+    lo = max_i(floor_div(p + g.plo[d] - span, g.s[d]) + 1, 0);
     hi = min_i(floor_div(p + g.plo[d], g.s[d]) + 1, g.out[d]);
   }
   // ... with the covering outputs given (the host reads them from tables).

@@ -38,12 +38,19 @@ Pool::Pool(PoolOptions o) : opts_(std::move(o)) {
   const std::size_t nd = opts_.kernel.size();
   TESSERA_CHECK(nd >= 1 && nd <= 3, "Pool: kernel must give 1 to 3 spatial dims, got " << nd);
   opts_.stride = fill_default(opts_.stride, opts_.kernel);
+  opts_.dilation = fill_default(opts_.dilation, std::vector<Index>(nd, 1));
   opts_.pad_lo = fill_default(opts_.pad_lo, std::vector<Index>(nd, 0));
   opts_.pad_hi = fill_default(opts_.pad_hi, opts_.pad_lo);
-  TESSERA_CHECK(opts_.stride.size() == nd && opts_.pad_lo.size() == nd && opts_.pad_hi.size() == nd,
-                "Pool: stride, pad_lo and pad_hi need one entry per spatial dim (" << nd << ")");
+  TESSERA_CHECK(
+      opts_.stride.size() == nd && opts_.dilation.size() == nd && opts_.pad_lo.size() == nd &&
+          opts_.pad_hi.size() == nd,
+      "Pool: stride, dilation, pad_lo and pad_hi need one entry per spatial dim (" << nd << ")");
   for (std::size_t k = 0; k < nd; ++k) {
     window(static_cast<int>(k)).validate("Pool");
+    TESSERA_CHECK(opts_.dilation[k] == 1 || opts_.kind == PoolOptions::Kind::Max,
+                  "Pool: spatial dim " << k << ": dilation " << opts_.dilation[k]
+                                       << " needs max pooling (average pooling has none, as "
+                                          "in PyTorch)");
     TESSERA_CHECK(opts_.pad_lo[k] < opts_.kernel[k] && opts_.pad_hi[k] < opts_.kernel[k],
                   "Pool: spatial dim " << k << ": padding " << opts_.pad_lo[k] << "/"
                                        << opts_.pad_hi[k] << " must be smaller than the kernel "
@@ -58,6 +65,7 @@ WindowDim Pool::window(int k) const {
   WindowDim w;
   w.kernel = opts_.kernel.at(k);
   w.stride = opts_.stride.at(k);
+  w.dilation = opts_.dilation.at(k);
   w.pad_lo = opts_.pad_lo.at(k);
   w.pad_hi = opts_.pad_hi.at(k);
   return w;
@@ -93,9 +101,18 @@ ShardSpec Pool::output_spec(const ShardSpec& in) const {
     TESSERA_CHECK(out >= 1, name()
                                 << ": spatial dim " << k << " of extent " << L
                                 << " is smaller than the kernel " << w.kernel << " plus padding");
-    // Every window must hold a real cell (padding has no value to pool).
-    TESSERA_CHECK((out - 1) * w.stride - w.pad_lo < L,
-                  name() << ": spatial dim " << k << ": the last window lies in the padding");
+    // Every window must hold a real cell (padding has no value to pool), checked here on
+    // every rank alike: the first windows (in the left padding) and the last.
+    for (Index o = 0; o < out; ++o) {
+      const Index start = o * w.stride - w.pad_lo;
+      if (start >= 0 && o + 1 < out) continue;
+      const Index first =
+          start >= 0 ? start : start + (-start + w.dilation - 1) / w.dilation * w.dilation;
+      TESSERA_CHECK(first < std::min(start + w.span(), L),
+                    name() << ": spatial dim " << k << ": window " << o
+                           << " holds no input cell (only padding"
+                           << (w.dilation > 1 ? ", or cells the dilation steps over" : "") << ")");
+    }
     shape[2 + k] = out;
   }
   std::vector<std::function<Index(Index)>> first(in.ndim());
@@ -173,6 +190,7 @@ ShardTensor Pool::forward(const ShardTensor& x) {
       d.in[k] = xw.shape(2 + k);
       d.kernel[k] = opts_.kernel[k];
       d.stride[k] = opts_.stride[k];
+      d.dilation[k] = opts_.dilation[k];
       d.pad_lo[k] = bw.clip_lo[2 + k];  // the domain's padding this rank's windows reach
       d.pad_hi[k] = bw.clip_hi[2 + k];
       // Of that, what lies past the given right padding is ceil-mode overhang.

@@ -1,12 +1,12 @@
 #pragma once
 // Pool: sharded max or average pooling over the 1-3 spatial dims of an (N, C, spatial...)
 // ShardTensor. Any kernel, stride and padding (left and right may differ), overlapping
-// windows included. The output is split over the same process grid (balanced, or aligned
-// with the input's cuts); each rank fills a halo sized to the input range its outputs read (widths
-// differ per rank) and pools a window of the padded buffer, applying the domain padding itself (max
-// pooling treats it as -inf), so the result equals single-device pooling. Backward: local pooling
-// adjoint into a zeroed padded buffer, then the adjoint halo exchange adds ghost gradients into
-// their owners.
+// windows included, floor or ceil mode (PyTorch's ceil_mode), dilated max pooling. The output is
+// split over the same process grid (balanced, or aligned with the input's cuts); each rank fills a
+// halo sized to the input range its outputs read (widths differ per rank) and pools a window of the
+// padded buffer, applying the domain padding itself (max pooling treats it as -inf), so the result
+// equals single-device pooling. Backward: local pooling adjoint into a zeroed padded buffer, then
+// the adjoint halo exchange adds ghost gradients into their owners.
 #include "runtime/floor.hpp"
 #include <memory>
 #include <vector>
@@ -21,6 +21,7 @@ struct PoolOptions {
   enum class Kind { Max, Avg } kind = Kind::Max;
   std::vector<Index> kernel;      // one per spatial dim (1 to 3)
   std::vector<Index> stride;      // empty: the kernel (non-overlapping windows)
+  std::vector<Index> dilation;    // empty: 1; max pooling only (as PyTorch)
   std::vector<Index> pad_lo;      // empty: zero
   std::vector<Index> pad_hi;      // empty: pad_lo
   bool count_include_pad = true;  // average pooling: divide by the kernel volume

@@ -1,5 +1,6 @@
 // Pooling kernels against an independent float64 reference (direct loops over kernel
-// offsets), adjoint identity, finite-difference gradients, ties, strided windows.
+// offsets, dilation, uncounted ceil-mode padding), adjoint identity, finite-difference
+// gradients, ties, strided windows.
 #include <catch2/catch.hpp>
 #include <numeric>
 
@@ -29,7 +30,9 @@ void odometer(const std::vector<Index>& ext, Fn&& fn) {
 std::vector<Index> ref_out(const PoolDesc& d) {
   std::vector<Index> o(d.nd);
   for (int k = 0; k < d.nd; ++k)
-    o[k] = (d.in[k] + d.pad_lo[k] + d.pad_hi[k] - d.kernel[k]) / d.stride[k] + 1;
+    o[k] = (d.in[k] + d.pad_lo[k] + d.pad_hi[k] - d.dilation[k] * (d.kernel[k] - 1) - 1) /
+               d.stride[k] +
+           1;
   return o;
 }
 
@@ -49,7 +52,7 @@ RefPool ref_forward(const PoolDesc& d, const std::vector<double>& x) {
       odometer(ker, [&](const std::vector<Index>& kk) {
         Index lin = 0;
         for (int k = 0; k < d.nd; ++k) {
-          const Index p = o[k] * d.stride[k] - d.pad_lo[k] + kk[k];
+          const Index p = o[k] * d.stride[k] - d.pad_lo[k] + kk[k] * d.dilation[k];
           if (p < 0 || p >= d.in[k]) return;  // padding: -inf for max, 0 for avg
           lin = lin * d.in[k] + p;
         }
@@ -61,7 +64,13 @@ RefPool ref_forward(const PoolDesc& d, const std::vector<double>& x) {
           arg = lin;
         }
       });
-      const Index vol = std::accumulate(ker.begin(), ker.end(), Index{1}, std::multiplies<>());
+      // The window's cells inside the counted padded extent (the kernel volume, but for a
+      // window overhanging uncounted padding).
+      Index vol = 1;
+      for (int k = 0; k < d.nd; ++k) {
+        const Index start = o[k] * d.stride[k] - d.pad_lo[k];
+        vol *= std::min(start + d.kernel[k], d.in[k] + d.pad_hi[k] - d.uncounted_hi[k]) - start;
+      }
       r.arg.push_back(nc * plane + arg);
       if (d.kind == PoolKind::Max)
         r.y.push_back(best);
@@ -117,9 +126,20 @@ PoolDesc random_pool(std::mt19937& rng, int nd) {
       d.stride[k] = rand_in(rng, 1, 3);
       d.pad_lo[k] = rand_in(rng, 0, d.kernel[k] - 1);
       d.pad_hi[k] = rand_in(rng, 0, d.kernel[k] - 1);
-      const Index span = d.in[k] + d.pad_lo[k] + d.pad_hi[k];
-      if (span < d.kernel[k]) continue;
-      if ((d.out(k) - 1) * d.stride[k] - d.pad_lo[k] >= d.in[k]) continue;
+      d.dilation[k] = d.kind == PoolKind::Max && rng() % 2 ? rand_in(rng, 2, 3) : 1;
+      d.uncounted_hi[k] = d.kind == PoolKind::Avg ? rand_in(rng, 0, d.pad_hi[k]) : 0;
+      if (d.in[k] + d.pad_lo[k] + d.pad_hi[k] < d.span(k)) continue;
+      // Every window holds a real cell (dilation may step over a short input).
+      bool real = true;
+      for (Index o = 0; o < d.out(k); ++o) {
+        bool any = false;
+        for (Index j = 0; j < d.kernel[k]; ++j) {
+          const Index p = o * d.stride[k] - d.pad_lo[k] + j * d.dilation[k];
+          any = any || (p >= 0 && p < d.in[k]);
+        }
+        real = real && any;
+      }
+      if (!real) continue;
       break;
     }
   }
@@ -161,13 +181,15 @@ void check_against_reference(PoolDesc d, std::mt19937& rng, bool strided, bool t
 TEST_CASE("pooling equals the float64 reference (1-3 d, any kernel/stride/padding)",
           "[kernels][pool]") {
   std::mt19937 rng(11);
-  int overlapping = 0, kernel_ne_stride = 0, asymmetric = 0;
+  int overlapping = 0, kernel_ne_stride = 0, asymmetric = 0, dilated = 0, uncounted = 0;
   for (int trial = 0; trial < 240; ++trial) {
     const PoolDesc d = random_pool(rng, 1 + trial % 3);
     for (int k = 0; k < d.nd; ++k) {
       overlapping += d.stride[k] < d.kernel[k];
       kernel_ne_stride += d.stride[k] != d.kernel[k];
       asymmetric += d.pad_lo[k] != d.pad_hi[k];
+      dilated += d.dilation[k] > 1;
+      uncounted += d.uncounted_hi[k] > 0 && d.count_include_pad;
     }
     const bool strided = trial % 2 == 1, ties = trial % 4 >= 2;
     check_against_reference<double>(d, rng, strided, ties);
@@ -177,6 +199,8 @@ TEST_CASE("pooling equals the float64 reference (1-3 d, any kernel/stride/paddin
   REQUIRE(overlapping > 50);
   REQUIRE(kernel_ne_stride > 100);
   REQUIRE(asymmetric > 50);
+  REQUIRE(dilated > 40);
+  REQUIRE(uncounted > 10);
 }
 
 TEST_CASE("max pooling ties go to the first cell of the window", "[kernels][pool]") {
@@ -199,6 +223,7 @@ TEST_CASE("average pooling backward is the adjoint of the forward", "[kernels][p
   for (int trial = 0; trial < 60; ++trial) {
     PoolDesc d = random_pool(rng, 1 + trial % 3);
     d.kind = PoolKind::Avg;
+    for (int k = 0; k < 3; ++k) d.dilation[k] = 1;  // average pooling has none
     d.type = DType::f64;
     const StridedWindow w(x_shape(d), rng, trial % 2 == 0);
     for (int k = 0; k < 2 + d.nd; ++k) d.x_strides[k] = trial % 2 ? w.stride[k] : 0;
@@ -285,12 +310,14 @@ TEST_CASE(
     for (auto [olo, ohi] : {std::pair<Index, Index>{0, cut}, {cut, out0}}) {
       if (olo == ohi) continue;
       const Index start = olo * g.stride[0] - g.pad_lo[0];
-      const Index end = (ohi - 1) * g.stride[0] - g.pad_lo[0] + g.kernel[0];
+      const Index end = (ohi - 1) * g.stride[0] - g.pad_lo[0] + g.span(0);
       const Index a = std::max<Index>(start, 0), b = std::min(end, g.in[0]);
       PoolDesc w = g;
       w.in[0] = b - a;
       w.pad_lo[0] = a - start;
       w.pad_hi[0] = end - b;
+      // Of the padding the slab reaches, what lies past the counted padding is uncounted.
+      w.uncounted_hi[0] = std::max<Index>(0, w.pad_hi[0] - (g.pad_hi[0] - g.uncounted_hi[0]));
       // The window is rows [a, b) of the global buffer: strides of the global tensor.
       const Index row = inner_in;
       w.x_strides[0] = g.c * g.in[0] * row;

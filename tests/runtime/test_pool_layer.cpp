@@ -1,6 +1,6 @@
 // Sharded max and average pooling against single-rank pooling (forward and input
 // gradient) on 1-D, 2-D and 3-D meshes, even and uneven shards (empty shards and shards
-// thinner than the halo included), overlapping windows, padding, ceil mode; a float64
+// thinner than the halo included), overlapping windows, padding, ceil mode, dilation; a float64
 // reference by naive loops (PyTorch's extent and divisor rules); finite differences; errors.
 #include <cmath>
 #include <limits>
@@ -8,6 +8,7 @@
 #include "runtime/nn/pool_layer.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/helpers.hpp"
+#include "tests/support/layer_check.hpp"
 #include "tests/support/layer_sweep.hpp"
 #include "tests/support/ops_layer_check.hpp"
 
@@ -26,6 +27,10 @@ PoolOptions pool(Kind kind, std::vector<Index> k, std::vector<Index> s, std::vec
   o.pad_lo = std::move(plo);
   o.pad_hi = std::move(phi);
   o.count_include_pad = include_pad;
+  return o;
+}
+PoolOptions dilated(PoolOptions o, std::vector<Index> dilation) {
+  o.dilation = std::move(dilation);
   return o;
 }
 
@@ -74,6 +79,19 @@ std::vector<Case> cases() {
        {1, 2, 5}},
       {"avg 1d k3 s2 ceil", pool(Kind::Avg, {3}, {2}, {0}, {}, true, true), {1, 2, 16}},
       {"max 3d k2 s2 ceil", pool(Kind::Max, {2, 2, 2}, {}, {}, {}, true, true), {1, 2, 7, 5, 6}},
+      // Dilated max pooling (with padding, ceil mode, 1-3 dims).
+      {"max 2d k3 d2 s1 p2",
+       dilated(pool(Kind::Max, {3, 3}, {1, 1}, {2, 2}), {2, 2}),
+       {1, 2, 11, 9}},
+      {"max 2d k2x3 d3x2 s2 p1/0 ceil",
+       dilated(pool(Kind::Max, {2, 3}, {2, 2}, {1, 0}, {}, true, true), {3, 2}),
+       {2, 2, 12, 10}},
+      {"max 1d k2 d3 s2 ceil",
+       dilated(pool(Kind::Max, {2}, {2}, {0}, {}, true, true), {3}),
+       {2, 2, 13}},
+      {"max 3d k2 d2 s2 p1",
+       dilated(pool(Kind::Max, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}), {2, 2, 2}),
+       {1, 1, 7, 6, 5}},
       {"avg 3d k3 s2 p1 ceil",
        pool(Kind::Avg, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {}, true, true),
        {1, 1, 6, 7, 5}},
@@ -94,10 +112,10 @@ Index torch_out_extent(Index L, Index k, Index s, Index plo, Index phi, bool cei
 // dividing as PyTorch does (the window clipped to the padded extent, or its real cells).
 Tensor naive_pool2d(const PoolOptions& o, const Tensor& x) {
   const Index N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
-  const Index OH =
-      torch_out_extent(H, o.kernel[0], o.stride[0], o.pad_lo[0], o.pad_hi[0], o.ceil_mode);
-  const Index OW =
-      torch_out_extent(W, o.kernel[1], o.stride[1], o.pad_lo[1], o.pad_hi[1], o.ceil_mode);
+  const Index span0 = o.dilation[0] * (o.kernel[0] - 1) + 1;
+  const Index span1 = o.dilation[1] * (o.kernel[1] - 1) + 1;
+  const Index OH = torch_out_extent(H, span0, o.stride[0], o.pad_lo[0], o.pad_hi[0], o.ceil_mode);
+  const Index OW = torch_out_extent(W, span1, o.stride[1], o.pad_lo[1], o.pad_hi[1], o.ceil_mode);
   Tensor y = Tensor::empty({N, C, OH, OW}, DType::f64);
   for (Index n = 0; n < N; ++n)
     for (Index c = 0; c < C; ++c)
@@ -107,8 +125,8 @@ Tensor naive_pool2d(const PoolOptions& o, const Tensor& x) {
           Index real = 0;
           for (Index a = 0; a < o.kernel[0]; ++a)
             for (Index b = 0; b < o.kernel[1]; ++b) {
-              const Index h = i * o.stride[0] - o.pad_lo[0] + a;
-              const Index w = j * o.stride[1] - o.pad_lo[1] + b;
+              const Index h = i * o.stride[0] - o.pad_lo[0] + a * o.dilation[0];
+              const Index w = j * o.stride[1] - o.pad_lo[1] + b * o.dilation[1];
               if (h < 0 || h >= H || w < 0 || w >= W) continue;
               const double v = x.at<double>({n, c, h, w});
               best = std::max(best, v);
@@ -241,6 +259,16 @@ TEST_CASE("Pooling rejects bad parameters and inputs with clear errors", "[pool]
   MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3}, {1}, {-1})); }));
   MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3}, {1}, {3})); }));     // pad >= kernel
   MPI_CHECK(throws_error([] { Pool p(pool(Kind::Max, {3, 3}, {1}, {0})); }));  // stride rank
+  MPI_CHECK(test::throws_with(  // PyTorch's average pooling has no dilation
+      [] { Pool p(dilated(pool(Kind::Avg, {3}, {1}, {0}), {2})); }, "needs max pooling"));
+  MPI_CHECK(throws_error([] { Pool p(dilated(pool(Kind::Max, {3}, {1}, {0}), {0})); }));
+  {
+    // k2 dilation 3 pad 1 over 2 cells: the one window reads cells -1 and 2, neither inside.
+    Pool stepped(dilated(pool(Kind::Max, {2}, {1}, {1}), {3}));
+    const ShardSpec two({1, 1, 2}, {Replicate(), Replicate(), Replicate()},
+                        Mesh::line(test::harness_comm()));
+    MPI_CHECK(test::throws_with([&] { stepped.output_spec(two); }, "dilation steps over"));
+  }
   const Mesh mesh = Mesh::line(test::harness_comm());
   Pool p(pool(Kind::Max, {3, 3}, {2, 2}, {1, 1}));
   const ShardSpec wrong_rank({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, mesh);
