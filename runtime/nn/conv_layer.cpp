@@ -5,10 +5,26 @@
 #include "runtime/nn/conv_support.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/ops_support.hpp"
+#include "runtime/nn/pad_layer.hpp"
 
 namespace tessera {
 
 namespace cs = conv_support;
+
+namespace {
+const char* padding_mode_name(PaddingMode m) {
+  switch (m) {
+    case PaddingMode::Circular:
+      return "circular";
+    case PaddingMode::Reflect:
+      return "reflect";
+    case PaddingMode::Replicate:
+      return "replicate";
+    default:
+      return "zeros";
+  }
+}
+}  // namespace
 
 ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
   const char* L = "ConvNd";
@@ -19,10 +35,23 @@ ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
   win_ = cs::window_dims(a, L, [&](int d, const WindowDim& w) {
     // A window never lies wholly in zero padding, so no rank's window is empty.
     TESSERA_CHECK(
-        o.padding_mode == PaddingMode::Circular || (w.pad_lo < w.span() && w.pad_hi < w.span()),
+        o.padding_mode != PaddingMode::Zeros || (w.pad_lo < w.span() && w.pad_hi < w.span()),
         L << ": zero padding " << w.pad_lo << "," << w.pad_hi << " of dim " << d
           << " must be narrower than the window span " << w.span());
   });
+  if (o.padding_mode == PaddingMode::Reflect || o.padding_mode == PaddingMode::Replicate) {
+    // PyTorch pads first (F.pad), then convolves without padding: so does the layer.
+    PadOptions p;
+    p.mode = o.padding_mode == PaddingMode::Reflect ? PadOptions::Mode::Reflect
+                                                    : PadOptions::Mode::Replicate;
+    p.split = o.split;
+    for (WindowDim& w : win_) {
+      p.pad_lo.push_back(w.pad_lo);
+      p.pad_hi.push_back(w.pad_hi);
+      w.pad_lo = w.pad_hi = 0;
+    }
+    pad_ = std::make_unique<Pad>(p);
+  }
   cs::make_params(weight_, o.bias ? &bias_ : nullptr, o.out_channels, o.in_channels / o.groups,
                   o.out_channels, win_, o.dtype, o.space, o.seed);
 }
@@ -30,6 +59,7 @@ ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
 ConvNd::~ConvNd() = default;
 
 void ConvNd::release_saved() {
+  if (pad_) pad_->release_saved();
   saved_x_ = HaloFrame();
   have_saved_ = false;
 }
@@ -37,13 +67,18 @@ void ConvNd::release_saved() {
 std::string ConvNd::name() const {
   std::ostringstream os;
   os << "Conv" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels << ", "
-     << cs::windows_str(win_)
-     << (opts_.padding_mode == PaddingMode::Circular ? " circular" : " zeros") << ", groups "
+     << cs::windows_str(win_) << " " << padding_mode_name(opts_.padding_mode) << ", groups "
      << opts_.groups << (opts_.bias ? ", bias" : "") << ")";
   return os.str();
 }
 
 ShardSpec ConvNd::output_spec(const ShardSpec& in) const {
+  if (!pad_) return conv_output_spec(in);
+  cs::check_input_spec(in, opts_.nd, opts_.in_channels, name());
+  return conv_output_spec(pad_->output_spec(in));
+}
+
+ShardSpec ConvNd::conv_output_spec(const ShardSpec& in) const {
   const int nd = opts_.nd;
   const auto& shape = in.global_shape();
   cs::check_input_spec(in, nd, opts_.in_channels, name());
@@ -63,7 +98,7 @@ ShardSpec ConvNd::output_spec(const ShardSpec& in) const {
 
 const WindowPlan& ConvNd::plan_for(const Mesh& mesh, const ShardSpec& in) {
   if (plan_ && plan_->matches(mesh, in)) return *plan_;
-  const ShardSpec out = output_spec(in);
+  const ShardSpec out = conv_output_spec(in);  // in: the padded input where a Pad runs first
   plan_.reset();
   plan_ = std::make_unique<WindowPlan>(
       mesh, in, out, cs::spatial_reach(win_, opts_.padding_mode == PaddingMode::Circular));
@@ -79,6 +114,12 @@ kernels::ConvDesc local_desc(const ConvOptions& o, const std::vector<WindowDim>&
 }  // namespace
 
 ShardTensor ConvNd::forward(const ShardTensor& x) {
+  if (!pad_) return forward_conv(x);
+  cs::check_input(x, opts_.dtype, opts_.space, name());
+  return forward_conv(pad_->forward(x));
+}
+
+ShardTensor ConvNd::forward_conv(const ShardTensor& x) {
   const WindowPlan& p = plan_for(x.mesh(), x.spec());
   cs::check_input(x, opts_.dtype, opts_.space, name());
   const Box out_box = p.driver_spec.local_box(p.mesh.coords());
@@ -194,6 +235,7 @@ void ConvNd::forward_overlapped(const WindowPlan& p, const ShardTensor& x, const
 }
 
 HaloWidths ConvNd::input_room(const Mesh& mesh, const ShardSpec& in) {
+  if (pad_) return pad_->input_room(mesh, in);  // the Pad reads the input
   return tessera::input_room(plan_for(mesh, in));
 }
 
@@ -202,6 +244,12 @@ ShardTensor ConvNd::backward(const ShardTensor& dy) {
 }
 
 ShardTensor ConvNd::backward_impl(const ShardTensor& dy, bool keep_room) {
+  if (!pad_) return backward_conv(dy, keep_room);
+  const ShardTensor g = backward_conv(dy, false);  // the padded input's gradient
+  return keep_room ? pad_->backward_in_room(g) : pad_->backward(g);
+}
+
+ShardTensor ConvNd::backward_conv(const ShardTensor& dy, bool keep_room) {
   TESSERA_CHECK(have_saved_ && plan_, name() << ": backward without a forward");
   const WindowPlan& p = *plan_;
   cs::check_grad(dy, p.driver_spec, opts_.dtype, opts_.space, name());
@@ -254,10 +302,13 @@ ShardTensor ConvNd::backward_impl(const ShardTensor& dy, bool keep_room) {
 }
 
 OpCost ConvNd::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
+  const ShardSpec padded = pad_ ? pad_->output_spec(in) : in;
+  OpCost c = pad_ ? pad_->cost(in, padded, opts_.dtype) : OpCost{};
   (void)dtype;  // the layer's own
-  return cs::direct_conv_cost(in, out, win_, opts_.in_channels / opts_.groups,
-                              weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0),
-                              opts_.padding_mode == PaddingMode::Circular, opts_.dtype);
+  c += cs::direct_conv_cost(padded, out, win_, opts_.in_channels / opts_.groups,
+                            weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0),
+                            opts_.padding_mode == PaddingMode::Circular, opts_.dtype);
+  return c;
 }
 
 std::vector<Parameter*> ConvNd::parameters() {

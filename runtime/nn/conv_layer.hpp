@@ -1,16 +1,18 @@
 #pragma once
 // Sharded N-d convolution (Conv1d/2d/3d) on tensors (N, C, spatial...) whose spatial (and
 // batch) dims may be sharded over any mesh axes, evenly or not. Any kernel (odd or even),
-// stride, dilation, groups, zero or circular padding, left and right padding may differ.
+// stride, dilation, groups, zero, circular, reflect or replicate padding (PyTorch's
+// padding_mode), left and right padding may differ.
 //
 // Each rank computes its block of the output, whose partition is derived from the input's
 // on every rank (OutputSplit). The input cells those outputs read come from a halo exchange
 // with per-block widths (DistDL-style global index arithmetic, decomp/window_halo.hpp);
 // zero padding is the local kernel's own (clipped per rank), circular padding is a
-// periodic halo. Backward: the local backward-data writes into a zeroed halo'd buffer
-// whose ghosts are added into their owners (adjoint exchange); weight and bias gradients
-// are this rank's contribution, partial over the mesh axes that shard the input (GradSync
-// sums them).
+// periodic halo; reflect and replicate padding run a sharded Pad first (as PyTorch pads
+// before its convolution), whose output the convolution reads without padding. Backward: the local
+// backward-data writes into a zeroed halo'd buffer whose ghosts are added into their owners
+// (adjoint exchange); weight and bias gradients are this rank's contribution, partial over the mesh
+// axes that shard the input (GradSync sums them).
 #include "runtime/floor.hpp"
 #include <memory>
 #include <string>
@@ -22,7 +24,7 @@
 
 namespace tessera {
 
-enum class PaddingMode { Zeros, Circular };
+enum class PaddingMode { Zeros, Circular, Reflect, Replicate };
 
 struct ConvOptions {
   int nd = 2;  // spatial dims, 1..3
@@ -48,6 +50,7 @@ struct ConvOptions {
 };
 
 class ConvNd;
+class Pad;
 // A token-wise Linear cin -> cout on (N, C, nd dims...): a 1x1 convolution whose parameters
 // are named "<prefix>.weight" and "<prefix>.bias" (for layers that hold several; an empty
 // prefix keeps "weight" and "bias").
@@ -76,18 +79,23 @@ class ConvNd : public Layer {
   Parameter& weight() { return weight_; }                      // (C_out, C_in / groups, kernel...)
   Parameter* bias() { return opts_.bias ? &bias_ : nullptr; }  // (C_out)
   const ConvOptions& options() const { return opts_; }
-  // The window along spatial dim d (0-based), with the layer's padding.
+  // The window along spatial dim d (0-based), with the layer's padding (none where a Pad
+  // layer pads first: reflect and replicate).
   const WindowDim& window(int d) const { return win_[static_cast<std::size_t>(d)]; }
 
  private:
   const WindowPlan& plan_for(const Mesh& mesh, const ShardSpec& in);
   void forward_overlapped(const WindowPlan& p, const ShardTensor& x, const Tensor& y);
   ShardTensor backward_impl(const ShardTensor& dy, bool keep_room);
+  ShardTensor forward_conv(const ShardTensor& x);  // on the (padded) input
+  ShardSpec conv_output_spec(const ShardSpec& padded) const;
+  ShardTensor backward_conv(const ShardTensor& dy, bool keep_room);
   // The outputs `piece` (global box, part of this rank's output block) into y.
   void forward_piece(const WindowPlan& p, const Box& piece, const Tensor& y);
 
   ConvOptions opts_;
   std::vector<WindowDim> win_;
+  std::unique_ptr<Pad> pad_;  // reflect and replicate padding: applied before the window
   Parameter weight_, bias_;
   std::unique_ptr<WindowPlan> plan_;  // for the last input spec seen
   HaloFrame saved_x_;                 // forward's input with ghosts, for the weight gradient

@@ -36,6 +36,8 @@ ConvOptions conv(int nd, Index cin, Index cout, std::vector<Index> k, std::vecto
 
 const auto Circ = PaddingMode::Circular;
 const auto Zero = PaddingMode::Zeros;
+const auto Refl = PaddingMode::Reflect;
+const auto Repl = PaddingMode::Replicate;
 
 // The cases of the issue, each a test: stride 2 with kernel 3, even kernels, dilation 2,
 // circular padding, groups, asymmetric padding, 1x1 stride 2 (cells no window reads),
@@ -60,11 +62,21 @@ std::vector<ConvCase> conv_cases() {
       {"2d circular k3 p1 groups 2", conv(2, 2, 4, {3}, {1}, {1}, {1}, 2, Circ), {1, 2, 7, 8}});
   c.push_back({"3d k3 p1 s1x2x1", conv(3, 2, 2, {3}, {1, 2, 1}, {1}), {1, 2, 6, 7, 5}});
   c.push_back({"3d k2 s2 (patchify)", conv(3, 1, 2, {2}, {2}, {0}), {1, 1, 6, 4, 8}});
+  // Reflect and replicate padding (a Pad first), replicate wider than the window span.
+  c.push_back({"1d reflect k3 p1", conv(1, 2, 2, {3}, {1}, {1}, {1}, 1, Refl), {1, 2, 11}});
+  c.push_back(
+      {"1d replicate k5 s2 p3/1", conv(1, 2, 3, {5}, {2}, {3}, {1}, 1, Repl, {1}), {1, 2, 10}});
+  c.push_back(
+      {"2d reflect k3 d2 p2 groups 2", conv(2, 2, 4, {3}, {1}, {2}, {2}, 2, Refl), {1, 2, 7, 8}});
+  c.push_back({"2d replicate k3 p4 (wider than the span)",
+               conv(2, 1, 2, {3}, {1}, {4}, {1}, 1, Repl),
+               {1, 1, 5, 6}});
+  c.push_back({"3d reflect k3 p1", conv(3, 2, 2, {3}, {1}, {1}, {1}, 1, Refl), {1, 2, 5, 4, 6}});
   return c;
 }
 
-// Naive float64 conv on the full tensor (zero or circular padding): the independent
-// reference for the one-rank layer.
+// Naive float64 conv on the full tensor (zero, circular, reflect or replicate padding, as
+// PyTorch's padding_mode indexes): the independent reference for the one-rank layer.
 Tensor naive_conv(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& b) {
   const ConvOptions& o = c.o;
   const int nd = o.nd;
@@ -103,6 +115,10 @@ Tensor naive_conv(const ConvCase& c, const Tensor& x, const Tensor& w, const Ten
                       if (q[d] >= 0 && q[d] < n[d]) continue;
                       if (o.padding_mode == PaddingMode::Circular)
                         q[d] = ((q[d] % n[d]) + n[d]) % n[d];
+                      else if (o.padding_mode == PaddingMode::Reflect)
+                        q[d] = q[d] < 0 ? -q[d] : 2 * (n[d] - 1) - q[d];
+                      else if (o.padding_mode == PaddingMode::Replicate)
+                        q[d] = q[d] < 0 ? 0 : n[d] - 1;
                       else
                         inside = false;
                     }
@@ -140,15 +156,16 @@ TEST_CASE("Sharded conv equals one-rank conv, float64, forward and gradients", "
 }
 
 TEST_CASE("Sharded conv equals one-rank conv, float32", "[conv][full]") {
-  run_cases(test::subset(conv_cases(), {1, 2, 7, 11, 13, 14}), DType::f32, 1e-5, 1);
+  run_cases(test::subset(conv_cases(), {1, 2, 7, 11, 13, 14, 16, 19}), DType::f32, 1e-5, 1);
 }
 
 TEST_CASE("Sharded conv, subset for many ranks", "[conv][subset]") {
-  run_cases(test::subset(conv_cases(), {1, 4, 5, 8, 12, 14}), DType::f64, 1e-11, 2);
+  run_cases(test::subset(conv_cases(), {1, 4, 5, 8, 12, 14, 17, 18}), DType::f64, 1e-11, 2);
 }
 
 TEST_CASE("Conv gradients match finite differences on one rank", "[conv][full][subset]") {
-  test::check_finite_differences<ConvNd>(test::subset(conv_cases(), {1, 2, 3, 8, 10, 13, 14}), 31);
+  test::check_finite_differences<ConvNd>(
+      test::subset(conv_cases(), {1, 2, 3, 8, 10, 13, 14, 16, 17, 18, 19}), 31);
 }
 
 TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
@@ -157,6 +174,16 @@ TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
   MPI_CHECK(throws([] { ConvNd(conv(2, 3, 4, {3}, {1}, {1}, {1}, 2)); }, "groups"));
   MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {0}, {1}, {0})); }, "kernel"));
   MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {3}, {1}, {3})); }, "narrower than the window"));
+  {
+    // Reflect padding as wide as the extent: refused on every rank, as PyTorch does.
+    ConvNd wide(conv(1, 1, 1, {3}, {1}, {4}, {1}, 1, Refl));
+    const Mesh m = Mesh::line(MPI_COMM_WORLD);
+    MPI_CHECK(throws(
+        [&] {
+          wide.output_spec(ShardSpec({1, 1, 4}, {Replicate(), Replicate(), Shard(0)}, m));
+        },
+        "narrower than the extent"));
+  }
   MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {3, 3, 3}, {1}, {1})); }, "kernel needs 1 or 2"));
   MPI_CHECK(throws([] { ConvNd(conv(4, 2, 2, {3}, {1}, {1})); }, "1 to 3 spatial"));
   const Mesh mesh = Mesh::line(MPI_COMM_WORLD);

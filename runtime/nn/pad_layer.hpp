@@ -1,0 +1,56 @@
+#pragma once
+// Pad: sharded padding of the 1-3 spatial dims of an (N, C, spatial...) ShardTensor, as
+// PyTorch's F.pad: a constant, reflect (narrower than the extent) or replicate, left and right
+// widths per dim. The padded output is split over the same process grid (balanced, or aligned:
+// each block keeps its input cells, the end blocks take the padding); each rank fills a halo
+// sized to the input cells its output block reads (kernels::pad_input_range: a block at the
+// domain's edge reads the cells the padding mirrors or repeats, from other ranks where its own
+// shard is thinner), so the result equals single-device padding. Backward: the kernel's adjoint
+// (each input cell sums the gradients of the cells that copy it) into a zeroed padded buffer,
+// then the adjoint halo exchange. ConvNd's reflect and replicate padding modes run one first.
+#include "runtime/floor.hpp"
+#include <memory>
+#include <vector>
+
+#include "decomp/window_halo.hpp"
+#include "runtime/nn/layer.hpp"
+
+namespace tessera {
+
+struct PadOptions {
+  enum class Mode { Constant, Reflect, Replicate } mode = Mode::Constant;
+  std::vector<Index> pad_lo;  // one per spatial dim (1 to 3), >= 0
+  std::vector<Index> pad_hi;  // empty: pad_lo
+  double value = 0.0;         // constant mode
+  OutputSplit split = OutputSplit::Balanced;
+};
+
+class Pad : public Layer {
+ public:
+  explicit Pad(PadOptions opts);
+  ~Pad() override;
+
+  ShardSpec output_spec(const ShardSpec& in) const override;
+  ShardTensor forward(const ShardTensor& x) override;
+  ShardTensor backward(const ShardTensor& dy) override;
+  // Ghost room (Layer::input_room): the plan's widths; the input gradient in its frame.
+  HaloWidths input_room(const Mesh& mesh, const ShardSpec& in) override;
+  ShardTensor backward_in_room(const ShardTensor& dy) override { return backward_impl(dy, true); }
+  std::string name() const override;
+  bool keeps_input() const override { return false; }
+  // One pass over x and y forward and backward; the halo of the plan forward() makes.
+  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
+  // The input cells each output block reads, per dim of an input spec.
+  std::vector<HaloReach> reach(const ShardSpec& in) const;
+
+  const PadOptions& options() const { return opts_; }
+
+ private:
+  ShardTensor backward_impl(const ShardTensor& dy, bool keep_room);
+  struct Saved;
+  Saved& saved_for(const Mesh& mesh, const ShardSpec& in);  // the plan for inputs of `in`
+  PadOptions opts_;
+  std::unique_ptr<Saved> saved_;
+};
+
+}  // namespace tessera
