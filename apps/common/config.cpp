@@ -123,6 +123,11 @@ const std::vector<Field>& schema() {
        "upsampling: nearest upsample + conv, or transposed conv",
        {},
        {"upsample", "transposed_conv"}},
+      {TESSERA_FIELD(model, padding),
+       "unet: the convolutions' \"same\" padding at the domain's border (PyTorch's "
+       "padding_mode): zeros, circular (a periodic domain), reflect or replicate",
+       {},
+       {"zeros", "circular", "reflect", "replicate"}},
       {TESSERA_FIELD(model, dtype), "parameter and activation type", {}, {"float32", "float64"}},
       {TESSERA_FIELD(optim, name), "optimizer (PyTorch semantics)", {}, {"sgd", "adam", "adamw"}},
       {TESSERA_FIELD(optim, lr), "base learning rate", kPositive},
@@ -666,7 +671,8 @@ std::vector<std::string> unused_model_keys(const TrainConfig& c) {
       {"groups", {"unet"}},
       {"activation", {"unet", "fno"}},
       {"down", {"unet"}},
-      {"up", {"unet"}}};
+      {"up", {"unet"}},
+      {"padding", {"unet"}}};
   TrainConfig set = c, defaults;
   std::vector<std::string> out;
   for (const auto& [key, models] : users) {

@@ -48,6 +48,7 @@ struct ModelConfig {
   std::string activation = "gelu";
   std::string down = "pool";      // pool | conv (strided)
   std::string up = "upsample";    // upsample | transposed_conv
+  std::string padding = "zeros";  // unet convs: zeros | circular | reflect | replicate
   std::string dtype = "float32";  // float32 | float64
 };
 

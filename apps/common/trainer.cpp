@@ -38,6 +38,7 @@ UNetOptions unet_options(const TrainConfig& c, int spatial_dims, Index cin, Inde
   o.activation = activation_by_name(c.model.activation);
   o.down = unet_down(c.model.down);
   o.up = unet_up(c.model.up);
+  o.padding = unet_padding(c.model.padding);
   o.dtype = model_dtype(c.model);
   o.space = space;
   o.seed = init_seed(c.train.seed);

@@ -9,7 +9,8 @@ void cuda::pad_forward(const Device& dev, const PadDesc& d, const void* x, void*
   const PadGeom g = pad_geometry(d, "pad_forward_cuda");
   dispatch(d.type, [&](auto t) {
     using T = decltype(t);
-    cuda_for_each(dev, g.out_count(), PadForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)},
+    cuda_for_each(dev, g.out_count(),
+                  PadForward<T>{g, static_cast<const T*>(x), static_cast<T*>(y)},
                   "pad_forward_cuda");
   });
 }

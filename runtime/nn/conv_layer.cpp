@@ -11,8 +11,7 @@ namespace tessera {
 
 namespace cs = conv_support;
 
-namespace {
-const char* padding_mode_name(PaddingMode m) {
+std::string name_of(PaddingMode m) {
   switch (m) {
     case PaddingMode::Circular:
       return "circular";
@@ -24,7 +23,6 @@ const char* padding_mode_name(PaddingMode m) {
       return "zeros";
   }
 }
-}  // namespace
 
 ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
   const char* L = "ConvNd";
@@ -67,8 +65,8 @@ void ConvNd::release_saved() {
 std::string ConvNd::name() const {
   std::ostringstream os;
   os << "Conv" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels << ", "
-     << cs::windows_str(win_) << " " << padding_mode_name(opts_.padding_mode) << ", groups "
-     << opts_.groups << (opts_.bias ? ", bias" : "") << ")";
+     << cs::windows_str(win_) << " " << name_of(opts_.padding_mode) << ", groups " << opts_.groups
+     << (opts_.bias ? ", bias" : "") << ")";
   return os.str();
 }
 

@@ -25,6 +25,8 @@
 namespace tessera {
 
 enum class PaddingMode { Zeros, Circular, Reflect, Replicate };
+// "zeros", "circular", "reflect", "replicate" (PyTorch's padding_mode names).
+std::string name_of(PaddingMode m);
 
 struct ConvOptions {
   int nd = 2;  // spatial dims, 1..3

@@ -67,11 +67,11 @@ ShardSpec Pad::output_spec(const ShardSpec& in) const {
   for (int k = 0; k < nd; ++k) {
     const Index L = shape[2 + k];
     TESSERA_CHECK(L >= 1, name() << ": spatial dim " << k << " is empty");
-    TESSERA_CHECK(opts_.mode != PadOptions::Mode::Reflect ||
-                      (opts_.pad_lo[k] < L && opts_.pad_hi[k] < L),
-                  name() << ": spatial dim " << k << ": reflect padding " << opts_.pad_lo[k]
-                         << "/" << opts_.pad_hi[k] << " must be narrower than the extent " << L
-                         << " (as in PyTorch)");
+    TESSERA_CHECK(
+        opts_.mode != PadOptions::Mode::Reflect || (opts_.pad_lo[k] < L && opts_.pad_hi[k] < L),
+        name() << ": spatial dim " << k << ": reflect padding " << opts_.pad_lo[k] << "/"
+               << opts_.pad_hi[k] << " must be narrower than the extent " << L
+               << " (as in PyTorch)");
     shape[2 + k] = L + opts_.pad_lo[k] + opts_.pad_hi[k];
   }
   // Aligned: input cell c anchors output c + pad_lo (the padding goes to the end blocks).

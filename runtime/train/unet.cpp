@@ -27,6 +27,13 @@ UNetOptions::Up unet_up(const std::string& n) {
   if (n == "transposed_conv") return UNetOptions::Up::TransposedConv;
   throw Error("unet: up '" + n + "' is not one of upsample, transposed_conv");
 }
+PaddingMode unet_padding(const std::string& n) {
+  if (n == "zeros") return PaddingMode::Zeros;
+  if (n == "circular") return PaddingMode::Circular;
+  if (n == "reflect") return PaddingMode::Reflect;
+  if (n == "replicate") return PaddingMode::Replicate;
+  throw Error("unet: padding '" + n + "' is not one of zeros, circular, reflect, replicate");
+}
 std::string name_of(UNetOptions::Norm n) {
   return n == UNetOptions::Norm::Group ? "group" : n == UNetOptions::Norm::Batch ? "batch" : "none";
 }
@@ -138,6 +145,7 @@ Value UNet::block(const std::string& name, Value x, Index cin, Index cout) {
     ConvOptions c = conv_options<ConvOptions>(i == 1 ? cin : cout, cout);
     c.kernel = {opts_.kernel};
     c.padding = {opts_.kernel / 2};
+    c.padding_mode = opts_.padding;
     c.bias = opts_.norm == UNetOptions::Norm::None;  // a norm's beta makes it redundant
     x = graph_.layer(name + ".conv" + std::to_string(i), std::make_shared<ConvNd>(c), x);
     x = norm_act(name, i, x, cout);
@@ -179,6 +187,15 @@ std::string UNet::input_problem(const std::vector<Index>& shape) const {
          << opts_.depth << ")";
       return os.str();
     }
+  // Reflect padding must be narrower than the extent, down to the deepest level.
+  for (int d = 0; d < opts_.nd && opts_.padding == PaddingMode::Reflect; ++d)
+    if (shape[static_cast<std::size_t>(d) + 2] / f <= opts_.kernel / 2) {
+      os << "reflect padding " << opts_.kernel / 2 << " (kernel " << opts_.kernel
+         << ") must be narrower than every level's extent: dim " << d + 2 << " of "
+         << shape_str(shape) << " is " << shape[static_cast<std::size_t>(d) + 2] / f << " at depth "
+         << opts_.depth;
+      return os.str();
+    }
   return "";
 }
 
@@ -194,6 +211,8 @@ std::string UNet::signature() const {
      << " norm=" << name_of(o.norm) << " groups=" << o.groups
      << " activation=" << kernels::name_of(o.activation) << " down=" << name_of(o.down)
      << " up=" << name_of(o.up) << " dtype=" << name_of(o.dtype);
+  // Only where it is not zeros: the signature of checkpoints from before the option.
+  if (o.padding != PaddingMode::Zeros) os << " padding=" << name_of(o.padding);
   return os.str();
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/activation.hpp"
+#include "runtime/nn/conv_layer.hpp"
 #include "runtime/nn/graph.hpp"
 #include "runtime/nn/norm_layers.hpp"
 #include "runtime/train/model.hpp"
@@ -32,7 +33,10 @@ struct UNetOptions {
   Index in_channels = 1, out_channels = 1;
   Index width = 16;  // channels of level 0
   int depth = 3;     // down/up steps
-  Index kernel = 3;  // odd; "same" zero padding
+  Index kernel = 3;  // odd; "same" padding (kernel / 2 per side) of `padding`'s kind
+  // The convolutions' padding at the domain's border (PyTorch's padding_mode): circular for
+  // a periodic domain, reflect or replicate for the edge's values instead of zeros.
+  PaddingMode padding = PaddingMode::Zeros;
   enum class Norm { Group, Batch, None } norm = Norm::Group;
   Index groups = 4;  // GroupNorm: must divide width
   kernels::Activation activation = kernels::Activation::GELU;
@@ -44,9 +48,10 @@ struct UNetOptions {
 };
 
 // Option values by the names configs use; throw listing the valid names.
-UNetOptions::Norm unet_norm(const std::string& name);             // group | batch | none
-UNetOptions::Down unet_down(const std::string& name);             // pool | conv
-UNetOptions::Up unet_up(const std::string& name);                 // upsample | transposed_conv
+UNetOptions::Norm unet_norm(const std::string& name);  // group | batch | none
+UNetOptions::Down unet_down(const std::string& name);  // pool | conv
+UNetOptions::Up unet_up(const std::string& name);      // upsample | transposed_conv
+PaddingMode unet_padding(const std::string& name);     // zeros | circular | reflect | replicate
 kernels::Activation activation_by_name(const std::string& name);  // relu | gelu | silu | tanh
 // The names back ("group", "conv", "transposed_conv").
 std::string name_of(UNetOptions::Norm n);

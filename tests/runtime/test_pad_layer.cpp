@@ -46,8 +46,11 @@ std::vector<Case> cases() {
     v.push_back({mn + " 2d wide (extent - 1)", pad(m, {4, 2}, {4, 2}), {1, 1, 5, 3}});
   }
   // Replicate and constant take padding wider than the extent.
-  v.push_back({"replicate 2d wider than the extent", pad(Mode::Replicate, {5, 1}, {3, 6}), {1, 2, 2, 3}});
-  v.push_back({"constant 1d wider than the extent", pad(Mode::Constant, {6}, {5}, OutputSplit::Balanced, 3.0), {1, 2, 2}});
+  v.push_back(
+      {"replicate 2d wider than the extent", pad(Mode::Replicate, {5, 1}, {3, 6}), {1, 2, 2, 3}});
+  v.push_back({"constant 1d wider than the extent",
+               pad(Mode::Constant, {6}, {5}, OutputSplit::Balanced, 3.0),
+               {1, 2, 2}});
   v.push_back({"replicate 1d over one cell", pad(Mode::Replicate, {3}, {2}), {2, 1, 1}});
   return v;
 }
@@ -130,7 +133,7 @@ TEST_CASE("Padding matches naive float64 loops and is adjoint to its backward", 
       const ShardTensor y = p.forward(ShardTensor::scatter(mesh, x, dims));
       const Tensor yf = y.gather_all();
       INFO(c.what << " on " << mesh.str());
-      MPI_CHECK(ops::rel_error(yf, naive_pad(p.options(), x)) == 0.0);  // copies: exact
+      MPI_CHECK(ops::rel_error(yf, naive_pad(p.options(), x)) == 0.0);     // copies: exact
       if (c.opts.mode == Mode::Constant && c.opts.value != 0.0) continue;  // affine, not linear
       // Padding is linear: <P x, w> == <x, P^T w>.
       const Tensor w = ops::random_tensor(y.global_shape(), DType::f64, 5);
@@ -181,8 +184,8 @@ TEST_CASE("Padding rejects bad parameters and inputs with clear errors", "[pad]"
   // Reflect padding as wide as the extent (PyTorch refuses it too), on every rank alike.
   MPI_CHECK(test::throws_with(
       [&] {
-        reflect.output_spec(ShardSpec({1, 1, 8, 3}, {Replicate(), Replicate(), Shard(0), Replicate()},
-                                      mesh));
+        reflect.output_spec(
+            ShardSpec({1, 1, 8, 3}, {Replicate(), Replicate(), Shard(0), Replicate()}, mesh));
       },
       "narrower than the extent"));
   MPI_CHECK(throws_error([&] {

@@ -121,6 +121,16 @@ TEST_CASE("UNet 3-D, no norm, tanh: sharded == one rank", "[unet]") {
   for (const auto& [mesh, dims] : layouts(3)) compare_on(o, {1, 1, 8, 6, 4}, mesh, dims);
 }
 
+TEST_CASE("UNet with circular, reflect and replicate padding: sharded == one rank", "[unet]") {
+  // The border convs pad with the periodic, mirrored or repeated cells of other ranks.
+  for (PaddingMode m : {PaddingMode::Circular, PaddingMode::Reflect, PaddingMode::Replicate}) {
+    UNetOptions o = test::unet_pool_groupnorm();
+    o.padding = m;
+    INFO(name_of(m));
+    for (const auto& [mesh, dims] : layouts(2)) compare_on(o, {1, 2, 12, 8}, mesh, dims);
+  }
+}
+
 TEST_CASE("UNet names its parameters and rejects shapes it cannot take", "[unet]") {
   UNetOptions o;
   o.depth = 2;
@@ -134,6 +144,15 @@ TEST_CASE("UNet names its parameters and rejects shapes it cannot take", "[unet]
   MPI_CHECK(test::has(net.input_problem({1, 1, 16, 10}), "not divisible by 2^depth = 4"));
   MPI_CHECK(test::has(net.input_problem({1, 3, 16, 16}), "takes 1 input channels"));
   MPI_CHECK(test::has(net.input_problem({1, 1, 16}), "spatial dims"));
+  {
+    UNetOptions r = o;  // reflect padding 1 needs 2 cells at depth 2: 8 = 2 x 4
+    r.padding = PaddingMode::Reflect;
+    UNet reflect(r);
+    MPI_CHECK(reflect.input_problem({1, 1, 8, 16}).empty());
+    MPI_CHECK(test::has(reflect.input_problem({1, 1, 4, 16}), "narrower than every level"));
+    MPI_CHECK(net.signature().find("padding") == std::string::npos);  // zeros: as before
+    MPI_CHECK(test::has(reflect.signature(), " padding=reflect"));
+  }
   o.groups = 3;
   MPI_CHECK(test::has(test::error_of([&] { UNet bad(o); }), "must divide the width"));
   o.groups = 4;
