@@ -1,4 +1,5 @@
-// The sharded pooling, upsampling, normalization and pointwise layers on CUDA tensors
+// The sharded pooling (ceil mode, dilation), upsampling (aligned corners), padding,
+// normalization and pointwise layers on CUDA tensors
 // against the same layers on host tensors (same mesh, same shards): forward, input
 // gradient and parameter gradients, float32 and float64. Skips, saying so, where no
 // device exists.
@@ -6,6 +7,7 @@
 
 #include "kernels/device/device.hpp"
 #include "runtime/nn/norm_layers.hpp"
+#include "runtime/nn/pad_layer.hpp"
 #include "runtime/nn/pointwise_layers.hpp"
 #include "runtime/nn/pool_layer.hpp"
 #include "runtime/nn/upsample_layer.hpp"
@@ -72,6 +74,21 @@ TEST_CASE("Sharded op layers on CUDA tensors equal the host path", "[gpu]") {
     ul.scale = {2, 3};
     UpsampleOptions un;
     un.scale = {2, 2, 2};
+    PoolOptions mc = mp;  // ceil mode, dilated
+    mc.ceil_mode = true;
+    mc.dilation = {2, 1};
+    PoolOptions ac = ap;  // ceil mode, an overhang the divisor leaves out
+    ac.stride = {2, 2, 2};
+    ac.ceil_mode = true;
+    UpsampleOptions ua = ul;
+    ua.align_corners = true;
+    PadOptions pr;
+    pr.mode = PadOptions::Mode::Reflect;
+    pr.pad_lo = {3, 1};
+    pr.pad_hi = {2, 4};
+    PadOptions pp;
+    pp.mode = PadOptions::Mode::Replicate;
+    pp.pad_lo = {2, 7, 1};
     auto norm = [dt](MemSpace s) {
       NormOptions o;
       o.dtype = dt;
@@ -83,6 +100,12 @@ TEST_CASE("Sharded op layers on CUDA tensors equal the host path", "[gpu]") {
         {"avg pool 3d", [&](MemSpace) { return std::make_unique<Pool>(ap); }, &x3},
         {"linear upsample 2d", [&](MemSpace) { return std::make_unique<Upsample>(ul); }, &x2},
         {"nearest upsample 3d", [&](MemSpace) { return std::make_unique<Upsample>(un); }, &x3},
+        {"max pool 2d ceil dilated", [&](MemSpace) { return std::make_unique<Pool>(mc); }, &x2},
+        {"avg pool 3d ceil", [&](MemSpace) { return std::make_unique<Pool>(ac); }, &x3},
+        {"linear upsample 2d aligned corners",
+         [&](MemSpace) { return std::make_unique<Upsample>(ua); }, &x2},
+        {"reflect pad 2d", [&](MemSpace) { return std::make_unique<Pad>(pr); }, &x2},
+        {"replicate pad 3d", [&](MemSpace) { return std::make_unique<Pad>(pp); }, &x3},
         {"GroupNorm", [&](MemSpace s) { return std::make_unique<GroupNorm>(2, 4, norm(s)); }, &x2},
         {"BatchNorm", [&](MemSpace s) { return std::make_unique<BatchNorm>(4, norm(s)); }, &x3},
         {"ChannelLayerNorm",
