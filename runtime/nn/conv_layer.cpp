@@ -1,5 +1,6 @@
 #include "runtime/nn/conv_layer.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/nn/conv_support.hpp"
@@ -37,7 +38,10 @@ ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
         L << ": zero padding " << w.pad_lo << "," << w.pad_hi << " of dim " << d
           << " must be narrower than the window span " << w.span());
   });
-  if (o.padding_mode == PaddingMode::Reflect || o.padding_mode == PaddingMode::Replicate) {
+  bool any_padding = false;
+  for (const WindowDim& w : win_) any_padding = any_padding || w.pad_lo > 0 || w.pad_hi > 0;
+  if (any_padding &&
+      (o.padding_mode == PaddingMode::Reflect || o.padding_mode == PaddingMode::Replicate)) {
     // PyTorch pads first (F.pad), then convolves without padding: so does the layer.
     PadOptions p;
     p.mode = o.padding_mode == PaddingMode::Reflect ? PadOptions::Mode::Reflect
@@ -56,6 +60,15 @@ ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
 
 ConvNd::~ConvNd() = default;
 
+std::vector<WindowDim> ConvNd::given_windows() const {
+  std::vector<WindowDim> w = win_;
+  for (std::size_t d = 0; pad_ && d < w.size(); ++d) {
+    w[d].pad_lo = pad_->options().pad_lo[d];
+    w[d].pad_hi = pad_->options().pad_hi[d];
+  }
+  return w;
+}
+
 void ConvNd::release_saved() {
   if (pad_) pad_->release_saved();
   saved_x_ = HaloFrame();
@@ -65,8 +78,8 @@ void ConvNd::release_saved() {
 std::string ConvNd::name() const {
   std::ostringstream os;
   os << "Conv" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels << ", "
-     << cs::windows_str(win_) << " " << name_of(opts_.padding_mode) << ", groups " << opts_.groups
-     << (opts_.bias ? ", bias" : "") << ")";
+     << cs::windows_str(given_windows()) << " " << name_of(opts_.padding_mode) << ", groups "
+     << opts_.groups << (opts_.bias ? ", bias" : "") << ")";
   return os.str();
 }
 
@@ -306,6 +319,10 @@ OpCost ConvNd::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) cons
   c += cs::direct_conv_cost(padded, out, win_, opts_.in_channels / opts_.groups,
                             weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0),
                             opts_.padding_mode == PaddingMode::Circular, opts_.dtype);
+  // The conv keeps the padded copy, larger than the input the graph counts as kept.
+  if (pad_)
+    c.saved_bytes += std::max(0.0, (busiest_elems(padded) - busiest_elems(in)) *
+                                       static_cast<double>(size_of(opts_.dtype)));
   return c;
 }
 

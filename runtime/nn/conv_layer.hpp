@@ -91,6 +91,7 @@ class ConvNd : public Layer {
   ShardTensor backward_impl(const ShardTensor& dy, bool keep_room);
   ShardTensor forward_conv(const ShardTensor& x);  // on the (padded) input
   ShardSpec conv_output_spec(const ShardSpec& padded) const;
+  std::vector<WindowDim> given_windows() const;  // win_ with the Pad's widths (for names)
   ShardTensor backward_conv(const ShardTensor& dy, bool keep_room);
   // The outputs `piece` (global box, part of this rank's output block) into y.
   void forward_piece(const WindowPlan& p, const Box& piece, const Tensor& y);

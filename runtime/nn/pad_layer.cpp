@@ -170,7 +170,7 @@ ShardTensor Pad::backward_impl(const ShardTensor& dy, bool keep_room) {
   check_output_grad(dy, s.plan->driver_spec, s.dtype, s.space, name());
   const HaloFrame dx = zero_frame(*s.plan, dy.dtype(), s.space);
   const BlockWindow& bw = s.plan->mine();
-  if (s.desc.n > 0 && !bw.idle) {
+  if (!bw.idle) {
     const Tensor dxw = dx.window(bw.window);
     const Tensor g = dy.local().contiguous();
     kernels::pad_backward(Device::of(s.space), s.desc, g.raw(), dxw.raw());

@@ -54,7 +54,9 @@ Tensor HaloFrame::window(const Box& g) const {
 HaloFrame fill_halo(const WindowPlan& plan, const ShardTensor& t) {
   HaloFrame f;
   if (!plan.exchange) {
-    f.buffer = t.local();
+    // As zero_frame's buffer: a shard given with room (a strided view) is copied, so that a
+    // backward may take the forward's strides for the gradient's frame.
+    f.buffer = t.local().contiguous();
     f.box = t.local_box();
     return f;
   }

@@ -8,6 +8,8 @@
 #    another rank count reproduces the uninterrupted run's losses (float64, 1e-9); a new
 #    run into that folder without --resume, or with no folder name, is refused;
 #  - tessera-infer on a larger grid writes the prediction in the dataset schema;
+#  - a UNet with reflect padding: its signature, inference at 1 and 2 ranks, resume refused
+#    under another padding;
 #  - a Transolver on point clouds: trained at 2 ranks, inference at 1 and 2 ranks writes
 #    /points/coords and /points/features (equal at both rank counts); a point quantity
 #    that does not exist is refused.
@@ -314,6 +316,30 @@ mpi 2 "$bin/tessera-infer" --checkpoint hugestd.h5 --input big.h5 --output huges
 grep -q "the model's output is finite; undoing the target normalization .* overflows" hugestd.log ||
   { cat hugestd.log; fail "the overflow not named as the normalization's"; }
 echo "ok: inference refuses a checkpoint without its normalization; a NaN target is reported"
+# A UNet with reflect padding: the checkpoint's signature names it, inference at 1 and 2 ranks
+# gives the same prediction, and resuming it with the default (zero) padding is refused.
+mpi 2 "$bin/tessera-train" cfg.toml --model.padding=reflect --train.steps=2 \
+  --train.checkpoint_dir=ck-refl --train.metrics_csv= >refl.log 2>&1 ||
+  { cat refl.log; fail "tessera-train (reflect padding)"; }
+for n in 1 2; do
+  mpi $n "$bin/tessera-infer" --checkpoint ck-refl/ckpt_00000002.h5 --input big.h5 \
+    --output refl_pred$n.h5 >refl_infer$n.log 2>&1 ||
+    { cat refl_infer$n.log; fail "tessera-infer (reflect padding, $n ranks)"; }
+done
+/usr/bin/python3 - <<'EOF' || fail "reflect padding: signature or predictions"
+import h5py, numpy as np
+with h5py.File("ck-refl/ckpt_00000002.h5", "r") as f:
+    sig = f.attrs["model"]
+    sig = sig.decode() if isinstance(sig, bytes) else str(sig)
+    assert sig.endswith(" padding=reflect"), sig
+a, b = h5py.File("refl_pred1.h5", "r"), h5py.File("refl_pred2.h5", "r")
+pa, pb = a["fields/pressure"][...], b["fields/pressure"][...]
+assert pa.shape == (2, 1, 32, 24) and np.isfinite(pa).all(), pa.shape
+assert np.abs(pa - pb).max() <= 1e-6 * np.abs(pa).max(), np.abs(pa - pb).max()
+EOF
+expect_error 2 "checkpoint of another model" cfg.toml --resume --train.checkpoint_dir=ck-refl \
+  --train.metrics_csv=
+echo "ok: a reflect-padded UNet trains, names its padding, infers alike at 1 and 2 ranks"
 # A ViT with learned positions (a table per patch of 16x16, sharded with the patches at 2
 # ranks): inference on 32x24 interpolates the table; the checkpoint holds it whole.
 mpi 2 "$bin/tessera-train" cfg.toml --model.type=vit --model.patch=4 --model.dim=8 \

@@ -259,6 +259,47 @@ TEST_CASE("Pooling and upsampling read their input in room", "[ghost_room]") {
   }
 }
 
+TEST_CASE("A reflect-padded conv's Pad reads its input in room", "[ghost_room]") {
+  // act -> conv 3x3 with reflect padding 3/0 x 1/1: its Pad's output blocks (the padded
+  // extent split evenly) read cells of the neighbour below at every rank count > 1, so the
+  // act writes into the Pad's room; results == one rank, and bitwise == room off.
+  const std::vector<Index> shape = {1, 2, 20, 6};
+  const Tensor xf = test::random_tensor(shape, DType::f64, 19);
+  auto run = [&](const Mesh& m, const std::vector<Placement>& dims, bool room, int& in_room) {
+    Graph g;
+    g.ghost_room(room);
+    const Value x = g.input("x");
+    const Value a = g.layer("act", std::make_shared<ActivationLayer>(kernels::Activation::GELU), x);
+    ConvOptions c;
+    c.nd = 2;
+    c.in_channels = c.out_channels = 2;
+    c.kernel = {3};
+    c.padding = {3, 1};
+    c.padding_hi = {0, 1};
+    c.padding_mode = PaddingMode::Reflect;
+    c.dtype = DType::f64;
+    c.seed = 4;
+    g.output(g.layer("conv", std::make_shared<ConvNd>(c), a));
+    const ShardTensor y = g.forward(ShardTensor::scatter(m, xf, ShardSpec(shape, dims, m)));
+    in_room = g.values_in_room();
+    const Tensor dyf = test::random_tensor(y.global_shape(), DType::f64, 20);
+    const ShardTensor dx = g.backward(ShardTensor::scatter(m, dyf, y.spec()));
+    return std::vector<Tensor>{y.gather_all(), dx.gather_all()};
+  };
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const std::vector<Placement> slab = {Replicate(), Replicate(), Shard(0), Replicate()};
+  int r0 = 0, r1 = 0, r2 = 0;
+  const auto ref = run(Mesh::line(MPI_COMM_SELF), std::vector<Placement>(4, Replicate()), true, r0);
+  const auto plain = run(mesh, slab, false, r1);
+  const auto room = run(mesh, slab, true, r2);
+  MPI_CHECK(r0 == 0 && r1 == 0);
+  MPI_CHECK(r2 == (test::world_size() > 1 ? 1 : 0));
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    MPI_CHECK(rel_diff(room[i], ref[i]) < 1e-12);
+    MPI_CHECK(same(room[i], plain[i]));
+  }
+}
+
 TEST_CASE("Layers that take no ghost room say so", "[ghost_room]") {
   const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
   const std::vector<Index> shape = {1, 2, 8, 4};

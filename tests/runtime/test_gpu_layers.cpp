@@ -74,10 +74,11 @@ TEST_CASE("Sharded op layers on CUDA tensors equal the host path", "[gpu]") {
     ul.scale = {2, 3};
     UpsampleOptions un;
     un.scale = {2, 2, 2};
-    PoolOptions mc = mp;  // ceil mode, dilated
+    PoolOptions mc = mp;  // ceil mode (dim 0 overhangs by one cell), dilated
     mc.ceil_mode = true;
+    mc.stride = {3, 2};
     mc.dilation = {2, 1};
-    PoolOptions ac = ap;  // ceil mode, an overhang the divisor leaves out
+    PoolOptions ac = ap;  // ceil mode, an overhang (dim 0) the divisor leaves out
     ac.stride = {2, 2, 2};
     ac.ceil_mode = true;
     UpsampleOptions ua = ul;

@@ -153,10 +153,13 @@ TEST_CASE("Sharded pooling equals single-rank pooling, forward and backward", "[
 }
 
 TEST_CASE("Pooling on shards thinner than the halo, empty shards included", "[pool]") {
-  const std::vector<PoolOptions> opts{pool(Kind::Max, {5, 5}, {1, 1}, {2, 2}),
-                                      pool(Kind::Avg, {3, 3}, {2, 2}, {1, 1}),
-                                      pool(Kind::Max, {4, 3}, {3, 1}, {2, 1}, {1, 0}),
-                                      pool(Kind::Avg, {2, 2}, {2, 2}, {0, 0}, {0, 0}, false)};
+  const std::vector<PoolOptions> opts{
+      pool(Kind::Max, {5, 5}, {1, 1}, {2, 2}),
+      pool(Kind::Avg, {3, 3}, {2, 2}, {1, 1}),
+      pool(Kind::Max, {4, 3}, {3, 1}, {2, 1}, {1, 0}),
+      pool(Kind::Avg, {2, 2}, {2, 2}, {0, 0}, {0, 0}, false),
+      pool(Kind::Avg, {3, 3}, {2, 2}, {1, 1}, {}, true, true),
+      dilated(pool(Kind::Max, {3, 2}, {2, 2}, {1, 0}, {}, true, true), {2, 1})};
   int runs = 0;
   for (const Mesh& mesh : test::test_meshes(test::harness_comm())) {
     if (mesh.ndim() > 2) continue;
