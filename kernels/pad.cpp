@@ -48,26 +48,15 @@ PadGeom pad_geometry(const PadDesc& d, const char* where) {
                       (d.pad_lo[k] < d.in_global[k] && d.pad_hi[k] < d.in_global[k]),
                   where << ": dim " << k << ": reflect padding " << d.pad_lo[k] << "/"
                         << d.pad_hi[k] << " must be narrower than the extent " << d.in_global[k]);
-    const Index out_global = d.in_global[k] + d.pad_lo[k] + d.pad_hi[k];
-    TESSERA_CHECK(d.out_lo[k] >= 0 && d.out_lo[k] + d.out_n[k] <= out_global,
-                  where << ": dim " << k << ": output window [" << d.out_lo[k] << ", "
-                        << d.out_lo[k] + d.out_n[k] << ") outside the global output [0, "
-                        << out_global << ")");
     Index lo, hi;
     pad_input_range(d.mode, d.in_global[k], d.pad_lo[k], d.out_lo[k], d.out_n[k], &lo, &hi);
-    TESSERA_CHECK(lo >= hi || (d.in_lo[k] <= lo && hi <= d.in_lo[k] + d.in_n[k]),
-                  where << ": dim " << k << ": output window [" << d.out_lo[k] << ", "
-                        << d.out_lo[k] + d.out_n[k] << ") reads input cells [" << lo << ", " << hi
-                        << ") but the input window holds [" << d.in_lo[k] << ", "
-                        << d.in_lo[k] + d.in_n[k] << ")");
+    check_output_window(where, k, d.out_lo[k], d.out_n[k],
+                        d.in_global[k] + d.pad_lo[k] + d.pad_hi[k], lo, hi, d.in_lo[k], d.in_n[k]);
     const int n = off + k;
     g.g[n] = d.in_global[k];
     g.plo[n] = d.pad_lo[k];
     g.phi[n] = d.pad_hi[k];
-    g.ilo[n] = d.in_lo[k];
-    g.in[n] = d.in_n[k];
-    g.olo[n] = d.out_lo[k];
-    g.on[n] = d.out_n[k];
+    g.set_windows(n, d.in_lo[k], d.in_n[k], d.out_lo[k], d.out_n[k]);
   }
   normalized_x_strides(d.x_strides, d.nd, g.c, g.in, g.xs);
   return g;

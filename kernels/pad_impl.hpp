@@ -9,25 +9,14 @@
 #include "kernels/hd_math.hpp"
 #include "kernels/pad.hpp"
 #include "kernels/spatial_index.hpp"
+#include "kernels/window_geom.hpp"
 
 namespace tessera::kernels {
 
-struct PadGeom {
-  Index n = 1, c = 1;
+struct PadGeom : WindowGeom {
   PadMode mode = PadMode::Constant;
   double value = 0.0;
-  Index g[3] = {1, 1, 1}, plo[3] = {0, 0, 0}, phi[3] = {0, 0, 0};
-  Index ilo[3] = {0, 0, 0}, in[3] = {1, 1, 1};
-  Index olo[3] = {0, 0, 0}, on[3] = {1, 1, 1};
-  Index xs[5] = {0, 0, 0, 0, 0};
-
-  TESSERA_HD Index out_count() const { return n * c * on[0] * on[1] * on[2]; }
-  TESSERA_HD Index in_count() const { return n * c * in[0] * in[1] * in[2]; }
-  // Offset in x (and dx) of input cell p (global) of sample nn, channel cc.
-  TESSERA_HD Index x_offset(Index nn, Index cc, const Index p[3]) const {
-    return nn * xs[0] + cc * xs[1] + (p[0] - ilo[0]) * xs[2] + (p[1] - ilo[1]) * xs[3] +
-           (p[2] - ilo[2]) * xs[4];
-  }
+  Index g[3] = {1, 1, 1}, plo[3] = {0, 0, 0}, phi[3] = {0, 0, 0};  // global extent, padding
 };
 
 // Validates d (throws tessera::Error naming `where`) and normalizes it.

@@ -28,6 +28,20 @@ inline void check_nd_nc(int nd, Index n, Index c, const char* where, const char*
   TESSERA_CHECK(n >= 0 && c >= 0, where << ": negative batch or channel count");
 }
 
+// Checks dim k of a window kernel (upsampling, padding): the output window
+// [out_lo, out_lo + out_n) inside the global output [0, out_global), and the input cells it
+// reads [lo, hi) (empty: none) inside the input window [in_lo, in_lo + in_n).
+inline void check_output_window(const char* where, int k, Index out_lo, Index out_n,
+                                Index out_global, Index lo, Index hi, Index in_lo, Index in_n) {
+  TESSERA_CHECK(out_lo >= 0 && out_lo + out_n <= out_global,
+                where << ": dim " << k << ": output window [" << out_lo << ", " << out_lo + out_n
+                      << ") outside the global output [0, " << out_global << ")");
+  TESSERA_CHECK(lo >= hi || (in_lo <= lo && hi <= in_lo + in_n),
+                where << ": dim " << k << ": output window [" << out_lo << ", " << out_lo + out_n
+                      << ") reads input cells [" << lo << ", " << hi
+                      << ") but the input window holds [" << in_lo << ", " << in_lo + in_n << ")");
+}
+
 // Strides xs of (n, c, d0, d1, d2) from a descriptor's x_strides over (n, c, user dims):
 // all zero means contiguous over c and the normalized extents `in`. Unused dims get 0.
 inline void normalized_x_strides(const Index x_strides[5], int nd, Index c, const Index in[3],

@@ -16,25 +16,14 @@ UpsampleGeom upsample_geometry(const UpsampleDesc& d, const char* where) {
                   where << ": dim " << k << " needs scale >= 1, global extent >= 1 and window "
                         << "extents >= 0 (scale " << d.scale[k] << ", global " << d.in_global[k]
                         << ", in_n " << d.in_n[k] << ", out_n " << d.out_n[k] << ")");
-    const Index out_global = d.in_global[k] * d.scale[k];
-    TESSERA_CHECK(d.out_lo[k] >= 0 && d.out_lo[k] + d.out_n[k] <= out_global,
-                  where << ": dim " << k << ": output window [" << d.out_lo[k] << ", "
-                        << d.out_lo[k] + d.out_n[k] << ") outside the global output [0, "
-                        << out_global << ")");
     Index lo, hi;
     upsample_input_range(d.mode, d.scale[k], d.in_global[k], d.out_lo[k], d.out_n[k], &lo, &hi);
-    TESSERA_CHECK(lo >= hi || (d.in_lo[k] <= lo && hi <= d.in_lo[k] + d.in_n[k]),
-                  where << ": dim " << k << ": output window [" << d.out_lo[k] << ", "
-                        << d.out_lo[k] + d.out_n[k] << ") needs input cells [" << lo << ", " << hi
-                        << ") but the input window holds [" << d.in_lo[k] << ", "
-                        << d.in_lo[k] + d.in_n[k] << ")");
+    check_output_window(where, k, d.out_lo[k], d.out_n[k], d.in_global[k] * d.scale[k], lo, hi,
+                        d.in_lo[k], d.in_n[k]);
     const int n = off + k;
     g.s[n] = d.scale[k];
     g.g[n] = d.in_global[k];
-    g.ilo[n] = d.in_lo[k];
-    g.in[n] = d.in_n[k];
-    g.olo[n] = d.out_lo[k];
-    g.on[n] = d.out_n[k];
+    g.set_windows(n, d.in_lo[k], d.in_n[k], d.out_lo[k], d.out_n[k]);
   }
   normalized_x_strides(d.x_strides, d.nd, g.c, g.in, g.xs);
   return g;

@@ -10,19 +10,13 @@
 #include "kernels/hd_math.hpp"
 #include "kernels/spatial_index.hpp"
 #include "kernels/upsample.hpp"
+#include "kernels/window_geom.hpp"
 
 namespace tessera::kernels {
 
-struct UpsampleGeom {
-  Index n = 1, c = 1;
+struct UpsampleGeom : WindowGeom {
   UpsampleMode mode = UpsampleMode::Nearest;
-  Index s[3] = {1, 1, 1}, g[3] = {1, 1, 1};
-  Index ilo[3] = {0, 0, 0}, in[3] = {1, 1, 1};
-  Index olo[3] = {0, 0, 0}, on[3] = {1, 1, 1};
-  Index xs[5] = {0, 0, 0, 0, 0};
-
-  TESSERA_HD Index out_count() const { return n * c * on[0] * on[1] * on[2]; }
-  TESSERA_HD Index in_count() const { return n * c * in[0] * in[1] * in[2]; }
+  Index s[3] = {1, 1, 1}, g[3] = {1, 1, 1};  // scale, global input extent
   // Outputs [lo, hi) of dim d (global, within the window) that may read input p (global):
   // [(p-1)*scale, (p+2)*scale) covers both taps and the edge clamps; with aligned corners,
   // those whose source lies in [p-1, p+1] (src = o (G-1) / (G scale - 1)).
@@ -35,11 +29,6 @@ struct UpsampleGeom {
     }
     lo = max_i((p - 1) * s[d], olo[d]);
     hi = min_i((p + 2) * s[d], olo[d] + on[d]);
-  }
-  // Offset in x (and dx) of input cell p (global) of sample nn, channel cc.
-  TESSERA_HD Index x_offset(Index nn, Index cc, const Index p[3]) const {
-    return nn * xs[0] + cc * xs[1] + (p[0] - ilo[0]) * xs[2] + (p[1] - ilo[1]) * xs[3] +
-           (p[2] - ilo[2]) * xs[4];
   }
   // Weight with which output o (global) reads input i (global) in dim d.
   TESSERA_HD double weight(int d, Index o, Index i) const {

@@ -9,14 +9,6 @@
 
 namespace tessera {
 
-struct Pad::Saved {
-  std::unique_ptr<WindowPlan> plan;  // reused while the input layout stays the same
-  kernels::PadDesc desc;
-  MemSpace space = MemSpace::Host;
-  DType dtype = DType::f32;
-  bool have_forward = false;
-};
-
 namespace {
 kernels::PadMode kernel_mode(PadOptions::Mode m) {
   switch (m) {
@@ -40,7 +32,7 @@ const char* mode_name(PadOptions::Mode m) {
 }
 }  // namespace
 
-Pad::Pad(PadOptions o) : opts_(std::move(o)) {
+Pad::Pad(PadOptions o) : WindowCopyLayer(static_cast<int>(o.pad_lo.size())), opts_(std::move(o)) {
   const std::size_t nd = opts_.pad_lo.size();
   TESSERA_CHECK(nd >= 1 && nd <= 3, "Pad: pad_lo must give 1 to 3 spatial dims, got " << nd);
   if (opts_.pad_hi.empty()) opts_.pad_hi = opts_.pad_lo;
@@ -98,85 +90,33 @@ std::vector<HaloReach> Pad::reach(const ShardSpec& in) const {
   return r;
 }
 
-OpCost Pad::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
-  const double es = static_cast<double>(size_of(dtype));
-  OpCost c = busiest(in, [&](const std::vector<int>& coords) {
-    OpCost r;
-    const double x = local_elems(in, coords), y = local_elems(out, coords);
-    r.bytes = (2 * x + 2 * y) * es;
-    return r;
-  });
-  c += window_halo_cost(in, out, reach(in), size_of(dtype));
-  return c;
-}
-
-Pad::Saved& Pad::saved_for(const Mesh& mesh, const ShardSpec& in) {
-  if (!saved_ || !saved_->plan->matches(mesh, in)) {
-    auto s = std::make_unique<Saved>();
-    s->plan = std::make_unique<WindowPlan>(mesh, in, output_spec(in), reach(in));
-    saved_ = std::move(s);
-  }
-  return *saved_;
-}
-
-HaloWidths Pad::input_room(const Mesh& mesh, const ShardSpec& in) {
-  return tessera::input_room(*saved_for(mesh, in).plan);
-}
-
-ShardTensor Pad::forward(const ShardTensor& x) {
+void Pad::forward_window(const Window& w, const Tensor& xw, const Tensor& y) {
   const int nd = static_cast<int>(opts_.pad_lo.size());
-  check_layer_input(x, nd + 2, nd + 2, name(), true);
-  Saved& s = saved_for(x.mesh(), x.spec());
-  const ShardSpec& out_spec = s.plan->driver_spec;  // the plan's, not re-derived per call
-  const HaloFrame xh = fill_halo(*s.plan, x);
-  const BlockWindow& bw = s.plan->mine();
-  const Box out_box = out_spec.local_box(x.mesh().coords());
-  Tensor y = Tensor::empty(out_box.shape(), x.dtype(), x.local().space());
-  kernels::PadDesc& d = s.desc;
+  kernels::PadDesc& d = desc_;
   d = kernels::PadDesc{};
-  if (!out_box.empty()) {
-    const Tensor xw = xh.window(bw.window);
-    d.nd = nd;
-    d.type = kernel_scalar(x.dtype(), "Pad");
-    d.n = out_box.extent(0);
-    d.c = out_box.extent(1);
-    d.mode = kernel_mode(opts_.mode);
-    d.value = opts_.value;
-    for (int k = 0; k < nd; ++k) {
-      d.in_global[k] = x.global_shape()[2 + k];
-      d.pad_lo[k] = opts_.pad_lo[k];
-      d.pad_hi[k] = opts_.pad_hi[k];
-      d.in_lo[k] = bw.window.lo[2 + k];
-      d.in_n[k] = bw.window.extent(2 + k);
-      d.out_lo[k] = out_box.lo[2 + k];
-      d.out_n[k] = out_box.extent(2 + k);
-    }
-    for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
-    kernels::pad_forward(y.device(), d, xw.raw(), y.raw());
+  d.nd = nd;
+  d.type = kernel_scalar(xw.dtype(), "Pad");
+  d.n = w.out_box.extent(0);
+  d.c = w.out_box.extent(1);
+  d.mode = kernel_mode(opts_.mode);
+  d.value = opts_.value;
+  for (int k = 0; k < nd; ++k) {
+    d.in_global[k] = w.in_shape[2 + k];
+    d.pad_lo[k] = opts_.pad_lo[k];
+    d.pad_hi[k] = opts_.pad_hi[k];
+    d.in_lo[k] = w.in_box.lo[2 + k];
+    d.in_n[k] = w.in_box.extent(2 + k);
+    d.out_lo[k] = w.out_box.lo[2 + k];
+    d.out_n[k] = w.out_box.extent(2 + k);
   }
-  s.space = x.local().space();
-  s.dtype = x.dtype();
-  s.have_forward = true;
-  return ShardTensor::unchecked(x.mesh(), out_spec, y);
+  for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
+  kernels::pad_forward(y.device(), d, xw.raw(), y.raw());
 }
 
-ShardTensor Pad::backward(const ShardTensor& dy) {
-  return backward_impl(dy, false);
-}
-
-ShardTensor Pad::backward_impl(const ShardTensor& dy, bool keep_room) {
-  TESSERA_CHECK(saved_ && saved_->have_forward, name() << ": backward before forward");
-  Saved& s = *saved_;
-  check_output_grad(dy, s.plan->driver_spec, s.dtype, s.space, name());
-  const HaloFrame dx = zero_frame(*s.plan, dy.dtype(), s.space);
-  const BlockWindow& bw = s.plan->mine();
-  if (!bw.idle) {
-    const Tensor dxw = dx.window(bw.window);
-    const Tensor g = dy.local().contiguous();
-    kernels::pad_backward(Device::of(s.space), s.desc, g.raw(), dxw.raw());
-  }
-  add_ghosts_to_owners(*s.plan, dx);
-  return owned_shard(*s.plan, dx, keep_room);
+void Pad::backward_window(const Tensor& dy, const Tensor& dxw) {
+  kernels::PadDesc d = desc_;
+  for (int k = 0; k < d.nd + 2; ++k) d.x_strides[k] = dxw.strides()[k];
+  kernels::pad_backward(dxw.device(), d, dy.raw(), dxw.raw());
 }
 
 }  // namespace tessera

@@ -9,15 +9,8 @@
 
 namespace tessera {
 
-struct Upsample::Saved {
-  std::unique_ptr<WindowPlan> plan;  // reused while the input layout stays the same
-  kernels::UpsampleDesc desc;
-  MemSpace space = MemSpace::Host;
-  DType dtype = DType::f32;
-  bool have_forward = false;
-};
-
-Upsample::Upsample(UpsampleOptions o) : opts_(std::move(o)) {
+Upsample::Upsample(UpsampleOptions o)
+    : WindowCopyLayer(static_cast<int>(o.scale.size())), opts_(std::move(o)) {
   const std::size_t nd = opts_.scale.size();
   TESSERA_CHECK(nd >= 1 && nd <= 3, "Upsample: scale must give 1 to 3 spatial dims, got " << nd);
   for (std::size_t k = 0; k < nd; ++k)
@@ -74,85 +67,31 @@ std::vector<HaloReach> Upsample::reach(const ShardSpec& in) const {
   return r;
 }
 
-OpCost Upsample::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
-  const double es = static_cast<double>(size_of(dtype));
-  OpCost c = busiest(in, [&](const std::vector<int>& coords) {
-    OpCost r;
-    const double x = local_elems(in, coords), y = local_elems(out, coords);
-    r.flops = y;
-    r.bytes = (2 * x + 2 * y) * es;
-    return r;
-  });
-  c += window_halo_cost(in, out, reach(in), size_of(dtype));
-  return c;
-}
-
-Upsample::Saved& Upsample::saved_for(const Mesh& mesh, const ShardSpec& in) {
-  if (!saved_ || !saved_->plan->matches(mesh, in)) {
-    auto s = std::make_unique<Saved>();
-    s->plan = std::make_unique<WindowPlan>(mesh, in, output_spec(in), reach(in));
-    saved_ = std::move(s);
-  }
-  return *saved_;
-}
-
-HaloWidths Upsample::input_room(const Mesh& mesh, const ShardSpec& in) {
-  return tessera::input_room(*saved_for(mesh, in).plan);
-}
-
-ShardTensor Upsample::forward(const ShardTensor& x) {
+void Upsample::forward_window(const Window& w, const Tensor& xw, const Tensor& y) {
   const int nd = static_cast<int>(opts_.scale.size());
-  check_layer_input(x, nd + 2, nd + 2, name(), true);
-  const kernels::UpsampleMode mode = kernel_mode(opts_);
-  Saved& s = saved_for(x.mesh(), x.spec());
-  const ShardSpec& out_spec = s.plan->driver_spec;  // the plan's, not re-derived per call
-  const HaloFrame xh = fill_halo(*s.plan, x);
-  const BlockWindow& bw = s.plan->mine();
-  const Box out_box = out_spec.local_box(x.mesh().coords());
-  Tensor y = Tensor::empty(out_box.shape(), x.dtype(), x.local().space());
-  kernels::UpsampleDesc& d = s.desc;
+  kernels::UpsampleDesc& d = desc_;
   d = kernels::UpsampleDesc{};
-  if (!bw.idle) {
-    const Tensor xw = xh.window(bw.window);
-    d.nd = nd;
-    d.type = kernel_scalar(x.dtype(), "Upsample");
-    d.n = xw.shape(0);
-    d.c = xw.shape(1);
-    d.mode = mode;
-    for (int k = 0; k < nd; ++k) {
-      d.scale[k] = opts_.scale[k];
-      d.in_global[k] = x.global_shape()[2 + k];
-      d.in_lo[k] = bw.window.lo[2 + k];
-      d.in_n[k] = bw.window.extent(2 + k);
-      d.out_lo[k] = out_box.lo[2 + k];
-      d.out_n[k] = out_box.extent(2 + k);
-    }
-    for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
-    kernels::upsample_forward(xw.device(), d, xw.raw(), y.raw());
+  d.nd = nd;
+  d.type = kernel_scalar(xw.dtype(), "Upsample");
+  d.n = xw.shape(0);
+  d.c = xw.shape(1);
+  d.mode = kernel_mode(opts_);
+  for (int k = 0; k < nd; ++k) {
+    d.scale[k] = opts_.scale[k];
+    d.in_global[k] = w.in_shape[2 + k];
+    d.in_lo[k] = w.in_box.lo[2 + k];
+    d.in_n[k] = w.in_box.extent(2 + k);
+    d.out_lo[k] = w.out_box.lo[2 + k];
+    d.out_n[k] = w.out_box.extent(2 + k);
   }
-  s.space = x.local().space();
-  s.dtype = x.dtype();
-  s.have_forward = true;
-  return ShardTensor::unchecked(x.mesh(), out_spec, y);
+  for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
+  kernels::upsample_forward(xw.device(), d, xw.raw(), y.raw());
 }
 
-ShardTensor Upsample::backward(const ShardTensor& dy) {
-  return backward_impl(dy, false);
-}
-
-ShardTensor Upsample::backward_impl(const ShardTensor& dy, bool keep_room) {
-  TESSERA_CHECK(saved_ && saved_->have_forward, name() << ": backward before forward");
-  Saved& s = *saved_;
-  check_output_grad(dy, s.plan->driver_spec, s.dtype, s.space, name());
-  const HaloFrame dx = zero_frame(*s.plan, dy.dtype(), s.space);
-  const BlockWindow& bw = s.plan->mine();
-  if (!bw.idle) {
-    const Tensor dxw = dx.window(bw.window);
-    const Tensor g = dy.local().contiguous();
-    kernels::upsample_backward(Device::of(s.space), s.desc, g.raw(), dxw.raw());
-  }
-  add_ghosts_to_owners(*s.plan, dx);
-  return owned_shard(*s.plan, dx, keep_room);
+void Upsample::backward_window(const Tensor& dy, const Tensor& dxw) {
+  kernels::UpsampleDesc d = desc_;
+  for (int k = 0; k < d.nd + 2; ++k) d.x_strides[k] = dxw.strides()[k];
+  kernels::upsample_backward(dxw.device(), d, dy.raw(), dxw.raw());
 }
 
 }  // namespace tessera

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "decomp/window_halo.hpp"
-#include "runtime/nn/layer.hpp"
+#include "kernels/upsample.hpp"
+#include "runtime/nn/window_copy_layer.hpp"
 
 namespace tessera {
 
@@ -27,32 +28,23 @@ struct UpsampleOptions {
   OutputSplit split = OutputSplit::Balanced;
 };
 
-class Upsample : public Layer {
+class Upsample : public WindowCopyLayer {
  public:
   explicit Upsample(UpsampleOptions opts);
   ~Upsample() override;
 
   ShardSpec output_spec(const ShardSpec& in) const override;
-  ShardTensor forward(const ShardTensor& x) override;
-  ShardTensor backward(const ShardTensor& dy) override;
-  // Ghost room (Layer::input_room): the plan's widths; the input gradient in its frame.
-  HaloWidths input_room(const Mesh& mesh, const ShardSpec& in) override;
-  ShardTensor backward_in_room(const ShardTensor& dy) override { return backward_impl(dy, true); }
   std::string name() const override;
-  bool keeps_input() const override { return false; }
-  // One pass over x and y forward, two backward; the halo of the plan forward() makes.
-  OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
-  // The input cells each output block reads, per dim of an input spec.
-  std::vector<HaloReach> reach(const ShardSpec& in) const;
+  std::vector<HaloReach> reach(const ShardSpec& in) const override;
 
   const UpsampleOptions& options() const { return opts_; }
 
  private:
-  ShardTensor backward_impl(const ShardTensor& dy, bool keep_room);
-  struct Saved;
-  Saved& saved_for(const Mesh& mesh, const ShardSpec& in);  // the plan for inputs of `in`
+  void forward_window(const Window& w, const Tensor& xw, const Tensor& y) override;
+  void backward_window(const Tensor& dy, const Tensor& dxw) override;
+  double flops_per_output() const override { return 1.0; }
   UpsampleOptions opts_;
-  std::unique_ptr<Saved> saved_;
+  kernels::UpsampleDesc desc_;  // the last forward's window
 };
 
 }  // namespace tessera
