@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <functional>
 #include <memory>
 
 #include "runtime/comm/grad_sync.hpp"
