@@ -11,6 +11,7 @@
 #include "kernels/norm.hpp"
 #include "kernels/norm_impl.hpp"
 #include "kernels/pool.hpp"
+#include "kernels/pad_impl.hpp"
 #include "kernels/pool_impl.hpp"
 #include "kernels/reduce.hpp"
 #include "kernels/reduce_impl.hpp"
@@ -68,6 +69,37 @@ void upsample_case(std::mt19937& rng, UpsampleMode mode, int nd) {
   CHECK(same_bits(y, y_ref));
   cpu::upsample_backward(d, dy.data(), dx.data());
   host_for_each(g.in_count(), UpsampleBackward<T>{g, dy.data(), dx_ref.data()});
+  CHECK(same_bits(dx, dx_ref));
+}
+
+template <class T>
+void pad_case(std::mt19937& rng, PadMode mode, int nd) {
+  auto d = random_desc<PadDesc, T>(rng, nd);
+  d.mode = mode;
+  d.value = 0.25;
+  for (int k = 0; k < nd; ++k) {
+    d.in_global[k] = pick(rng, 1, 7);
+    const Index most = mode == PadMode::Reflect ? d.in_global[k] - 1 : 4;
+    d.pad_lo[k] = pick(rng, 0, most);
+    d.pad_hi[k] = pick(rng, 0, most);
+    const Index O = d.in_global[k] + d.pad_lo[k] + d.pad_hi[k];
+    d.out_lo[k] = pick(rng, 0, O - 1);
+    d.out_n[k] = pick(rng, 1, O - d.out_lo[k]);
+    Index lo, hi;
+    pad_input_range(mode, d.in_global[k], d.pad_lo[k], d.out_lo[k], d.out_n[k], &lo, &hi);
+    if (hi <= lo) lo = 0, hi = 1;  // a window of constant padding only: any cell
+    d.in_lo[k] = lo;
+    d.in_n[k] = hi - lo;
+  }
+  const PadGeom g = pad_geometry(d, "test");
+  const std::vector<T> x = as<T>(random_vector(static_cast<std::size_t>(g.in_count()), rng));
+  const std::vector<T> dy = as<T>(random_vector(static_cast<std::size_t>(g.out_count()), rng));
+  std::vector<T> y(dy.size()), y_ref(dy.size()), dx(x.size()), dx_ref(x.size());
+  cpu::pad_forward(d, x.data(), y.data());
+  host_for_each(g.out_count(), PadForward<T>{g, x.data(), y_ref.data()});
+  CHECK(same_bits(y, y_ref));
+  cpu::pad_backward(d, dy.data(), dx.data());
+  host_for_each(g.in_count(), PadBackward<T>{g, dy.data(), dx_ref.data()});
   CHECK(same_bits(dx, dx_ref));
 }
 
@@ -178,6 +210,16 @@ TEST_CASE("host upsampling loops equal the per-element functors bit for bit",
            {UpsampleMode::Nearest, UpsampleMode::Linear, UpsampleMode::LinearAlignCorners}) {
         upsample_case<float>(rng, m, nd);
         upsample_case<double>(rng, m, nd);
+      }
+}
+
+TEST_CASE("host padding loops equal the per-element functors bit for bit", "[kernels][pad]") {
+  std::mt19937 rng(13);
+  for (int it = 0; it < 40; ++it)
+    for (int nd = 1; nd <= 3; ++nd)
+      for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Replicate}) {
+        pad_case<float>(rng, m, nd);
+        pad_case<double>(rng, m, nd);
       }
 }
 
