@@ -11,8 +11,10 @@ WindowCopyLayer::WindowCopyLayer(int nd) : nd_(nd) {}
 WindowCopyLayer::~WindowCopyLayer() = default;
 
 WindowPlan& WindowCopyLayer::plan_for(const Mesh& mesh, const ShardSpec& in) {
-  if (!plan_ || !plan_->matches(mesh, in))
+  if (!plan_ || !plan_->matches(mesh, in)) {
     plan_ = std::make_unique<WindowPlan>(mesh, in, output_spec(in), reach(in));
+    have_forward_ = worked_ = false;  // a forward of another layout has no backward here
+  }
   return *plan_;
 }
 

@@ -192,4 +192,18 @@ TEST_CASE("Padding rejects bad parameters and inputs with clear errors", "[pad]"
     reflect.output_spec(ShardSpec({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, mesh));
   }));
   MPI_CHECK(throws_error([&] { reflect.backward(ShardTensor()); }));
+  if (mesh.size() > 1) {
+    // A plan rebuilt for another input layout between forward and backward (input_room of
+    // shards cut elsewhere, the same output): backward refuses instead of using the
+    // forward's window in the other layout's frame.
+    Pad p(pad(Mode::Replicate, {1}));
+    const std::vector<Placement> dims{Replicate(), Replicate(), Shard(0)};
+    const Tensor x = ops::random_tensor({1, 1, 4 * mesh.size()}, DType::f64, 3);
+    const ShardTensor y = p.forward(ShardTensor::scatter(mesh, x, dims));
+    std::vector<Index> cut(static_cast<std::size_t>(mesh.size()), 4);
+    cut[0] = 3;
+    cut[1] = 5;
+    p.input_room(mesh, ShardSpec(x.shape(), dims, mesh, {}, {{}, {}, cut}));
+    MPI_CHECK(test::throws_with([&] { p.backward(y); }, "backward before forward"));
+  }
 }
