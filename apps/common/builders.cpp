@@ -82,7 +82,7 @@ std::string signature_difference(const std::string& have, const std::string& wan
   const auto find = [&](const std::vector<std::string>& v, const std::string& k) {
     for (std::size_t i = 1; i < v.size(); ++i)
       if (key(v[i]) == k) return v[i];
-    return std::string("(nothing)");
+    return "no " + k;  // a word one side lacks ("no padding": the UNet's zeros)
   };
   std::vector<std::string> keys;
   for (const auto* v : {&a, &b})

@@ -193,7 +193,7 @@ TEST_CASE("checkpoint signatures: the difference names the words that differ", "
             "positions=learned:(8, 8), not positions=learned:(12, 12)");
   MPI_CHECK(
       signature_difference("vit dim=8 depth=2", "vit dim=8 positions=learned:(4, 4) depth=2") ==
-      "(nothing), not positions=learned:(4, 4)");
+      "no positions, not positions=learned:(4, 4)");
   MPI_CHECK(signature_difference("fno width=4", "unet width=4") == "a fno, not a unet");
 }
 
