@@ -38,18 +38,14 @@ PoolGeom pool_geometry(const PoolDesc& d, const char* where) {
     g.dil[n] = d.dilation[k];
     g.plo[n] = d.pad_lo[k];
     g.out[n] = out;
-    // Every window must hold a real cell (max: padding is -inf; avg: a count of zero). Only
-    // the windows starting in the left padding and the last can miss (dilation may step over
-    // a short input).
-    for (Index o = 0; o < out; ++o) {
-      if (o * d.stride[k] - d.pad_lo[k] >= 0 && o + 1 < out) continue;
-      Index lo = 0, hi = 0;
-      g.window(n, o, lo, hi);
-      TESSERA_CHECK(lo < hi, where << ": dim " << k << ": pooling window " << o
+    // Every window must hold a real cell (max: padding is -inf; avg: a count of zero;
+    // dilation may step over a short input).
+    const Index empty =
+        pool_empty_window(d.in[k], d.kernel[k], d.stride[k], d.dilation[k], d.pad_lo[k], out);
+    TESSERA_CHECK(empty < 0, where << ": dim " << k << ": pooling window " << empty
                                    << " holds no input cell (pad " << d.pad_lo[k] << "/"
                                    << d.pad_hi[k] << ", kernel " << d.kernel[k] << ", dilation "
                                    << d.dilation[k] << ")");
-    }
     g.end[n] = d.in[k] + d.pad_hi[k] - d.uncounted_hi[k];
   }
   normalized_x_strides(d.x_strides, d.nd, g.c, g.in, g.xs);

@@ -44,6 +44,29 @@ struct PoolDesc {
   }
 };
 
+// The real cells of a window starting at `start` (input coordinates; below 0 in the left
+// padding) with `kernel` cells `dilation` apart over an input of extent L: lo, lo + dilation,
+// ... below hi; none where lo >= hi.
+TESSERA_HD inline void pool_window_cells(Index start, Index kernel, Index dilation, Index L,
+                                         Index& lo, Index& hi) {
+  lo = start >= 0 ? start : start + (-start + dilation - 1) / dilation * dilation;
+  const Index end = start + dilation * (kernel - 1) + 1;
+  hi = end < L ? end : L;
+}
+// The first of `out` windows (stride apart from -pad_lo) that holds no real cell, or -1. Only
+// windows starting in the left padding and the last can miss one.
+inline Index pool_empty_window(Index L, Index kernel, Index stride, Index dilation, Index pad_lo,
+                               Index out) {
+  for (Index o = 0; o < out; ++o) {
+    const Index start = o * stride - pad_lo;
+    if (start >= 0 && o + 1 < out) continue;
+    Index lo = 0, hi = 0;
+    pool_window_cells(start, kernel, dilation, L, lo, hi);
+    if (lo >= hi) return o;
+  }
+  return -1;
+}
+
 // y (contiguous, (n, c, out...)) = pool(x).
 void pool_forward(const Device& dev, const PoolDesc& d, const void* x, void* y);
 // dx (x's layout and strides; the window is overwritten) = adjoint of pooling applied to

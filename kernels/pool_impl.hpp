@@ -28,9 +28,7 @@ struct PoolGeom {
   // Real cells of the window of output o in dim d: lo, lo + dil, ... below hi (the first
   // window cell at or past 0; past the input where none is inside).
   TESSERA_HD void window(int d, Index o, Index& lo, Index& hi) const {
-    const Index start = o * s[d] - plo[d];
-    lo = start >= 0 ? start : start + (-start + dil[d] - 1) / dil[d] * dil[d];
-    hi = min_i(start + dil[d] * (k[d] - 1) + 1, in[d]);
+    pool_window_cells(o * s[d] - plo[d], k[d], dil[d], in[d], lo, hi);
   }
   TESSERA_HD void windows(const Index o[3], Index lo[3], Index hi[3]) const {
     for (int d = 0; d < 3; ++d) window(d, o[d], lo[d], hi[d]);

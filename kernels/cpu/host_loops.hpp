@@ -17,6 +17,29 @@ namespace tessera::kernels {
 
 inline constexpr Index kReduceChunk = Index{1} << 14;
 
+// One dim of a window kernel's backward gather, tabulated once per call: for each input
+// cell pl of the window (0 .. n-1), the output offsets within the output window that read
+// it, with their weights, in the order visit(pl, add) adds them (add(offset, weight)).
+struct DimReaders {
+  std::vector<std::size_t> first;  // entries [first[pl], first[pl + 1]) of cell pl
+  std::vector<Index> out;
+  std::vector<double> w;
+  template <class Visit>
+  DimReaders(Index n, const Visit& visit) {
+    const auto add = [this](Index o, double weight) {
+      out.push_back(o);
+      w.push_back(weight);
+    };
+    for (Index pl = 0; pl < n; ++pl) {
+      first.push_back(out.size());
+      visit(pl, add);
+    }
+    first.push_back(out.size());
+  }
+  std::size_t begin(Index pl) const { return first[static_cast<std::size_t>(pl)]; }
+  std::size_t end(Index pl) const { return first[static_cast<std::size_t>(pl) + 1]; }
+};
+
 template <class F>
 void host_for_each(Index n, const F& f) {
 #pragma omp parallel for schedule(static)

@@ -38,35 +38,28 @@ struct PadForwardTabled {
 template <class T>
 struct PadBackwardTabled {
   PadBackward<T> f;
-  std::vector<std::size_t> first[3];  // entries [first[p], first[p + 1]) of input cell p
-  std::vector<Index> out[3];
-  explicit PadBackwardTabled(const PadBackward<T>& b) : f(b) {
-    const PadGeom& g = f.g;
-    for (int d = 0; d < 3; ++d)
-      for (Index pl = 0; pl <= g.in[d]; ++pl) {
-        first[d].push_back(out[d].size());
-        if (pl == g.in[d]) break;
-        Index lo[3], hi[3];
-        const int runs = pad_readers(g.mode, g.g[d], g.plo[d], g.phi[d], g.ilo[d] + pl, lo, hi);
-        for (int r = 0; r < runs; ++r)
-          for (Index o = max_i(lo[r], g.olo[d]); o < min_i(hi[r], g.olo[d] + g.on[d]); ++o)
-            out[d].push_back(o - g.olo[d]);
-      }
+  DimReaders r[3];  // weights 1
+  explicit PadBackwardTabled(const PadBackward<T>& b)
+      : f(b), r{readers(b.g, 0), readers(b.g, 1), readers(b.g, 2)} {}
+  static DimReaders readers(const PadGeom& g, int d) {
+    return DimReaders(g.in[d], [&g, d](Index pl, const auto& add) {
+      Index lo[3], hi[3];
+      const int runs = pad_readers(g.mode, g.g[d], g.plo[d], g.phi[d], g.ilo[d] + pl, lo, hi);
+      for (int k = 0; k < runs; ++k)
+        for (Index o = max_i(lo[k], g.olo[d]); o < min_i(hi[k], g.olo[d] + g.on[d]); ++o)
+          add(o - g.olo[d], 1.0);
+    });
   }
   void at(Index, Index nn, Index cc, const Index p[3]) const {
     const PadGeom& g = f.g;
-    std::size_t r[3][2];
-    for (int d = 0; d < 3; ++d) {
-      const auto pl = static_cast<std::size_t>(p[d] - g.ilo[d]);
-      r[d][0] = first[d][pl];
-      r[d][1] = first[d][pl + 1];
-    }
+    const Index q[3] = {p[0] - g.ilo[0], p[1] - g.ilo[1], p[2] - g.ilo[2]};
     const T* dync = f.dy + (nn * g.c + cc) * g.on[0] * g.on[1] * g.on[2];
     double acc = 0;
-    for (std::size_t a = r[0][0]; a < r[0][1]; ++a)
-      for (std::size_t b = r[1][0]; b < r[1][1]; ++b)
-        for (std::size_t e = r[2][0]; e < r[2][1]; ++e)
-          acc += static_cast<double>(dync[(out[0][a] * g.on[1] + out[1][b]) * g.on[2] + out[2][e]]);
+    for (std::size_t a = r[0].begin(q[0]); a < r[0].end(q[0]); ++a)
+      for (std::size_t b = r[1].begin(q[1]); b < r[1].end(q[1]); ++b)
+        for (std::size_t e = r[2].begin(q[2]); e < r[2].end(q[2]); ++e)
+          acc += static_cast<double>(
+              dync[(r[0].out[a] * g.on[1] + r[1].out[b]) * g.on[2] + r[2].out[e]]);
     f.dx[g.x_offset(nn, cc, p)] = static_cast<T>(acc);
   }
 };

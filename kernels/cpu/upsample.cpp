@@ -32,41 +32,30 @@ struct UpsampleForwardTabled {
 template <class T>
 struct UpsampleBackwardTabled {
   UpsampleBackward<T> f;
-  std::vector<std::size_t> first[3];  // entries [first[p], first[p + 1]) of input cell p
-  std::vector<Index> out[3];          // output offset within the window
-  std::vector<double> w[3];
-  explicit UpsampleBackwardTabled(const UpsampleBackward<T>& u) : f(u) {
-    const UpsampleGeom& g = f.g;
-    for (int d = 0; d < 3; ++d)
-      for (Index pl = 0; pl <= g.in[d]; ++pl) {
-        first[d].push_back(out[d].size());
-        if (pl == g.in[d]) break;
-        const Index p = g.ilo[d] + pl;
-        Index lo, hi;
-        g.readers(d, p, lo, hi);
-        for (Index o = lo; o < hi; ++o) {
-          const double wo = g.weight(d, o, p);
-          if (wo == 0.0) continue;
-          out[d].push_back(o - g.olo[d]);
-          w[d].push_back(wo);
-        }
+  DimReaders r[3];
+  explicit UpsampleBackwardTabled(const UpsampleBackward<T>& u)
+      : f(u), r{readers(u.g, 0), readers(u.g, 1), readers(u.g, 2)} {}
+  static DimReaders readers(const UpsampleGeom& g, int d) {
+    return DimReaders(g.in[d], [&g, d](Index pl, const auto& add) {
+      const Index p = g.ilo[d] + pl;
+      Index lo, hi;
+      g.readers(d, p, lo, hi);
+      for (Index o = lo; o < hi; ++o) {
+        const double wo = g.weight(d, o, p);
+        if (wo != 0.0) add(o - g.olo[d], wo);
       }
+    });
   }
   void at(Index, Index nn, Index cc, const Index p[3]) const {
     const UpsampleGeom& g = f.g;
-    std::size_t r[3][2];
-    for (int d = 0; d < 3; ++d) {
-      const auto pl = static_cast<std::size_t>(p[d] - g.ilo[d]);
-      r[d][0] = first[d][pl];
-      r[d][1] = first[d][pl + 1];
-    }
+    const Index q[3] = {p[0] - g.ilo[0], p[1] - g.ilo[1], p[2] - g.ilo[2]};
     const T* dync = f.dy + (nn * g.c + cc) * g.on[0] * g.on[1] * g.on[2];
     double acc = 0;
-    for (std::size_t a = r[0][0]; a < r[0][1]; ++a)
-      for (std::size_t b = r[1][0]; b < r[1][1]; ++b)
-        for (std::size_t e = r[2][0]; e < r[2][1]; ++e) {
-          const Index off = (out[0][a] * g.on[1] + out[1][b]) * g.on[2] + out[2][e];
-          acc += w[0][a] * w[1][b] * w[2][e] * static_cast<double>(dync[off]);
+    for (std::size_t a = r[0].begin(q[0]); a < r[0].end(q[0]); ++a)
+      for (std::size_t b = r[1].begin(q[1]); b < r[1].end(q[1]); ++b)
+        for (std::size_t e = r[2].begin(q[2]); e < r[2].end(q[2]); ++e) {
+          const Index off = (r[0].out[a] * g.on[1] + r[1].out[b]) * g.on[2] + r[2].out[e];
+          acc += r[0].w[a] * r[1].w[b] * r[2].w[e] * static_cast<double>(dync[off]);
         }
     f.dx[g.x_offset(nn, cc, p)] = static_cast<T>(acc);
   }

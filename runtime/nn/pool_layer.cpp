@@ -102,17 +102,13 @@ ShardSpec Pool::output_spec(const ShardSpec& in) const {
                                 << ": spatial dim " << k << " of extent " << L
                                 << " is smaller than the kernel " << w.kernel << " plus padding");
     // Every window must hold a real cell (padding has no value to pool), checked here on
-    // every rank alike: the first windows (in the left padding) and the last.
-    for (Index o = 0; o < out; ++o) {
-      const Index start = o * w.stride - w.pad_lo;
-      if (start >= 0 && o + 1 < out) continue;
-      const Index first =
-          start >= 0 ? start : start + (-start + w.dilation - 1) / w.dilation * w.dilation;
-      TESSERA_CHECK(first < std::min(start + w.span(), L),
-                    name() << ": spatial dim " << k << ": window " << o
-                           << " holds no input cell (only padding"
-                           << (w.dilation > 1 ? ", or cells the dilation steps over" : "") << ")");
-    }
+    // every rank alike.
+    const Index empty =
+        kernels::pool_empty_window(L, w.kernel, w.stride, w.dilation, w.pad_lo, out);
+    TESSERA_CHECK(empty < 0, name() << ": spatial dim " << k << ": window " << empty
+                                    << " holds no input cell (only padding"
+                                    << (w.dilation > 1 ? ", or cells the dilation steps over" : "")
+                                    << ")");
     shape[2 + k] = out;
   }
   std::vector<std::function<Index(Index)>> first(in.ndim());
