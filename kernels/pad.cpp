@@ -10,7 +10,12 @@ void pad_input_range(PadMode m, Index L, Index plo, Index out_lo, Index out_n, I
   *lo = *hi = 0;
   if (out_n <= 0) return;
   const Index a = out_lo, b = out_lo + out_n - 1;  // first and last output
-  if (m == PadMode::Constant) {                    // the interior part only
+  if (m == PadMode::Circular) {                    // unwrapped: a plain shift
+    *lo = a - plo;
+    *hi = b - plo + 1;
+    return;
+  }
+  if (m == PadMode::Constant) {  // the interior part only
     *lo = max_i(a - plo, 0);
     *hi = min_i(b - plo, L - 1) + 1;
     if (*hi <= *lo) *lo = *hi = 0;
@@ -38,12 +43,12 @@ PadGeom pad_geometry(const PadDesc& d, const char* where) {
   g.value = d.value;
   const int off = 3 - d.nd;
   for (int k = 0; k < d.nd; ++k) {
-    TESSERA_CHECK(d.in_global[k] >= 1 && d.pad_lo[k] >= 0 && d.pad_hi[k] >= 0 && d.in_n[k] >= 0 &&
-                      d.out_n[k] >= 0,
-                  where << ": dim " << k << " needs a global extent >= 1 and padding and window "
-                        << "extents >= 0 (global " << d.in_global[k] << ", pad " << d.pad_lo[k]
-                        << "/" << d.pad_hi[k] << ", in_n " << d.in_n[k] << ", out_n " << d.out_n[k]
-                        << ")");
+    TESSERA_CHECK(d.in_global[k] >= 1 && d.in_global[k] + d.pad_lo[k] + d.pad_hi[k] >= 1 &&
+                      d.in_n[k] >= 0 && d.out_n[k] >= 0,
+                  where << ": dim " << k << " needs a global extent >= 1, padding that leaves "
+                        << "a cell and window extents >= 0 (global " << d.in_global[k] << ", pad "
+                        << d.pad_lo[k] << "/" << d.pad_hi[k] << ", in_n " << d.in_n[k] << ", out_n "
+                        << d.out_n[k] << ")");
     TESSERA_CHECK(d.mode != PadMode::Reflect ||
                       (d.pad_lo[k] < d.in_global[k] && d.pad_hi[k] < d.in_global[k]),
                   where << ": dim " << k << ": reflect padding " << d.pad_lo[k] << "/"

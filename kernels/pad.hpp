@@ -1,7 +1,12 @@
 #pragma once
 // Padding of the 1-3 spatial dims of an (N, C, spatial...) tensor, PyTorch's F.pad modes:
 // constant (a value), reflect (the cells mirrored about the edge cell, which is not
-// repeated; padding narrower than the extent) and replicate (the edge cell repeated).
+// repeated; padding narrower than the extent), replicate (the edge cell repeated) and
+// circular (the other end's cells: periodic). Negative widths crop, as in F.pad.
+//
+// Circular padding reads its input in unwrapped coordinates: output o copies cell o - pad_lo,
+// which lies below 0 or past the extent in the padding; the caller's window holds those
+// cells as periodic ghosts (a halo exchange wraps them), so a kernel never wraps itself.
 //
 // It works on windows, as upsampling does, so a sharded layer can run it on its shard: the
 // descriptor holds the global input extent and padding, the global origin and extent of the
@@ -16,7 +21,10 @@
 
 namespace tessera::kernels {
 
-enum class PadMode { Constant, Reflect, Replicate };
+enum class PadMode { Constant, Reflect, Replicate, Circular };
+
+// pad_source's answer for an output cell that holds the constant.
+inline constexpr Index kPadConstant = -(Index{1} << 62);
 
 struct PadDesc {
   int nd = 1;  // spatial dims, 1..3
@@ -32,18 +40,20 @@ struct PadDesc {
   Index x_strides[5] = {0, 0, 0, 0, 0};
 };
 
-// The input cell (global) output cell o (global) copies in one dim, or -1 where it holds
-// the constant.
+// The input cell (global; unwrapped for circular) output cell o (global) copies in one dim,
+// or kPadConstant where it holds the constant.
 TESSERA_HD inline Index pad_source(PadMode m, Index L, Index plo, Index o) {
   const Index i = o - plo;
-  if (i >= 0 && i < L) return i;
-  if (m == PadMode::Constant) return -1;
+  if ((i >= 0 && i < L) || m == PadMode::Circular) return i;
+  if (m == PadMode::Constant) return kPadConstant;
   if (m == PadMode::Replicate) return i < 0 ? 0 : L - 1;
   return i < 0 ? -i : 2 * (L - 1) - i;  // reflect (padding < L keeps it inside)
 }
 
-// Up to three runs of outputs [lo, hi) (global) that copy input cell p (global) in one dim:
-// itself, and the padding that mirrors or repeats it. Returns the number of runs.
+// Up to three runs of outputs [lo, hi) (global) that copy input cell p (global; unwrapped
+// for circular, whose copies are the window's periodic ghosts: each copies only itself) in
+// one dim: itself, and the padding that mirrors or repeats it. Returns the number of runs;
+// runs may be empty or reach outside the output where a negative width crops.
 TESSERA_HD inline int pad_readers(PadMode m, Index L, Index plo, Index phi, Index p, Index lo[3],
                                   Index hi[3]) {
   int n = 0;
@@ -72,7 +82,8 @@ TESSERA_HD inline int pad_readers(PadMode m, Index L, Index plo, Index phi, Inde
 }
 
 // Input cells [*lo, *hi) of one dim that output cells [out_lo, out_lo + out_n) read (a
-// superset where the reads are not contiguous). Empty where they read none (constant).
+// superset where the reads are not contiguous; unwrapped for circular). Empty where they
+// read none (constant).
 void pad_input_range(PadMode m, Index L, Index plo, Index out_lo, Index out_n, Index* lo,
                      Index* hi);
 

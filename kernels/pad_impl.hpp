@@ -37,7 +37,7 @@ struct PadForward {
     Index p[3];
     for (int d = 0; d < 3; ++d) {
       p[d] = pad_source(g.mode, g.g[d], g.plo[d], o[d]);
-      if (p[d] < 0) {
+      if (p[d] == kPadConstant) {
         y[i] = static_cast<T>(g.value);
         return;
       }

@@ -13,7 +13,7 @@ namespace {
 template <class T>
 struct PadForwardTabled {
   PadForward<T> f;
-  std::vector<Index> src[3];  // per output cell of the window: its source (global), or -1
+  std::vector<Index> src[3];  // per output cell of the window: its source, or kPadConstant
   explicit PadForwardTabled(const PadForward<T>& p) : f(p) {
     const PadGeom& g = f.g;
     for (int d = 0; d < 3; ++d)
@@ -24,7 +24,7 @@ struct PadForwardTabled {
     Index p[3];
     for (int d = 0; d < 3; ++d) {
       p[d] = src[d][static_cast<std::size_t>(o[d] - f.g.olo[d])];
-      if (p[d] < 0) {
+      if (p[d] == kPadConstant) {
         f.y[i] = static_cast<T>(f.g.value);
         return;
       }

@@ -10,12 +10,17 @@
 namespace tessera {
 
 namespace {
+// Widths beyond this are certainly mistakes (and their sums could overflow an Index).
+constexpr Index kMaxWidth = Index{1} << 48;
+
 kernels::PadMode kernel_mode(PadOptions::Mode m) {
   switch (m) {
     case PadOptions::Mode::Reflect:
       return kernels::PadMode::Reflect;
     case PadOptions::Mode::Replicate:
       return kernels::PadMode::Replicate;
+    case PadOptions::Mode::Circular:
+      return kernels::PadMode::Circular;
     default:
       return kernels::PadMode::Constant;
   }
@@ -26,6 +31,8 @@ const char* mode_name(PadOptions::Mode m) {
       return "reflect";
     case PadOptions::Mode::Replicate:
       return "replicate";
+    case PadOptions::Mode::Circular:
+      return "circular";
     default:
       return "constant";
   }
@@ -39,9 +46,17 @@ Pad::Pad(PadOptions o) : WindowCopyLayer(static_cast<int>(o.pad_lo.size())), opt
   TESSERA_CHECK(opts_.pad_hi.size() == nd,
                 "Pad: pad_hi gives " << opts_.pad_hi.size() << " dims, pad_lo " << nd);
   for (std::size_t k = 0; k < nd; ++k)
-    TESSERA_CHECK(opts_.pad_lo[k] >= 0 && opts_.pad_hi[k] >= 0,
-                  "Pad: padding of spatial dim " << k << " is " << opts_.pad_lo[k] << "/"
-                                                 << opts_.pad_hi[k] << ", must be >= 0");
+    for (const Index w : {opts_.pad_lo[k], opts_.pad_hi[k]})
+      TESSERA_CHECK(w >= -kMaxWidth && w <= kMaxWidth,
+                    "Pad: padding " << w << " of spatial dim " << k << " is out of range");
+  for (std::size_t k = 0; k < nd; ++k)
+    TESSERA_CHECK(
+        opts_.mode != PadOptions::Mode::Circular || (opts_.pad_lo[k] >= 0 && opts_.pad_hi[k] >= 0),
+        "Pad: circular padding " << opts_.pad_lo[k] << "/" << opts_.pad_hi[k] << " of spatial dim "
+                                 << k
+                                 << ": negative widths are not supported (PyTorch "
+                                    "wraps the cropped tensor there); crop first "
+                                    "with a constant Pad");
 }
 
 Pad::~Pad() = default;
@@ -65,8 +80,13 @@ ShardSpec Pad::output_spec(const ShardSpec& in) const {
                << opts_.pad_hi[k] << " must be narrower than the extent " << L
                << " (as in PyTorch)");
     shape[2 + k] = L + opts_.pad_lo[k] + opts_.pad_hi[k];
+    // Negative widths crop (F.pad's rule); an empty output is refused, not made.
+    TESSERA_CHECK(shape[2 + k] >= 1, name() << ": spatial dim " << k << ": padding "
+                                            << opts_.pad_lo[k] << "/" << opts_.pad_hi[k]
+                                            << " crops all " << L << " cells");
   }
-  // Aligned: input cell c anchors output c + pad_lo (the padding goes to the end blocks).
+  // Aligned: input cell c anchors output c + pad_lo (the padding goes to the end blocks;
+  // split_output clamps an anchor in the cropped part).
   std::vector<std::function<Index(Index)>> first(in.ndim());
   for (int k = 0; k < nd; ++k)
     first[2 + k] = [plo = opts_.pad_lo[k]](Index c) { return c == 0 ? 0 : c + plo; };
@@ -78,6 +98,8 @@ std::vector<HaloReach> Pad::reach(const ShardSpec& in) const {
   std::vector<HaloReach> r(static_cast<std::size_t>(in.ndim()), no_reach());
   for (std::size_t k = 0; k < opts_.pad_lo.size() && k + 2 < r.size(); ++k) {
     const Index plo = opts_.pad_lo[k], L = in.global_shape()[2 + k];
+    // Circular padding reads the other end's cells as periodic ghosts (the exchange wraps).
+    r[2 + k].periodic = mode == kernels::PadMode::Circular;
     r[2 + k].range = [mode, plo, L](Index lo, Index hi) {
       Index a = 0, b = 0;
       kernels::pad_input_range(mode, L, plo, lo, hi - lo, &a, &b);

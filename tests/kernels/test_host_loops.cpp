@@ -80,8 +80,10 @@ void pad_case(std::mt19937& rng, PadMode mode, int nd) {
   for (int k = 0; k < nd; ++k) {
     d.in_global[k] = pick(rng, 1, 7);
     const Index most = mode == PadMode::Reflect ? d.in_global[k] - 1 : 4;
-    d.pad_lo[k] = pick(rng, 0, most);
-    d.pad_hi[k] = pick(rng, 0, most);
+    const Index least = mode == PadMode::Circular ? 0 : -2;  // negative widths crop
+    d.pad_lo[k] = pick(rng, least, most);
+    d.pad_hi[k] = pick(rng, least, most);
+    if (d.in_global[k] + d.pad_lo[k] + d.pad_hi[k] < 1) d.pad_lo[k] = d.pad_hi[k] = 0;
     const Index O = d.in_global[k] + d.pad_lo[k] + d.pad_hi[k];
     d.out_lo[k] = pick(rng, 0, O - 1);
     d.out_n[k] = pick(rng, 1, O - d.out_lo[k]);
@@ -217,7 +219,8 @@ TEST_CASE("host padding loops equal the per-element functors bit for bit", "[ker
   std::mt19937 rng(13);
   for (int it = 0; it < 40; ++it)
     for (int nd = 1; nd <= 3; ++nd)
-      for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Replicate}) {
+      for (PadMode m :
+           {PadMode::Constant, PadMode::Reflect, PadMode::Replicate, PadMode::Circular}) {
         pad_case<float>(rng, m, nd);
         pad_case<double>(rng, m, nd);
       }

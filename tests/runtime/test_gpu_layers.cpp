@@ -90,6 +90,11 @@ TEST_CASE("Sharded op layers on CUDA tensors equal the host path", "[gpu]") {
     PadOptions pp;
     pp.mode = PadOptions::Mode::Replicate;
     pp.pad_lo = {2, 7, 1};
+    pp.pad_hi = {-1, 2, -2};  // cropping too
+    PadOptions pc;
+    pc.mode = PadOptions::Mode::Circular;
+    pc.pad_lo = {3, 1};
+    pc.pad_hi = {0, 9};  // wraps more than once
     auto norm = [dt](MemSpace s) {
       NormOptions o;
       o.dtype = dt;
@@ -107,6 +112,7 @@ TEST_CASE("Sharded op layers on CUDA tensors equal the host path", "[gpu]") {
          [&](MemSpace) { return std::make_unique<Upsample>(ua); }, &x2},
         {"reflect pad 2d", [&](MemSpace) { return std::make_unique<Pad>(pr); }, &x2},
         {"replicate pad 3d", [&](MemSpace) { return std::make_unique<Pad>(pp); }, &x3},
+        {"circular pad 2d", [&](MemSpace) { return std::make_unique<Pad>(pc); }, &x2},
         {"GroupNorm", [&](MemSpace s) { return std::make_unique<GroupNorm>(2, 4, norm(s)); }, &x2},
         {"BatchNorm", [&](MemSpace s) { return std::make_unique<BatchNorm>(4, norm(s)); }, &x3},
         {"ChannelLayerNorm",

@@ -1,4 +1,4 @@
-// Sharded padding (constant, reflect, replicate; 1-D, 2-D, 3-D; per-side widths) against
+// Sharded padding (constant, reflect, replicate, circular; 1-D, 2-D, 3-D; per-side widths) against
 // single-rank padding, forward and input gradient, on 1-D, 2-D and 3-D meshes with even,
 // uneven, thin and empty shards (a block of padding only, an end block thinner than the
 // cells its padding mirrors); an independent float64 reference (PyTorch's F.pad rules);
@@ -36,8 +36,10 @@ struct Case {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  const std::pair<Mode, std::string> modes[] = {
-      {Mode::Constant, "constant"}, {Mode::Reflect, "reflect"}, {Mode::Replicate, "replicate"}};
+  const std::pair<Mode, std::string> modes[] = {{Mode::Constant, "constant"},
+                                                {Mode::Reflect, "reflect"},
+                                                {Mode::Replicate, "replicate"},
+                                                {Mode::Circular, "circular"}};
   for (const auto& [m, mn] : modes) {
     const OutputSplit b = OutputSplit::Balanced;
     v.push_back({mn + " 1d 2/3", pad(m, {2}, {3}, b, 1.5), {2, 2, 7}});
@@ -52,6 +54,18 @@ std::vector<Case> cases() {
                pad(Mode::Constant, {6}, {5}, OutputSplit::Balanced, 3.0),
                {1, 2, 2}});
   v.push_back({"replicate 1d over one cell", pad(Mode::Replicate, {3}, {2}), {2, 1, 1}});
+  // Circular padding wrapping more than once (PyTorch refuses it; the index rule holds).
+  v.push_back(
+      {"circular 2d wider than the extent", pad(Mode::Circular, {5, 1}, {3, 7}), {1, 2, 2, 3}});
+  v.push_back({"circular 1d over one cell", pad(Mode::Circular, {3}, {2}), {2, 1, 1}});
+  // Negative widths crop (F.pad's rule: output o copies the source of o - pad_lo).
+  for (const auto& [m, mn] : modes) {
+    if (m == Mode::Circular) continue;  // refused with negative widths
+    v.push_back({mn + " 1d crop -2/1", pad(m, {-2}, {1}), {2, 2, 6}});
+    v.push_back({mn + " 2d crop and pad", pad(m, {-1, 2}, {3, -3}), {1, 2, 5, 6}});
+    v.push_back({mn + " 3d crop", pad(m, {-1, 1, 0}, {0, -1, -2}), {1, 1, 3, 4, 5}});
+    v.push_back({mn + " 1d crop past the input", pad(m, {-6}, {2}), {1, 2, 6}});
+  }
   return v;
 }
 
@@ -77,6 +91,7 @@ Tensor naive_pad(const PadOptions& o, const Tensor& x) {
             if (o.mode == Mode::Constant) constant = true;
             if (o.mode == Mode::Replicate) i = i < 0 ? 0 : L - 1;
             if (o.mode == Mode::Reflect) i = i < 0 ? -i : 2 * (L - 1) - i;
+            if (o.mode == Mode::Circular) i = ((i % L) + L) % L;
           }
           next.data<double>()[(a * shape[d] + out) * inner + b] =
               constant ? o.value : cur.data<double>()[(a * L + i) * inner + b];
@@ -109,7 +124,7 @@ TEST_CASE("Padding on thin and empty shards, balanced and aligned", "[pad]") {
       shape[d] = ops::total(sizes[d]);
     }
     const Tensor x = ops::random_tensor(shape, DType::f64, 79);
-    for (Mode m : {Mode::Constant, Mode::Reflect, Mode::Replicate})
+    for (Mode m : {Mode::Constant, Mode::Reflect, Mode::Replicate, Mode::Circular})
       for (OutputSplit split : {OutputSplit::Balanced, OutputSplit::Aligned}) {
         const Index w = std::min<Index>(3, std::min(shape[2], shape[3]) - 1);
         const PadOptions o = pad(m, {w, 1}, {1, w}, split, 0.5);
@@ -161,6 +176,25 @@ TEST_CASE("Padding gives PyTorch's values", "[pad]") {
   MPI_CHECK((run(Mode::Reflect) == V{4, 3, 2, 1, 2, 3, 4, 3, 2}));
   MPI_CHECK((run(Mode::Replicate) == V{1, 1, 1, 1, 2, 3, 4, 4, 4}));
   MPI_CHECK((run(Mode::Constant) == V{9, 9, 9, 1, 2, 3, 4, 9, 9}));
+  MPI_CHECK((run(Mode::Circular) == V{2, 3, 4, 1, 2, 3, 4, 1, 2}));
+  // Negative widths: F.pad(torch.arange(1., 6.).view(1, 1, 5), (lo, hi), mode=...).
+  Tensor x5 = Tensor::empty({1, 1, 5}, DType::f64);
+  for (Index i = 0; i < 5; ++i) x5.data<double>()[i] = static_cast<double>(i + 1);
+  const auto run5 = [&](Mode m, Index lo, Index hi) {
+    Pad p(pad(m, {lo}, {hi}));
+    const Tensor y =
+        p.forward(ShardTensor::scatter(self, x5, ShardSpec::replicated(x5.shape(), self))).local();
+    return std::vector<double>(y.data<double>(), y.data<double>() + y.numel());
+  };
+  MPI_CHECK((run5(Mode::Constant, -1, 2) == V{2, 3, 4, 5, 0, 0}));
+  MPI_CHECK((run5(Mode::Constant, 3, -4) == V{0, 0, 0, 1}));
+  MPI_CHECK((run5(Mode::Constant, -5, 1) == V{0}));
+  MPI_CHECK((run5(Mode::Reflect, 2, -1) == V{3, 2, 1, 2, 3, 4}));
+  MPI_CHECK((run5(Mode::Reflect, -5, 1) == V{4}));
+  MPI_CHECK((run5(Mode::Reflect, 3, -4) == V{4, 3, 2, 1}));
+  MPI_CHECK((run5(Mode::Replicate, -1, 2) == V{2, 3, 4, 5, 5, 5}));
+  MPI_CHECK((run5(Mode::Replicate, 3, -4) == V{1, 1, 1, 1}));
+  MPI_CHECK((run5(Mode::Replicate, -5, 1) == V{5}));
 }
 
 TEST_CASE("Padding gradients match finite differences (float64, one rank)", "[pad]") {
@@ -177,7 +211,10 @@ TEST_CASE("Padding rejects bad parameters and inputs with clear errors", "[pad]"
   using ops::throws_error;
   MPI_CHECK(throws_error([] { Pad p(pad(Mode::Reflect, {})); }));
   MPI_CHECK(throws_error([] { Pad p(pad(Mode::Reflect, {1, 1, 1, 1})); }));
-  MPI_CHECK(throws_error([] { Pad p(pad(Mode::Reflect, {1, -1})); }));
+  MPI_CHECK(throws_error([] { Pad p(pad(Mode::Reflect, {1, Index{1} << 50})); }));
+  MPI_CHECK(throws_error([] { Pad p(pad(Mode::Constant, {-(Index{1} << 50)})); }));
+  // PyTorch's circular padding wraps the cropped tensor (and fails for some widths): refused.
+  MPI_CHECK(test::throws_with([] { Pad p(pad(Mode::Circular, {2, -1})); }, "crop first"));
   MPI_CHECK(throws_error([] { Pad p(pad(Mode::Reflect, {1, 1}, {1})); }));
   const Mesh mesh = Mesh::line(test::harness_comm());
   Pad reflect(pad(Mode::Reflect, {2, 3}));
@@ -191,6 +228,13 @@ TEST_CASE("Padding rejects bad parameters and inputs with clear errors", "[pad]"
   MPI_CHECK(throws_error([&] {
     reflect.output_spec(ShardSpec({1, 2, 8}, {Replicate(), Replicate(), Shard(0)}, mesh));
   }));
+  // Cropping every cell is refused (PyTorch makes an empty tensor in some modes).
+  MPI_CHECK(test::throws_with(
+      [&] {
+        Pad(pad(Mode::Constant, {-3}, {-2}))
+            .output_spec(ShardSpec({1, 1, 5}, {Replicate(), Replicate(), Shard(0)}, mesh));
+      },
+      "crops all 5 cells"));
   MPI_CHECK(throws_error([&] { reflect.backward(ShardTensor()); }));
   if (mesh.size() > 1) {
     // A plan rebuilt for another input layout between forward and backward (input_room of
