@@ -38,6 +38,7 @@ StepSetup step_setup(const cli::Args& opt, Index batch, const std::vector<Index>
   s.warmup = int_option(opt, "warmup", 0);
   s.deterministic = opt.integer_in("deterministic", 0, 1) != 0;  // 2 was read as 1
   s.ghost_room = opt.num("ghost-room") != 0;
+  s.recompute = opt.integer_in("recompute", 0, 1) != 0;
   return s;
 }
 
@@ -46,6 +47,7 @@ json run_one(Context& ctx, const cli::Args& opt, const std::string& scaling, Ind
   const StepSetup s = step_setup(opt, batch, grid);
   json row = time_train_step(ctx, s);
   row["ghost_room"] = s.ghost_room ? 1 : 0;
+  row["recompute"] = s.recompute ? 1 : 0;
   row["scaling"] = scaling;
   row["deterministic"] = s.deterministic ? 1 : 0;
   row["threads"] = threads;
@@ -155,11 +157,15 @@ Case train_case() {
                 "convs' inputs written into their ghost room (1, tessera-train's default) or "
                 "copied into padded buffers (0)",
                 "1"},
+               {"recompute", "0|1",
+                "each UNet block's forward run again in backward, holding less (1; "
+                "tessera-train's train.recompute) or its saved tensors kept (0, the default)",
+                "0"},
                {"threads", "N", "OpenMP threads per rank (default cores per node / ranks)", ""}};
   c.rank_counts = {1, 2, 4};
-  c.columns = {"scaling", "deterministic", "ghost_room",    "ranks",
-               "threads", "shape",         "t_step_s",      "ms_compute",
-               "ms_halo", "ms_allreduce",  "samples_per_s", "peak_mib"};
+  c.columns = {"scaling",      "deterministic", "ghost_room", "recompute",  "ranks",
+               "threads",      "shape",         "t_step_s",   "ms_compute", "ms_halo",
+               "ms_allreduce", "samples_per_s", "peak_mib"};
   c.run = run;
   c.goals = goals;
   return c;

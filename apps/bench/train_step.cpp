@@ -98,6 +98,7 @@ TrainStepRunner::TrainStepRunner(const Mesh& mesh, const StepSetup& s)
 
   // The step tessera-train takes (apps/common/trainer.cpp), on random data.
   net.graph().ghost_room(s.ghost_room);
+  net.graph().recompute(s.recompute);
   net.graph().bind(mesh, {spec});
   std::vector<Parameter*> ps;
   for (const auto& np : net.graph().parameters()) ps.push_back(np.param);

@@ -31,6 +31,7 @@ struct StepSetup {
   std::vector<Index> grid;                   // global H, W
   int reps = 5, warmup = 2;
   bool ghost_room = true;  // Graph::ghost_room (tessera-train's train.ghost_room)
+  bool recompute = false;  // Graph::recompute (tessera-train's train.recompute)
   bool deterministic =
       true;  // the halo adjoint's fixed order (tessera-train's train.deterministic)
 };

@@ -187,6 +187,9 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(train, ghost_room),
        "write a conv's input into a buffer with the ghost room its halo exchange fills in "
        "place (false: plain shards copied into padded buffers; the same numbers)"},
+      {TESSERA_FIELD(train, recompute),
+       "activation checkpointing: keep only each model block's input and run the block's "
+       "forward again in backward (less memory for one more forward; the same numbers)"},
   };
   return fields;
 }

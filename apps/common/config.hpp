@@ -88,6 +88,7 @@ struct TrainLoopConfig {
   std::int64_t max_skips = 3;         // skip_step: stop after this many skipped steps in a row
   bool deterministic = true;          // fixed order of halo-adjoint additions (repeatable)
   bool ghost_room = true;             // values written into their convs' ghost room (no copies)
+  bool recompute = false;             // model blocks recomputed in backward (Graph::recompute)
 };
 
 struct TrainConfig {

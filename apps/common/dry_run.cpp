@@ -16,9 +16,7 @@ OpCost StepVolumes::total() const {
 }
 
 double StepVolumes::activation_bytes() const {
-  double b = 0;
-  for (const auto& l : layers) b += (l.kept ? l.out_bytes : 0) + l.cost.saved_bytes;
-  return b;
+  return kept_activation_bytes(layers);
 }
 
 StepVolumes dry_run(Model& model, const std::string& model_name, const std::vector<Index>& shape,

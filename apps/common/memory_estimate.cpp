@@ -1,6 +1,7 @@
 #include "apps/common/memory_estimate.hpp"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -14,6 +15,21 @@ namespace tessera::app {
 int optimizer_states(const OptimConfig& o) {
   if (o.name == "sgd") return o.momentum > 0 ? 1 : 0;
   return 2;  // adam, adamw
+}
+
+double kept_activation_bytes(const std::vector<NodeCost>& nodes) {
+  double kept = 0;
+  std::map<int, double> segment;
+  for (const NodeCost& c : nodes) {
+    kept += c.kept ? c.out_bytes : 0;
+    if (c.segment >= 0)
+      segment[c.segment] += c.cost.saved_bytes + (c.kept_in_segment ? c.out_bytes : 0);
+    else
+      kept += c.cost.saved_bytes;
+  }
+  double largest_segment = 0;
+  for (const auto& [id, bytes] : segment) largest_segment = std::max(largest_segment, bytes);
+  return kept + largest_segment;
 }
 
 MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_input,
@@ -34,13 +50,14 @@ MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_i
   // Forward keeps every kept output and each op's saved tensors until backward; backward
   // holds an output's gradient and its input's gradient at once, and the largest kernel
   // scratch; the batch (inputs and targets) and the prediction live through the step.
-  double kept = 0, largest = 0, scratch = 0, host_scratch = 0;
-  for (const NodeCost& c : g.costs({batch_input}, dtype)) {
-    kept += (c.kept ? c.out_bytes : 0) + c.cost.saved_bytes;
+  double largest = 0, scratch = 0, host_scratch = 0;
+  const std::vector<NodeCost> nodes = g.costs({batch_input}, dtype);
+  for (const NodeCost& c : nodes) {
     largest = std::max(largest, c.out_bytes);
     scratch = std::max(scratch, c.cost.scratch_bytes);
     host_scratch = std::max(host_scratch, c.cost.host_scratch_bytes);
   }
+  const double kept = kept_activation_bytes(nodes);
   if (space == MemSpace::Host) m.host_only = std::max(0.0, host_scratch - scratch);
   m.activations = kept + 2.0 * largest + scratch + m.host_only + busiest_elems(batch_input) * es +
                   busiest_elems(batch_target) * es;

@@ -28,6 +28,11 @@ struct MemoryEstimate {
 // Tensors of optimizer state per parameter element (Adam's two moments, SGD's momentum).
 int optimizer_states(const OptimConfig& o);
 
+// What a step holds for backward, from the nodes' costs: kept outputs and saved tensors; with
+// recompute (NodeCost::segment), a segment's saved state and the values its own ops hold only
+// while it runs, so the largest segment's once.
+double kept_activation_bytes(const std::vector<NodeCost>& nodes);
+
 // Upper estimate, in bytes per rank, for a training step of the bound graph `g` on batches
 // of `batch_input` and `batch_target` (the global batch's specs on the mesh), each op's
 // figure the busiest rank's (runtime/nn/op_cost.hpp); `data_bytes`: the cached dataset block.

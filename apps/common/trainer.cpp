@@ -397,6 +397,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   // optimizer and GradSync hold them.
   const auto [x_spec, y_spec] = data_->batch_specs(bsz);
   model_->graph().ghost_room(cfg.train.ghost_room);
+  model_->graph().recompute(cfg.train.recompute);
   model_->graph().bind(mesh, {x_spec});
   // Before the data, the optimizer's state and a step's activations are allocated: do they
   // fit the node?

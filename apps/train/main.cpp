@@ -54,6 +54,7 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
     const auto cout = static_cast<Index>(cfg.data.targets.size());
     const std::unique_ptr<Model> model =
         make_model(cfg, nd, cin, cout, MemSpace::Host, false, cli.dry_grid);
+    model->graph().recompute(cfg.train.recompute);
     std::vector<Index> shape = {batch, cin};
     shape.insert(shape.end(), cli.dry_grid.begin(), cli.dry_grid.end());
     v = dry_run(*model, cfg.model.type, shape, ranks, model_dtype(cfg.model),

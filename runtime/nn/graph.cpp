@@ -68,9 +68,47 @@ int Graph::add_node(Node n) {
                     "Graph: the " << (n.kind == Kind::Layer ? "layer" : "op") << " of node '"
                                   << n.name << "' is already node '" << m.name
                                   << "'; a layer or op object keeps one forward's state, use two");
+  if (n.kind != Kind::Input) n.segment = open_segment_;
   nodes_.push_back(std::move(n));
   forwarded_ = false;
   return num_nodes() - 1;
+}
+
+int Graph::begin_segment() {
+  TESSERA_CHECK(open_segment_ < 0,
+                "Graph::begin_segment: segment "
+                    << open_segment_ << " is still open (end_segment first: segments do not nest)");
+  open_segment_ = segments_++;
+  return open_segment_;
+}
+
+void Graph::end_segment() {
+  TESSERA_CHECK(open_segment_ >= 0, "Graph::end_segment: no segment is open");
+  const int s = open_segment_;
+  open_segment_ = -1;
+  const bool any =
+      std::any_of(nodes_.begin(), nodes_.end(), [s](const Node& nd) { return nd.segment == s; });
+  if (!any) --segments_;
+  TESSERA_CHECK(any, "Graph::end_segment: segment " << s << " holds no node");
+  forwarded_ = false;
+}
+
+bool Graph::ends_segment(std::size_t id) const {
+  const int s = nodes_[id].segment;
+  return s >= 0 && (id + 1 == nodes_.size() || nodes_[id + 1].segment != s);
+}
+
+std::vector<std::vector<int>> Graph::segment_inputs() const {
+  std::vector<std::vector<int>> in(static_cast<std::size_t>(segments_));
+  for (const Node& nd : nodes_) {
+    if (nd.segment < 0) continue;
+    std::vector<int>& v = in[static_cast<std::size_t>(nd.segment)];
+    for (int i : nd.inputs)
+      if (nodes_[static_cast<std::size_t>(i)].segment != nd.segment &&
+          std::find(v.begin(), v.end(), i) == v.end())
+        v.push_back(i);
+  }
+  return in;
 }
 
 const Graph::Node& Graph::node(Value v, const char* what) const {
@@ -79,6 +117,9 @@ const Graph::Node& Graph::node(Value v, const char* what) const {
 }
 
 Value Graph::input(const std::string& name) {
+  TESSERA_CHECK(open_segment_ < 0, "Graph::input '" << name << "': inside recompute segment "
+                                                    << open_segment_
+                                                    << " (a segment holds ops only)");
   const int id = add_node(Node{Kind::Input, name, nullptr, nullptr, {}, {}});
   inputs_.push_back(id);
   return Value{id};
@@ -117,6 +158,8 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
   TESSERA_CHECK(inputs.size() == inputs_.size(),
                 "Graph::forward: " << inputs_.size() << " inputs expected, got " << inputs.size());
   TESSERA_CHECK(!outputs_.empty(), "Graph::forward: no outputs marked");
+  TESSERA_CHECK(open_segment_ < 0,
+                "Graph::forward: recompute segment " << open_segment_ << " is still open");
   const std::size_t n = nodes_.size();
   values_.assign(n, ShardTensor());
   value_specs_.assign(n, ShardSpec());
@@ -133,12 +176,20 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
   for (std::size_t k = 0; k < inputs_.size(); ++k)
     values_[static_cast<std::size_t>(inputs_[k])] = inputs[k];
   mesh_ = inputs.front().mesh();
+  // Recompute: each segment's inputs stay until its replay in backward.
+  const bool release_segments = recompute_ && grad_enabled_ && segments_ > 0;
+  replays_left_.assign(n, 0);
+  if (release_segments)
+    for (const std::vector<int>& in : segment_inputs())
+      for (int i : in) {
+        ++replays_left_[static_cast<std::size_t>(i)];
+        keep[static_cast<std::size_t>(i)] = true;
+      }
+  replaying_forward_ = false;
 
   std::vector<ShardSpec> in_specs;
   for (const ShardTensor& t : inputs) in_specs.push_back(t.spec());
-  const Rooms& room_plan = rooms_for(in_specs);
-  const std::vector<std::vector<HaloWidths>>& wants = room_plan.wants;
-  const std::vector<HaloWidths>& rooms = room_plan.of_value;
+  rooms_for(in_specs);
   values_in_room_ = 0;
   ticket_ = next_forward_ticket();
   backwards_ = 0;
@@ -151,18 +202,10 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
     if (nd.kind == Kind::Input) {
       out = values_[id];
     } else {
-      std::vector<ShardTensor> in;
-      for (std::size_t k = 0; k < nd.inputs.size(); ++k) {
-        const ShardTensor& v = values_[static_cast<std::size_t>(nd.inputs[k])];
-        // Only an op that wants room is handed a value with room (a caller's input may have it).
-        in.push_back(v.has_room() && wants[id][k].empty() ? v.without_room() : v);
-      }
-      if (!rooms[id].empty()) {
-        out = nd.op->forward_into_room(in, rooms[id]);
-        values_in_room_ += out.has_room();
-      } else {
-        out = nd.op->forward(in);
-      }
+      std::vector<const ShardTensor*> in;
+      for (int v : nd.inputs) in.push_back(&values_[static_cast<std::size_t>(v)]);
+      out = run_op(id, in);
+      values_in_room_ += out.has_room();
       if (!grad_enabled_) nd.op->release_saved();
       // Tests: an exception in the middle of a forward pass on one rank.
       if (fault_point("layer"))
@@ -180,12 +223,73 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
       const auto i = static_cast<std::size_t>(in);
       if (--uses[i] == 0 && !keep[i]) values_[i] = ShardTensor();
     }
+    // A segment that has run drops what its ops saved: backward replays it.
+    if (release_segments && ends_segment(id))
+      for (std::size_t k = id + 1; k-- > 0 && nodes_[k].segment == nd.segment;)
+        nodes_[k].op->release_saved();
   }
   forwarded_ = true;
   forwarded_with_grad_ = grad_enabled_;
+  replaying_forward_ = release_segments;
   std::vector<ShardTensor> outs;
   for (int o : outputs_) outs.push_back(values_[static_cast<std::size_t>(o)]);
   return outs;
+}
+
+ShardTensor Graph::run_op(std::size_t id, const std::vector<const ShardTensor*>& values) {
+  Node& nd = nodes_[id];
+  const std::vector<HaloWidths>& wants = rooms_.wants[id];
+  const HaloWidths& room = rooms_.of_value[id];
+  std::vector<ShardTensor> in;
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    const ShardTensor& v = *values[k];
+    // Only an op that wants room is handed a value with room (a caller's input may have it).
+    in.push_back(v.has_room() && wants[k].empty() ? v.without_room() : v);
+  }
+  return room.empty() ? nd.op->forward(in) : nd.op->forward_into_room(in, room);
+}
+
+void Graph::replay_segment(std::size_t last) {
+  const int s = nodes_[last].segment;
+  std::size_t first = last;
+  while (first > 0 && nodes_[first - 1].segment == s) --first;
+  const auto inside = [&](int v) {
+    return static_cast<std::size_t>(v) >= first && static_cast<std::size_t>(v) <= last;
+  };
+  std::vector<ShardTensor> local(last - first + 1);
+  std::vector<int> uses(local.size(), 0);  // consumers left within the segment
+  for (std::size_t id = first; id <= last; ++id)
+    for (int v : nodes_[id].inputs)
+      if (inside(v)) ++uses[static_cast<std::size_t>(v) - first];
+  for (std::size_t id = first; id <= last; ++id) {
+    Node& nd = nodes_[id];
+    std::vector<const ShardTensor*> in;
+    for (int v : nd.inputs) {
+      const auto i = static_cast<std::size_t>(v);
+      in.push_back(inside(v) ? &local[i - first] : &values_[i]);
+      TESSERA_CHECK(in.back()->local().defined(), "Graph::backward: replaying node '"
+                                                      << nd.name << "': its input '"
+                                                      << nodes_[i].name << "' was not kept");
+    }
+    struct ReplayOff {  // the op leaves replay mode also when its forward throws
+      Op& op;
+      ~ReplayOff() { op.set_replay(false); }
+    };
+    nd.op->set_replay(true);
+    const ReplayOff off{*nd.op};
+    local[id - first] = run_op(id, in);
+    for (int v : nd.inputs)
+      if (inside(v) && --uses[static_cast<std::size_t>(v) - first] == 0)
+        local[static_cast<std::size_t>(v) - first] = ShardTensor();
+  }
+  // A kept input goes once every segment that takes it has replayed.
+  const std::vector<std::vector<int>> kept = segment_inputs();
+  for (int v : kept[static_cast<std::size_t>(s)]) {
+    const auto i = static_cast<std::size_t>(v);
+    const bool held = keep_values_ || nodes_[i].kind == Kind::Input ||
+                      std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
+    if (--replays_left_[i] == 0 && !held) values_[i] = ShardTensor();
+  }
 }
 
 ShardTensor Graph::forward(const ShardTensor& x) {
@@ -224,6 +328,9 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
   TESSERA_CHECK(forwarded_, "Graph::backward: no forward since the graph last changed");
   TESSERA_CHECK(forwarded_with_grad_,
                 "Graph::backward: the last forward ran without gradients (set_grad_enabled)");
+  TESSERA_CHECK(!replaying_forward_ || backwards_ == 0,
+                "Graph::backward: a second backward of one forward with recompute (the first "
+                "used up the segments' kept inputs): run forward again");
   TESSERA_CHECK(output_grads.size() == outputs_.size(),
                 "Graph::backward: " << outputs_.size() << " output gradients expected, got "
                                     << output_grads.size());
@@ -252,6 +359,7 @@ std::vector<ShardTensor> Graph::backward(const std::vector<ShardTensor>& output_
   for (std::size_t id = n; id-- > 0;) {
     Node& nd = nodes_[id];
     if (nd.kind == Kind::Input) continue;
+    if (replaying_forward_ && ends_segment(id)) replay_segment(id);
     ShardTensor dy = std::move(grads_[id]);
     grads_[id] = ShardTensor();
     if (!dy.local().defined()) continue;  // nothing downstream depends on this value
@@ -431,11 +539,18 @@ std::vector<NodeCost> Graph::costs(const std::vector<ShardSpec>& input_specs, DT
           c.out_bytes = busiest_elems(spec) * static_cast<double>(size_of(dtype));
           c.kept =
               std::find(outputs_.begin(), outputs_.end(), static_cast<int>(id)) != outputs_.end();
-          for (const Node& other : nodes_)
-            if (other.op && other.op->keeps_inputs() &&
-                std::find(other.inputs.begin(), other.inputs.end(), static_cast<int>(id)) !=
-                    other.inputs.end())
-              c.kept = true;
+          c.segment = recompute_ ? nd.segment : -1;
+          for (const Node& other : nodes_) {
+            if (!other.op || std::find(other.inputs.begin(), other.inputs.end(),
+                                       static_cast<int>(id)) == other.inputs.end())
+              continue;
+            const int s = recompute_ ? other.segment : -1;
+            if (s >= 0 && s != c.segment)
+              c.kept = true;  // a segment's input, kept for its replay
+            else if (other.op->keeps_inputs())
+              (s >= 0 ? c.kept_in_segment : c.kept) = true;
+          }
+          if (c.kept) c.kept_in_segment = false;
           out.push_back(c);
         } catch (const Error& e) {
           throw Error("Graph: " + kind_name(nd.kind) + " node '" + nd.name + "': " + e.what());

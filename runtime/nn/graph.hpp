@@ -11,6 +11,15 @@
 // into Parameter::grad (zero_grad() between steps), each rank's local contribution: a
 // GradSync sums them (on_grads_ready starts its buckets while backward runs).
 //
+// Recompute (activation checkpointing): nodes added between begin_segment() and
+// end_segment() form a segment. With recompute(true), a forward with gradients keeps a
+// segment's inputs (the values its nodes take from outside it) and, once the segment has run,
+// drops what its ops saved for backward (Op::release_saved) and the values it used alone;
+// backward, on reaching the segment, runs its forward again from the kept inputs (a replay:
+// Op::set_replay, so BatchNorm's running statistics move once) and then its backward. The
+// numbers are those without recompute; a step holds one segment's saved state at a time
+// instead of all of them, for one more forward of the segments.
+//
 // Parameter registry: every parameter has a stable name "<node>.<parameter>" (e.g.
 // "enc1.conv.weight"), in node order; checkpoints are keyed by these names.
 #include "runtime/floor.hpp"
@@ -37,6 +46,10 @@ struct NodeCost {
   std::vector<Index> out_shape;  // global
   double out_bytes = 0;          // the busiest rank's output block
   bool kept = false;             // held until backward (a consumer keeps it, or an output)
+  // With recompute: the node's segment (-1: none), whose saved state (cost.saved_bytes) and
+  // values held by its own ops (kept_in_segment) live only while the segment runs.
+  int segment = -1;
+  bool kept_in_segment = false;
   OpCost cost;
 };
 
@@ -69,6 +82,14 @@ class Graph {
   Value op(const std::string& name, std::shared_ptr<Op> op, const std::vector<Value>& inputs);
   // Marks graph outputs, in the order forward() returns them.
   void output(Value v);
+  // Recompute segments (above): the nodes added in between (not inputs) form one; segments
+  // do not nest. Returns the segment's number.
+  int begin_segment();
+  void end_segment();
+  int num_segments() const { return segments_; }
+  // Off by default; takes effect at the next forward.
+  void recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
 
   // Collective over the inputs' mesh. Returns the outputs.
   std::vector<ShardTensor> forward(const std::vector<ShardTensor>& inputs);
@@ -143,6 +164,7 @@ class Graph {
     std::shared_ptr<Layer> layer;  // layer nodes: the layer, so one is not used twice
     std::vector<int> inputs;
     std::vector<ShardSpec> input_specs;  // of the last forward
+    int segment = -1;                    // recompute segment, -1: none
   };
 
   int add_node(Node n);
@@ -158,6 +180,14 @@ class Graph {
           visit) const;
   const Node& node(Value v, const char* what) const;
   void accumulate(int value, ShardTensor g);
+  // Node id's op run on its input values (the ghost room the forward's plan gives).
+  ShardTensor run_op(std::size_t id, const std::vector<const ShardTensor*>& in);
+  // Whether node id is the last of its segment (false outside segments).
+  bool ends_segment(std::size_t id) const;
+  // Per segment, the values its nodes take from outside it.
+  std::vector<std::vector<int>> segment_inputs() const;
+  // Backward reaching segment node `last`: runs the segment's forward again.
+  void replay_segment(std::size_t last);
 
   std::vector<Node> nodes_;
   std::vector<int> inputs_, outputs_;
@@ -170,6 +200,9 @@ class Graph {
   int values_in_room_ = 0;
   std::uint64_t ticket_ = 0;  // this graph's last forward, stamped on its layers and ops
   int backwards_ = 0;         // backward passes since that forward
+  int segments_ = 0, open_segment_ = -1;
+  bool recompute_ = false, replaying_forward_ = false;  // the last forward released segments
+  std::vector<int> replays_left_;  // per value: segments still to replay that take it
   // The ghost room of every op input and value for one layout of the graph's inputs, kept
   // until the inputs' specs, the mesh, the graph or its flags change (a training loop
   // forwards the same layout every step).

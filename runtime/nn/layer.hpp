@@ -61,6 +61,10 @@ class Layer {
   }
   // Whether forward keeps its input until backward (what a step's memory holds).
   virtual bool keeps_input() const { return true; }
+  // While on, forward is a replay (Graph::recompute): the same input again, to rebuild what
+  // backward needs; a layer whose forward changes state beyond that (BatchNorm's running
+  // statistics) leaves it unchanged, so a step with recompute equals one without.
+  virtual void set_replay(bool on) { (void)on; }
   // Lays out what depends on the input's decomposition (sharded parameters' blocks) for
   // inputs of spec `in` on `mesh`. Collective over the mesh; Graph::bind calls it before a
   // trainer registers the parameters. Default: nothing depends on it.

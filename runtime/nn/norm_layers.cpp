@@ -208,7 +208,7 @@ ShardTensor NormLayer::forward(const ShardTensor& x) {
     allreduce_sum(x.mesh(), s->stat_axes, d1.data(), 2 * count);
     for (Index g = 0; g < count; ++g)
       var[g] = std::max(0.0, (d1[count + g] - d1[g] * d1[g] / s->M) / s->M);
-    if (kind_ == Kind::Batch) {
+    if (kind_ == Kind::Batch && !replay_) {
       // Every rank keeps all C running statistics: channel shards share theirs.
       std::vector<double> full(2 * channels_, 0.0);
       for (Index i = 0; i < count; ++i) {

@@ -43,6 +43,8 @@ class NormLayer : public Layer {
   std::vector<Parameter*> parameters() override;
   std::string name() const override;
   void release_saved() override;
+  // A replayed forward (Graph::recompute) leaves BatchNorm's running statistics as they are.
+  void set_replay(bool on) override { replay_ = on; }
   // Two passes forward and two backward; three all-reduces of float64 statistics along each
   // axis that shards the statistics' reach (sums; deviations and squares; the backward sums).
   OpCost cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const override;
@@ -56,6 +58,7 @@ class NormLayer : public Layer {
   NormLayer(Kind kind, Index channels, Index groups, const NormOptions& opts);
   // Batch statistics (true) or the running ones (BatchNorm in eval mode).
   bool use_batch_stats_ = true;
+  bool replay_ = false;
   // BatchNorm: per channel, float64, on every rank.
   std::vector<double> running_mean_, running_var_;
 

@@ -37,6 +37,8 @@ class Op {
   virtual bool cost_complete() const { return true; }
   // Whether forward keeps its inputs until backward (what a step's memory holds).
   virtual bool keeps_inputs() const { return true; }
+  // Replayed forward (Layer::set_replay).
+  virtual void set_replay(bool on) { (void)on; }
   // Lays out what depends on the inputs' decomposition (Layer::bind). Collective.
   virtual void bind(const Mesh& mesh, const std::vector<ShardSpec>& in) {
     (void)mesh;
@@ -82,6 +84,7 @@ class LayerOp : public Op {
     return layer_->cost(in.at(0), out, dtype);
   }
   bool keeps_inputs() const override { return layer_->keeps_input(); }
+  void set_replay(bool on) override { layer_->set_replay(on); }
   void bind(const Mesh& mesh, const std::vector<ShardSpec>& in) override {
     layer_->bind(mesh, in.at(0));
   }

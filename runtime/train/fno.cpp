@@ -37,11 +37,13 @@ Fno::Fno(const FnoOptions& o) : opts_(o) {
     s.space = o.space;
     s.seed = seed++;
     s.shard_weights = o.mode_sharded;
+    graph_.begin_segment();  // recomputed in backward with Graph::recompute
     const Value spectral = graph_.layer(b + ".spectral", std::make_shared<SpectralConv>(s), x);
     const Value bypass = graph_.layer(b + ".bypass", pointwise(o.width, o.width), x);
     x = graph_.add(b + ".sum", spectral, bypass);
     if (l + 1 < o.layers)
       x = graph_.layer(b + ".act", std::make_shared<ActivationLayer>(o.activation), x);
+    graph_.end_segment();
   }
   x = graph_.layer("proj1", pointwise(o.width, o.projection), x);
   x = graph_.layer("proj1.act", std::make_shared<ActivationLayer>(o.activation), x);

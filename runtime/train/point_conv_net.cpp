@@ -30,8 +30,10 @@ PointConvNet::PointConvNet(const PointConvNetOptions& o) : opts_(o) {
     p.space = o.space;
     p.seed = seed++;
     p.neighbourhoods = shared;
+    graph_.begin_segment();  // recomputed in backward with Graph::recompute
     const Value c = graph_.op(b + ".conv", std::make_shared<PointConv>(p), {h, x});
     h = graph_.add(b + ".res", h, c);
+    graph_.end_segment();
   }
   graph_.output(graph_.layer("head", linear(o.width, o.out_channels), h));
 }

@@ -51,6 +51,7 @@ Transolver::Transolver(const TransolverOptions& o) : opts_(o) {
     a.space = o.space;
     a.seed = seed;
     seed += 3;
+    graph_.begin_segment();  // recomputed in backward with Graph::recompute
     Value h = graph_.layer(b + ".ln1", std::make_shared<ChannelLayerNorm>(o.width, norm), x);
     h = graph_.layer(b + ".attn", std::make_shared<PhysicsAttention>(a), h);
     x = graph_.add(b + ".res1", x, h);
@@ -59,6 +60,7 @@ Transolver::Transolver(const TransolverOptions& o) : opts_(o) {
     h = graph_.layer(b + ".mlp1.act", gelu(), h);
     h = graph_.layer(b + ".mlp2", linear(o.mlp_ratio * o.width, o.width), h);
     x = graph_.add(b + ".res2", x, h);
+    graph_.end_segment();
   }
   x = graph_.layer("head.ln", std::make_shared<ChannelLayerNorm>(o.width, norm), x);
   graph_.output(graph_.layer("head", linear(o.width, o.out_channels), x));

@@ -141,6 +141,7 @@ UNet::UNet(const UNetOptions& o) : opts_(o), next_seed_(o.seed * 7919u) {
 }
 
 Value UNet::block(const std::string& name, Value x, Index cin, Index cout) {
+  graph_.begin_segment();  // recomputed in backward with Graph::recompute
   for (int i = 1; i <= 2; ++i) {
     ConvOptions c = conv_options<ConvOptions>(i == 1 ? cin : cout, cout);
     c.kernel = {opts_.kernel};
@@ -150,6 +151,7 @@ Value UNet::block(const std::string& name, Value x, Index cin, Index cout) {
     x = graph_.layer(name + ".conv" + std::to_string(i), std::make_shared<ConvNd>(c), x);
     x = norm_act(name, i, x, cout);
   }
+  graph_.end_segment();
   return x;
 }
 

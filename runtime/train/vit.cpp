@@ -83,6 +83,7 @@ Vit::Vit(const VitOptions& o) : opts_(o) {
       attn = std::make_shared<MultiHeadAttention>(a);
     }
     seed += 2;
+    graph_.begin_segment();  // recomputed in backward with Graph::recompute
     Value h = graph_.layer(b + ".ln1", std::make_shared<ChannelLayerNorm>(o.dim, norm), x);
     h = graph_.layer(b + ".attn", attn, h);
     x = graph_.add(b + ".res1", x, h);
@@ -91,6 +92,7 @@ Vit::Vit(const VitOptions& o) : opts_(o) {
     h = graph_.layer(b + ".mlp1.act", gelu(), h);
     h = graph_.layer(b + ".mlp2", linear(o.mlp_ratio * o.dim, o.dim), h);
     x = graph_.add(b + ".res2", x, h);
+    graph_.end_segment();
   }
   x = graph_.layer("head.ln", std::make_shared<ChannelLayerNorm>(o.dim, norm), x);
   ConvTransposeOptions up;

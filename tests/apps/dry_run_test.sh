@@ -130,5 +130,19 @@ expect_error "the dry run covers grid inputs" --dry-run=table --grid=64x32 --dat
 "$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" --dry-run=json --grid=64x32 --ranks=2 \
   --model.up=transposed_conv --model.down=conv >updown.json 2>&1 ||
   { cat updown.json; echo "dry_run_test: the UNet with transposed/strided convs has no dry run"; fail=1; }
+# Recompute: each model's activations estimated lower.
+for model in darcy_unet darcy_fno darcy_vit; do
+  for rc in false true; do
+    "$bin/tessera-train" "$src/scripts/demo/$model.toml" --dry-run=json --grid=64x32 --ranks=2 \
+      --train.recompute=$rc >"rc-$model-$rc.json" 2>&1 ||
+      { cat "rc-$model-$rc.json"; echo "dry_run_test: $model recompute=$rc has no dry run"; fail=1; }
+  done
+  python3 - "rc-$model-false.json" "rc-$model-true.json" <<'PY' ||
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert b["activation_bytes"] < 0.9 * a["activation_bytes"], (a["activation_bytes"], b["activation_bytes"])
+PY
+    { echo "dry_run_test: $model: recompute does not lower the activation estimate"; fail=1; }
+done
 [ $fail = 0 ] && echo "dry_run_test: passed" || echo "dry_run_test: FAILED"
 exit $fail

@@ -8,6 +8,7 @@
 //    and loadable, with the parameters it had;
 //  - a UNet deeper than its split (domain ranks holding no cell at the coarsest level) equals
 //    one rank;
+//  - recompute (train.recompute) gives the same losses bit for bit, GroupNorm and BatchNorm;
 //  - configs the data cannot take fail on every rank with a message naming the problem.
 #include <unistd.h>
 
@@ -64,8 +65,27 @@ TEST_CASE("training: the memory estimate bounds a step's allocations, for each g
       {"model.type=fno", "model.width=6", "model.modes=4,3", "model.projection=8",
        "model.weights=mode_sharded"},
       {"model.type=vit", "model.patch=2", "model.dim=8", "model.heads=2"}};
-  for (const auto& m : models)
+  for (auto m : models) {
     check_memory_estimate(Mesh::line(MPI_COMM_WORLD), config(data, dir + "/ck-mem", m));
+    m.push_back("train.recompute=true");  // the estimate follows the segments
+    check_memory_estimate(Mesh::line(MPI_COMM_WORLD), config(data, dir + "/ck-mem", m));
+  }
+}
+
+TEST_CASE("training: recompute gives the loss curve without it, bit for bit", "[train]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir();
+  const std::string data = make_dataset(dir);
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  for (const std::string norm : {"group", "batch"}) {
+    Trainer plain(mesh, config(data, dir + "/ck-rc", {"model.norm=" + norm}));
+    Trainer again(mesh,
+                  config(data, dir + "/ck-rc", {"model.norm=" + norm, "train.recompute=true"}));
+    const std::vector<double> want = losses(plain, 6), got = losses(again, 6);
+    INFO("norm " << norm << ": max rel diff " << max_rel(got, want));
+    MPI_CHECK(got == want);
+    MPI_CHECK(again.validate().loss == plain.validate().loss);
+  }
 }
 
 TEST_CASE("evaluation: a forward without gradients equals the training one and holds less",

@@ -123,6 +123,21 @@ TEST_CASE("point models: the memory estimate bounds a step's allocations", "[poi
     check_memory_estimate(Mesh::line(MPI_COMM_WORLD), points_config(cloud, dir + "/ck-mem", m));
 }
 
+TEST_CASE("point models: recompute gives the loss curve without it, bit for bit", "[points]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir("points");
+  const std::string cloud = make_points(dir);
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  for (auto m : {kTransolver, kPointConv}) {
+    Trainer plain(mesh, points_config(cloud, dir + "/ck-rc", m));
+    m.push_back("train.recompute=true");
+    Trainer again(mesh, points_config(cloud, dir + "/ck-rc", m));
+    const std::vector<double> want = losses(plain, 5), got = losses(again, 5);
+    INFO(m.front() << ": max rel diff " << max_rel(got, want));
+    MPI_CHECK(got == want);
+  }
+}
+
 TEST_CASE("point models: a forward without gradients equals the training one, holds less",
           "[points]") {
   setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
