@@ -4,6 +4,7 @@
 // across segments (a block's output feeding the next block and a skip) survive until every
 // replay that takes them; the memory estimate follows; misuse is named.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 
@@ -18,6 +19,8 @@
 #include "runtime/train/vit.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/expect_error.hpp"
+#include "tests/support/have_device.hpp"
+#include "tests/support/layer_check.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/random_tensor.hpp"
 #include "tests/support/unet_variants.hpp"
@@ -57,25 +60,27 @@ using MakeModel = std::function<std::unique_ptr<Model>()>;
 // Two training steps (forward, backward), the second measured: a layer's plans and caches
 // exist by then in both runs, so the peaks compare what a step holds.
 Step run(const MakeModel& make, const Mesh& mesh, const std::vector<Placement>& dims,
-         const Tensor& x_full, const Tensor& dy_full, bool recompute) {
+         const Tensor& x_full, const Tensor& dy_full, bool recompute,
+         MemSpace space = MemSpace::Host) {
   const std::unique_ptr<Model> net = make();
   Graph& g = net->graph();
   g.recompute(recompute);
   const ShardSpec spec(x_full.shape(), dims, mesh);
   g.bind(mesh, {spec});
-  const ShardTensor x = ShardTensor::scatter(mesh, x_full, spec);
+  const ShardTensor x = ShardTensor::scatter(mesh, x_full.to(space), spec);
+  const Tensor dy_in = dy_full.to(space);
   Step s;
   for (int step = 0; step < 2; ++step) {
     g.zero_grad();
-    reset_peak_memory(MemSpace::Host);
-    const std::size_t base = memory_stats(MemSpace::Host).current;
+    reset_peak_memory(space);
+    const std::size_t base = memory_stats(space).current;
     const ShardTensor y = g.forward(x);
-    const ShardTensor dx = g.backward(ShardTensor::scatter(mesh, dy_full, y.spec()));
-    s.peak = memory_stats(MemSpace::Host).peak - base;
-    s.y = y.gather_all();
-    s.dx = dx.gather_all();
+    const ShardTensor dx = g.backward(ShardTensor::scatter(mesh, dy_in, y.spec()));
+    s.peak = memory_stats(space).peak - base;
+    s.y = y.gather_all().to(MemSpace::Host);
+    s.dx = dx.gather_all().to(MemSpace::Host);
   }
-  for (const auto& p : g.parameters()) s.grads.push_back(p.param->grad.clone());
+  for (const auto& p : g.parameters()) s.grads.push_back(p.param->grad.to(MemSpace::Host));
   for (const Model::Buffer& b : net->buffers()) s.running.push_back(b.value);
   s.estimate = app::kept_activation_bytes(g.costs({spec}, DType::f64));
   return s;
@@ -91,24 +96,41 @@ void check_equal(const Step& a, const Step& b) {
   MPI_CHECK(a.running == b.running);
 }
 
+// Largest relative difference of two steps' results (device kernels may sum in any order).
+double step_difference(const Step& a, const Step& b) {
+  double w = std::max(test::rel_error(a.y, b.y), test::rel_error(a.dx, b.dx));
+  if (a.grads.size() != b.grads.size()) return 1e300;
+  for (std::size_t i = 0; i < a.grads.size(); ++i)
+    w = std::max(w, test::rel_error(a.grads[i], b.grads[i]));
+  return w;
+}
+
 struct ModelCase {
   std::string what;
   MakeModel make;
   std::vector<Index> in_shape, out_shape;
 };
 
-std::vector<ModelCase> models() {
+std::vector<ModelCase> models(MemSpace space = MemSpace::Host) {
   std::vector<ModelCase> v;
   v.push_back({"unet pool groupnorm",
-               [] { return std::make_unique<UNet>(test::unet_pool_groupnorm()); },
+               [space] {
+                 UNetOptions o = test::unet_pool_groupnorm();
+                 o.space = space;
+                 return std::make_unique<UNet>(o);
+               },
                {2, 2, 32, 12},
                {2, 1, 32, 12}});
   v.push_back({"unet strided batchnorm",
-               [] { return std::make_unique<UNet>(test::unet_strided_batchnorm()); },
+               [space] {
+                 UNetOptions o = test::unet_strided_batchnorm();
+                 o.space = space;
+                 return std::make_unique<UNet>(o);
+               },
                {2, 1, 32, 12},
                {2, 2, 32, 12}});
   v.push_back({"fno mode-sharded",
-               [] {
+               [space] {
                  FnoOptions o;
                  o.width = 6;
                  o.layers = 3;
@@ -116,26 +138,28 @@ std::vector<ModelCase> models() {
                  o.projection = 8;
                  o.mode_sharded = true;
                  o.dtype = DType::f64;
+                 o.space = space;
                  o.seed = 4;
                  return std::make_unique<Fno>(o);
                },
                {2, 1, 16, 12},
                {2, 1, 16, 12}});
   v.push_back({"vit",
-               [] {
+               [space] {
                  VitOptions o;
                  o.patch = 2;
                  o.dim = 8;
                  o.heads = 2;
                  o.depth = 2;
                  o.dtype = DType::f64;
+                 o.space = space;
                  o.seed = 5;
                  return std::make_unique<Vit>(o);
                },
                {2, 1, 16, 12},
                {2, 1, 16, 12}});
   v.push_back({"transolver",
-               [] {
+               [space] {
                  TransolverOptions o;
                  o.nd = 2;
                  o.coordinates = true;
@@ -144,6 +168,7 @@ std::vector<ModelCase> models() {
                  o.slices = 4;
                  o.layers = 2;
                  o.dtype = DType::f64;
+                 o.space = space;
                  o.seed = 6;
                  return std::make_unique<Transolver>(o);
                },
@@ -168,6 +193,30 @@ TEST_CASE("Models with recompute == without, bitwise, in less memory", "[recompu
                                         << plain.estimate);
       MPI_CHECK(again.peak < plain.peak);
       MPI_CHECK(again.estimate < plain.estimate);
+    }
+  }
+}
+
+TEST_CASE("Models with recompute on the device == without, in less device memory", "[gpu]") {
+  if (!test::have_device()) return;
+  for (const ModelCase& m : models(MemSpace::Cuda)) {
+    const Tensor x = test::random_tensor(m.in_shape, DType::f64, 3);
+    const Tensor dy = test::random_tensor(m.out_shape, DType::f64, 5);
+    for (const auto& [mesh, dims] : layouts()) {
+      INFO(m.what << " on " << mesh.str());
+      const Step plain = run(m.make, mesh, dims, x, dy, false, MemSpace::Cuda);
+      const Step again = run(m.make, mesh, dims, x, dy, true, MemSpace::Cuda);
+      INFO("difference " << step_difference(again, plain) << "; device peaks " << again.peak << ", "
+                         << plain.peak);
+      MPI_CHECK(step_difference(again, plain) <= 1e-12);
+      MPI_REQUIRE(again.running.size() == plain.running.size());
+      double running = 0;
+      for (std::size_t i = 0; i < plain.running.size(); ++i)
+        for (std::size_t c = 0; c < plain.running[i].size(); ++c)
+          running = std::max(running, std::abs(again.running[i][c] - plain.running[i][c]) /
+                                          std::max(1e-300, std::abs(plain.running[i][c])));
+      MPI_CHECK(running <= 1e-12);
+      MPI_CHECK(again.peak < plain.peak);
     }
   }
 }
