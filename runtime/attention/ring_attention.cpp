@@ -36,11 +36,11 @@ void check_sequence_inputs(const ShardTensor& q, const ShardTensor& k, const Sha
                                      << " differ in shape (batch, keys and head dim must agree)");
   TESSERA_CHECK(k.spec() == v.spec(), "ring attention: k and v are laid out differently ("
                                           << k.spec().str() << ", " << v.spec().str() << ")");
-  TESSERA_CHECK(q.global_shape()[0] == k.global_shape()[0] &&
-                    q.global_shape()[2] == k.global_shape()[2] &&
-                    q.spec().placement(0) == k.spec().placement(0),
-                "ring attention: q " << q.spec().str() << " and k " << k.spec().str()
-                                     << " differ in batch or head dim");
+  TESSERA_CHECK(
+      q.global_shape()[0] == k.global_shape()[0] && q.global_shape()[2] == k.global_shape()[2] &&
+          q.spec().placement(0) == k.spec().placement(0) && q.spec().sizes(0) == k.spec().sizes(0),
+      "ring attention: q " << q.spec().str() << " and k " << k.spec().str()
+                           << " differ in batch (its split too) or head dim");
 }
 
 namespace {
@@ -84,8 +84,9 @@ void check_attention_bias(const ShardTensor& bias, const ShardTensor& q, const S
       b.placement(1).axis == axis && b.sizes(1) == q.spec().sizes(1) && !b.placement(2).sharded(),
       "attention: the bias's rows must be sharded as q's and its columns whole, got " << b.str());
   TESSERA_CHECK(
-      b.global_shape()[0] == 1 ? !b.placement(0).sharded()
-                               : b.placement(0) == q.spec().placement(0),
+      b.global_shape()[0] == 1
+          ? !b.placement(0).sharded()
+          : b.placement(0) == q.spec().placement(0) && b.sizes(0) == q.spec().sizes(0),
       "attention: the bias's batch is laid out as " << b.str() << ", q as " << q.spec().str());
   TESSERA_CHECK(bias.dtype() == q.dtype() && bias.local().space() == q.local().space(),
                 "attention: the bias differs from q in type or memory space");

@@ -383,6 +383,35 @@ TEST_CASE(
         }
 }
 
+TEST_CASE("a batch split that differs between q and k or the bias is refused") {
+  // The kernels read each rank's batch rows of q, k and the bias as one: another split of
+  // the same placement read past a buffer (a crash, a hang, wrong answers).
+  int n = 0;
+  MPI_Comm_size(test::harness_comm(), &n);
+  if (n % 2 != 0) return;
+  const Mesh mesh(test::harness_comm(), {2, n / 2}, {"data", "seq"});
+  const std::vector<Placement> dims{Shard(0), Shard(1), Replicate()};
+  const std::vector<Index> shape{4, 6, 3}, bias_shape{4, 6, 6};
+  const ShardSpec uneven(shape, dims, mesh, {}, {{3, 1}, {}, {}});
+  const ShardTensor q =
+      ShardTensor::scatter(mesh, test::random_tensor(shape, DType::f64, 1), uneven);
+  const ShardTensor kv =
+      ShardTensor::scatter(mesh, test::random_tensor(shape, DType::f64, 2), dims);
+  const ShardTensor bias =
+      ShardTensor::scatter(mesh, test::random_tensor(bias_shape, DType::f64, 3), dims);
+  RingAttentionOptions o;
+  o.axis = 1;
+  for (SequenceAlgorithm a :
+       {SequenceAlgorithm::Ring, SequenceAlgorithm::AllGather, SequenceAlgorithm::Auto}) {
+    SequenceAttention att(o, a);
+    MPI_CHECK_ERROR(att.forward(q, kv, kv), "its split too");
+    SequenceAttention with_bias(o, a);
+    MPI_CHECK_ERROR(with_bias.forward(q, q, q, bias), "the bias's batch is laid out");
+  }
+  RingAttention ring(o);
+  MPI_CHECK_ERROR(ring.forward(q, kv, kv), "its split too");
+}
+
 TEST_CASE("zig-zag ring attention equals causal attention over the whole sequence, balanced") {
   const auto meshes = sequence_meshes(test::harness_comm());
   std::mt19937 rng(11);
