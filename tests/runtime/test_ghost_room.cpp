@@ -18,6 +18,7 @@
 #include "runtime/train/unet.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/expect_error.hpp"
+#include "tests/support/grid_layouts.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/random_tensor.hpp"
 #include "tests/support/unet_variants.hpp"
@@ -57,22 +58,6 @@ bool spatially_sharded(const Mesh& mesh, const std::vector<Placement>& dims) {
   for (std::size_t d = 2; d < dims.size(); ++d)
     if (dims[d].sharded() && mesh.dim(dims[d].axis) > 1) return true;
   return false;
-}
-
-std::vector<std::pair<Mesh, std::vector<Placement>>> layouts() {
-  const int n = test::world_size();
-  std::vector<std::pair<Mesh, std::vector<Placement>>> out;
-  std::vector<Placement> slab = {Replicate(), Replicate(), Shard(0), Replicate()};
-  out.emplace_back(Mesh::line(MPI_COMM_WORLD), slab);
-  if (n % 2 == 0 && n > 2) {
-    std::vector<Placement> grid = slab;
-    grid[3] = Shard(1);
-    out.emplace_back(Mesh(MPI_COMM_WORLD, {2, n / 2}, {"y", "x"}), grid);
-    std::vector<Placement> dd = slab;
-    dd[0] = Shard(1);
-    out.emplace_back(Mesh(MPI_COMM_WORLD, {n / 2, 2}, {"domain", "data"}), dd);
-  }
-  return out;
 }
 
 struct Step {
@@ -155,7 +140,7 @@ TEST_CASE("UNet with ghost room == without, bitwise, in less memory", "[ghost_ro
     const std::vector<Index> shape = {2, o.in_channels, 32, 12};
     const Tensor x = test::random_tensor(shape, DType::f64, 3);
     const Tensor dy = test::random_tensor({2, o.out_channels, 32, 12}, DType::f64, 5);
-    for (const auto& [mesh, dims] : layouts()) {
+    for (const auto& [mesh, dims] : test::grid_layouts()) {
       INFO("mesh " << mesh.str() << (strided ? ", strided conv" : ", pool")
                    << (variant == 2 ? ", reflect padding" : ""));
       const Step plain = unet_step(o, mesh, dims, x, dy, false);

@@ -21,6 +21,7 @@
 #include "tests/support/expect_error.hpp"
 #include "tests/support/have_device.hpp"
 #include "tests/support/layer_check.hpp"
+#include "tests/support/grid_layouts.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/random_tensor.hpp"
 #include "tests/support/unet_variants.hpp"
@@ -30,22 +31,6 @@ using namespace tessera;
 namespace {
 
 using test::same;
-
-std::vector<std::pair<Mesh, std::vector<Placement>>> layouts() {
-  const int n = test::world_size();
-  std::vector<std::pair<Mesh, std::vector<Placement>>> out;
-  std::vector<Placement> slab = {Replicate(), Replicate(), Shard(0), Replicate()};
-  out.emplace_back(Mesh::line(MPI_COMM_WORLD), slab);
-  if (n % 2 == 0 && n > 2) {
-    std::vector<Placement> grid = slab;
-    grid[3] = Shard(1);
-    out.emplace_back(Mesh(MPI_COMM_WORLD, {2, n / 2}, {"y", "x"}), grid);
-    std::vector<Placement> dd = slab;
-    dd[0] = Shard(1);
-    out.emplace_back(Mesh(MPI_COMM_WORLD, {n / 2, 2}, {"domain", "data"}), dd);
-  }
-  return out;
-}
 
 struct Step {
   Tensor y, dx;
@@ -183,7 +168,7 @@ TEST_CASE("Models with recompute == without, bitwise, in less memory", "[recompu
   for (const ModelCase& m : models()) {
     const Tensor x = test::random_tensor(m.in_shape, DType::f64, 3);
     const Tensor dy = test::random_tensor(m.out_shape, DType::f64, 5);
-    for (const auto& [mesh, dims] : layouts()) {
+    for (const auto& [mesh, dims] : test::grid_layouts()) {
       INFO(m.what << " on " << mesh.str());
       const Step plain = run(m.make, mesh, dims, x, dy, false);
       const Step again = run(m.make, mesh, dims, x, dy, true);
@@ -202,7 +187,7 @@ TEST_CASE("Models with recompute on the device == without, in less device memory
   for (const ModelCase& m : models(MemSpace::Cuda)) {
     const Tensor x = test::random_tensor(m.in_shape, DType::f64, 3);
     const Tensor dy = test::random_tensor(m.out_shape, DType::f64, 5);
-    for (const auto& [mesh, dims] : layouts()) {
+    for (const auto& [mesh, dims] : test::grid_layouts()) {
       INFO(m.what << " on " << mesh.str());
       const Step plain = run(m.make, mesh, dims, x, dy, false, MemSpace::Cuda);
       const Step again = run(m.make, mesh, dims, x, dy, true, MemSpace::Cuda);
