@@ -53,6 +53,7 @@ StepSetup setup_of(const cli::Args& opt, const std::string& model) {
   TESSERA_CHECK(s.fno_weights == "replicated" || s.fno_weights == "mode_sharded",
                 "--fno-weights is replicated or mode_sharded, not '" << s.fno_weights << "'");
   s.batch = size_option(opt, "batch");
+  s.recompute = opt.integer_in("recompute", 0, 1) != 0;
   s.reps = reps_option(opt);
   s.warmup = int_option(opt, "warmup", 0);
   return s;
@@ -80,6 +81,7 @@ json capacity_try(Context& ctx, const cli::Args& opt) {
   s.grid = {rows * ctx.size() * 8, size_option(opt, "capacity-width")};
   json row = tagged(time_train_step(ctx, s), "capacity");
   row["rows"] = rows;
+  row["recompute"] = s.recompute ? 1 : 0;
   row["limit_mib"] = static_cast<double>(limit) / (1 << 20);
   return row;
 }
@@ -171,7 +173,11 @@ Case scaling_case() {
       {"threads", "N", "OpenMP threads per rank", "1"},
       {"rows", "M", "capacity: grid height M * ranks * 8", "8"},
       {"capacity-width", "W", "capacity: grid width", "64"},
-      {"capacity-batch", "N", "capacity: samples per step", "1"}};
+      {"capacity-batch", "N", "capacity: samples per step", "1"},
+      {"recompute", "0|1",
+       "each model block's forward run again in backward (1: less memory; tessera-train's "
+       "train.recompute)",
+       "0"}};
   c.rank_counts = {1, 2, 4, 8};
   c.columns = {"model",      "scaling", "ranks",        "shape",    "cells",    "t_step_s",
                "ms_compute", "ms_halo", "ms_allreduce", "peak_mib", "limit_mib"};
