@@ -26,6 +26,7 @@ double kept_activation_bytes(const std::vector<NodeCost>& nodes) {
       segment[c.segment] += c.cost.saved_bytes + (c.kept_in_segment ? c.out_bytes : 0);
     else
       kept += c.cost.saved_bytes;
+    for (int s : c.copied_in) segment[s] += c.out_bytes;
   }
   double largest_segment = 0;
   for (const auto& [id, bytes] : segment) largest_segment = std::max(largest_segment, bytes);

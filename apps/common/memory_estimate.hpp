@@ -29,8 +29,8 @@ struct MemoryEstimate {
 int optimizer_states(const OptimConfig& o);
 
 // What a step holds for backward, from the nodes' costs: kept outputs and saved tensors; with
-// recompute (NodeCost::segment), a segment's saved state and the values its own ops hold only
-// while it runs, so the largest segment's once.
+// recompute (NodeCost::segment), a segment's saved state, the values its own ops hold and the
+// copies they make of its inputs only while it runs, so the largest segment's once.
 double kept_activation_bytes(const std::vector<NodeCost>& nodes);
 
 // Upper estimate, in bytes per rank, for a training step of the bound graph `g` on batches

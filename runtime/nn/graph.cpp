@@ -204,7 +204,7 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
     } else {
       std::vector<const ShardTensor*> in;
       for (int v : nd.inputs) in.push_back(&values_[static_cast<std::size_t>(v)]);
-      out = run_op(id, in);
+      out = run_op(id, in, rooms_);
       values_in_room_ += out.has_room();
       if (!grad_enabled_) nd.op->release_saved();
       // Tests: an exception in the middle of a forward pass on one rank.
@@ -231,15 +231,18 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
   forwarded_ = true;
   forwarded_with_grad_ = grad_enabled_;
   replaying_forward_ = release_segments;
+  // The replays use this forward's rooms (input_room() may rebuild the cache meanwhile).
+  if (release_segments) replay_rooms_ = rooms_;
   std::vector<ShardTensor> outs;
   for (int o : outputs_) outs.push_back(values_[static_cast<std::size_t>(o)]);
   return outs;
 }
 
-ShardTensor Graph::run_op(std::size_t id, const std::vector<const ShardTensor*>& values) {
+ShardTensor Graph::run_op(std::size_t id, const std::vector<const ShardTensor*>& values,
+                          const Rooms& rooms) {
   Node& nd = nodes_[id];
-  const std::vector<HaloWidths>& wants = rooms_.wants[id];
-  const HaloWidths& room = rooms_.of_value[id];
+  const std::vector<HaloWidths>& wants = rooms.wants[id];
+  const HaloWidths& room = rooms.of_value[id];
   std::vector<ShardTensor> in;
   for (std::size_t k = 0; k < values.size(); ++k) {
     const ShardTensor& v = *values[k];
@@ -253,6 +256,22 @@ void Graph::replay_segment(std::size_t last) {
   const int s = nodes_[last].segment;
   std::size_t first = last;
   while (first > 0 && nodes_[first - 1].segment == s) --first;
+  // Gradients enter a segment from after it: none so far, none at all (a branch to an output
+  // without gradient). Then no replay (its saved state would outlive backward).
+  bool reached = false;
+  for (std::size_t id = first; id <= last; ++id) reached = reached || grads_[id].local().defined();
+  if (reached) run_replay(first, last);
+  // A kept input goes once every segment that takes it has replayed (or been passed over).
+  const std::vector<std::vector<int>> kept = segment_inputs();
+  for (int v : kept[static_cast<std::size_t>(s)]) {
+    const auto i = static_cast<std::size_t>(v);
+    const bool held = keep_values_ || nodes_[i].kind == Kind::Input ||
+                      std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
+    if (--replays_left_[i] == 0 && !held) values_[i] = ShardTensor();
+  }
+}
+
+void Graph::run_replay(std::size_t first, std::size_t last) {
   const auto inside = [&](int v) {
     return static_cast<std::size_t>(v) >= first && static_cast<std::size_t>(v) <= last;
   };
@@ -277,18 +296,10 @@ void Graph::replay_segment(std::size_t last) {
     };
     nd.op->set_replay(true);
     const ReplayOff off{*nd.op};
-    local[id - first] = run_op(id, in);
+    local[id - first] = run_op(id, in, replay_rooms_);
     for (int v : nd.inputs)
       if (inside(v) && --uses[static_cast<std::size_t>(v) - first] == 0)
         local[static_cast<std::size_t>(v) - first] = ShardTensor();
-  }
-  // A kept input goes once every segment that takes it has replayed.
-  const std::vector<std::vector<int>> kept = segment_inputs();
-  for (int v : kept[static_cast<std::size_t>(s)]) {
-    const auto i = static_cast<std::size_t>(v);
-    const bool held = keep_values_ || nodes_[i].kind == Kind::Input ||
-                      std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
-    if (--replays_left_[i] == 0 && !held) values_[i] = ShardTensor();
   }
 }
 
@@ -506,9 +517,13 @@ void Graph::bind(const Mesh& mesh, const std::vector<ShardSpec>& input_specs) {
   // op and per parameter (a replicated one with a hash of its value), compared in one
   // all-reduce; the first line that differs is named.
   std::ostringstream model;
+  // Recompute too: a rank that replays its segments makes collectives the others do not.
+  model << "recompute: " << (recompute_ ? "on" : "off") << '\n';
   for (const Node& nd : nodes_) {
     if (!nd.op) continue;
-    model << nd.name << ": " << nd.op->name() << '\n';
+    model << nd.name << ": " << nd.op->name();
+    if (nd.segment >= 0) model << " (segment " << nd.segment << ')';
+    model << '\n';
     for (const Parameter* p : nd.op->parameters()) {
       model << nd.name << '.' << p->name << ": " << name_of(p->value.dtype()) << ' '
             << shape_str(p->shard ? p->shard->global_shape : p->value.shape());
@@ -545,9 +560,12 @@ std::vector<NodeCost> Graph::costs(const std::vector<ShardSpec>& input_specs, DT
                                        static_cast<int>(id)) == other.inputs.end())
               continue;
             const int s = recompute_ ? other.segment : -1;
-            if (s >= 0 && s != c.segment)
+            if (s >= 0 && s != c.segment) {
               c.kept = true;  // a segment's input, kept for its replay
-            else if (other.op->keeps_inputs())
+              if (other.op->keeps_inputs() &&
+                  std::find(c.copied_in.begin(), c.copied_in.end(), s) == c.copied_in.end())
+                c.copied_in.push_back(s);
+            } else if (other.op->keeps_inputs())
               (s >= 0 ? c.kept_in_segment : c.kept) = true;
           }
           if (c.kept) c.kept_in_segment = false;

@@ -16,7 +16,8 @@
 // segment's inputs (the values its nodes take from outside it) and, once the segment has run,
 // drops what its ops saved for backward (Op::release_saved) and the values it used alone;
 // backward, on reaching the segment, runs its forward again from the kept inputs (a replay:
-// Op::set_replay, so BatchNorm's running statistics move once) and then its backward. The
+// Op::set_replay, so BatchNorm's running statistics move once; none where no gradient
+// reaches the segment) and then its backward. The
 // numbers are those without recompute; a step holds one segment's saved state at a time
 // instead of all of them, for one more forward of the segments.
 //
@@ -50,6 +51,10 @@ struct NodeCost {
   // values held by its own ops (kept_in_segment) live only while the segment runs.
   int segment = -1;
   bool kept_in_segment = false;
+  // The segments this value enters where an op keeping its input takes it: while such a
+  // segment runs the value is held twice (kept for the replay, and the op's copy of it, a
+  // conv's padded frame).
+  std::vector<int> copied_in;
   OpCost cost;
 };
 
@@ -87,7 +92,8 @@ class Graph {
   int begin_segment();
   void end_segment();
   int num_segments() const { return segments_; }
-  // Off by default; takes effect at the next forward.
+  // Off by default; takes effect at the next forward. The same on every rank (a rank that
+  // replays makes collectives the others do not): set it before bind(), which compares it.
   void recompute(bool on) { recompute_ = on; }
   bool recompute() const { return recompute_; }
 
@@ -180,14 +186,17 @@ class Graph {
           visit) const;
   const Node& node(Value v, const char* what) const;
   void accumulate(int value, ShardTensor g);
-  // Node id's op run on its input values (the ghost room the forward's plan gives).
-  ShardTensor run_op(std::size_t id, const std::vector<const ShardTensor*>& in);
+  struct Rooms;
+  // Node id's op run on its input values (the ghost room `rooms` gives).
+  ShardTensor run_op(std::size_t id, const std::vector<const ShardTensor*>& in, const Rooms& rooms);
   // Whether node id is the last of its segment (false outside segments).
   bool ends_segment(std::size_t id) const;
   // Per segment, the values its nodes take from outside it.
   std::vector<std::vector<int>> segment_inputs() const;
-  // Backward reaching segment node `last`: runs the segment's forward again.
+  // Backward reaching segment node `last`: runs the segment's forward again where a gradient
+  // reaches it (run_replay: nodes first..last), and lets go of its kept inputs.
   void replay_segment(std::size_t last);
+  void run_replay(std::size_t first, std::size_t last);
 
   std::vector<Node> nodes_;
   std::vector<int> inputs_, outputs_;
@@ -215,7 +224,7 @@ class Graph {
     std::vector<std::vector<HaloWidths>> wants;  // per op input (Op::input_room)
     std::vector<HaloWidths> of_value;            // what each value's producer writes
   };
-  Rooms rooms_;
+  Rooms rooms_, replay_rooms_;  // the cache; the last forward's, for replays
   const Rooms& rooms_for(const std::vector<ShardSpec>& in_specs);  // collective on a change
   // The room each op input wants (Op::input_room) for the inputs' specs; collective.
   std::vector<std::vector<HaloWidths>> wanted_rooms(const std::vector<ShardSpec>& in_specs);

@@ -162,6 +162,24 @@ std::vector<ModelCase> models(MemSpace space = MemSpace::Host) {
   return v;
 }
 
+// y = x, counting its forwards and replays.
+class Counting : public Layer {
+ public:
+  ShardSpec output_spec(const ShardSpec& in) const override { return in; }
+  ShardTensor forward(const ShardTensor& x) override {
+    ++forwards;
+    replays += replay_;
+    return ShardTensor::unchecked(x.mesh(), x.spec(), x.local().clone());
+  }
+  ShardTensor backward(const ShardTensor& dy) override { return dy; }
+  std::string name() const override { return "Counting"; }
+  void set_replay(bool on) override { replay_ = on; }
+  int forwards = 0, replays = 0;
+
+ private:
+  bool replay_ = false;
+};
+
 }  // namespace
 
 TEST_CASE("Models with recompute == without, bitwise, in less memory", "[recompute]") {
@@ -259,6 +277,42 @@ TEST_CASE("A value shared by segments and a skip lives until its last replay", "
   for (std::size_t i = 0; i < results[0].size(); ++i)
     equal = equal && same(results[0][i], results[1][i]);
   MPI_CHECK(equal);
+}
+
+TEST_CASE("A segment no gradient reaches is not replayed", "[recompute]") {
+  Graph g;
+  const Value a = g.input("a");
+  auto used = std::make_shared<Counting>(), unused = std::make_shared<Counting>();
+  g.begin_segment();
+  g.output(g.layer("used", used, a));
+  g.end_segment();
+  g.begin_segment();
+  g.output(g.layer("unused", unused, a));
+  g.end_segment();
+  g.recompute(true);
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const std::vector<Index> shape{1, 2, 3 * test::world_size()};
+  const ShardTensor x = ShardTensor::scatter(mesh, test::random_tensor(shape, DType::f64, 2),
+                                             {Replicate(), Replicate(), Shard(0)});
+  const std::vector<ShardTensor> y = g.forward(std::vector<ShardTensor>{x});
+  g.backward({y[0], ShardTensor()});  // no gradient for the second output
+  MPI_CHECK(used->forwards == 2);
+  MPI_CHECK(used->replays == 1);
+  MPI_CHECK(unused->forwards == 1);
+  MPI_CHECK(unused->replays == 0);
+}
+
+TEST_CASE("Ranks that differ in recompute are refused at bind, not hung in backward",
+          "[recompute]") {
+  if (test::world_size() < 2) return;
+  UNet net(test::unet_pool_groupnorm());
+  const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  const ShardSpec spec({1, 2, 8 * test::world_size(), 8},
+                       {Replicate(), Replicate(), Shard(0), Replicate()}, mesh);
+  net.graph().recompute(mesh.rank() == 0);
+  MPI_CHECK_ERROR(net.graph().bind(mesh, {spec}), "recompute");
+  net.graph().recompute(true);
+  net.graph().bind(mesh, {spec});  // alike: bound
 }
 
 TEST_CASE("Recompute segments refuse misuse with clear errors", "[recompute]") {
