@@ -83,6 +83,18 @@ void check_input(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
     os << "spatial layout: the weight of this rank's point " << bad_weight << " is "
        << weights.data<double>()[bad_weight] << ", not a finite amount >= 0";
   collective_check(comm, bad < 0 && bad_weight < 0, os.str());
+  // A cloud so small that squared distances underflow (the scale of 1e-160 and below) has
+  // distinct points at squared distance 0: neighbour queries would break those ties
+  // differently at each rank count. Refused alike on every rank (the box is global).
+  const Region3 all = boxes_everywhere(comm, coords, 1, [](Index) { return 0; }).front();
+  double extent = 0;
+  for (int d = 0; d < 3; ++d)
+    if (all.lo[d] <= all.hi[d]) extent = std::max(extent, all.hi[d] - all.lo[d]);
+  TESSERA_CHECK(extent == 0 || extent * extent >= std::numeric_limits<double>::min(),
+                "spatial layout: the points span "
+                    << extent << ", so squared distances between them underflow (below "
+                    << std::numeric_limits<double>::min()
+                    << ") and neighbour queries cannot order them; rescale the coordinates");
 }
 
 }  // namespace

@@ -147,6 +147,20 @@ TEST_CASE("layouts of degenerate clouds and bad input") {
   if (test::world_size() > 1 || n > 0)
     for (Kind kind : {Kind::Rcb, Kind::Hilbert})
       MPI_CHECK_ERROR(make_layout(kind, comm, same, w), "is -2, not a finite amount >= 0");
+  // A cloud at the scale of 1e-300: distinct points at squared distance 0 (neighbour answers
+  // differed between rank counts), refused on every rank; at 1e-150 it is laid out.
+  for (const double scale : {1e-300, 1e-150}) {
+    Tensor tiny = Tensor::empty({n, 3}, DType::f64);
+    for (Index i = 0; i < 3 * n; ++i)
+      tiny.data<double>()[i] = scale * static_cast<double>((i * 7919) % 101) / 101.0;
+    for (Kind kind : {Kind::Rcb, Kind::Hilbert, Kind::Morton}) {
+      if (scale < 1e-200 && test::world_size() > 1) {  // rank 0 holds none
+        MPI_CHECK_ERROR(make_layout(kind, comm, tiny), "squared distances between them underflow");
+      } else if (scale > 1e-200) {
+        MPI_CHECK(make_layout(kind, comm, tiny).parts() == test::world_size());
+      }
+    }
+  }
 }
 
 TEST_CASE("migration and index gather refuse one rank's bad input on every rank, no hang") {
