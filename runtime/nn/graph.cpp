@@ -179,12 +179,13 @@ std::vector<ShardTensor> Graph::forward(const std::vector<ShardTensor>& inputs) 
   // Recompute: each segment's inputs stay until its replay in backward.
   const bool release_segments = recompute_ && grad_enabled_ && segments_ > 0;
   replays_left_.assign(n, 0);
-  if (release_segments)
-    for (const std::vector<int>& in : segment_inputs())
-      for (int i : in) {
-        ++replays_left_[static_cast<std::size_t>(i)];
-        keep[static_cast<std::size_t>(i)] = true;
-      }
+  segment_inputs_.clear();
+  if (release_segments) segment_inputs_ = segment_inputs();
+  for (const std::vector<int>& in : segment_inputs_)
+    for (int i : in) {
+      ++replays_left_[static_cast<std::size_t>(i)];
+      keep[static_cast<std::size_t>(i)] = true;
+    }
   replaying_forward_ = false;
 
   std::vector<ShardSpec> in_specs;
@@ -262,8 +263,7 @@ void Graph::replay_segment(std::size_t last) {
   for (std::size_t id = first; id <= last; ++id) reached = reached || grads_[id].local().defined();
   if (reached) run_replay(first, last);
   // A kept input goes once every segment that takes it has replayed (or been passed over).
-  const std::vector<std::vector<int>> kept = segment_inputs();
-  for (int v : kept[static_cast<std::size_t>(s)]) {
+  for (int v : segment_inputs_[static_cast<std::size_t>(s)]) {
     const auto i = static_cast<std::size_t>(v);
     const bool held = keep_values_ || nodes_[i].kind == Kind::Input ||
                       std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();

@@ -212,6 +212,7 @@ class Graph {
   int segments_ = 0, open_segment_ = -1;
   bool recompute_ = false, replaying_forward_ = false;  // the last forward released segments
   std::vector<int> replays_left_;  // per value: segments still to replay that take it
+  std::vector<std::vector<int>> segment_inputs_;  // the last forward's, with recompute
   // The ghost room of every op input and value for one layout of the graph's inputs, kept
   // until the inputs' specs, the mesh, the graph or its flags change (a training loop
   // forwards the same layout every step).

@@ -116,28 +116,20 @@ void Pad::forward_window(const Window& w, const Tensor& xw, const Tensor& y) {
   const int nd = static_cast<int>(opts_.pad_lo.size());
   kernels::PadDesc& d = desc_;
   d = kernels::PadDesc{};
-  d.nd = nd;
+  describe_window(d, nd, w, xw);
   d.type = kernel_scalar(xw.dtype(), "Pad");
-  d.n = w.out_box.extent(0);
-  d.c = w.out_box.extent(1);
   d.mode = kernel_mode(opts_.mode);
   d.value = opts_.value;
   for (int k = 0; k < nd; ++k) {
-    d.in_global[k] = w.in_shape[2 + k];
     d.pad_lo[k] = opts_.pad_lo[k];
     d.pad_hi[k] = opts_.pad_hi[k];
-    d.in_lo[k] = w.in_box.lo[2 + k];
-    d.in_n[k] = w.in_box.extent(2 + k);
-    d.out_lo[k] = w.out_box.lo[2 + k];
-    d.out_n[k] = w.out_box.extent(2 + k);
   }
-  for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
   kernels::pad_forward(y.device(), d, xw.raw(), y.raw());
 }
 
 void Pad::backward_window(const Tensor& dy, const Tensor& dxw) {
   kernels::PadDesc d = desc_;
-  for (int k = 0; k < d.nd + 2; ++k) d.x_strides[k] = dxw.strides()[k];
+  set_x_strides(d, dxw);
   kernels::pad_backward(dxw.device(), d, dy.raw(), dxw.raw());
 }
 

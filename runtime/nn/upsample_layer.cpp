@@ -71,26 +71,16 @@ void Upsample::forward_window(const Window& w, const Tensor& xw, const Tensor& y
   const int nd = static_cast<int>(opts_.scale.size());
   kernels::UpsampleDesc& d = desc_;
   d = kernels::UpsampleDesc{};
-  d.nd = nd;
+  describe_window(d, nd, w, xw);
   d.type = kernel_scalar(xw.dtype(), "Upsample");
-  d.n = xw.shape(0);
-  d.c = xw.shape(1);
   d.mode = kernel_mode(opts_);
-  for (int k = 0; k < nd; ++k) {
-    d.scale[k] = opts_.scale[k];
-    d.in_global[k] = w.in_shape[2 + k];
-    d.in_lo[k] = w.in_box.lo[2 + k];
-    d.in_n[k] = w.in_box.extent(2 + k);
-    d.out_lo[k] = w.out_box.lo[2 + k];
-    d.out_n[k] = w.out_box.extent(2 + k);
-  }
-  for (int k = 0; k < nd + 2; ++k) d.x_strides[k] = xw.strides()[k];
+  for (int k = 0; k < nd; ++k) d.scale[k] = opts_.scale[k];
   kernels::upsample_forward(xw.device(), d, xw.raw(), y.raw());
 }
 
 void Upsample::backward_window(const Tensor& dy, const Tensor& dxw) {
   kernels::UpsampleDesc d = desc_;
-  for (int k = 0; k < d.nd + 2; ++k) d.x_strides[k] = dxw.strides()[k];
+  set_x_strides(d, dxw);
   kernels::upsample_backward(dxw.device(), d, dy.raw(), dxw.raw());
 }
 

@@ -48,6 +48,27 @@ class WindowCopyLayer : public Layer {
   // for the window of the last forward_window.
   virtual void backward_window(const Tensor& dy, const Tensor& dxw) = 0;
   virtual double flops_per_output() const { return 0.0; }
+  // The fields the window kernels' descriptors share (kernels/window_geom.hpp): nd, batch and
+  // channels, the global input extent, the input and output windows, and x's strides (also
+  // set_x_strides alone: backward's dx frame).
+  template <class Desc>
+  static void describe_window(Desc& d, int nd, const Window& w, const Tensor& xw) {
+    d.nd = nd;
+    d.n = w.out_box.extent(0);
+    d.c = w.out_box.extent(1);
+    for (int k = 0; k < nd; ++k) {
+      d.in_global[k] = w.in_shape[2 + k];
+      d.in_lo[k] = w.in_box.lo[2 + k];
+      d.in_n[k] = w.in_box.extent(2 + k);
+      d.out_lo[k] = w.out_box.lo[2 + k];
+      d.out_n[k] = w.out_box.extent(2 + k);
+    }
+    set_x_strides(d, xw);
+  }
+  template <class Desc>
+  static void set_x_strides(Desc& d, const Tensor& x) {
+    for (int k = 0; k < d.nd + 2; ++k) d.x_strides[k] = x.strides()[k];
+  }
 
  private:
   ShardTensor backward_impl(const ShardTensor& dy, bool keep_room);

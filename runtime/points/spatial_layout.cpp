@@ -54,8 +54,9 @@ double weight_of(const Tensor& weights, Index i) {
 }
 
 // Collective: a bad point on one rank fails every rank at once (the others would wait in
-// the layout's all-reduce until a watch ended the job).
-void check_input(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
+// the layout's all-reduce until a watch ended the job). Returns the points' bounding box
+// over all ranks (empty: lo > hi).
+Region3 check_input(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
   TESSERA_CHECK(coords.space() == MemSpace::Host && coords.dtype() == DType::f64 &&
                     coords.ndim() == 2 && coords.shape(1) == 3 && coords.is_contiguous(),
                 "spatial layout: coordinates are a contiguous host (n, 3) float64 tensor, not "
@@ -95,6 +96,7 @@ void check_input(MPI_Comm comm, const Tensor& coords, const Tensor& weights) {
                     << extent << ", so squared distances between them underflow (below "
                     << std::numeric_limits<double>::min()
                     << ") and neighbour queries cannot order them; rescale the coordinates");
+  return all;
 }
 
 }  // namespace
@@ -220,15 +222,14 @@ SpatialLayout SpatialLayout::rcb(MPI_Comm comm, const Tensor& coords, const Tens
 
 SpatialLayout SpatialLayout::sfc(MPI_Comm comm, const Tensor& coords, Curve curve,
                                  const Tensor& weights) {
-  check_input(comm, coords, weights);
+  // The key box: the points' bounding box over all ranks.
+  const Region3 box = check_input(comm, coords, weights);
   const Index n = coords.shape(0);
   int P = 1;
   TESSERA_MPI(MPI_Comm_size(comm, &P));
   SpatialLayout out;
   out.sfc_ = true;
   out.curve_ = curve;
-  // The key box: the points' bounding box over all ranks.
-  const Region3 box = boxes_everywhere(comm, coords, 1, [](Index) { return 0; })[0];
   const bool none = !(box.lo[0] <= box.hi[0]);
   for (int d = 0; d < 3; ++d)
     out.key_lo_[d] = none ? 0.0 : box.lo[d], out.key_hi_[d] = none ? 0.0 : box.hi[d];
