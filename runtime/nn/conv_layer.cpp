@@ -31,21 +31,23 @@ ConvNd::ConvNd(const ConvOptions& o) : opts_(o) {
   kernel_scalar(o.dtype, L);
   const cs::WindowArgs a =
       cs::window_args(o.kernel, o.stride, o.dilation, o.padding, o.padding_hi, o.nd, L);
-  win_ = cs::window_dims(a, L, [&](int d, const WindowDim& w) {
-    // A window never lies wholly in zero padding, so no rank's window is empty.
-    TESSERA_CHECK(
-        o.padding_mode != PaddingMode::Zeros || (w.pad_lo < w.span() && w.pad_hi < w.span()),
-        L << ": zero padding " << w.pad_lo << "," << w.pad_hi << " of dim " << d
-          << " must be narrower than the window span " << w.span());
-  });
-  bool any_padding = false;
-  for (const WindowDim& w : win_) any_padding = any_padding || w.pad_lo > 0 || w.pad_hi > 0;
-  if (any_padding &&
-      (o.padding_mode == PaddingMode::Reflect || o.padding_mode == PaddingMode::Replicate)) {
+  win_ = cs::window_dims(a, L, [](int, const WindowDim&) {});
+  bool any_padding = false, wide_zeros = false;
+  for (const WindowDim& w : win_) {
+    any_padding = any_padding || w.pad_lo > 0 || w.pad_hi > 0;
+    // Zero padding as wide as the window span: some windows would lie wholly in padding
+    // (outputs equal to the bias, as PyTorch gives), and the local kernels clip padding to
+    // the rank's own window, so such padding is a Pad's, with the convolution unpadded.
+    wide_zeros = wide_zeros || (o.padding_mode == PaddingMode::Zeros &&
+                                (w.pad_lo >= w.span() || w.pad_hi >= w.span()));
+  }
+  if (wide_zeros || (any_padding && (o.padding_mode == PaddingMode::Reflect ||
+                                     o.padding_mode == PaddingMode::Replicate))) {
     // PyTorch pads first (F.pad), then convolves without padding: so does the layer.
     PadOptions p;
-    p.mode = o.padding_mode == PaddingMode::Reflect ? PadOptions::Mode::Reflect
-                                                    : PadOptions::Mode::Replicate;
+    p.mode = o.padding_mode == PaddingMode::Reflect     ? PadOptions::Mode::Reflect
+             : o.padding_mode == PaddingMode::Replicate ? PadOptions::Mode::Replicate
+                                                        : PadOptions::Mode::Constant;
     p.split = o.split;
     for (WindowDim& w : win_) {
       p.pad_lo.push_back(w.pad_lo);

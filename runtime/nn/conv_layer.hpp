@@ -8,8 +8,9 @@
 // on every rank (OutputSplit). The input cells those outputs read come from a halo exchange
 // with per-block widths (DistDL-style global index arithmetic, decomp/window_halo.hpp);
 // zero padding is the local kernel's own (clipped per rank), circular padding is a
-// periodic halo; reflect and replicate padding run a sharded Pad first (as PyTorch pads
-// before its convolution), whose output the convolution reads without padding. Backward: the local
+// periodic halo; reflect and replicate padding, and zero padding as wide as the window span
+// (windows wholly in padding), run a sharded Pad first (as PyTorch pads before its
+// convolution), whose output the convolution reads without padding. Backward: the local
 // backward-data writes into a zeroed halo'd buffer whose ghosts are added into their owners
 // (adjoint exchange); weight and bias gradients are this rank's contribution, partial over the mesh
 // axes that shard the input (GradSync sums them).
@@ -82,7 +83,7 @@ class ConvNd : public Layer {
   Parameter* bias() { return opts_.bias ? &bias_ : nullptr; }  // (C_out)
   const ConvOptions& options() const { return opts_; }
   // The window along spatial dim d (0-based), with the layer's padding (none where a Pad
-  // layer pads first: reflect and replicate).
+  // layer pads first: reflect, replicate, zeros as wide as the span).
   const WindowDim& window(int d) const { return win_[static_cast<std::size_t>(d)]; }
 
  private:
@@ -98,7 +99,7 @@ class ConvNd : public Layer {
 
   ConvOptions opts_;
   std::vector<WindowDim> win_;
-  std::unique_ptr<Pad> pad_;  // reflect and replicate padding: applied before the window
+  std::unique_ptr<Pad> pad_;  // reflect, replicate, wide zeros: applied before the window
   Parameter weight_, bias_;
   std::unique_ptr<WindowPlan> plan_;  // for the last input spec seen
   HaloFrame saved_x_;                 // forward's input with ghosts, for the weight gradient

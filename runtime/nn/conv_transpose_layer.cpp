@@ -6,6 +6,7 @@
 #include "runtime/nn/conv_support.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/ops_support.hpp"
+#include "runtime/nn/pad_layer.hpp"
 
 namespace tessera {
 
@@ -22,11 +23,26 @@ ConvTransposeNd::ConvTransposeNd(const ConvTransposeOptions& o) : opts_(o) {
     TESSERA_CHECK(out_pad_[d] >= 0 && out_pad_[d] < std::max(w.stride, w.dilation),
                   L << ": output_padding " << out_pad_[d] << " of dim " << d
                     << " must be smaller than the stride or the dilation");
-    // No input's window lies wholly in the cropped margins, so no rank's window is empty.
-    TESSERA_CHECK(w.pad_lo < w.span() && w.pad_hi - out_pad_[d] < w.span(),
-                  L << ": padding " << w.pad_lo << "," << w.pad_hi << " of dim " << d
-                    << " must be narrower than the window span " << w.span());
   });
+  given_win_ = win_;
+  // The scatter crops no input's whole window (so no rank's window is empty): cropping as
+  // wide as the window span is partly a Pad's with negative widths after it, exact as
+  // cropping only moves cells (output o is the full output's o + padding either way).
+  PadOptions crop;
+  crop.mode = PadOptions::Mode::Constant;
+  crop.split = o.split;
+  bool cropped = false;
+  for (std::size_t d = 0; d < win_.size(); ++d) {
+    WindowDim& w = win_[d];
+    const Index keep_lo = std::min(w.pad_lo, w.span() - 1);
+    const Index keep_hi = std::min(w.pad_hi, out_pad_[d] + w.span() - 1);
+    crop.pad_lo.push_back(keep_lo - w.pad_lo);
+    crop.pad_hi.push_back(keep_hi - w.pad_hi);
+    cropped = cropped || keep_lo < w.pad_lo || keep_hi < w.pad_hi;
+    w.pad_lo = keep_lo;
+    w.pad_hi = keep_hi;
+  }
+  if (cropped) crop_ = std::make_unique<Pad>(crop);
   // PyTorch's layout (C_in, C_out / groups, kernel...), whose fan_in is C_out / groups * kernel.
   cs::make_params(weight_, o.bias ? &bias_ : nullptr, o.in_channels, o.out_channels / o.groups,
                   o.out_channels, win_, o.dtype, o.space, o.seed);
@@ -35,6 +51,7 @@ ConvTransposeNd::ConvTransposeNd(const ConvTransposeOptions& o) : opts_(o) {
 ConvTransposeNd::~ConvTransposeNd() = default;
 
 void ConvTransposeNd::release_saved() {
+  if (crop_) crop_->release_saved();
   saved_x_ = ShardTensor();
   have_saved_ = false;
 }
@@ -42,12 +59,17 @@ void ConvTransposeNd::release_saved() {
 std::string ConvTransposeNd::name() const {
   std::ostringstream os;
   os << "ConvTranspose" << opts_.nd << "d(" << opts_.in_channels << "->" << opts_.out_channels
-     << ", " << cs::windows_str(win_) << ", output_padding " << cs::dims_str(out_pad_)
+     << ", " << cs::windows_str(given_win_) << ", output_padding " << cs::dims_str(out_pad_)
      << ", groups " << opts_.groups << (opts_.bias ? ", bias" : "") << ")";
   return os.str();
 }
 
 ShardSpec ConvTransposeNd::output_spec(const ShardSpec& in) const {
+  const ShardSpec scattered = scatter_output_spec(in);
+  return crop_ ? crop_->output_spec(scattered) : scattered;
+}
+
+ShardSpec ConvTransposeNd::scatter_output_spec(const ShardSpec& in) const {
   const int nd = opts_.nd;
   const auto& shape = in.global_shape();
   cs::check_input_spec(in, nd, opts_.in_channels, name());
@@ -56,10 +78,13 @@ ShardSpec ConvTransposeNd::output_spec(const ShardSpec& in) const {
   for (int d = 0; d < nd; ++d) {
     const WindowDim& w = win_[d];
     TESSERA_CHECK(shape[2 + d] >= 1, name() << ": spatial dim " << d << " is empty");
-    const Index e = (shape[2 + d] - 1) * w.stride - w.pad_lo - w.pad_hi + w.span() + out_pad_[d];
-    TESSERA_CHECK(e >= 1, name() << ": input extent " << shape[2 + d] << " of spatial dim " << d
-                                 << " gives an output extent of " << e
-                                 << " (must be >= 1: less padding, or a larger input)");
+    const WindowDim& given = given_win_[static_cast<std::size_t>(d)];
+    const Index full = (shape[2 + d] - 1) * w.stride + w.span() + out_pad_[d];
+    const Index e_given = full - given.pad_lo - given.pad_hi;
+    TESSERA_CHECK(e_given >= 1, name() << ": input extent " << shape[2 + d] << " of spatial dim "
+                                       << d << " gives an output extent of " << e_given
+                                       << " (must be >= 1: less padding, or a larger input)");
+    const Index e = full - w.pad_lo - w.pad_hi;  // >= e_given: the scatter crops less
     out.push_back(e);
     first_at.push_back([w](Index c) { return transposed_first_output_at(w, c); });
   }
@@ -68,7 +93,7 @@ ShardSpec ConvTransposeNd::output_spec(const ShardSpec& in) const {
 
 const WindowPlan& ConvTransposeNd::plan_for(const Mesh& mesh, const ShardSpec& in) {
   if (plan_ && mesh.comm() == plan_->mesh.comm() && in == plan_->driver_spec) return *plan_;
-  const ShardSpec out = output_spec(in);
+  const ShardSpec out = scatter_output_spec(in);
   plan_.reset();
   plan_ = std::make_unique<WindowPlan>(mesh, out, in, cs::spatial_reach(win_, false));
   return *plan_;
@@ -76,10 +101,13 @@ const WindowPlan& ConvTransposeNd::plan_for(const Mesh& mesh, const ShardSpec& i
 
 OpCost ConvTransposeNd::cost(const ShardSpec& in, const ShardSpec& out, DType dtype) const {
   (void)dtype;  // the layer's own
-  // The conv it transposes reads this layer's output and writes its input.
-  return cs::direct_conv_cost(out, in, win_, opts_.out_channels / opts_.groups,
-                              weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0), false,
-                              opts_.dtype);
+  const ShardSpec scattered = crop_ ? scatter_output_spec(in) : out;
+  // The conv it transposes reads this layer's (uncropped) output and writes its input.
+  OpCost c = cs::direct_conv_cost(scattered, in, win_, opts_.out_channels / opts_.groups,
+                                  weight_.value.numel() + (opts_.bias ? bias_.value.numel() : 0),
+                                  false, opts_.dtype);
+  if (crop_) c += crop_->cost(scattered, out, opts_.dtype);
+  return c;
 }
 
 namespace {
@@ -99,6 +127,16 @@ void check_local(const kernels::ConvDesc& d, const Box& in_box, const std::strin
 }  // namespace
 
 ShardTensor ConvTransposeNd::forward(const ShardTensor& x) {
+  if (!crop_) return forward_scatter(x);
+  return crop_->forward(forward_scatter(x));
+}
+
+ShardTensor ConvTransposeNd::backward(const ShardTensor& dy) {
+  if (!crop_) return backward_scatter(dy);
+  return backward_scatter(crop_->backward(dy));
+}
+
+ShardTensor ConvTransposeNd::forward_scatter(const ShardTensor& x) {
   const WindowPlan& p = plan_for(x.mesh(), x.spec());
   cs::check_input(x, opts_.dtype, opts_.space, name());
   saved_x_ = x;
@@ -120,7 +158,7 @@ ShardTensor ConvTransposeNd::forward(const ShardTensor& x) {
   return y;
 }
 
-ShardTensor ConvTransposeNd::backward(const ShardTensor& dy) {
+ShardTensor ConvTransposeNd::backward_scatter(const ShardTensor& dy) {
   TESSERA_CHECK(have_saved_ && plan_, name() << ": backward without a forward");
   const WindowPlan& p = *plan_;
   cs::check_grad(dy, p.haloed_spec, opts_.dtype, opts_.space, name());

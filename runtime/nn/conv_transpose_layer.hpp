@@ -7,7 +7,8 @@
 // every output cell its inputs touch (the local backward-data kernel), then the adjoint halo
 // exchange adds the overlapping ghost cells into their owners. Backward: a forward halo
 // exchange of dy, then the local conv forward (dx) and weight gradient read the same
-// window. The output partition is derived from the input's (OutputSplit).
+// window. The output partition is derived from the input's (OutputSplit). Cropping as wide
+// as the window span (padding >= span) is partly a cropping Pad's, after the scatter.
 #include "runtime/floor.hpp"
 #include <memory>
 #include <string>
@@ -18,6 +19,8 @@
 #include "runtime/nn/window_layout.hpp"
 
 namespace tessera {
+
+class Pad;
 
 struct ConvTransposeOptions {
   int nd = 2;  // spatial dims, 1..3
@@ -57,9 +60,14 @@ class ConvTransposeNd : public Layer {
 
  private:
   const WindowPlan& plan_for(const Mesh& mesh, const ShardSpec& in);
+  ShardSpec scatter_output_spec(const ShardSpec& in) const;  // before the crop
+  ShardTensor forward_scatter(const ShardTensor& x);
+  ShardTensor backward_scatter(const ShardTensor& dy);
 
   ConvTransposeOptions opts_;
-  std::vector<WindowDim> win_;  // of the conv this layer transposes (its padding = ours)
+  std::vector<WindowDim> win_;        // of the conv this layer transposes (the scatter's crop)
+  std::vector<WindowDim> given_win_;  // with the padding as given (for names)
+  std::unique_ptr<Pad> crop_;         // cropping the scatter leaves (padding >= span), or null
   std::vector<Index> out_pad_;
   Parameter weight_, bias_;
   std::unique_ptr<WindowPlan> plan_;  // haloed: the output; driver: the input

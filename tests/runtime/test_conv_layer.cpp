@@ -72,6 +72,13 @@ std::vector<ConvCase> conv_cases() {
                conv(2, 1, 2, {3}, {1}, {4}, {1}, 1, Repl),
                {1, 1, 5, 6}});
   c.push_back({"3d reflect k3 p1", conv(3, 2, 2, {3}, {1}, {1}, {1}, 1, Refl), {1, 2, 5, 4, 6}});
+  // Zero padding as wide as the span (windows wholly in padding: outputs = the bias).
+  c.push_back({"1d zeros k3 p4/5 (wider than the span)",
+               conv(1, 2, 2, {3}, {1}, {4}, {1}, 1, Zero, {5}),
+               {1, 2, 6}});
+  c.push_back({"2d zeros k2 s2 d2 p0x3 (as wide as the span)",
+               conv(2, 1, 2, {2}, {2}, {0, 3}, {2}),
+               {1, 1, 5, 6}});
   return c;
 }
 
@@ -160,12 +167,12 @@ TEST_CASE("Sharded conv equals one-rank conv, float32", "[conv][full]") {
 }
 
 TEST_CASE("Sharded conv, subset for many ranks", "[conv][subset]") {
-  run_cases(test::subset(conv_cases(), {1, 4, 5, 8, 12, 14, 17, 18}), DType::f64, 1e-11, 2);
+  run_cases(test::subset(conv_cases(), {1, 4, 5, 8, 12, 14, 17, 18, 21, 22}), DType::f64, 1e-11, 2);
 }
 
 TEST_CASE("Conv gradients match finite differences on one rank", "[conv][full][subset]") {
   test::check_finite_differences<ConvNd>(
-      test::subset(conv_cases(), {1, 2, 3, 8, 10, 13, 14, 16, 17, 18, 19}), 31);
+      test::subset(conv_cases(), {1, 2, 3, 8, 10, 13, 14, 16, 17, 18, 19, 21, 22}), 31);
 }
 
 TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
@@ -173,7 +180,7 @@ TEST_CASE("Conv rejects bad parameters and mismatched inputs with clear errors",
   const auto& throws = test::throws_with;
   MPI_CHECK(throws([] { ConvNd(conv(2, 3, 4, {3}, {1}, {1}, {1}, 2)); }, "groups"));
   MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {0}, {1}, {0})); }, "kernel"));
-  MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {3}, {1}, {3})); }, "narrower than the window"));
+  MPI_CHECK(throws([] { ConvNd(conv(2, 2, 2, {3}, {1}, {-1})); }, "padding"));
   {
     // Reflect padding as wide as the extent: refused on every rank, as PyTorch does.
     ConvNd wide(conv(1, 1, 1, {3}, {1}, {4}, {1}, 1, Refl));

@@ -51,6 +51,12 @@ std::vector<TCase> tcases() {
   c.push_back({"2d k4 s2 p1", tconv(2, 2, 2, {4}, {2}, {1}), {1, 2, 5, 6}});
   c.push_back({"2d k3x2 s2x1 op1x0", tconv(2, 2, 3, {3, 2}, {2, 1}, {1, 0}, {1, 0}), {1, 2, 4, 7}});
   c.push_back({"3d k3 s2 p1 op1", tconv(3, 2, 2, {3}, {2}, {1}, {1}), {1, 2, 3, 4, 3}});
+  // Cropping as wide as the window span (a cropping Pad after the scatter).
+  c.push_back(
+      {"1d k3 s2 p4 op1 (crops past the span)", tconv(1, 2, 2, {3}, {2}, {4}, {1}), {1, 2, 9}});
+  c.push_back({"2d k2 s2 p0x3/2x4 op0x1",
+               tconv(2, 1, 2, {2}, {2}, {0, 3}, {0, 1}, {1}, 1, {2, 4}),
+               {1, 1, 4, 6}});
   return c;
 }
 
@@ -123,7 +129,7 @@ TEST_CASE("Sharded transposed conv equals one rank, float32", "[tconv][full]") {
 }
 
 TEST_CASE("Sharded transposed conv, subset for many ranks", "[tconv][subset]") {
-  run_cases(test::subset(tcases(), {1, 4, 5, 7}), DType::f64, 1e-11, 2);
+  run_cases(test::subset(tcases(), {1, 4, 5, 7, 10, 11}), DType::f64, 1e-11, 2);
 }
 
 TEST_CASE("Transposed conv gradients match finite differences on one rank",
@@ -135,8 +141,16 @@ TEST_CASE("Transposed conv rejects bad parameters and inputs", "[tconv][full][su
   const auto& throws = test::throws_with;
   MPI_CHECK(throws([] { ConvTransposeNd(tconv(1, 2, 2, {3}, {2}, {0}, {2})); }, "output_padding"));
   MPI_CHECK(throws([] { ConvTransposeNd(tconv(1, 2, 3, {3}, {2}, {0}, {0}, {1}, 2)); }, "groups"));
-  MPI_CHECK(throws([] { ConvTransposeNd(tconv(1, 2, 2, {3}, {1}, {3})); }, "narrower"));
   const Mesh mesh = Mesh::line(MPI_COMM_WORLD);
+  {
+    // Cropping more than the whole output: refused for the input, on every rank alike.
+    ConvTransposeNd over(tconv(1, 2, 2, {3}, {1}, {3}));
+    MPI_CHECK(throws(
+        [&] {
+          over.output_spec(ShardSpec({1, 2, 2}, {Replicate(), Replicate(), Shard(0)}, mesh));
+        },
+        "output extent of -2"));
+  }
   ConvTransposeNd layer(tconv(1, 2, 2, {2}, {2}, {0}));
   const ShardTensor bad = ShardTensor::scatter(mesh, test::random_tensor({1, 3, 6}, DType::f32, 1),
                                                {Replicate(), Replicate(), Shard(0)});
