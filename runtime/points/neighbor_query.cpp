@@ -153,6 +153,56 @@ std::vector<std::vector<T>> exchange_records(MPI_Comm comm,
   return in;
 }
 
+// Collective: ids are unique across the ranks (ties between equal distances are broken by
+// id, so a repeated id would make the lists depend on the rank count; the usual slip is local
+// row numbers, which repeat on every rank). Each id goes to rank id mod P, which sorts what it
+// receives; the first repeat found (lowest id) is named on every rank. One all-to-all of 16
+// bytes per point, small beside the search.
+void check_unique_ids(MPI_Comm comm, const Tensor& ids, const char* call) {
+  int P = 1;
+  TESSERA_MPI(MPI_Comm_size(comm, &P));
+  struct Held {
+    std::int64_t id, row;
+  };
+  std::vector<std::vector<Held>> out(static_cast<std::size_t>(P));
+  const std::int64_t* id = ids.data<std::int64_t>();
+  for (Index i = 0; i < ids.numel(); ++i)
+    out[static_cast<std::size_t>(id[i] % P)].push_back({id[i], static_cast<std::int64_t>(i)});
+  const std::vector<std::vector<Held>> in = exchange_records(comm, out);
+  struct From {
+    std::int64_t id, row;
+    int rank;
+  };
+  std::vector<From> all;
+  for (int p = 0; p < P; ++p)
+    for (const Held& h : in[static_cast<std::size_t>(p)]) all.push_back({h.id, h.row, p});
+  std::sort(all.begin(), all.end(), [](const From& a, const From& b) {
+    return a.id != b.id ? a.id < b.id : a.rank != b.rank ? a.rank < b.rank : a.row < b.row;
+  });
+  // This rank's first repeat: (id, rank, row, rank, row), id -1 for none.
+  std::int64_t mine[5] = {-1, 0, 0, 0, 0};
+  for (std::size_t i = 1; i < all.size(); ++i)
+    if (all[i].id == all[i - 1].id) {
+      mine[0] = all[i].id;
+      mine[1] = all[i - 1].rank, mine[2] = all[i - 1].row;
+      mine[3] = all[i].rank, mine[4] = all[i].row;
+      break;
+    }
+  std::vector<std::int64_t> every(static_cast<std::size_t>(5 * P));
+  TESSERA_MPI(MPI_Allgather(mine, 5, MPI_INT64_T, every.data(), 5, MPI_INT64_T, comm));
+  const std::int64_t* first = nullptr;
+  for (int p = 0; p < P; ++p) {
+    const std::int64_t* r = every.data() + 5 * p;
+    if (r[0] >= 0 && (!first || r[0] < first[0])) first = r;
+  }
+  if (!first) return;
+  std::ostringstream msg;
+  msg << call << ": the point id " << first[0] << " is given twice (row " << first[2]
+      << " of rank " << first[1] << "'s points and row " << first[4] << " of rank " << first[3]
+      << "'s); ids must be unique across the ranks (global ids, not each rank's row numbers)";
+  throw Error(msg.str());  // on every rank alike: the same all-gathered repeat
+}
+
 // Writes a sorted list into row qi of the output: its first `keep`, padded.
 void write_row(NeighborLists& out, Index qi, Index keep, const std::vector<kernels::Neighbor>& l) {
   std::int64_t* ids = out.ids.data<std::int64_t>() + qi * keep;
@@ -276,6 +326,7 @@ NeighborLists knn_query(MPI_Comm comm, const SpatialLayout& layout, const Tensor
     check_points_and_queries(points, ids, queries);
     TESSERA_CHECK(k >= 1, "kNN: k = " << k);
   });
+  check_unique_ids(comm, ids, "kNN");
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
   // Round one: the local k nearest bound the search.
@@ -296,6 +347,7 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
     check_points_and_queries(points, ids, queries);
     check_ball(r, max_points);
   });
+  check_unique_ids(comm, ids, "ball query");
   const Index m = queries.shape(0);
   const std::vector<Index> order = query_order(queries);
   Grids grids{points, ids, search, nullptr};

@@ -24,7 +24,8 @@ struct NeighborLists {
 // points: this rank's owned points (n, 3) float64 with their global ids (n) int64, inside
 // this rank's region of the layout (refused on every rank, naming the point, otherwise);
 // queries: any (m, 3) float64 points on this rank (host tensors); ids >= 0 (refused otherwise:
-// -1 marks a missing neighbour) and unique across the ranks (not checked);
+// -1 marks a missing neighbour) and unique across the ranks (refused on every rank, naming a
+// repeated id, otherwise: ties are broken by id);
 // k (and the ball query's max_points) equal on every rank (refused otherwise: a rank answers
 // the others' requests with its own). Collective over comm.
 // `search`: where each rank's local search of its own queries runs (the grid hash on the
@@ -42,7 +43,8 @@ NeighborLists ball_query(MPI_Comm comm, const SpatialLayout& layout, const Tenso
 // communication (as molecular dynamics answers from its ghost atoms): `ghosts` was built on
 // `layout` with a radius >= r, and ghost_points / ghost_ids are its forward() of points / ids.
 // Every query must lie in this rank's region (its owned points do; others throw). The same
-// answer as the ball query above, without its round of requests.
+// answer as the ball query above, without its round of requests (and without its check that
+// ids are unique, which would be one).
 NeighborLists ball_query(const SpatialLayout& layout, const GhostExchange& ghosts,
                          const Tensor& points, const Tensor& ids, const Tensor& ghost_points,
                          const Tensor& ghost_ids, const Tensor& queries, double r, Index max_points,

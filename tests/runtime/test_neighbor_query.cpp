@@ -241,6 +241,27 @@ TEST_CASE("the query rounds refuse points outside their rank's region, on every 
   const Tensor column = odd_one ? c.owned_ids.reshape({n, 1}) : c.owned_ids;
   MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, column, c.owned, 4),
                   "ids are a contiguous host int64 tensor");
+  // Repeated ids (ties are broken by id, so the lists would depend on the partition): each
+  // rank's row numbers (the usual slip: they repeat across the ranks), and one id twice on
+  // one rank. Refused on every rank, naming the id and where it is held.
+  Tensor rows = Tensor::empty({n}, DType::i64);
+  for (Index i = 0; i < n; ++i) rows.data<std::int64_t>()[i] = i;
+  Index least = n;  // every rank holds row 0 when the fewest points are > 0
+  MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_INT64_T, MPI_MIN, comm);
+  if (P > 1 && least > 0) {
+    MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, rows, c.owned, 4),
+                    "kNN: the point id 0 is given twice (row 0 of rank 0's points and row 0 of "
+                    "rank 1's); ids must be unique across the ranks");
+    MPI_CHECK_ERROR(ball_query(comm, *c.layout, c.owned, rows, c.owned, 0.1, 4),
+                    "ball query: the point id 0 is given twice");
+  }
+  int last_has_two = me == P - 1 && n > 1;
+  MPI_Allreduce(MPI_IN_PLACE, &last_has_two, 1, MPI_INT, MPI_MAX, comm);
+  if (last_has_two) {
+    Tensor twice = c.owned_ids.clone();
+    if (me == P - 1) twice.data<std::int64_t>()[n - 1] = twice.data<std::int64_t>()[0];
+    MPI_CHECK_ERROR(knn_query(comm, *c.layout, c.owned, twice, c.owned, 4), "is given twice");
+  }
   // Valid but unequal k or max_points: a rank answers others' requests with its own, so a
   // smaller one there would drop true neighbours: refused.
   if (P > 1) {
