@@ -197,8 +197,8 @@ void check_unique_ids(MPI_Comm comm, const Tensor& ids, const char* call) {
   }
   if (!first) return;
   std::ostringstream msg;
-  msg << call << ": the point id " << first[0] << " is given twice (row " << first[2]
-      << " of rank " << first[1] << "'s points and row " << first[4] << " of rank " << first[3]
+  msg << call << ": the point id " << first[0] << " is given twice (row " << first[2] << " of rank "
+      << first[1] << "'s points and row " << first[4] << " of rank " << first[3]
       << "'s); ids must be unique across the ranks (global ids, not each rank's row numbers)";
   throw Error(msg.str());  // on every rank alike: the same all-gathered repeat
 }
