@@ -261,6 +261,22 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointPar
   return c;
 }
 
+namespace {
+// The step digits of ".../ckpt_<digits>.h5" without leading zeros (steps past 8 digits have
+// more, so names do not sort as strings).
+std::string step_digits(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  std::string d = name.substr(5, name.size() - 8);
+  const std::size_t first = d.find_first_not_of('0');
+  return first == std::string::npos ? std::string() : d.substr(first);
+}
+}  // namespace
+
+bool newer_checkpoint(const std::string& a, const std::string& b) {
+  const std::string x = step_digits(a), y = step_digits(b);
+  return x.size() != y.size() ? x.size() > y.size() : x > y;
+}
+
 std::vector<std::string> list_checkpoints(const std::string& dir, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
@@ -281,9 +297,8 @@ std::vector<std::string> list_checkpoints(const std::string& dir, MPI_Comm comm)
         if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
         found.push_back(e.path().string());
       }
-    std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
-      return std::filesystem::path(a).filename() > std::filesystem::path(b).filename();
-    });
+    std::sort(found.begin(), found.end(),
+              [](const std::string& a, const std::string& b) { return newer_checkpoint(a, b); });
     for (const auto& f : found) joined += f + "\n";
   }
   joined = broadcast_string(comm, joined);
@@ -298,10 +313,15 @@ std::string latest_checkpoint(const std::string& dir, MPI_Comm comm) {
   return all.empty() ? std::string() : all.front();
 }
 
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, MPI_Comm comm) {
-  const std::vector<std::string> all = list_checkpoints(dir, comm);
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, MPI_Comm comm,
+                                           const std::string& written) {
+  std::vector<std::string> all = list_checkpoints(dir, comm);
   std::vector<std::string> removed;
   if (keep <= 0) return removed;
+  if (!written.empty())  // later steps: left alone, and not counted
+    all.erase(std::remove_if(all.begin(), all.end(),
+                             [&](const std::string& p) { return newer_checkpoint(p, written); }),
+              all.end());
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   for (std::size_t i = static_cast<std::size_t>(keep); i < all.size(); ++i) {

@@ -60,9 +60,16 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step);
 std::string latest_checkpoint(const std::string& dir, MPI_Comm comm);
 // Every checkpoint in dir, newest (highest step) first. Collective, as latest_checkpoint.
 std::vector<std::string> list_checkpoints(const std::string& dir, MPI_Comm comm);
+// Whether checkpoint path a is of a later step than b (by number: steps of more digits than
+// the names' zero padding included).
+bool newer_checkpoint(const std::string& a, const std::string& b);
 // Retention: removes all but the `keep` newest checkpoints of dir (keep <= 0: none), so
 // the one just written always stays. Collective; rank 0 removes; returns what went.
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, MPI_Comm comm);
+// `written`: the checkpoint just written; those of later steps (left by a run abandoned
+// there, which a resume passed over as damaged) are neither counted nor removed: the
+// retention of a resumed run never drops its own newest, nor counts a file it could not use.
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, MPI_Comm comm,
+                                           const std::string& written = "");
 
 // Test fault hook: called at each stage of a write ("params", "optimizer", "buffers",
 // "close") with the file still open; a hook that throws or exits simulates a crash

@@ -21,6 +21,15 @@ double node_available_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
+double node_share_bytes(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  TESSERA_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  return node_available_bytes() / local;
+}
+
 double peak_mib_max(MPI_Comm comm) {
   double peak =
       static_cast<double>(memory_stats(MemSpace::Host).peak + memory_stats(MemSpace::Cuda).peak) /

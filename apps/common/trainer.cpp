@@ -9,6 +9,8 @@
 
 #include "apps/common/builders.hpp"
 #include "apps/common/memory_estimate.hpp"
+#include "apps/common/node_memory.hpp"
+#include "kernels/device/memory.hpp"
 #include "io/finite.hpp"
 #include "io/schema.hpp"
 #include "runtime/comm/comm_timers.hpp"
@@ -168,9 +170,43 @@ std::unique_ptr<Model> build_model(const TrainConfig& c, int spatial_dims, Index
 }
 }  // namespace
 
-std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index cin, Index cout,
-                                  MemSpace space, bool points, const std::vector<Index>& grid) {
+namespace {
+// While alive: this rank's tracked allocations may not pass what it holds plus its share of
+// the node's available memory (nor a lower TESSERA_MEMORY_LIMIT_MB). Host models only: a
+// device model's parameters are refused by the device's own allocator.
+class BuildBudget {
+ public:
+  BuildBudget(MPI_Comm comm, MemSpace space, int copies) : saved_(memory_limit()) {
+    if (space != MemSpace::Host) return;
+    const double share = node_share_bytes(comm), budget = share / std::max(copies, 1);
+    const double cap = static_cast<double>(memory_stats(MemSpace::Host).current) + budget;
+    if (saved_ != 0 && static_cast<double>(saved_) <= cap) return;
+    std::ostringstream named;
+    named << "this rank's share of the node's available memory";
+    if (copies > 1)
+      named << " for one copy of the parameters (" << memory_text(share) << " over the " << copies
+            << " the run holds: values, gradients, optimizer state)";
+    named << ", " << memory_text(budget);
+    set_memory_limit(static_cast<std::size_t>(cap), named.str());
+    set_ = true;
+  }
+  ~BuildBudget() {
+    if (set_) set_memory_limit(saved_);
+  }
+  BuildBudget(const BuildBudget&) = delete;
+  BuildBudget& operator=(const BuildBudget&) = delete;
+
+ private:
+  std::size_t saved_;
+  bool set_ = false;
+};
+}  // namespace
+
+std::unique_ptr<Model> make_model(MPI_Comm comm, int copies, const TrainConfig& c, int spatial_dims,
+                                  Index cin, Index cout, MemSpace space, bool points,
+                                  const std::vector<Index>& grid) {
   try {
+    const BuildBudget budget(comm, space, copies);
     return build_model(c, spatial_dims, cin, cout, space, points, grid);
   } catch (const AllocationError& e) {
     // The parameters come first, before any estimate can be made from the built model.
@@ -384,8 +420,9 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
                                       << " ranks of the mesh's data axis (" << mesh.str() << ")");
   for (Index i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(i);
 
-  model_ = make_model(cfg, data_->spatial_dims(), data_->input_channels(), data_->target_channels(),
-                      space_, data_->points(), data_->spatial());
+  model_ = make_model(mesh.comm(), 2 + optimizer_states(cfg.optim), cfg, data_->spatial_dims(),
+                      data_->input_channels(), data_->target_channels(), space_, data_->points(),
+                      data_->spatial());
   // The inputs as the file holds them (N samples, channels concatenated): what errors quote.
   std::vector<Index> shape = {n, data_->input_channels()};
   shape.insert(shape.end(), data_->spatial().begin(), data_->spatial().end());

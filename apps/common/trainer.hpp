@@ -75,10 +75,16 @@ PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index 
                                        Index out_channels, MemSpace space);
 // The model of model.type for data of `spatial_dims` (a point cloud: one dim of points) on
 // the training grid `grid` (needed by learned positions; inference passes the checkpoint's);
-// its signature() is stored in checkpoints (a mismatch on resume is an error).
-std::unique_ptr<Model> make_model(const TrainConfig& c, int spatial_dims, Index in_channels,
-                                  Index out_channels, MemSpace space, bool points = false,
-                                  const std::vector<Index>& grid = {});
+// its signature() is stored in checkpoints (a mismatch on resume is an error). Collective
+// over comm (the ranks that build it): a host model's allocations while it is built may not
+// pass 1 / `copies` of this rank's share of its node's available memory (copies: of the
+// parameters the run will hold, 2 + the optimizer's states for training), so parameters too
+// large for the node are refused as they are built, naming them, not by the kernel's OOM
+// killer once their initialization touches pages that allocation (overcommitted) only
+// promised.
+std::unique_ptr<Model> make_model(MPI_Comm comm, int copies, const TrainConfig& c, int spatial_dims,
+                                  Index in_channels, Index out_channels, MemSpace space,
+                                  bool points = false, const std::vector<Index>& grid = {});
 
 // Data-sampling state: the epoch's permutation of the training samples and the position
 // in it, with the generator that draws the next permutation. Batches are cut from the

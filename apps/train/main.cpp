@@ -53,7 +53,7 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
     const auto cin = static_cast<Index>(in.size());
     const auto cout = static_cast<Index>(cfg.data.targets.size());
     const std::unique_ptr<Model> model =
-        make_model(cfg, nd, cin, cout, MemSpace::Host, false, cli.dry_grid);
+        make_model(ctx.world(), 1, cfg, nd, cin, cout, MemSpace::Host, false, cli.dry_grid);
     model->graph().recompute(cfg.train.recompute);
     std::vector<Index> shape = {batch, cin};
     shape.insert(shape.end(), cli.dry_grid.begin(), cli.dry_grid.end());
@@ -306,7 +306,7 @@ int run(Context& ctx, int argc, char** argv) {
       const int keep =
           static_cast<int>(std::min<std::int64_t>(cfg.train.keep_checkpoints, 1 << 30));
       for (const std::string& gone :
-           io::prune_checkpoints(cfg.train.checkpoint_dir, keep, ctx.world()))
+           io::prune_checkpoints(cfg.train.checkpoint_dir, keep, ctx.world(), path))
         if (root)
           std::cout << "checkpoint " << gone << " removed (train.keep_checkpoints = " << keep << ")"
                     << std::endl;

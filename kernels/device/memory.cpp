@@ -203,22 +203,36 @@ std::string mib(std::size_t bytes) {
   return os.str();
 }
 
+// What the limit is, for its refusals ("" : TESSERA_MEMORY_LIMIT_MB's).
+std::mutex limit_name_mu;
+std::string& limit_name() {
+  static std::string n;
+  return n;
+}
+
 // Counts the bytes, or refuses them (counting nothing) when they pass the limit.
 void reserve(MemSpace s, std::size_t bytes) {
   const std::size_t limit = limit_bytes().load();
   std::size_t in_use = 0;
   if (counter(s).add(bytes, limit, in_use)) return;
+  std::string named;
+  {
+    std::lock_guard<std::mutex> lock(limit_name_mu);
+    named = limit_name();
+  }
+  if (named.empty()) named = "TESSERA_MEMORY_LIMIT_MB = " + mib(limit) + " per rank";
   throw AllocationError("memory limit: allocating " + mib(bytes) + " (" + std::to_string(bytes) +
                         " bytes) of " + (s == MemSpace::Host ? "host" : "device") +
-                        " memory would pass TESSERA_MEMORY_LIMIT_MB = " + mib(limit) +
-                        " per rank (" + mib(in_use) + " in use)");
+                        " memory would pass " + named + " (" + mib(in_use) + " in use)");
 }
 }  // namespace
 
 std::size_t memory_limit() {
   return limit_bytes().load();
 }
-void set_memory_limit(std::size_t bytes) {
+void set_memory_limit(std::size_t bytes, const std::string& named) {
+  std::lock_guard<std::mutex> lock(limit_name_mu);
+  limit_name() = named;
   limit_bytes().store(bytes);
 }
 

@@ -3,6 +3,7 @@
 // the training log can report current and peak bytes per rank and memory space.
 #include "kernels/floor.hpp"
 #include <cstddef>
+#include <string>
 
 #include "decomp/mem_space.hpp"
 
@@ -32,8 +33,10 @@ std::size_t release_cached_device_memory();  // waits for the device, then cudaF
 // current use past it throws a tessera::Error naming the request, the limit and the use,
 // so a run can model a smaller machine (capacity benchmarks) or fail early and clearly.
 // The start value is TESSERA_MEMORY_LIMIT_MB (MiB; unset or 0: no limit).
-std::size_t memory_limit();                // bytes, 0: none
-void set_memory_limit(std::size_t bytes);  // 0: none
+std::size_t memory_limit();  // bytes, 0: none
+// 0: none. `named`: what the refusal says the limit is ("this rank's share of the node's
+// available memory, 5.5 GiB"); empty: "TESSERA_MEMORY_LIMIT_MB = X per rank".
+void set_memory_limit(std::size_t bytes, const std::string& named = "");
 
 // Raw allocation in a memory space, 64-byte aligned on the host. Tracked; honours the
 // memory limit.
