@@ -746,6 +746,10 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       fail("--dry-run=" + c.dry_run + ": the format is table or json");
     if (!a.has("grid")) fail("--dry-run needs --grid (e.g. --grid=256x256)");
     c.dry_grid = a.shape("grid");
+    if (c.dry_grid.empty() || c.dry_grid.size() > 3)
+      fail("--grid=" + a.str("grid") + ": 1 to 3 spatial extents (e.g. --grid=256x256)");
+    for (Index e : c.dry_grid)
+      if (e < 1) fail("--grid=" + a.str("grid") + ": every extent is at least 1");
     if (a.has("ranks")) c.dry_ranks = static_cast<int>(a.integer_in("ranks", 1, 1 << 24));
     if (a.has("batch")) c.dry_batch = a.integer_in("batch", 1, Index{1} << 40);
   } else if (a.has("grid") || a.has("ranks") || a.has("batch")) {

@@ -148,7 +148,21 @@ int run(Context& ctx, int argc, char** argv) {
 
   const io::File in = io::File::open(input, ctx.world());
   io::schema::require_valid(in);
-  const FieldSet inputs = field_set(in, cfg.data.inputs);
+  FieldSet inputs;
+  try {
+    inputs = field_set(in, cfg.data.inputs);
+  } catch (const Error& e) {
+    // Say which model asks for the fields: another model's file names none of them.
+    std::string names;
+    for (const auto& f : cfg.data.inputs) names += (names.empty() ? "" : ", ") + f;
+    throw Error(input + ": the checkpoint's model (model.type = '" + cfg.model.type +
+                "') reads the fields " + names + " (its data.inputs" +
+                (std::find(cfg.data.inputs.begin(), cfg.data.inputs.end(), "coords") !=
+                         cfg.data.inputs.end()
+                     ? ": a point cloud"
+                     : ": a grid") +
+                "): " + e.what());
+  }
   const bool points = inputs.points;
   const std::string first = points ? io::schema::kCoords : field(inputs.names[0]);
   std::vector<Index> shape = in.info(first).shape;

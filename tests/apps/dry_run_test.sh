@@ -122,6 +122,8 @@ expect_error() {  # message args...
 expect_error "the format is table or json" --dry-run=xml --grid=64x32
 expect_error "--dry-run needs --grid" --dry-run=table
 expect_error "belong to --dry-run" --grid=64x32
+expect_error "--grid=0x32: every extent is at least 1" --dry-run=table --grid=0x32
+expect_error "--grid=2x2x2x2: 1 to 3 spatial extents" --dry-run=table --grid=2x2x2x2
 expect_error "not divisible" --dry-run=table --grid=60x32
 expect_error "option --ranks 0: must lie in [1," --dry-run=table --grid=64x32 --ranks=0
 expect_error "option --batch -2: must lie in [1," --dry-run=table --grid=64x32 --batch=-2

@@ -295,6 +295,10 @@ case "$case_name" in
     field d3.h5 permeability 2,1,8,8,8  # 3-D fields for a 2-D model
     expect_fail 30 "d3.h5: its fields have 3 spatial dims, the checkpoint's model was trained on the 2-D grid \(24, 24\)" \
       3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input d3.h5 --output pred.h5
+    # a file without the model's input field: which model reads which fields, said
+    field other.h5 pressure 2,1,24,24
+    expect_fail 30 "other.h5: the checkpoint's model \(model.type = 'unet'\) reads the fields permeability \(its data.inputs: a grid\): field 'permeability' not found" \
+      3 tessera-infer --checkpoint ck/ckpt_00000001.h5 --input other.h5 --output pred.h5
     ;;
   resume_other_model)  # --resume with another optimizer or model width: what differs, said
     trained
