@@ -733,6 +733,35 @@ std::string usage(const std::string& program) {
   return os.str();
 }
 
+std::vector<std::string> changed_settings(const TrainConfig& from, const TrainConfig& to) {
+  // "section.key" -> value, from to_toml's lines, in its order.
+  const auto settings = [](const TrainConfig& c) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::stringstream ss(to_toml(c));
+    std::string section;
+    for (std::string line; std::getline(ss, line);) {
+      if (line.size() > 2 && line.front() == '[' && line.back() == ']') {
+        section = line.substr(1, line.size() - 2);
+        continue;
+      }
+      const std::size_t eq = line.find(" = ");
+      if (eq == std::string::npos) continue;
+      out.push_back({section + "." + line.substr(0, eq), line.substr(eq + 3)});
+    }
+    return out;
+  };
+  const auto a = settings(from), b = settings(to);
+  std::vector<std::string> changed;
+  for (const auto& [key, value] : b) {
+    if (key == "train.resume") continue;
+    std::string was = "(unset)";
+    for (const auto& [k, v] : a)
+      if (k == key) was = v;
+    if (was != value) changed.push_back(key + ": " + was + " -> " + value);
+  }
+  return changed;
+}
+
 CliArgs parse_cli(const std::vector<std::string>& args) {
   const cli::Args a(args, train_options(), cli::Overrides::Accept);
   CliArgs c;

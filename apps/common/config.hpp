@@ -136,6 +136,9 @@ std::vector<std::string> unused_model_keys(const TrainConfig& c);
 
 // The fully resolved config as TOML (parses back to the same config).
 std::string to_toml(const TrainConfig& c);
+// The settings that differ between two configs, "section.key: A -> B" each, in to_toml's
+// order, leaving out train.resume (a resumed run's resume is true).
+std::vector<std::string> changed_settings(const TrainConfig& from, const TrainConfig& to);
 // --help text: usage, the options, and every key with its type, default and range.
 std::string usage(const std::string& program);
 

@@ -144,8 +144,8 @@ int run(Context& ctx, int argc, char** argv) {
         io::list_checkpoints(cfg.train.checkpoint_dir, ctx.world());
     std::string last_why;
     for (const std::string& path : all) {
+      io::Checkpoint c;
       try {
-        io::Checkpoint c;
         try {
           c = io::load_checkpoint(path, ctx.world());
         } catch (const Error& e) {  // unreadable, truncated, non-finite
@@ -159,6 +159,17 @@ int run(Context& ctx, int argc, char** argv) {
       }
       resumed = true;
       if (root) std::cout << "resume: " << path << " (step " << tr.steps_done() << ")" << std::endl;
+      // Accepted changes (a learning rate, the shuffle, the step count) continue the run
+      // otherwise than it would have gone: said, so a curve that bends is explained.
+      if (root) {
+        std::vector<std::string> changed;
+        try {
+          changed = changed_settings(parse_config(c.config, {}, "checkpoint"), cfg);
+        } catch (const Error&) {  // restore parsed it: not reached
+        }
+        for (const std::string& ch : changed)
+          std::cout << "resume: changed since the checkpoint: " << ch << std::endl;
+      }
       if (root && tr.steps_done() > tr.total_steps())
         std::cout << "resume: the checkpoint is past the run's " << tr.total_steps()
                   << " steps (train.steps or train.epochs): nothing to train; raise them to go "

@@ -123,6 +123,8 @@ echo "ok: an interrupted write leaves the previous checkpoint"
 # Resume at another rank count: the losses of steps 3..6 equal the uninterrupted run's.
 mpi 1 "$bin/tessera-train" cfg.toml --resume >resume.log 2>&1 || { cat resume.log; fail "--resume"; }
 grep -q "resume: ck/ckpt_00000002.h5 (step 2)" resume.log || { cat resume.log; fail "did not resume from step 2"; }
+# The same settings: no word of a change.
+grep -q "changed since the checkpoint" resume.log && { cat resume.log; fail "a change reported"; }
 python3 - straight.csv metrics.csv <<'EOF' || fail "resumed losses differ from the straight run"
 import csv, sys
 a = {r["step"]: float(r["loss"]) for r in csv.DictReader(open(sys.argv[1])) if r["loss"]}
@@ -182,6 +184,8 @@ mpi 2 "$bin/tessera-train" cfg.toml --resume --train.checkpoint_dir=ck-dmg \
 grep -q "resume: passing over ck-dmg/ckpt_00000006.h5: its state does not load" dmg.log &&
   grep -q "resume: ck-dmg/ckpt_00000004.h5 (step 4)" dmg.log ||
   { cat dmg.log; fail "did not pass over the damaged checkpoint to step 4"; }
+grep -q 'resume: changed since the checkpoint: train.checkpoint_dir: "ck" -> "ck-dmg"' dmg.log ||
+  { cat dmg.log; fail "the changed setting was not said"; }
 # A bit flipped in a parameter on disk: the checksum finds it; resume passes over it,
 # inference refuses it. The stored value is zlib's CRC-32 of the data's bytes.
 rm -rf ck-flip && cp -r ck ck-flip && rm -f ck-flip/.tessera-lock
