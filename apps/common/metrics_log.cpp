@@ -44,7 +44,9 @@ std::string read_all(int fd, const std::string& path) {
 // The byte offset after the header and the rows of steps <= step (none for step -1): rows a
 // failed run wrote after its last checkpoint would appear twice, and a torn last row (no
 // newline) goes too.
-std::size_t kept_bytes(const std::string& text, std::int64_t step) {
+// `last`: the step of the last row kept (-1: none).
+std::size_t kept_bytes(const std::string& text, std::int64_t step, std::int64_t& last) {
+  last = -1;
   std::size_t at = text.find('\n');
   if (at == std::string::npos) return 0;
   ++at;  // past the header
@@ -55,6 +57,7 @@ std::size_t kept_bytes(const std::string& text, std::int64_t step) {
     char* stop = nullptr;
     const long long s = std::strtoll(first.c_str(), &stop, 10);
     if (first.empty() || *stop != '\0' || s > step) break;
+    last = s;
     at = end + 1;
   }
   return at;
@@ -140,7 +143,18 @@ void MetricsLog::open_on_root(bool resume, std::int64_t keep_through) {
                   (ours && !resume ? " (pass --resume to continue that run, " : " (") +
                   "choose another file, or remove it)");
     }
-    keep = kept_bytes(text, keep_through);
+    std::int64_t last = -1;
+    keep = kept_bytes(text, keep_through, last);
+    // Rows up to the resumed step that are not there cannot be made again: said, once.
+    if (last < keep_through)
+      std::cout << "warning: " << quoted(path_)
+                << (last < 0 ? std::string(" holds no row")
+                             : " ends at step " + std::to_string(last))
+                << ", the run resumes after step " << keep_through << ": the rows of steps "
+                << last + 1 << " to " << keep_through
+                << " are not in it (the file was cut, a crash tore them, or those steps' "
+                   "updates were skipped)"
+                << std::endl;
   }
   TESSERA_CHECK(ftruncate(fd_, static_cast<off_t>(keep)) == 0,
                 "cannot cut " << quoted(path_) << ": " << why(errno));
