@@ -671,6 +671,20 @@ void Trainer::restore(const io::Checkpoint& c) {
                 "the checkpoint was trained on the fields "
                     << fields(then.data) << " (data.inputs -> data.targets), this run reads "
                     << fields(cfg_.data) << ": resume with the checkpoint's fields");
+  // The training set: the sampler's permutation is of the checkpoint's sample count, so
+  // another count is another dataset (a count it cannot read is damage, found below).
+  {
+    std::istringstream is(c.rng);
+    std::int64_t epoch = 0, cursor = 0, n = 0;
+    is >> epoch >> cursor >> n;
+    TESSERA_CHECK(!is || n == static_cast<std::int64_t>(train_.size()),
+                  "the checkpoint's run trained on "
+                      << n << " training samples (data.path = '" << then.data.path
+                      << "'), this run's '" << cfg_.data.path << "' gives " << train_.size()
+                      << ": resume with the checkpoint's data, "
+                         "or start a new run in another "
+                         "train.checkpoint_dir");
+  }
   // The state itself: what fails to load here is damage (or a setting the state depends
   // on that changed), and a resumed run passes over this checkpoint.
   try {

@@ -306,6 +306,10 @@ case "$case_name" in
       3 tessera-train cfg.toml --train.steps=2 --resume --optim.name=sgd
     expect_fail 30 "checkpoint of another model \(width=4, not width=8\)" \
       3 tessera-train cfg.toml --train.steps=2 --resume --model.width=8
+    # another dataset (another sample count): said as such, not passed over as damage
+    expect_ok 1 tessera-prep generate darcy --grid 24x24 --samples 9 --seed 4 --out nine.h5 --quiet
+    expect_fail 30 "the checkpoint's run trained on [0-9]+ training samples \(data.path = 'train.h5'\), this run's 'nine.h5' gives [0-9]+: resume with the checkpoint's data" \
+      3 tessera-train cfg.toml --train.steps=2 --resume --data.path=nine.h5
     ;;
   train_zero_target)  # a sample whose target is zero everywhere (no relative error)
     field z.h5 permeability 6,1,24,24
