@@ -26,8 +26,12 @@ double node_share_bytes(MPI_Comm comm) {
   TESSERA_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   int local = 1;
   MPI_Comm_size(node, &local);
+  // One figure per node (the ranks read MemAvailable at different moments), so the ranks of
+  // a node that fail on it fail with one message.
+  double available = node_available_bytes();
+  TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &available, 1, MPI_DOUBLE, MPI_MIN, node));
   MPI_Comm_free(&node);
-  return node_available_bytes() / local;
+  return available / local;
 }
 
 double peak_mib_max(MPI_Comm comm) {

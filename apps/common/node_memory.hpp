@@ -10,7 +10,8 @@
 namespace tessera::app {
 
 double node_available_bytes();  // MemAvailable of /proc/meminfo, else physical memory
-// Collective over comm: node_available_bytes() over the ranks of comm on this node.
+// Collective over comm: node_available_bytes() (the least any rank of the node read) over
+// the ranks of comm on this node; the same on every rank of a node.
 double node_share_bytes(MPI_Comm comm);
 std::string memory_text(double bytes);  // "1.5 GiB", or "12.5 MiB" below a GiB
 // Collective: the busiest rank's peak of tracked memory (tensors, kernel scratch), host and
