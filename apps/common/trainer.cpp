@@ -13,6 +13,7 @@
 #include "kernels/device/memory.hpp"
 #include "io/finite.hpp"
 #include "io/schema.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/halo_exchange.hpp"
 #include "runtime/comm/fault_inject.hpp"
@@ -178,14 +179,17 @@ class BuildBudget {
  public:
   BuildBudget(MPI_Comm comm, MemSpace space, int copies) : saved_(memory_limit()) {
     if (space != MemSpace::Host) return;
-    const double share = node_share_bytes(comm), budget = share / std::max(copies, 1);
+    // The built model holds 2 copies (values and gradients) of the `copies` the run will.
+    copies = std::max(copies, 2);
+    const double share = node_share_bytes(comm), budget = share * 2 / copies;
     const double cap = static_cast<double>(memory_stats(MemSpace::Host).current) + budget;
     if (saved_ != 0 && static_cast<double>(saved_) <= cap) return;
     std::ostringstream named;
-    named << "this rank's share of the node's available memory";
-    if (copies > 1)
-      named << " for one copy of the parameters (" << memory_text(share) << " over the " << copies
-            << " the run holds: values, gradients, optimizer state)";
+    named << "this rank's share of the node's available memory for the parameters' values and "
+             "gradients";
+    if (copies > 2)
+      named << " (2 of the " << copies << " copies training holds, with the optimizer's states, of "
+            << memory_text(share) << ")";
     named << ", " << memory_text(budget);
     set_memory_limit(static_cast<std::size_t>(cap), named.str());
     set_ = true;
@@ -205,14 +209,20 @@ class BuildBudget {
 std::unique_ptr<Model> make_model(MPI_Comm comm, int copies, const TrainConfig& c, int spatial_dims,
                                   Index cin, Index cout, MemSpace space, bool points,
                                   const std::vector<Index>& grid) {
-  try {
-    const BuildBudget budget(comm, space, copies);
-    return build_model(c, spatial_dims, cin, cout, space, points, grid);
-  } catch (const AllocationError& e) {
-    // The parameters come first, before any estimate can be made from the built model.
-    throw Error("model.type = '" + c.model.type + "': its parameters do not fit this rank's " +
-                "memory (" + e.what() + "); a smaller model (model.width, model.dim, ...)");
-  }
+  std::unique_ptr<Model> model;
+  // A rank refused alone (its node's figure, or what it held) must not leave the others in
+  // the caller's next collective: the verdict is every rank's.
+  collective_run(comm, [&] {
+    try {
+      const BuildBudget budget(comm, space, copies);
+      model = build_model(c, spatial_dims, cin, cout, space, points, grid);
+    } catch (const AllocationError& e) {
+      // The parameters come first, before any estimate can be made from the built model.
+      throw Error("model.type = '" + c.model.type + "': its parameters do not fit this rank's " +
+                  "memory (" + e.what() + "); a smaller model (model.width, model.dim, ...)");
+    }
+  });
+  return model;
 }
 
 // ---------------------------------------------------------------------------- Sampler
@@ -680,7 +690,8 @@ void Trainer::restore(const io::Checkpoint& c) {
     TESSERA_CHECK(!is || n == static_cast<std::int64_t>(train_.size()),
                   "the checkpoint's run trained on "
                       << n << " training samples (data.path = '" << then.data.path
-                      << "'), this run's '" << cfg_.data.path << "' gives " << train_.size()
+                      << "', train.validation_split = " << then.train.validation_split
+                      << "), this run's '" << cfg_.data.path << "' gives " << train_.size()
                       << ": resume with the checkpoint's data, "
                          "or start a new run in another "
                          "train.checkpoint_dir");

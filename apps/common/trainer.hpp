@@ -76,9 +76,10 @@ PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index 
 // The model of model.type for data of `spatial_dims` (a point cloud: one dim of points) on
 // the training grid `grid` (needed by learned positions; inference passes the checkpoint's);
 // its signature() is stored in checkpoints (a mismatch on resume is an error). Collective
-// over comm (the ranks that build it): a host model's allocations while it is built may not
-// pass 1 / `copies` of this rank's share of its node's available memory (copies: of the
-// parameters the run will hold, 2 + the optimizer's states for training), so parameters too
+// over comm (the ranks that build it): a host model's allocations while it is built (values
+// and gradients) may not pass 2 / `copies` of this rank's share of its node's available
+// memory (copies: of the parameters the run will hold, 2 + the optimizer's states for
+// training, 2 for inference), refused on every rank alike, so parameters too
 // large for the node are refused as they are built, naming them, not by the kernel's OOM
 // killer once their initialization touches pages that allocation (overcommitted) only
 // promised.

@@ -192,7 +192,7 @@ int run(Context& ctx, int argc, char** argv) {
                 input << ": its fields have " << nd << " spatial dims, the checkpoint's model was "
                       << "trained on the " << trained_grid.size() << "-D grid "
                       << shape_str(trained_grid));
-  const std::unique_ptr<Model> net = make_model(ctx.world(), 1, cfg, nd, inputs.total_channels(),
+  const std::unique_ptr<Model> net = make_model(ctx.world(), 2, cfg, nd, inputs.total_channels(),
                                                 cout, space, points, trained_grid);
   Model& model = *net;
   std::vector<Index> xshape = {1, inputs.total_channels()};  // one sample at a time

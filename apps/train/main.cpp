@@ -53,7 +53,7 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
     const auto cin = static_cast<Index>(in.size());
     const auto cout = static_cast<Index>(cfg.data.targets.size());
     const std::unique_ptr<Model> model =
-        make_model(ctx.world(), 1, cfg, nd, cin, cout, MemSpace::Host, false, cli.dry_grid);
+        make_model(ctx.world(), 2, cfg, nd, cin, cout, MemSpace::Host, false, cli.dry_grid);
     model->graph().recompute(cfg.train.recompute);
     std::vector<Index> shape = {batch, cin};
     shape.insert(shape.end(), cli.dry_grid.begin(), cli.dry_grid.end());

@@ -218,7 +218,8 @@ void reserve(MemSpace s, std::size_t bytes) {
   std::string named;
   {
     std::lock_guard<std::mutex> lock(limit_name_mu);
-    named = limit_name();
+    // The name of this limit (another set since it was read: then the env's wording).
+    if (limit_bytes().load() == limit) named = limit_name();
   }
   if (named.empty()) named = "TESSERA_MEMORY_LIMIT_MB = " + mib(limit) + " per rank";
   throw AllocationError("memory limit: allocating " + mib(bytes) + " (" + std::to_string(bytes) +

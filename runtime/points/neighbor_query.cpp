@@ -153,10 +153,19 @@ std::vector<std::vector<T>> exchange_records(MPI_Comm comm,
   return in;
 }
 
+// splitmix64's finalizer: ids of a common stride (all even, all multiples of P) spread over
+// the ranks like any others.
+std::uint64_t mixed(std::int64_t id) {
+  auto z = static_cast<std::uint64_t>(id) + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 // Collective: ids are unique across the ranks (ties between equal distances are broken by
 // id, so a repeated id would make the lists depend on the rank count; the usual slip is local
-// row numbers, which repeat on every rank). Each id goes to rank id mod P, which sorts what it
-// receives; the first repeat found (lowest id) is named on every rank. One all-to-all of 16
+// row numbers, which repeat on every rank). Each id goes to the rank of its hash, which sorts
+// what it receives; the first repeat found (lowest id) is named on every rank. One all-to-all of 16
 // bytes per point, small beside the search.
 void check_unique_ids(MPI_Comm comm, const Tensor& ids, const char* call) {
   int P = 1;
@@ -167,7 +176,8 @@ void check_unique_ids(MPI_Comm comm, const Tensor& ids, const char* call) {
   std::vector<std::vector<Held>> out(static_cast<std::size_t>(P));
   const std::int64_t* id = ids.data<std::int64_t>();
   for (Index i = 0; i < ids.numel(); ++i)
-    out[static_cast<std::size_t>(id[i] % P)].push_back({id[i], static_cast<std::int64_t>(i)});
+    out[static_cast<std::size_t>(mixed(id[i]) % static_cast<std::uint64_t>(P))].push_back(
+        {id[i], static_cast<std::int64_t>(i)});
   const std::vector<std::vector<Held>> in = exchange_records(comm, out);
   struct From {
     std::int64_t id, row;

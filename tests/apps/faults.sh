@@ -308,7 +308,7 @@ case "$case_name" in
       3 tessera-train cfg.toml --train.steps=2 --resume --model.width=8
     # another dataset (another sample count): said as such, not passed over as damage
     expect_ok 1 tessera-prep generate darcy --grid 24x24 --samples 9 --seed 4 --out nine.h5 --quiet
-    expect_fail 30 "the checkpoint's run trained on [0-9]+ training samples \(data.path = 'train.h5'\), this run's 'nine.h5' gives [0-9]+: resume with the checkpoint's data" \
+    expect_fail 30 "the checkpoint's run trained on [0-9]+ training samples \(data.path = 'train.h5', train.validation_split = [0-9.]+\), this run's 'nine.h5' gives [0-9]+: resume with the checkpoint's data" \
       3 tessera-train cfg.toml --train.steps=2 --resume --data.path=nine.h5
     ;;
   train_zero_target)  # a sample whose target is zero everywhere (no relative error)
@@ -475,7 +475,7 @@ case "$case_name" in
     # malloc refuses, and one it grants (overcommit) that filled the node until the OOM
     # killer ended a rank
     for width in 200000 20000; do
-      expect_fail 30 "model.type = 'unet': its parameters do not fit this rank's memory \\(memory limit: allocating .* of host memory would pass this rank's share of the node's available memory for one copy of the parameters \\(.* over the 4 the run holds" \
+      expect_fail 30 "model.type = 'unet': its parameters do not fit this rank's memory \\(memory limit: allocating .* of host memory would pass this rank's share of the node's available memory for the parameters' values and gradients \\(2 of the 4 copies training holds" \
         3 tessera-train cfg.toml --model.width=$width --model.groups=1
     done
     # a grid of 6 x 65536^2 cells (storage allocated, never filled: a sparse file of 8 KB
