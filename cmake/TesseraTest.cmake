@@ -48,3 +48,20 @@ function(tessera_add_test name)
     message(FATAL_ERROR "tessera_add_test(${name}): LABELS needs serial or mpi (the launcher)")
   endif()
 endfunction()
+
+# tessera_add_mpi_variant(NAME TEST ENV VAR=VALUE... RANKS n... [TIMEOUT s] [ARGS ...])
+# Runs the binary of mpi test TEST again under extra environment, as TEST.NAME.np<n>.
+function(tessera_add_mpi_variant name)
+  cmake_parse_arguments(V "" "TEST;TIMEOUT" "ENV;RANKS;ARGS" ${ARGN})
+  if(NOT V_TIMEOUT)
+    set(V_TIMEOUT 300)
+  endif()
+  foreach(n IN LISTS V_RANKS)
+    tessera_mpi_command(cmd ${n})
+    add_test(NAME ${V_TEST}.${name}.np${n}
+      COMMAND ${cmd} $<TARGET_FILE:${V_TEST}> ${MPIEXEC_POSTFLAGS} ${V_ARGS})
+    set_tests_properties(${V_TEST}.${name}.np${n} PROPERTIES
+      TIMEOUT ${V_TIMEOUT} PROCESSORS ${n} LABELS "mpi"
+      ENVIRONMENT "${TESSERA_MPI_TEST_ENV};${V_ENV}")
+  endforeach()
+endfunction()

@@ -8,6 +8,7 @@
 
 #include "runtime/tensor/context.hpp"
 #include "kernels/region_pack.hpp"
+#include "runtime/comm/alltoallv.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/message_plan.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
@@ -82,15 +83,9 @@ Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
   const std::shared_ptr<RedistPlan> rp = redist_plan(send, recv, src_box, dst_box);
   const MessageSide& out = rp->plan.send;
   const MessageSide& in = rp->plan.recv;
-  std::vector<int> sc(P, 0), sd(P, 0), rc(P, 0), rd(P, 0);
-  for (const PeerMessage& x : out.messages) {
-    sc[x.peer] = checked_count(x.count, "redistribute send count");
-    sd[x.peer] = checked_count(x.offset, "redistribute send displacement");
-  }
-  for (const PeerMessage& x : in.messages) {
-    rc[x.peer] = checked_count(x.count, "redistribute recv count");
-    rd[x.peer] = checked_count(x.offset, "redistribute recv displacement");
-  }
+  std::vector<Index> sc(P, 0), sd(P, 0), rc(P, 0), rd(P, 0);
+  for (const PeerMessage& x : out.messages) sc[x.peer] = x.count, sd[x.peer] = x.offset;
+  for (const PeerMessage& x : in.messages) rc[x.peer] = x.count, rd[x.peer] = x.offset;
   if (use_derived_types(src, m)) {
     if (rp->types_elem_size != es) {
       rp->send_types = out.types(es);
@@ -123,8 +118,7 @@ Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
          wr = wire == rbuf.space() ? rbuf : Tensor::empty({in.total()}, src.dtype(), wire);
   MpiType et = element_type(es);
   device::synchronize(ws.device());  // MPI reads what the packing kernel wrote
-  TESSERA_MPI(MPI_Alltoallv(ws.raw(), sc.data(), sd.data(), et.get(), wr.raw(), rc.data(),
-                            rd.data(), et.get(), comm));
+  alltoallv(comm, ws.raw(), sc, sd, wr.raw(), rc, rd, et.get());
   if (wr.raw() != rbuf.raw()) rbuf.copy_from(wr);
   if (!in.regions.empty())
     kernels::region_pack(dst.device(), dst.raw(), rbuf.raw(), in.regions.data(),
@@ -183,14 +177,14 @@ ShardTensor axis_allgather(const ShardTensor& t, int axis, int d, const ShardSpe
   const Tensor& src = t.local();
   std::vector<int> c = mesh.coords();
   const Box want = target.local_box(c);
-  std::vector<int> counts(n), displs(n);
+  std::vector<Index> counts(n), displs(n);
   std::vector<Box> blocks(n);
   Index tot = 0;
   for (int k = 0; k < n; ++k) {
     c[axis] = k;
     blocks[k] = t.spec().local_box(c);
-    displs[k] = checked_count(tot, "allgatherv displacement");
-    counts[k] = checked_count(blocks[k].volume(), "allgatherv count");
+    displs[k] = tot;
+    counts[k] = blocks[k].volume();
     tot += blocks[k].volume();
   }
   Tensor out = Tensor::empty(want.shape(), src.dtype(), src.space());
@@ -205,9 +199,8 @@ ShardTensor axis_allgather(const ShardTensor& t, int axis, int d, const ShardSpe
   // MPI reads src and writes recvbuf on the device (CUDA-aware MPI): the kernels that wrote
   // src, and any still reading a recycled block now under recvbuf, must be done.
   device::synchronize(sendbuf.device());
-  TESSERA_MPI(MPI_Allgatherv(sendbuf.raw(), checked_count(src.numel(), "allgatherv count"),
-                             et.get(), recvbuf.raw(), counts.data(), displs.data(), et.get(),
-                             mesh.axis_comm(axis)));
+  allgatherv(mesh.axis_comm(axis), sendbuf.raw(), src.numel(), recvbuf.raw(), counts, displs,
+             et.get());
   if (recvbuf.raw() != out.raw()) {
     for (int k = 0; k < n; ++k) {
       if (blocks[k].empty()) continue;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/alltoallv.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera {
@@ -33,9 +33,7 @@ GhostExchange::GhostExchange(MPI_Comm comm, const SpatialLayout& layout, const T
       }
     }
   }
-  recv_count_.assign(static_cast<std::size_t>(P), 0);
-  TESSERA_MPI(
-      MPI_Alltoall(send_count_.data(), 1, MPI_INT64_T, recv_count_.data(), 1, MPI_INT64_T, comm));
+  recv_count_ = exchange_counts(comm, send_count_);
   recv_total_ = std::accumulate(recv_count_.begin(), recv_count_.end(), Index{0});
 }
 
@@ -51,16 +49,13 @@ Tensor GhostExchange::exchange(const Tensor& src, bool back) const {
   const auto& sc_rows = back ? recv_count_ : send_count_;
   const auto& rc_rows = back ? send_count_ : recv_count_;
   const int P = static_cast<int>(sc_rows.size());
-  std::vector<int> sc(P), sd(P), rc(P), rd(P);
-  Index so = 0, ro = 0;
+  std::vector<Index> sc(P), rc(P);
   for (int p = 0; p < P; ++p) {
-    sc[p] = checked_count(sc_rows[static_cast<std::size_t>(p)] * rb, "ghost send");
-    sd[p] = checked_count(so, "ghost send offset");
-    rc[p] = checked_count(rc_rows[static_cast<std::size_t>(p)] * rb, "ghost receive");
-    rd[p] = checked_count(ro, "ghost receive offset");
-    so += sc_rows[static_cast<std::size_t>(p)] * rb;
-    ro += rc_rows[static_cast<std::size_t>(p)] * rb;
+    sc[p] = sc_rows[static_cast<std::size_t>(p)] * rb;
+    rc[p] = rc_rows[static_cast<std::size_t>(p)] * rb;
   }
+  const Packed sp = packed(sc), rp = packed(rc);
+  const Index so = sp.total, ro = rp.total;
   std::vector<unsigned char> sbuf(static_cast<std::size_t>(so)), rbuf(static_cast<std::size_t>(ro));
   const auto* in = static_cast<const unsigned char*>(s.raw());
   if (!back)
@@ -68,8 +63,7 @@ Tensor GhostExchange::exchange(const Tensor& src, bool back) const {
       std::copy_n(in + send_rows_[k] * rb, rb, sbuf.data() + static_cast<Index>(k) * rb);
   else
     std::copy_n(in, so, sbuf.data());
-  TESSERA_MPI(MPI_Alltoallv(sbuf.data(), sc.data(), sd.data(), MPI_BYTE, rbuf.data(), rc.data(),
-                            rd.data(), MPI_BYTE, comm_));
+  alltoallv(comm_, sbuf.data(), sc, sp.displs, rbuf.data(), rc, rp.displs, MPI_BYTE);
   std::vector<Index> shape = s.shape();
   shape[0] = back ? static_cast<Index>(send_rows_.size()) : recv_total_;
   Tensor out = Tensor::empty(shape, s.dtype());

@@ -4,30 +4,13 @@
 #include <cstring>
 #include <sstream>
 
+#include "runtime/comm/alltoallv.hpp"
 #include "runtime/comm/collective_error.hpp"
-#include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/points/migration.hpp"
 
 namespace tessera {
 namespace {
-
-std::vector<int> displacements(const std::vector<int>& counts, std::size_t unit) {
-  std::vector<int> d(counts.size());
-  Index at = 0;
-  for (std::size_t p = 0; p < counts.size(); ++p) {
-    d[p] = checked_count(at * static_cast<Index>(unit), "index gather offset");
-    at += counts[p];
-  }
-  return d;
-}
-
-std::vector<int> scaled(const std::vector<int>& counts, std::size_t unit) {
-  std::vector<int> s(counts.size());
-  for (std::size_t p = 0; p < counts.size(); ++p)
-    s[p] = checked_count(counts[p] * static_cast<Index>(unit), "index gather count");
-  return s;
-}
 
 Index row_elems(const Tensor& t) {
   Index e = 1;
@@ -37,15 +20,15 @@ Index row_elems(const Tensor& t) {
 
 // Rows exchanged between peers: send_counts[p] rows of `send` to p, recv_counts[p] from p.
 std::vector<unsigned char> exchange(MPI_Comm comm, const unsigned char* send,
-                                    const std::vector<int>& send_counts,
-                                    const std::vector<int>& recv_counts, std::size_t row_bytes) {
-  Index total = 0;
-  for (int c : recv_counts) total += c;
-  std::vector<unsigned char> recv(static_cast<std::size_t>(total) * row_bytes);
-  const auto sc = scaled(send_counts, row_bytes), rc = scaled(recv_counts, row_bytes);
-  const auto sd = displacements(send_counts, row_bytes), rd = displacements(recv_counts, row_bytes);
-  TESSERA_MPI(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv.data(), rc.data(), rd.data(),
-                            MPI_BYTE, comm));
+                                    const std::vector<Index>& send_counts,
+                                    const std::vector<Index>& recv_counts, std::size_t row_bytes) {
+  std::vector<Index> sc(send_counts.size()), rc(recv_counts.size());
+  for (std::size_t p = 0; p < sc.size(); ++p)
+    sc[p] = send_counts[p] * static_cast<Index>(row_bytes),
+    rc[p] = recv_counts[p] * static_cast<Index>(row_bytes);
+  const Packed sp = packed(sc), rp = packed(rc);
+  std::vector<unsigned char> recv(static_cast<std::size_t>(rp.total));
+  alltoallv(comm, send, sc, sp.displs, recv.data(), rc, rp.displs, MPI_BYTE);
   return recv;
 }
 
@@ -92,8 +75,7 @@ IndexGather::IndexGather(MPI_Comm comm, const std::vector<Index>& offsets,
     const auto holder = std::upper_bound(offsets.begin(), offsets.end(), id) - offsets.begin() - 1;
     ++ask_count_[static_cast<std::size_t>(holder)];
   }
-  serve_count_.assign(static_cast<std::size_t>(P), 0);
-  TESSERA_MPI(MPI_Alltoall(ask_count_.data(), 1, MPI_INT, serve_count_.data(), 1, MPI_INT, comm));
+  serve_count_ = exchange_counts(comm, ask_count_);
   const std::vector<unsigned char> asked =
       exchange(comm, reinterpret_cast<const unsigned char*>(ids.data()), ask_count_, serve_count_,
                sizeof(std::int64_t));

@@ -37,7 +37,7 @@ class IndexGather {
   std::vector<Index> slot_;        // per wanted entry: its distinct index's slot, -1 for none
   Index distinct_ = 0;             // distinct indices asked for (slots, ordered by holder)
   std::vector<Index> serve_rows_;  // held rows others asked for, by requesting rank
-  std::vector<int> ask_count_, serve_count_;  // rows per peer
+  std::vector<Index> ask_count_, serve_count_;  // rows per peer
 };
 
 }  // namespace tessera

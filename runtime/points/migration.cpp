@@ -6,7 +6,7 @@
 #include <string>
 
 #include "runtime/comm/collective_error.hpp"
-#include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/alltoallv.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera {
@@ -36,9 +36,7 @@ Migration::Migration(MPI_Comm comm, const std::vector<int>& dest) : comm_(comm),
   std::stable_sort(order_.begin(), order_.end(), [&](Index a, Index b) {
     return dest[static_cast<std::size_t>(a)] < dest[static_cast<std::size_t>(b)];
   });
-  recv_count_.assign(static_cast<std::size_t>(P), 0);
-  TESSERA_MPI(
-      MPI_Alltoall(send_count_.data(), 1, MPI_INT64_T, recv_count_.data(), 1, MPI_INT64_T, comm));
+  recv_count_ = exchange_counts(comm, send_count_);
   recv_total_ = std::accumulate(recv_count_.begin(), recv_count_.end(), Index{0});
 }
 
@@ -70,18 +68,13 @@ Tensor Migration::move(const Tensor& rows, bool back) const {
   const auto& scount = back ? recv_count_ : send_count_;
   const auto& rcount = back ? send_count_ : recv_count_;
   const int P = static_cast<int>(scount.size());
-  std::vector<int> sc(P), sd(P), rc(P), rd(P);
-  Index soff = 0, roff = 0;
+  std::vector<Index> sc(P), rc(P);
   for (int p = 0; p < P; ++p) {
-    sc[p] = checked_count(scount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes),
-                          "migration send");
-    sd[p] = checked_count(soff, "migration send offset");
-    rc[p] = checked_count(rcount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes),
-                          "migration receive");
-    rd[p] = checked_count(roff, "migration receive offset");
-    soff += scount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);
-    roff += rcount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);
+    sc[p] = scount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);
+    rc[p] = rcount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);
   }
+  const Packed sp = packed(sc), rp = packed(rc);
+  const Index soff = sp.total, roff = rp.total;
   std::vector<Index> out_shape = rows.shape();
   out_shape[0] = back ? sent() : recv_total_;
   Tensor out = Tensor::empty(out_shape, rows.dtype());
@@ -92,13 +85,11 @@ Tensor Migration::move(const Tensor& rows, bool back) const {
     for (std::size_t k = 0; k < order_.size(); ++k)
       std::copy_n(s + static_cast<std::size_t>(order_[k]) * row_bytes, row_bytes,
                   buf.data() + k * row_bytes);
-    TESSERA_MPI(MPI_Alltoallv(buf.data(), sc.data(), sd.data(), MPI_BYTE, o, rc.data(), rd.data(),
-                              MPI_BYTE, comm_));
+    alltoallv(comm_, buf.data(), sc, sp.displs, o, rc, rp.displs, MPI_BYTE);
     return out;
   }
   std::vector<unsigned char> buf(static_cast<std::size_t>(roff));  // back in destination order
-  TESSERA_MPI(MPI_Alltoallv(s, sc.data(), sd.data(), MPI_BYTE, buf.data(), rc.data(), rd.data(),
-                            MPI_BYTE, comm_));
+  alltoallv(comm_, s, sc, sp.displs, buf.data(), rc, rp.displs, MPI_BYTE);
   for (std::size_t k = 0; k < order_.size(); ++k)
     std::copy_n(buf.data() + k * row_bytes, row_bytes,
                 o + static_cast<std::size_t>(order_[k]) * row_bytes);

@@ -9,7 +9,7 @@
 
 #include "kernels/grid_hash.hpp"
 #include "runtime/points/local_search.hpp"
-#include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/alltoallv.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
@@ -131,24 +131,22 @@ struct Answer {
 template <class T>
 std::vector<std::vector<T>> exchange_records(MPI_Comm comm,
                                              const std::vector<std::vector<T>>& out) {
-  const int P = static_cast<int>(out.size());
-  std::vector<int> sc(P), sd(P), rc(P), rd(P);
-  for (int p = 0; p < P; ++p)
-    sc[p] = checked_count(static_cast<Index>(out[p].size() * sizeof(T)), "query bytes");
-  TESSERA_MPI(MPI_Alltoall(sc.data(), 1, MPI_INT, rc.data(), 1, MPI_INT, comm));
-  std::vector<char> sbuf, rbuf;
-  int st = 0, rt = 0;
-  for (int p = 0; p < P; ++p) sd[p] = st, st += sc[p], rd[p] = rt, rt += rc[p];
-  sbuf.resize(static_cast<std::size_t>(st));
-  rbuf.resize(static_cast<std::size_t>(rt));
-  for (int p = 0; p < P; ++p)
-    if (sc[p]) std::memcpy(sbuf.data() + sd[p], out[p].data(), static_cast<std::size_t>(sc[p]));
-  TESSERA_MPI(MPI_Alltoallv(sbuf.data(), sc.data(), sd.data(), MPI_BYTE, rbuf.data(), rc.data(),
-                            rd.data(), MPI_BYTE, comm));
-  std::vector<std::vector<T>> in(static_cast<std::size_t>(P));
-  for (int p = 0; p < P; ++p) {
+  const std::size_t P = out.size();
+  std::vector<Index> sc(P);
+  for (std::size_t p = 0; p < P; ++p) sc[p] = static_cast<Index>(out[p].size() * sizeof(T));
+  const std::vector<Index> rc = exchange_counts(comm, sc);
+  const Packed sp = packed(sc), rp = packed(rc);
+  std::vector<char> sbuf(static_cast<std::size_t>(sp.total)),
+      rbuf(static_cast<std::size_t>(rp.total));
+  for (std::size_t p = 0; p < P; ++p)
+    if (sc[p])
+      std::memcpy(sbuf.data() + sp.displs[p], out[p].data(), static_cast<std::size_t>(sc[p]));
+  alltoallv(comm, sbuf.data(), sc, sp.displs, rbuf.data(), rc, rp.displs, MPI_BYTE);
+  std::vector<std::vector<T>> in(P);
+  for (std::size_t p = 0; p < P; ++p) {
     in[p].resize(static_cast<std::size_t>(rc[p]) / sizeof(T));
-    if (rc[p]) std::memcpy(in[p].data(), rbuf.data() + rd[p], static_cast<std::size_t>(rc[p]));
+    if (rc[p])
+      std::memcpy(in[p].data(), rbuf.data() + rp.displs[p], static_cast<std::size_t>(rc[p]));
   }
   return in;
 }
