@@ -6,6 +6,7 @@
 
 #include "apps/common/node_memory.hpp"
 #include "decomp/error.hpp"
+#include "runtime/nn/parameter_shard.hpp"
 
 namespace tessera::app {
 
@@ -42,7 +43,8 @@ StepVolumes dry_run(Model& model, const std::string& model_name, const std::vect
   const ShardSpec target = model.graph().output_specs({input}).front();
   v.memory = estimate_training_memory(model.graph(), input, target, dtype, optimizer_states, 0,
                                       MemSpace::Host, ranks);
-  for (const auto& np : model.graph().parameters()) v.parameters += np.param->value.numel();
+  for (const auto& np : model.graph().parameters())
+    v.parameters += numel_of(global_shape(*np.param));
   if (ranks > 1) {
     v.grad_allreduce_bytes =
         (v.parameters - v.total().whole_grad_elems) * static_cast<std::int64_t>(v.elem_size);

@@ -9,6 +9,7 @@
 #include "kernels/device/device.hpp"
 #include "kernels/device/memory.hpp"
 #include "runtime/comm/collective_error.hpp"
+#include "runtime/nn/parameter_shard.hpp"
 
 namespace tessera::app {
 
@@ -44,7 +45,10 @@ MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_i
   // buckets are views of them; both exist already), and the optimizer's state.
   for (const auto& np : g.parameters()) {
     const double share = np.param->awaits_layout ? 1.0 / std::max(1, layout_ranks) : 1.0;
-    const double bytes = static_cast<double>(np.param->value.numel()) * es * share;
+    const double bytes =
+        static_cast<double>(np.param->awaits_layout ? numel_of(global_shape(*np.param))
+                                                    : np.param->value.numel()) *
+        es * share;
     m.parameters += bytes * (2.0 + states);
     m.held += 2.0 * bytes;
   }

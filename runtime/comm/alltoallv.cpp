@@ -86,8 +86,7 @@ Packed packed(const std::vector<Index>& counts) {
 std::vector<Index> exchange_counts(MPI_Comm comm, const std::vector<Index>& send_counts) {
   std::vector<Index> recv(send_counts.size());
   static_assert(sizeof(Index) == sizeof(std::int64_t));
-  TESSERA_MPI(
-      MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, recv.data(), 1, MPI_INT64_T, comm));
+  TESSERA_MPI(MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, recv.data(), 1, MPI_INT64_T, comm));
   return recv;
 }
 

@@ -51,6 +51,8 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
     std::ostringstream os;
     if (!p)
       os << "GradSync: parameter " << i << " is null";
+    else if (!layout_problem(*p).empty())  // first: a deferred value has no tensors yet
+      os << "GradSync: " << layout_problem(*p);
     else if (!p->grad.defined() || p->grad.shape() != p->value.shape() ||
              p->grad.dtype() != p->value.dtype() || p->grad.space() != p->value.space())
       os << "GradSync: parameter '" << p->name
@@ -62,8 +64,6 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
       os << "GradSync: parameter '" << p->name << "' is not contiguous";
     else if (!index_of_.emplace(p, i).second)
       os << "GradSync: parameter '" << p->name << "' is registered twice";
-    else if (!layout_problem(*p).empty())
-      os << "GradSync: " << layout_problem(*p);
     for (int a : p ? p->grad_axes : std::vector<int>{})
       if (a < 0 || a >= mesh.ndim())
         os << "GradSync: parameter '" << p->name << "' declares mesh axis " << a

@@ -525,10 +525,10 @@ void Graph::bind(const Mesh& mesh, const std::vector<ShardSpec>& input_specs) {
     if (nd.segment >= 0) model << " (segment " << nd.segment << ')';
     model << '\n';
     for (const Parameter* p : nd.op->parameters()) {
-      model << nd.name << '.' << p->name << ": " << name_of(p->value.dtype()) << ' '
-            << shape_str(p->shard ? p->shard->global_shape : p->value.shape());
-      if (p->shard) {
-        model << " sharded";
+      model << nd.name << '.' << p->name << ": " << name_of(parameter_dtype(*p)) << ' '
+            << shape_str(global_shape(*p));
+      if (p->shard || p->deferred) {  // blocks, or values made from the seed when laid out
+        model << (p->shard ? " sharded" : " deferred");
       } else {
         const Tensor host = p->value.in_space(MemSpace::Host).contiguous();
         model << " value hash " << std::hex << fnv1a(host.raw(), host.nbytes()) << std::dec;

@@ -22,6 +22,7 @@
 namespace tessera {
 
 struct ParameterShard;  // runtime/nn/parameter_shard.hpp
+struct DeferredValue;   // runtime/nn/parameter_shard.hpp
 class Graph;            // runtime/nn/graph.hpp
 
 struct Parameter {
@@ -37,6 +38,10 @@ struct Parameter {
   // and checkpoints refuse a parameter still waiting).
   std::shared_ptr<const ParameterShard> shard = nullptr;
   bool awaits_layout = false;
+  // Set while the value is not allocated yet (a parameter awaiting its layout): its global
+  // shape, type and initial values, so that bind allocates only this rank's block; value and
+  // grad are undefined until then (global_shape(), parameter_dtype() answer meanwhile).
+  std::shared_ptr<const DeferredValue> deferred = nullptr;
 };
 
 class Layer {

@@ -1,6 +1,5 @@
 #include "runtime/nn/learned_positions.hpp"
 
-#include <random>
 #include <sstream>
 
 #include "runtime/comm/collective_error.hpp"
@@ -77,19 +76,12 @@ LearnedPositions::LearnedPositions(const LearnedPositionsOptions& opts) : opts_(
                 "LearnedPositions: float32 or float64, not " << name_of(opts.dtype));
   std::vector<Index> shape = {opts.channels};
   shape.insert(shape.end(), opts.grid.begin(), opts.grid.end());
-  Tensor t = Tensor::empty(shape, opts.dtype);
-  std::mt19937_64 rng(opts.seed);
-  std::normal_distribution<double> normal(0.0, 0.02);
-  for (Index i = 0; i < t.numel(); ++i) {
-    if (opts.dtype == DType::f64)
-      t.data<double>()[i] = normal(rng);
-    else
-      t.data<float>()[i] = static_cast<float>(normal(rng));
-  }
   table_.name = "table";
-  table_.value = t.to(opts.space);
-  table_.grad = Tensor::zeros(shape, opts.dtype, opts.space);
-  table_.awaits_layout = true;
+  // Allocated when laid out: each rank's block of the table only, when it is sharded.
+  const std::uint64_t seed = opts.seed;
+  defer_value(table_, {shape, opts.dtype, opts.space, [seed](Index i) {
+                         return 0.02 * counter_normal(seed, static_cast<std::uint64_t>(i));
+                       }});
 }
 
 std::string LearnedPositions::name() const {
@@ -138,10 +130,12 @@ void LearnedPositions::bind(const Mesh& mesh, const ShardSpec& in) {
   if (bound_) return;  // whole on every rank: any grid, any decomposition
   bound_ = true;
   const std::vector<int> axes = axes_sharding_dims(in, token_dims(in.ndim()));
-  if (on_table_grid(in) && !axes.empty())
+  if (on_table_grid(in) && !axes.empty()) {
     shard_parameter(table_, mesh, block, axes);
-  else
+  } else {
+    materialize(table_);
     table_.awaits_layout = false;
+  }
 }
 
 Tensor LearnedPositions::embedding(const Box& box, const std::vector<Index>& grid) const {

@@ -10,7 +10,10 @@
 //     n sits at u = i / (n - 1), as SinusoidalPositions places it): each rank interpolates
 //     the block of its tokens, and backward adds the transposed interpolation.
 // The layout follows the first input (bind, or the first forward); the table's global value
-// (checkpoints) is the same either way. Init: normal(0, 0.02), the same on every rank.
+// (checkpoints) is the same either way. Init: normal(0, 0.02), entry by entry a function of
+// the seed and the entry's index, so the table is allocated only when laid out (each rank's
+// block, or the whole) and holds no value before (table().value is undefined until bind, a
+// forward, or a loaded state).
 #include "runtime/floor.hpp"
 #include <vector>
 

@@ -55,7 +55,7 @@ void load_parameter_state(const Graph& g, const std::vector<NamedTensor>& state,
                                                     << ", the parameter " << shape_str(shape));
     try {
       converted.push_back(
-          host_converted(local_block(*np.param, *it->second), np.param->value.dtype()));
+          host_converted(local_block(*np.param, *it->second), parameter_dtype(*np.param)));
     } catch (const Error& e) {
       throw Error("parameter state: '" + np.name + "': " + e.what());
     }
@@ -65,6 +65,7 @@ void load_parameter_state(const Graph& g, const std::vector<NamedTensor>& state,
       TESSERA_CHECK(known.count(t.name),
                     "parameter state: entry '" << t.name << "' is not a parameter of this model");
   for (std::size_t k = 0; k < params.size(); ++k) {
+    materialize(*params[k].param);  // values loaded before any layout: held whole until bind
     const Tensor& v = params[k].param->value;
     v.copy_from(converted[k].to(v.space()));
   }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 
+#include "decomp/hash.hpp"
 #include "kernels/grid_hash.hpp"
 #include "runtime/points/local_search.hpp"
 #include "runtime/comm/alltoallv.hpp"
@@ -151,15 +152,6 @@ std::vector<std::vector<T>> exchange_records(MPI_Comm comm,
   return in;
 }
 
-// splitmix64's finalizer: ids of a common stride (all even, all multiples of P) spread over
-// the ranks like any others.
-std::uint64_t mixed(std::int64_t id) {
-  auto z = static_cast<std::uint64_t>(id) + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 // Collective: ids are unique across the ranks (ties between equal distances are broken by
 // id, so a repeated id would make the lists depend on the rank count; the usual slip is local
 // row numbers, which repeat on every rank). Each id goes to the rank of its hash, which sorts
@@ -173,9 +165,11 @@ void check_unique_ids(MPI_Comm comm, const Tensor& ids, const char* call) {
   };
   std::vector<std::vector<Held>> out(static_cast<std::size_t>(P));
   const std::int64_t* id = ids.data<std::int64_t>();
+  // By a mixed hash: ids of a common stride (all even, all multiples of P) spread too.
   for (Index i = 0; i < ids.numel(); ++i)
-    out[static_cast<std::size_t>(mixed(id[i]) % static_cast<std::uint64_t>(P))].push_back(
-        {id[i], static_cast<std::int64_t>(i)});
+    out[static_cast<std::size_t>(splitmix64(static_cast<std::uint64_t>(id[i])) %
+                                 static_cast<std::uint64_t>(P))]
+        .push_back({id[i], static_cast<std::int64_t>(i)});
   const std::vector<std::vector<Held>> in = exchange_records(comm, out);
   struct From {
     std::int64_t id, row;

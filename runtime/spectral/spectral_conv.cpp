@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <sstream>
 
 #include "kernels/spectral_mix.hpp"
@@ -63,21 +62,19 @@ SpectralConv::SpectralConv(const SpectralConvOptions& opts) : opts_(opts) {
   std::vector<Index> shape = {opts.in_channels, opts.out_channels};
   for (Index k : weight_modes(modes_)) shape.push_back(k);
   shape.push_back(2);
-  Tensor w = Tensor::empty(shape, opts.dtype);
-  std::mt19937_64 rng(opts.seed);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
+  // FNO's init, uniform in [0, 1 / (C_in C_out)), entry by entry a function of the seed and
+  // the entry's index: mode-sharded weights are allocated when laid out, each rank's block
+  // only, with the values the replicated layer holds.
   const double scale = 1.0 / static_cast<double>(opts.in_channels * opts.out_channels);
-  for (Index i = 0; i < w.numel(); ++i) {
-    const double v = scale * u(rng);
-    if (opts.dtype == DType::f64)
-      w.data<double>()[i] = v;
-    else
-      w.data<float>()[i] = static_cast<float>(v);
-  }
+  const std::uint64_t seed = opts.seed;
   weight_.name = "weight";
-  weight_.value = w.to(opts.space);
-  weight_.grad = Tensor::zeros(shape, opts.dtype, opts.space);
-  weight_.awaits_layout = opts.shard_weights;
+  defer_value(weight_, {shape, opts.dtype, opts.space, [seed, scale](Index i) {
+                          return scale * counter_uniform(seed, static_cast<std::uint64_t>(i));
+                        }});
+  if (!opts.shard_weights) {
+    materialize(weight_);
+    weight_.awaits_layout = false;
+  }
 }
 
 void SpectralConv::release_saved() {
@@ -170,7 +167,7 @@ void SpectralConv::bind_weights() {
 Box SpectralConv::weight_block() const {
   const Box b = weight_box(fft_in_->spectrum_spec().local_box(mesh_.coords()), opts_.in_channels,
                            opts_.out_channels);
-  Box wb = Box::from_shape(weight_.value.shape());  // the trailing (re, im) dim whole
+  Box wb = Box::from_shape(global_shape(weight_));  // the trailing (re, im) dim whole
   for (int d = 0; d < b.ndim; ++d) {
     wb.lo[d] = b.lo[d];
     wb.hi[d] = b.hi[d];
@@ -279,7 +276,7 @@ OpCost SpectralConv::cost(const ShardSpec& in, const ShardSpec& out, DType dtype
     // Mode-sharded weights: no gradient reduction unless the spectrum's batch is split.
     const ShardSpec& sp = pin.specs.back();
     if (opts_.shard_weights && !sp.placement(0).sharded() && !sp.placement(1).sharded())
-      c.whole_grad_elems = numel_of(weight_.value.shape());
+      c.whole_grad_elems = numel_of(global_shape(weight_));
     return c;
   });
 }

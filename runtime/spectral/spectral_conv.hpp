@@ -34,9 +34,12 @@ struct SpectralConvOptions {
   DType dtype = DType::f32;
   MemSpace space = MemSpace::Host;
   // The reference FNO's init: real and imaginary parts U(0, 1) / (C_in * C_out), the same
-  // on every rank.
+  // on every rank (each entry a function of the seed and its index).
   unsigned seed = 0;
-  bool shard_weights = false;  // by mode, along the spectrum's sharded dims (see above)
+  // By mode, along the spectrum's sharded dims (see above). The weights are then allocated
+  // when laid out (bind or the first forward), each rank's block only: weight().value is
+  // undefined before (global_shape(weight()) gives the shape; a loaded state allocates it).
+  bool shard_weights = false;
 };
 
 class SpectralConv : public Layer {

@@ -101,7 +101,8 @@ TEST_CASE("A message past 2^31 bytes arrives whole", "[.large]") {
   std::vector<Index> sc(P, 0), rc(P, 0), zero(P, 0);
   sc[next] += n, rc[prev] += n;
   std::vector<unsigned char> send(static_cast<std::size_t>(n)), recv(static_cast<std::size_t>(n));
-  for (Index i = 0; i < n; i += 4093) send[static_cast<std::size_t>(i)] = static_cast<unsigned char>(i * 7 + me);
+  for (Index i = 0; i < n; i += 4093)
+    send[static_cast<std::size_t>(i)] = static_cast<unsigned char>(i * 7 + me);
   send.back() = static_cast<unsigned char>(me + 1);
   alltoallv(MPI_COMM_WORLD, send.data(), sc, zero, recv.data(), rc, zero, MPI_BYTE);
   bool ok = recv.back() == static_cast<unsigned char>(prev + 1);

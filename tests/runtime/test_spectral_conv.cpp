@@ -193,8 +193,10 @@ TEST_CASE("mode-sharded weights: blocks, no domain reduction, whole checkpoints"
     // which takes its own blocks.
     const Tensor saved = gather_global(w, w.value);
     SpectralConv other(o);
-    other.weight().value.zero();
+    MPI_CHECK(!other.weight().value.defined());  // allocated when laid out, its block only
+    MPI_CHECK(global_shape(other.weight()) == whole.shape());
     other.bind(mesh, ShardSpec::replicated(shape, mesh));
+    other.weight().value.zero();
     other.weight().value.copy_from(local_block(other.weight(), saved));
     MPI_CHECK(test::rel_error(gather_global(other.weight(), other.weight().value), saved) == 0);
     // Binding the layer again to a decomposition with other blocks is refused on every rank.
