@@ -45,7 +45,9 @@ void fault_point(const std::string& stage) {
   }
 }
 
-void write_group(File& f, const std::string& group, const std::vector<NamedTensor>& ts, int rank) {
+// `what` names the entries in errors ("parameter"); `path` the checkpoint.
+void write_group(File& f, const std::string& group, const std::vector<NamedTensor>& ts, int rank,
+                 const std::string& what, const std::string& path) {
   std::set<std::string> seen;
   for (const NamedTensor& nt : ts) {
     TESSERA_CHECK(!nt.name.empty() && nt.name.find('/') == std::string::npos && nt.name != "." &&
@@ -56,7 +58,15 @@ void write_group(File& f, const std::string& group, const std::vector<NamedTenso
                   "checkpoint: two tensors named '" << nt.name << "' in " << group);
   }
   for (const NamedTensor& nt : ts) {
-    const Tensor t = nt.tensor.to(MemSpace::Host).contiguous();
+    // One made entry at a time (a sharded tensor gathered whole), checked as it is made: the
+    // temporary file is removed on an error, the previous checkpoints stay.
+    const Tensor t = nt.value().to(MemSpace::Host).contiguous();
+    if (!nt.tensor.defined()) {
+      const std::string bad = first_nonfinite({{nt.name, t}}, what);
+      collective_check(f.comm(), bad.empty(),
+                       "checkpoint '" + path + "' not written: non-finite " + bad +
+                           " (the previous checkpoints are kept)");
+    }
     const std::string dset = group + "/" + nt.name;
     f.create_dataset(dset, t.shape(), t.dtype());
     // Replicated: rank 0 writes, the others take part with an empty selection.
@@ -79,7 +89,7 @@ std::string entry_line(const std::string& group, const std::string& name, DType 
 void add_entries(std::vector<std::string>& entries, const std::string& group,
                  const std::vector<NamedTensor>& ts) {
   for (const NamedTensor& nt : ts)
-    entries.push_back(entry_line(group, nt.name, nt.tensor.dtype(), nt.tensor.shape()));
+    entries.push_back(entry_line(group, nt.name, nt.dtype(), nt.shape()));
 }
 // `skipped_optimizer`: the entries of an optimizer group left unread, from its metadata.
 std::uint32_t root_crc(const Checkpoint& c,
@@ -163,17 +173,18 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
   std::string undefined, layout;
   for (const auto* group : {&c.params, &c.optimizer, &c.buffers})
     for (const NamedTensor& nt : *group) {
-      if (!nt.tensor.defined()) {
+      if (!nt.defined()) {
         if (undefined.empty()) undefined = nt.name;
         layout += nt.name + " undefined; ";
         continue;
       }
-      layout += nt.name + " " + name_of(nt.tensor.dtype()) + shape_str(nt.tensor.shape()) + "; ";
+      layout += nt.name + " " + name_of(nt.dtype()) + shape_str(nt.shape()) + "; ";
     }
   collective_check(comm, undefined.empty(),
                    "checkpoint '" + path + "' not written: tensor '" + undefined + "' is undefined",
                    "save_checkpoint", "the tensors' names, shapes or types", layout);
-  // A checkpoint is something to go back to: never one with NaN or Inf in it.
+  // A checkpoint is something to go back to: never one with NaN or Inf in it (entries made
+  // when written are checked then).
   std::string bad = first_nonfinite(c.params, "parameter");
   if (bad.empty()) bad = first_nonfinite(c.optimizer, "optimizer state");
   if (bad.empty()) bad = first_nonfinite(c.buffers, "buffer");
@@ -194,11 +205,11 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
     f.set_attr("/", "model", c.model);
     f.set_attr("/", kChecksumAttr, std::string(kCrc));
     f.set_attr("/", kCrc, static_cast<std::int64_t>(root_crc(c)));
-    write_group(f, "/params", c.params, rank);
+    write_group(f, "/params", c.params, rank, "parameter", path);
     fault_point("params");
-    write_group(f, "/optimizer", c.optimizer, rank);
+    write_group(f, "/optimizer", c.optimizer, rank, "optimizer state", path);
     fault_point("optimizer");
-    write_group(f, "/buffers", c.buffers, rank);
+    write_group(f, "/buffers", c.buffers, rank, "buffer", path);
     fault_point("buffers");
     fault_point("close");
     out.commit();  // every rank has closed it: only now may it replace the previous one

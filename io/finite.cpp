@@ -24,6 +24,7 @@ Index first_nonfinite(const Tensor& t) {
 
 std::string first_nonfinite(const std::vector<NamedTensor>& ts, const std::string& what) {
   for (const NamedTensor& nt : ts) {
+    if (!nt.tensor.defined()) continue;  // made when used: checked then
     const Index i = first_nonfinite(nt.tensor);
     if (i < 0) continue;
     const Tensor h = nt.tensor.to(MemSpace::Host).contiguous();

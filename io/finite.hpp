@@ -13,7 +13,8 @@ namespace tessera::io {
 // types; other types are finite), -1 when there is none.
 Index first_nonfinite(const Tensor& t);
 // "WHAT NAME (element I = nan)" for the first tensor of ts holding a non-finite value,
-// "" when all are finite. `what` says what they are ("parameter", "gradient of").
+// "" when all are finite. `what` says what they are ("parameter", "gradient of"). Entries
+// made when used (NamedTensor::make) are skipped.
 std::string first_nonfinite(const std::vector<NamedTensor>& ts, const std::string& what);
 
 }  // namespace tessera::io

@@ -611,13 +611,20 @@ EvalResult Trainer::validate() {
 }
 
 io::Checkpoint Trainer::checkpoint() const {
+  io::Checkpoint c = checkpoint_entries();
+  c.params = made(c.params);
+  c.optimizer = made(c.optimizer);
+  return c;
+}
+
+io::Checkpoint Trainer::checkpoint_entries() const {
   io::Checkpoint c;
   c.step = optimizer_->steps_taken();
   c.config = config_text_;
   c.rng = sampler_->state();
   c.model = model_->signature();
-  c.params = parameter_state(model_->graph());
-  c.optimizer = optimizer_->state();
+  c.params = parameter_entries(model_->graph());
+  c.optimizer = optimizer_->state_entries();
   for (const auto& b : model_->buffers()) c.buffers.push_back({b.name, vector_tensor(b.value)});
   for (auto& t : normalizer_buffers(in_norm_, out_norm_)) c.buffers.push_back(std::move(t));
   std::vector<double> tch(target_channels_.begin(), target_channels_.end());
@@ -629,7 +636,7 @@ io::Checkpoint Trainer::checkpoint() const {
 }
 
 void Trainer::save(const std::string& path) const {
-  io::save_checkpoint(path, mesh_.comm(), checkpoint());
+  io::save_checkpoint(path, mesh_.comm(), checkpoint_entries());  // one tensor whole at a time
 }
 
 void Trainer::restore(const io::Checkpoint& c) {

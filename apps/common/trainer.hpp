@@ -138,6 +138,9 @@ class Trainer {
   void restore(const io::Checkpoint& c);
 
  private:
+  // The checkpoint with parameters and optimizer state as entries made when written (one
+  // whole tensor at a time); checkpoint() makes them all.
+  io::Checkpoint checkpoint_entries() const;
   // The ghost room the model's graph wants its input in, for a batch of this size (the
   // batch is written straight into it).
   HaloWidths input_room(std::size_t batch);

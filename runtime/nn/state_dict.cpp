@@ -26,11 +26,24 @@ Tensor host_converted(const Tensor& src, DType dt) {
   return out;
 }
 
-std::vector<NamedTensor> parameter_state(const Graph& g) {
+std::vector<NamedTensor> parameter_entries(const Graph& g) {
   std::vector<NamedTensor> out;
-  for (const NamedParameter& np : g.parameters())
-    out.push_back({np.name, gather_global(*np.param, np.param->value)});
+  for (const NamedParameter& np : g.parameters()) {
+    const Parameter* p = np.param;
+    out.push_back({np.name, Tensor(), [p] { return gather_global(*p, p->value); }, global_shape(*p),
+                   parameter_dtype(*p)});
+  }
   return out;
+}
+
+std::vector<NamedTensor> made(const std::vector<NamedTensor>& entries) {
+  std::vector<NamedTensor> out;
+  for (const NamedTensor& e : entries) out.push_back({e.name, e.value()});
+  return out;
+}
+
+std::vector<NamedTensor> parameter_state(const Graph& g) {
+  return made(parameter_entries(g));
 }
 
 void load_parameter_state(const Graph& g, const std::vector<NamedTensor>& state, bool strict) {

@@ -18,6 +18,11 @@ class Graph;
 // Host copies of every parameter's global value, in registry order. Collective over the
 // mesh where a parameter is sharded.
 std::vector<NamedTensor> parameter_state(const Graph& g);
+// The same as entries made when used (NamedTensor::make): a checkpoint writer gathers one at
+// a time. Valid while the graph's parameters are unchanged.
+std::vector<NamedTensor> parameter_entries(const Graph& g);
+// Every entry's tensor made (the entries' values at this moment).
+std::vector<NamedTensor> made(const std::vector<NamedTensor>& entries);
 // Copies values into the graph's parameters (into their memory space, float32 <->
 // float64 converted; a sharded parameter takes its block). Every parameter must be present
 // with its global shape; with `strict`,

@@ -8,6 +8,7 @@
 #include "kernels/optim_update.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/parameter_shard.hpp"
+#include "runtime/nn/state_dict.hpp"
 #include "runtime/train/flat_runs.hpp"
 
 namespace tessera {
@@ -95,7 +96,7 @@ void Optimizer::zero_grad() const {
   for (const NamedParameter& np : params_) np.param->grad.zero();
 }
 
-std::vector<NamedTensor> Optimizer::state() const {
+std::vector<NamedTensor> Optimizer::state_entries() const {
   std::vector<NamedTensor> out;
   Tensor step = Tensor::empty({1}, DType::i64);
   step.data<std::int64_t>()[0] = step_;
@@ -103,16 +104,26 @@ std::vector<NamedTensor> Optimizer::state() const {
   const auto suffixes = state_suffixes();
   for (std::size_t k = 0; k < params_.size(); ++k)
     for (std::size_t w = 0; w < suffixes.size(); ++w) {
-      const Parameter& p = *params_[k].param;
+      const Parameter* p = params_[k].param;
       const bool have = w < state_[k].size() && state_[k][w].defined();
       // Global tensors: a sharded parameter's state gathered (collective, as every rank
       // walks the same list). A rank without state for its block (an empty block takes no
       // step) still joins the gather with zeros: skipping it made the ranks' collectives
       // differ (MPI_ERR_TRUNCATE in the next one).
-      const Tensor local = have ? state_[k][w] : Tensor::zeros(p.value.shape(), p.value.dtype());
-      out.push_back({params_[k].name + "." + suffixes[w], gather_global(p, local)});
+      const Tensor local = have ? state_[k][w] : Tensor();
+      out.push_back({params_[k].name + "." + suffixes[w], Tensor(),
+                     [p, local] {
+                       return gather_global(
+                           *p, local.defined() ? local
+                                               : Tensor::zeros(p->value.shape(), p->value.dtype()));
+                     },
+                     global_shape(*p), p->value.dtype()});
     }
   return out;
+}
+
+std::vector<NamedTensor> Optimizer::state() const {
+  return made(state_entries());
 }
 
 void Optimizer::load_state(const std::vector<NamedTensor>& state) {

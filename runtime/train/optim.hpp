@@ -42,6 +42,9 @@ class Optimizer {
   // Copies of the state (host memory, global tensors), names as above; deterministic order.
   // Collective over the mesh where a parameter is sharded.
   std::vector<NamedTensor> state() const;
+  // The same as entries made when used (a checkpoint writer gathers one at a time); valid
+  // until the next step.
+  std::vector<NamedTensor> state_entries() const;
   // Replaces the state; every tensor this optimizer has must be present with its
   // shape (dtype converted from float64/float32 as needed). Throws naming what is missing.
   void load_state(const std::vector<NamedTensor>& state);
