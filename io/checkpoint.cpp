@@ -104,26 +104,37 @@ std::uint32_t root_crc(const Checkpoint& c,
   return crc32_of(all.data(), all.size());
 }
 
-// Empty when every dataset of group matches its checksum, else the first that does not.
-std::string checksum_mismatch(const File& f, const std::string& group,
-                              const std::vector<NamedTensor>& ts) {
+// Checks each entry of a group as it is made (one at a time for entries read when used):
+// its checksum where `checked` (the first mismatch into `damaged`), and its values (the
+// first non-finite one into `nonfinite`, for groups named by `what`; "" checks none).
+void verify_group(const File& f, const std::string& group, const std::vector<NamedTensor>& ts,
+                  bool checked, const std::string& what, std::string& damaged,
+                  std::string& nonfinite) {
   for (const NamedTensor& nt : ts) {
+    if (!damaged.empty()) return;
     const std::string dset = group + "/" + nt.name;
-    if (!f.has_attr(dset, kCrc)) return dset + " has no " + kCrc + " attribute";
-    const auto stored = f.attr_doubles(dset, kCrc);
-    const std::uint32_t got = crc32_of(nt.tensor);
-    if (stored.size() != 1 || stored[0] != static_cast<double>(got)) {
-      std::ostringstream os;
-      os << dset << " does not match its checksum (" << kCrc << " stored ";
-      if (stored.size() == 1)
-        os << std::llround(stored[0]);
-      else
-        os << stored.size() << " values";
-      os << ", its data gives " << got << ")";
-      return os.str();
+    if (checked && !f.has_attr(dset, kCrc)) {
+      damaged = dset + " has no " + kCrc + " attribute";
+      return;
     }
+    const Tensor t = nt.value();
+    if (checked) {
+      const auto stored = f.attr_doubles(dset, kCrc);
+      const std::uint32_t got = crc32_of(t);
+      if (stored.size() != 1 || stored[0] != static_cast<double>(got)) {
+        std::ostringstream os;
+        os << dset << " does not match its checksum (" << kCrc << " stored ";
+        if (stored.size() == 1)
+          os << std::llround(stored[0]);
+        else
+          os << stored.size() << " values";
+        os << ", its data gives " << got << ")";
+        damaged = os.str();
+        return;
+      }
+    }
+    if (nonfinite.empty() && !what.empty()) nonfinite = first_nonfinite({{nt.name, t}}, what);
   }
-  return "";
 }
 
 // A group's datasets: (name in the group, path, metadata), each of a type Tessera reads.
@@ -148,6 +159,20 @@ std::vector<NamedTensor> read_group(const File& f, const std::string& group) {
   for (const Entry& e : group_entries(f, group)) {
     const Box all(std::vector<Index>(e.info.shape.size(), 0), e.info.shape);
     out.push_back({e.name, read_slab(f, e.path, all, *e.info.dtype)});
+  }
+  return out;
+}
+
+// A group's entries read when used, from the file they keep open.
+std::vector<NamedTensor> listed_group(const std::shared_ptr<const File>& f,
+                                      const std::string& group) {
+  std::vector<NamedTensor> out;
+  for (const Entry& e : group_entries(*f, group)) {
+    const Box all(std::vector<Index>(e.info.shape.size(), 0), e.info.shape);
+    const DType dt = *e.info.dtype;
+    const std::string where = e.path;
+    out.push_back({e.name, Tensor(), [f, where, all, dt] { return read_slab(*f, where, all, dt); },
+                   e.info.shape, dt});
   }
   return out;
 }
@@ -217,7 +242,9 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
 }
 
 Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointParts parts) {
-  File f = File::open(path, comm, Mode::Read);
+  const auto opened = std::make_shared<const File>(File::open(path, comm, Mode::Read));
+  const File& f = *opened;
+  const bool streamed = parts == CheckpointParts::Streamed;
   collective_check(comm, f.has_attr("/", "tessera_checkpoint_version"),
                    "checkpoint: '" + path +
                        "' is not a Tessera checkpoint (no "
@@ -231,10 +258,10 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointPar
   c.config = f.attr_strings("/", "config").at(0);
   c.rng = f.attr_strings("/", "rng").at(0);
   c.model = f.attr_strings("/", "model").at(0);
-  c.params = read_group(f, "/params");
+  c.params = streamed ? listed_group(opened, "/params") : read_group(f, "/params");
   std::vector<std::string> skipped;  // the optimizer's entries, where only listed
-  if (parts == CheckpointParts::All) {
-    c.optimizer = read_group(f, "/optimizer");
+  if (parts != CheckpointParts::Model) {
+    c.optimizer = streamed ? listed_group(opened, "/optimizer") : read_group(f, "/optimizer");
   } else {
     for (const Entry& e : group_entries(f, "/optimizer"))
       skipped.push_back(entry_line("optimizer", e.name, *e.info.dtype, e.info.shape));
@@ -245,8 +272,8 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointPar
   bool checked = f.has_attr("/", kChecksumAttr) || f.has_attr("/", kCrc);
   for (const NamedTensor& nt : c.params)
     checked = checked || f.has_attr("/params/" + nt.name, kCrc);
+  std::string damaged, bad;
   if (checked) {
-    std::string damaged;
     if (f.has_attr("/", kChecksumAttr)) {
       const auto kind = f.attr_strings("/", kChecksumAttr);
       if (kind.size() != 1 || kind[0] != kCrc)
@@ -254,9 +281,12 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointPar
     } else {
       damaged = "its root attribute '" + std::string(kChecksumAttr) + "' is missing";
     }
-    if (damaged.empty()) damaged = checksum_mismatch(f, "/params", c.params);
-    if (damaged.empty()) damaged = checksum_mismatch(f, "/optimizer", c.optimizer);
-    if (damaged.empty()) damaged = checksum_mismatch(f, "/buffers", c.buffers);
+  }
+  // Each tensor checked as it is made (streamed: read, checked and freed one at a time).
+  verify_group(f, "/params", c.params, checked, "parameter", damaged, bad);
+  verify_group(f, "/optimizer", c.optimizer, checked, "optimizer state", damaged, bad);
+  verify_group(f, "/buffers", c.buffers, checked, "", damaged, bad);
+  if (checked) {
     const auto root = f.has_attr("/", kCrc) ? f.attr_doubles("/", kCrc) : std::vector<double>{};
     if (damaged.empty() &&
         (root.size() != 1 || root[0] != static_cast<double>(root_crc(c, skipped))))
@@ -266,8 +296,6 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointPar
     collective_check(f.comm(), damaged.empty(),
                      "checkpoint: '" + path + "' is damaged: " + damaged);
   }
-  std::string bad = first_nonfinite(c.params, "parameter");
-  if (bad.empty()) bad = first_nonfinite(c.optimizer, "optimizer state");
   TESSERA_CHECK(bad.empty(), "checkpoint: '" << path << "' holds a non-finite " << bad);
   return c;
 }

@@ -147,7 +147,9 @@ int run(Context& ctx, int argc, char** argv) {
       io::Checkpoint c;
       try {
         try {
-          c = io::load_checkpoint(path, ctx.world());
+          // Streamed: parameters and optimizer state checked, then restored, one whole
+          // tensor at a time.
+          c = io::load_checkpoint(path, ctx.world(), io::CheckpointParts::Streamed);
         } catch (const Error& e) {  // unreadable, truncated, non-finite
           throw io::DamagedCheckpoint(e.what());
         }

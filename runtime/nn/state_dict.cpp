@@ -47,15 +47,17 @@ std::vector<NamedTensor> parameter_state(const Graph& g) {
 }
 
 void load_parameter_state(const Graph& g, const std::vector<NamedTensor>& state, bool strict) {
-  std::map<std::string, const Tensor*> by_name;
+  std::map<std::string, const NamedTensor*> by_name;
   for (const NamedTensor& t : state) {
-    TESSERA_CHECK(by_name.emplace(t.name, &t.tensor).second,
+    TESSERA_CHECK(by_name.emplace(t.name, &t).second,
                   "parameter state: entry '" << t.name << "' appears twice");
   }
   const auto params = g.parameters();
   std::set<std::string> known;
-  std::vector<Tensor> converted;
-  // Check everything before changing anything, so a bad state leaves the graph as it was.
+  std::vector<const NamedTensor*> entry;
+  // Check everything before changing anything, so a bad state leaves the graph as it was
+  // (names, shapes and types from the entries' metadata: those made when used are made
+  // below, one at a time, each converted to this rank's block before the next).
   for (const NamedParameter& np : params) {
     known.insert(np.name);
     const auto it = by_name.find(np.name);
@@ -66,17 +68,21 @@ void load_parameter_state(const Graph& g, const std::vector<NamedTensor>& state,
                                                     << np.name << "' has shape "
                                                     << shape_str(it->second->shape())
                                                     << ", the parameter " << shape_str(shape));
-    try {
-      converted.push_back(
-          host_converted(local_block(*np.param, *it->second), parameter_dtype(*np.param)));
-    } catch (const Error& e) {
-      throw Error("parameter state: '" + np.name + "': " + e.what());
-    }
+    const DType from = it->second->dtype(), to = parameter_dtype(*np.param);
+    TESSERA_CHECK(from == to || ((from == DType::f32 || from == DType::f64) &&
+                                 (to == DType::f32 || to == DType::f64)),
+                  "parameter state: '" << np.name << "': cannot convert " << name_of(from) << " to "
+                                       << name_of(to));
+    entry.push_back(it->second);
   }
   if (strict)
     for (const NamedTensor& t : state)
       TESSERA_CHECK(known.count(t.name),
                     "parameter state: entry '" << t.name << "' is not a parameter of this model");
+  std::vector<Tensor> converted;
+  for (std::size_t k = 0; k < params.size(); ++k)
+    converted.push_back(host_converted(local_block(*params[k].param, entry[k]->value()),
+                                       parameter_dtype(*params[k].param)));
   for (std::size_t k = 0; k < params.size(); ++k) {
     materialize(*params[k].param);  // values loaded before any layout: held whole until bind
     const Tensor& v = params[k].param->value;

@@ -127,16 +127,17 @@ std::vector<NamedTensor> Optimizer::state() const {
 }
 
 void Optimizer::load_state(const std::vector<NamedTensor>& state) {
-  auto find = [&](const std::string& name) -> const Tensor* {
+  auto find = [&](const std::string& name) -> const NamedTensor* {
     for (const NamedTensor& t : state)
-      if (t.name == name) return &t.tensor;
+      if (t.name == name) return &t;
     return nullptr;
   };
-  const Tensor* step = find("step");
-  TESSERA_CHECK(step && step->numel() == 1 && step->dtype() == DType::i64,
+  const NamedTensor* step_entry = find("step");
+  const Tensor step = step_entry ? step_entry->value() : Tensor();
+  TESSERA_CHECK(step.defined() && step.numel() == 1 && step.dtype() == DType::i64,
                 name() << " state: no int64 'step' entry");
   // A negative count made Adam's bias correction the root of a negative number (NaN).
-  const std::int64_t steps = step->to(MemSpace::Host).data<std::int64_t>()[0];
+  const std::int64_t steps = step.to(MemSpace::Host).data<std::int64_t>()[0];
   TESSERA_CHECK(steps >= 0, name() << " state: 'step' is " << steps << ", a count of steps >= 0");
   const auto suffixes = state_suffixes();
   bool nonzero = false;  // of the global tensors, so every rank decides alike
@@ -144,17 +145,18 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
   for (std::size_t k = 0; k < params_.size(); ++k)
     for (const std::string& suffix : suffixes) {
       const std::string key = params_[k].name + "." + suffix;
-      const Tensor* t = find(key);
+      const NamedTensor* e = find(key);
       const Parameter& p = *params_[k].param;
       const Tensor& v = p.value;
-      TESSERA_CHECK(t != nullptr, name() << " state: no entry '" << key << "'");
-      TESSERA_CHECK(t->shape() == global_shape(p),
-                    name() << " state: '" << key << "' has shape " << shape_str(t->shape())
+      TESSERA_CHECK(e != nullptr, name() << " state: no entry '" << key << "'");
+      TESSERA_CHECK(e->shape() == global_shape(p),
+                    name() << " state: '" << key << "' has shape " << shape_str(e->shape())
                            << ", the parameter " << shape_str(global_shape(p)));
+      const Tensor t = e->value();  // one whole tensor at a time (entries made when used)
       Tensor dst = Tensor::empty(v.shape(), v.dtype(), v.space());
-      dst.copy_from(host_converted(local_block(p, *t), v.dtype()).to(v.space()));
+      dst.copy_from(host_converted(local_block(p, t), v.dtype()).to(v.space()));
       loaded[k].push_back(dst);
-      const Tensor all = host_converted(*t, DType::f64);
+      const Tensor all = host_converted(t, DType::f64);
       for (Index i = 0; i < all.numel() && !nonzero; ++i) nonzero = all.data<double>()[i] != 0;
     }
   state_ = std::move(loaded);

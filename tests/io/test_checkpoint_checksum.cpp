@@ -79,17 +79,30 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
     CHECK(crc == static_cast<std::int64_t>(
                      crc32(0L, static_cast<const Bytef*>(w.raw()), static_cast<uInt>(w.nbytes()))));
   });
-  const io::Checkpoint back = io::load_checkpoint(path, MPI_COMM_WORLD);
+  // Each check both as a whole load and streamed (entries read again when used, each checked
+  // as the load reads it once).
+  const io::CheckpointParts parts =
+      GENERATE(io::CheckpointParts::All, io::CheckpointParts::Streamed);
+  const io::Checkpoint back = io::load_checkpoint(path, MPI_COMM_WORLD, parts);
   MPI_CHECK(back.step == 7 && back.rng == c.rng && back.params.size() == 1);
+  if (parts == io::CheckpointParts::Streamed) {
+    // Read when used, from the file the entries keep open: the values as saved.
+    MPI_CHECK(!back.params[0].tensor.defined() && back.params[0].defined());
+    MPI_CHECK(back.params[0].shape() == std::vector<Index>({3, 4}));
+    const Tensor w = back.params[0].value(), m = back.optimizer[0].value();
+    for (Index i = 0; i < 12; ++i)
+      MPI_CHECK(w.data<double>()[i] == c.params[0].tensor.data<double>()[i]);
+    MPI_CHECK(m.dtype() == DType::f32 && m.data<float>()[4] == 6.0f);
+  }
 
   SECTION("a bit flipped in a parameter's data is found") {
     flip_bit(path, "params/conv.weight", 8 * 5 + 3);
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
                     "is damaged: /params/conv.weight does not match its checksum");
   }
   SECTION("and in optimizer state") {
     flip_bit(path, "optimizer/conv.weight.exp_avg", 2);
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
                     "/optimizer/conv.weight.exp_avg does not match its checksum");
   }
   SECTION("the model alone: optimizer state listed and checked by name, its data unread") {
@@ -125,24 +138,24 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
       H5Sclose(space);
       H5Tclose(type);
     });
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
                     "its attributes (step, config, rng, model) or its list of entries");
   }
   SECTION("a deleted entry is found") {
     edit(path, [](hid_t f) { H5Ldelete(f, "buffers/data.input_mean", H5P_DEFAULT); });
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
                     "or its list of entries (one deleted, renamed or reshaped) do not match");
   }
   SECTION("a lost root marker does not turn the check off") {
     flip_bit(path, "params/conv.weight", 1);
     edit(path, [](hid_t f) { H5Adelete(f, "checksum"); });
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
                     "its root attribute 'checksum' is missing");
   }
   SECTION("a dataset without its checksum is refused") {
     edit(path,
          [](hid_t f) { H5Adelete_by_name(f, "buffers/data.input_mean", "crc32", H5P_DEFAULT); });
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
                     "/buffers/data.input_mean has no crc32 attribute");
   }
   SECTION("a checkpoint of before checksums loads unchecked") {
@@ -154,8 +167,8 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
            {"params/conv.weight", "optimizer/conv.weight.exp_avg", "buffers/data.input_mean"})
         H5Adelete_by_name(f, d, "crc32", H5P_DEFAULT);
     });
-    const io::Checkpoint old = io::load_checkpoint(path, MPI_COMM_WORLD);
-    MPI_CHECK(old.params[0].tensor.data<double>()[0] != c.params[0].tensor.data<double>()[0]);
+    const io::Checkpoint old = io::load_checkpoint(path, MPI_COMM_WORLD, parts);
+    MPI_CHECK(old.params[0].value().data<double>()[0] != c.params[0].tensor.data<double>()[0]);
   }
   test::remove_file(MPI_COMM_WORLD, path);
 }
