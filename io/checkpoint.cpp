@@ -62,6 +62,13 @@ void write_group(File& f, const std::string& group, const std::vector<NamedTenso
     // temporary file is removed on an error, the previous checkpoints stay.
     const Tensor t = nt.value().to(MemSpace::Host).contiguous();
     if (!nt.tensor.defined()) {
+      // The root checksum lists the declared shape and type: a made tensor of others would
+      // write a checkpoint that loads as damaged.
+      TESSERA_CHECK(t.shape() == nt.made_shape && t.dtype() == nt.made_dtype,
+                    "checkpoint: entry " << group << "/" << nt.name << " was made "
+                                         << name_of(t.dtype()) << shape_str(t.shape())
+                                         << ", declared " << name_of(nt.made_dtype)
+                                         << shape_str(nt.made_shape));
       const std::string bad = first_nonfinite({{nt.name, t}}, what);
       collective_check(f.comm(), bad.empty(),
                        "checkpoint '" + path + "' not written: non-finite " + bad +
@@ -106,22 +113,29 @@ std::uint32_t root_crc(const Checkpoint& c,
 
 // Checks each entry of a group as it is made (one at a time for entries read when used):
 // its checksum where `checked` (the first mismatch into `damaged`), and its values (the
-// first non-finite one into `nonfinite`, for groups named by `what`; "" checks none).
+// first non-finite one into `nonfinite`, for groups named by `what`; "" checks none). Every
+// entry is read and every attribute looked at on every rank, whatever it found: the reads
+// and metadata calls are collective, and a rank that stopped early would leave the others
+// in them.
 void verify_group(const File& f, const std::string& group, const std::vector<NamedTensor>& ts,
                   bool checked, const std::string& what, std::string& damaged,
                   std::string& nonfinite) {
   for (const NamedTensor& nt : ts) {
-    if (!damaged.empty()) return;
     const std::string dset = group + "/" + nt.name;
-    if (checked && !f.has_attr(dset, kCrc)) {
-      damaged = dset + " has no " + kCrc + " attribute";
-      return;
-    }
-    const Tensor t = nt.value();
-    if (checked) {
-      const auto stored = f.attr_doubles(dset, kCrc);
+    const bool has_crc = checked && f.has_attr(dset, kCrc);
+    const auto stored = has_crc ? f.attr_doubles(dset, kCrc) : std::vector<double>{};
+    // Entries read when used are read here as they are (their own reads check the bytes
+    // against this pass's verdict, so they are not the ones to give it).
+    const Tensor t =
+        nt.tensor.defined()
+            ? nt.tensor
+            : read_slab(f, dset, Box(std::vector<Index>(nt.made_shape.size(), 0), nt.made_shape),
+                        nt.made_dtype);
+    if (checked && damaged.empty()) {
       const std::uint32_t got = crc32_of(t);
-      if (stored.size() != 1 || stored[0] != static_cast<double>(got)) {
+      if (!has_crc) {
+        damaged = dset + " has no " + kCrc + " attribute";
+      } else if (stored.size() != 1 || stored[0] != static_cast<double>(got)) {
         std::ostringstream os;
         os << dset << " does not match its checksum (" << kCrc << " stored ";
         if (stored.size() == 1)
@@ -130,7 +144,6 @@ void verify_group(const File& f, const std::string& group, const std::vector<Nam
           os << stored.size() << " values";
         os << ", its data gives " << got << ")";
         damaged = os.str();
-        return;
       }
     }
     if (nonfinite.empty() && !what.empty()) nonfinite = first_nonfinite({{nt.name, t}}, what);
@@ -163,15 +176,30 @@ std::vector<NamedTensor> read_group(const File& f, const std::string& group) {
   return out;
 }
 
-// A group's entries read when used, from the file they keep open.
+// A group's entries read when used, from the file they keep open. Each read is checked
+// against the dataset's stored checksum again (the load checked the bytes it read then, the
+// restore takes these), on every rank at once: a file changed in between, or a read gone
+// wrong, is damage, not a model.
 std::vector<NamedTensor> listed_group(const std::shared_ptr<const File>& f,
-                                      const std::string& group) {
+                                      const std::string& group, const std::string& path) {
   std::vector<NamedTensor> out;
   for (const Entry& e : group_entries(*f, group)) {
     const Box all(std::vector<Index>(e.info.shape.size(), 0), e.info.shape);
     const DType dt = *e.info.dtype;
     const std::string where = e.path;
-    out.push_back({e.name, Tensor(), [f, where, all, dt] { return read_slab(*f, where, all, dt); },
+    const auto stored =
+        f->has_attr(where, kCrc) ? f->attr_doubles(where, kCrc) : std::vector<double>{};
+    out.push_back({e.name, Tensor(),
+                   [f, where, all, dt, stored, path] {
+                     Tensor t = read_slab(*f, where, all, dt);
+                     const bool same =
+                         stored.size() != 1 || stored[0] == static_cast<double>(crc32_of(t));
+                     collective_check(f->comm(), same,
+                                      "checkpoint: '" + path + "' is damaged: " + where +
+                                          " no longer matches its checksum (changed since "
+                                          "it was checked, or misread)");
+                     return t;
+                   },
                    e.info.shape, dt});
   }
   return out;
@@ -241,10 +269,11 @@ void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c
   }
 }
 
-Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointParts parts) {
+Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointParts parts,
+                           CheckpointRead read) {
   const auto opened = std::make_shared<const File>(File::open(path, comm, Mode::Read));
   const File& f = *opened;
-  const bool streamed = parts == CheckpointParts::Streamed;
+  const bool streamed = read == CheckpointRead::Streamed;
   collective_check(comm, f.has_attr("/", "tessera_checkpoint_version"),
                    "checkpoint: '" + path +
                        "' is not a Tessera checkpoint (no "
@@ -258,10 +287,10 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointPar
   c.config = f.attr_strings("/", "config").at(0);
   c.rng = f.attr_strings("/", "rng").at(0);
   c.model = f.attr_strings("/", "model").at(0);
-  c.params = streamed ? listed_group(opened, "/params") : read_group(f, "/params");
+  c.params = streamed ? listed_group(opened, "/params", path) : read_group(f, "/params");
   std::vector<std::string> skipped;  // the optimizer's entries, where only listed
-  if (parts != CheckpointParts::Model) {
-    c.optimizer = streamed ? listed_group(opened, "/optimizer") : read_group(f, "/optimizer");
+  if (parts == CheckpointParts::All) {
+    c.optimizer = streamed ? listed_group(opened, "/optimizer", path) : read_group(f, "/optimizer");
   } else {
     for (const Entry& e : group_entries(f, "/optimizer"))
       skipped.push_back(entry_line("optimizer", e.name, *e.info.dtype, e.info.shape));
@@ -296,7 +325,8 @@ Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm, CheckpointPar
     collective_check(f.comm(), damaged.empty(),
                      "checkpoint: '" + path + "' is damaged: " + damaged);
   }
-  TESSERA_CHECK(bad.empty(), "checkpoint: '" << path << "' holds a non-finite " << bad);
+  // Collective: a rank that alone read a non-finite value must not leave the others.
+  collective_check(f.comm(), bad.empty(), "checkpoint: '" + path + "' holds a non-finite " + bad);
   return c;
 }
 

@@ -45,17 +45,20 @@ struct Checkpoint {
 void save_checkpoint(const std::string& path, MPI_Comm comm, const Checkpoint& c);
 // What a load reads: everything (resuming a run), or the model alone (inference: the
 // optimizer's state, twice the parameters under Adam, is listed and checked against the
-// root checksum but not read), or everything streamed (resuming a large model: parameters
-// and optimizer state are checked one at a time as the load reads them, then handed out as
-// entries that read each again when used, NamedTensor::make, so a restore holds one whole
-// tensor at a time; the file stays open while any entry lives, and every rank must use the
-// entries in the same order, as restoring does).
-enum class CheckpointParts { All, Model, Streamed };
+// root checksum but not read).
+enum class CheckpointParts { All, Model };
+// How parameters and optimizer state are handed out: read whole, or streamed (a large
+// model: each is checked as the load reads it, one at a time, then handed out as an entry
+// that reads it again when used, NamedTensor::make, so a restore holds one whole tensor at a
+// time; the file stays open while any entry lives, and every rank must use the entries in
+// the same order, as restoring does, and drop them at the same point).
+enum class CheckpointRead { Whole, Streamed };
 // Collective over comm; every rank gets the whole checkpoint (its optimizer state empty for
 // Model). Throws on every rank naming the file when it is missing, truncated, damaged or not
 // a checkpoint.
 Checkpoint load_checkpoint(const std::string& path, MPI_Comm comm,
-                           CheckpointParts parts = CheckpointParts::All);
+                           CheckpointParts parts = CheckpointParts::All,
+                           CheckpointRead read = CheckpointRead::Whole);
 
 // "DIR/ckpt_00000120.h5"
 std::string checkpoint_path(const std::string& dir, std::int64_t step);

@@ -139,8 +139,9 @@ int run(Context& ctx, int argc, char** argv) {
                    {{"--input", input}, {"--checkpoint", checkpoint}});
   io::check_output_path(ctx.world(), output);  // not a folder, link or FIFO: before the work
   const double t0 = MPI_Wtime();
-  const io::Checkpoint ck =
-      io::load_checkpoint(checkpoint, ctx.world(), io::CheckpointParts::Model);
+  // Streamed: the parameters are checked, then loaded, one whole tensor at a time.
+  io::Checkpoint ck = io::load_checkpoint(checkpoint, ctx.world(), io::CheckpointParts::Model,
+                                          io::CheckpointRead::Streamed);
   const TrainConfig cfg = parse_config(ck.config, {}, checkpoint + " (config attribute)");
   const Mesh mesh = make_mesh(ctx.world(), args.str("mesh"), "--mesh");
   const MemSpace space = model_space(ctx.device());
@@ -218,6 +219,7 @@ int run(Context& ctx, int argc, char** argv) {
                                           << "written by another version?): it stores '" << stored
                                           << "'");
   load_parameter_state(model.graph(), ck.params);
+  ck.params.clear();  // the file closes here, on every rank at once
   std::vector<Model::Buffer> bufs;
   for (const auto& b : ck.buffers)
     if (b.tensor.dtype() == DType::f64)

@@ -149,7 +149,8 @@ int run(Context& ctx, int argc, char** argv) {
         try {
           // Streamed: parameters and optimizer state checked, then restored, one whole
           // tensor at a time.
-          c = io::load_checkpoint(path, ctx.world(), io::CheckpointParts::Streamed);
+          c = io::load_checkpoint(path, ctx.world(), io::CheckpointParts::All,
+                                  io::CheckpointRead::Streamed);
         } catch (const Error& e) {  // unreadable, truncated, non-finite
           throw io::DamagedCheckpoint(e.what());
         }

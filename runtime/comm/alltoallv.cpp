@@ -11,8 +11,8 @@ namespace tessera {
 namespace {
 
 constexpr int kChunkTag = 7201;
-// Messages past this many bytes are split: some transports mishandle single messages near
-// 2 GiB even with an int count.
+// On the point-to-point path, messages past this many bytes are split (some transports
+// mishandle single messages near 2 GiB); MPI's collective gets what fits its int counts.
 constexpr Index kChunkBytes = Index{1} << 30;
 constexpr Index kTestChunkBytes = 4096;
 

@@ -128,7 +128,6 @@ void LearnedPositions::bind(const Mesh& mesh, const ShardSpec& in) {
     return;
   }
   if (bound_) return;  // whole on every rank: any grid, any decomposition
-  bound_ = true;
   const std::vector<int> axes = axes_sharding_dims(in, token_dims(in.ndim()));
   if (on_table_grid(in) && !axes.empty()) {
     shard_parameter(table_, mesh, block, axes);
@@ -136,6 +135,7 @@ void LearnedPositions::bind(const Mesh& mesh, const ShardSpec& in) {
     materialize(table_);
     table_.awaits_layout = false;
   }
+  bound_ = true;  // only once laid out: a layout that failed is tried again
 }
 
 Tensor LearnedPositions::embedding(const Box& box, const std::vector<Index>& grid) const {

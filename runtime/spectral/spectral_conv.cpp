@@ -186,7 +186,8 @@ ShardTensor SpectralConv::forward(const ShardTensor& x) {
                 name() << ": input is " << name_of(x.dtype()) << " in "
                        << name_of(x.local().space()) << " memory, the layer's parameters "
                        << name_of(opts_.dtype) << " in " << name_of(opts_.space));
-  if (plan_for(x.mesh(), x.spec())) bind_weights();
+  // Laid out again when the plan changes, or when a layout failed (the weights still wait).
+  if (plan_for(x.mesh(), x.spec()) || weight_.awaits_layout) bind_weights();
   x_hat_ = fft_in_->forward(x);
   const Tensor& xh = x_hat_.local();
   const kernels::MixShape s = mix_shape(xh, opts_.out_channels);

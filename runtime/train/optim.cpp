@@ -156,8 +156,9 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
       Tensor dst = Tensor::empty(v.shape(), v.dtype(), v.space());
       dst.copy_from(host_converted(local_block(p, t), v.dtype()).to(v.space()));
       loaded[k].push_back(dst);
-      const Tensor all = host_converted(t, DType::f64);
-      for (Index i = 0; i < all.numel() && !nonzero; ++i) nonzero = all.data<double>()[i] != 0;
+      const Tensor h = t.to(MemSpace::Host).contiguous();  // scanned as stored: no copy
+      for (Index i = 0; i < h.numel() && !nonzero; ++i)
+        nonzero = h.dtype() == DType::f64 ? h.data<double>()[i] != 0 : h.data<float>()[i] != 0;
     }
   state_ = std::move(loaded);
   state_started_ = steps > 0 || nonzero;

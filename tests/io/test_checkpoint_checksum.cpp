@@ -81,11 +81,11 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
   });
   // Each check both as a whole load and streamed (entries read again when used, each checked
   // as the load reads it once).
-  const io::CheckpointParts parts =
-      GENERATE(io::CheckpointParts::All, io::CheckpointParts::Streamed);
-  const io::Checkpoint back = io::load_checkpoint(path, MPI_COMM_WORLD, parts);
+  const io::CheckpointRead read = GENERATE(io::CheckpointRead::Whole, io::CheckpointRead::Streamed);
+  const io::Checkpoint back =
+      io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::All, read);
   MPI_CHECK(back.step == 7 && back.rng == c.rng && back.params.size() == 1);
-  if (parts == io::CheckpointParts::Streamed) {
+  if (read == io::CheckpointRead::Streamed) {
     // Read when used, from the file the entries keep open: the values as saved.
     MPI_CHECK(!back.params[0].tensor.defined() && back.params[0].defined());
     MPI_CHECK(back.params[0].shape() == std::vector<Index>({3, 4}));
@@ -97,12 +97,12 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
 
   SECTION("a bit flipped in a parameter's data is found") {
     flip_bit(path, "params/conv.weight", 8 * 5 + 3);
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::All, read),
                     "is damaged: /params/conv.weight does not match its checksum");
   }
   SECTION("and in optimizer state") {
     flip_bit(path, "optimizer/conv.weight.exp_avg", 2);
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::All, read),
                     "/optimizer/conv.weight.exp_avg does not match its checksum");
   }
   SECTION("the model alone: optimizer state listed and checked by name, its data unread") {
@@ -111,6 +111,12 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
     MPI_CHECK(model.optimizer.empty() && model.params.size() == 1 && model.buffers.size() == 1);
     for (Index i = 0; i < 12; ++i)
       MPI_CHECK(model.params[0].tensor.data<double>()[i] == c.params[0].tensor.data<double>()[i]);
+    // Streamed (as tessera-infer loads it): the same values, read when used.
+    const io::Checkpoint streamed = io::load_checkpoint(
+        path, MPI_COMM_WORLD, io::CheckpointParts::Model, io::CheckpointRead::Streamed);
+    MPI_CHECK(streamed.optimizer.empty() && streamed.params.size() == 1);
+    MPI_CHECK(streamed.params[0].value().data<double>()[11] ==
+              c.params[0].tensor.data<double>()[11]);
     // Its data is not read, so a flipped bit there does not stop inference ...
     flip_bit(path, "optimizer/conv.weight.exp_avg", 2);
     bool loaded = true;
@@ -138,24 +144,24 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
       H5Sclose(space);
       H5Tclose(type);
     });
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::All, read),
                     "its attributes (step, config, rng, model) or its list of entries");
   }
   SECTION("a deleted entry is found") {
     edit(path, [](hid_t f) { H5Ldelete(f, "buffers/data.input_mean", H5P_DEFAULT); });
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::All, read),
                     "or its list of entries (one deleted, renamed or reshaped) do not match");
   }
   SECTION("a lost root marker does not turn the check off") {
     flip_bit(path, "params/conv.weight", 1);
     edit(path, [](hid_t f) { H5Adelete(f, "checksum"); });
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::All, read),
                     "its root attribute 'checksum' is missing");
   }
   SECTION("a dataset without its checksum is refused") {
     edit(path,
          [](hid_t f) { H5Adelete_by_name(f, "buffers/data.input_mean", "crc32", H5P_DEFAULT); });
-    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, parts),
+    MPI_CHECK_ERROR(io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::All, read),
                     "/buffers/data.input_mean has no crc32 attribute");
   }
   SECTION("a checkpoint of before checksums loads unchecked") {
@@ -167,7 +173,8 @@ TEST_CASE("checkpoint checksums: stored, independent of the writer, and checked"
            {"params/conv.weight", "optimizer/conv.weight.exp_avg", "buffers/data.input_mean"})
         H5Adelete_by_name(f, d, "crc32", H5P_DEFAULT);
     });
-    const io::Checkpoint old = io::load_checkpoint(path, MPI_COMM_WORLD, parts);
+    const io::Checkpoint old =
+        io::load_checkpoint(path, MPI_COMM_WORLD, io::CheckpointParts::All, read);
     MPI_CHECK(old.params[0].value().data<double>()[0] != c.params[0].tensor.data<double>()[0]);
   }
   test::remove_file(MPI_COMM_WORLD, path);
