@@ -75,17 +75,17 @@ TEST_CASE("collective RCB and SFC layouts: one layout everywhere, balanced; migr
                        << (weighted ? ", weighted" : ""));
         // The same owners of every global point on every rank; inside the owner's region.
         std::vector<double> part_weight(static_cast<std::size_t>(P), 0.0);
-        long long checksum = 0;
+        unsigned long long checksum = 0;  // wraps modulo 2^64 (unsigned: defined)
         bool inside = true;
         for (std::size_t i = 0; i < n; ++i) {
           const int o = layout.owner_of(pts[i]);
-          checksum = checksum * 31 + o;
+          checksum = checksum * 31 + static_cast<unsigned long long>(o);
           part_weight[static_cast<std::size_t>(o)] += wt[i];
           inside = inside && layout.region(o).distance_to(pts[i]) == 0.0;
         }
-        long long mn = checksum, mx = checksum;
-        MPI_Allreduce(MPI_IN_PLACE, &mn, 1, MPI_LONG_LONG, MPI_MIN, comm);
-        MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_LONG_LONG, MPI_MAX, comm);
+        unsigned long long mn = checksum, mx = checksum;
+        MPI_Allreduce(MPI_IN_PLACE, &mn, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
+        MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
         MPI_CHECK(mn == mx);
         MPI_CHECK(inside);
         double top = 0, sum = 0;
