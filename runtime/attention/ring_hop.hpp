@@ -5,8 +5,10 @@
 #include "runtime/floor.hpp"
 #include <mpi.h>
 
+#include <vector>
+
 #include "runtime/comm/comm_timers.hpp"
-#include "runtime/comm/mpi_datatype.hpp"
+#include "runtime/comm/message_pieces.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/comm/mpi_types.hpp"
 #include "runtime/tensor/context.hpp"
@@ -15,7 +17,8 @@
 namespace tessera {
 
 struct RingHop {
-  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  // The pieces of both messages (runtime/comm/message_pieces: blocks past 1 GiB are cut).
+  std::vector<MPI_Request> req;
   // Device blocks go through host copies where MPI takes no device pointers.
   bool staged = false;
   Tensor send_host, recv_host, recv_target;
@@ -31,15 +34,14 @@ struct RingHop {
     const Tensor& s = staged ? send_host : send;
     const Tensor& r = staged ? recv_host : recv;
     const MPI_Datatype t = mpi_type_of(send.dtype());
-    TESSERA_MPI(
-        MPI_Irecv(r.raw(), checked_count(r.numel(), "ring receive"), t, prev, tag, comm, &req[0]));
-    TESSERA_MPI(
-        MPI_Isend(s.raw(), checked_count(s.numel(), "ring send"), t, next, tag, comm, &req[1]));
+    req.clear();
+    irecv_pieces(r.raw(), r.numel(), t, prev, tag, comm, req);
+    isend_pieces(s.raw(), s.numel(), t, next, tag, comm, req);
   }
   void wait() {
     {
       ScopedCommTimer timer(comm_times().alltoall_s);
-      TESSERA_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+      TESSERA_MPI(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE));
     }
     if (staged) recv_target.copy_from(recv_host);
   }

@@ -1,20 +1,18 @@
 #include "runtime/comm/alltoallv.hpp"
 
 #include <algorithm>
-#include <climits>
-#include <cstdlib>
 
 #include "decomp/error.hpp"
+#include "runtime/comm/message_pieces.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera {
 namespace {
 
 constexpr int kChunkTag = 7201;
-// On the point-to-point path, messages past this many bytes are split (some transports
-// mishandle single messages near 2 GiB); MPI's collective gets what fits its int counts.
-constexpr Index kChunkBytes = Index{1} << 30;
-constexpr Index kTestChunkBytes = 4096;
+// A lowered count limit (tests) splits the point-to-point path's messages in pieces of at
+// least 4 KiB: their many small messages would only slow the tests.
+constexpr Index kTestPieceBytes = 4096;
 
 std::vector<int> as_int(const std::vector<Index>& v) {
   return std::vector<int>(v.begin(), v.end());
@@ -27,54 +25,34 @@ Index largest(std::initializer_list<const std::vector<Index>*> lists) {
   return m;
 }
 
-// Each message as point-to-point pieces of at most `chunk` units: receives posted first,
-// every piece with one tag (MPI keeps their order between two ranks).
+// Each nonempty message as point-to-point pieces (runtime/comm/message_pieces): receives
+// posted first, from the ranks before this one first, sends to the ranks after it first.
 void point_to_point(MPI_Comm comm, const void* send, const std::vector<Index>& sc,
                     const std::vector<Index>& sd, void* recv, const std::vector<Index>& rc,
                     const std::vector<Index>& rd, MPI_Datatype type) {
   MPI_Aint lb = 0, extent = 0;
   TESSERA_MPI(MPI_Type_get_extent(type, &lb, &extent));
-  const Index unit = std::max<Index>(1, static_cast<Index>(extent));
-  // A lowered limit (tests) splits messages too, in pieces of at least 4 KiB.
-  const Index chunk = std::max<Index>(
-      1, std::min(kChunkBytes / unit, std::max(mpi_count_limit(), kTestChunkBytes / unit)));
+  const auto unit = static_cast<Index>(extent);
   const int P = static_cast<int>(sc.size());
   int me = 0;
   TESSERA_MPI(MPI_Comm_rank(comm, &me));
   std::vector<MPI_Request> req;
-  auto post = [&](bool receive, int p) {
-    const Index n = receive ? rc[static_cast<std::size_t>(p)] : sc[static_cast<std::size_t>(p)];
-    const Index at = receive ? rd[static_cast<std::size_t>(p)] : sd[static_cast<std::size_t>(p)];
-    for (Index off = 0; off < n; off += chunk) {
-      const int k = static_cast<int>(std::min(chunk, n - off));
-      req.emplace_back();
-      if (receive)
-        TESSERA_MPI(MPI_Irecv(static_cast<char*>(recv) + (at + off) * unit, k, type, p, kChunkTag,
-                              comm, &req.back()));
-      else
-        TESSERA_MPI(MPI_Isend(static_cast<const char*>(send) + (at + off) * unit, k, type, p,
-                              kChunkTag, comm, &req.back()));
-    }
-  };
-  for (int i = 0; i < P; ++i) post(true, (me + P - i) % P);  // from the ranks before first
-  for (int i = 0; i < P; ++i) post(false, (me + i) % P);     // to the ranks after first
+  for (int i = 0; i < P; ++i) {
+    const auto p = static_cast<std::size_t>((me + P - i) % P);
+    if (rc[p] > 0)
+      irecv_pieces(static_cast<char*>(recv) + rd[p] * unit, rc[p], type, static_cast<int>(p),
+                   kChunkTag, comm, req, kTestPieceBytes);
+  }
+  for (int i = 0; i < P; ++i) {
+    const auto p = static_cast<std::size_t>((me + i) % P);
+    if (sc[p] > 0)
+      isend_pieces(static_cast<const char*>(send) + sd[p] * unit, sc[p], type, static_cast<int>(p),
+                   kChunkTag, comm, req, kTestPieceBytes);
+  }
   TESSERA_MPI(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE));
 }
 
 }  // namespace
-
-Index mpi_count_limit() {
-  static const Index limit = [] {
-    const char* v = std::getenv("TESSERA_MPI_COUNT_LIMIT");
-    if (!v || !*v) return Index{INT_MAX};
-    char* end = nullptr;
-    const long long n = std::strtoll(v, &end, 10);
-    TESSERA_CHECK(*end == '\0' && n >= 1 && n <= INT_MAX,
-                  "TESSERA_MPI_COUNT_LIMIT=" << v << ": give an integer from 1 to " << INT_MAX);
-    return static_cast<Index>(n);
-  }();
-  return limit;
-}
 
 Packed packed(const std::vector<Index>& counts) {
   Packed out;

@@ -4,13 +4,14 @@
 // bytes, a transpose buffer in elements) could not be described; the check failed on the ranks
 // that held such a buffer only, and the others waited in the collective. Here every rank takes
 // the same path: MPI's collective while every count and displacement of every rank fits an int
-// (the common case, unchanged), point-to-point messages of at most 1 GiB when one does not.
+// (the common case, unchanged), point-to-point pieces of at most 1 GiB when one does not.
 #include "runtime/floor.hpp"
 #include <mpi.h>
 
 #include <vector>
 
 #include "decomp/index.hpp"
+#include "runtime/comm/message_pieces.hpp"  // mpi_count_limit
 
 namespace tessera {
 
@@ -36,10 +37,5 @@ struct Packed {
   Index total = 0;
 };
 Packed packed(const std::vector<Index>& counts);
-
-// The largest count or displacement handed to MPI's int collectives: INT_MAX, or
-// TESSERA_MPI_COUNT_LIMIT where set (tests lower it so the point-to-point path runs on small
-// data; the same on every rank).
-Index mpi_count_limit();
 
 }  // namespace tessera

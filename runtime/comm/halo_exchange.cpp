@@ -10,6 +10,7 @@
 #include "runtime/comm/comm_timers.hpp"
 #include "kernels/region_pack.hpp"
 #include "runtime/tensor/context.hpp"
+#include "runtime/comm/message_pieces.hpp"
 #include "runtime/comm/message_plan.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "runtime/comm/node_mailbox.hpp"
@@ -113,7 +114,11 @@ struct HaloExchange::Impl {
   // Device memory MPI cannot take: messages staged through page-locked host buffers.
   bool staged = false;
   PinnedBuffer out_stage, in_stage;
+  // One request per message (its first piece); a message longer than one piece
+  // (runtime/comm/message_pieces) keeps the requests of the others in in_rest / out_rest.
   std::vector<MPI_Request> reqs;
+  std::vector<std::vector<MPI_Request>> in_rest;
+  std::vector<MPI_Request> out_rest;
   // The transport of each message sent by the last start(), and its direction.
   std::vector<std::pair<int, Transport>> last_out;
   Direction last_direction = Direction::Forward;
@@ -189,17 +194,22 @@ struct HaloExchange::Impl {
     wait_all(done_recvs);
     if (shared) mailbox->sync();  // their loads before this rank's stores
     const Index min_run = static_cast<Index>(opts.in_place_min_run_bytes / elem_size);
+    // An in-place message is one MPI message (count 1 of a derived type): one longer than a
+    // piece is packed and cut instead, on both sides (the peer cuts the same count the same way).
+    const Index most_in_place = piece_units(elem.get());
     out_shared.assign(out.size(), 0);
     in_shared.assign(in.size(), 0);
     out_direct.assign(out.size(), 0);
     in_direct.assign(in.size(), 0);
     for (std::size_t i = 0; i < out.size(); ++i) {
       out_shared[i] = shared && mailbox->shares(out[i].peer);
-      out_direct[i] = in_place_ok && !out_shared[i] && out_side.shortest_run[i] >= min_run;
+      out_direct[i] = in_place_ok && !out_shared[i] && out_side.shortest_run[i] >= min_run &&
+                      out[i].count <= most_in_place;
     }
     for (std::size_t i = 0; i < in.size(); ++i) {
       in_shared[i] = shared && mailbox->shares(in[i].peer);
-      in_direct[i] = in_place_ok && !in_shared[i] && in_side.shortest_run[i] >= min_run;
+      in_direct[i] = in_place_ok && !in_shared[i] && in_side.shortest_run[i] >= min_run &&
+                     in[i].count <= most_in_place;
     }
     // Message buffers persist across exchanges of the same dtype and memory space.
     auto reuse = [&](Tensor& b, Index n, MemSpace space) {
@@ -225,6 +235,8 @@ struct HaloExchange::Impl {
                                  static_cast<Index>(mailbox->bytes()),
                   "HaloExchange: internal error, node-shared buffer too small");
     reqs.assign(in.size() + out.size(), MPI_REQUEST_NULL);
+    in_rest.assign(in.size(), {});
+    out_rest.clear();
     void* base = p.raw();
     // What MPI reads and writes: the tensor's own buffers, the node-shared one, or staging.
     auto* ib = staged ? in_stage.reserve(in_bytes) : static_cast<unsigned char*>(in_buf.raw());
@@ -241,9 +253,8 @@ struct HaloExchange::Impl {
       else if (in_direct[i])
         TESSERA_MPI(MPI_Irecv(base, 1, recv_types[i].get(), in[i].peer, tag, comm, &reqs[i]));
       else
-        TESSERA_MPI(MPI_Irecv(ib + in[i].offset * elem_size,
-                              checked_count(in[i].count, "halo message"), elem.get(), in[i].peer,
-                              tag, comm, &reqs[i]));
+        post_packed(false, ib + in[i].offset * elem_size, in[i].count, in[i].peer, tag, reqs[i],
+                    in_rest[i]);
     }
     auto send = [&](std::size_t i) {
       MPI_Request* r = &reqs[in.size() + i];
@@ -256,9 +267,8 @@ struct HaloExchange::Impl {
       } else if (out_direct[i]) {
         TESSERA_MPI(MPI_Isend(base, 1, send_types[i].get(), out[i].peer, tag, comm, r));
       } else {
-        TESSERA_MPI(MPI_Isend(ob + out[i].offset * elem_size,
-                              checked_count(out[i].count, "halo message"), elem.get(), out[i].peer,
-                              tag, comm, r));
+        post_packed(true, ob + out[i].offset * elem_size, out[i].count, out[i].peer, tag, *r,
+                    out_rest);
       }
     };
     if (host) {
@@ -278,6 +288,24 @@ struct HaloExchange::Impl {
     target = &t;
   }
 
+  // A packed message of `count` elements as pieces: the first's request in `first`, the
+  // others' appended to `rest`.
+  void post_packed(bool send, unsigned char* buf, Index count, int peer, int tag,
+                   MPI_Request& first, std::vector<MPI_Request>& rest) {
+    std::vector<MPI_Request> r;
+    if (send)
+      isend_pieces(buf, count, elem.get(), peer, tag, comm, r);
+    else
+      irecv_pieces(buf, count, elem.get(), peer, tag, comm, r);
+    first = r.front();
+    rest.insert(rest.end(), r.begin() + 1, r.end());
+  }
+
+  // Waits for the pieces of received message i after its first.
+  void wait_rest(std::size_t i) {
+    if (i < in_rest.size()) wait_all(in_rest[i]);
+  }
+
   // Applies received message i of `in` with `op`, wherever it is.
   void apply(const MessageSide& in, std::size_t i, kernels::PackOp op) {
     if (in_direct[i]) return;  // MPI wrote it in place
@@ -294,6 +322,7 @@ struct HaloExchange::Impl {
     const std::size_t nin = in.messages.size();
     if (staged) {  // device memory staged through the host
       TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
+      for (std::size_t i = 0; i < nin; ++i) wait_rest(i);
       device::copy(in_buf.raw(), in_stage.data(), static_cast<std::size_t>(in.total()) * elem_size,
                    device::Copy::HostToDevice);
       // One unpack kernel over all messages; additions one message per kernel, in plan
@@ -305,17 +334,19 @@ struct HaloExchange::Impl {
     } else if (ordered) {
       TESSERA_MPI(MPI_Waitall(static_cast<int>(nin), reqs.data(), MPI_STATUSES_IGNORE));
       // Peer order, then plan order: the same sequence of operations on every run.
-      for (std::size_t i = 0; i < nin; ++i) apply(in, i, op);
+      for (std::size_t i = 0; i < nin; ++i) wait_rest(i), apply(in, i, op);
     } else {
       for (std::size_t left = nin; left > 0; --left) {
         int idx = MPI_UNDEFINED;
         TESSERA_MPI(MPI_Waitany(static_cast<int>(nin), reqs.data(), &idx, MPI_STATUS_IGNORE));
         if (idx == MPI_UNDEFINED) break;
+        wait_rest(static_cast<std::size_t>(idx));
         apply(in, static_cast<std::size_t>(idx), op);
       }
     }
     TESSERA_MPI(
         MPI_Waitall(static_cast<int>(reqs.size() - nin), reqs.data() + nin, MPI_STATUSES_IGNORE));
+    wait_all(out_rest);
     wait_all(done_sends);
   }
 };
@@ -422,6 +453,9 @@ HaloExchange::~HaloExchange() {
   if (m.phase != Impl::Phase::Idle) {
     // Abandoned mid-exchange: complete it, and release the senders of shared messages.
     MPI_Waitall(static_cast<int>(m.reqs.size()), m.reqs.data(), MPI_STATUSES_IGNORE);
+    for (auto& r : m.in_rest)
+      MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE);
+    MPI_Waitall(static_cast<int>(m.out_rest.size()), m.out_rest.data(), MPI_STATUSES_IGNORE);
     const auto& in = m.phase == Impl::Phase::Forward ? m.plan.recv.messages : m.plan.send.messages;
     for (std::size_t i = 0; i < m.in_shared.size(); ++i)
       if (m.in_shared[i]) {

@@ -1,13 +1,15 @@
-// The 64-bit all-to-all-v and all-gather-v. Registered twice: as they run (MPI's collectives)
-// and with TESSERA_MPI_COUNT_LIMIT=5, which sends the messages here (up to 396 units of 24
-// bytes, so in several 4 KiB pieces) on the point-to-point path that otherwise runs only past
-// 2^31 units. A hidden case moves 2^31 + 3
-// bytes for real (run by hand: `mpirun -n 2 test_alltoallv "[.large]"`, about 9 GB).
+// The 64-bit all-to-all-v and all-gather-v, and single messages cut in pieces. Registered
+// twice: as they run (MPI's collectives, messages whole) and with TESSERA_MPI_COUNT_LIMIT=5,
+// which sends the messages here (up to 396 units of 24 bytes, so in several 4 KiB pieces) on
+// the point-to-point path that otherwise runs only past 2^31 units, and cuts single messages
+// in pieces of 5 units. A hidden case moves 2^31 + 3 bytes for real (run by hand:
+// `mpirun -n 2 test_alltoallv "[.large]"`, about 9 GB).
 #include <climits>
 #include <cstdint>
 #include <vector>
 
 #include "runtime/comm/alltoallv.hpp"
+#include "runtime/comm/message_pieces.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
 #include "tests/harness/mpi_test.hpp"
 
@@ -92,6 +94,54 @@ TEST_CASE("packed() gives running displacements and the total", "[alltoallv]") {
   REQUIRE(p.displs == std::vector<Index>{0, 3, 3, 8});
   REQUIRE(p.total == 9);
   REQUIRE(packed({}).total == 0);
+}
+
+TEST_CASE("piece_units: 1 GiB, the count limit, the floor of a lowered limit", "[pieces]") {
+  const Index limit = mpi_count_limit();
+  if (limit == INT_MAX) {
+    REQUIRE(piece_units(MPI_INT64_T) == (Index{1} << 27));  // 1 GiB of 8-byte units
+    REQUIRE(piece_units(MPI_BYTE) == (Index{1} << 30));
+    REQUIRE(piece_units(MPI_BYTE, 4096) == (Index{1} << 30));
+  } else {
+    REQUIRE(piece_units(MPI_INT64_T) == limit);
+    REQUIRE(piece_units(MPI_INT64_T, 4096) == std::max<Index>(limit, 512));
+  }
+}
+
+TEST_CASE("Messages cut in pieces arrive whole and in order", "[pieces]") {
+  const int P = test::world_size(), me = test::world_rank();
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  const Index piece = piece_units(MPI_INT64_T);
+  // Several messages on one tag, back to back: lengths around the piece size (under the
+  // lowered limit; 1 GiB pieces otherwise, so each message one piece), and empty.
+  const Index p = std::min<Index>(piece, 100);
+  const std::vector<Index> lengths = {0, 1, p, p + 1, 3 * p + 2, 17, 0, 64};
+  std::vector<std::vector<std::int64_t>> send, recv;
+  std::vector<MPI_Request> reqs;
+  for (std::size_t m = 0; m < lengths.size(); ++m) {
+    recv.emplace_back(static_cast<std::size_t>(lengths[m] + 1), kGap);
+    irecv_pieces(recv.back().data(), lengths[m], MPI_INT64_T, prev, 11, MPI_COMM_WORLD, reqs);
+  }
+  const std::size_t posted = reqs.size();
+  for (std::size_t m = 0; m < lengths.size(); ++m) {
+    send.emplace_back();
+    for (Index i = 0; i < lengths[m]; ++i)
+      send.back().push_back(word(me, static_cast<int>(m), i, 0));
+    isend_pieces(send.back().data(), lengths[m], MPI_INT64_T, next, 11, MPI_COMM_WORLD, reqs);
+  }
+  MPI_REQUIRE(reqs.size() == 2 * posted);
+  Index pieces = 0;
+  for (Index n : lengths) pieces += std::max<Index>(1, (n + piece - 1) / piece);
+  MPI_REQUIRE(static_cast<Index>(posted) == pieces);  // empty: one empty message
+  MPI_REQUIRE(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE) ==
+              MPI_SUCCESS);
+  bool ok = true;
+  for (std::size_t m = 0; m < lengths.size(); ++m) {
+    for (Index i = 0; i < lengths[m]; ++i)
+      ok = ok && recv[m][static_cast<std::size_t>(i)] == word(prev, static_cast<int>(m), i, 0);
+    ok = ok && recv[m].back() == kGap;  // nothing past the message
+  }
+  MPI_REQUIRE(ok);
 }
 
 TEST_CASE("A message past 2^31 bytes arrives whole", "[.large]") {

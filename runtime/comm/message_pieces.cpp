@@ -1,0 +1,67 @@
+#include "runtime/comm/message_pieces.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+#include "decomp/error.hpp"
+#include "runtime/comm/mpi_error.hpp"
+
+namespace tessera {
+namespace {
+
+Index unit_bytes(MPI_Datatype type) {
+  MPI_Aint lb = 0, extent = 0;
+  TESSERA_MPI(MPI_Type_get_extent(type, &lb, &extent));
+  return std::max<Index>(1, static_cast<Index>(extent));
+}
+
+template <class Post>
+void post_pieces(Index count, MPI_Datatype type, std::vector<MPI_Request>& reqs,
+                 Index min_piece_bytes, Post post) {
+  const Index unit = unit_bytes(type), piece = piece_units(type, min_piece_bytes);
+  Index off = 0;
+  do {
+    const auto k = static_cast<int>(std::min(piece, count - off));
+    reqs.emplace_back(MPI_REQUEST_NULL);
+    post(off * unit, k, &reqs.back());
+    off += k;
+  } while (off < count);
+}
+
+}  // namespace
+
+Index mpi_count_limit() {
+  static const Index limit = [] {
+    const char* v = std::getenv("TESSERA_MPI_COUNT_LIMIT");
+    if (!v || !*v) return Index{INT_MAX};
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    TESSERA_CHECK(*end == '\0' && n >= 1 && n <= INT_MAX,
+                  "TESSERA_MPI_COUNT_LIMIT=" << v << ": give an integer from 1 to " << INT_MAX);
+    return static_cast<Index>(n);
+  }();
+  return limit;
+}
+
+Index piece_units(MPI_Datatype type, Index min_piece_bytes) {
+  const Index unit = unit_bytes(type);
+  return std::max<Index>(
+      1, std::min(kMessagePieceBytes / unit, std::max(mpi_count_limit(), min_piece_bytes / unit)));
+}
+
+void isend_pieces(const void* buf, Index count, MPI_Datatype type, int peer, int tag, MPI_Comm comm,
+                  std::vector<MPI_Request>& reqs, Index min_piece_bytes) {
+  post_pieces(count, type, reqs, min_piece_bytes, [&](Index at, int k, MPI_Request* r) {
+    TESSERA_MPI(MPI_Isend(static_cast<const char*>(buf) + at, k, type, peer, tag, comm, r));
+  });
+}
+
+void irecv_pieces(void* buf, Index count, MPI_Datatype type, int peer, int tag, MPI_Comm comm,
+                  std::vector<MPI_Request>& reqs, Index min_piece_bytes) {
+  post_pieces(count, type, reqs, min_piece_bytes, [&](Index at, int k, MPI_Request* r) {
+    TESSERA_MPI(MPI_Irecv(static_cast<char*>(buf) + at, k, type, peer, tag, comm, r));
+  });
+}
+
+}  // namespace tessera
