@@ -83,6 +83,14 @@ void alltoallv(MPI_Comm comm, const void* send, const std::vector<Index>& sc,
   point_to_point(comm, send, sc, sd, recv, rc, rd, type);
 }
 
+void alltoallv_rows(MPI_Comm comm, const void* send, const std::vector<Index>& send_rows,
+                    void* recv, const std::vector<Index>& recv_rows, Index row_bytes) {
+  std::vector<Index> sc(send_rows.size()), rc(recv_rows.size());
+  for (std::size_t p = 0; p < sc.size(); ++p) sc[p] = send_rows[p] * row_bytes;
+  for (std::size_t p = 0; p < rc.size(); ++p) rc[p] = recv_rows[p] * row_bytes;
+  alltoallv(comm, send, sc, packed(sc).displs, recv, rc, packed(rc).displs, MPI_BYTE);
+}
+
 void allgatherv(MPI_Comm comm, const void* send, Index count, void* recv,
                 const std::vector<Index>& counts, const std::vector<Index>& displs,
                 MPI_Datatype type) {

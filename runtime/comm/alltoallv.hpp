@@ -28,6 +28,12 @@ void allgatherv(MPI_Comm comm, const void* send, Index count, void* recv,
                 const std::vector<Index>& counts, const std::vector<Index>& displs,
                 MPI_Datatype type);
 
+// Collective. Rows of `row_bytes` bytes, packed back to back in peer order: send_rows[p]
+// rows from `send` go to rank p, recv_rows[p] rows from rank p land in `recv` (room for all
+// of them, in peer order). The exchange of the point clouds' rows and records.
+void alltoallv_rows(MPI_Comm comm, const void* send, const std::vector<Index>& send_rows,
+                    void* recv, const std::vector<Index>& recv_rows, Index row_bytes);
+
 // Collective: the count each rank sends this one (64-bit), given this rank's to each.
 std::vector<Index> exchange_counts(MPI_Comm comm, const std::vector<Index>& send_counts);
 

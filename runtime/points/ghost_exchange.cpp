@@ -46,28 +46,21 @@ Tensor GhostExchange::exchange(const Tensor& src, bool back) const {
   Index row_elems = 1;
   for (int d = 1; d < s.ndim(); ++d) row_elems *= s.shape(d);
   const Index rb = row_elems * static_cast<Index>(s.elem_size());
-  const auto& sc_rows = back ? recv_count_ : send_count_;
-  const auto& rc_rows = back ? send_count_ : recv_count_;
-  const int P = static_cast<int>(sc_rows.size());
-  std::vector<Index> sc(P), rc(P);
-  for (int p = 0; p < P; ++p) {
-    sc[p] = sc_rows[static_cast<std::size_t>(p)] * rb;
-    rc[p] = rc_rows[static_cast<std::size_t>(p)] * rb;
-  }
-  const Packed sp = packed(sc), rp = packed(rc);
-  const Index so = sp.total, ro = rp.total;
-  std::vector<unsigned char> sbuf(static_cast<std::size_t>(so)), rbuf(static_cast<std::size_t>(ro));
+  // Ghost rows travel straight from the source (adjoint) and into the result: they are
+  // packed in peer order there already; only the forward gathers its rows first.
   const auto* in = static_cast<const unsigned char*>(s.raw());
-  if (!back)
+  std::vector<unsigned char> gathered;
+  if (!back) {
+    gathered.resize(send_rows_.size() * static_cast<std::size_t>(rb));
     for (std::size_t k = 0; k < send_rows_.size(); ++k)
-      std::copy_n(in + send_rows_[k] * rb, rb, sbuf.data() + static_cast<Index>(k) * rb);
-  else
-    std::copy_n(in, so, sbuf.data());
-  alltoallv(comm_, sbuf.data(), sc, sp.displs, rbuf.data(), rc, rp.displs, MPI_BYTE);
+      std::copy_n(in + send_rows_[k] * rb, rb, gathered.data() + static_cast<Index>(k) * rb);
+    in = gathered.data();
+  }
   std::vector<Index> shape = s.shape();
   shape[0] = back ? static_cast<Index>(send_rows_.size()) : recv_total_;
   Tensor out = Tensor::empty(shape, s.dtype());
-  std::copy_n(rbuf.data(), ro, static_cast<unsigned char*>(out.raw()));
+  alltoallv_rows(comm_, in, back ? recv_count_ : send_count_, out.raw(),
+                 back ? send_count_ : recv_count_, rb);
   return out;
 }
 

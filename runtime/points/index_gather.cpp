@@ -22,13 +22,8 @@ Index row_elems(const Tensor& t) {
 std::vector<unsigned char> exchange(MPI_Comm comm, const unsigned char* send,
                                     const std::vector<Index>& send_counts,
                                     const std::vector<Index>& recv_counts, std::size_t row_bytes) {
-  std::vector<Index> sc(send_counts.size()), rc(recv_counts.size());
-  for (std::size_t p = 0; p < sc.size(); ++p)
-    sc[p] = send_counts[p] * static_cast<Index>(row_bytes),
-    rc[p] = recv_counts[p] * static_cast<Index>(row_bytes);
-  const Packed sp = packed(sc), rp = packed(rc);
-  std::vector<unsigned char> recv(static_cast<std::size_t>(rp.total));
-  alltoallv(comm, send, sc, sp.displs, recv.data(), rc, rp.displs, MPI_BYTE);
+  std::vector<unsigned char> recv(static_cast<std::size_t>(packed(recv_counts).total) * row_bytes);
+  alltoallv_rows(comm, send, send_counts, recv.data(), recv_counts, static_cast<Index>(row_bytes));
   return recv;
 }
 

@@ -65,31 +65,24 @@ Tensor Migration::move(const Tensor& rows, bool back) const {
     return e;
   }();
   const std::size_t row_bytes = static_cast<std::size_t>(row_elems) * src.elem_size();
-  const auto& scount = back ? recv_count_ : send_count_;
-  const auto& rcount = back ? send_count_ : recv_count_;
-  const int P = static_cast<int>(scount.size());
-  std::vector<Index> sc(P), rc(P);
-  for (int p = 0; p < P; ++p) {
-    sc[p] = scount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);
-    rc[p] = rcount[static_cast<std::size_t>(p)] * static_cast<Index>(row_bytes);
-  }
-  const Packed sp = packed(sc), rp = packed(rc);
-  const Index soff = sp.total, roff = rp.total;
+  const auto& sc = back ? recv_count_ : send_count_;
+  const auto& rc = back ? send_count_ : recv_count_;
+  const auto rb = static_cast<Index>(row_bytes);
   std::vector<Index> out_shape = rows.shape();
   out_shape[0] = back ? sent() : recv_total_;
   Tensor out = Tensor::empty(out_shape, rows.dtype());
   const auto* s = static_cast<const unsigned char*>(src.raw());
   auto* o = static_cast<unsigned char*>(out.raw());
   if (!back) {  // pack by destination, exchange into place
-    std::vector<unsigned char> buf(static_cast<std::size_t>(soff));
+    std::vector<unsigned char> buf(order_.size() * row_bytes);
     for (std::size_t k = 0; k < order_.size(); ++k)
       std::copy_n(s + static_cast<std::size_t>(order_[k]) * row_bytes, row_bytes,
                   buf.data() + k * row_bytes);
-    alltoallv(comm_, buf.data(), sc, sp.displs, o, rc, rp.displs, MPI_BYTE);
+    alltoallv_rows(comm_, buf.data(), sc, o, rc, rb);
     return out;
   }
-  std::vector<unsigned char> buf(static_cast<std::size_t>(roff));  // back in destination order
-  alltoallv(comm_, s, sc, sp.displs, buf.data(), rc, rp.displs, MPI_BYTE);
+  std::vector<unsigned char> buf(order_.size() * row_bytes);  // back in destination order
+  alltoallv_rows(comm_, s, sc, buf.data(), rc, rb);
   for (std::size_t k = 0; k < order_.size(); ++k)
     std::copy_n(buf.data() + k * row_bytes, row_bytes,
                 o + static_cast<std::size_t>(order_[k]) * row_bytes);

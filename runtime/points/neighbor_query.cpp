@@ -134,21 +134,16 @@ std::vector<std::vector<T>> exchange_records(MPI_Comm comm,
                                              const std::vector<std::vector<T>>& out) {
   const std::size_t P = out.size();
   std::vector<Index> sc(P);
-  for (std::size_t p = 0; p < P; ++p) sc[p] = static_cast<Index>(out[p].size() * sizeof(T));
+  for (std::size_t p = 0; p < P; ++p) sc[p] = static_cast<Index>(out[p].size());
   const std::vector<Index> rc = exchange_counts(comm, sc);
   const Packed sp = packed(sc), rp = packed(rc);
-  std::vector<char> sbuf(static_cast<std::size_t>(sp.total)),
-      rbuf(static_cast<std::size_t>(rp.total));
+  std::vector<T> sbuf(static_cast<std::size_t>(sp.total)), rbuf(static_cast<std::size_t>(rp.total));
   for (std::size_t p = 0; p < P; ++p)
-    if (sc[p])
-      std::memcpy(sbuf.data() + sp.displs[p], out[p].data(), static_cast<std::size_t>(sc[p]));
-  alltoallv(comm, sbuf.data(), sc, sp.displs, rbuf.data(), rc, rp.displs, MPI_BYTE);
+    std::copy(out[p].begin(), out[p].end(), sbuf.begin() + sp.displs[p]);
+  alltoallv_rows(comm, sbuf.data(), sc, rbuf.data(), rc, static_cast<Index>(sizeof(T)));
   std::vector<std::vector<T>> in(P);
-  for (std::size_t p = 0; p < P; ++p) {
-    in[p].resize(static_cast<std::size_t>(rc[p]) / sizeof(T));
-    if (rc[p])
-      std::memcpy(in[p].data(), rbuf.data() + rp.displs[p], static_cast<std::size_t>(rc[p]));
-  }
+  for (std::size_t p = 0; p < P; ++p)
+    in[p].assign(rbuf.begin() + rp.displs[p], rbuf.begin() + rp.displs[p] + rc[p]);
   return in;
 }
 
