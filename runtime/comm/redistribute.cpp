@@ -218,13 +218,13 @@ ShardTensor local_slice(const ShardTensor& t, const ShardSpec& target) {
   return ShardTensor::unchecked(t.mesh(), target, t.local().view(to_local(want, mine)).clone());
 }
 
-// Allreduce in chunks that fit MPI's int counts.
+// Allreduce in pieces of at most 1 GiB (runtime/comm/message_pieces), within MPI's int counts.
 void allreduce_sum(Tensor& t, MPI_Comm comm) {
   const MemSpace wire = mpi_accepts(t.space()) ? t.space() : MemSpace::Host;
   Tensor buf = t.in_space(wire);
   device::synchronize(buf.device());  // MPI reads what kernels wrote (a strided clone)
   const MPI_Datatype mt = mpi_reducible_type_of(t.dtype());
-  const Index chunk = 1 << 30;
+  const Index chunk = piece_units(mt, 4096);  // int counts; 4 KiB pieces under a test limit
   auto* p = static_cast<unsigned char*>(buf.raw());
   for (Index off = 0; off < buf.numel(); off += chunk) {
     const int n = static_cast<int>(std::min(chunk, buf.numel() - off));
@@ -252,6 +252,10 @@ ShardTensor partial_to_shard(const ShardTensor& t, int axis, int d,
   const ShardSpec target = t.spec().with_placement(d, Shard(axis), sizes);
   const int n = mesh.dim(axis);
   const Tensor& src = t.local();
+  // MPI's reduce-scatter takes int counts (and sums them into int displacements): a block
+  // past that is summed whole, in int-sized pieces, and sliced. The block's size is the same
+  // on every rank of the axis, so all take the same path.
+  if (src.numel() > mpi_count_limit()) return local_slice(partial_to_replicate(t, axis), target);
   const Box mine = t.local_box();
   std::vector<int> c = mesh.coords(), counts(n);
   Tensor packed = Tensor::empty({src.numel()}, src.dtype(), src.space());
@@ -259,7 +263,7 @@ ShardTensor partial_to_shard(const ShardTensor& t, int axis, int d,
   for (int k = 0; k < n; ++k) {
     c[axis] = k;
     const Box b = target.local_box(c);
-    counts[k] = checked_count(b.volume(), "reduce-scatter count");
+    counts[k] = static_cast<int>(b.volume());
     const Box lb = to_local(b, mine);
     if (b.volume() > 0)
       packed.view(Box({off}, {off + b.volume()})).reshape(lb.shape()).copy_from(src.view(lb));
