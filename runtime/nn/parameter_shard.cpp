@@ -48,10 +48,11 @@ Tensor deferred_block(const DeferredValue& d, const Box& block) {
   return t;
 }
 
-void materialize(Parameter& p) {
+void materialize(Parameter& p, bool initial) {
   if (!p.deferred) return;
   const DeferredValue& d = *p.deferred;
-  p.value = deferred_block(d, Box::from_shape(d.shape)).to(d.space);
+  p.value = initial ? deferred_block(d, Box::from_shape(d.shape)).to(d.space)
+                    : Tensor::empty(d.shape, d.dtype, d.space);
   p.grad = Tensor::zeros(d.shape, d.dtype, d.space);
   p.deferred = nullptr;
 }

@@ -41,8 +41,10 @@ struct DeferredValue {
 // Defers p's value (p then awaits its layout; no communication).
 void defer_value(Parameter& p, DeferredValue d);
 // Allocates a deferred parameter's whole value (and a zero gradient): a layout that keeps it
-// whole, or values loaded before any layout. Nothing for a parameter that holds its value.
-void materialize(Parameter& p);
+// whole, or values loaded before any layout. With `initial` false the value is left
+// undefined for the caller to overwrite whole (a load), and not computed. Nothing for a
+// parameter that holds its value.
+void materialize(Parameter& p, bool initial = true);
 // The value of a deferred parameter's block `block` of the global tensor, on the host.
 Tensor deferred_block(const DeferredValue& d, const Box& block);
 

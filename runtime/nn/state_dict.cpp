@@ -84,7 +84,8 @@ void load_parameter_state(const Graph& g, const std::vector<NamedTensor>& state,
     converted.push_back(host_converted(local_block(*params[k].param, entry[k]->value()),
                                        parameter_dtype(*params[k].param)));
   for (std::size_t k = 0; k < params.size(); ++k) {
-    materialize(*params[k].param);  // values loaded before any layout: held whole until bind
+    // Values loaded before any layout: held whole until bind, the initial values never made.
+    materialize(*params[k].param, false);
     const Tensor& v = params[k].param->value;
     v.copy_from(converted[k].to(v.space()));
   }

@@ -52,6 +52,24 @@ TEST_CASE("a deferred parameter: shape and type before, whole after materialize 
   REQUIRE(p.value.data<double>()[4] == 4.0);
 }
 
+TEST_CASE("materialize for a load allocates without computing the initial values", "[deferred]") {
+  Parameter p;
+  p.name = "w";
+  int calls = 0;
+  defer_value(p, {{4, 5}, DType::f32, MemSpace::Host, [&calls](Index i) {
+                    ++calls;
+                    return 1.0 * i;
+                  }});
+  materialize(p, false);  // what a load before the layout does: it overwrites the whole value
+  REQUIRE(calls == 0);
+  REQUIRE(!p.deferred);
+  REQUIRE(p.value.shape() == std::vector<Index>{4, 5});
+  REQUIRE(p.value.dtype() == DType::f32);
+  REQUIRE(p.grad.shape() == std::vector<Index>{4, 5});
+  materialize(p);  // a parameter that holds its value: nothing
+  REQUIRE(calls == 0);
+}
+
 TEST_CASE("counter-based draws: in range, with the moments of their laws", "[deferred]") {
   const std::uint64_t n = 200000;
   double su = 0, suu = 0, sn = 0, snn = 0, lo = 1, hi = 0;
