@@ -218,6 +218,13 @@ int run(Context& ctx, int argc, char** argv) {
                                           << diff << ", the stored model's first; edited, or "
                                           << "written by another version?): it stores '" << stored
                                           << "'");
+  const GridLayout layout = GridLayout::of(mesh, nd);
+  const std::vector<Placement> dims = layout.dims(nd, false);
+  const ShardSpec xspec(xshape, dims, mesh);
+  // Sharded parameters (mode-sharded spectral weights, learned position tables) take their
+  // blocks for this decomposition before the load, so that each rank keeps only its block of
+  // every tensor it reads (the point models have none).
+  if (!points) model.graph().bind(mesh, {xspec});
   load_parameter_state(model.graph(), ck.params);
   ck.params.clear();  // the file closes here, on every rank at once
   std::vector<Model::Buffer> bufs;
@@ -230,9 +237,6 @@ int run(Context& ctx, int argc, char** argv) {
   model.graph().set_grad_enabled(false);  // forward only: each op drops what it would save
   const auto [in_norm, out_norm] = normalizers_from(ck.buffers, cfg.data.normalize);
 
-  const GridLayout layout = GridLayout::of(mesh, nd);
-  const std::vector<Placement> dims = layout.dims(nd, false);
-  const ShardSpec xspec(xshape, dims, mesh);
   const Box xbox = xspec.local_box(mesh.coords());
   std::vector<Index> blo, bhi;
   for (int d = 0; d < nd; ++d) blo.push_back(xbox.lo[d + 2]), bhi.push_back(xbox.hi[d + 2]);
