@@ -170,8 +170,9 @@ struct HaloExchange::Impl {
     if (es == elem_size) return;
     elem = element_type(es);
     elem_size = es;
-    send_types = plan.send.types(es);
-    recv_types = plan.recv.types(es);
+    // In-place types only for messages that go whole (one piece, runtime/comm/message_pieces).
+    send_types = plan.send.types(es, piece_units(elem.get()));
+    recv_types = plan.recv.types(es, piece_units(elem.get()));
   }
 
   // Posts receives for `in`, then packs and sends `out`. On host memory, messages to and
@@ -195,8 +196,8 @@ struct HaloExchange::Impl {
     if (shared) mailbox->sync();  // their loads before this rank's stores
     const Index min_run = static_cast<Index>(opts.in_place_min_run_bytes / elem_size);
     // An in-place message is one MPI message (count 1 of a derived type): one longer than a
-    // piece is packed and cut instead, on both sides (the peer cuts the same count the same way).
-    const Index most_in_place = piece_units(elem.get());
+    // piece has no type (use_element_size) and is packed and cut instead, on both sides (the
+    // peer cuts the same count the same way).
     out_shared.assign(out.size(), 0);
     in_shared.assign(in.size(), 0);
     out_direct.assign(out.size(), 0);
@@ -204,12 +205,12 @@ struct HaloExchange::Impl {
     for (std::size_t i = 0; i < out.size(); ++i) {
       out_shared[i] = shared && mailbox->shares(out[i].peer);
       out_direct[i] = in_place_ok && !out_shared[i] && out_side.shortest_run[i] >= min_run &&
-                      out[i].count <= most_in_place;
+                      send_types[i].get() != MPI_DATATYPE_NULL;
     }
     for (std::size_t i = 0; i < in.size(); ++i) {
       in_shared[i] = shared && mailbox->shares(in[i].peer);
       in_direct[i] = in_place_ok && !in_shared[i] && in_side.shortest_run[i] >= min_run &&
-                     in[i].count <= most_in_place;
+                     recv_types[i].get() != MPI_DATATYPE_NULL;
     }
     // Message buffers persist across exchanges of the same dtype and memory space.
     auto reuse = [&](Tensor& b, Index n, MemSpace space) {

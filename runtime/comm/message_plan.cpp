@@ -1,6 +1,7 @@
 #include "runtime/comm/message_plan.hpp"
 
 #include <algorithm>
+#include <climits>
 
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/tensor/tensor.hpp"
@@ -65,9 +66,15 @@ Index MessageSide::element_at(std::size_t i) const {
   return i < messages.size() ? messages[i].offset : total();
 }
 
-std::vector<MpiType> MessageSide::types(std::size_t elem_size) const {
+std::vector<MpiType> MessageSide::types(std::size_t elem_size, Index most) const {
   std::vector<MpiType> out;
+  bool frame_fits = true;
+  for (int d = 0; d < frame.ndim; ++d) frame_fits = frame_fits && frame.extent(d) <= INT_MAX;
   for (const PeerMessage& m : messages) {
+    if (!frame_fits || m.count > most) {
+      out.emplace_back(MPI_DATATYPE_NULL, false);
+      continue;
+    }
     std::vector<MpiType> parts;
     std::vector<MPI_Datatype> ts;
     for (const Box& b : m.boxes) {

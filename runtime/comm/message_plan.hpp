@@ -40,8 +40,9 @@ struct MessageSide {
   int region_at(std::size_t i) const;
   Index element_at(std::size_t i) const;
   // One MPI type per message: its boxes as subarrays of the frame, in plan order, so MPI
-  // reads or writes the buffer in place.
-  std::vector<MpiType> types(std::size_t elem_size) const;
+  // reads or writes the buffer in place. MPI_DATATYPE_NULL (not in place) for a message of
+  // more than `most` elements, and for all where the frame's extents pass MPI's int.
+  std::vector<MpiType> types(std::size_t elem_size, Index most) const;
 };
 
 struct MessagePlan {

@@ -3,6 +3,8 @@
 // single-axis change takes its direct collective (allgatherv, local slice, all-to-all
 // along the axis); anything else is one all-to-all over the mesh of box intersections.
 #include <algorithm>
+#include <climits>
+#include <limits>
 #include <deque>
 #include <memory>
 
@@ -36,6 +38,34 @@ bool use_derived_types(const Tensor& t, Transport m) {
     return true;
   }
   return m == Transport::Auto && t.space() == MemSpace::Host;
+}
+
+// In place, each peer's message is one MPI message of one derived type over the local
+// blocks: their extents must fit MPI's int, and (chosen automatically) no message may pass a
+// piece (1 GiB, runtime/comm/message_pieces; some transports refuse longer single messages).
+// Decided from the global specs, the same on every rank with no communication (the two
+// paths are different collectives): per dim, a message is at most the smaller of the largest
+// source and destination extents. Otherwise packed, cut where long.
+Transport transport_for(const ShardSpec& src, const ShardSpec& dst, std::size_t es, Transport m) {
+  if (m != Transport::Auto && m != Transport::InPlace) return m;  // (use_derived_types names it)
+  bool extents_fit = true;
+  double most = 1;
+  for (int d = 0; d < src.ndim(); ++d) {
+    const auto a = src.sizes(d), b = dst.sizes(d);
+    const Index ea = *std::max_element(a.begin(), a.end()),
+                eb = *std::max_element(b.begin(), b.end());
+    extents_fit = extents_fit && ea <= INT_MAX && eb <= INT_MAX;
+    most *= static_cast<double>(std::min(ea, eb));
+  }
+  if (m == Transport::InPlace) {
+    TESSERA_CHECK(extents_fit,
+                  "redistribute: in-place (derived datatypes) over blocks "
+                  "with extents past MPI's int; use packed");
+    return m;
+  }
+  // piece_units of an es-byte element, without building its MPI type on every call
+  const Index piece = std::min(kMessagePieceBytes / static_cast<Index>(es), mpi_count_limit());
+  return extents_fit && most <= static_cast<double>(piece) ? m : Transport::Packed;
 }
 
 // A redistribution's message plan (runtime/comm/message_plan.hpp) with its MPI types,
@@ -88,8 +118,8 @@ Tensor exchange_boxes(MPI_Comm comm, const Tensor& src, const Box& src_box,
   for (const PeerMessage& x : in.messages) rc[x.peer] = x.count, rd[x.peer] = x.offset;
   if (use_derived_types(src, m)) {
     if (rp->types_elem_size != es) {
-      rp->send_types = out.types(es);
-      rp->recv_types = in.types(es);
+      rp->send_types = out.types(es, std::numeric_limits<Index>::max());  // (transport_for)
+      rp->recv_types = in.types(es, std::numeric_limits<Index>::max());
       rp->types_elem_size = es;
     }
     std::vector<MPI_Datatype> st(P, MPI_BYTE), rt(P, MPI_BYTE);
@@ -150,7 +180,8 @@ ShardTensor general(const ShardTensor& t, const ShardSpec& target, Transport m) 
                   ? intersect(src.local_box(qc), want)
                   : Box::from_shape(std::vector<Index>(static_cast<std::size_t>(mine.ndim), 0));
   }
-  Tensor out = exchange_boxes(mesh.comm(), t.local(), mine, send, recv, want, m);
+  Tensor out = exchange_boxes(mesh.comm(), t.local(), mine, send, recv, want,
+                              transport_for(src, target, t.local().elem_size(), m));
   return ShardTensor::unchecked(mesh, target, out);
 }
 
@@ -166,7 +197,8 @@ ShardTensor axis_alltoall(const ShardTensor& t, int axis, const ShardSpec& targe
     send[k] = intersect(mine, target.local_box(c));
     recv[k] = intersect(t.spec().local_box(c), want);
   }
-  Tensor out = exchange_boxes(mesh.axis_comm(axis), t.local(), mine, send, recv, want, m);
+  Tensor out = exchange_boxes(mesh.axis_comm(axis), t.local(), mine, send, recv, want,
+                              transport_for(t.spec(), target, t.local().elem_size(), m));
   return ShardTensor::unchecked(mesh, target, out);
 }
 
