@@ -6,6 +6,7 @@
 #include "kernels/attention.hpp"
 #include "runtime/attention/ring_hop.hpp"
 #include "runtime/attention/travelling_block.hpp"
+#include "runtime/comm/fault_inject.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/comm_timers.hpp"
 #include "runtime/comm/mpi_datatype.hpp"
@@ -167,6 +168,9 @@ ShardTensor RingAttention::forward(const ShardTensor& q, const ShardTensor& k, c
           cur.space());
       hop.start(comm, cur, nxt, next, prev, step);
     }
+    // Tests: an error on one rank while the next block is on its way into `nxt`.
+    if (step + 1 < P && fault_point("ring_block"))
+      throw Error("injected fault in a ring attention block (TESSERA_FAULT_INJECT)");
     const Tensor kk = converted(block_slot(cur, 0), ct), vv = converted(block_slot(cur, 1), ct);
     auto a = attention_desc(ql, kk, qb.start[static_cast<std::size_t>(me)],
                             kb.start[static_cast<std::size_t>(owner)], opts_);

@@ -5,6 +5,7 @@
 #include "runtime/floor.hpp"
 #include <mpi.h>
 
+#include <exception>
 #include <vector>
 
 #include "runtime/comm/comm_timers.hpp"
@@ -22,6 +23,26 @@ struct RingHop {
   // Device blocks go through host copies where MPI takes no device pointers.
   bool staged = false;
   Tensor send_host, recv_host, recv_target;
+  // What MPI reads and writes until wait(): held here, so that a caller's error between
+  // start() and wait() cannot free a buffer MPI is still writing.
+  Tensor in_flight[2];
+
+  RingHop() = default;
+  RingHop(const RingHop&) = delete;
+  RingHop& operator=(const RingHop&) = delete;
+  ~RingHop() {
+    if (req.empty()) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    if (std::uncaught_exceptions() > 0) {
+      // Unwinding after an error the peers may not share: waiting could hang this rank before
+      // its handler reaches MPI_Abort. The buffers are left to the process's end instead.
+      new Tensor[2]{in_flight[0], in_flight[1]};  // never freed, by design
+      return;
+    }
+    MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE);
+  }
 
   void start(MPI_Comm comm, const Tensor& send, const Tensor& recv, int next, int prev, int tag) {
     device::synchronize(send.device());  // MPI reads what kernels wrote
@@ -35,6 +56,8 @@ struct RingHop {
     const Tensor& r = staged ? recv_host : recv;
     const MPI_Datatype t = mpi_type_of(send.dtype());
     req.clear();
+    in_flight[0] = s;
+    in_flight[1] = r;
     irecv_pieces(r.raw(), r.numel(), t, prev, tag, comm, req);
     isend_pieces(s.raw(), s.numel(), t, next, tag, comm, req);
   }
@@ -43,6 +66,8 @@ struct RingHop {
       ScopedCommTimer timer(comm_times().alltoall_s);
       TESSERA_MPI(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE));
     }
+    req.clear();
+    in_flight[0] = in_flight[1] = Tensor();
     if (staged) recv_target.copy_from(recv_host);
   }
 };

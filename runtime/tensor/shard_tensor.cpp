@@ -1,5 +1,7 @@
 #include "runtime/tensor/shard_tensor.hpp"
 
+#include <climits>
+
 #include <algorithm>
 
 #include "runtime/comm/collective_error.hpp"
@@ -151,6 +153,15 @@ bool is_canonical_holder(const ShardSpec& spec, const std::vector<int>& coords) 
   return true;
 }
 
+// The root walks the whole tensor through MPI subarray types, whose extents are ints: past
+// that, every rank refuses (the spec is the same on all of them; the root alone failed
+// before, while the others waited in the all-to-all).
+void check_whole_extents(const ShardSpec& spec, const char* what) {
+  for (Index e : spec.global_shape())
+    TESSERA_CHECK(e <= INT_MAX, "ShardTensor::" << what << ": the whole tensor "
+                                                << shape_str(spec.global_shape())
+                                                << " has an extent past MPI's int");
+}
 }  // namespace
 
 ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full,
@@ -195,6 +206,7 @@ ShardTensor ShardTensor::scatter(const Mesh& mesh, const Tensor& full, const Sha
   collective_check(mesh.comm(), why.empty(), "ShardTensor::scatter: " + why, "ShardTensor::scatter",
                    "the root or spec", "root " + std::to_string(root) + ", " + spec.str());
   TESSERA_CHECK(!spec.has_partial(), "ShardTensor::scatter: cannot scatter into a Partial spec");
+  check_whole_extents(spec, "scatter");
   TESSERA_MPI(MPI_Bcast(hdr, 2, MPI_INT64_T, root, mesh.comm()));
   const DType dt = static_cast<DType>(hdr[0]);
   const std::size_t es = size_of(dt);
@@ -233,6 +245,7 @@ Tensor ShardTensor::gather(int root) const {
   collective_check(mesh_.comm(), root >= 0 && root < P,
                    "ShardTensor::gather: root " + std::to_string(root) + " not in mesh",
                    "ShardTensor::gather", "the root", std::to_string(root));
+  check_whole_extents(spec_, "gather");
   const std::size_t es = local_.elem_size();
   const Tensor src = local_.in_space(MemSpace::Host).contiguous();
   Tensor full =

@@ -129,6 +129,13 @@ case "$case_name" in
     TESSERA_FAULT_INJECT=layer:1:7 expect_fail 30 \
       "\(rank 1 of 3\): injected fault in layer '.*'" 3 tessera-train cfg.toml
     ;;
+  ring_error_rank1)  # an exception on rank 1 while a ring attention K/V block is in flight
+    data
+    TESSERA_FAULT_INJECT=ring_block:1:2 expect_fail 30 \
+      "\(rank 1 of 3\): injected fault in a ring attention block" 3 tessera-train cfg.toml \
+      --model.type=vit --model.patch=4 --model.dim=8 --model.depth=1 --model.heads=2 \
+      --model.attention=ring --model.dtype=float32
+    ;;
   step_error_rank0)  # after backward, before the gradient all-reduce finishes, rank 0 only
     data
     TESSERA_FAULT_INJECT=step.backward:0 expect_fail 30 \
