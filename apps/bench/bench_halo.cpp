@@ -17,6 +17,7 @@
 #include "apps/bench/timing.hpp"
 #include "decomp/grid_factor.hpp"
 #include "runtime/comm/halo_exchange.hpp"
+#include "runtime/comm/mpi_datatype.hpp"
 
 namespace tessera::bench {
 namespace {
@@ -134,7 +135,7 @@ json run(Context& ctx, const cli::Args& opt) {
       std::vector<Msg> v;
       total = 0;
       for (const auto& [peer, c] : counts)
-        v.push_back({peer, static_cast<int>(c), total}), total += c;
+        v.push_back({peer, checked_count(c, "raw halo message"), total}), total += c;
       return v;
     };
     Index sn = 0, rn = 0;

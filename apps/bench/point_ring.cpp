@@ -6,6 +6,7 @@
 #include "kernels/neighbors.hpp"
 #include "runtime/points/local_search.hpp"
 #include "runtime/points/neighbor_query.hpp"
+#include "runtime/comm/message_pieces.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera::bench {
@@ -93,11 +94,12 @@ RingLists ring_query(MPI_Comm comm, const Tensor& xyz, const Tensor& ids, Index 
                              MPI_STATUS_IGNORE));
     rx.resize(static_cast<std::size_t>(3 * rn));
     ri.resize(static_cast<std::size_t>(rn));
-    TESSERA_MPI(MPI_Sendrecv(bx.data(), static_cast<int>(3 * n), MPI_DOUBLE, next, 1, rx.data(),
-                             static_cast<int>(3 * rn), MPI_DOUBLE, prev, 1, comm,
-                             MPI_STATUS_IGNORE));
-    TESSERA_MPI(MPI_Sendrecv(bi.data(), static_cast<int>(n), MPI_INT64_T, next, 2, ri.data(),
-                             static_cast<int>(rn), MPI_INT64_T, prev, 2, comm, MPI_STATUS_IGNORE));
+    std::vector<MPI_Request> req;  // in pieces past 1 GiB (runtime/comm/message_pieces)
+    irecv_pieces(rx.data(), 3 * rn, MPI_DOUBLE, prev, 1, comm, req);
+    irecv_pieces(ri.data(), rn, MPI_INT64_T, prev, 2, comm, req);
+    isend_pieces(bx.data(), 3 * n, MPI_DOUBLE, next, 1, comm, req);
+    isend_pieces(bi.data(), n, MPI_INT64_T, next, 2, comm, req);
+    TESSERA_MPI(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE));
     bx.swap(rx);
     bi.swap(ri);
   }
