@@ -1,10 +1,10 @@
 #include "runtime/comm/grad_sync.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <sstream>
 
 #include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/message_pieces.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/nn/parameter_shard.hpp"
 #include "runtime/tensor/context.hpp"
@@ -119,8 +119,7 @@ GradSync::GradSync(const Mesh& mesh, std::vector<Parameter*> params, GradSyncOpt
     const Tensor& g0 = params_[static_cast<std::size_t>(b.params.front())]->grad;
     const Index n =
         b.offsets.back() + params_[static_cast<std::size_t>(b.params.back())]->grad.numel();
-    TESSERA_CHECK(n <= INT_MAX,
-                  "GradSync: a bucket of " << n << " elements exceeds MPI's int count");
+    // (any length: start() cuts runs past 1 GiB into several all-reduces)
     b.grad = Tensor::empty({n}, g0.dtype(), g0.space());
     b.value = Tensor::empty({n}, g0.dtype(), g0.space());
     for (std::size_t i = 0; i < b.params.size(); ++i) {
@@ -214,16 +213,21 @@ void GradSync::start(std::size_t bi) {
       f.host.view(Box({m.begin}, {m.end})).copy_from(b.grad.view(Box({m.begin}, {m.end})));
   if (!moving.empty()) device::synchronize(wire.device());  // MPI reads what kernels wrote
   const std::size_t esize = wire.elem_size();
-  for (const Moving& m : moving) {
-    MPI_Request req;
-    TESSERA_MPI(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(wire.raw()) + m.begin * esize,
-                               static_cast<int>(m.end - m.begin), mpi_type_of(wire.dtype()),
-                               MPI_SUM, m.comm->comm(), &req));
-    f.reqs.push_back(req);
-    f.ranges.emplace_back(m.begin, m.end);
-    stats_.bytes += static_cast<std::int64_t>((m.end - m.begin) * static_cast<Index>(esize));
-    ++stats_.allreduces;
-  }
+  // A run past 1 GiB (one huge parameter) goes as several all-reduces, each within MPI's int
+  // count; every rank of the group cuts the same run the same way.
+  const Index piece = piece_units(mpi_type_of(wire.dtype()));
+  for (const Moving& m : moving)
+    for (Index at = m.begin; at < m.end; at += piece) {
+      const Index stop = std::min(m.end, at + piece);
+      MPI_Request req;
+      TESSERA_MPI(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(wire.raw()) + at * esize,
+                                 static_cast<int>(stop - at), mpi_type_of(wire.dtype()), MPI_SUM,
+                                 m.comm->comm(), &req));
+      f.reqs.push_back(req);
+      f.ranges.emplace_back(at, stop);
+      stats_.bytes += static_cast<std::int64_t>((stop - at) * static_cast<Index>(esize));
+      ++stats_.allreduces;
+    }
   stats_.seconds += MPI_Wtime() - t0;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/comm/comm_timers.hpp"
+#include "runtime/comm/message_pieces.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "runtime/tensor/tensor_math.hpp"
 
@@ -34,8 +35,10 @@ void allreduce_sum(const Mesh& mesh, const std::vector<int>& axes, double* buf, 
   const ScopedCommTimer timer(comm_times().allreduce_s);
   for (int a : axes) {
     if (mesh.dim(a) == 1) continue;
-    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
-                              mesh.axis_comm(a)));
+    const Index piece = piece_units(MPI_DOUBLE);  // within MPI's int count
+    for (Index at = 0; at < n; at += piece)
+      TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, buf + at, static_cast<int>(std::min(piece, n - at)),
+                                MPI_DOUBLE, MPI_SUM, mesh.axis_comm(a)));
   }
 }
 
