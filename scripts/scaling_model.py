@@ -86,13 +86,16 @@ def predict(m, v):
     nodes = math.ceil(n / m["ranks_per_node"])
     cores = m.get("cores_per_node") or 0
     share = max(1.0, per_node / cores) if cores else 1.0  # time-slicing of shared cores
-    compute = sum(max(l["flops"] / rate_of(m, l.get("op", "")),
+    # With recompute, a replayed layer's forward runs again in backward (replay_flops, a third
+    # of its step's; older dry runs have none).
+    compute = sum(max((l["flops"] + l.get("replay_flops", 0)) / rate_of(m, l.get("op", "")),
                       l["bytes"] / m["mem_bw_bytes_per_s"]) for l in v["layers"])
     off_node = nodes > 1
     bw = m["inter_bw_bytes_per_s"] if off_node else m["intra_bw_bytes_per_s"]
     lat = m["inter_latency_s"] if off_node else m["intra_latency_s"]
     logp = math.log2(n) if n > 1 else 0.0
-    halo = sum(l["halo_messages"] * lat + l["halo_bytes"] / bw for l in v["layers"])
+    halo = sum(l["halo_messages"] * lat + (l["halo_bytes"] + l.get("replay_halo_bytes", 0)) / bw
+               for l in v["layers"])
     t = {k: sum(l.get(k, 0) for l in v["layers"]) for k in (
         "alltoall_bytes", "alltoalls", "ring_bytes", "ring_messages", "allgather_bytes",
         "allgathers", "reduce_scatter_bytes", "reduce_scatters", "allreduce_bytes", "allreduces")}

@@ -16,6 +16,19 @@ OpCost StepVolumes::total() const {
   return t;
 }
 
+double StepVolumes::replay_flops() const {
+  double f = 0;
+  for (const auto& l : layers) f += replay_share(l) * l.cost.flops;
+  return f;
+}
+
+double StepVolumes::replay_halo_bytes() const {
+  double b = 0;
+  for (const auto& l : layers)
+    if (l.segment >= 0) b += 0.5 * static_cast<double>(l.cost.halo_bytes);
+  return b;
+}
+
 double StepVolumes::activation_bytes() const {
   return kept_activation_bytes(layers);
 }
@@ -87,6 +100,11 @@ std::string dry_run_table(const StepVolumes& v) {
      << t.reduce_scatter_bytes << " bytes, statistics all-reduce " << t.allreduce_bytes
      << " bytes in " << t.allreduces << " calls, loss all-reduce " << v.loss_allreduce_bytes
      << " bytes, gradient all-reduce " << v.grad_allreduce_bytes << " bytes\n";
+  if (v.replay_flops() > 0 || v.replay_halo_bytes() > 0)
+    os << "recompute replays the segments' forward in backward: about +" << v.replay_flops() / 1e9
+       << " GFLOP (a third of their step's) and +"
+       << static_cast<std::int64_t>(v.replay_halo_bytes())
+       << " halo bytes (their forward exchanges), beyond the totals above\n";
   os << "memory per rank for training, busiest rank, without the data cache: "
      << memory_text(v.memory.parameters + v.memory.activations) << " (parameters and optimizer "
      << memory_text(v.memory.parameters) << ", activations " << memory_text(v.memory.activations)
@@ -127,6 +145,9 @@ std::string dry_run_json(const StepVolumes& v) {
     j["out_shape"] = l.out_shape;
     j["out_bytes"] = l.out_bytes;
     j["kept"] = l.kept;
+    j["segment"] = l.segment;  // -1: not replayed (no segment, or recompute off)
+    j["replay_flops"] = StepVolumes::replay_share(l) * l.cost.flops;
+    j["replay_halo_bytes"] = l.segment >= 0 ? 0.5 * static_cast<double>(l.cost.halo_bytes) : 0.0;
     layers.push_back(j);
   }
   const OpCost t = v.total();
@@ -140,6 +161,8 @@ std::string dry_run_json(const StepVolumes& v) {
   j["parameters"] = v.parameters;
   j["elem_size"] = v.elem_size;
   j["activation_bytes"] = v.activation_bytes();
+  j["replay_flops"] = v.replay_flops();
+  j["replay_halo_bytes"] = v.replay_halo_bytes();
   j["loss_allreduce_bytes"] = v.loss_allreduce_bytes;
   j["grad_allreduce_bytes"] = v.grad_allreduce_bytes;
   j["memory_parameters_bytes"] = v.memory.parameters;  // with gradients and optimizer state

@@ -34,6 +34,13 @@ struct StepVolumes {
   MemoryEstimate memory;  // on the host (tessera-train's check of a host run)
   // Per-step totals over the layers (each the busiest rank's).
   OpCost total() const;
+  // With train.recompute: what the replay of each segment's forward adds to a step (in
+  // backward), estimated as a third of those layers' step figures (a backward costs about
+  // twice its forward: exact for the convolutions, 0.29 for attention), and the halo bytes
+  // of the forward's exchanges (half of theirs). Zero without recompute.
+  static double replay_share(const NodeCost& l) { return l.segment >= 0 ? 1.0 / 3 : 0.0; }
+  double replay_flops() const;
+  double replay_halo_bytes() const;
   double activation_bytes() const;  // kept outputs and saved tensors: what backward needs
 };
 
