@@ -10,6 +10,7 @@
 
 #include "decomp/error.hpp"
 #include "runtime/comm/bounded_failure.hpp"
+#include "runtime/comm/message_pieces.hpp"
 #include "runtime/tensor/context.hpp"
 
 namespace tessera::app {
@@ -27,6 +28,7 @@ int run_reporting_errors(const char* program, int argc, char** argv, Run run) {
   try {
     // Every rank reads the same environment: a bad value stops them all alike.
     if (const std::string why = failure::timeout_env_problem(); !why.empty()) throw Error(why);
+    if (const std::string why = count_limit_problem(ctx.world()); !why.empty()) throw Error(why);
     rc = run(ctx, argc, argv);
   } catch (const std::bad_alloc&) {
     // Memory outside the tracked tensors (a library's, a container's): say what it was.

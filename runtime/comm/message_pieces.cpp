@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <exception>
+#include <string>
 
 #include "decomp/error.hpp"
 #include "runtime/comm/mpi_error.hpp"
@@ -42,6 +44,26 @@ Index mpi_count_limit() {
     return static_cast<Index>(n);
   }();
   return limit;
+}
+
+std::string count_limit_problem(MPI_Comm comm) {
+  long long mine = -1;
+  std::string why;
+  try {
+    mine = mpi_count_limit();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  long long lo_hi[2] = {mine, -mine}, all[2] = {0, 0};
+  TESSERA_MPI(MPI_Allreduce(lo_hi, all, 2, MPI_LONG_LONG, MPI_MIN, comm));
+  if (!why.empty()) return why;
+  if (all[0] < 0)
+    return "TESSERA_MPI_COUNT_LIMIT is not an integer from 1 to 2^31 - 1 on some rank";
+  if (all[0] != -all[1])
+    return "TESSERA_MPI_COUNT_LIMIT differs between the ranks (" + std::to_string(all[0]) + " to " +
+           std::to_string(-all[1]) + "): both ends of a message cut it alike only " +
+           "under one limit; give every rank the same";
+  return "";
 }
 
 Index piece_units(MPI_Datatype type, Index min_piece_bytes) {

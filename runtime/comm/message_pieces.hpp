@@ -7,6 +7,7 @@
 #include "runtime/floor.hpp"
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "decomp/index.hpp"
@@ -17,6 +18,9 @@ namespace tessera {
 // TESSERA_MPI_COUNT_LIMIT where set (tests lower it so the piecewise paths, otherwise only
 // past 2^31 units, run on small data; the same on every rank).
 Index mpi_count_limit();
+// Collective: why the ranks' TESSERA_MPI_COUNT_LIMIT cannot be used (malformed on a rank,
+// or not the same on every rank: both ends of a message must cut it alike), or "".
+std::string count_limit_problem(MPI_Comm comm);
 
 // The longest single message sent: 1 GiB.
 inline constexpr Index kMessagePieceBytes = Index{1} << 30;

@@ -470,6 +470,20 @@ case "$case_name" in
     ;;
   upfront_checks)  # config and size checks before any work
     data
+    # the message pieces' count limit: malformed, or not the same on every rank
+    TESSERA_MPI_COUNT_LIMIT=abc expect_fail 30 "TESSERA_MPI_COUNT_LIMIT=abc: give an integer" \
+      3 tessera-train cfg.toml
+    printf '#!/bin/bash\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export TESSERA_MPI_COUNT_LIMIT=7\nexec "$@"\n' \
+      >limit.sh && chmod +x limit.sh
+    bin_was=$bin
+    mkdir -p wrapped && for p in tessera-train; do
+      printf '#!/bin/bash\nexec "%s/limit.sh" "%s/%s" "$@"\n' "$PWD" "$bin_was" "$p" >wrapped/$p
+      chmod +x wrapped/$p
+    done
+    bin=$PWD/wrapped
+    TESSERA_MPI_COUNT_LIMIT=5 expect_fail 30 "TESSERA_MPI_COUNT_LIMIT differs between the ranks \(5 to 7\)" \
+      3 tessera-train cfg.toml
+    bin=$bin_was
     expect_fail 30 "mesh axis 'domain' has size 0: a size is >= 1 or 'auto'" 3 tessera-train \
       cfg.toml --mesh.shape=domain=0
     expect_fail 30 "train.epochs = 9223372036854775807 of 4 training samples overflows" 3 \
