@@ -110,6 +110,9 @@ struct HaloExchange::Impl {
   // In-flight state.
   enum class Phase { Idle, Forward, Adjoint } phase = Phase::Idle;
   const HaloTensor* target = nullptr;
+  // The target's buffer, held while MPI may write into it (in-place receives), so that an
+  // error that unwinds past the caller's tensor mid-exchange cannot free it under MPI.
+  Tensor target_buffer;
   Tensor out_buf, in_buf;  // in the tensor's memory space
   // Device memory MPI cannot take: messages staged through page-locked host buffers.
   bool staged = false;
@@ -287,6 +290,7 @@ struct HaloExchange::Impl {
       for (std::size_t i = 0; i < out.size(); ++i) send(i);
     }
     target = &t;
+    target_buffer = t.padded();
   }
 
   // A packed message of `count` elements as pieces: the first's request in `first`, the
@@ -447,8 +451,10 @@ HaloExchange::~HaloExchange() {
   if (std::uncaught_exceptions() > 0) {
     // Unwinding after an error that other ranks may not share: waiting for peers (or
     // freeing the node window, a collective) could hang this rank before it reaches its
-    // handler and MPI_Abort. The window and communicator are left to MPI's teardown.
+    // handler and MPI_Abort. The window and communicator are left to MPI's teardown; mid-
+    // exchange, so are the buffers MPI may still write (the message buffers, the target's).
     if (m.mailbox) m.mailbox->leak();
+    if (m.phase != Impl::Phase::Idle) static_cast<void>(impl_.release());  // never freed
     return;
   }
   if (m.phase != Impl::Phase::Idle) {
@@ -497,6 +503,7 @@ void HaloExchange::finish() {
     for (const Box& b : m.open) m.target->view_global(b).zero();
   m.phase = Impl::Phase::Idle;
   m.target = nullptr;
+  m.target_buffer = Tensor();
 }
 
 void HaloExchange::finish_adjoint() {
@@ -512,6 +519,7 @@ void HaloExchange::finish_adjoint() {
   for (const Box& b : m.open) m.target->view_global(b).zero();
   m.phase = Impl::Phase::Idle;
   m.target = nullptr;
+  m.target_buffer = Tensor();
 }
 
 Index HaloExchange::cells_received() const {
