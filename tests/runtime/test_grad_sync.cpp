@@ -1,10 +1,10 @@
-#include <climits>
 // Bucketed gradient sync: the result equals the exact sum over the summed axes and
 // mean over the averaged axes (values chosen so every order of summation is exact),
 // for 1-D and domain x data meshes, bucket sizes from one parameter per bucket to one
 // bucket, mixed float32/float64, ranks marking parameters in different orders, partial
 // marking finished by finish(), repeated steps, and collective errors.
 #include <algorithm>
+#include <climits>
 #include <memory>
 #include <numeric>
 #include <random>
