@@ -93,7 +93,8 @@ struct HaloExchange::Impl {
   // buffer; the adjoint swaps its sides.
   MessagePlan plan;
   std::vector<Box> open;
-  MpiType elem;  // one element of elem_size bytes
+  MpiType elem;     // one element of elem_size bytes
+  Index piece = 0;  // elements per message piece (runtime/comm/message_pieces)
   std::size_t elem_size = 0;
   std::vector<MpiType> send_types, recv_types;  // forward messages, in place (host memory)
   // Per message of the exchange in flight: MPI walks the padded buffer through its derived
@@ -173,9 +174,10 @@ struct HaloExchange::Impl {
     if (es == elem_size) return;
     elem = element_type(es);
     elem_size = es;
-    // In-place types only for messages that go whole (one piece, runtime/comm/message_pieces).
-    send_types = plan.send.types(es, piece_units(elem.get()));
-    recv_types = plan.recv.types(es, piece_units(elem.get()));
+    piece = piece_units(elem.get());
+    // In-place types only for messages that go whole (one piece).
+    send_types = plan.send.types(es, piece);
+    recv_types = plan.recv.types(es, piece);
   }
 
   // Posts receives for `in`, then packs and sends `out`. On host memory, messages to and
@@ -297,6 +299,13 @@ struct HaloExchange::Impl {
   // others' appended to `rest`.
   void post_packed(bool send, unsigned char* buf, Index count, int peer, int tag,
                    MPI_Request& first, std::vector<MPI_Request>& rest) {
+    if (count <= piece) {  // one piece (the usual case): no request list
+      if (send)
+        TESSERA_MPI(MPI_Isend(buf, static_cast<int>(count), elem.get(), peer, tag, comm, &first));
+      else
+        TESSERA_MPI(MPI_Irecv(buf, static_cast<int>(count), elem.get(), peer, tag, comm, &first));
+      return;
+    }
     std::vector<MPI_Request> r;
     if (send)
       isend_pieces(buf, count, elem.get(), peer, tag, comm, r);
