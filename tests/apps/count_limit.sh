@@ -8,10 +8,9 @@ set -u
 work=$1 bin=$2
 shift 2
 launch=("$@")
-mkdir -p "$work"
-dir=$(mktemp -d "$work/run.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-cd "$dir" || exit 1
+# shellcheck source=tests/apps/workdir.sh
+source "$(dirname "$0")/workdir.sh"
+enter_workdir "$work" "run"
 fail() { echo "count_limit: FAILED: $*"; exit 1; }
 mpi() { local k=$1; shift; timeout 240 "${launch[@]}" -np "$k" "$@"; }
 

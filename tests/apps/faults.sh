@@ -10,10 +10,9 @@ set -u
 case_name=$1 work=$2 bin=$3
 shift 3
 launch=("$@")
-mkdir -p "$work"
-dir=$(mktemp -d "$work/$case_name.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-cd "$dir" || exit 1
+# shellcheck source=tests/apps/workdir.sh
+source "$(dirname "$0")/workdir.sh"
+enter_workdir "$work" "$case_name"
 # A rank that fails alone waits this long for the others before it ends the job.
 export TESSERA_FAILURE_TIMEOUT=3
 

@@ -6,10 +6,9 @@ set -u
 case_name=$1 work=$2 prep=$3 h5dump=$4
 shift 4
 launch=("$@")
-mkdir -p "$work"
-dir=$(mktemp -d "$work/$case_name.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-cd "$dir" || exit 1
+# shellcheck source=tests/apps/workdir.sh
+source "$(dirname "$0")/workdir.sh"
+enter_workdir "$work" "$case_name"
 
 fail() { echo "prep_cli $case_name: $*"; exit 1; }
 # A job's temporary output (PATH.tmp.HOST.PID) is there.

@@ -7,10 +7,9 @@ set -u
 n=$1 mesh=$2 work=$3 bin=$4
 shift 4
 launch=("$@")
-mkdir -p "$work"
-dir=$(mktemp -d "$work/np$n.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-cd "$dir" || exit 1
+# shellcheck source=tests/apps/workdir.sh
+source "$(dirname "$0")/workdir.sh"
+enter_workdir "$work" "np$n"
 fail() { echo "repeatable np$n: FAILED: $*"; exit 1; }
 mpi() { local k=$1; shift; timeout 240 "${launch[@]}" -np "$k" "$@"; }
 
