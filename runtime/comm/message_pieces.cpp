@@ -66,10 +66,14 @@ std::string count_limit_problem(MPI_Comm comm) {
   return "";
 }
 
-Index piece_units(MPI_Datatype type, Index min_piece_bytes) {
-  const Index unit = unit_bytes(type);
+Index piece_units_of(Index unit, Index min_piece_bytes) {
+  unit = std::max<Index>(1, unit);
   return std::max<Index>(
       1, std::min(kMessagePieceBytes / unit, std::max(mpi_count_limit(), min_piece_bytes / unit)));
+}
+
+Index piece_units(MPI_Datatype type, Index min_piece_bytes) {
+  return piece_units_of(unit_bytes(type), min_piece_bytes);
 }
 
 void isend_pieces(const void* buf, Index count, MPI_Datatype type, int peer, int tag, MPI_Comm comm,

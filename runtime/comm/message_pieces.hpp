@@ -29,6 +29,8 @@ inline constexpr Index kMessagePieceBytes = Index{1} << 30;
 // `min_piece_bytes` worth (a floor for lowered test limits, where tiny pieces would only
 // multiply messages).
 Index piece_units(MPI_Datatype type, Index min_piece_bytes = 0);
+// The same for units of `unit_bytes` bytes (no MPI type at hand).
+Index piece_units_of(Index unit_bytes, Index min_piece_bytes = 0);
 
 // Posts the pieces of one message of `count` units at `buf` (a count of 0 is one empty
 // message, as MPI would send it), appending their requests to `reqs`.

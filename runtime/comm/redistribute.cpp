@@ -63,8 +63,7 @@ Transport transport_for(const ShardSpec& src, const ShardSpec& dst, std::size_t 
                   "with extents past MPI's int; use packed");
     return m;
   }
-  // piece_units of an es-byte element, without building its MPI type on every call
-  const Index piece = std::min(kMessagePieceBytes / static_cast<Index>(es), mpi_count_limit());
+  const Index piece = piece_units_of(static_cast<Index>(es));
   return extents_fit && most <= static_cast<double>(piece) ? m : Transport::Packed;
 }
 
