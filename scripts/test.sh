@@ -2,7 +2,8 @@
 # The test command: sets up (packages, build), then runs every test with ctest. MPI
 # tests run at 1, 2, 3, 4 and 8 ranks, each under a timeout. Extra args go to ctest
 # (e.g. -L serial, -R redistribute). TESSERA_SANITIZE=1 also builds and runs the
-# sanitizer preset's tests (CPU build with ASan + UBSan) in build-asan/.
+# sanitizer preset's tests (CPU build with ASan + UBSan) in build-asan/. TESSERA_BUILD_DIR
+# (default build/) is the folder set up and tested, as in setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,7 +12,7 @@ jobs=$(nproc)
 # A failed test runs once more: Open MPI 4.1 now and then reports a rank that finished and
 # finalized as "exiting improperly" when many mpiexec jobs share a loaded machine
 # (open-mpi/ompi#12607, #9389). A test that fails for a reason of its own fails twice.
-ctest --test-dir build --output-on-failure -j "$jobs" --repeat until-pass:2 "$@"
+ctest --test-dir "${TESSERA_BUILD_DIR:-build}" --output-on-failure -j "$jobs" --repeat until-pass:2 "$@"
 if [ "${TESSERA_SANITIZE:-0}" = 1 ]; then
   cmake --preset asan >/dev/null
   cmake --build build-asan -j "$jobs"
