@@ -132,6 +132,16 @@ def predict(m, v):
     out = {"compute": compute * share, "halo": halo * share + wait["halo"],
            "alltoall": alltoall * share + wait["alltoall"],
            "allreduce": allreduce * share + wait["allreduce"], "memory": memory}
+    # train.accumulate: the figures are a micro-batch's, run k times a step; the gradient
+    # all-reduce (and its bucket's wait) once.
+    k = v.get("micro_batches", 1)
+    if k > 1:
+        grad = allreduce - (2 * (n - 1) / n * act / bw + calls * 2 * logp * lat if n > 1 else 0)
+        grad_wait = q * logp * buckets if cores and per_node > cores and n > 1 else 0.0
+        for part in ("compute", "halo", "alltoall"):
+            out[part] *= k
+        out["allreduce"] = grad * share + grad_wait + k * (out["allreduce"] - grad * share -
+                                                           grad_wait)
     out["step"] = out["compute"] + out["halo"] + out["alltoall"] + out["allreduce"]
     return out
 

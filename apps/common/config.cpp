@@ -158,6 +158,11 @@ const std::vector<Field>& schema() {
        kNonNegative},
       {TESSERA_FIELD(train, batch_size), "global batch size over all data-parallel replicas",
        kAtLeastOne},
+      {TESSERA_FIELD(train, accumulate),
+       "micro-batches per step: forward and backward take batch_size / accumulate samples at a "
+       "time, their gradients add up, then one all-reduce and update: the whole batch's step "
+       "for a micro-batch's activation memory (batch norm: statistics per micro-batch)",
+       Range{1, 65536, false, false}},
       {TESSERA_FIELD(train, loss), "training loss over the global domain", {}, {"mse", "rel_l2"}},
       {TESSERA_FIELD(train, checkpoint_interval), "steps between checkpoints; 0: only at the end",
        kNonNegative},

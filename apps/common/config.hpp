@@ -74,6 +74,7 @@ struct TrainLoopConfig {
   std::int64_t steps = 0;  // exactly one of steps and epochs is > 0
   std::int64_t epochs = 0;
   std::int64_t batch_size = 1;           // global batch (over all data-parallel replicas)
+  std::int64_t accumulate = 1;           // micro-batches per step (gradient accumulation)
   std::string loss = "rel_l2";           // mse | rel_l2
   std::int64_t checkpoint_interval = 0;  // steps between checkpoints, 0: at the end only
   std::string checkpoint_dir = "checkpoints";

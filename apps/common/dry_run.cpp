@@ -78,8 +78,12 @@ std::string dry_run_table(const StepVolumes& v) {
   const OpCost t = v.total();
   std::ostringstream os;
   os << "dry run: " << v.model << " on " << shape_str(v.input_shape) << " over " << v.ranks
-     << " domain rank(s) (first spatial dim split), " << v.parameters
-     << " parameters; per step, busiest rank:\n";
+     << " domain rank(s) (first spatial dim split), " << v.parameters << " parameters; ";
+  if (v.micro_batches > 1)
+    os << "per micro-batch (train.accumulate = " << v.micro_batches << ": a step runs "
+       << v.micro_batches << " of them, then one gradient all-reduce), busiest rank:\n";
+  else
+    os << "per step, busiest rank:\n";
   os << std::left << std::setw(16) << "layer" << std::right << std::setw(22) << "output"
      << std::setw(12) << "MFLOP" << std::setw(11) << "MB" << std::setw(12) << "halo bytes"
      << std::setw(6) << "msgs" << std::setw(14) << "all-to-all B" << std::setw(12) << "ring B"
@@ -158,6 +162,7 @@ std::string dry_run_json(const StepVolumes& v) {
   j["model"] = v.model;
   j["ranks"] = v.ranks;
   j["input_shape"] = v.input_shape;
+  j["micro_batches"] = v.micro_batches;
   j["parameters"] = v.parameters;
   j["elem_size"] = v.elem_size;
   j["activation_bytes"] = v.activation_bytes();

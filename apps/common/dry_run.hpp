@@ -21,7 +21,10 @@ namespace tessera::app {
 struct StepVolumes {
   std::string model;  // "unet", "fno", ...
   int ranks = 1;
-  std::vector<Index> input_shape;  // global (N, C, spatial...)
+  std::vector<Index> input_shape;  // global (N, C, spatial...): N a micro-batch's samples
+  // train.accumulate: a step runs this many forwards and backwards of input_shape (each
+  // figure below but the gradient all-reduce is one micro-batch's), then one update.
+  int micro_batches = 1;
   std::vector<NodeCost> layers;
   Index parameters = 0;
   std::int64_t grad_allreduce_bytes = 0;  // per rank per step (0 on one rank)

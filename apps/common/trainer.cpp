@@ -18,6 +18,7 @@
 #include "runtime/comm/halo_exchange.hpp"
 #include "runtime/comm/fault_inject.hpp"
 #include "runtime/tensor/context.hpp"
+#include "runtime/tensor/tensor_math.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera::app {
@@ -428,6 +429,16 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   TESSERA_CHECK(bsz % data_ranks == 0,
                 "train.batch_size = " << bsz << " is not divisible by the " << data_ranks
                                       << " ranks of the mesh's data axis (" << mesh.str() << ")");
+  const Index acc = cfg.train.accumulate;
+  TESSERA_CHECK(bsz % acc == 0,
+                "train.batch_size = " << bsz << " is not divisible by train.accumulate = " << acc
+                                      << " (micro-batches of equal size)");
+  micro_batch_ = bsz / acc;
+  TESSERA_CHECK(micro_batch_ % data_ranks == 0, "train.batch_size / train.accumulate = "
+                                                    << micro_batch_ << " samples a micro-batch "
+                                                    << "is not divisible by the " << data_ranks
+                                                    << " ranks of the mesh's data axis ("
+                                                    << mesh.str() << ")");
   for (Index i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(i);
 
   model_ = make_model(mesh.comm(), 2 + optimizer_states(cfg.optim), cfg, data_->spatial_dims(),
@@ -441,8 +452,8 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
                                             << "...): the model cannot take it: " << problem);
 
   // Sharded parameters take their blocks for the training batches' decomposition before the
-  // optimizer and GradSync hold them.
-  const auto [x_spec, y_spec] = data_->batch_specs(bsz);
+  // optimizer and GradSync hold them. A forward and backward hold one micro-batch.
+  const auto [x_spec, y_spec] = data_->batch_specs(micro_batch_);
   model_->graph().ghost_room(cfg.train.ghost_room);
   model_->graph().recompute(cfg.train.recompute);
   model_->graph().bind(mesh, {x_spec});
@@ -493,8 +504,9 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   std::vector<Parameter*> ps;
   for (const auto& np : model_->graph().parameters()) ps.push_back(np.param);
   sync_ = std::make_unique<GradSync>(mesh, ps, GradSyncOptions{{}, {}, std::size_t{4} << 20});
-  model_->graph().on_grads_ready(
-      [this](const std::vector<Parameter*>& ready) { sync_->mark_ready(ready); });
+  model_->graph().on_grads_ready([this](const std::vector<Parameter*>& ready) {
+    if (sync_as_ready_) sync_->mark_ready(ready);
+  });
 }
 
 HaloWidths Trainer::input_room(std::size_t batch) {
@@ -506,7 +518,15 @@ StepResult Trainer::step() {
   device::reset_stats();
   std::vector<Index> idx = sampler_->next();
   for (Index& i : idx) i = train_[static_cast<std::size_t>(i)];
-  auto [x, y] = data_->batch(idx, space_, input_room(idx.size()));
+  // The step's micro-batches: consecutive runs of the batch (one, the batch, by default).
+  const std::size_t micro = static_cast<std::size_t>(micro_batch_);
+  const std::size_t parts = idx.size() / micro;
+  const auto micro_batch = [&](std::size_t k) {
+    const std::vector<Index> sub(idx.begin() + static_cast<std::ptrdiff_t>(k * micro),
+                                 idx.begin() + static_cast<std::ptrdiff_t>((k + 1) * micro));
+    return data_->batch(sub, space_, input_room(sub.size()));
+  };
+  auto batch = micro_batch(0);  // (input, target)
   inject("step.batch");
   TESSERA_MPI(MPI_Barrier(mesh_.comm()));  // time this step, not the last one's stragglers
   comm_times() = {};
@@ -515,13 +535,24 @@ StepResult Trainer::step() {
   model_->train(true);
   model_->graph().set_grad_enabled(true);
   optimizer_->zero_grad();
-  const ShardTensor pred = model_->forward(x);
-  inject("step.forward");
-  if (fault_point("step.sigkill")) std::raise(SIGKILL);  // a rank that dies mid-step
-  if (fault_point("step.sigterm")) std::raise(SIGTERM);  // as scancel or a time limit does
-  const LossResult l = (*loss_)(pred, y);
-  model_->backward(l.grad);
-  inject("step.backward");
+  // The loss is the mean over the batch: each micro-batch's mean weighs 1 / parts, and so
+  // does its gradient; gradients add up in the parameters and are all-reduced once, as the
+  // last micro-batch's backward makes them.
+  double loss_value = 0;
+  for (std::size_t k = 0; k < parts; ++k) {
+    if (k > 0) batch = micro_batch(k);
+    const ShardTensor pred = model_->forward(batch.first);
+    inject("step.forward");
+    if (fault_point("step.sigkill")) std::raise(SIGKILL);  // a rank that dies mid-step
+    if (fault_point("step.sigterm")) std::raise(SIGTERM);  // as scancel or a time limit does
+    LossResult l = (*loss_)(pred, batch.second);
+    if (parts > 1) scale_inplace(l.grad.local(), 1.0 / static_cast<double>(parts));
+    loss_value += l.value / static_cast<double>(parts);
+    sync_as_ready_ = k + 1 == parts;
+    model_->backward(l.grad);
+    inject("step.backward");
+  }
+  sync_as_ready_ = true;
   sync_->finish();
   const auto& params = optimizer_->parameters();
   const double gn =
@@ -530,7 +561,7 @@ StepResult Trainer::step() {
   StepResult r;
   // The loss and the gradients are the same on every rank (summed over the mesh), so every
   // rank takes the same decision here.
-  const std::string bad = nonfinite_step(l.value, gn, params);
+  const std::string bad = nonfinite_step(loss_value, gn, params);
   if (bad.empty()) {
     skips_in_a_row_ = 0;
     optimizer_->set_lr(lr);
@@ -560,7 +591,7 @@ StepResult Trainer::step() {
   TESSERA_MPI(MPI_Bcast(t, 4, MPI_DOUBLE, slowest.rank, mesh_.comm()));
   r.t = {t[0], t[1], t[2], t[3]};
   r.step = optimizer_->steps_taken();
-  r.loss = l.value;
+  r.loss = loss_value;
   r.lr = lr;
   r.grad_norm = gn;
   r.samples = static_cast<Index>(idx.size());
@@ -577,7 +608,8 @@ EvalResult Trainer::validate() {
   model_->train(false);
   model_->graph().set_grad_enabled(false);  // forward only: no saved tensors pile up
   double loss_weight = 0, rel_weight = 0;
-  const std::size_t bsz = static_cast<std::size_t>(cfg_.train.batch_size);
+  // In micro-batches: no more activations than a training step holds.
+  const std::size_t bsz = static_cast<std::size_t>(micro_batch_);
   for (std::size_t b0 = 0; b0 < val_.size(); b0 += bsz) {
     const std::vector<Index> idx(
         val_.begin() + static_cast<std::ptrdiff_t>(b0),

@@ -158,6 +158,10 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
   std::unique_ptr<GradSync> sync_;
+  // Samples of one forward and backward (train.batch_size / train.accumulate); gradients
+  // go to GradSync as backward makes them only in a step's last micro-batch.
+  Index micro_batch_ = 1;
+  bool sync_as_ready_ = true;
   std::unique_ptr<Loss> loss_;
   // Validation's: zero targets (no relative error) left out of the means, not an error.
   std::unique_ptr<Loss> val_loss_, val_rel_l2_;

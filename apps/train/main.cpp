@@ -43,6 +43,7 @@ std::string val_text(const EvalResult& ev, bool any) {
 int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
   const int ranks = cli.dry_ranks > 0 ? cli.dry_ranks : ctx.size();
   const Index batch = cli.dry_batch > 0 ? cli.dry_batch : cfg.train.batch_size;
+  const Index acc = cfg.train.accumulate;  // a forward and backward hold batch / acc samples
   const auto nd = static_cast<int>(cli.dry_grid.size());
   StepVolumes v;
   collective_run(ctx.world(), [&] {
@@ -55,10 +56,14 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
     const std::unique_ptr<Model> model =
         make_model(ctx.world(), 2, cfg, nd, cin, cout, MemSpace::Host, false, cli.dry_grid);
     model->graph().recompute(cfg.train.recompute);
-    std::vector<Index> shape = {batch, cin};
+    TESSERA_CHECK(batch % acc == 0, "--dry-run: a batch of "
+                                        << batch
+                                        << " is not divisible by train.accumulate = " << acc);
+    std::vector<Index> shape = {batch / acc, cin};
     shape.insert(shape.end(), cli.dry_grid.begin(), cli.dry_grid.end());
     v = dry_run(*model, cfg.model.type, shape, ranks, model_dtype(cfg.model),
                 cfg.train.loss == "rel_l2", optimizer_states(cfg.optim));
+    v.micro_batches = static_cast<int>(acc);
   });
   if (ctx.rank() == 0) std::cout << (cli.dry_run == "json" ? dry_run_json(v) : dry_run_table(v));
   return 0;
@@ -92,7 +97,19 @@ int run(Context& ctx, int argc, char** argv) {
               << tr.val_samples() << " validation), model " << tr.model().signature() << " ("
               << tr.model().graph().parameters().size() << " parameter tensors), "
               << cfg.model.dtype << ", " << cfg.optim.name << ", batch " << cfg.train.batch_size
+              << (cfg.train.accumulate > 1
+                      ? " (" + std::to_string(cfg.train.accumulate) + " micro-batches of " +
+                            std::to_string(cfg.train.batch_size / cfg.train.accumulate) + ")"
+                      : std::string())
               << ", " << tr.total_steps() << " steps" << std::endl;
+  // Batch norm normalizes over the samples a forward holds: a micro-batch's.
+  if (root && cfg.train.accumulate > 1 && cfg.model.type == "unet" && cfg.model.norm == "batch")
+    std::cout << "warning: model.norm = \"batch\" with train.accumulate = " << cfg.train.accumulate
+              << ": each forward normalizes by its micro-batch's statistics ("
+              << cfg.train.batch_size / cfg.train.accumulate
+              << " samples), not the whole batch's, and the running statistics move once per "
+                 "micro-batch (as in PyTorch); model.norm = \"group\" does not depend on the batch"
+              << std::endl;
   // More neighbours than a cloud has points: each point takes the whole cloud.
   if (root && cfg.model.type == "pointconv" && tr.data().points() && !tr.data().spatial().empty() &&
       cfg.model.neighbours > tr.data().spatial().front())
