@@ -138,6 +138,8 @@ Index Args::integer(const std::string& name) const {
     std::size_t used = 0;
     const long long d = std::stoll(v, &used);
     if (used == v.size()) return d;
+  } catch (const std::out_of_range&) {  // digits, past 64 bits
+    throw Error("option --" + name + " " + v + " is out of range (a 64-bit signed integer)");
   } catch (const std::exception&) {
   }
   throw Error("option --" + name + " " + v + " is not an integer");

@@ -167,7 +167,7 @@ FieldSet field_set(const io::File& f, const std::vector<std::string>& names) {
 }
 
 Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, Index s1, Index b,
-                             Index e, DType dtype) {
+                             Index e, DType dtype, bool check_finite) {
   const Index len = e - b, n = s1 - s0, channels = fs.total_channels();
   Tensor cache = Tensor::empty({n, channels, len}, dtype);
   Index c0 = 0;
@@ -176,28 +176,30 @@ Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, In
     const std::string dset = coords ? io::schema::kCoords : io::schema::kFeatures;
     const Index C = f.info(dset).shape[2];
     const Tensor raw = io::read_slab(f, dset, Box({s0, b, 0}, {s1, e, C}), DType::f32);
-    const Index bad = io::first_nonfinite(raw);
-    std::string why;
-    if (bad >= 0) {
-      std::ostringstream os;
-      os << f.where(dset) << ": non-finite value " << raw.data<float>()[bad] << " in sample "
-         << s0 + bad / std::max<Index>(1, len * C)
-         << " (tessera-prep validate checks a file for these)";
-      why = os.str();
-    }
-    collective_check(f.comm(), bad < 0, why);
     // (n, len, C) channels-last -> channels [c0, c0 + channels of this name) of (n, C, len).
+    // Checked as read, this quantity's channels only: a NaN in a variable no model reads
+    // stops nothing.
     const Index first = coords ? 0 : fs.feature[i];
+    std::string why;
     for (Index s = 0; s < n; ++s)
       for (Index k = 0; k < fs.channels[i]; ++k)
         for (Index p = 0; p < len; ++p) {
-          const double v = raw.data<float>()[(s * len + p) * C + first + k];
+          const float v = raw.data<float>()[(s * len + p) * C + first + k];
+          if (check_finite && why.empty() && !std::isfinite(v)) {
+            std::ostringstream os;
+            os << f.where(dset) << ": non-finite value " << v << " of '" << fs.names[i] << "'"
+               << (fs.channels[i] > 1 ? " (component " + std::to_string(k) + ")" : "")
+               << " in sample " << s0 + s << ", point " << b + p
+               << " (tessera-prep validate checks a file for these)";
+            why = os.str();
+          }
           const Index at = (s * channels + c0 + k) * len + p;
           if (dtype == DType::f64)
             cache.data<double>()[at] = v;
           else
-            cache.data<float>()[at] = static_cast<float>(v);
+            cache.data<float>()[at] = v;
         }
+    if (check_finite) collective_check(f.comm(), why.empty(), why);
     c0 += fs.channels[i];
   }
   return cache;

@@ -114,10 +114,11 @@ class GridData {
 };
 
 // Point quantities of samples [s0, s1), points [b, e): (s1 - s0, channels, e - b) in dtype,
-// channels in the order of fs. Collective over f's communicator; a non-finite value fails
-// every rank naming the dataset and the sample.
+// channels in the order of fs. Collective over f's communicator; with check_finite a
+// non-finite value of a listed quantity fails every rank naming the dataset, the quantity,
+// the sample and the point (other variables of /points/features are not looked at).
 Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, Index s1, Index b,
-                             Index e, DType dtype);
+                             Index e, DType dtype, bool check_finite = true);
 
 // Reads the channel counts of fields and checks they are schema grid fields, or point
 // quantities of a point-cloud file (collective).

@@ -38,6 +38,8 @@ int run_reporting_errors(const char* program, int argc, char** argv, Run run) {
     if (error.empty()) error = "an exception without a message";
   }
   const int agreed = failure::conclude(end, error);
+  // Said once (the error line): the launcher's SIGTERM to ranks still ending adds nothing.
+  if (agreed != 0) failure::mute_signal_notice();
   MPI_Comm_free(&end);
   return agreed != 0 ? agreed : rc;
 }

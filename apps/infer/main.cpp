@@ -69,7 +69,9 @@ void read_fields_into(const io::File& f, const FieldSet& fs, Index n, const Box&
 
 // One sample of the listed fields, this rank's spatial block, channels concatenated.
 Tensor read_sample(const io::File& f, const FieldSet& fs, Index n, const Box& block, DType dtype) {
-  if (fs.points) return read_point_quantities(f, fs, n, n + 1, block.lo[0], block.hi[0], dtype);
+  // Not checked here: the caller says what a non-finite input or target means.
+  if (fs.points)
+    return read_point_quantities(f, fs, n, n + 1, block.lo[0], block.hi[0], dtype, false);
   std::vector<Index> shape = {1, fs.total_channels()};
   for (int d = 0; d < block.ndim; ++d) shape.push_back(block.extent(d));
   const Tensor out = Tensor::empty(shape, DType::f32);

@@ -14,6 +14,8 @@ namespace tessera::prep {
 
 // The largest value of an int option (iteration counts, modes, steps).
 inline constexpr Index kIntMax = 2147483647;
+// --seed: 0 to 2^63 - 1 (stored as the file's int64 attribute 'seed').
+inline constexpr Index kMaxSeed = 9223372036854775807;
 
 struct Command {
   std::string name;  // "generate darcy", "inspect", ...

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -183,6 +184,9 @@ int run(Context& ctx, const cli::Args& a) {
   }
   TESSERA_CHECK(static_cast<Index>(vars.size()) == C,
                 "--variables names " << vars.size() << " channels, the data has " << C);
+  TESSERA_CHECK(kind != "features" || std::find(vars.begin(), vars.end(), "coords") == vars.end(),
+                "--variables: 'coords' is the name of /points/coords (--kind coords); a feature "
+                "named so could never be chosen as a model input or target");
   if (kind != "coords") f.set_attr(dset, "variables", vars);
   if (kind == "field") {
     io::schema::GridMeta m;

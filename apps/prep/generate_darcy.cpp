@@ -22,7 +22,7 @@ int run(Context& ctx, const cli::Args& a) {
   const Index samples = a.integer("samples");
   TESSERA_CHECK(samples >= 1, "--samples must be at least 1");
   DarcyParams p;
-  p.field.seed = static_cast<std::uint64_t>(a.integer("seed"));
+  p.field.seed = static_cast<std::uint64_t>(a.integer_in("seed", 0, kMaxSeed));
   p.field.modes = static_cast<int>(a.integer_in("modes", 0, kIntMax));
   p.sigma = a.finite_above("sigma", 0, true);
   p.tol = a.finite_above("tol", 0);

@@ -2,10 +2,12 @@
 #include <iostream>
 
 #include "apps/prep/common.hpp"
+#include "io/finite.hpp"
 #include "io/output_file.hpp"
 #include "apps/prep/points.hpp"
 #include "apps/prep/progress.hpp"
 #include "io/sharded.hpp"
+#include "runtime/comm/collective_error.hpp"
 #include "runtime/points/migration.hpp"
 #include "runtime/points/neighbor_query.hpp"
 
@@ -51,7 +53,7 @@ int run(Context& ctx, const cli::Args& a) {
   TESSERA_CHECK(
       k <= P, "--smooth " << k << " neighbours of a cloud of " << P << " points: at most --points");
   PointsParams p;
-  p.seed = static_cast<std::uint64_t>(a.integer("seed"));
+  p.seed = static_cast<std::uint64_t>(a.integer_in("seed", 0, kMaxSeed));
   p.surface = a.str("surface");
   p.noise = a.finite_above("noise", 0, true);
   TESSERA_CHECK(p.surface == "torus" || p.surface == "sphere",
@@ -77,6 +79,10 @@ int run(Context& ctx, const cli::Args& a) {
          feat = Tensor::empty({1, e - b, C}, DType::f32);
   for (Index n = 0; n < samples; ++n) {
     make_points(p, static_cast<std::uint64_t>(n), b, e, xyz.data<float>(), val.data<float>());
+    // A noise so large that a coordinate leaves float32 is refused as such, on every rank.
+    collective_check(ctx.world(), io::first_nonfinite(xyz) < 0 && io::first_nonfinite(val) < 0,
+                     "--noise " + a.str("noise") + ": points of sample " + std::to_string(n) +
+                         " leave float32's range (coordinates past 3.4e38): a smaller --noise");
     io::write_box(f, io::schema::kCoords, Box({n, b, 0}, {n + 1, e, 3}), xyz,
                   Box::from_shape(xyz.shape()));
     std::vector<float> smooth;

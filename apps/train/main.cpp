@@ -33,10 +33,13 @@ std::string fmt(double v, int prec = 4) {
   return os.str();
 }
 
-// "val 0.12 rel_l2 0.34", or what stands for it when train.validation_split holds none back.
-std::string val_text(const EvalResult& ev, bool any) {
-  if (!any) return "no validation (train.validation_split = 0)";
-  return "val " + fmt(ev.loss) + " rel_l2 " + fmt(ev.rel_l2);
+// "val 0.12 rel_l2 0.34", or what stands for it when train.validation_split holds none back
+// (0, or a fraction of a few samples that rounds to none).
+std::string val_text(const EvalResult& ev, const Trainer& tr, const TrainConfig& cfg) {
+  if (tr.validation_samples() > 0) return "val " + fmt(ev.loss) + " rel_l2 " + fmt(ev.rel_l2);
+  if (cfg.train.validation_split == 0) return "no validation (train.validation_split = 0)";
+  return "no validation (train.validation_split = " + fmt(cfg.train.validation_split) + " of " +
+         std::to_string(tr.data().samples()) + " samples rounds to none)";
 }
 
 // --dry-run: the volumes of one step of the configured model, on rank 0, without data.
@@ -250,9 +253,7 @@ int run(Context& ctx, int argc, char** argv) {
   const std::int64_t total = tr.total_steps();
   if (tr.steps_done() == 0 && total > 0) {  // where training starts from
     const EvalResult ev = tr.validate();
-    if (root)
-      std::cout << "step 0/" << total << " | " << val_text(ev, tr.validation_samples() > 0)
-                << std::endl;
+    if (root) std::cout << "step 0/" << total << " | " << val_text(ev, tr, cfg) << std::endl;
     std::ostringstream row;
     row << std::setprecision(17) << "0,0," << cfg.optim.lr << ",," << val_cells(ev) << ",,,,,,,,\n";
     metrics.append(row.str());
@@ -283,12 +284,11 @@ int run(Context& ctx, int argc, char** argv) {
     const double sps = static_cast<double>(r.samples) / r.t.total;
     if (root && log)
       std::cout << "step " << r.step << "/" << total << " | loss " << fmt(r.loss) << " | "
-                << val_text(ev, tr.validation_samples() > 0) << " | " << fmt(sps, 3)
-                << " samples/s | " << fmt(r.t.total * 1e3, 3) << " ms/step (compute "
-                << fmt(r.t.compute() * 1e3, 3) << ", halo " << fmt(r.t.halo * 1e3, 3)
-                << ", allreduce " << fmt(r.t.allreduce * 1e3, 3) << ", all-to-all "
-                << fmt(r.t.alltoall * 1e3, 3) << ") | peak " << fmt(peak, 4) << " MiB/rank"
-                << std::endl;
+                << val_text(ev, tr, cfg) << " | " << fmt(sps, 3) << " samples/s | "
+                << fmt(r.t.total * 1e3, 3) << " ms/step (compute " << fmt(r.t.compute() * 1e3, 3)
+                << ", halo " << fmt(r.t.halo * 1e3, 3) << ", allreduce "
+                << fmt(r.t.allreduce * 1e3, 3) << ", all-to-all " << fmt(r.t.alltoall * 1e3, 3)
+                << ") | peak " << fmt(peak, 4) << " MiB/rank" << std::endl;
     if (root && log && cfg.train.device_stats) {
       const device::Stats& d = r.dev;
       const auto mib = [](std::uint64_t b) { return fmt(static_cast<double>(b) / (1 << 20), 4); };

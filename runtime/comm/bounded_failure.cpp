@@ -218,6 +218,10 @@ void announce_signals(bool speak) {
   install_signal_cleanup();
 }
 
+void mute_signal_notice() {
+  g_announce.store(false, std::memory_order_release);
+}
+
 RemoveOnAbort::RemoveOnAbort(const std::string& path) {
   install_signal_cleanup();
   std::lock_guard<std::mutex> l(state().m);  // one registration at a time

@@ -89,6 +89,9 @@ class RemoveOnAbort {
 // (one rank of the job) say "PROGRAM: stopped by SIGTERM" first, so a job ended by scancel,
 // a time limit or Ctrl-C does not end without a word.
 void announce_signals(bool speak);
+// The job's end is said already (its error line): a SIGTERM from the launcher ending the
+// other ranks after this one's exit adds no second line. Outputs are still removed.
+void mute_signal_notice();
 
 // "0", "0, 2", "0-7": a sorted rank list, runs shortened.
 std::string rank_list(const std::vector<int>& ranks);

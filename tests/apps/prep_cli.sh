@@ -208,8 +208,20 @@ with h5py.File('d3.h5', 'r+') as f:
       convert b.raw --shape 3,1,4,6 --dtype float32 --out c.h5 --name v --append) || exit 1
     (expect_error "--append: 'p.h5' holds 5 points per sample (dataset '/points/coords'), 'f.raw' 4: coords and features share P" \
       convert f.raw --kind features --shape 2,4,1 --dtype float32 --out p.h5 --append) || exit 1
+    # A feature named "coords" could never be chosen (it names /points/coords).
+    ramp 10 g.raw
+    (expect_error "--variables: 'coords' is the name of /points/coords" \
+      convert g.raw --kind features --shape 2,5,1 --dtype float32 --variables coords \
+      --out p.h5 --append) || exit 1
     [ "$(sha256sum c.h5 p.h5)" = "$before" ] || fail "an appended-to file changed"
     temp_left c.h5 || temp_left p.h5 && fail "a temporary file was left"
+    # ... and a file naming one so (h5py writes it) does not validate.
+    expect_ok 1 convert g.raw --kind features --shape 2,5,1 --dtype float32 --variables g \
+      --out p.h5 --append --quiet
+    /usr/bin/python3 -c "import h5py; h5py.File('p.h5', 'r+')['/points/features'].attrs['variables'] = ['coords']" ||
+      fail "h5py could not set the attribute"
+    (expect_error "attribute 'variables' names 'coords', which names /points/coords" \
+      validate p.h5) || exit 1
     echo "prep_cli convert_append_count: refused, files unchanged"
     ;;
   convert_invalid)  # metadata and values the schema refuses: refused before writing them
@@ -242,6 +254,13 @@ with h5py.File('d3.h5', 'r+') as f:
       [ "$1" = points ] && size=(--points 20)
       (expect_error "option $2 $3: must be a finite number" generate $1 "${size[@]}" $2 $3 \
         --out g.h5) 2>&1 | tail -1 | grep -q "as it must" || fail "generate $bad was not refused"
+    done
+    # A seed is 0 to 2^63 - 1; a noise that puts points past float32 is said as such.
+    for bad in "--seed -1|option --seed -1: must lie in \\[0, 9223372036854775807\\]" \
+      "--seed 18446744073709551614|option --seed 18446744073709551614 is out of range" \
+      "--noise 1e300|--noise 1e300: points of sample 0 leave float32's range"; do
+      (expect_error "${bad#*|}" generate points --points 20 ${bad%%|*} --out g.h5) 2>&1 |
+        tail -1 | grep -q "as it must" || fail "generate points ${bad%%|*} was not refused"
     done
     [ -z "$(ls)" ] || fail "files were left: $(ls)"
     echo "prep_cli generate_params: refused"

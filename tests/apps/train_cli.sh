@@ -12,7 +12,8 @@
 #    under another padding;
 #  - a Transolver on point clouds: trained at 2 ranks, inference at 1 and 2 ranks writes
 #    /points/coords and /points/features (equal at both rank counts); a point quantity
-#    that does not exist is refused.
+#    that does not exist is refused; a NaN in a point target is reported by inference, named
+#    (variable, sample, point) by training, and one in an unread variable stops nothing.
 # Args: BIN_DIR WORK_DIR MPIEXEC NUMPROC_FLAG [MPIEXEC FLAGS...]
 set -uo pipefail
 bin=$1 work=$2 mpiexec=$3 npflag=$4
@@ -423,6 +424,29 @@ print(f"points: prediction at 1 vs 2 ranks, max rel diff {d:.2e}")
 assert d < 1e-6
 EOF
 echo "ok: transolver on point clouds, inference at 1 and 2 ranks"
+# A NaN in a point target: inference writes the prediction and reports no error for that
+# sample (as for grid fields); training refuses it naming the variable, sample and point.
+# One in a variable the model does not read stops nothing.
+/usr/bin/python3 - pts_test.h5 pts.h5 <<'EOF' || fail "h5py (NaN point files)"
+import h5py, numpy as np, shutil, sys
+for src, dst, (n, p) in ((sys.argv[1], "pts_nan_test.h5", (0, 7)), (sys.argv[2], "pts_nan.h5", (1, 11))):
+    shutil.copy(src, dst)
+    with h5py.File(dst, "r+") as f:
+        d = f["points/features"]
+        a = d[()]
+        a[n, p, 1] = np.nan  # f_smooth
+        d[...] = a
+EOF
+mpi 2 "$bin/tessera-infer" --checkpoint ck-pts/ckpt_00000003.h5 --input pts_nan_test.h5 \
+  --output pts_nan_pred.h5 >nan_infer.log 2>&1 || { cat nan_infer.log; fail "tessera-infer, NaN target"; }
+grep -q "sample 0: the target (f_smooth in pts_nan_test.h5) holds a non-finite value: no relative error" \
+  nan_infer.log || { cat nan_infer.log; fail "a NaN point target was not reported"; }
+expect_error 2 "non-finite value nan of 'f_smooth' in sample 1, point 11" pts.toml \
+  --data.path=pts_nan.h5 --train.checkpoint_dir=ck-nan
+mpi 2 "$bin/tessera-train" pts.toml --data.path=pts_nan.h5 --data.targets=f '--data.inputs=["coords"]' \
+  --train.steps=1 --train.checkpoint_dir=ck-nan2 >nan2.log 2>&1 ||
+  { cat nan2.log; fail "a NaN in a variable the model does not read stopped training"; }
+echo "ok: NaN in point quantities: a target's at inference and in training, an unread one's"
 # Validation runs where logged and before every checkpoint: with log_interval 3 and
 # checkpoints every 2 steps, step 1 has no validation columns, step 2 has them.
 mpi 2 "$bin/tessera-train" cfg.toml --train.steps=4 --train.log_interval=3 \
@@ -430,6 +454,14 @@ mpi 2 "$bin/tessera-train" cfg.toml --train.steps=4 --train.log_interval=3 \
   { cat val.log; fail "training with log_interval 3"; }
 [ "$(awk -F, '$1 == 1 {print $5}' val.csv)" = "" ] && [ -n "$(awk -F, '$1 == 2 {print $5}' val.csv)" ] ||
   { cat val.csv; fail "step 2's checkpoint was not validated, or step 1 was"; }
+# A validation split that rounds to no sample is said as such (not as a split of 0).
+mpi 1 "$bin/tessera-prep" generate darcy --grid 16x16 --samples 2 --out two.h5 --quiet ||
+  fail "tessera-prep generate darcy (2 samples)"
+mpi 1 "$bin/tessera-train" cfg.toml --data.path=two.h5 --train.batch_size=1 --train.steps=1 \
+  --train.validation_split=0.2 --train.checkpoint_dir=ck-two --train.metrics_csv= >two.log 2>&1 ||
+  { cat two.log; fail "training on 2 samples"; }
+grep -q "no validation (train.validation_split = 0.2 of 2 samples rounds to none)" two.log ||
+  { cat two.log; fail "the split that rounds to none was not said"; }
 # More neighbours than a cloud has points: said, and each point takes the whole cloud.
 mpi 1 "$bin/tessera-train" pts.toml --model.type=pointconv --model.neighbours=400 \
   --train.steps=1 --train.checkpoint_dir=ck-pc >pc.log 2>&1 || { cat pc.log; fail "pointconv"; }
