@@ -82,7 +82,10 @@ std::string signature_difference(const std::string& have, const std::string& wan
   const auto find = [&](const std::vector<std::string>& v, const std::string& k) {
     for (std::size_t i = 1; i < v.size(); ++i)
       if (key(v[i]) == k) return v[i];
-    return "no " + k;  // a word one side lacks ("no padding": the UNet's zeros)
+    // A word one side lacks: the default it stands for (written only where not the default).
+    if (k == "padding") return std::string("padding=zeros");
+    if (k == "positions") return std::string("positions=sinusoidal");
+    return "no " + k;
   };
   std::vector<std::string> keys;
   for (const auto* v : {&a, &b})

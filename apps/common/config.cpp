@@ -694,6 +694,9 @@ std::vector<std::string> unused_model_keys(const TrainConfig& c) {
     else if (key == "window" && c.model.attention != "neighbourhood")
       out.push_back(f->name() + " = " + value + " is not used with model.attention = " +
                     quote(c.model.attention) + " (only with \"neighbourhood\")");
+    else if (key == "groups" && c.model.norm != "group")
+      out.push_back(f->name() + " = " + value + " is not used with model.norm = " +
+                    quote(c.model.norm) + " (only with \"group\")");
   }
   return out;
 }

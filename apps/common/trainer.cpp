@@ -745,6 +745,15 @@ void Trainer::restore(const io::Checkpoint& c) {
     model_->load_buffers(bufs);
     auto [in, out] = normalizers_from(c.buffers, then.data.normalize);
     sampler_->load_state(c.rng);
+    // train.epochs counts passes: with another batch size than the checkpoint's, the steps
+    // left are those that draw the rest of them (and the schedule spans the new total).
+    if (cfg_.train.steps == 0 && then.train.batch_size != cfg_.train.batch_size) {
+      const std::int64_t want = cfg_.train.epochs * static_cast<std::int64_t>(train_.size()),
+                         drawn = sampler_->drawn(), bsz = cfg_.train.batch_size;
+      total_steps_ =
+          optimizer_->steps_taken() + (drawn < want ? (want - drawn + bsz - 1) / bsz : 0);
+      schedule_ = make_schedule(cfg_, total_steps_);
+    }
     // Last, once nothing else can fail: the data is rescaled in place, which a checkpoint
     // passed over afterwards must not have done (the next one would restore on top of it).
     if (in.mean != in_norm_.mean || in.std != in_norm_.std || out.mean != out_norm_.mean ||

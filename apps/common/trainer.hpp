@@ -96,6 +96,8 @@ class Sampler {
   Sampler(Index train_samples, Index batch, bool shuffle, std::uint64_t seed);
   std::vector<Index> next();  // indices into the training split
   std::int64_t epoch() const { return epoch_; }
+  // Samples drawn so far (over all passes, whatever the batch size was).
+  std::int64_t drawn() const { return epoch_ * static_cast<std::int64_t>(perm_.size()) + cursor_; }
   std::string state() const;
   void load_state(const std::string& s);
 
@@ -121,6 +123,10 @@ class Trainer {
 
   std::int64_t steps_done() const { return optimizer_->steps_taken(); }
   std::int64_t total_steps() const { return total_steps_; }
+  // Passes over the training split drawn so far (the metrics' epoch column).
+  double epochs_drawn() const {
+    return static_cast<double>(sampler_->drawn()) / static_cast<double>(train_.size());
+  }
   std::size_t validation_samples() const { return val_.size(); }
   // The per-rank memory estimate the node was checked against before the data was read.
   const MemoryEstimate& memory_estimate() const { return memory_; }

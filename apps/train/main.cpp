@@ -68,6 +68,13 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
                 cfg.train.loss == "rel_l2", optimizer_states(cfg.optim));
     v.micro_batches = static_cast<int>(acc);
   });
+  // The dry run splits as mesh.shape = "auto" does: a config's own mesh is not what it shows
+  // (said on stderr, so that the JSON on stdout stays whole).
+  if (ctx.rank() == 0 && cfg.mesh.shape != "auto")
+    std::cerr << "warning: mesh.shape = \"" << cfg.mesh.shape
+              << "\" is not used by --dry-run, which splits the first spatial dim over --ranks "
+                 "domain ranks (as mesh.shape = \"auto\")"
+              << std::endl;
   if (ctx.rank() == 0) std::cout << (cli.dry_run == "json" ? dry_run_json(v) : dry_run_table(v));
   return 0;
 }
@@ -299,13 +306,11 @@ int run(Context& ctx, int argc, char** argv) {
     }
     {
       std::ostringstream row;
-      row << std::setprecision(17) << r.step << ','
-          << static_cast<double>(r.step * cfg.train.batch_size) /
-                 static_cast<double>(tr.train_samples())
-          << ',' << r.lr << ',' << r.loss << ',' << (validated ? val_cells(ev) : std::string(","))
-          << ',' << r.grad_norm << ',' << sps << ',' << r.t.total * 1e3 << ','
-          << r.t.compute() * 1e3 << ',' << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ','
-          << r.t.alltoall * 1e3 << ',' << peak << '\n';
+      row << std::setprecision(17) << r.step << ',' << tr.epochs_drawn() << ',' << r.lr << ','
+          << r.loss << ',' << (validated ? val_cells(ev) : std::string(",")) << ',' << r.grad_norm
+          << ',' << sps << ',' << r.t.total * 1e3 << ',' << r.t.compute() * 1e3 << ','
+          << r.t.halo * 1e3 << ',' << r.t.allreduce * 1e3 << ',' << r.t.alltoall * 1e3 << ','
+          << peak << '\n';
       try {
         metrics.append(row.str());  // collective: a failed write stops every rank now
       } catch (const Error& e) {

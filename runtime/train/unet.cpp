@@ -63,6 +63,14 @@ std::string current_unet_signature(const std::string& stored) {
   upgrade("norm", {"group", "batch", "none"});
   upgrade("down", {"pool", "conv"});
   upgrade("up", {"upsample", "transposed_conv"});
+  // groups=0 without GroupNorm (nothing reads it): older signatures carried the setting.
+  if (s.find(" norm=group ") == std::string::npos) {
+    const std::size_t at = s.find(" groups=");
+    if (at != std::string::npos) {
+      const std::size_t v = at + 8, end = s.find(' ', v);
+      s.replace(v, end == std::string::npos ? std::string::npos : end - v, "0");
+    }
+  }
   return s;
 }
 
@@ -210,7 +218,8 @@ std::string UNet::signature() const {
   std::ostringstream os;
   os << "unet nd=" << o.nd << " in=" << o.in_channels << " out=" << o.out_channels
      << " width=" << o.width << " depth=" << o.depth << " kernel=" << o.kernel
-     << " norm=" << name_of(o.norm) << " groups=" << o.groups
+     << " norm=" << name_of(o.norm)
+     << " groups=" << (o.norm == UNetOptions::Norm::Group ? o.groups : 0)
      << " activation=" << kernels::name_of(o.activation) << " down=" << name_of(o.down)
      << " up=" << name_of(o.up) << " dtype=" << name_of(o.dtype);
   // Only where it is not zeros: the signature of checkpoints from before the option.

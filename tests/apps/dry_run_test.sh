@@ -154,5 +154,21 @@ assert b["flops"] == a["flops"], "recompute changes the step's own flops"
 PY
     { echo "dry_run_test: $model: recompute's estimates (activations lower, replay flops)"; fail=1; }
 done
+# train.accumulate: a micro-batch's figures, said as such; a given mesh.shape (the dry run
+# splits as "auto") is named on stderr, the JSON on stdout whole.
+"$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" --dry-run=json --grid=64x32 --ranks=2 \
+  --batch=8 --train.accumulate=4 --mesh.shape=domain=2 >acc.json 2>acc.log ||
+  { cat acc.log; echo "dry_run_test: no dry run with train.accumulate"; fail=1; }
+"$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" --dry-run=json --grid=64x32 --ranks=2 \
+  --batch=2 >b2.json 2>/dev/null || { echo "dry_run_test: no dry run of batch 2"; fail=1; }
+grep -q 'warning: mesh.shape = "domain=2" is not used by --dry-run' acc.log ||
+  { cat acc.log; echo "dry_run_test: a given mesh.shape was not named"; fail=1; }
+python3 - acc.json b2.json <<'PY' || { echo "dry_run_test: train.accumulate's figures"; fail=1; }
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["micro_batches"] == 4 and b["micro_batches"] == 1, (a["micro_batches"], b["micro_batches"])
+assert a["input_shape"][0] == 2 and a["flops"] == b["flops"], (a["input_shape"], a["flops"], b["flops"])
+assert a["memory_activations_bytes"] == b["memory_activations_bytes"]
+PY
 [ $fail = 0 ] && echo "dry_run_test: passed" || echo "dry_run_test: FAILED"
 exit $fail

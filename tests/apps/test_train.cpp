@@ -189,6 +189,37 @@ TEST_CASE("checkpoint: 10 steps, save, restart at another rank count, 10 more ==
   MPI_CHECK(param_diff(second, straight) < 1e-12);
 }
 
+TEST_CASE("checkpoint: train.epochs resumed with another batch size draws the passes left",
+          "[train][checkpoint]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir();
+  const std::string data = make_dataset(dir);
+  const std::string ckdir = dir + "/ck-epochs";
+  // 9 training samples, 2 passes: 18 samples, 5 steps of 4.
+  const TrainConfig four = config(data, ckdir, {"train.steps=0", "train.epochs=2"});
+  {
+    Trainer t(Mesh::line(MPI_COMM_WORLD), four);
+    MPI_CHECK(t.total_steps() == 5);
+    losses(t, 2);
+    MPI_CHECK(std::abs(t.epochs_drawn() - 8.0 / 9) < 1e-15);
+    t.save(io::checkpoint_path(ckdir, 2));
+  }
+  const TrainConfig two =
+      config(data, ckdir, {"train.steps=0", "train.epochs=2", "train.batch_size=2"});
+  Trainer t(Mesh::line(MPI_COMM_WORLD), two);
+  t.restore(io::load_checkpoint(io::checkpoint_path(ckdir, 2), MPI_COMM_WORLD));
+  // 10 samples left: 5 steps of 2 after the 2 taken.
+  MPI_CHECK(t.steps_done() == 2);
+  MPI_CHECK(t.total_steps() == 7);
+  MPI_CHECK(std::abs(t.epochs_drawn() - 8.0 / 9) < 1e-15);
+  losses(t, 5);
+  MPI_CHECK(t.epochs_drawn() == 2.0);
+  // The same batch size: the run's total as it was.
+  Trainer same(Mesh::line(MPI_COMM_WORLD), four);
+  same.restore(io::load_checkpoint(io::checkpoint_path(ckdir, 2), MPI_COMM_WORLD));
+  MPI_CHECK(same.total_steps() == 5);
+}
+
 TEST_CASE("checkpoint: a write that fails midway keeps the previous checkpoint", "[checkpoint]") {
   setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
   const std::string dir = test_dir();
@@ -248,8 +279,9 @@ TEST_CASE("checkpoint: a write that fails midway keeps the previous checkpoint",
   older.restore(with_numbers("0"));
   MPI_CHECK(older.steps_done() == 3);
   Trainer other(mesh, cfg);
-  MPI_CHECK_ERROR(other.restore(with_numbers("1")),
-                  "checkpoint of another model (norm=batch, not norm=group)");
+  MPI_CHECK_ERROR(
+      other.restore(with_numbers("1")),
+      "checkpoint of another model (norm=batch, not norm=group; groups=0, not groups=2)");
   // The write after the faults succeeds.
   t.save(io::checkpoint_path(ckdir, 5));
   MPI_CHECK(io::latest_checkpoint(ckdir, MPI_COMM_WORLD) == io::checkpoint_path(ckdir, 5));

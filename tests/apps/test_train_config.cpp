@@ -11,6 +11,7 @@
 #include "apps/common/builders.hpp"
 #include "apps/common/config.hpp"
 #include "apps/common/trainer.hpp"
+#include "runtime/train/unet.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/expect_error.hpp"
 
@@ -136,6 +137,11 @@ TEST_CASE("config: model keys the chosen model does not use are named", "[config
   MPI_CHECK(unused_model_keys(parse("[model]\ntype = \"vit\"\nwindow = 9\n"
                                     "attention = \"neighbourhood\"\n"))
                 .empty());
+  // GroupNorm's groups, set with another norm.
+  const auto groups = unused_model_keys(parse("[model]\ngroups = 2\nnorm = \"batch\"\n"));
+  MPI_REQUIRE(groups.size() == 1);
+  MPI_CHECK(test::has(groups[0], "model.groups = 2 is not used with model.norm = \"batch\""));
+  MPI_CHECK(unused_model_keys(parse("[model]\ngroups = 2\n")).empty());
   // A printed config read back names nothing: keys at their defaults are not warned of.
   MPI_CHECK(unused_model_keys(parse(to_toml(parse("[model]\ntype = \"fno\"\n")))).empty());
 }
@@ -193,8 +199,20 @@ TEST_CASE("checkpoint signatures: the difference names the words that differ", "
             "positions=learned:(8, 8), not positions=learned:(12, 12)");
   MPI_CHECK(
       signature_difference("vit dim=8 depth=2", "vit dim=8 positions=learned:(4, 4) depth=2") ==
-      "no positions, not positions=learned:(4, 4)");
+      "positions=sinusoidal, not positions=learned:(4, 4)");
+  MPI_CHECK(signature_difference("unet width=4", "unet width=4 padding=circular") ==
+            "padding=zeros, not padding=circular");
+  MPI_CHECK(signature_difference("unet width=4", "unet width=4 extra=1") ==
+            "no extra, not extra=1");
   MPI_CHECK(signature_difference("fno width=4", "unet width=4") == "a fno, not a unet");
+  // Older UNet signatures: norms by number, GroupNorm's groups written without GroupNorm.
+  MPI_CHECK(current_unet_signature("unet nd=2 width=4 norm=1 groups=2 down=0 up=1 dtype=f32") ==
+            "unet nd=2 width=4 norm=batch groups=0 down=pool up=transposed_conv dtype=f32");
+  MPI_CHECK(current_unet_signature("unet nd=2 width=4 norm=none groups=12") ==
+            "unet nd=2 width=4 norm=none groups=0");
+  MPI_CHECK(current_unet_signature("unet nd=2 width=4 norm=group groups=2 up=upsample") ==
+            "unet nd=2 width=4 norm=group groups=2 up=upsample");
+  MPI_CHECK(current_unet_signature("vit dim=8 groups=2") == "vit dim=8 groups=2");
 }
 
 TEST_CASE("config errors: wrong types", "[config]") {

@@ -89,7 +89,10 @@ expect_error 2 "train.batch_size = 3 is not divisible by the 2 ranks" cfg.toml \
   --mesh.shape=domain=1,data=2 --train.batch_size=3
 expect_error 2 "nothere.h5" cfg.toml --data.path=nothere.h5
 
-mpi 1 "$bin/tessera-train" --help | grep -q "model.width" || fail "--help lists no keys"
+# (Into a file first: grep -q leaving early would end a pipe's writer with SIGPIPE, which
+# pipefail reports as the pipe's failure.)
+mpi 1 "$bin/tessera-train" --help >help.txt || fail "--help"
+grep -q "model.width" help.txt || fail "--help lists no keys"
 mpi 1 "$bin/tessera-train" cfg.toml --print-config >resolved.toml || fail "--print-config"
 mpi 1 "$bin/tessera-train" resolved.toml --print-config | cmp -s - resolved.toml ||
   fail "--print-config does not parse back to itself"
@@ -259,8 +262,8 @@ mpi 2 "$bin/tessera-infer" --checkpoint ck/ckpt_00000006.h5 --input big.h5 --out
 cat infer.log
 grep -q "mean relative L2 error" infer.log || fail "no error report"
 mpi 1 "$bin/tessera-prep" validate pred.h5 >/dev/null || fail "prediction is not a valid dataset"
-mpi 1 "$bin/tessera-prep" inspect pred.h5 | grep "pressure" | grep -q "(2, 1, 32, 24)" ||
-  { mpi 1 "$bin/tessera-prep" inspect pred.h5; fail "prediction shape"; }
+mpi 1 "$bin/tessera-prep" inspect pred.h5 >inspect.txt || fail "tessera-prep inspect"
+grep "pressure" inspect.txt | grep -q "(2, 1, 32, 24)" || { cat inspect.txt; fail "prediction shape"; }
 echo "ok: inference on 32x24 wrote /fields/pressure (2, 1, 32, 24)"
 # The prediction names its channels as the input file's target does (the generator's 'p').
 /usr/bin/python3 - pred.h5 big.h5 <<'EOF' || fail "prediction's variables are not the target's"
