@@ -62,21 +62,13 @@ void check_numbers(const File& f, const std::string& d, const std::string& name,
     }
 }
 
-void check_variables(const File& f, const std::string& d, std::size_t C, bool point_features,
-                     Problems& problems) {
+void check_variables(const File& f, const std::string& d, std::size_t C, Problems& problems) {
   if (!attr_ok(f, d, "variables", C, true, true, problems)) return;
   const std::vector<std::string> v = f.attr_strings(d, "variables");
   std::set<std::string> seen;
   for (const std::string& s : v) {
     if (s.empty()) {
       problems.push_back(f.where(d) + ": attribute 'variables' has an empty name");
-      return;
-    }
-    // A config names point quantities by name, and "coords" is /points/coords.
-    if (point_features && s == "coords") {
-      problems.push_back(f.where(d) +
-                         ": attribute 'variables' names 'coords', which names /points/coords "
-                         "(data.inputs = [\"coords\", ...]): this variable could never be chosen");
       return;
     }
     if (!seen.insert(s).second) {
@@ -432,7 +424,7 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
     Index per_channel = 1;
     for (std::size_t k = 0; k < nd; ++k)
       if (k != (field ? 1u : 2u)) per_channel *= in.shape[k];
-    if (field || feats) check_variables(f, d, C, feats, problems);
+    if (field || feats) check_variables(f, d, C, problems);
     if (field) check_grid(f, d, in.shape, problems);
     check_stats(f, d, C, per_channel, problems);
     if (coords && f.exists(kFeatures) && f.info(kFeatures).shape.size() == 3) {

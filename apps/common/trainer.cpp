@@ -745,9 +745,10 @@ void Trainer::restore(const io::Checkpoint& c) {
     model_->load_buffers(bufs);
     auto [in, out] = normalizers_from(c.buffers, then.data.normalize);
     sampler_->load_state(c.rng);
-    // train.epochs counts passes: with another batch size than the checkpoint's, the steps
-    // left are those that draw the rest of them (and the schedule spans the new total).
-    if (cfg_.train.steps == 0 && then.train.batch_size != cfg_.train.batch_size) {
+    // train.epochs counts passes: the steps left are those that draw the rest of them at
+    // this run's batch size (which an earlier resume may have changed: the checkpoint's
+    // config holds only the last), and the schedule spans that total.
+    if (cfg_.train.steps == 0) {
       const std::int64_t want = cfg_.train.epochs * static_cast<std::int64_t>(train_.size()),
                          drawn = sampler_->drawn(), bsz = cfg_.train.batch_size;
       total_steps_ =

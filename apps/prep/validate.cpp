@@ -1,4 +1,5 @@
 // tessera-prep validate: shapes, dtypes, required attributes and NaN/Inf.
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -24,7 +25,7 @@ int run(Context& ctx, const cli::Args& a) {
   // One progress line per dataset scanned: "[validate /fields/u] K/T, ...".
   std::optional<Progress> progress;
   std::string scanning;
-  const auto problems = io::schema::validate(
+  auto problems = io::schema::validate(
       f, expect, !a.flag("no-values"),
       [&](const std::string& dataset, Index done, Index total, double bytes) {
         if (!progress || dataset != scanning)
@@ -32,6 +33,20 @@ int run(Context& ctx, const cli::Args& a) {
           progress.emplace(ctx.world(), "validate " + dataset, 0, 0, a.flag("quiet"));
         progress->update_bytes(done, total, bytes);
       });
+  // Beyond the schema, so that files holding one still load (the variable unread): a
+  // /points/features variable named "coords", which a config's "coords" (/points/coords)
+  // shadows, could never be chosen.
+  if (f.exists(io::schema::kFeatures) && f.has_attr(io::schema::kFeatures, "variables")) {
+    std::vector<std::string> names;
+    try {
+      names = f.attr_strings(io::schema::kFeatures, "variables");
+    } catch (const Error&) {  // not strings: the schema's problem, said above
+    }
+    if (std::find(names.begin(), names.end(), "coords") != names.end())
+      problems.push_back(f.where(io::schema::kFeatures) +
+                         ": attribute 'variables' names 'coords', the name of /points/coords "
+                         "(data.inputs = [\"coords\", ...]): this variable could never be chosen");
+  }
   if (problems.empty()) {
     if (ctx.rank() == 0)
       std::cout << f.path() << ": valid (schema version " << io::schema::kVersion << ")\n";

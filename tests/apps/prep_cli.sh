@@ -220,7 +220,7 @@ with h5py.File('d3.h5', 'r+') as f:
       --out p.h5 --append --quiet
     /usr/bin/python3 -c "import h5py; h5py.File('p.h5', 'r+')['/points/features'].attrs['variables'] = ['coords']" ||
       fail "h5py could not set the attribute"
-    (expect_error "attribute 'variables' names 'coords', which names /points/coords" \
+    (expect_error "attribute 'variables' names 'coords', the name of /points/coords" \
       validate p.h5) || exit 1
     echo "prep_cli convert_append_count: refused, files unchanged"
     ;;

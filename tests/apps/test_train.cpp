@@ -212,8 +212,15 @@ TEST_CASE("checkpoint: train.epochs resumed with another batch size draws the pa
   MPI_CHECK(t.steps_done() == 2);
   MPI_CHECK(t.total_steps() == 7);
   MPI_CHECK(std::abs(t.epochs_drawn() - 8.0 / 9) < 1e-15);
-  losses(t, 5);
+  losses(t, 3);
+  t.save(io::checkpoint_path(ckdir, 5));
+  losses(t, 2);
   MPI_CHECK(t.epochs_drawn() == 2.0);
+  // Resumed again at batch 2 (the checkpoint's config says 2 now): 4 samples left, 2 steps.
+  Trainer again(Mesh::line(MPI_COMM_WORLD), two);
+  again.restore(io::load_checkpoint(io::checkpoint_path(ckdir, 5), MPI_COMM_WORLD));
+  MPI_CHECK(again.total_steps() == 7);
+  MPI_CHECK(std::abs(again.epochs_drawn() - 14.0 / 9) < 1e-15);
   // The same batch size: the run's total as it was.
   Trainer same(Mesh::line(MPI_COMM_WORLD), four);
   same.restore(io::load_checkpoint(io::checkpoint_path(ckdir, 2), MPI_COMM_WORLD));
