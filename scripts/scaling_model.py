@@ -106,42 +106,36 @@ def predict(m, v):
                     (n - 1) * t["allgather_bytes"] / bw + t["allgathers"] * logp * lat +
                     (n - 1) / n * t["reduce_scatter_bytes"] / bw +
                     t["reduce_scatters"] * logp * lat)
+    # The gradient all-reduce, once a step; the activations' and the loss's, per micro-batch.
     g = v["grad_allreduce_bytes"]
-    allreduce = ring_allreduce(g, per_node, m["intra_bw_bytes_per_s"], m["intra_latency_s"])
+    grad_ar = ring_allreduce(g, per_node, m["intra_bw_bytes_per_s"], m["intra_latency_s"])
     if nodes > 1:
-        allreduce += ring_allreduce(g, nodes, m["inter_bw_bytes_per_s"], m["inter_latency_s"])
+        grad_ar += ring_allreduce(g, nodes, m["inter_bw_bytes_per_s"], m["inter_latency_s"])
+    act_ar = 0.0
+    loss_calls = 1 if v.get("loss_allreduce_bytes", 0) else 0
     if n > 1:
         act = t["allreduce_bytes"] + v.get("loss_allreduce_bytes", 0)
-        calls = t["allreduces"] + (1 if v.get("loss_allreduce_bytes", 0) else 0)
-        allreduce += 2 * (n - 1) / n * act / bw + calls * 2 * logp * lat
+        act_ar = 2 * (n - 1) / n * act / bw + (t["allreduces"] + loss_calls) * 2 * logp * lat
     # Ranks time-sliced on fewer cores: each synchronizing round of a collective waits for
     # its peer to be scheduled, on average the descheduled fraction of a time slice.
-    wait = {"halo": 0.0, "alltoall": 0.0, "allreduce": 0.0}
+    wait = {"halo": 0.0, "alltoall": 0.0, "grad": 0.0, "act": 0.0}
     if cores and per_node > cores and n > 1:
         q = m.get("timeslice_s", 0.0) * (1 - cores / per_node)
-        buckets = 1 if g else 0
         wait["halo"] = q * sum(l["halo_exchanges"] for l in v["layers"])
         wait["alltoall"] = q * (t["alltoalls"] * (n - 1) + t["ring_messages"] +
                                 (t["allgathers"] + t["reduce_scatters"]) * logp)
-        wait["allreduce"] = q * logp * (t["allreduces"] + buckets +
-                                        (1 if v.get("loss_allreduce_bytes", 0) else 0))
+        wait["grad"] = q * logp * (1 if g else 0)
+        wait["act"] = q * logp * (t["allreduces"] + loss_calls)
     # One estimate of memory, tessera-train's (apps/common/memory_estimate.cpp), not a second.
     memory = v["memory_parameters_bytes"] + v["memory_activations_bytes"]
     if not m.get("host_kernels", False):  # a device run takes no host kernel scratch
         memory -= v.get("memory_host_only_bytes", 0)
-    out = {"compute": compute * share, "halo": halo * share + wait["halo"],
-           "alltoall": alltoall * share + wait["alltoall"],
-           "allreduce": allreduce * share + wait["allreduce"], "memory": memory}
-    # train.accumulate: the figures are a micro-batch's, run k times a step; the gradient
-    # all-reduce (and its bucket's wait) once.
+    # train.accumulate: the layers' figures are a micro-batch's, run k times a step.
     k = v.get("micro_batches", 1)
-    if k > 1:
-        grad = allreduce - (2 * (n - 1) / n * act / bw + calls * 2 * logp * lat if n > 1 else 0)
-        grad_wait = q * logp * buckets if cores and per_node > cores and n > 1 else 0.0
-        for part in ("compute", "halo", "alltoall"):
-            out[part] *= k
-        out["allreduce"] = grad * share + grad_wait + k * (out["allreduce"] - grad * share -
-                                                           grad_wait)
+    out = {"compute": k * compute * share, "halo": k * (halo * share + wait["halo"]),
+           "alltoall": k * (alltoall * share + wait["alltoall"]),
+           "allreduce": grad_ar * share + wait["grad"] + k * (act_ar * share + wait["act"]),
+           "memory": memory}
     out["step"] = out["compute"] + out["halo"] + out["alltoall"] + out["allreduce"]
     return out
 

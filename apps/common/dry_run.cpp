@@ -18,14 +18,13 @@ OpCost StepVolumes::total() const {
 
 double StepVolumes::replay_flops() const {
   double f = 0;
-  for (const auto& l : layers) f += replay_share(l) * l.cost.flops;
+  for (const auto& l : layers) f += replay_flops_of(l);
   return f;
 }
 
 double StepVolumes::replay_halo_bytes() const {
   double b = 0;
-  for (const auto& l : layers)
-    if (l.segment >= 0) b += 0.5 * static_cast<double>(l.cost.halo_bytes);
+  for (const auto& l : layers) b += replay_halo_bytes_of(l);
   return b;
 }
 
@@ -150,8 +149,8 @@ std::string dry_run_json(const StepVolumes& v) {
     j["out_bytes"] = l.out_bytes;
     j["kept"] = l.kept;
     j["segment"] = l.segment;  // -1: not replayed (no segment, or recompute off)
-    j["replay_flops"] = StepVolumes::replay_share(l) * l.cost.flops;
-    j["replay_halo_bytes"] = l.segment >= 0 ? 0.5 * static_cast<double>(l.cost.halo_bytes) : 0.0;
+    j["replay_flops"] = StepVolumes::replay_flops_of(l);
+    j["replay_halo_bytes"] = StepVolumes::replay_halo_bytes_of(l);
     layers.push_back(j);
   }
   const OpCost t = v.total();

@@ -41,7 +41,12 @@ struct StepVolumes {
   // backward), estimated as a third of those layers' step figures (a backward costs about
   // twice its forward: exact for the convolutions, 0.29 for attention), and the halo bytes
   // of the forward's exchanges (half of theirs). Zero without recompute.
-  static double replay_share(const NodeCost& l) { return l.segment >= 0 ? 1.0 / 3 : 0.0; }
+  static double replay_flops_of(const NodeCost& l) {
+    return l.segment >= 0 ? l.cost.flops / 3 : 0.0;
+  }
+  static double replay_halo_bytes_of(const NodeCost& l) {
+    return l.segment >= 0 ? 0.5 * static_cast<double>(l.cost.halo_bytes) : 0.0;
+  }
   double replay_flops() const;
   double replay_halo_bytes() const;
   double activation_bytes() const;  // kept outputs and saved tensors: what backward needs

@@ -433,12 +433,11 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   TESSERA_CHECK(bsz % acc == 0,
                 "train.batch_size = " << bsz << " is not divisible by train.accumulate = " << acc
                                       << " (micro-batches of equal size)");
-  micro_batch_ = bsz / acc;
-  TESSERA_CHECK(micro_batch_ % data_ranks == 0, "train.batch_size / train.accumulate = "
-                                                    << micro_batch_ << " samples a micro-batch "
-                                                    << "is not divisible by the " << data_ranks
-                                                    << " ranks of the mesh's data axis ("
-                                                    << mesh.str() << ")");
+  TESSERA_CHECK(micro_batch() % data_ranks == 0, "train.batch_size / train.accumulate = "
+                                                     << micro_batch() << " samples a micro-batch "
+                                                     << "is not divisible by the " << data_ranks
+                                                     << " ranks of the mesh's data axis ("
+                                                     << mesh.str() << ")");
   for (Index i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(i);
 
   model_ = make_model(mesh.comm(), 2 + optimizer_states(cfg.optim), cfg, data_->spatial_dims(),
@@ -453,7 +452,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
 
   // Sharded parameters take their blocks for the training batches' decomposition before the
   // optimizer and GradSync hold them. A forward and backward hold one micro-batch.
-  const auto [x_spec, y_spec] = data_->batch_specs(micro_batch_);
+  const auto [x_spec, y_spec] = data_->batch_specs(micro_batch());
   model_->graph().ghost_room(cfg.train.ghost_room);
   model_->graph().recompute(cfg.train.recompute);
   model_->graph().bind(mesh, {x_spec});
@@ -519,14 +518,14 @@ StepResult Trainer::step() {
   std::vector<Index> idx = sampler_->next();
   for (Index& i : idx) i = train_[static_cast<std::size_t>(i)];
   // The step's micro-batches: consecutive runs of the batch (one, the batch, by default).
-  const std::size_t micro = static_cast<std::size_t>(micro_batch_);
+  const std::size_t micro = static_cast<std::size_t>(micro_batch());
   const std::size_t parts = idx.size() / micro;
-  const auto micro_batch = [&](std::size_t k) {
+  const auto load_part = [&](std::size_t k) {
     const std::vector<Index> sub(idx.begin() + static_cast<std::ptrdiff_t>(k * micro),
                                  idx.begin() + static_cast<std::ptrdiff_t>((k + 1) * micro));
     return data_->batch(sub, space_, input_room(sub.size()));
   };
-  auto batch = micro_batch(0);  // (input, target)
+  auto batch = load_part(0);  // (input, target)
   inject("step.batch");
   TESSERA_MPI(MPI_Barrier(mesh_.comm()));  // time this step, not the last one's stragglers
   comm_times() = {};
@@ -540,7 +539,7 @@ StepResult Trainer::step() {
   // last micro-batch's backward makes them.
   double loss_value = 0;
   for (std::size_t k = 0; k < parts; ++k) {
-    if (k > 0) batch = micro_batch(k);
+    if (k > 0) batch = load_part(k);
     const ShardTensor pred = model_->forward(batch.first);
     inject("step.forward");
     if (fault_point("step.sigkill")) std::raise(SIGKILL);  // a rank that dies mid-step
@@ -609,7 +608,7 @@ EvalResult Trainer::validate() {
   model_->graph().set_grad_enabled(false);  // forward only: no saved tensors pile up
   double loss_weight = 0, rel_weight = 0;
   // In micro-batches: no more activations than a training step holds.
-  const std::size_t bsz = static_cast<std::size_t>(micro_batch_);
+  const std::size_t bsz = static_cast<std::size_t>(micro_batch());
   for (std::size_t b0 = 0; b0 < val_.size(); b0 += bsz) {
     const std::vector<Index> idx(
         val_.begin() + static_cast<std::ptrdiff_t>(b0),

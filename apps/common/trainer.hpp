@@ -164,9 +164,9 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
   std::unique_ptr<GradSync> sync_;
-  // Samples of one forward and backward (train.batch_size / train.accumulate); gradients
-  // go to GradSync as backward makes them only in a step's last micro-batch.
-  Index micro_batch_ = 1;
+  // Samples of one forward and backward (the constructor checks the division).
+  Index micro_batch() const { return cfg_.train.batch_size / cfg_.train.accumulate; }
+  // Gradients go to GradSync as backward makes them only in a step's last micro-batch.
   bool sync_as_ready_ = true;
   std::unique_ptr<Loss> loss_;
   // Validation's: zero targets (no relative error) left out of the means, not an error.
