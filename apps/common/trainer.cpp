@@ -513,6 +513,14 @@ HaloWidths Trainer::input_room(std::size_t batch) {
                                     {data_->batch_specs(static_cast<Index>(batch)).first});
 }
 
+void Trainer::count_passes_left() {
+  if (cfg_.train.steps > 0) return;
+  const std::int64_t want = cfg_.train.epochs * static_cast<std::int64_t>(train_.size()),
+                     drawn = sampler_->drawn(), bsz = cfg_.train.batch_size;
+  total_steps_ = optimizer_->steps_taken() + (drawn < want ? (want - drawn + bsz - 1) / bsz : 0);
+  schedule_ = make_schedule(cfg_, total_steps_);
+}
+
 StepResult Trainer::step() {
   device::reset_stats();
   std::vector<Index> idx = sampler_->next();
@@ -545,6 +553,9 @@ StepResult Trainer::step() {
     if (fault_point("step.sigkill")) std::raise(SIGKILL);  // a rank that dies mid-step
     if (fault_point("step.sigterm")) std::raise(SIGTERM);  // as scancel or a time limit does
     LossResult l = (*loss_)(pred, batch.second);
+    // A gradient gone NaN on one rank (as an overflow makes one), for the skip_step tests.
+    if (fault_point("step.nonfinite"))
+      scale_inplace(l.grad.local(), std::numeric_limits<double>::quiet_NaN());
     if (parts > 1) scale_inplace(l.grad.local(), 1.0 / static_cast<double>(parts));
     loss_value += l.value / static_cast<double>(parts);
     sync_as_ready_ = k + 1 == parts;
@@ -577,6 +588,11 @@ StepResult Trainer::step() {
                   " skipped steps in a row (train.max_skips)");
     r.skipped = what + ": update skipped (" + std::to_string(skips_in_a_row_) + " in a row)";
     optimizer_->zero_grad();
+    if (cfg_.train.steps == 0) {  // its batch was drawn: one step fewer reaches the passes
+      count_passes_left();
+      r.skipped += "; train.epochs = " + std::to_string(cfg_.train.epochs) +
+                   " is drawn after step " + std::to_string(total_steps_);
+    }
   }
   inject("step.update");
   // The slowest rank's split (maxima taken per part would not add up to the total).
@@ -744,16 +760,9 @@ void Trainer::restore(const io::Checkpoint& c) {
     model_->load_buffers(bufs);
     auto [in, out] = normalizers_from(c.buffers, then.data.normalize);
     sampler_->load_state(c.rng);
-    // train.epochs counts passes: the steps left are those that draw the rest of them at
-    // this run's batch size (which an earlier resume may have changed: the checkpoint's
-    // config holds only the last), and the schedule spans that total.
-    if (cfg_.train.steps == 0) {
-      const std::int64_t want = cfg_.train.epochs * static_cast<std::int64_t>(train_.size()),
-                         drawn = sampler_->drawn(), bsz = cfg_.train.batch_size;
-      total_steps_ =
-          optimizer_->steps_taken() + (drawn < want ? (want - drawn + bsz - 1) / bsz : 0);
-      schedule_ = make_schedule(cfg_, total_steps_);
-    }
+    // At this run's batch size, which an earlier resume may have changed (the checkpoint's
+    // config holds only the last).
+    count_passes_left();
     // Last, once nothing else can fail: the data is rescaled in place, which a checkpoint
     // passed over afterwards must not have done (the next one would restore on top of it).
     if (in.mean != in_norm_.mean || in.std != in_norm_.std || out.mean != out_norm_.mean ||

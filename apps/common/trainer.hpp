@@ -150,6 +150,10 @@ class Trainer {
   // The ghost room the model's graph wants its input in, for a batch of this size (the
   // batch is written straight into it).
   HaloWidths input_room(std::size_t batch);
+  // train.epochs counts passes drawn: the total becomes the steps taken plus those that draw
+  // the rest at this run's batch size, and the schedule spans it (after a restore, and after
+  // a skipped update, whose batch was drawn all the same).
+  void count_passes_left();
 
   Mesh mesh_;
   TrainConfig cfg_;

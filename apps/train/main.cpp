@@ -257,10 +257,10 @@ int run(Context& ctx, int argc, char** argv) {
       std::cout << what.str() << " (train.nonfinite = \"skip_step\": going on)" << std::endl;
   };
 
-  const std::int64_t total = tr.total_steps();
-  if (tr.steps_done() == 0 && total > 0) {  // where training starts from
+  if (tr.steps_done() == 0 && tr.total_steps() > 0) {  // where training starts from
     const EvalResult ev = tr.validate();
-    if (root) std::cout << "step 0/" << total << " | " << val_text(ev, tr, cfg) << std::endl;
+    if (root)
+      std::cout << "step 0/" << tr.total_steps() << " | " << val_text(ev, tr, cfg) << std::endl;
     std::ostringstream row;
     row << std::setprecision(17) << "0,0," << cfg.optim.lr << ",," << val_cells(ev) << ",,,,,,,,\n";
     metrics.append(row.str());
@@ -270,12 +270,27 @@ int run(Context& ctx, int argc, char** argv) {
   const double t_train = MPI_Wtime();
   std::int64_t steps_run = 0;
   EvalResult last_eval;
-  while (tr.steps_done() < total) {
+  std::int64_t saved_step = -1;
+  const auto save_checkpoint = [&](std::int64_t step) {
+    const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, step);
+    tr.save(path);
+    saved_step = step;
+    if (root) std::cout << "checkpoint " << path << std::endl;
+    const int keep = static_cast<int>(std::min<std::int64_t>(cfg.train.keep_checkpoints, 1 << 30));
+    for (const std::string& gone :
+         io::prune_checkpoints(cfg.train.checkpoint_dir, keep, ctx.world(), path))
+      if (root)
+        std::cout << "checkpoint " << gone << " removed (train.keep_checkpoints = " << keep << ")"
+                  << std::endl;
+  };
+  // The total can shrink as it runs: under train.epochs a skipped update's batch is drawn.
+  while (tr.steps_done() < tr.total_steps()) {
     const StepResult r = tr.step();
     if (!r.skipped.empty()) {  // train.nonfinite = "skip_step": no row, no checkpoint
       if (root) std::cout << r.skipped << std::endl;
       continue;
     }
+    const std::int64_t total = tr.total_steps();
     ++steps_run;
     const bool last = r.step == total;
     const bool log = r.step % log_every == 0 || last;
@@ -335,18 +350,17 @@ int run(Context& ctx, int argc, char** argv) {
       }
     }
     if (validated) check_validation(ev, r.step);
-    if (checkpoint) {
-      const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, r.step);
-      tr.save(path);
-      if (root) std::cout << "checkpoint " << path << std::endl;
-      const int keep =
-          static_cast<int>(std::min<std::int64_t>(cfg.train.keep_checkpoints, 1 << 30));
-      for (const std::string& gone :
-           io::prune_checkpoints(cfg.train.checkpoint_dir, keep, ctx.world(), path))
-        if (root)
-          std::cout << "checkpoint " << gone << " removed (train.keep_checkpoints = " << keep << ")"
-                    << std::endl;
-    }
+    if (checkpoint) save_checkpoint(r.step);
+  }
+  // Passes drawn by a skipped update: the last update taken ends the run, validated and saved
+  // as a last step is.
+  if (steps_run > 0 && saved_step != tr.steps_done()) {
+    last_eval = tr.validate();
+    if (root)
+      std::cout << "step " << tr.steps_done() << "/" << tr.total_steps() << " | "
+                << val_text(last_eval, tr, cfg) << " (the run's last update)" << std::endl;
+    check_validation(last_eval, tr.steps_done());
+    save_checkpoint(tr.steps_done());
   }
   if (root) {
     const double wall = MPI_Wtime() - t_train;

@@ -575,6 +575,32 @@ PY
       --train.nonfinite=skip_step --train.max_skips=2
     echo "$out" | grep -q "update skipped (1 in a row)" || fail "no skipped-update line"
     ;;
+  epochs_skip)  # train.epochs with a skipped update: the passes drawn end the run, straight or resumed
+    data
+    skip=(--train.steps=0 --train.epochs=2 --train.validation_split=0 --train.log_interval=1
+      --train.nonfinite=skip_step --train.keep_checkpoints=10)
+    # 6 samples, batch 2: 6 steps draw 2 passes; rank 1's gradient NaN in the 3rd.
+    TESSERA_FAULT_INJECT=step.nonfinite:1:3 expect_ok 3 tessera-train cfg.toml "${skip[@]}" \
+      --train.checkpoint_interval=1 --train.checkpoint_dir=ckA --train.metrics_csv=mA.csv
+    echo "$out" | grep -q "step 3: non-finite .*update skipped (1 in a row); train.epochs = 2 is drawn after step 5" ||
+      { echo "$out"; fail "no skipped-update line with the new end"; }
+    echo "$out" | grep -q "^done: 5 steps" || { echo "$out"; fail "the straight run did not end at step 5"; }
+    [ "$(tail -n 1 mA.csv | cut -d, -f1,2)" = "5,2" ] || { cat mA.csv; fail "the last row is not step 5 at 2 passes"; }
+    # Resumed after the skip (step 3's checkpoint, 8 samples drawn): the same end, the same losses.
+    mkdir -p ckB && cp ckA/ckpt_00000003.h5 ckB/
+    expect_ok 3 tessera-train cfg.toml "${skip[@]}" --train.checkpoint_dir=ckB --train.metrics_csv=mB.csv --resume
+    echo "$out" | grep -q "^done: 2 steps" || { echo "$out"; fail "the resumed run did not take the 2 steps left"; }
+    for step in 4 5; do
+      a=$(grep "^$step," mA.csv | cut -d, -f4) b=$(grep "^$step," mB.csv | cut -d, -f4)
+      [ -n "$a" ] && [ "$a" = "$b" ] || fail "step $step: loss $a straight, $b resumed"
+    done
+    # The last batch's update skipped: the update before it ends the run and is saved.
+    TESSERA_FAULT_INJECT=step.nonfinite:1:6 expect_ok 3 tessera-train cfg.toml "${skip[@]}" \
+      --train.checkpoint_dir=ckC --train.metrics_csv=
+    echo "$out" | grep -q "step 5/5 .*(the run's last update)" || { echo "$out"; fail "no last-update line"; }
+    echo "$out" | grep -q "^done: 5 steps" || { echo "$out"; fail "the run did not end at step 5"; }
+    [ -f ckC/ckpt_00000005.h5 ] || { ls ckC; fail "the last update's checkpoint is missing"; }
+    ;;
   validation_nonfinite)  # finite weights, but held-out samples (4, 5) the model overflows on
     data
     /usr/bin/python3 -c "
