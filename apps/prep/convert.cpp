@@ -11,6 +11,7 @@
 #include <limits>
 #include <sstream>
 
+#include "apps/prep/array_source.hpp"
 #include "apps/prep/common.hpp"
 #include "apps/prep/npy.hpp"
 #include "apps/prep/progress.hpp"
@@ -22,12 +23,6 @@
 
 namespace tessera::prep {
 namespace {
-
-struct Input {
-  std::vector<Index> shape;
-  std::size_t offset = 0, elem = 4;
-  bool is_double = false;
-};
 
 // The raw input's element type from --dtype: any name of float32 / float64 the library
 // knows (f32, float, double, ...); nothing else.
@@ -42,8 +37,11 @@ std::size_t elem_size_of_option(const cli::Args& a) {
   return size_of(dt);
 }
 
-Input describe_input(const std::string& path, const cli::Args& a) {
-  Input in;
+// The input's shape, type, byte and element order: from its .npy header, else from
+// --shape, --dtype, --byte-order and --order; checked against the file's size.
+ArraySource describe_input(const std::string& path, const cli::Args& a) {
+  ArraySource in;
+  in.path = path;
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st)) throw Error("cannot open '" + path + "': no such file");
@@ -51,28 +49,37 @@ Input describe_input(const std::string& path, const cli::Args& a) {
     throw Error("'" + path + "' is a directory, not an input file (.npy or raw binary)");
   if (path.size() >= 4 && path.substr(path.size() - 4) == ".npy") {
     const NpyHeader h = read_npy_header(path);
-    if (h.fortran_order)
-      throw Error("'" + path + "': Fortran-order arrays are not supported (save C order)");
-    if (!h.little_endian || h.kind != 'f' || (h.elem_size != 4 && h.elem_size != 8))
+    if (h.kind != 'f' || (h.elem_size != 4 && h.elem_size != 8))
       throw Error("'" + path + "': dtype '" + h.descr +
-                  "' not supported (little-endian float32 or float64)");
+                  "' not supported (float32 or float64, either byte order)");
     in.shape = h.shape;
     in.offset = h.data_offset;
     in.elem = h.elem_size;
-    // The header says both: --shape and --dtype may repeat it, not contradict it.
+    in.big_endian = !h.little_endian;
+    in.fortran = h.fortran_order;
+    // The header says all of it: the options may repeat it, not contradict it.
     if (a.has("shape") && a.shape("shape") != in.shape)
       throw Error("--shape " + a.str("shape") + " contradicts '" + path + "', whose .npy header " +
                   "says " + shape_str(in.shape) + " (leave --shape out for a .npy file)");
     if (a.has("dtype") && elem_size_of_option(a) != in.elem)
       throw Error("--dtype " + a.str("dtype") + " contradicts '" + path + "', whose .npy header " +
                   "says '" + h.descr + "' (leave --dtype out for a .npy file)");
+    if (a.has("byte-order") && (a.str("byte-order") == "big") != in.big_endian)
+      throw Error("--byte-order " + a.str("byte-order") + " contradicts '" + path +
+                  "', whose .npy header says '" + h.descr + "' (leave --byte-order out for a " +
+                  ".npy file)");
+    if (a.has("order") && (a.str("order") == "F") != in.fortran)
+      throw Error("--order " + a.str("order") + " contradicts '" + path +
+                  "', whose .npy header says fortran_order " + (in.fortran ? "True" : "False") +
+                  " (leave --order out for a .npy file)");
   } else {
     if (!a.has("shape") || !a.has("dtype"))
       throw Error("'" + path + "' is raw binary: give --shape and --dtype (or use a .npy file)");
     in.shape = a.shape("shape");
     in.elem = elem_size_of_option(a);
+    in.big_endian = a.str("byte-order") == "big";
+    in.fortran = a.str("order") == "F";
   }
-  in.is_double = in.elem == 8;
   // The byte count, refused when it overflows (a shape of absurd extents).
   std::size_t need = in.elem;
   for (Index s : in.shape)
@@ -92,22 +99,134 @@ Input describe_input(const std::string& path, const cli::Args& a) {
   return in;
 }
 
-int run(Context& ctx, const cli::Args& a) {
-  if (a.positional().size() != 1) throw Error("convert needs one input file (see --help)");
-  const std::string src = a.positional()[0], kind = a.str("kind");
-  Input in;
-  collective_run(ctx.world(), [&] { in = describe_input(src, a); });  // every rank checks
+// Writes one C-order input's samples into dset, sample by sample: each rank reads its range
+// [b, e) of dim `split` of every sample in runs that are contiguous in the file.
+void write_c_order(const ArraySource& in, int fd, io::File& f, const std::string& dset,
+                   Index first_sample, int split, Index b, Index e, MPI_Comm comm,
+                   Progress& progress) {
   const std::size_t nd = in.shape.size();
+  Index inner = 1, outer = 1;  // elements after the split dim; index count between N and it
+  for (std::size_t d = static_cast<std::size_t>(split) + 1; d < nd; ++d) inner *= in.shape[d];
+  for (int d = 1; d < split; ++d) outer *= in.shape[static_cast<std::size_t>(d)];
+  std::vector<Index> local = in.shape;
+  local[0] = 1;
+  local[static_cast<std::size_t>(split)] = e - b;
+  Tensor buf = Tensor::empty(local, DType::f32);
+  std::vector<char> scratch;
+  for (Index n = 0; n < in.shape[0]; ++n) {
+    std::string err;
+    for (Index o = 0; o < outer && err.empty() && e > b; ++o) {
+      const Index first =
+          (n * outer + o) * in.shape[static_cast<std::size_t>(split)] * inner + b * inner;
+      err = read_run(fd, in, first, (e - b) * inner, buf.data<float>() + o * (e - b) * inner,
+                     scratch);
+    }
+    collective_check(comm, err.empty(), err);
+    Box box = Box::from_shape(in.shape);
+    box.lo[0] = first_sample + n;
+    box.hi[0] = first_sample + n + 1;
+    box.lo[split] = b;
+    box.hi[split] = e;
+    io::write_box(f, dset, box, buf, Box::from_shape(local));
+    progress.update(first_sample + n + 1);
+  }
+}
+
+// Writes one Fortran-order input (column-major: the samples interleaved value by value) into
+// dset. A run contiguous in the file holds every sample's values at some indices of dim
+// `split` and one index of each dim after it; each rank reads such runs of its range [b, e),
+// at most a piece (64 MiB, or one index of `split`) at a time, turns each to row-major and
+// writes it as a box spanning the samples. Every rank makes as many collective writes as
+// the busiest (the others with empty boxes).
+void write_fortran_order(const ArraySource& in, int fd, io::File& f, const std::string& dset,
+                         Index first_sample, int split, Index b, Index e, MPI_Comm comm,
+                         Progress& progress) {
+  const std::size_t nd = in.shape.size(), j = static_cast<std::size_t>(split);
+  Index before = 1, after = 1;  // values of the dims before `split` (N too); index count after
+  for (std::size_t d = 0; d < j; ++d) before *= in.shape[d];
+  for (std::size_t d = j + 1; d < nd; ++d) after *= in.shape[d];
+  const Index width =
+      e > b
+          ? std::clamp<Index>(io::piece_bytes() / (before * static_cast<Index>(in.elem)), 1, e - b)
+          : 0;
+  const Index blocks = e > b ? (e - b + width - 1) / width : 0;
+  const Index mine = blocks * after;
+  Index calls = mine;
+  TESSERA_MPI(MPI_Allreduce(&mine, &calls, 1, MPI_INT64_T, MPI_MAX, comm));
+  std::vector<char> scratch;
+  std::vector<float> column;
+  for (Index t = 0; t < calls; ++t) {
+    Box box = Box::from_shape(in.shape);
+    box.lo[0] = first_sample;
+    box.hi[0] = first_sample + in.shape[0];
+    std::string err;
+    Tensor buf;
+    if (t < mine) {
+      const Index o = t / blocks, w0 = b + (t % blocks) * width, w1 = std::min(e, w0 + width);
+      box.lo[j] = w0;
+      box.hi[j] = w1;
+      for (std::size_t d = j + 1, rest = static_cast<std::size_t>(o); d < nd; ++d) {
+        const auto ext = static_cast<std::size_t>(in.shape[d]);
+        box.lo[d] = static_cast<Index>(rest % ext);  // column-major: the next dim fastest
+        box.hi[d] = box.lo[d] + 1;
+        rest /= ext;
+      }
+      const Index count = before * (w1 - w0);
+      column.resize(static_cast<std::size_t>(count));
+      err = read_run(fd, in, before * (w0 + in.shape[j] * o), count, column.data(), scratch);
+      std::vector<Index> ext(in.shape.begin(), in.shape.begin() + split);
+      ext.push_back(w1 - w0);
+      buf = Tensor::empty(box.shape(), DType::f32);
+      if (err.empty()) fortran_to_c(column.data(), buf.data<float>(), ext);
+    } else {
+      box.hi[0] = box.lo[0];  // nothing left here: an empty part of the collective write
+      buf = Tensor::empty(box.shape(), DType::f32);
+    }
+    collective_check(comm, err.empty(), err);
+    io::write_box(f, dset, box, buf, Box::from_shape(box.shape()));
+  }
+  progress.update(first_sample + in.shape[0]);
+}
+
+int run(Context& ctx, const cli::Args& a) {
+  if (a.positional().empty()) throw Error("convert needs an input file (see --help)");
+  const std::string kind = a.str("kind");
+  TESSERA_CHECK(a.str("byte-order") == "little" || a.str("byte-order") == "big",
+                "--byte-order " << a.str("byte-order") << ": little or big");
+  TESSERA_CHECK(a.str("order") == "C" || a.str("order") == "F",
+                "--order " << a.str("order") << ": C (row-major) or F (column-major, Fortran)");
+  const bool stack = a.flag("stack");
+  std::vector<ArraySource> inputs;
+  for (const std::string& path : a.positional()) {
+    ArraySource one;
+    collective_run(ctx.world(), [&] { one = describe_input(path, a); });  // every rank checks
+    if (stack) one.shape.insert(one.shape.begin(), 1);  // one sample: the same bytes
+    inputs.push_back(one);
+  }
+  // The inputs' samples one after the other: they agree in every extent after N.
+  std::vector<Index> shape = inputs.front().shape;
+  for (std::size_t i = 1; i < inputs.size(); ++i) {
+    const std::vector<Index>& s = inputs[i].shape;
+    TESSERA_CHECK(s.size() == shape.size() && std::equal(s.begin() + 1, s.end(), shape.begin() + 1),
+                  "'" << inputs[i].path << "' has shape " << shape_str(s) << ", '"
+                      << inputs.front().path << "' " << shape_str(inputs.front().shape)
+                      << ": the inputs' samples are joined, so every extent after N must agree"
+                      << (stack ? "" : " (files of one sample each, without N: --stack)"));
+    shape[0] += s[0];
+  }
+  const std::string src = inputs.size() == 1 ? inputs.front().path
+                                             : inputs.front().path + "' ... '" + inputs.back().path;
+  const std::size_t nd = shape.size();
   // Refused here, before any file is written, what the schema's validation would refuse;
   // zero samples (an empty split) only when asked for: training and inference refuse them.
   for (std::size_t d = 0; d < nd; ++d)
-    TESSERA_CHECK(in.shape[d] >= 1 || (d == 0 && a.flag("allow-empty")),
-                  "'" << src << "' has shape " << shape_str(in.shape)
+    TESSERA_CHECK(shape[d] >= 1 || (d == 0 && a.flag("allow-empty")),
+                  "'" << src << "' has shape " << shape_str(shape)
                       << ": every extent must be at least 1"
                       << (d == 0 ? " (no samples: --allow-empty writes such a file)" : ""));
   std::string dset;
   if (kind == "field") {
-    TESSERA_CHECK(nd >= 3 && nd <= 5, "'" << src << "' has shape " << shape_str(in.shape)
+    TESSERA_CHECK(nd >= 3 && nd <= 5, "'" << src << "' has shape " << shape_str(shape)
                                           << ": a field needs (N, C, spatial...) with 1 to 3 "
                                              "spatial dims");
     const std::string name = a.str("name");
@@ -116,8 +235,8 @@ int run(Context& ctx, const cli::Args& a) {
         "--name '" << name << "': a field name is one non-empty word without '/'");
     dset = std::string(io::schema::kFields) + "/" + name;
   } else if (kind == "coords" || kind == "features") {
-    TESSERA_CHECK(nd == 3 && (kind == "features" || in.shape[2] == 3),
-                  "'" << src << "' has shape " << shape_str(in.shape) << ": " << kind
+    TESSERA_CHECK(nd == 3 && (kind == "features" || shape[2] == 3),
+                  "'" << src << "' has shape " << shape_str(shape) << ": " << kind
                       << " need (N, P, " << (kind == "coords" ? "3" : "C") << ")");
     dset = kind == "coords" ? io::schema::kCoords : io::schema::kFeatures;
   } else {
@@ -125,7 +244,9 @@ int run(Context& ctx, const cli::Args& a) {
   }
   const std::string out = a.str("out");
   const bool append = a.flag("append");
-  io::refuse_alias(ctx.world(), "--out", out, {{"the input", src}});
+  std::vector<std::pair<std::string, std::string>> named;
+  for (const ArraySource& in : inputs) named.push_back({"the input", in.path});
+  io::refuse_alias(ctx.world(), "--out", out, named);
   if (append) {  // said here, not as the copy's file-system error naming both paths
     std::error_code ec;
     const auto st = std::filesystem::status(out, ec);
@@ -151,11 +272,11 @@ int run(Context& ctx, const cli::Args& a) {
   // Each sample is split over the ranks along its largest dim after N.
   int split = 1;
   for (std::size_t d = 2; d < nd; ++d)
-    if (in.shape[d] > in.shape[static_cast<std::size_t>(split)]) split = static_cast<int>(d);
-  std::vector<Index> chunk = in.shape;
+    if (shape[d] > shape[static_cast<std::size_t>(split)]) split = static_cast<int>(d);
+  std::vector<Index> chunk = shape;
   chunk[0] = 1;
   chunk[static_cast<std::size_t>(split)] = std::max<Index>(
-      1, io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), 0).second);
+      1, io::balanced_range(shape[static_cast<std::size_t>(split)], ctx.size(), 0).second);
   // Named by the output's own name, not the temporary copy's.
   collective_check(ctx.world(), !f.exists(dset),
                    "--append: '" + out + "' holds '" + dset + "' already" +
@@ -165,17 +286,17 @@ int run(Context& ctx, const cli::Args& a) {
     const std::vector<Index> s = f.info(d).shape;
     const bool same_points =
         kind != "field" && (d == io::schema::kCoords || d == io::schema::kFeatures);
-    TESSERA_CHECK(s.empty() || s[0] == in.shape[0],
+    TESSERA_CHECK(s.empty() || s[0] == shape[0],
                   "--append: '" << out << "' holds " << s[0] << " samples (dataset '" << d
-                                << "'), '" << src << "' " << in.shape[0]
+                                << "'), '" << src << "' " << shape[0]
                                 << ": every dataset of a file has the same N");
-    TESSERA_CHECK(!same_points || s.size() < 2 || s[1] == in.shape[1],
+    TESSERA_CHECK(!same_points || s.size() < 2 || s[1] == shape[1],
                   "--append: '" << out << "' holds " << s[1] << " points per sample (dataset '" << d
-                                << "'), '" << src << "' " << in.shape[1]
+                                << "'), '" << src << "' " << shape[1]
                                 << ": coords and features share P");
   }
-  f.create_dataset(dset, in.shape, DType::f32, chunk);
-  const Index C = in.shape[kind == "field" ? 1 : 2];
+  f.create_dataset(dset, shape, DType::f32, chunk);
+  const Index C = shape[kind == "field" ? 1 : 2];
   std::vector<std::string> vars;
   if (a.has("variables")) {
     vars = a.list("variables");
@@ -199,7 +320,7 @@ int run(Context& ctx, const cli::Args& a) {
     // One given: the other follows (n cells of the spacing fill the extent); neither: the
     // unit cube.
     for (std::size_t d = 2; d < nd; ++d) {
-      const auto n = static_cast<double>(in.shape[d]);
+      const auto n = static_cast<double>(shape[d]);
       if (!a.has("spacing")) m.spacing.push_back((a.has("extent") ? m.extent[d - 2] : 1.0) / n);
       if (!a.has("extent")) m.extent.push_back(m.spacing[d - 2] * n);
     }
@@ -219,74 +340,34 @@ int run(Context& ctx, const cli::Args& a) {
       why.replace(at, tmp.size(), "'" + out + "'");
     throw Error(why + " (nothing written)");
   }
-  // Read this rank's box of each sample with pread, one call per contiguous run.
-  const int fd = ::open(src.c_str(), O_RDONLY);
-  collective_check(ctx.world(), fd >= 0, "cannot open '" + src + "'");
+  // Each input's samples in turn, each rank reading its range of dim `split` of them with
+  // pread in runs contiguous in the file.
   const auto [b, e] =
-      io::balanced_range(in.shape[static_cast<std::size_t>(split)], ctx.size(), ctx.rank());
-  Index inner = 1, outer = 1;  // elements after the split dim; index count between N and it
-  for (std::size_t d = static_cast<std::size_t>(split) + 1; d < nd; ++d) inner *= in.shape[d];
-  for (int d = 1; d < split; ++d) outer *= in.shape[static_cast<std::size_t>(d)];
-  std::vector<Index> local = in.shape;
-  local[0] = 1;
-  local[static_cast<std::size_t>(split)] = e - b;
-  Tensor buf = Tensor::empty(local, DType::f32);
-  std::vector<char> raw(static_cast<std::size_t>((e - b) * inner) * in.elem);
+      io::balanced_range(shape[static_cast<std::size_t>(split)], ctx.size(), ctx.rank());
   Index sample_elems = 1;
-  for (std::size_t d = 1; d < nd; ++d) sample_elems *= in.shape[d];
-  Progress progress(ctx.world(), "convert", in.shape[0],
-                    static_cast<double>(sample_elems * static_cast<Index>(in.elem)),
+  for (std::size_t d = 1; d < nd; ++d) sample_elems *= shape[d];
+  Progress progress(ctx.world(), "convert", shape[0],
+                    static_cast<double>(sample_elems * static_cast<Index>(inputs.front().elem)),
                     a.flag("quiet"));
-  for (Index n = 0; n < in.shape[0]; ++n) {
-    std::string err;
-    for (Index o = 0; o < outer && err.empty() && e > b; ++o) {
-      const Index first =
-          (n * outer + o) * in.shape[static_cast<std::size_t>(split)] * inner + b * inner;
-      const std::size_t bytes = raw.size();
-      const std::size_t got = io::pread_fully(
-          fd, raw.data(), bytes, in.offset + static_cast<std::size_t>(first) * in.elem);
-      if (got != bytes) {
-        err = "short read from '" + src + "' (" + std::to_string(got) + " of " +
-              std::to_string(bytes) + " bytes at this rank's part of sample " + std::to_string(n) +
-              ")";
-        break;
-      }
-      float* dst = buf.data<float>() + o * (e - b) * inner;
-      const Index cnt = (e - b) * inner;
-      if (in.is_double)
-        for (Index i = 0; i < cnt; ++i) {
-          double v;
-          std::memcpy(&v, raw.data() + 8 * i, 8);
-          dst[i] = static_cast<float>(v);
-        }
+  Index first_sample = 0;
+  for (const ArraySource& in : inputs) {
+    const int fd = ::open(in.path.c_str(), O_RDONLY);
+    collective_check(ctx.world(), fd >= 0, "cannot open '" + in.path + "'");
+    try {
+      if (in.fortran)
+        write_fortran_order(in, fd, f, dset, first_sample, split, b, e, ctx.world(), progress);
       else
-        std::memcpy(dst, raw.data(), static_cast<std::size_t>(cnt) * 4);
-      // The schema holds finite float32: NaN, Inf and float64 past 3.4e38 are refused.
-      for (Index i = 0; i < cnt && err.empty(); ++i)
-        if (!std::isfinite(dst[i])) {
-          const Index at = first + i;
-          double v = dst[i];
-          if (in.is_double) std::memcpy(&v, raw.data() + 8 * i, 8);
-          std::ostringstream os;
-          os << std::setprecision(17) << "'" << src << "': value " << v << " at flat index " << at
-             << " (sample " << n
-             << ") is not a finite float32: the schema takes finite values only";
-          err = os.str();
-        }
+        write_c_order(in, fd, f, dset, first_sample, split, b, e, ctx.world(), progress);
+    } catch (...) {
+      ::close(fd);
+      throw;
     }
-    collective_check(ctx.world(), err.empty(), err);
-    Box box = Box::from_shape(in.shape);
-    box.lo[0] = n;
-    box.hi[0] = n + 1;
-    box.lo[split] = b;
-    box.hi[split] = e;
-    io::write_box(f, dset, box, buf, Box::from_shape(local));
-    progress.update(n + 1);
+    ::close(fd);
+    first_sample += in.shape[0];
   }
-  if (fd >= 0) ::close(fd);
   output.commit();
   if (ctx.rank() == 0 && !a.flag("quiet"))
-    std::cerr << "[convert] " << src << " -> " << out << ":" << dset << " " << shape_str(in.shape)
+    std::cerr << "[convert] " << src << " -> " << out << ":" << dset << " " << shape_str(shape)
               << " float32" << std::endl;
   return 0;
 }
@@ -296,18 +377,24 @@ int run(Context& ctx, const cli::Args& a) {
 Command convert_command() {
   return {
       "convert",
-      "tessera-prep convert IN.npy|IN.raw --out F.h5 --name NAME [--kind field] [--shape S "
-      "--dtype T]",
-      "Converts a NumPy .npy file (C order, little-endian float32/float64) or a raw binary\n"
-      "array (give --shape and --dtype) into the schema, stored as float32. --kind field\n"
-      "writes /fields/NAME of shape (N, C, spatial...); coords and features write\n"
-      "/points/coords (N, P, 3) and /points/features (N, P, C). Each rank reads and writes\n"
-      "its own part of every sample.",
+      "tessera-prep convert IN.npy|IN.raw [MORE...] --out F.h5 --name NAME [--kind field] "
+      "[--stack] [--shape S --dtype T]",
+      "Converts NumPy .npy files or raw binary arrays (give --shape and --dtype) into the\n"
+      "schema, stored as float32: float32 or float64, little- or big-endian, row-major (C)\n"
+      "or column-major (Fortran) order, as a .npy header says or --byte-order and --order.\n"
+      "Several inputs are joined along the sample dim N in the order given (they agree in\n"
+      "every other extent); with --stack each input is one sample without N: (C, spatial...).\n"
+      "--kind field writes /fields/NAME of shape (N, C, spatial...); coords and features\n"
+      "write /points/coords (N, P, 3) and /points/features (N, P, C). Each rank reads and\n"
+      "writes its own part of every sample.",
       {{"out", "FILE", "output HDF5 file", ""},
        {"name", "NAME", "field name (for --kind field)", "u"},
        {"kind", "KIND", "field, coords or features", "field"},
+       {"stack", "", "each input is one sample, its shape without N", ""},
        {"shape", "S", "shape of raw input, e.g. 4,1,64,64", ""},
        {"dtype", "T", "element type of raw input: float32 or float64", ""},
+       {"byte-order", "B", "byte order of raw input: little or big", "little"},
+       {"order", "O", "element order of raw input: C (row-major) or F (column-major)", "C"},
        {"variables", "A,B", "channel names", ""},
        {"spacing", "X,Y", "grid spacing per spatial dim (default: extent / points)", ""},
        {"extent", "X,Y", "domain extent per spatial dim (default: spacing x points, or 1)", ""},

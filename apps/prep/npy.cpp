@@ -99,7 +99,7 @@ NpyHeader read_npy_header(const std::string& path) {
       std::string("fiuc").find(h.descr[1]) == std::string::npos || digits != std::string::npos ||
       h.descr.size() > 5)
     throw Error("'" + path + "': dtype '" + h.descr +
-                "' not supported (little-endian float32 or float64)");
+                "' not supported (float32 or float64, either byte order)");
   const char order = h.descr[0];
   h.little_endian = order == '<' || order == '|' || order == '=';
   h.kind = h.descr[1];

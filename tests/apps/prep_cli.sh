@@ -129,6 +129,63 @@ with h5py.File('d3.h5', 'r+') as f:
     expect_ok 3 validate n.h5 --dataset /fields/u --shape 2,1,4,6 --quiet
     echo "prep_cli convert: raw and .npy inputs read back by h5dump as written"
     ;;
+  convert_layouts)  # Fortran order, big-endian, several inputs, --stack: numpy's values at 1 and 3 ranks
+    /usr/bin/python3 -c "
+import numpy as np
+a = np.random.default_rng(1).standard_normal((5, 2, 7, 6))
+np.save('ref.npy', a)
+np.save('c.npy', a)
+np.save('f.npy', np.asfortranarray(a))
+np.save('bef.npy', np.asfortranarray(a.astype('>f8')))
+np.save('be.npy', a.astype('>f4'))
+np.asfortranarray(a).T.tofile('f.raw')
+a.astype('>f4').tofile('be.raw')
+for i in range(5): np.save('s%d.npy' % i, np.asfortranarray(a[i]) if i % 2 else a[i])
+np.save('p1.npy', a[:2]); np.save('p2.npy', np.asfortranarray(a[2:]))
+x = np.random.default_rng(2).standard_normal((3, 11, 3))
+np.save('xref.npy', x); np.save('fx.npy', np.asfortranarray(x))
+n = np.asfortranarray(a.copy()); n[2, 1, 3, 4] = np.nan; np.save('fn.npy', n)
+np.save('h.npy', a.astype('<f2'))" || fail "numpy could not write the inputs"
+    for n in 1 3; do
+      # Pieces of 512 bytes: the Fortran-order inputs read one column of the split dim at a time.
+      export TESSERA_IO_PIECE_BYTES=512
+      expect_ok $n convert c.npy --out c$n.h5 --quiet
+      expect_ok $n convert f.npy --out f$n.h5 --quiet
+      expect_ok $n convert bef.npy --out bef$n.h5 --quiet
+      expect_ok $n convert be.npy --out be$n.h5 --quiet
+      expect_ok $n convert f.raw --shape 5,2,7,6 --dtype float64 --order F --out fraw$n.h5 --quiet
+      expect_ok $n convert be.raw --shape 5,2,7,6 --dtype float32 --byte-order big --out beraw$n.h5 --quiet
+      expect_ok $n convert s0.npy s1.npy s2.npy s3.npy s4.npy --stack --out stack$n.h5 --quiet
+      expect_ok $n convert p1.npy p2.npy --out joined$n.h5 --quiet
+      expect_ok $n convert fx.npy --kind coords --out fx$n.h5 --quiet
+      unset TESSERA_IO_PIECE_BYTES
+    done
+    /usr/bin/python3 -c "
+import glob, sys, h5py, numpy as np
+a = np.load('ref.npy').astype(np.float32)
+x = np.load('xref.npy').astype(np.float32)
+files = sorted(glob.glob('*.h5'))
+for name in files:
+    with h5py.File(name, 'r') as f:
+        got, want = (f['/points/coords'][...], x) if name.startswith('fx') else (f['/fields/u'][...], a)
+    if got.shape != want.shape or not np.array_equal(got, want):
+        sys.exit('%s: not the values numpy saved' % name)
+print('%d files equal numpy' % len(files))" || fail "a converted file differs from numpy's array"
+    (expect_error "'fn.npy': value nan at flat index 317 (Fortran order, sample 2) is not a finite float32" \
+      convert fn.npy --out n.h5) || exit 1
+    (expect_error "'s0.npy' has shape (2, 7, 6), 'c.npy' (5, 2, 7, 6): the inputs' samples are joined, so every extent after N must agree (files of one sample each, without N: --stack)" \
+      convert c.npy s0.npy --out n.h5 --name u) || exit 1
+    (expect_error "'h.npy': dtype '<f2' not supported (float32 or float64, either byte order)" \
+      convert h.npy --out n.h5) || exit 1
+    (expect_error "--byte-order little contradicts 'be.npy', whose .npy header says '>f4'" \
+      convert be.npy --byte-order little --out n.h5) || exit 1
+    (expect_error "--order C contradicts 'f.npy', whose .npy header says fortran_order True" \
+      convert f.npy --order C --out n.h5) || exit 1
+    (expect_error "--order X: C (row-major) or F (column-major, Fortran)" \
+      convert f.raw --shape 5,2,7,6 --dtype float64 --order X --out n.h5) || exit 1
+    [ -e n.h5 ] && fail "a refused convert left n.h5"
+    echo "prep_cli convert_layouts: every layout equals numpy's array; refusals said"
+    ;;
   missing_file) expect_error "cannot open HDF5 file 'nope.h5': no such file" inspect nope.h5 ;;
   not_hdf5)
     echo "just text" >t.h5
