@@ -109,7 +109,7 @@ const std::vector<Field>& schema() {
        "data.normalize)",
        kNonNegative},
       {TESSERA_FIELD(model, depth), "unet: number of levels down (and up); vit: transformer blocks",
-       kAtLeastOne},
+       Range{1, 64, false, false}},
       {TESSERA_FIELD(model, kernel_size), "conv kernel size per spatial dim", kAtLeastOne},
       {TESSERA_FIELD(model, norm), "normalization layer", {}, {"group", "batch", "none"}},
       {TESSERA_FIELD(model, groups), "GroupNorm groups (must divide every level's width)",

@@ -1,5 +1,6 @@
 #include "apps/common/data.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <cstring>
@@ -129,6 +130,16 @@ bool point_quantity(const io::File& f, const std::string& n, FieldSet& fs) {
   return false;
 }
 
+// Whether /points/features names `n` among its variables.
+bool has_variable(const io::File& f, const std::string& n) {
+  try {
+    const std::vector<std::string> vars = f.attr_strings(io::schema::kFeatures, "variables");
+    return std::find(vars.begin(), vars.end(), n) != vars.end();
+  } catch (const Error&) {
+    return false;  // no such attribute: the schema's validation says so
+  }
+}
+
 }  // namespace
 
 FieldSet field_set(const io::File& f, const std::vector<std::string>& names) {
@@ -143,6 +154,15 @@ FieldSet field_set(const io::File& f, const std::vector<std::string>& names) {
       fs.points = true;
       continue;
     }
+    TESSERA_CHECK(n != "coords" || f.exists(dset),
+                  "'coords' (the points' coordinates) not found: no "
+                      << f.where(io::schema::kCoords)
+                      << " (tessera-prep inspect lists the fields)");
+    TESSERA_CHECK(f.exists(io::schema::kCoords) || !f.exists(io::schema::kFeatures) ||
+                      f.exists(dset) || !has_variable(f, n),
+                  "'" << n << "' is a variable of " << f.where(io::schema::kFeatures)
+                      << ", but the file has no " << io::schema::kCoords
+                      << ": a point cloud needs its coordinates");
     TESSERA_CHECK(f.exists(dset), "field '"
                                       << n << "' not found: no " << f.where(dset)
                                       << (f.exists(io::schema::kCoords)

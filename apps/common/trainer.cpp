@@ -20,6 +20,7 @@
 #include "runtime/tensor/context.hpp"
 #include "runtime/tensor/tensor_math.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "runtime/train/vit.hpp"
 
 namespace tessera::app {
 
@@ -440,12 +441,18 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
                                                      << mesh.str() << ")");
   for (Index i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(i);
 
-  model_ = make_model(mesh.comm(), 2 + optimizer_states(cfg.optim), cfg, data_->spatial_dims(),
-                      data_->input_channels(), data_->target_channels(), space_, data_->points(),
-                      data_->spatial());
   // The inputs as the file holds them (N samples, channels concatenated): what errors quote.
   std::vector<Index> shape = {n, data_->input_channels()};
   shape.insert(shape.end(), data_->spatial().begin(), data_->spatial().end());
+  if (cfg.model.type == "vit" && !data_->points()) {  // before the weights' size is checked
+    const std::string p = vit_grid_problem(
+        shape, cfg.model.patch, cfg.model.attention == "neighbourhood" ? cfg.model.window : 0);
+    TESSERA_CHECK(p.empty(), "dataset " << cfg.data.path << " (fields " << inputs.names[0]
+                                        << "...): the model cannot take it: " << p);
+  }
+  model_ = make_model(mesh.comm(), 2 + optimizer_states(cfg.optim), cfg, data_->spatial_dims(),
+                      data_->input_channels(), data_->target_channels(), space_, data_->points(),
+                      data_->spatial());
   const std::string problem = model_->input_problem(shape);
   TESSERA_CHECK(problem.empty(), "dataset " << cfg.data.path << " (fields " << inputs.names[0]
                                             << "...): the model cannot take it: " << problem);
@@ -687,16 +694,33 @@ void Trainer::save(const std::string& path) const {
 }
 
 void Trainer::restore(const io::Checkpoint& c) {
+  TrainConfig then;
+  std::string unparsed;  // why the checkpoint's config does not parse: damage
+  try {
+    then = parse_config(c.config, {}, "checkpoint");
+  } catch (const Error& e) {
+    unparsed = e.what();
+  }
+  // The fields in their order: the weights map these channels to those (the model's
+  // signature sees only their counts, and a point model's where its coordinates start).
+  const auto fields = [](const DataConfig& d) {
+    std::string s;
+    for (const auto& n : d.inputs) s += (s.empty() ? "'" : ", '") + n + "'";
+    s += " -> ";
+    for (std::size_t i = 0; i < d.targets.size(); ++i) s += (i ? ", '" : "'") + d.targets[i] + "'";
+    return s;
+  };
+  TESSERA_CHECK(!unparsed.empty() || (then.data.inputs == cfg_.data.inputs &&
+                                      then.data.targets == cfg_.data.targets),
+                "the checkpoint was trained on the fields "
+                    << fields(then.data) << " (data.inputs -> data.targets), this run reads "
+                    << fields(cfg_.data) << ": resume with the checkpoint's fields");
   const std::string mine = model_->signature(), theirs = current_unet_signature(c.model);
   TESSERA_CHECK(theirs == mine, "checkpoint of another model ("
                                     << signature_difference(theirs, mine) << "): it has '" << theirs
                                     << "', the config builds '" << mine << "'");
-  TrainConfig then;
-  try {
-    then = parse_config(c.config, {}, "checkpoint");
-  } catch (const Error& e) {
-    throw io::DamagedCheckpoint(std::string("its config attribute does not parse: ") + e.what());
-  }
+  if (!unparsed.empty())
+    throw io::DamagedCheckpoint("its config attribute does not parse: " + unparsed);
   // Settings the checkpoint's state was made under: another value is another run.
   TESSERA_CHECK(then.optim.name == cfg_.optim.name,
                 "the checkpoint's optimizer state was written with optim.name = '"
@@ -722,19 +746,6 @@ void Trainer::restore(const io::Checkpoint& c) {
                     << "run sets " << cfg_.train.seed
                     << ": resume with the checkpoint's seed, or start a new run in another "
                        "train.checkpoint_dir");
-  // The fields in their order: the weights map these channels to those (the model's
-  // signature sees only their counts).
-  const auto fields = [](const DataConfig& d) {
-    std::string s;
-    for (const auto& n : d.inputs) s += (s.empty() ? "'" : ", '") + n + "'";
-    s += " -> ";
-    for (std::size_t i = 0; i < d.targets.size(); ++i) s += (i ? ", '" : "'") + d.targets[i] + "'";
-    return s;
-  };
-  TESSERA_CHECK(then.data.inputs == cfg_.data.inputs && then.data.targets == cfg_.data.targets,
-                "the checkpoint was trained on the fields "
-                    << fields(then.data) << " (data.inputs -> data.targets), this run reads "
-                    << fields(cfg_.data) << ": resume with the checkpoint's fields");
   // The training set: the sampler's permutation is of the checkpoint's sample count, so
   // another count is another dataset (a count it cannot read is damage, found below).
   {

@@ -96,8 +96,12 @@ ShardTensor PhysicsAttention::forward(const ShardTensor& x) {
   s->wq = param_values(wq_);
   s->wk = param_values(wk_);
   s->wv = param_values(wv_);
-  for (double t : s->tau)
-    TESSERA_CHECK(t > 0, name() << ": temperature " << t << " is not positive");
+  for (std::size_t h = 0; h < s->tau.size(); ++h)
+    TESSERA_CHECK(s->tau[h] > 0, name() << ": the learned temperature of head " << h << " is "
+                                        << s->tau[h]
+                                        << ", not positive (the slice softmax divides by it): an "
+                                           "update drove it there; a smaller optim.lr or an "
+                                           "optim.grad_clip keeps it positive");
   const kernels::SliceParams sp{s->ws.data(), s->bs.data(), s->tau.data()};
   s->w = Tensor::empty({N, H, M, P}, opts_.dtype, opts_.space);
   s->acc.resize(static_cast<std::size_t>(N * H * M * (D + 1)));

@@ -121,6 +121,8 @@ Mesh Mesh::parse(MPI_Comm comm, const std::string& spec) {
   long long known = 1;
   std::stringstream ss(spec);
   std::string item;
+  // getline yields no item after a last ',': an empty item there as anywhere else.
+  if (trimmed(spec).back() == ',') why = "mesh spec '" + spec + "' ends with ',': an empty item";
   while (why.empty() && std::getline(ss, item, ',')) {
     const auto eq = item.find('=');
     const std::string name = trimmed(item.substr(0, eq));

@@ -108,6 +108,21 @@ Vit::Vit(const VitOptions& o) : opts_(o) {
   graph_.output(graph_.layer("restore", std::make_shared<RestoreSplit>(align), x));
 }
 
+std::string vit_grid_problem(const std::vector<Index>& shape, Index patch, Index window) {
+  std::ostringstream os;
+  for (std::size_t d = 2; d < shape.size(); ++d)
+    if (shape[d] % patch != 0) {
+      os << "spatial extent " << shape[d] << " (dim " << d << " of " << shape_str(shape)
+         << ") is not a multiple of model.patch = " << patch;
+      break;
+    } else if (window > 0 && shape[d] / patch < window) {
+      os << "spatial extent " << shape[d] << " (dim " << d << " of " << shape_str(shape)
+         << ") gives " << shape[d] / patch << " patches, fewer than model.window = " << window;
+      break;
+    }
+  return os.str();
+}
+
 std::string Vit::input_problem(const std::vector<Index>& shape) const {
   std::ostringstream os;
   if (static_cast<int>(shape.size()) != opts_.nd + 2) {
@@ -116,17 +131,7 @@ std::string Vit::input_problem(const std::vector<Index>& shape) const {
   } else if (shape[1] != opts_.in_channels) {
     os << "the ViT takes " << opts_.in_channels << " input channels, the data has " << shape[1];
   } else {
-    for (std::size_t d = 2; d < shape.size(); ++d)
-      if (shape[d] % opts_.patch != 0) {
-        os << "spatial extent " << shape[d] << " (dim " << d << " of " << shape_str(shape)
-           << ") is not a multiple of model.patch = " << opts_.patch;
-        break;
-      } else if (opts_.window > 0 && shape[d] / opts_.patch < opts_.window) {
-        os << "spatial extent " << shape[d] << " (dim " << d << " of " << shape_str(shape)
-           << ") gives " << shape[d] / opts_.patch
-           << " patches, fewer than model.window = " << opts_.window;
-        break;
-      }
+    return vit_grid_problem(shape, opts_.patch, opts_.window);
   }
   return os.str();
 }

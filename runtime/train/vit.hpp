@@ -41,6 +41,11 @@ struct VitOptions {
   unsigned seed = 0;
 };
 
+// Why a grid of `shape` (N, C, spatial...) cannot be cut into patches of edge `patch` with
+// at least `window` patches per dim (0: global attention), else "". Before the model is
+// built too, so a patch past the grid is said as such, not as the size of its weights.
+std::string vit_grid_problem(const std::vector<Index>& shape, Index patch, Index window);
+
 class Vit : public Model {
  public:
   explicit Vit(const VitOptions& opts);

@@ -85,6 +85,15 @@ expect_error 2 "unknown key" cfg.toml --model.widht=8
 expect_error 2 "model.width" cfg.toml --model.width=wide
 expect_error 2 "does not fit 2 ranks" cfg.toml --mesh.shape=domain=3
 expect_error 2 "not divisible by 2^depth" cfg.toml --model.depth=5
+# Past 32 bits: refused, not cut to depth 1 (and a ViT's blocks have the same bound).
+expect_error 2 "model.depth = 4294967297 is out of range: must be \[1, 64\]" cfg.toml \
+  --model.depth=4294967297
+expect_error 2 "model.depth = 65 is out of range: must be \[1, 64\]" cfg.toml --model.type=vit \
+  --model.depth=65
+# A patch past the grid is said as such before its weights' size is.
+expect_error 2 "spatial extent 16 (dim 2 of (8, 1, 16, 16)) is not a multiple of model.patch = 65536" \
+  cfg.toml --model.type=vit --model.patch=65536
+expect_error 2 "mesh spec 'domain=2,' ends with ',': an empty item" cfg.toml --mesh.shape=domain=2,
 expect_error 2 "train.batch_size = 3 is not divisible by the 2 ranks" cfg.toml \
   --mesh.shape=domain=1,data=2 --train.batch_size=3
 expect_error 2 "nothere.h5" cfg.toml --data.path=nothere.h5
@@ -470,6 +479,20 @@ mpi 1 "$bin/tessera-train" pts.toml --model.type=pointconv --model.neighbours=40
   --train.steps=1 --train.checkpoint_dir=ck-pc >pc.log 2>&1 || { cat pc.log; fail "pointconv"; }
 grep -q "warning: model.neighbours = 400 is more than the 300 points of a cloud" pc.log ||
   { cat pc.log; fail "no warning of more neighbours than points"; }
+# Its inputs in another order on resume: said as the fields (not as its coordinates' offset).
+expect_error 1 "the checkpoint was trained on the fields 'coords', 'f' -> 'f_smooth' (data.inputs -> data.targets), this run reads 'f', 'coords' -> 'f_smooth'" \
+  pts.toml --model.type=pointconv --model.neighbours=400 '--data.inputs=["f","coords"]' \
+  --train.steps=2 --train.checkpoint_dir=ck-pc --resume
+# A point cloud without its coordinates: /points/coords named, not a grid field.
+/usr/bin/python3 -c "
+import h5py, shutil
+shutil.copy('pts_test.h5', 'pts_nocoords.h5')
+with h5py.File('pts_nocoords.h5', 'r+') as f:
+    del f['points/coords']" || fail "h5py (a cloud without coords)"
+out=$(mpi 2 "$bin/tessera-infer" --checkpoint ck-pc/ckpt_00000001.h5 --input pts_nocoords.h5 \
+  --output nocoords_pred.h5 2>&1) && fail "tessera-infer took a cloud without coordinates"
+echo "$out" | grep "^tessera-infer: error" | grep -q "'coords' (the points' coordinates) not found: no dataset '/points/coords'" ||
+  { echo "$out"; fail "a cloud without coordinates was not said as such"; }
 # More slices than a cloud has points: said (the cost grows with them, nothing else does).
 mpi 1 "$bin/tessera-train" pts.toml --model.slices=400 --train.steps=1 \
   --train.checkpoint_dir=ck-sl >sl.log 2>&1 || { cat sl.log; fail "transolver, 400 slices"; }

@@ -172,6 +172,19 @@ TEST_CASE("physics attention refuses what it cannot take") {
       },
       "float32"));
   MPI_CHECK(test::throws_with([&] { layer.backward({}); }, "backward before forward"));
+  {  // a temperature an update took below zero: the head and the remedy said
+    PhysicsAttention hot(options(1, DType::f64));
+    hot.parameters()[4]->value.data<double>()[1] = -0.5;
+    const std::vector<Index> shape{1, 3, 10};
+    MPI_CHECK(test::throws_with(
+        [&] {
+          hot.forward(ShardTensor(self, ShardSpec::replicated(shape, self),
+                                  test::random_tensor(shape, DType::f64, 3)));
+        },
+        "the learned temperature of head 1 is -0.5, not positive (the slice softmax divides by "
+        "it): an update drove it there; a smaller optim.lr or an optim.grad_clip keeps it "
+        "positive"));
+  }
   o.slices = 0;
   MPI_CHECK(test::throws_with([&] { PhysicsAttention bad(o); }, ">= 1"));
   o = options(1, DType::f32);
