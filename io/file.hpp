@@ -61,6 +61,9 @@ class File {
 
   // An object (group or dataset) at this absolute path exists.
   bool exists(const std::string& path) const;
+  // Where an external link on the way to `path` leads ("'/u' in the file 'other.h5'"), or ""
+  // when every link on the way stays in this file. Local.
+  std::string external_link_on(const std::string& path) const;
   // Every dataset under `group`, recursively, as absolute paths in name order.
   std::vector<std::string> datasets(const std::string& group = "/") const;
   DatasetInfo info(const std::string& dset) const;

@@ -1,5 +1,7 @@
 #include "io/hdf5_handle.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -88,6 +90,54 @@ void silence_errors() {
 }
 
 namespace {
+// Whether this process takes no HDF5 file locks (HDF5_USE_FILE_LOCKING=FALSE, as parallel
+// file systems want and scripts/mpi-env.sh sets).
+bool locking_off() {
+  const char* v = std::getenv("HDF5_USE_FILE_LOCKING");
+  return v && (std::strcmp(v, "FALSE") == 0 || std::strcmp(v, "0") == 0);
+}
+
+// Why an open, with this process's locking off, would read a file that a writer elsewhere
+// holds (HDF5 with locking on, h5py's default, holds an exclusive flock while writing): its
+// changes may be in that writer's cache, not on disk, and the values read junk. "" if none
+// is seen (or the file system has no flock: then nothing can tell).
+std::string held_by_writer(const std::string& path) {
+  if (!locking_off()) return "";  // HDF5's own lock finds the writer
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string why;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+    why =
+        "another process has it open for writing (it holds the file's lock): what it wrote "
+        "may not be on disk yet, so the values read could be neither the old nor the new; "
+        "close the file there first (HDF5_USE_FILE_LOCKING=FALSE here takes no lock, so "
+        "HDF5 would not have said)";
+  ::close(fd);
+  return why;
+}
+
+// HDF5's reason for refusing an open, said for what it means here.
+std::string open_refused(const std::string& detail) {
+  if (detail.find("unable to lock file") != std::string::npos)
+    return "another process has it open for writing (it holds the file's lock): close the file "
+           "there first (" +
+           detail + ")";
+  if (detail.find("already open for write") != std::string::npos)
+    return "it is marked open for writing: by a writer still running (a SWMR or "
+           "libver='latest' writer; close the file there first), or by one that crashed "
+           "(then 'h5clear -s FILE' clears the mark) (" +
+           detail + ")";
+  if (detail.find("multi driver") != std::string::npos)
+    return "written with HDF5's split/multi driver (metadata and raw data in separate files), "
+           "which is not read here: copy it into one file (" +
+           detail + ")";
+  if (detail.find("truncated file") != std::string::npos)
+    return "damaged or truncated HDF5 file: " + detail +
+           " (or one member of a file written with the family driver: h5repart joins the "
+           "members into one file)";
+  return "damaged or truncated HDF5 file: " + detail;
+}
+
 // Why `path` cannot be opened for reading, or "" if it can (serial, on one rank).
 std::string why_unreadable(const std::string& path) {
   std::error_code ec;
@@ -99,9 +149,9 @@ std::string why_unreadable(const std::string& path) {
   if (is_h5 < 0) return "cannot read it: " + last_error();
   if (is_h5 == 0) return "not an HDF5 file (no HDF5 signature)";
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return "damaged or truncated HDF5 file: " + last_error();
+  if (f < 0) return open_refused(last_error());
   H5Fclose(f);
-  return "";
+  return held_by_writer(path);
 }
 }  // namespace
 

@@ -1,9 +1,11 @@
 // schema::validate: every rule of the schema (io/schema.hpp), each violation naming the
 // dataset and the attribute or value at fault, in the order the rules are listed there.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -49,6 +51,13 @@ bool attr_ok(const File& f, const std::string& d, const std::string& name, std::
   return true;
 }
 
+// A number as short as it reads back exactly: 5 for a count of 5, not 5.000000.
+std::string shortest(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
 // Numbers that must be finite (and, with positive, > 0).
 void check_numbers(const File& f, const std::string& d, const std::string& name, bool positive,
                    Problems& problems) {
@@ -56,7 +65,7 @@ void check_numbers(const File& f, const std::string& d, const std::string& name,
   for (std::size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i]) || (positive && !(v[i] > 0))) {
       problems.push_back(f.where(d) + ": attribute '" + name + "' entry " + std::to_string(i) +
-                         " is " + std::to_string(v[i]) + ", must be finite" +
+                         " is " + shortest(v[i]) + ", must be finite" +
                          (positive ? " and > 0" : ""));
       return;
     }
@@ -135,7 +144,7 @@ void check_stats(const File& f, const std::string& d, std::size_t C, Index per_c
   if (attr_ok(f, d, "stats_count", 1, false, false, problems)) {
     const double n = f.attr_doubles(d, "stats_count")[0];
     if (n != static_cast<double>(per_channel))
-      problems.push_back(f.where(d) + ": attribute 'stats_count' is " + std::to_string(n) +
+      problems.push_back(f.where(d) + ": attribute 'stats_count' is " + shortest(n) +
                          ", the dataset has " + std::to_string(per_channel) +
                          " values per channel");
   }
@@ -169,10 +178,21 @@ void check_version(const File& f, Problems& problems) {
   }
   const double v = f.attr_doubles("/", kVersionAttr)[0];
   std::ostringstream shown;
-  if (cls == H5T_INTEGER)
-    shown << std::fixed << std::setprecision(0) << v;  // 9223372036854775807, not 9.2e+18
-  else
+  if (cls == H5T_INTEGER) {
+    // Read as the 64-bit integer of its sign, so 2^53 + 1 or 2^64 - 1 print as stored.
+    const bool is_signed = H5Tget_sign(type.get()) != H5T_SGN_NONE;
+    std::int64_t i = 0;
+    std::uint64_t u = 0;
+    check(H5Aread(a.get(), is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64,
+                  is_signed ? static_cast<void*>(&i) : static_cast<void*>(&u)),
+          "reading " + attr, 0);
+    if (is_signed)
+      shown << i;
+    else
+      shown << u;
+  } else {
     shown << std::setprecision(17) << v << (cls == H5T_FLOAT && v == std::floor(v) ? ".0" : "");
+  }
   if (cls != H5T_INTEGER) {
     problems.push_back(file + attr + " is the " +
                        (cls == H5T_FLOAT ? "floating-point number " : "non-integer value ") +
@@ -383,12 +403,31 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
   const std::vector<std::string> all = f.datasets();
   if (all.empty()) problems.push_back("'" + f.path() + "' holds no datasets");
   std::set<Index> samples;
+  std::map<Index, std::string> sample_counts;  // each count and a dataset that holds it
   std::vector<DatasetInfo> to_scan;  // the values are checked after every rule of metadata
+  // The objects the schema's paths name: a soft link there may lead anywhere in the file,
+  // and the dataset behind it is the schema's, not stray data.
+  std::set<std::pair<unsigned long, haddr_t>> schema_objects;
+  for (const std::string& d : all) {
+    H5O_info_t o{};
+    if ((schema_dataset_path(d) || d == kCoords || d == kFeatures) &&
+        H5Oget_info_by_name(f.id(), d.c_str(), &o, H5P_DEFAULT) >= 0)
+      schema_objects.insert({o.fileno, o.addr});
+  }
+  H5Eclear2(H5E_DEFAULT);
+  const auto behind_schema_link = [&](const std::string& d) {
+    H5O_info_t o{};
+    const bool in = H5Oget_info_by_name(f.id(), d.c_str(), &o, H5P_DEFAULT) >= 0 &&
+                    schema_objects.count({o.fileno, o.addr}) > 0;
+    H5Eclear2(H5E_DEFAULT);
+    return in;
+  };
   for (const std::string& d : all) {
     const DatasetInfo in = f.info(d);
     const bool field = schema_dataset_path(d) && d != kCoords && d != kFeatures;
     const bool coords = d == kCoords, feats = d == kFeatures;
     if (!field && !coords && !feats) {
+      if (behind_schema_link(d)) continue;  // checked under its schema path
       problems.push_back(f.where(d) + ": not part of the schema (expected /fields/NAME, " +
                          kCoords + " or " + kFeatures + ")");
       continue;
@@ -417,6 +456,7 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
       continue;
     }
     samples.insert(in.shape[0]);
+    sample_counts.emplace(in.shape[0], d);  // the first dataset of each count
     for (const std::string& a : f.attr_names(d))
       if (!known_attrs().count(a) || (coords && a == "variables"))
         problems.push_back(f.where(d) + ": attribute '" + a + "' is not part of the schema");
@@ -445,8 +485,13 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
     else if (check_values && (in.dtype == DType::f32 || in.dtype == DType::f64) && C > 0)
       to_scan.push_back(in);
   }
-  if (samples.size() > 1)
-    problems.push_back("'" + f.path() + "': datasets disagree on the sample count N");
+  if (samples.size() > 1) {
+    std::string counts;
+    for (const auto& [n, d] : sample_counts)
+      counts += (counts.empty() ? "" : ", ") + std::string("'") + d + "' " + std::to_string(n);
+    problems.push_back("'" + f.path() + "': datasets disagree on the sample count N (" + counts +
+                       "): every dataset of a file holds the same samples");
+  }
   for (const DatasetInfo& in : to_scan) {
     Progress of_this;
     if (progress)

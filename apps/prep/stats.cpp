@@ -34,6 +34,13 @@ int run(Context& ctx, const cli::Args& a) {
     }
     if (dsets.empty())
       throw Error("'" + r.path() + "' holds no schema datasets to compute statistics of");
+    // Attributes written through an external link would change another file than the one
+    // named: refused before any scan.
+    for (const std::string& d : dsets)
+      if (const std::string to = r.external_link_on(d); !to.empty())
+        throw Error(r.where(d) + " is stored in " + to +
+                    ": stats writes only into the file it is given; run it on that file "
+                    "(nothing written)");
     for (const std::string& d : dsets) {
       Progress progress(ctx.world(), "stats " + d, 0, 0, a.flag("quiet"));
       io::schema::ChannelStats s = io::schema::scan(r, d, io::schema::channel_dim_of(d),

@@ -527,7 +527,8 @@ for k in ('soft', 'external', 'group'):
     (expect_error "'/fields/permeability' in 'group.h5' is a group, where the schema wants a dataset" \
       validate group.h5) || exit 1
     # A field reached through an external link is a field like any other: listed by
-    # inspect, its values scanned by validate (a NaN in it found), its statistics computed.
+    # inspect, its values scanned by validate (a NaN in it found); stats, which would write
+    # into the other file, refuses it (foreign_files).
     cp d.h5 target.h5 && cp d.h5 linked.h5
     /usr/bin/python3 -c "
 import h5py
@@ -540,6 +541,63 @@ with h5py.File('linked.h5', 'r+') as f:
     echo "$out" | grep -q "^/fields/pressure  (2, 1, 16, 12) float32" || { echo "$out"; fail "inspect skipped the linked field"; }
     (expect_error "'/fields/pressure' in 'linked.h5': non-finite value nan at index (1, 0, 2, 3)" \
       validate linked.h5) || exit 1
+    ;;
+  foreign_files)  # files as other tools leave them: held by a writer, empty attributes, links
+    small_darcy
+    for k in empty soft ext version latest; do cp d.h5 "$k.h5"; done
+    cp d.h5 target.h5
+    /usr/bin/python3 -c "
+import h5py, numpy as np
+with h5py.File('empty.h5', 'r+') as f: f['fields/pressure'].attrs['spacing'] = h5py.Empty('f8')
+with h5py.File('soft.h5', 'r+') as f:  # the data elsewhere in the file, a soft link at its path
+    f.move('fields/permeability', 'store/permeability_data')
+    f['fields/permeability'] = h5py.SoftLink('/store/permeability_data')
+with h5py.File('ext.h5', 'r+') as f:
+    del f['fields/pressure']
+    f['fields/pressure'] = h5py.ExternalLink('target.h5', '/fields/pressure')
+with h5py.File('version.h5', 'r+') as f: f.attrs['tessera_schema_version'] = np.int64(2**53 + 1)
+with h5py.File('d.h5', 'r') as s, h5py.File('latest.h5', 'w', libver='latest') as d:
+    for k, v in s.attrs.items(): d.attrs[k] = v
+    s.copy('fields', d)" || fail "h5py could not write the files"
+    # An empty attribute (h5py.Empty) is a value count like any other, named.
+    (expect_error "dataset '/fields/pressure' in 'empty.h5': attribute 'spacing' has 0 entries, expected 2" \
+      validate empty.h5) || exit 1
+    (expect_error "schema version 9007199254740993 is not one this build reads" validate version.h5) || exit 1
+    # A soft link at a schema path to data elsewhere in the file: that data is the field.
+    expect_ok 2 validate soft.h5 --quiet
+    expect_ok 2 stats soft.h5 --quiet
+    expect_ok 3 validate soft.h5 --quiet
+    # stats would write its attributes into target.h5 through the link: refused.
+    sum=$(sha256sum target.h5 ext.h5)
+    (expect_error "dataset '/fields/pressure' in 'ext.h5' is stored in '/fields/pressure' in the file 'target.h5' (the link '/fields/pressure'): stats writes only into the file it is given" \
+      stats ext.h5) || exit 1
+    [ "$(sha256sum target.h5 ext.h5)" = "$sum" ] || fail "a refused stats changed a file"
+    # A writer holding the file (h5py's default takes HDF5's lock): refused with locking off
+    # here (HDF5 would read its unflushed state) and with it on (HDF5's own lock error, said).
+    hold() {  # hold FILE ARGS: an h5py writer keeps FILE open for 30 s, killed on exit
+      rm -f ready
+      env -u HDF5_USE_FILE_LOCKING /usr/bin/python3 -c "
+import h5py, sys, time
+f = h5py.File(sys.argv[1], 'a', libver=sys.argv[2])
+open('ready', 'w').close()
+time.sleep(30)" "$1" "$2" &
+      holder=$!
+      for _ in $(seq 100); do [ -e ready ] && return; sleep 0.1; done
+      fail "the h5py writer did not start"
+    }
+    hold d.h5 earliest
+    (expect_error "cannot open HDF5 file 'd.h5': another process has it open for writing (it holds the file's lock): what it wrote may not be on disk yet" \
+      validate d.h5) || { kill $holder; exit 1; }
+    (HDF5_USE_FILE_LOCKING=TRUE expect_error "cannot open HDF5 file 'd.h5': another process has it open for writing (it holds the file's lock): close the file there first (unable to lock file" \
+      validate d.h5) || { kill $holder; exit 1; }
+    kill $holder
+    wait $holder 2>/dev/null
+    hold latest.h5 latest
+    (HDF5_USE_FILE_LOCKING=FALSE expect_error "cannot open HDF5 file 'latest.h5': it is marked open for writing: by a writer still running" \
+      validate latest.h5) || { kill $holder; exit 1; }
+    kill $holder
+    wait $holder 2>/dev/null
+    echo "prep_cli foreign_files: held files, empty attributes, links and versions said as they are"
     ;;
   damaged_metadata)  # one byte of metadata damaged: an error, never a hang or a crash
     small_darcy
