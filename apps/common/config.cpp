@@ -610,6 +610,10 @@ TrainConfig parse_config(const std::string& text, const std::vector<std::string>
   for (auto&& [skey, snode] : root) {
     const std::string section(skey.str());
     const toml::table* t = snode.as_table();
+    const toml::array* tables = snode.as_array();
+    if (tables && tables->is_array_of_tables())  // [[model]]: TOML's array of tables
+      fail("[[" + section + "]] " + at_line(skey.source(), source) +
+           " is an array of tables; a section is written [" + section + "]");
     if (!t)
       fail("key '" + section + "' " + at_line(skey.source(), source) +
            " is outside any section; keys belong in [" + join(sections(), "], [") + "]");

@@ -160,6 +160,10 @@ TEST_CASE("config: model.modes is one value for every dim or one per dim", "[con
             (std::vector<std::int64_t>{4, 6}));
   MPI_CHECK_ERROR(parse("[model]\nmodes = []\n"),
                   "model.modes is an empty array: give one value, or one per dim");
+  MPI_CHECK_ERROR(parse("[[model]]\nwidth = 8\n"),
+                  "is an array of tables; a section is written [model]");
+  MPI_CHECK_ERROR(parse("", {"model.depth=4294967297"}),
+                  "model.depth = 4294967297 is out of range: must be [1, 64]");
   MPI_CHECK_ERROR(parse("", {"model.layers=100000000"}),
                   "model.layers = 100000000 is out of range: must be [1, 64]");
   MPI_CHECK_ERROR(parse("[model]\nmodes = [4, 1.5]\n"), "but an element is a float");
