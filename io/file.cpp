@@ -134,28 +134,34 @@ bool File::exists(const std::string& path) const {
 }
 
 std::string File::external_link_on(const std::string& path) const {
-  std::string cur;
+  // The file the object lies in, as HDF5 reaches it: through soft and external links alike.
+  const auto file_of = [](hid_t h) {
+    const ssize_t n = H5Fget_name(h, nullptr, 0);
+    std::string name(static_cast<std::size_t>(std::max<ssize_t>(n, 0)), '\0');
+    if (n > 0) H5Fget_name(h, name.data(), static_cast<std::size_t>(n) + 1);
+    return name;
+  };
+  const hid_t o = H5Oopen(id(), absolute(path).c_str(), H5P_DEFAULT);
+  if (o < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return "";
+  }
+  const std::string theirs = file_of(o), mine = file_of(id());
+  H5Oclose(o);
+  if (theirs == mine) return "";
+  // The external link on the way, where the path itself holds one (else a soft link leads
+  // through one elsewhere).
+  std::string cur, via = "links on the way to it";
   for (const std::string& part : split_path(path)) {
     cur += "/" + part;
     H5L_info_t info{};
-    if (H5Lget_info(id(), cur.c_str(), &info, H5P_DEFAULT) < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return "";
+    if (H5Lget_info(id(), cur.c_str(), &info, H5P_DEFAULT) >= 0 && info.type == H5L_TYPE_EXTERNAL) {
+      via = "the external link '" + cur + "'";
+      break;
     }
-    if (info.type != H5L_TYPE_EXTERNAL) continue;
-    std::vector<char> val(info.u.val_size + 1, '\0');
-    const char* file = nullptr;
-    const char* obj = nullptr;
-    unsigned flags = 0;
-    if (H5Lget_val(id(), cur.c_str(), val.data(), val.size(), H5P_DEFAULT) < 0 ||
-        H5Lunpack_elink_val(val.data(), val.size(), &flags, &file, &obj) < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return "another file (its link '" + cur + "')";
-    }
-    return "'" + std::string(obj ? obj : "?") + "' in the file '" + std::string(file ? file : "?") +
-           "' (the link '" + cur + "')";
   }
-  return "";
+  H5Eclear2(H5E_DEFAULT);
+  return "the file '" + theirs + "' (through " + via + ")";
 }
 
 std::vector<std::string> File::datasets(const std::string& group) const {
@@ -420,8 +426,10 @@ std::vector<double> File::attr_doubles(const std::string& obj, const std::string
   if (c != H5T_FLOAT && c != H5T_INTEGER)
     throw Error("attribute '" + name + "' on '" + obj + "' in '" + path_ + "' is not numeric");
   Handle space(check(H5Aget_space(a.get()), "attribute dataspace"));
-  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  std::vector<double> v(static_cast<std::size_t>(std::max<hssize_t>(n, 0)));
+  const hssize_t n =
+      check(H5Sget_simple_extent_npoints(space.get()),
+            "the extent of attribute '" + name + "' of '" + absolute(obj) + "' in '" + path_ + "'");
+  std::vector<double> v(static_cast<std::size_t>(n));
   // An empty attribute (a null dataspace, h5py.Empty) holds no value: none read, and the
   // callers' counts say what was expected.
   if (v.empty()) return v;

@@ -61,8 +61,9 @@ class File {
 
   // An object (group or dataset) at this absolute path exists.
   bool exists(const std::string& path) const;
-  // Where an external link on the way to `path` leads ("'/u' in the file 'other.h5'"), or ""
-  // when every link on the way stays in this file. Local.
+  // The other file `path` leads into through links ("the file 'other.h5' (through the
+  // external link '/fields/u')"), or "" when its object lies in this file. Collective (it
+  // opens the object, and so the other file, as HDF5's metadata reads are).
   std::string external_link_on(const std::string& path) const;
   // Every dataset under `group`, recursively, as absolute paths in name order.
   std::vector<std::string> datasets(const std::string& group = "/") const;

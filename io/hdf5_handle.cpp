@@ -131,6 +131,10 @@ std::string open_refused(const std::string& detail) {
     return "written with HDF5's split/multi driver (metadata and raw data in separate files), "
            "which is not read here: copy it into one file (" +
            detail + ")";
+  if (detail.find("family driver") != std::string::npos)
+    return "one member of a file written with HDF5's family driver (h5repart joins the members "
+           "into one file) (" +
+           detail + ")";
   if (detail.find("truncated file") != std::string::npos)
     return "damaged or truncated HDF5 file: " + detail +
            " (or one member of a file written with the family driver: h5repart joins the "

@@ -132,12 +132,20 @@ void write_c_order(const ArraySource& in, int fd, io::File& f, const std::string
   }
 }
 
+// The dim a Fortran-order input is split over the ranks along: a field's last (the
+// slowest in the file: a rank's range is one contiguous run), a point cloud's P (its last,
+// 3 or C, is small; one run per index of it).
+int fortran_split(const ArraySource& in, const std::string& kind) {
+  return kind == "field" ? static_cast<int>(in.shape.size()) - 1 : 1;
+}
+
 // Writes one Fortran-order input (column-major: the samples interleaved value by value) into
 // dset. A run contiguous in the file holds every sample's values at some indices of dim
-// `split` and one index of each dim after it; each rank reads such runs of its range [b, e),
-// at most a piece (64 MiB, or one index of `split`) at a time, turns each to row-major and
-// writes it as a box spanning the samples. Every rank makes as many collective writes as
-// the busiest (the others with empty boxes).
+// `split` and one index of each dim after it (split at the last dim, as fortran_split does
+// for fields, a rank's whole range is one run); each rank reads such runs of its range
+// [b, e), at most a piece (64 MiB, or one index of `split`) at a time, turns each to
+// row-major and writes it as a box spanning the samples. Every rank makes as many collective
+// writes as the busiest (the others with empty boxes).
 void write_fortran_order(const ArraySource& in, int fd, io::File& f, const std::string& dset,
                          Index first_sample, int split, Index b, Index e, MPI_Comm comm,
                          Progress& progress) {
@@ -156,6 +164,7 @@ void write_fortran_order(const ArraySource& in, int fd, io::File& f, const std::
   std::vector<char> scratch;
   std::vector<float> column;
   for (Index t = 0; t < calls; ++t) {
+    progress.update(first_sample + in.shape[0] * t / calls);  // samples' worth done
     Box box = Box::from_shape(in.shape);
     box.lo[0] = first_sample;
     box.hi[0] = first_sample + in.shape[0];
@@ -269,10 +278,13 @@ int run(Context& ctx, const cli::Args& a) {
                      append ? io::NewFile::Start::CopyOfPath : io::NewFile::Start::Empty);
   io::File& f = output.file();
   if (!append) io::schema::write_root(f, "tessera-prep convert");
-  // Each sample is split over the ranks along its largest dim after N.
+  // Each sample is split over the ranks along its largest dim after N (the chunks follow), a
+  // Fortran-order input's along fortran_split.
   int split = 1;
   for (std::size_t d = 2; d < nd; ++d)
     if (shape[d] > shape[static_cast<std::size_t>(split)]) split = static_cast<int>(d);
+  const int c_split = split;
+  if (inputs.front().fortran) split = fortran_split(inputs.front(), kind);
   std::vector<Index> chunk = shape;
   chunk[0] = 1;
   chunk[static_cast<std::size_t>(split)] = std::max<Index>(
@@ -342,8 +354,6 @@ int run(Context& ctx, const cli::Args& a) {
   }
   // Each input's samples in turn, each rank reading its range of dim `split` of them with
   // pread in runs contiguous in the file.
-  const auto [b, e] =
-      io::balanced_range(shape[static_cast<std::size_t>(split)], ctx.size(), ctx.rank());
   Index sample_elems = 1;
   for (std::size_t d = 1; d < nd; ++d) sample_elems *= shape[d];
   Progress progress(ctx.world(), "convert", shape[0],
@@ -351,13 +361,17 @@ int run(Context& ctx, const cli::Args& a) {
                     a.flag("quiet"));
   Index first_sample = 0;
   for (const ArraySource& in : inputs) {
+    if (in.shape[0] == 0) continue;  // an empty part of the join
+    const int s = in.fortran ? fortran_split(in, kind) : c_split;
+    const auto [b, e] =
+        io::balanced_range(shape[static_cast<std::size_t>(s)], ctx.size(), ctx.rank());
     const int fd = ::open(in.path.c_str(), O_RDONLY);
     collective_check(ctx.world(), fd >= 0, "cannot open '" + in.path + "'");
     try {
       if (in.fortran)
-        write_fortran_order(in, fd, f, dset, first_sample, split, b, e, ctx.world(), progress);
+        write_fortran_order(in, fd, f, dset, first_sample, s, b, e, ctx.world(), progress);
       else
-        write_c_order(in, fd, f, dset, first_sample, split, b, e, ctx.world(), progress);
+        write_c_order(in, fd, f, dset, first_sample, s, b, e, ctx.world(), progress);
     } catch (...) {
       ::close(fd);
       throw;

@@ -20,6 +20,7 @@
 #include "runtime/tensor/context.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
+#include "runtime/train/vit.hpp"
 #include "kernels/device/memory.hpp"
 
 using namespace tessera;
@@ -56,6 +57,13 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
                   "\"coords\" among data.inputs) have neighbourhoods that depend on the data");
     const auto cin = static_cast<Index>(in.size());
     const auto cout = static_cast<Index>(cfg.data.targets.size());
+    if (cfg.model.type == "vit") {  // said as the grid's, before the weights' size is
+      std::vector<Index> s = {batch, cin};
+      s.insert(s.end(), cli.dry_grid.begin(), cli.dry_grid.end());
+      const std::string p = vit_grid_problem(
+          s, cfg.model.patch, cfg.model.attention == "neighbourhood" ? cfg.model.window : 0);
+      TESSERA_CHECK(p.empty(), "dry run: " << p);
+    }
     const std::unique_ptr<Model> model =
         make_model(ctx.world(), 2, cfg, nd, cin, cout, MemSpace::Host, false, cli.dry_grid);
     model->graph().recompute(cfg.train.recompute);
@@ -270,7 +278,7 @@ int run(Context& ctx, int argc, char** argv) {
   const double t_train = MPI_Wtime();
   std::int64_t steps_run = 0;
   EvalResult last_eval;
-  std::int64_t saved_step = -1;
+  std::int64_t saved_step = -1, validated_step = -1;
   const auto save_checkpoint = [&](std::int64_t step) {
     const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, step);
     tr.save(path);
@@ -301,7 +309,10 @@ int run(Context& ctx, int argc, char** argv) {
     const bool validated = log || checkpoint;
     EvalResult ev;
     ev.loss = ev.rel_l2 = std::nan("");
-    if (validated) last_eval = ev = tr.validate();
+    if (validated) {
+      last_eval = ev = tr.validate();
+      validated_step = r.step;
+    }
     const double peak = peak_mib_max(ctx.world());
     const double sps = static_cast<double>(r.samples) / r.t.total;
     if (root && log)
@@ -355,7 +366,7 @@ int run(Context& ctx, int argc, char** argv) {
   // Passes drawn by a skipped update: the last update taken ends the run, validated and saved
   // as a last step is.
   if (steps_run > 0 && saved_step != tr.steps_done()) {
-    last_eval = tr.validate();
+    if (validated_step != tr.steps_done()) last_eval = tr.validate();
     if (root)
       std::cout << "step " << tr.steps_done() << "/" << tr.total_steps() << " | "
                 << val_text(last_eval, tr, cfg) << " (the run's last update)" << std::endl;

@@ -128,6 +128,8 @@ expect_error "not divisible" --dry-run=table --grid=60x32
 expect_error "option --ranks 0: must lie in [1," --dry-run=table --grid=64x32 --ranks=0
 expect_error "option --batch -2: must lie in [1," --dry-run=table --grid=64x32 --batch=-2
 expect_error "the dry run covers grid inputs" --dry-run=table --grid=64x32 --data.inputs=coords,a
+expect_error "dry run: spatial extent 64 (dim 2 of (8, 1, 64, 32)) is not a multiple of model.patch = 65536" \
+  --dry-run=table --grid=64x32 --model.type=vit --model.patch=65536
 # Any layer of the UNet has a cost: transposed-conv up-sampling and strided-conv down too.
 "$bin/tessera-train" "$src/scripts/demo/darcy_unet.toml" --dry-run=json --grid=64x32 --ranks=2 \
   --model.up=transposed_conv --model.down=conv >updown.json 2>&1 ||

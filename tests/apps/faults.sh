@@ -596,8 +596,11 @@ PY
     done
     # The last batch's update skipped: the update before it ends the run and is saved.
     TESSERA_FAULT_INJECT=step.nonfinite:1:6 expect_ok 3 tessera-train cfg.toml "${skip[@]}" \
-      --train.checkpoint_dir=ckC --train.metrics_csv=
-    echo "$out" | grep -q "step 5/5 .*(the run's last update)" || { echo "$out"; fail "no last-update line"; }
+      --train.checkpoint_dir=ckC --train.metrics_csv= --train.validation_split=0.34 \
+      --train.log_interval=2 --train.epochs=3
+    # 4 training samples, 3 passes: 6 steps, the 6th skipped; step 5 validated after the loop.
+    echo "$out" | grep -q "step 5/5 | val [0-9.e+-]* rel_l2 [0-9.e+-]* (the run's last update)" ||
+      { echo "$out"; fail "no validated last-update line"; }
     echo "$out" | grep -q "^done: 5 steps" || { echo "$out"; fail "the run did not end at step 5"; }
     [ -f ckC/ckpt_00000005.h5 ] || { ls ckC; fail "the last update's checkpoint is missing"; }
     ;;
