@@ -54,13 +54,20 @@ MODELS = {
 }
 
 
+class DryRunError(Exception):
+    """tessera-train refused a configuration: its error line."""
+
+
 def dry_run(train, config, grid, ranks, batch, extra=()):
-    """tessera-train --dry-run=json for one configuration -> dict."""
+    """tessera-train --dry-run=json for one configuration -> dict; DryRunError with the
+    program's error line when it refuses it."""
     cmd = [train, config, "--dry-run=json", f"--grid={grid}", f"--ranks={ranks}",
            f"--batch={batch}", *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
-        sys.exit(f"scaling_model.py: {' '.join(cmd)} failed:\n{p.stderr}")
+        lines = [ln for ln in p.stderr.splitlines() if "error" in ln] or p.stderr.splitlines()
+        why = lines[0] if lines else f"exit {p.returncode}"
+        raise DryRunError(why.replace("tessera-train: error: ", ""))
     return json.loads(p.stdout)
 
 
@@ -142,14 +149,29 @@ def predict(m, v):
 
 def parse_grid(text):
     try:
-        return [int(x) for x in text.lower().split("x")]
+        g = [int(x) for x in text.lower().split("x")]
     except ValueError:
-        raise SystemExit(f"scaling_model.py: grid '{text}' is not HxW or DxHxW")
+        g = []
+    if not 1 <= len(g) <= 3 or min(g) < 1:
+        raise SystemExit(f"scaling_model.py: grid '{text}' is not HxW or DxHxW of extents >= 1")
+    return g
+
+
+def parse_ranks(text):
+    try:
+        r = [int(x) for x in text.split(",")]
+    except ValueError:
+        r = []
+    if not r or min(r) < 1:
+        raise SystemExit(f"scaling_model.py: --ranks '{text}' is not a list of rank counts >= 1")
+    return r
 
 
 def cmd_predict(a, m):
-    ranks = [int(x) for x in a.ranks.split(",")]
+    ranks = parse_ranks(a.ranks)
     base = parse_grid(a.grid)
+    if a.batch < 1:
+        raise SystemExit(f"scaling_model.py: --batch {a.batch}: at least 1")
     kind = "weak (grid per rank)" if a.weak else "strong (global grid)"
     config, extra = model_config(a)
     print(f"# {m['name']}\n# {a.model}, {kind}: {a.grid}, batch {a.batch}\n")
@@ -162,7 +184,11 @@ def cmd_predict(a, m):
         if a.weak:
             g[0] *= n
         grid = "x".join(str(x) for x in g)
-        v = dry_run(a.train, config, grid, n, a.batch, extra)
+        try:
+            v = dry_run(a.train, config, grid, n, a.batch, extra)
+        except DryRunError as e:  # a split this model cannot take: a row that says why
+            print(f"| {n} | {grid} | cannot: {e} |" + " |" * 7)
+            continue
         p = predict(m, v)
         if t1 is None:
             t1, n1 = p["step"], n
@@ -180,16 +206,29 @@ def model_config(a):
     return MODELS[a.model]
 
 
+def read_json(path, what):
+    """A JSON object from path, or one error line."""
+    try:
+        with open(path) as f:
+            v = json.load(f)
+    except OSError as e:
+        raise SystemExit(f"scaling_model.py: cannot read the {what} {path}: {e.strerror}")
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"scaling_model.py: the {what} {path} is no JSON: {e}")
+    if not isinstance(v, dict):
+        raise SystemExit(f"scaling_model.py: the {what} {path} is no JSON object")
+    return v
+
+
 def median_rows(paths):
     """Strong and weak rows of the models; per (model, scaling, ranks) over several runs, the
     row of the run with the median step time (the lower one of an even count)."""
     groups = {}
     for path in paths:
-        with open(path) as f:
-            for r in json.load(f)["rows"]:
-                if r.get("scaling") in ("strong", "weak") and r.get("model", "unet") in MODELS:
-                    key = (r.get("model", "unet"), r["scaling"], r["ranks"], r["shape"])
-                    groups.setdefault(key, []).append(r)
+        for r in read_json(path, "bench file").get("rows", []):
+            if r.get("scaling") in ("strong", "weak") and r.get("model", "unet") in MODELS:
+                key = (r.get("model", "unet"), r["scaling"], r["ranks"], r["shape"])
+                groups.setdefault(key, []).append(r)
     rows = []
     for runs in groups.values():
         runs.sort(key=lambda r: r["t_step_s"])
@@ -214,7 +253,11 @@ def cmd_check(a, m):
         shape = [int(x) for x in r["shape"].strip("()").split(",")]
         grid = "x".join(str(x) for x in shape[2:])
         config, extra = MODELS[model]
-        v = dry_run(a.train, config, grid, r["ranks"], shape[0], extra)
+        try:
+            v = dry_run(a.train, config, grid, r["ranks"], shape[0], extra)
+        except DryRunError as e:
+            raise SystemExit(f"scaling_model.py: the row {model} {r['scaling']} at {r['ranks']} "
+                             f"ranks: tessera-train refused it: {e}")
         p = predict(m, v)
         ratio = p["step"] / r["t_step_s"]
         worst = max(worst, abs(ratio - 1))
@@ -258,7 +301,7 @@ def main(argv):
                         description="Predicts every strong and weak row of a "
                         "bench-scaling.json (UNet, FNO, ViT, Transolver) "
                         "and prints predicted against measured (exit 1 when a step time is "
-                        "off by more than 25%%).")
+                        "off by more than 25 percent).")
     common(ck)
     ck.add_argument("bench", metavar="bench-scaling.json", nargs="+",
                     help="one or more runs; several: each row's median run is compared")
@@ -266,12 +309,15 @@ def main(argv):
     if not os.access(a.train, os.X_OK):
         raise SystemExit(f"scaling_model.py: no tessera-train at {a.train} (--train or "
                          "TESSERA_BUILD_DIR)")
-    with open(a.machine) as f:
-        m = json.load(f)
-    if a.command == "predict":
-        cmd_predict(a, m)
-        return 0
-    return cmd_check(a, m)
+    m = read_json(a.machine, "machine file")
+    try:
+        if a.command == "predict":
+            cmd_predict(a, m)
+            return 0
+        return cmd_check(a, m)
+    except KeyError as e:  # a machine file or bench row without a figure the model reads
+        raise SystemExit(f"scaling_model.py: no {e} in the machine file {a.machine} or a row of "
+                         "the bench files (see scripts/machines/)")
 
 
 if __name__ == "__main__":

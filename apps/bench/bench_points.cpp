@@ -153,6 +153,9 @@ json run(Context& ctx, const cli::Args& opt) {
   TESSERA_CHECK(cloud == "uniform" || cloud == "clustered" || cloud == "surface",
                 "points: --cloud=" << cloud << " (uniform, clustered or surface)");
   TESSERA_CHECK(n >= 1 && k >= 1 && ball >= 1, "points: --points, --k, --ball must be >= 1");
+  // A query of more neighbours than the cloud has measures no kNN.
+  TESSERA_CHECK(k <= n && ball <= n,
+                "points: --k=" << k << " and --ball=" << ball << " must not exceed --points=" << n);
   const int reps = reps_option(opt);
   // n (4/3) pi r^3 = ball: r holds `ball` points on average in a uniform cloud.
   const double r = std::cbrt(3.0 * static_cast<double>(ball) / (4 * std::numbers::pi * n));

@@ -56,6 +56,9 @@ int merge(const std::vector<std::string>& args) {
     if (std::filesystem::weakly_canonical(p[i]) == std::filesystem::weakly_canonical(p[1]))
       throw Error("bench merge: the output " + p[1] + " is also a part: it would be overwritten");
   json out = merge_parts(c.name, std::vector<std::string>(p.begin() + 2, p.end()));
+  // A goal over no rows would read as met ("all rows ..." of none).
+  if (out["rows"].empty())
+    throw Error("bench merge: the parts hold no rows: no goal can be judged (nothing written)");
   try {
     out["goals"] = c.goals(out["rows"]);
   } catch (const json::exception& e) {

@@ -199,8 +199,15 @@ std::vector<Index> Args::shape_pattern(const std::string& name) const {
 
 std::vector<std::string> Args::list(const std::string& name) const {
   std::vector<std::string> out;
-  std::stringstream ss(str(name));
+  const std::string v = str(name);
+  std::stringstream ss(v);
   for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  // getline yields nothing after a last ',': "a," is refused as ",a" is, not read as "a".
+  if (!v.empty() && v.back() == ',') out.push_back("");
+  for (const std::string& item : out)
+    if (item.empty())
+      throw Error("option --" + name + " '" + v +
+                  "': an empty item (between, before or after ',')");
   return out;
 }
 

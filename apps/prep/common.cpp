@@ -1,5 +1,6 @@
 #include "apps/prep/common.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "apps/common/node_memory.hpp"
@@ -81,6 +82,16 @@ std::string unscannable(const io::File& f, const std::string& dset) {
   if (std::string why = io::unavailable_filter(f, dset); !why.empty()) return why;
   if (std::string why = io::storage_problem(f, dset); !why.empty()) return why;
   return "";  // a sample of any size: scan streams it in bounded pieces
+}
+
+int field_modes(const cli::Args& a, const std::vector<Index>& grid) {
+  const Index most = std::max<Index>(64, *std::max_element(grid.begin(), grid.end()));
+  const Index k = a.integer_in("modes", 0, kIntMax);
+  TESSERA_CHECK(k <= most, "--modes " << k << ": at most " << most
+                                      << ", the grid's largest extent or 64 (modes past half "
+                                         "the grid alias, and the field costs (2K + 1)^d per "
+                                         "cell)");
+  return static_cast<int>(k);
 }
 
 }  // namespace tessera::prep

@@ -54,4 +54,9 @@ void write_grid_sample(io::File& f, const std::string& name, Index n, const Shar
 // reason: scan streams each rank's share in pieces of at most io::piece_bytes().
 std::string unscannable(const io::File& f, const std::string& dset);
 
+// --modes K of a generator's random field (Fourier modes -K..K per dim): at most the grid's
+// largest extent or 64 (modes past half the grid alias, and the field costs (2K + 1)^d per
+// cell: a K of 10000 on an 8x8 grid ran for minutes without a word).
+int field_modes(const cli::Args& a, const std::vector<Index>& grid);
+
 }  // namespace tessera::prep

@@ -23,7 +23,7 @@ int run(Context& ctx, const cli::Args& a) {
   TESSERA_CHECK(samples >= 1, "--samples must be at least 1");
   DarcyParams p;
   p.field.seed = static_cast<std::uint64_t>(a.integer_in("seed", 0, kMaxSeed));
-  p.field.modes = static_cast<int>(a.integer_in("modes", 0, kIntMax));
+  p.field.modes = field_modes(a, grid);
   p.sigma = a.finite_above("sigma", 0, true);
   p.tol = a.finite_above("tol", 0);
   p.max_iter = static_cast<int>(a.integer_in("max-iter", 1, kIntMax));

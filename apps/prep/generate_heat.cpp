@@ -19,7 +19,7 @@ int run(Context& ctx, const cli::Args& a) {
   TESSERA_CHECK(samples >= 1, "--samples must be at least 1");
   HeatParams p;
   p.field.seed = static_cast<std::uint64_t>(a.integer_in("seed", 0, kMaxSeed));
-  p.field.modes = static_cast<int>(a.integer_in("modes", 0, kIntMax));
+  p.field.modes = field_modes(a, grid);
   p.alpha = a.finite_above("alpha", 0);  // 0 made dt = inf and a NaN field
   p.cfl = a.num("cfl");
   p.steps = static_cast<int>(a.integer_in("steps", 0, kIntMax));

@@ -1,4 +1,6 @@
 // tessera-prep stats: normalization statistics computed in parallel, stored as attributes.
+#include <algorithm>
+#include <sstream>
 #include <iostream>
 
 #include "apps/prep/common.hpp"
@@ -25,7 +27,21 @@ int run(Context& ctx, const cli::Args& a) {
       if (const std::string why = unscannable(r, d); !why.empty())
         throw Error(why + ": no statistics computed (nothing written)");
     if (a.has("dataset")) {
-      dsets.push_back(a.str("dataset"));
+      // As HDF5 reads a path ("fields/u", "//fields/u/" are /fields/u): the schema's rules,
+      // which decide the channel dim, compare whole paths.
+      std::string d;
+      std::stringstream parts(a.str("dataset"));
+      for (std::string part; std::getline(parts, part, '/');)
+        if (!part.empty()) d += "/" + part;
+      const auto all = r.datasets();
+      TESSERA_CHECK(
+          std::find(all.begin(), all.end(), d) != all.end(),
+          "--dataset " << a.str("dataset") << ": no such dataset in '" << r.path() << "'");
+      TESSERA_CHECK(d.rfind(std::string(io::schema::kFields) + "/", 0) == 0 ||
+                        d == io::schema::kCoords || d == io::schema::kFeatures,
+                    "--dataset " << a.str("dataset") << ": statistics are of /fields/NAME, "
+                                 << io::schema::kCoords << " and " << io::schema::kFeatures);
+      dsets.push_back(d);
     } else {
       for (const std::string& d : r.datasets())
         if (d.rfind(std::string(io::schema::kFields) + "/", 0) == 0 || d == io::schema::kFeatures ||

@@ -25,6 +25,7 @@ expect_error() {  # PATTERN ARGS...
 expect_error "unknown benchmark case 'nosuch'" nosuch
 expect_error "unknown option '--bogus'" fft --bogus=1
 expect_error "option --n3d 0: must lie in [1, 1048576]" fft --n3d=0 --which=3d
+expect_error "points: --k=10 and --ball=2 must not exceed --points=5" points --points=5 --k=10 --ball=2
 expect_error "cannot write" fft --which=fno --nfno=16 --width=2 --modes=2 --reps=1 \
   --out=/nonexistent/dir/part.json
 # sizes and counts: integers in range (a zero batch or repetition count crashed, fractions
@@ -71,6 +72,8 @@ merge_error "empty.json is no JSON part" halo "$dir/out.json" "$dir/halo-2.json"
 merge_error "is given twice" halo "$dir/out.json" "$dir/halo-2.json" "$dir/./halo-2.json"
 merge_error "lacks a value the halo goals read" halo "$dir/out.json" "$dir/halo-2.json" \
   "$dir/halo-4.json"
+echo '{"case":"halo","rows":[]}' >"$dir/none.json"
+merge_error "the parts hold no rows: no goal can be judged" halo "$dir/out.json" "$dir/none.json"
 cp "$dir/halo-2.json" "$dir/copy.json"
 merge_error "copy.json repeats a row of an earlier part" halo "$dir/out.json" "$dir/halo-2.json" \
   "$dir/copy.json"

@@ -20,8 +20,18 @@ for f in "$dir"/train.sbatch "$dir"/infer.sbatch; do
   [[ $srun_cmd == *--kill-on-bad-exit=1* ]] ||
     fail "$f: srun without --kill-on-bad-exit=1 (a dead rank would leave the others waiting)"
   out=$(bash "$f" 2>&1 || true)
-  [[ $out == usage:* ]] || fail "$f: no usage message without arguments (got: $out)"
+  [[ $out == usage:\ sbatch\ scripts/slurm/* ]] ||
+    fail "$f: no usage message naming the template without arguments (got: $out)"
+  # The step takes the job's tasks: a fixed --ntasks-per-node fallback would override --ntasks.
+  [[ $srun_cmd != *--ntasks-per-node* ]] || fail "$f: srun sets --ntasks-per-node itself"
 done
+# The launch, with srun standing in: TESSERA_RUN_DIR continues an earlier run in its folder.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf '#!/bin/sh\necho "$@"\n' >"$tmp/srun" && chmod +x "$tmp/srun"
+out=$(cd "$tmp" && PATH="$tmp:$PATH" TESSERA_RUN_DIR="$tmp/runs/7" bash "$dir/train.sbatch" c.toml --train.resume=true)
+[[ $out == *"--train.checkpoint_dir=$tmp/runs/7/checkpoints --train.metrics_csv=$tmp/runs/7/metrics.csv --train.resume=true"* ]] ||
+  fail "train.sbatch with TESSERA_RUN_DIR: $out"
 grep -q 'tessera-train" "$config"' "$dir/train.sbatch" || fail "train.sbatch does not run tessera-train CONFIG"
 grep -q 'tessera-infer" --checkpoint=' "$dir/infer.sbatch" || fail "infer.sbatch does not run tessera-infer with flags"
 echo "sbatch templates OK"

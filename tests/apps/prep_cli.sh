@@ -88,6 +88,9 @@ case $case_name in
       --samples 1 --smooth 6 --out p5.h5) || exit 1
     # The generators' parameters are in the file: another --modes is another dataset.
     expect_ok 1 generate darcy --grid 8x8 --samples 1 --modes 2 --out dm.h5 --quiet
+    run 1 generate darcy --grid 8x8 --modes 10000 --out dm2.h5
+    echo "$out" | grep -q "^tessera-prep: error: --modes 10000: at most 64, the grid's largest extent or 64" ||
+      { echo "$out"; fail "--modes 10000 on an 8x8 grid was not refused"; }
     "$h5dump" -a /modes dm.h5 | grep -q "(0): 2" || fail "generate darcy did not record --modes"
     for f in d3.h5 d2.h5 h.h5 p.h5; do
       expect_ok 3 validate "$f" --quiet
@@ -101,6 +104,11 @@ case $case_name in
     expect_ok 3 stats d3.h5 --quiet
     "$h5dump" -a /fields/pressure/mean d3.h5 | grep -q "(0):" || fail "stats wrote no mean attribute"
     expect_ok 2 validate d3.h5 --quiet  # its statistics describe its data, at another rank count
+    # --dataset as HDF5 reads paths: without the leading '/' too (the channel dim from the
+    # whole path: it had taken a field for points and written statistics that broke the file).
+    expect_ok 2 stats d3.h5 --dataset fields/pressure --quiet
+    expect_ok 2 stats d3.h5 --dataset //fields//permeability/ --quiet
+    expect_ok 2 validate d3.h5 --quiet
     # Values changed after stats: the stored statistics no longer describe them.
     /usr/bin/python3 -c "
 import h5py

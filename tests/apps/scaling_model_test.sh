@@ -63,7 +63,24 @@ if python3 "$model" predict --train "$bin/tessera-train" --machine "$src/scripts
   --grid=12x34x5x6 >bad.log 2>&1; then
   echo "scaling_model_test: a 4-D grid for a 2-D model should fail"; fail=1
 fi
-grep -q "failed" bad.log || { cat bad.log; echo "scaling_model_test: no message for a bad grid"; fail=1; }
+grep -q "grid '12x34x5x6' is not HxW or DxHxW" bad.log ||
+  { cat bad.log; echo "scaling_model_test: no message for a bad grid"; fail=1; }
+# A grid the model cannot take: each row says why (the table whole, exit 0).
+python3 "$model" predict --train "$bin/tessera-train" --ranks=1,2 \
+  --machine "$src/scripts/machines/cpu-2core.json" --grid=63x64 >odd.md 2>&1 &&
+  [ "$(grep -c "^| [12] | 63x64 | cannot: dry run: spatial extent 63 .* is not divisible by 2^depth" odd.md)" = 2 ] ||
+  { cat odd.md; echo "scaling_model_test: no row saying why 63x64 cannot split"; fail=1; }
+# Bad inputs: one line each, no Python traceback.
+echo '{}' >empty-machine.json
+for args in "predict --machine missing.json --grid=64x64" "predict --machine empty-machine.json --grid=64x64 --ranks=1" \
+    "predict --machine $src/scripts/machines/cpu-2core.json --grid=64x64 --ranks=x" \
+    "check --machine $src/scripts/machines/cpu-2core.json missing.json"; do
+  # shellcheck disable=SC2086
+  if python3 "$model" $args --train "$bin/tessera-train" >bad.log 2>&1 || grep -q Traceback bad.log ||
+    [ "$(grep -c "^scaling_model.py: " bad.log)" != 1 ]; then
+    cat bad.log; echo "scaling_model_test: '$args' gave no single error line"; fail=1
+  fi
+done
 # More ranks than the ViT has patch rows: the last ranks hold none, and the prediction says
 # what that costs rather than refusing.
 python3 "$model" predict --train "$bin/tessera-train" --model vit --ranks=1,3 \

@@ -99,6 +99,11 @@ TEST_CASE("cli: errors name the option", "[cli]") {
   CHECK(test::error_of([&] {
           Args({"--which="}, rows).choices("which", {"3d", "2d"});
         }) == "option --which: empty list");
+  // An empty item anywhere, a trailing one too (`--variables a,` is not `a`).
+  CHECK(test::error_of([&] { Args({"--which=2d,"}, rows).list("which"); }) ==
+        "option --which '2d,': an empty item (between, before or after ',')");
+  CHECK(test::has(test::error_of([&] { Args({"--which=2d,,3d"}, rows).list("which"); }),
+                  "an empty item"));
   // Dotted overrides are unknown options unless the command lets them through.
   CHECK(test::has(err({"--train.lr=0.1"}), "unknown option '--train.lr'"));
 }
