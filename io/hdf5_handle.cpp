@@ -116,25 +116,26 @@ std::string held_by_writer(const std::string& path) {
   return why;
 }
 
-// HDF5's reason for refusing an open, said for what it means here.
+// HDF5's reason for refusing an open, said for what it means here: the first entry whose
+// words HDF5's message holds, followed by that message.
 std::string open_refused(const std::string& detail) {
-  if (detail.find("unable to lock file") != std::string::npos)
-    return "another process has it open for writing (it holds the file's lock): close the file "
-           "there first (" +
-           detail + ")";
-  if (detail.find("already open for write") != std::string::npos)
-    return "it is marked open for writing: by a writer still running (a SWMR or "
-           "libver='latest' writer; close the file there first), or by one that crashed "
-           "(then 'h5clear -s FILE' clears the mark) (" +
-           detail + ")";
-  if (detail.find("multi driver") != std::string::npos)
-    return "written with HDF5's split/multi driver (metadata and raw data in separate files), "
-           "which is not read here: copy it into one file (" +
-           detail + ")";
-  if (detail.find("family driver") != std::string::npos)
-    return "one member of a file written with HDF5's family driver (h5repart joins the members "
-           "into one file) (" +
-           detail + ")";
+  static const std::pair<const char*, const char*> kMeanings[] = {
+      {"unable to lock file",
+       "another process has it open for writing (it holds the file's lock): close the file "
+       "there first"},
+      {"already open for write",
+       "it is marked open for writing: by a writer still running (a SWMR or libver='latest' "
+       "writer; close the file there first), or by one that crashed (then 'h5clear -s FILE' "
+       "clears the mark)"},
+      {"multi driver",
+       "written with HDF5's split/multi driver (metadata and raw data in separate files), "
+       "which is not read here: copy it into one file"},
+      {"family driver",
+       "one member of a file written with HDF5's family driver (h5repart joins the members "
+       "into one file)"},
+  };
+  for (const auto& [says, means] : kMeanings)
+    if (detail.find(says) != std::string::npos) return std::string(means) + " (" + detail + ")";
   if (detail.find("truncated file") != std::string::npos)
     return "damaged or truncated HDF5 file: " + detail +
            " (or one member of a file written with the family driver: h5repart joins the "
