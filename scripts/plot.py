@@ -15,7 +15,9 @@ import csv
 import json
 import math
 import os
+import re
 import sys
+import warnings
 
 # Debian installs the libraries for its own interpreter; another python3 first on PATH
 # (a virtual environment, pyenv) may lack them, so the script re-runs itself under it.
@@ -95,10 +97,11 @@ def save(fig, out, dpi):
 def parse_slice(text, spatial_dims):
     """'z=MID' or 'z=12' (axes z, y, x of a 3-D grid) -> (axis index, cell or None)."""
     names = "zyx"[3 - spatial_dims:] if spatial_dims <= 3 else None
-    axis, _, where = text.partition("=")
-    if not names or axis not in names or not where:
-        raise SystemExit(f"plot.py fields: --slice '{text}': expected AXIS=MID or AXIS=K with "
-                         f"AXIS one of {', '.join(names or 'zyx')}")
+    m = re.fullmatch(r"([zyx])=(MID|mid|[0-9]+)", text, flags=re.ASCII)
+    if not names or not m or m.group(1) not in names:
+        raise SystemExit(f"plot.py fields: --slice '{text}': expected AXIS=MID or AXIS=K (K a "
+                         f"cell index) with AXIS one of {', '.join(names or 'zyx')}")
+    axis, where = m.group(1), m.group(2)
     return names.index(axis), None if where.upper() == "MID" else int(where)
 
 
@@ -196,8 +199,12 @@ def error_limit(e):
     return float(hi or 1.0)
 
 
-def pick_field(names, wanted, what, path):
+def pick_field(names, wanted, what, path, predicted=None):
     if wanted:
+        if wanted == predicted:
+            raise SystemExit(f"plot.py fields: --input-field {wanted} is the predicted field; "
+                             f"the input drawn is another of {path} "
+                             f"({', '.join(names) or 'none'})")
         if wanted not in names:
             raise SystemExit(f"plot.py fields: no field '{wanted}' in {path} "
                              f"(it has {', '.join(names) or 'none'})")
@@ -207,18 +214,35 @@ def pick_field(names, wanted, what, path):
     return names[0]
 
 
-def plot_fields(a):
+def open_h5(path, option):
+    """An HDF5 file opened for reading, or one line naming the option and the file."""
     import h5py
-    with h5py.File(a.input, "r") as fin, h5py.File(a.prediction, "r") as fpred:
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        why = str(e).split(" (")[0] if str(e) else "unreadable"
+        detail = re.search(r"\((.*)\)", str(e))
+        raise SystemExit(f"plot.py fields: {option} {path}: cannot open it as HDF5 ({why}"
+                         f"{': ' + detail.group(1) if detail else ''})")
+
+
+def plot_fields(a):
+    with open_h5(a.input, "--input") as fin, open_h5(a.prediction, "--prediction") as fpred:
         if "points/features" in fpred:
             return plot_points(a, fin, fpred)
         pred_names = sorted(fpred["fields"].keys()) if "fields" in fpred else []
         target = pick_field(pred_names, a.field, "predicted", a.prediction)
         in_names = [n for n in sorted(fin["fields"].keys()) if n != target] \
             if "fields" in fin else []
-        source = pick_field(in_names, a.input_field, "input", a.input)
-        pred = read_sample(fpred[f"fields/{target}"], a.sample, a.prediction)
-        x = read_sample(fin[f"fields/{source}"], a.sample, a.input)
+        source = pick_field(in_names, a.input_field, "input", a.input, target)
+        pds, xds = fpred[f"fields/{target}"], fin[f"fields/{source}"]
+        # A prediction of this input covers its samples on its grid (tessera-infer's output).
+        if pds.shape[:1] != xds.shape[:1] or pds.shape[2:] != xds.shape[2:]:
+            raise SystemExit(f"plot.py fields: {a.prediction} ({target} {pds.shape}) is no "
+                             f"prediction of {a.input} ({source} {xds.shape}): the samples "
+                             "and the grid differ")
+        pred = read_sample(pds, a.sample, a.prediction)
+        x = read_sample(xds, a.sample, a.input)
         truth = None
         if f"fields/{target}" in fin:
             truth = read_sample(fin[f"fields/{target}"], a.sample, a.input)
@@ -336,14 +360,29 @@ def read_metrics(path):
         raise SystemExit(f"plot.py training: {path} has no rows yet (a run that stopped before "
                          "step 0)")
     out = {c: [] for c in METRIC_COLUMNS[1:] + ["ms_alltoall"]}  # all-to-all: newer runs
-    for r in rows:
-        step = float(r["step"])
+
+    def number(r, i, c):
+        try:
+            return float(r.get(c, ""))
+        except (TypeError, ValueError):
+            raise SystemExit(f"plot.py training: {path} line {i + 2}, column {c}: "
+                             f"'{r.get(c)}' is not a number")
+    last = None
+    for i, r in enumerate(rows):
+        step = number(r, i, "step")
+        # Rows of a resumed run appended after a failed one's: drawn as they stand, said.
+        if last is not None and step < last:
+            print(f"plot.py training: warning: {path} line {i + 2}: step {step:g} after step "
+                  f"{last:g} (rows of two runs? drawn in file order)", file=sys.stderr)
+        last = step
         if r["loss"] in ("", None):  # the validation before the first step: no step's lr
             r = dict(r, lr="")
         for c in out:
-            v = r.get(c, "")
-            if v not in ("", None) and math.isfinite(float(v)):
-                out[c].append((step, float(v)))
+            if r.get(c, "") not in ("", None) and math.isfinite(v := number(r, i, c)):
+                out[c].append((step, v))
+    if not out["loss"]:
+        print(f"plot.py training: warning: {path} holds no finite loss (a run that diverged?)",
+              file=sys.stderr)
     return out
 
 
@@ -405,13 +444,25 @@ def read_bench(paths):
                 doc = json.load(f)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise SystemExit(f"plot.py scaling: {p} is not a tessera-bench JSON ({e})")
-        if not isinstance(doc, dict) or "rows" not in doc:
+        if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
             raise SystemExit(f"plot.py scaling: {p} is not a tessera-bench JSON (no rows)")
         for r in doc["rows"]:
-            if "ranks" in r and "scaling" in r:
+            if isinstance(r, dict) and "ranks" in r and "scaling" in r:
+                if not all(isinstance(r.get(k, 0), (int, float)) and not isinstance(r.get(k), bool)
+                           for k in ("ranks", "t_step_s", "peak_mib", "threads")):
+                    raise SystemExit(f"plot.py scaling: {p}: a row whose ranks, t_step_s, "
+                                     f"peak_mib or threads is not a number: {json.dumps(r)[:120]}")
                 r = dict(r)
                 r["series"] = r.get("model", doc.get("case", os.path.basename(p)))
+                r["file"] = os.path.basename(p)
                 rows.append(r)
+    # A model measured in several files: one series per file (merged, one would hide another).
+    files_of = {}
+    for r in rows:
+        files_of.setdefault(r["series"], set()).add(r["file"])
+    for r in rows:
+        if len(files_of[r["series"]]) > 1:
+            r["series"] = f"{r['series']} ({r['file']})"
     if not rows:
         raise SystemExit("plot.py scaling: no rows with 'scaling' and 'ranks' in "
                          + ", ".join(paths))
@@ -495,7 +546,9 @@ def plot_scaling(a):
         ax.set_xticks(all_ranks, [str(n) for n in all_ranks])
     ax_eff.set_xscale("log", base=2)
     ax_eff.set_xticks(all_ranks, [str(n) for n in all_ranks])
-    ax_eff.set_ylim(0, 1.1)
+    top = max([1.1] + [1.05 * y for line in ax_eff.get_lines() for y in line.get_ydata()
+                       if math.isfinite(y)])
+    ax_eff.set_ylim(0, top)  # a superlinear point stays in view
     if capacity:
         plot_capacity(axes[0][3], capacity, series)
         axes[1][3].axis("off")
@@ -617,13 +670,31 @@ def main(argv):
         p.print_help()
         return 2
     load_libs()
+    inputs = ([a.input, a.prediction] if a.command == "fields" else
+              a.csv if a.command == "training" else a.json)
+    # The picture never replaces what it is drawn from (a .png-named input, a link to one).
+    for path in inputs:
+        if os.path.exists(path) and os.path.lexists(a.out) and os.path.exists(a.out) and \
+                os.path.samefile(path, a.out):
+            print(f"plot.py {a.command}: {a.out} is the input {path}: the picture would "
+                  "replace it", file=sys.stderr)
+            return 1
+    if a.command == "fields" and os.path.exists(a.input) and os.path.exists(a.prediction) \
+            and os.path.samefile(a.input, a.prediction):
+        print(f"plot.py fields: --input and --prediction are the same file ({a.input}): a "
+              "dataset is no prediction of itself", file=sys.stderr)
+        return 1
+    warnings.filterwarnings("ignore")  # matplotlib's layout notes; what matters is said above
     try:
         a.run(a)
     except OSError as e:  # a missing or unreadable input: one line, not a traceback
         print(f"plot.py {a.command}: {e.strerror or e}: {e.filename}", file=sys.stderr)
         return 1
-    except ValueError as e:  # a cell that is no number in a metrics file, ...
-        print(f"plot.py {a.command}: {e}", file=sys.stderr)
+    except SystemExit:
+        raise
+    except Exception as e:  # anything else the inputs lead to: one line, not a traceback
+        print(f"plot.py {a.command}: cannot draw these inputs: {type(e).__name__}: {e}",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -5,6 +5,7 @@ blank; bad inputs fail with a message. Exits 77 (ctest SKIP_RETURN_CODE) without
 matplotlib, h5py or numpy.  Args: PLOT_PY [TMPDIR]"""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -237,7 +238,20 @@ def main():
              "expected AXIS=MID"),
             ("an input shorter than the prediction",
              ["fields", f"{d}/x.png", "--input", f"{d}/in2d_one.h5", "--prediction",
-              f"{d}/pred2d.h5", "--sample", "1"], "in2d_one.h5 holds 1 sample"),
+              f"{d}/pred2d.h5", "--sample", "1"],
+             "is no prediction of " + f"{d}/in2d_one.h5 (permeability (1, 1,"),
+            ("the same file as input and prediction",
+             ["fields", f"{d}/x.png", "--input", f"{d}/in2d.h5", "--prediction", f"{d}/in2d.h5"],
+             "--input and --prediction are the same file"),
+            ("a picture named as its input", ["training", f"{d}/m.png", f"{d}/m.png"],
+             "the picture would replace it"),
+            ("a slice of no number", ["fields", f"{d}/x.png", "--input", f"{d}/in3d.h5",
+                                      "--prediction", f"{d}/pred3d.h5", "--slice", "z=1.5"],
+             "expected AXIS=MID or AXIS=K"),
+            ("a metrics cell of no number", ["training", f"{d}/x.png", f"{d}/badcell.csv"],
+             "badcell.csv line 2, column loss: 'oops' is not a number"),
+            ("a bench row of no number", ["scaling", f"{d}/x.png", f"{d}/badrow.json"],
+             "a row whose ranks, t_step_s, peak_mib or threads is not a number"),
             ("points input shorter than the prediction",
              ["fields", f"{d}/x.png", "--input", f"{d}/inpts_one.h5", "--prediction",
               f"{d}/predpts.h5", "--sample", "1"], "inpts_one.h5 holds 1 sample"),
@@ -268,6 +282,14 @@ def main():
                     "ms_compute,ms_halo,ms_allreduce,ms_alltoall,peak_mib_per_rank\n")
         with open(f"{d}/cut.json", "w") as f:
             f.write('{"rows": [')
+        with open(f"{d}/badcell.csv", "w") as f:
+            f.write("step,epoch,lr,loss,val_loss,val_rel_l2,grad_norm,samples_per_s,ms_step,"
+                    "ms_compute,ms_halo,ms_allreduce,ms_alltoall,peak_mib_per_rank\n"
+                    "1,0.5,0.001,oops,,,1,1,1,1,0,0,0,1\n")
+        shutil.copy(f"{d}/badcell.csv", f"{d}/m.png")  # a metrics file named as a picture
+        with open(f"{d}/badrow.json", "w") as f:
+            json.dump({"case": "scaling", "rows": [{"scaling": "strong", "ranks": "1",
+                                                    "t_step_s": 0.1}]}, f)
         with open(f"{d}/empty.json", "w") as f:
             json.dump({"case": "halo", "rows": [{"bytes": 1}], "goals": []}, f)
         with open(f"{d}/in2d.h5.csv", "w") as f:
