@@ -272,10 +272,21 @@ def plot_fields(a):
                        "viridis", None))
     size = a.size or (400 * len(panels), 420)
     fig, axes = new_figure(size, a.dpi, 1, len(panels))
+    # A 1-D field is a curve (as an image it was a line of one pixel); a grid far longer
+    # than wide is stretched to the panel rather than drawn as a hairline.
+    stretched = dims == 2 and max(p2.shape) > 8 * min(p2.shape)
     for ax, (img, title, cmap, lim) in zip(axes[0], panels):
+        if dims == 1:
+            ax.plot(img[0], color="C3" if cmap == "RdBu_r" else "C0", lw=1)
+            if lim:
+                ax.set_ylim(*lim)
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("cell")
+            ax.grid(True, alpha=0.3)
+            continue
         vmin, vmax = lim if lim else (None, None)
         im = ax.imshow(img, origin="lower", cmap=cmap, vmin=vmin, vmax=vmax,
-                       interpolation="nearest", aspect="equal")
+                       interpolation="nearest", aspect="auto" if stretched else "equal")
         ax.set_title(title, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
