@@ -493,6 +493,10 @@ def per_rank(rows, series, scaling):
 
 def plot_scaling(a):
     rows = read_bench(a.json)
+    if not any(r.get("t_step_s") for r in rows if r["scaling"] in ("strong", "weak")) and \
+            not any(r["scaling"] == "capacity" for r in rows):
+        raise SystemExit("plot.py scaling: no strong or weak row with a time (t_step_s) and no "
+                         "capacity row in " + ", ".join(a.json) + ": nothing to draw")
     series = sorted({r["series"] for r in rows})
     capacity = [r for r in rows if r["scaling"] == "capacity"]
     cols = 4 if capacity else 3
@@ -504,6 +508,9 @@ def plot_scaling(a):
         c = f"C{i}"
         strong = [r for r in per_rank(rows, s, "strong") if r.get("t_step_s")]
         weak = [r for r in per_rank(rows, s, "weak") if r.get("t_step_s")]
+        if strong and strong[0]["ranks"] != 1:
+            print(f"plot.py scaling: warning: {s}'s strong rows start at {strong[0]['ranks']} "
+                  "ranks: no 1-rank time, so no speedup or efficiency drawn", file=sys.stderr)
         if strong and strong[0]["ranks"] == 1:
             t1 = strong[0]["t_step_s"]
             n = [r["ranks"] for r in strong]
