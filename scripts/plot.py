@@ -358,7 +358,7 @@ METRIC_COLUMNS = ["step", "lr", "loss", "val_loss", "val_rel_l2", "ms_compute", 
 def read_metrics(path):
     """tessera-train's metrics CSV -> {column: [(step, value), ...]}, empty cells left out."""
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:  # a spreadsheet's BOM too
             reader = csv.DictReader(f)
             rows = list(reader)
             columns = reader.fieldnames or []
@@ -515,7 +515,7 @@ def plot_scaling(a):
             t1 = strong[0]["t_step_s"]
             n = [r["ranks"] for r in strong]
             ax_sp.plot(n, [t1 / r["t_step_s"] for r in strong], "o-", color=c,
-                       label=f"{s} ({strong[0].get('shape', '')})")
+                       label=f"{s} ({strong[0]['shape']})" if strong[0].get("shape") else s)
             ax_eff.plot(n, [t1 / (r["ranks"] * r["t_step_s"]) for r in strong], "o-", color=c,
                         label=s)
         if weak:
@@ -548,7 +548,7 @@ def plot_scaling(a):
                                  label=f"ideal on {cores} cores" if i == 0 else None)
     titles = ((ax_sp, "strong scaling: speedup T(1)/T(n)", "speedup"),
               (ax_eff, "strong scaling: efficiency T(1)/(n T(n))", "efficiency"),
-              (ax_weak, "weak scaling: time per step (dotted: 1 rank)", "ms per step"),
+              (ax_weak, "weak scaling: time per step (dotted: the fewest ranks)", "ms per step"),
               (ax_mem, "peak memory per rank", "MiB"),
               (ax_bs, None, "ms per step"), (ax_bw, None, "ms per step"))
     for ax, title, ylabel in titles:
