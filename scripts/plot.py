@@ -256,6 +256,7 @@ def plot_fields(a):
     p2, where = grid_plane(pred[ch], dims, a.slice)
     x2, _ = grid_plane(x[0], dims, a.slice)
     check_finite(pred, p2, "prediction", a)
+    check_finite(x, x2, "input", a)
     panels = [(x2, f"input: {source}", "viridis", None)]
     pred_title = f"prediction: {target}"
     if truth is not None:
@@ -306,6 +307,9 @@ def plot_points(a, fin, fpred):
         refuse_slice(a.slice, f"{a.prediction} holds points")
     pred = read_sample(fpred["points/features"], a.sample, a.prediction)
     xyz = read_sample(fin["points/coords"], a.sample, a.input)
+    if xyz.ndim != 2 or xyz.shape[-1] != 3 or not np.isfinite(xyz).all(axis=1).any():
+        raise SystemExit(f"plot.py fields: the coordinates of sample {a.sample} in {a.input} "
+                         f"({xyz.shape}) hold no finite (x, y, z) point to draw")
     truth = None
     if "points/features" in fin:
         # The target channels by variable name (a prediction holds the targets only).
@@ -419,6 +423,12 @@ def plot_training(a):
             ax_l2.plot(*zip(*m["val_rel_l2"]), color=c, marker="o", ms=3, label=name)
         if m["lr"]:
             ax_lr.plot(*zip(*m["lr"]), color=c, label=name)
+    # A log axis leaves out values <= 0: said, not silently dropped.
+    for name, m in runs:
+        for col in ("loss", "val_loss", "val_rel_l2"):
+            if n := sum(1 for _, v in m[col] if v <= 0):
+                print(f"plot.py training: warning: {name}: {n} {col} value(s) <= 0 not drawn on "
+                      "the log scale", file=sys.stderr)
     for ax, title in ((ax_loss, "loss per step"), (ax_l2, "validation relative L2 error")):
         ax.set_yscale("log")
         ax.set_title(title)

@@ -107,6 +107,9 @@ def make_odd_fields(d, np, h5py):
     with h5py.File(f"{d}/inpts.h5", "r") as f, h5py.File(f"{d}/inpts_one.h5", "w") as g:
         for name in ("coords", "features"):
             g[f"points/{name}"] = f[f"points/{name}"][:1]
+    with h5py.File(f"{d}/inpts.h5", "r") as f, h5py.File(f"{d}/inpts_nan.h5", "w") as g:
+        g["points/coords"] = np.full_like(f["points/coords"][:], np.nan)
+        g["points/features"] = f["points/features"][:]
     with h5py.File(f"{d}/pred2d.h5", "r") as f:
         pred = f["fields/pressure"][:]
     nan = pred.copy()
@@ -264,6 +267,9 @@ def main():
             ("a prediction of only NaN",
              ["fields", f"{d}/x.png", "--input", f"{d}/in2d.h5", "--prediction",
               f"{d}/pred2d_allnan.h5"], "the prediction holds no finite value where drawn"),
+            ("coordinates of no finite point",
+             ["fields", f"{d}/x.png", "--input", f"{d}/inpts_nan.h5", "--prediction",
+              f"{d}/predpts.h5"], "hold no finite (x, y, z) point to draw"),
             ("a complex prediction",
              ["fields", f"{d}/x.png", "--input", f"{d}/in2d.h5", "--prediction",
               f"{d}/pred2d_complex.h5"], "is complex (complex64); fields are real"),
