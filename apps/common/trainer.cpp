@@ -208,6 +208,12 @@ class BuildBudget {
 };
 }  // namespace
 
+std::string grid_problem_before_build(const TrainConfig& c, const std::vector<Index>& shape) {
+  if (c.model.type != "vit") return "";
+  return vit_grid_problem(shape, c.model.patch,
+                          c.model.attention == "neighbourhood" ? c.model.window : 0);
+}
+
 std::unique_ptr<Model> make_model(MPI_Comm comm, int copies, const TrainConfig& c, int spatial_dims,
                                   Index cin, Index cout, MemSpace space, bool points,
                                   const std::vector<Index>& grid) {
@@ -444,9 +450,8 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   // The inputs as the file holds them (N samples, channels concatenated): what errors quote.
   std::vector<Index> shape = {n, data_->input_channels()};
   shape.insert(shape.end(), data_->spatial().begin(), data_->spatial().end());
-  if (cfg.model.type == "vit" && !data_->points()) {  // before the weights' size is checked
-    const std::string p = vit_grid_problem(
-        shape, cfg.model.patch, cfg.model.attention == "neighbourhood" ? cfg.model.window : 0);
+  if (!data_->points()) {
+    const std::string p = grid_problem_before_build(cfg, shape);
     TESSERA_CHECK(p.empty(), "dataset " << cfg.data.path << " (fields " << inputs.names[0]
                                         << "...): the model cannot take it: " << p);
   }
@@ -496,10 +501,10 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
           cfg.train.epochs <= (std::numeric_limits<std::int64_t>::max() - (bsz - 1)) / n_train,
       "train.epochs = " << cfg.train.epochs << " of " << n_train
                         << " training samples overflows the step count");
-  total_steps_ =
-      cfg.train.steps > 0 ? cfg.train.steps : (cfg.train.epochs * n_train + bsz - 1) / bsz;
+  total_steps_ = cfg.train.steps;
   optimizer_ = make_optimizer(cfg.optim, model_->graph().parameters());
   schedule_ = make_schedule(cfg, total_steps_);
+  count_passes_left();  // train.epochs: the steps that draw its passes
   loss_ = std::make_unique<Loss>(loss_kind(cfg.train));
   val_loss_ = std::make_unique<Loss>(loss_kind(cfg.train), LossOptions{{}, true});
   val_rel_l2_ = std::make_unique<Loss>(LossKind::RelativeL2, LossOptions{{}, true});

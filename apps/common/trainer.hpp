@@ -83,6 +83,11 @@ PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index 
 // large for the node are refused as they are built, naming them, not by the kernel's OOM
 // killer once their initialization touches pages that allocation (overcommitted) only
 // promised.
+// Why the configured model cannot take a grid of `shape` (N, C, spatial...), said before
+// make_model, whose parameter-memory check would otherwise speak first (a ViT patch past the
+// grid); "" when it can, or for models whose weights do not grow with the grid.
+std::string grid_problem_before_build(const TrainConfig& c, const std::vector<Index>& shape);
+
 std::unique_ptr<Model> make_model(MPI_Comm comm, int copies, const TrainConfig& c, int spatial_dims,
                                   Index in_channels, Index out_channels, MemSpace space,
                                   bool points = false, const std::vector<Index>& grid = {});

@@ -20,7 +20,6 @@
 #include "runtime/tensor/context.hpp"
 #include "runtime/comm/collective_error.hpp"
 #include "runtime/comm/mpi_error.hpp"
-#include "runtime/train/vit.hpp"
 #include "kernels/device/memory.hpp"
 
 using namespace tessera;
@@ -57,13 +56,10 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
                   "\"coords\" among data.inputs) have neighbourhoods that depend on the data");
     const auto cin = static_cast<Index>(in.size());
     const auto cout = static_cast<Index>(cfg.data.targets.size());
-    if (cfg.model.type == "vit") {  // said as the grid's, before the weights' size is
-      std::vector<Index> s = {batch, cin};
-      s.insert(s.end(), cli.dry_grid.begin(), cli.dry_grid.end());
-      const std::string p = vit_grid_problem(
-          s, cfg.model.patch, cfg.model.attention == "neighbourhood" ? cfg.model.window : 0);
-      TESSERA_CHECK(p.empty(), "dry run: " << p);
-    }
+    std::vector<Index> grid_shape = {batch, cin};
+    grid_shape.insert(grid_shape.end(), cli.dry_grid.begin(), cli.dry_grid.end());
+    const std::string p = grid_problem_before_build(cfg, grid_shape);
+    TESSERA_CHECK(p.empty(), "dry run: " << p);
     const std::unique_ptr<Model> model =
         make_model(ctx.world(), 2, cfg, nd, cin, cout, MemSpace::Host, false, cli.dry_grid);
     model->graph().recompute(cfg.train.recompute);
