@@ -402,7 +402,6 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
   }
   const std::vector<std::string> all = f.datasets();
   if (all.empty()) problems.push_back("'" + f.path() + "' holds no datasets");
-  std::set<Index> samples;
   std::map<Index, std::string> sample_counts;  // each count and a dataset that holds it
   std::vector<DatasetInfo> to_scan;  // the values are checked after every rule of metadata
   // The objects the schema's paths name: a soft link there may lead anywhere in the file,
@@ -410,8 +409,7 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
   std::set<std::pair<unsigned long, haddr_t>> schema_objects;
   for (const std::string& d : all) {
     H5O_info_t o{};
-    if ((schema_dataset_path(d) || d == kCoords || d == kFeatures) &&
-        H5Oget_info_by_name(f.id(), d.c_str(), &o, H5P_DEFAULT) >= 0)
+    if (schema_dataset_path(d) && H5Oget_info_by_name(f.id(), d.c_str(), &o, H5P_DEFAULT) >= 0)
       schema_objects.insert({o.fileno, o.addr});
   }
   H5Eclear2(H5E_DEFAULT);
@@ -455,7 +453,6 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
       problems.push_back(f.where(d) + " has shape " + shape_str(in.shape) + " with an empty dim");
       continue;
     }
-    samples.insert(in.shape[0]);
     sample_counts.emplace(in.shape[0], d);  // the first dataset of each count
     for (const std::string& a : f.attr_names(d))
       if (!known_attrs().count(a) || (coords && a == "variables"))
@@ -485,7 +482,7 @@ std::vector<std::string> validate(const File& f, const std::vector<Expectation>&
     else if (check_values && (in.dtype == DType::f32 || in.dtype == DType::f64) && C > 0)
       to_scan.push_back(in);
   }
-  if (samples.size() > 1) {
+  if (sample_counts.size() > 1) {
     std::string counts;
     for (const auto& [n, d] : sample_counts)
       counts += (counts.empty() ? "" : ", ") + std::string("'") + d + "' " + std::to_string(n);

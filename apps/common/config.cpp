@@ -63,6 +63,10 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(data, targets), "target fields, in channel order"},
       {TESSERA_FIELD(data, normalize), "normalize each field by the training split's mean and std"},
       {TESSERA_FIELD(data, shuffle), "shuffle training samples every epoch (seeded by train.seed)"},
+      {TESSERA_FIELD(data, stream),
+       "read each batch's blocks from the file as it is drawn instead of holding every "
+       "sample's block in memory (a dataset larger than the ranks' memory; the same numbers; "
+       "the checks and statistics scan the file at the start)"},
       {TESSERA_FIELD(model, type),
        "model architecture",
        {},
@@ -195,6 +199,12 @@ const std::vector<Field>& schema() {
       {TESSERA_FIELD(train, recompute),
        "activation checkpointing: keep only each model block's input and run the block's "
        "forward again in backward (less memory for one more forward; the same numbers)"},
+      {TESSERA_FIELD(train, stop_signal),
+       "the signal that stops training at the end of the step it reaches (validated and "
+       "checkpointed; exit status 0), as SLURM's --signal=USR1@SECONDS sends before a time "
+       "limit; none: the signal's default action (the process ends)",
+       {},
+       {"USR1", "USR2", "none"}},
   };
   return fields;
 }

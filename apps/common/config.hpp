@@ -23,6 +23,7 @@ struct DataConfig {
   std::vector<std::string> targets = {"u"};  // target fields
   bool normalize = true;                     // per-field mean/std from the training split
   bool shuffle = true;                       // shuffle training samples each epoch
+  bool stream = false;  // read each batch from the file instead of holding every sample
 };
 
 struct ModelConfig {
@@ -90,6 +91,7 @@ struct TrainLoopConfig {
   bool deterministic = true;          // fixed order of halo-adjoint additions (repeatable)
   bool ghost_room = true;             // values written into their convs' ghost room (no copies)
   bool recompute = false;             // model blocks recomputed in backward (Graph::recompute)
+  std::string stop_signal = "USR1";   // USR1 | USR2 | none: checkpoint at the step's end, stop
 };
 
 struct TrainConfig {

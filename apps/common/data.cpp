@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "io/finite.hpp"
+#include "io/pieces.hpp"
 #include "io/schema.hpp"
 #include "io/sharded.hpp"
 #include "runtime/comm/axes_comm.hpp"
@@ -226,9 +227,14 @@ Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, In
 }
 
 GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& inputs,
-                   const FieldSet& targets, DType dtype, Load when)
-    : mesh_(mesh), path_(path), inputs_set_(inputs), targets_set_(targets), dtype_(dtype) {
-  const io::File f = io::File::open(path, mesh.comm());
+                   const FieldSet& targets, DType dtype, Load when, Keep keep)
+    : mesh_(mesh),
+      path_(path),
+      inputs_set_(inputs),
+      targets_set_(targets),
+      dtype_(dtype),
+      keep_(keep) {
+  io::File f = io::File::open(path, mesh.comm());
   TESSERA_CHECK(inputs.points == targets.points,
                 "'" << path
                     << "': inputs and targets must both be grid fields or both point "
@@ -266,21 +272,91 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
   for (int d = 0; d < spatial_dims(); ++d)
     lo.push_back(mine.lo[d + 2]), hi.push_back(mine.hi[d + 2]);
   block_ = Box(lo, hi);
-  if (when == Load::Now) load(f);
+  if (keep_ == Keep::Stream) {
+    // A scan's run of samples: as many as io::piece_bytes() holds on the rank of the largest
+    // block (raw float32 and converted), the same count on every rank.
+    const double per_sample = static_cast<double>(cin_ + cout_) *
+                              static_cast<double>(block_.volume()) *
+                              static_cast<double>(size_of(dtype_) + 4);
+    long long run = static_cast<long long>(std::max(
+        1.0, std::floor(static_cast<double>(io::piece_bytes()) / std::max(per_sample, 1.0))));
+    run = std::min<long long>(run, n_);
+    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &run, 1, MPI_LONG_LONG, MPI_MIN, mesh.comm()));
+    stream_run_ = static_cast<Index>(run);
+  }
+  if (when == Load::Now) {
+    if (keep_ == Keep::Stream) {
+      file_ = std::make_unique<io::File>(std::move(f));
+      load(*file_);
+    } else {
+      load(f);
+    }
+  }
 }
 
+GridData::~GridData() = default;
+
 void GridData::load() {
+  if (keep_ == Keep::Stream) {
+    TESSERA_CHECK(!loaded_, "GridData: '" << path_ << "' is loaded already");
+    file_ = std::make_unique<io::File>(io::File::open(path_, mesh_.comm()));
+    load(*file_);
+    return;
+  }
   load(io::File::open(path_, mesh_.comm()));
 }
 
 void GridData::load(const io::File& f) {
   TESSERA_CHECK(!loaded_, "GridData: '" << path_ << "' is loaded already");
-  inputs_ =
-      points_ ? read_point_quantities(f, inputs_set_, cin_) : read_fields(f, inputs_set_, cin_);
-  targets_ =
-      points_ ? read_point_quantities(f, targets_set_, cout_) : read_fields(f, targets_set_, cout_);
+  if (keep_ == Keep::Stream) {
+    // Every value checked finite now, as the load into memory checks it: one scan of each.
+    std::vector<Index> all(static_cast<std::size_t>(n_));
+    for (Index i = 0; i < n_; ++i) all[static_cast<std::size_t>(i)] = i;
+    for (const bool input : {true, false})
+      for_each_sample(input, all, stream_run_, [](std::size_t, const Tensor&) {});
+    f.check_unchanged();
+    loaded_ = true;
+    return;
+  }
+  inputs_ = read_samples(f, true, 0, n_);
+  targets_ = read_samples(f, false, 0, n_);
   f.check_unchanged();  // what was read is one version of the file
   loaded_ = true;
+}
+
+Tensor GridData::read_samples(const io::File& f, bool input, Index s0, Index s1) const {
+  const FieldSet& fs = input ? inputs_set_ : targets_set_;
+  if (points_) return app::read_point_quantities(f, fs, s0, s1, block_.lo[0], block_.hi[0], dtype_);
+  return read_fields(f, fs, input ? cin_ : cout_, s0, s1);
+}
+
+template <class F>
+void GridData::for_each_sample(bool input, const std::vector<Index>& samples, Index max_run,
+                               F&& f) const {
+  const auto sample_of = [](const Tensor& t, Index at) {
+    Box one = Box::from_shape(t.shape());
+    one.lo[0] = at, one.hi[0] = at + 1;
+    return t.view(one);
+  };
+  if (keep_ == Keep::Memory) {
+    const Tensor& cache = input ? inputs_ : targets_;
+    for (std::size_t j = 0; j < samples.size(); ++j) f(j, sample_of(cache, samples[j]));
+    return;
+  }
+  const Normalizer& nz = input ? in_norm_ : out_norm_;
+  for (std::size_t j = 0; j < samples.size();) {
+    std::size_t e = j + 1;  // a run of consecutive samples, at most stream_run_
+    while (e < samples.size() && samples[e] == samples[e - 1] + 1 &&
+           static_cast<Index>(e - j) < max_run)
+      ++e;
+    TESSERA_CHECK(samples[j] >= 0 && samples[e - 1] < n_,
+                  "sample " << (samples[j] < 0 ? samples[j] : samples[e - 1]) << " outside [0, "
+                            << n_ << ")");
+    const Tensor run = read_samples(*file_, input, samples[j], samples[e - 1] + 1);
+    nz.apply(run);
+    for (std::size_t k = j; k < e; ++k) f(k, sample_of(run, static_cast<Index>(k - j)));
+    j = e;
+  }
 }
 
 void GridData::require_loaded() const {
@@ -288,24 +364,21 @@ void GridData::require_loaded() const {
 }
 
 double GridData::cache_bytes() const {
-  return static_cast<double>(n_) * static_cast<double>(cin_ + cout_) *
+  const Index held = keep_ == Keep::Stream ? stream_run_ : n_;
+  return static_cast<double>(held) * static_cast<double>(cin_ + cout_) *
          static_cast<double>(block_.volume()) * static_cast<double>(size_of(dtype_));
 }
 
-Tensor GridData::read_point_quantities(const io::File& f, const FieldSet& fs,
-                                       Index channels) const {
-  (void)channels;
-  return app::read_point_quantities(f, fs, 0, n_, block_.lo[0], block_.hi[0], dtype_);
-}
-
-Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channels) const {
-  std::vector<Index> shape = {n_, channels};
+Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channels, Index s0,
+                             Index s1) const {
+  const Index n = s1 - s0;
+  std::vector<Index> shape = {n, channels};
   for (int d = 0; d < spatial_dims(); ++d) shape.push_back(block_.extent(d));
   Tensor cache = Tensor::empty(shape, dtype_);
   Index c0 = 0;
   for (std::size_t i = 0; i < fs.names.size(); ++i) {
     const Index c = fs.channels[i];
-    std::vector<Index> lo = {0, 0}, hi = {n_, c};
+    std::vector<Index> lo = {s0, 0}, hi = {s1, c};
     for (int d = 0; d < spatial_dims(); ++d) lo.push_back(block_.lo[d]), hi.push_back(block_.hi[d]);
     const std::string dset = std::string(io::schema::kFields) + "/" + fs.names[i];
     const Tensor raw = io::read_slab(f, dset, Box(lo, hi), DType::f32);
@@ -313,10 +386,10 @@ Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channe
     const Index bad = io::first_nonfinite(raw);
     std::string why;
     if (bad >= 0) {
-      const Index per_sample = raw.numel() / n_;
+      const Index per_sample = raw.numel() / n;
       std::ostringstream os;
       os << f.where(dset) << ": non-finite value " << raw.data<float>()[bad] << " in sample "
-         << bad / per_sample << " (tessera-prep validate checks a file for these)";
+         << s0 + bad / per_sample << " (tessera-prep validate checks a file for these)";
       why = os.str();
     }
     collective_check(mesh_.comm(), bad < 0, why);
@@ -332,14 +405,12 @@ Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channe
 
 std::vector<Index> GridData::zero_targets(const std::vector<Index>& samples) const {
   require_loaded();
-  const Index per = targets_.numel() / std::max<Index>(n_, 1);  // this rank's cells of a sample
   std::vector<int> nonzero(samples.size(), 0);
-  for (std::size_t j = 0; j < samples.size(); ++j)
-    for (Index s = 0; s < per && !nonzero[j]; ++s) {
-      const Index at = samples[j] * per + s;
-      nonzero[j] = dtype_ == DType::f64 ? targets_.data<double>()[at] != 0.0
-                                        : targets_.data<float>()[at] != 0.0f;
-    }
+  for_each_sample(false, samples, stream_run_, [&](std::size_t j, const Tensor& t) {
+    const Index per = t.numel();  // this rank's cells of the sample, contiguous
+    for (Index s = 0; s < per && !nonzero[j]; ++s)
+      nonzero[j] = dtype_ == DType::f64 ? t.data<double>()[s] != 0.0 : t.data<float>()[s] != 0.0f;
+  });
   // Zero everywhere on every rank (replicas over the data axis agree).
   TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, nonzero.data(), static_cast<int>(nonzero.size()), MPI_INT,
                             MPI_MAX, mesh_.comm()));
@@ -351,47 +422,56 @@ std::vector<Index> GridData::zero_targets(const std::vector<Index>& samples) con
 
 Normalizer GridData::statistics(bool input, const std::vector<Index>& samples) const {
   require_loaded();
-  const Tensor& cache = input ? inputs_ : targets_;
-  const Index c = cache.shape(1);
+  const Index c = input ? cin_ : cout_;
   const Index inner = block_.volume();
   const AxesComm group(mesh_, layout_.domain_axes);
   std::vector<double> sum(static_cast<std::size_t>(c) + 1, 0.0);
-  auto pass = [&](auto* p, const std::vector<double>* mean) {
+  // Sample by sample in the order listed, channel by channel, cell by cell: the same sums
+  // from the cache or streamed.
+  auto pass = [&](const std::vector<double>* mean) {
     std::fill(sum.begin(), sum.end(), 0.0);
-    for (Index i : samples)
-      for (Index k = 0; k < c; ++k)
-        for (Index s = 0; s < inner; ++s) {
-          const double v = static_cast<double>(p[(i * c + k) * inner + s]);
-          sum[static_cast<std::size_t>(k)] += mean ? (v - (*mean)[static_cast<std::size_t>(k)]) *
-                                                         (v - (*mean)[static_cast<std::size_t>(k)])
-                                                   : v;
-        }
+    for_each_sample(input, samples, stream_run_, [&](std::size_t, const Tensor& t) {
+      const auto add = [&](const auto* p) {
+        for (Index k = 0; k < c; ++k)
+          for (Index s = 0; s < inner; ++s) {
+            const double v = static_cast<double>(p[k * inner + s]);
+            sum[static_cast<std::size_t>(k)] += mean
+                                                    ? (v - (*mean)[static_cast<std::size_t>(k)]) *
+                                                          (v - (*mean)[static_cast<std::size_t>(k)])
+                                                    : v;
+          }
+      };
+      if (dtype_ == DType::f64)
+        add(t.data<double>());
+      else
+        add(t.data<float>());
+    });
     sum[static_cast<std::size_t>(c)] =
         static_cast<double>(samples.size() * static_cast<std::size_t>(inner));
     TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE,
                               MPI_SUM, group.comm()));
   };
   Normalizer nz;
-  auto both = [&](auto* p) {
-    pass(p, nullptr);
-    const double count = sum[static_cast<std::size_t>(c)];
-    TESSERA_CHECK(count > 0, "normalization statistics over no cells");
-    for (Index k = 0; k < c; ++k) nz.mean.push_back(sum[static_cast<std::size_t>(k)] / count);
-    pass(p, &nz.mean);
-    for (Index k = 0; k < c; ++k) {
-      const double sd = std::sqrt(sum[static_cast<std::size_t>(k)] / count);
-      nz.std.push_back(sd > 0 ? sd : 1.0);
-    }
-  };
-  if (dtype_ == DType::f64)
-    both(cache.data<double>());
-  else
-    both(cache.data<float>());
+  pass(nullptr);
+  const double count = sum[static_cast<std::size_t>(c)];
+  TESSERA_CHECK(count > 0, "normalization statistics over no cells");
+  for (Index k = 0; k < c; ++k) nz.mean.push_back(sum[static_cast<std::size_t>(k)] / count);
+  pass(&nz.mean);
+  for (Index k = 0; k < c; ++k) {
+    const double sd = std::sqrt(sum[static_cast<std::size_t>(k)] / count);
+    nz.std.push_back(sd > 0 ? sd : 1.0);
+  }
   return nz;
 }
 
 void GridData::normalize(const Normalizer& in, const Normalizer& out) {
   require_loaded();
+  if (keep_ == Keep::Stream) {  // applied as each batch is read
+    in_norm_ = in;
+    out_norm_ = out;
+    check_normalized_finite();
+    return;
+  }
   in.apply(inputs_);
   out.apply(targets_);
   // Finite in the file, past the element type once normalized ((3e38 - mean) / std in
@@ -408,28 +488,47 @@ void GridData::normalize(const Normalizer& in, const Normalizer& out) {
   }
 }
 
+void GridData::check_normalized_finite() const {
+  std::vector<Index> all(static_cast<std::size_t>(n_));
+  for (Index i = 0; i < n_; ++i) all[static_cast<std::size_t>(i)] = i;
+  for (const bool input : {true, false}) {
+    Index bad = -1;
+    for_each_sample(input, all, stream_run_, [&](std::size_t j, const Tensor& t) {
+      if (bad < 0 && io::first_nonfinite(t) >= 0) bad = static_cast<Index>(j);
+    });
+    std::ostringstream os;
+    if (bad >= 0)
+      os << "the " << (input ? "inputs" : "targets") << " of sample " << bad
+         << " leave the range of " << name_of(dtype_)
+         << " once normalized (a finite value in the file far from the data's mean)";
+    collective_check(mesh_.comm(), bad < 0, os.str());
+  }
+}
+
 void GridData::renormalize(const Normalizer& from_in, const Normalizer& from_out,
                            const Normalizer& to_in, const Normalizer& to_out) {
   require_loaded();
+  if (keep_ == Keep::Stream) {  // the file's values, normalized the new way
+    normalize(to_in, to_out);
+    return;
+  }
   from_in.invert(inputs_);
   from_out.invert(targets_);
   normalize(to_in, to_out);
 }
 
-Tensor GridData::gather(const Tensor& cache, const std::vector<Index>& samples, const Box& mine,
-                        Index channels, MemSpace space) const {
-  const Index b0 = mine.lo[0], b1 = mine.hi[0];
-  std::vector<Index> shape = cache.shape();
-  shape[0] = b1 - b0;
-  Tensor local = Tensor::empty(shape, dtype_);
-  const std::size_t per = static_cast<std::size_t>(channels * block_.volume()) * size_of(dtype_);
-  for (Index b = b0; b < b1; ++b) {
-    const Index i = samples[static_cast<std::size_t>(b)];
+Tensor GridData::gather(bool input, const std::vector<Index>& samples, const Box& mine) const {
+  const std::vector<Index> local(samples.begin() + mine.lo[0], samples.begin() + mine.hi[0]);
+  for (Index i : local)
     TESSERA_CHECK(i >= 0 && i < n_, "batch: sample " << i << " outside [0, " << n_ << ")");
-    std::memcpy(static_cast<char*>(local.raw()) + static_cast<std::size_t>(b - b0) * per,
-                static_cast<const char*>(cache.raw()) + static_cast<std::size_t>(i) * per, per);
-  }
-  return local.in_space(space);
+  std::vector<Index> shape = {static_cast<Index>(local.size()), input ? cin_ : cout_};
+  for (int d = 0; d < spatial_dims(); ++d) shape.push_back(block_.extent(d));
+  Tensor out = Tensor::empty(shape, dtype_);
+  const std::size_t per = static_cast<std::size_t>(shape[1] * block_.volume()) * size_of(dtype_);
+  for_each_sample(input, local, 1, [&](std::size_t j, const Tensor& t) {
+    std::memcpy(static_cast<char*>(out.raw()) + j * per, t.raw(), per);
+  });
+  return out;
 }
 
 std::pair<ShardSpec, ShardSpec> GridData::batch_specs(Index b) const {
@@ -447,23 +546,29 @@ std::pair<ShardTensor, ShardTensor> GridData::batch(const std::vector<Index>& sa
   require_loaded();
   const auto [xspec, yspec] = batch_specs(static_cast<Index>(samples.size()));
   const Box mine = xspec.local_box(mesh_.coords());
+  // Streamed, the file is read one sample per collective call: every rank makes as many
+  // (its share of the batch), whatever its samples.
   const ShardTensor y =
-      ShardTensor::unchecked(mesh_, yspec, gather(targets_, samples, mine, cout_, space));
-  if (x_room.empty())
-    return {ShardTensor::unchecked(mesh_, xspec, gather(inputs_, samples, mine, cin_, space)), y};
-  const ShardTensor x = ShardTensor::with_room(mesh_, xspec, x_room, dtype_, space);
-  if (space == MemSpace::Host) {  // each sample straight from the cache into the interior
-    for (Index b = mine.lo[0]; b < mine.hi[0]; ++b) {
-      const Index i = samples[static_cast<std::size_t>(b)];
-      TESSERA_CHECK(i >= 0 && i < n_, "batch: sample " << i << " outside [0, " << n_ << ")");
-      Box one = Box::from_shape(x.local().shape()), from = Box::from_shape(inputs_.shape());
-      one.lo[0] = b - mine.lo[0], one.hi[0] = one.lo[0] + 1;
-      from.lo[0] = i, from.hi[0] = i + 1;
-      x.local().view(one).copy_from(inputs_.view(from));
+      ShardTensor::unchecked(mesh_, yspec, gather(false, samples, mine).in_space(space));
+  ShardTensor x;
+  if (x_room.empty()) {
+    x = ShardTensor::unchecked(mesh_, xspec, gather(true, samples, mine).in_space(space));
+  } else {
+    x = ShardTensor::with_room(mesh_, xspec, x_room, dtype_, space);
+    if (space == MemSpace::Host) {  // each sample straight into the interior
+      const std::vector<Index> local(samples.begin() + mine.lo[0], samples.begin() + mine.hi[0]);
+      for (Index i : local)
+        TESSERA_CHECK(i >= 0 && i < n_, "batch: sample " << i << " outside [0, " << n_ << ")");
+      for_each_sample(true, local, 1, [&](std::size_t j, const Tensor& t) {
+        Box one = Box::from_shape(x.local().shape());
+        one.lo[0] = static_cast<Index>(j), one.hi[0] = one.lo[0] + 1;
+        x.local().view(one).copy_from(t);
+      });
+    } else {  // one host-to-device copy of the gathered batch, then into the interior
+      x.local().copy_from(gather(true, samples, mine));
     }
-  } else {  // one host-to-device copy of the gathered batch, then into the interior
-    x.local().copy_from(gather(inputs_, samples, mine, cin_, MemSpace::Host));
   }
+  if (keep_ == Keep::Stream) file_->check_unchanged();  // the batch is one version of the file
   return {x, y};
 }
 

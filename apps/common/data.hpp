@@ -1,9 +1,13 @@
 #pragma once
-// Grid training data in memory: every rank holds its spatial block of every sample of
-// the input and target fields (read once with collective hyperslab reads; ranks that
-// differ only in the data axis hold the same block). Input fields are concatenated
-// along channels, as are target fields. Batches are assembled from that cache as
-// ShardTensors: the batch dim split over the data axis, spatial dims over the domain axes.
+// Grid training data: by default in memory, every rank holding its spatial block of every
+// sample of the input and target fields (read once with collective hyperslab reads; ranks
+// that differ only in the data axis hold the same block); or streamed (Keep::Stream, for a
+// dataset larger than the ranks' memory): each batch reads its samples' blocks from the file
+// when drawn, and the checks and statistics that need every sample scan the file in pieces
+// of at most io::piece_bytes() per rank. Both give the same values bit for bit. Input fields
+// are concatenated along channels, as are target fields. Batches are ShardTensors: the
+// batch dim split over the data axis, spatial dims over the domain axes.
+#include <memory>
 //
 // Mesh axes: the one named "data" (if any) splits batches; every other axis is a domain
 // axis and splits a spatial dim, in order (the first domain axis the first spatial dim).
@@ -56,11 +60,17 @@ class GridData {
   // Load::Later only the shapes are read, and load() reads the values (so what they need
   // can be checked against the node's memory first).
   enum class Load { Now, Later };
+  // Where the values stay: every sample's block in memory, or in the file (Stream: load()
+  // checks every value finite by a scan and keeps the file open; batches read from it).
+  enum class Keep { Memory, Stream };
   GridData(const Mesh& mesh, const std::string& path, const FieldSet& inputs,
-           const FieldSet& targets, DType dtype, Load when = Load::Now);
+           const FieldSet& targets, DType dtype, Load when = Load::Now, Keep keep = Keep::Memory);
+  ~GridData();
   void load();  // collective; once
-  // The bytes load() keeps on this rank: every sample's block of inputs and targets.
+  // The bytes load() keeps on this rank: every sample's block of inputs and targets; streamed,
+  // the most a scan holds at a time (a batch's blocks count as the batch's tensors).
   double cache_bytes() const;
+  bool streamed() const { return keep_ == Keep::Stream; }
 
   Index samples() const { return n_; }
   const std::vector<Index>& spatial() const { return spatial_; }
@@ -95,10 +105,22 @@ class GridData {
  private:
   void load(const io::File& f);  // from the file as opened
   void require_loaded() const;
-  Tensor read_fields(const io::File& f, const FieldSet& fs, Index channels) const;
-  Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index channels) const;
-  Tensor gather(const Tensor& cache, const std::vector<Index>& samples, const Box& mine,
-                Index channels, MemSpace space) const;
+  // Samples [s0, s1) of the inputs or the targets from the file: (s1 - s0, C, block...) in
+  // dtype_, every value checked finite (collective over the mesh), not normalized.
+  Tensor read_samples(const io::File& f, bool input, Index s0, Index s1) const;
+  Tensor read_fields(const io::File& f, const FieldSet& fs, Index channels, Index s0,
+                     Index s1) const;
+  // f(j, block) for each listed sample in order: block (1, C, block...) holds sample
+  // samples[j] of the inputs or targets as the cache would (normalized where normalize()
+  // ran). In memory a view of the cache; streamed, read in runs of consecutive samples of
+  // at most max_run samples. Collective when streamed: every rank must make the same
+  // reads, so lists that differ between ranks need max_run 1 and lists of equal length.
+  template <class F>
+  void for_each_sample(bool input, const std::vector<Index>& samples, Index max_run, F&& f) const;
+  // The local part [mine.lo[0], mine.hi[0]) of a batch of these samples, host.
+  Tensor gather(bool input, const std::vector<Index>& samples, const Box& mine) const;
+  // Streamed: the normalized values overflow nowhere (as normalize() checks the cache).
+  void check_normalized_finite() const;
 
   Mesh mesh_;
   std::string path_;
@@ -110,7 +132,13 @@ class GridData {
   bool points_ = false;
   std::vector<Index> spatial_;
   Box block_;                // this rank's spatial block (global coordinates)
-  Tensor inputs_, targets_;  // (n, C, block...) in dtype_, host
+  Tensor inputs_, targets_;  // (n, C, block...) in dtype_, host; empty when streamed
+  Keep keep_ = Keep::Memory;
+  // Streamed: the file, open from load() on; the normalization batches apply; the samples a
+  // scan reads at a time (the same on every rank: the collective reads pair up).
+  std::unique_ptr<io::File> file_;
+  Normalizer in_norm_, out_norm_;
+  Index stream_run_ = 1;
 };
 
 // Point quantities of samples [s0, s1), points [b, e): (s1 - s0, channels, e - b) in dtype,

@@ -422,8 +422,9 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   target_channels_ = targets.channels;
   // The shapes only: the values are read once the model, its optimizer and a step are known
   // to fit the node beside them.
-  data_ = std::make_unique<GridData>(mesh, cfg.data.path, inputs, targets, dtype,
-                                     GridData::Load::Later);
+  data_ =
+      std::make_unique<GridData>(mesh, cfg.data.path, inputs, targets, dtype, GridData::Load::Later,
+                                 cfg.data.stream ? GridData::Keep::Stream : GridData::Keep::Memory);
   const Index n = data_->samples();
   const Index bsz = cfg.train.batch_size;
   const Index n_val = std::min<Index>(
@@ -564,6 +565,9 @@ StepResult Trainer::step() {
     inject("step.forward");
     if (fault_point("step.sigkill")) std::raise(SIGKILL);  // a rank that dies mid-step
     if (fault_point("step.sigterm")) std::raise(SIGTERM);  // as scancel or a time limit does
+    // SLURM's warning before a time limit (--signal=USR1@SECONDS), to one rank mid-step.
+    if (fault_point("step.stop_signal"))
+      std::raise(cfg_.train.stop_signal == "USR2" ? SIGUSR2 : SIGUSR1);
     LossResult l = (*loss_)(pred, batch.second);
     // A gradient gone NaN on one rank (as an overflow makes one), for the skip_step tests.
     if (fault_point("step.nonfinite"))

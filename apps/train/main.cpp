@@ -15,6 +15,7 @@
 #include "apps/common/node_memory.hpp"
 #include "apps/common/report_errors.hpp"
 #include "apps/common/run_files.hpp"
+#include "apps/common/stop_signal.hpp"
 #include "apps/common/trainer.hpp"
 #include "io/output_file.hpp"
 #include "runtime/tensor/context.hpp"
@@ -97,6 +98,8 @@ int run(Context& ctx, int argc, char** argv) {
   }
   if (!cli.dry_run.empty()) return dry_run_main(ctx, cfg, cli);
   check_complete(cfg);
+  // Before the data load (minutes for a large file): a warning signal from then on is kept.
+  catch_stop_signal(stop_signal_number(cfg.train.stop_signal));
   const Mesh mesh = make_mesh(ctx.world(), cfg);
   const bool root = ctx.rank() == 0;
   if (root)
@@ -275,6 +278,7 @@ int run(Context& ctx, int argc, char** argv) {
   std::int64_t steps_run = 0;
   EvalResult last_eval;
   std::int64_t saved_step = -1, validated_step = -1;
+  double last_lr = cfg.optim.lr;  // the last update's, for a row written after the loop
   const auto save_checkpoint = [&](std::int64_t step) {
     const std::string path = io::checkpoint_path(cfg.train.checkpoint_dir, step);
     tr.save(path);
@@ -287,19 +291,25 @@ int run(Context& ctx, int argc, char** argv) {
         std::cout << "checkpoint " << gone << " removed (train.keep_checkpoints = " << keep << ")"
                   << std::endl;
   };
+  // The signal's stop: every rank learns it at the same step (one all-reduce of a flag a step).
+  const bool stop_on_signal = stop_signal_number(cfg.train.stop_signal) != 0;
+  bool stopped = false;
   // The total can shrink as it runs: under train.epochs a skipped update's batch is drawn.
-  while (tr.steps_done() < tr.total_steps()) {
+  while (!stopped && tr.steps_done() < tr.total_steps()) {
     const StepResult r = tr.step();
+    stopped = stop_on_signal && stop_asked(ctx.world());
     if (!r.skipped.empty()) {  // train.nonfinite = "skip_step": no row, no checkpoint
       if (root) std::cout << r.skipped << std::endl;
-      continue;
+      continue;  // stopped: the update before it is saved below, as after a skipped last batch
     }
     const std::int64_t total = tr.total_steps();
     ++steps_run;
+    last_lr = r.lr;
     const bool last = r.step == total;
-    const bool log = r.step % log_every == 0 || last;
+    // A stop ends the run here as a last step does: logged, validated, checkpointed.
+    const bool log = r.step % log_every == 0 || last || stopped;
     const std::int64_t every = cfg.train.checkpoint_interval;
-    const bool checkpoint = (every > 0 && r.step % every == 0) || last;
+    const bool checkpoint = (every > 0 && r.step % every == 0) || last || stopped;
     // Validated where logged, and before every checkpoint (none is written of a model
     // whose held-out loss is not finite).
     const bool validated = log || checkpoint;
@@ -362,12 +372,34 @@ int run(Context& ctx, int argc, char** argv) {
   // Passes drawn by a skipped update: the last update taken ends the run, validated and saved
   // as a last step is.
   if (steps_run > 0 && saved_step != tr.steps_done()) {
-    if (validated_step != tr.steps_done()) last_eval = tr.validate();
+    if (validated_step != tr.steps_done()) {
+      last_eval = tr.validate();
+      // The update's own row went out unvalidated when it ran: its validation gets a row of
+      // its own, as step 0's (no loss, so no step's figures), or the CSV would lack it.
+      std::ostringstream row;
+      row << std::setprecision(17) << tr.steps_done() << ',' << tr.epochs_drawn() << ',' << last_lr
+          << ",," << val_cells(last_eval) << ",,,,,,,,\n";
+      metrics.append(row.str());
+    }
     if (root)
       std::cout << "step " << tr.steps_done() << "/" << tr.total_steps() << " | "
                 << val_text(last_eval, tr, cfg) << " (the run's last update)" << std::endl;
     check_validation(last_eval, tr.steps_done());
     save_checkpoint(tr.steps_done());
+  }
+  // Stopped by the signal before the end: said, and a status a batch script can requeue on.
+  const bool unfinished = stopped && tr.steps_done() < tr.total_steps();
+  if (root && unfinished) {
+    std::cout << "tessera-train: stopped by SIG" << cfg.train.stop_signal
+              << " (train.stop_signal) at step " << tr.steps_done() << " of " << tr.total_steps()
+              << ": ";
+    if (saved_step == tr.steps_done())
+      std::cout << "checkpoint " << io::checkpoint_path(cfg.train.checkpoint_dir, saved_step)
+                << " written; --resume continues from it";
+    else
+      std::cout << "no update taken since the start, no checkpoint written; --resume starts where "
+                   "this run started";
+    std::cout << std::endl;
   }
   if (root) {
     const double wall = MPI_Wtime() - t_train;

@@ -32,6 +32,40 @@ printf '#!/bin/sh\necho "$@"\n' >"$tmp/srun" && chmod +x "$tmp/srun"
 out=$(cd "$tmp" && PATH="$tmp:$PATH" TESSERA_RUN_DIR="$tmp/runs/7" bash "$dir/train.sbatch" c.toml --train.resume=true)
 [[ $out == *"--train.checkpoint_dir=$tmp/runs/7/checkpoints --train.metrics_csv=$tmp/runs/7/metrics.csv --train.resume=true"* ]] ||
   fail "train.sbatch with TESSERA_RUN_DIR: $out"
+# A requeued job (SLURM_RESTART_COUNT > 0) resumes.
+out=$(cd "$tmp" && PATH="$tmp:$PATH" SLURM_JOB_ID=42 SLURM_RESTART_COUNT=1 bash "$dir/train.sbatch" c.toml)
+[[ $out == *"--train.metrics_csv=$tmp/runs/42/metrics.csv --train.resume=true"* ]] ||
+  fail "train.sbatch after a requeue does not resume: $out"
+# The time limit's warning (SIGUSR1 to the script, --signal=B:USR1@...): passed on to srun (a
+# stand-in that ends on it, with 0 as tessera-train after its checkpoint), then the job
+# requeued; with TESSERA_REQUEUE=0 not requeued, the continuation named.
+cat >"$tmp/srun" <<'EOS'
+#!/bin/bash
+trap 'echo "srun: SIGUSR1 passed on"; exit 0' USR1
+echo started >"$SRUN_MARK"
+for _ in $(seq 300); do sleep 0.1; done
+exit 0
+EOS
+printf '#!/bin/sh\necho "scontrol $*" >>"%s/scontrol.log"\n' "$tmp" >"$tmp/scontrol"
+chmod +x "$tmp/srun" "$tmp/scontrol"
+for requeue in 1 0; do
+  rm -f "$tmp/started" "$tmp/scontrol.log"
+  PATH="$tmp:$PATH" SLURM_SUBMIT_DIR="$tmp" SRUN_MARK="$tmp/started" SLURM_JOB_ID=42 \
+    TESSERA_REQUEUE=$requeue bash "$dir/train.sbatch" c.toml >"$tmp/out.txt" 2>&1 &
+  job=$!
+  for _ in $(seq 100); do [[ -f $tmp/started ]] && break; sleep 0.1; done
+  kill -USR1 "$job"
+  rc=0
+  wait "$job" || rc=$?
+  grep -q "srun: SIGUSR1 passed on" "$tmp/out.txt" || fail "the warning did not reach srun: $(cat "$tmp/out.txt")"
+  if [[ $requeue == 1 ]]; then
+    [[ $rc == 0 ]] && [[ $(cat "$tmp/scontrol.log" 2>/dev/null) == "scontrol requeue 42" ]] ||
+      fail "warned job not requeued (exit $rc): $(cat "$tmp/out.txt")"
+  else
+    [[ $rc == 0 && ! -f $tmp/scontrol.log ]] && grep -q "TESSERA_RUN_DIR=.*--train.resume=true" "$tmp/out.txt" ||
+      fail "TESSERA_REQUEUE=0: exit $rc, $(cat "$tmp/out.txt")"
+  fi
+done
 grep -q 'tessera-train" "$config"' "$dir/train.sbatch" || fail "train.sbatch does not run tessera-train CONFIG"
 grep -q 'tessera-infer" --checkpoint=' "$dir/infer.sbatch" || fail "infer.sbatch does not run tessera-infer with flags"
 echo "sbatch templates OK"

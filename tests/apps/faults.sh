@@ -373,6 +373,9 @@ case "$case_name" in
       fail "h5py"
     expect_fail 8 "the inputs of sample 3 leave the range of float32 once normalized" 3 \
       tessera-train /dev/null "${pc[@]}" --data.path=bigv.h5 --train.checkpoint_dir=ck2
+    # streamed (data.stream): the same, from the scan at the start
+    expect_fail 8 "the inputs of sample 3 leave the range of float32 once normalized" 3 \
+      tessera-train /dev/null "${pc[@]}" --data.path=bigv.h5 --train.checkpoint_dir=ck3 --data.stream=true
     ;;
   interrupted_output)  # SIGINT or SIGTERM to the ranks (as scancel sends) while writing
     for sig in INT TERM; do
@@ -406,6 +409,10 @@ case "$case_name" in
     data
     expect_fail 30 "'/fields/permeability' in 'nan.h5': non-finite value nan in sample 2" \
       3 tessera-train cfg.toml --data.path=nan.h5
+    # Streamed from the file (data.stream): found by the scan at the start, not at its batch.
+    expect_fail 30 "'/fields/permeability' in 'nan.h5': non-finite value nan in sample 2" \
+      3 tessera-train cfg.toml --data.path=nan.h5 --data.stream=true
+    echo "$out" | grep -q "^step 1/" && fail "training started"
     ;;
   infer_zero_target)  # targets that are zero everywhere: reported, left out, no abort
     trained
@@ -596,13 +603,80 @@ PY
     done
     # The last batch's update skipped: the update before it ends the run and is saved.
     TESSERA_FAULT_INJECT=step.nonfinite:1:6 expect_ok 3 tessera-train cfg.toml "${skip[@]}" \
-      --train.checkpoint_dir=ckC --train.metrics_csv= --train.validation_split=0.34 \
+      --train.checkpoint_dir=ckC --train.metrics_csv=mC.csv --train.validation_split=0.34 \
       --train.log_interval=2 --train.epochs=3
     # 4 training samples, 3 passes: 6 steps, the 6th skipped; step 5 validated after the loop.
     echo "$out" | grep -q "step 5/5 | val [0-9.e+-]* rel_l2 [0-9.e+-]* (the run's last update)" ||
       { echo "$out"; fail "no validated last-update line"; }
     echo "$out" | grep -q "^done: 5 steps" || { echo "$out"; fail "the run did not end at step 5"; }
     [ -f ckC/ckpt_00000005.h5 ] || { ls ckC; fail "the last update's checkpoint is missing"; }
+    # Its validation is in the CSV: step 5's own row (a loss, no validation), then a row of
+    # step 5's validation alone (no loss), as step 0's.
+    tail -n 2 mC.csv | awk -F, 'NR == 1 && !($1 == 5 && $4 != "" && $5 == "") { exit 1 }
+      NR == 2 && !($1 == 5 && $2 == 3 && $4 == "" && $5 != "" && $6 != "" && NF == 14) { exit 1 }' ||
+      { cat mC.csv; fail "step 5's validation row is missing after the loop"; }
+    ;;
+  stop_signal)  # SLURM's warning signal before a time limit: the step saved, resumed alike
+    data
+    long=(--train.steps=8 --train.checkpoint_interval=0 --train.log_interval=4 --train.keep_checkpoints=0)
+    expect_ok 3 tessera-train cfg.toml "${long[@]}" --train.checkpoint_dir=ckA --train.metrics_csv=mA.csv
+    # SIGUSR1 to rank 1 alone, mid-step 3: every rank stops after step 3, which is validated
+    # and saved although neither interval asks for it.
+    TESSERA_FAULT_INJECT=step.stop_signal:1:3 run 3 tessera-train cfg.toml "${long[@]}" \
+      --train.checkpoint_dir=ckB --train.metrics_csv=mB.csv
+    [ "$rc" -eq 0 ] || { echo "$out"; fail "exit $rc after the stop signal"; }
+    echo "$out" | grep -q "^tessera-train: stopped by SIGUSR1 (train.stop_signal) at step 3 of 8: checkpoint ckB/ckpt_00000003.h5 written; --resume continues from it$" ||
+      { echo "$out"; fail "no line of the stop at step 3"; }
+    echo "$out" | grep -q "^step 3/8 | loss .* | val " || { echo "$out"; fail "step 3 not logged with its validation"; }
+    echo "$out" | grep -qiE "error|SIGTERM|abort" && { echo "$out"; fail "an error, a SIGTERM or an abort"; }
+    [ "$(ls ckB)" = "ckpt_00000003.h5" ] || { ls ckB; fail "expected step 3's checkpoint alone"; }
+    [ "$(tail -n 1 mB.csv | cut -d, -f1)" = 3 ] && [ -n "$(tail -n 1 mB.csv | cut -d, -f5)" ] ||
+      { cat mB.csv; fail "the last metrics row is not step 3 with its validation"; }
+    # Resumed, the data now streamed from the file (data.stream, the same numbers): steps 4-8
+    # as the straight run had them, to the last digit.
+    expect_ok 3 tessera-train cfg.toml "${long[@]}" --train.checkpoint_dir=ckB --train.metrics_csv=mB.csv \
+      --data.stream=true --resume
+    echo "$out" | grep -q "^done: 5 steps" || { echo "$out"; fail "the resumed run did not take the 5 steps left"; }
+    for step in 4 5 6 7 8; do
+      a=$(grep "^$step," mA.csv | cut -d, -f4) b=$(grep "^$step," mB.csv | cut -d, -f4)
+      [ -n "$a" ] && [ "$a" = "$b" ] || fail "step $step: loss $a straight, $b stopped and resumed"
+    done
+    [ "$(grep "^8," mA.csv | cut -d, -f5,6)" = "$(grep "^8," mB.csv | cut -d, -f5,6)" ] ||
+      fail "step 8's validation differs"
+    # The stop landing on a skipped update (train.nonfinite = "skip_step"): the update before
+    # it is the one saved.
+    TESSERA_FAULT_INJECT=step.stop_signal:1:3,step.nonfinite:2:3 run 3 tessera-train cfg.toml \
+      "${long[@]}" --train.nonfinite=skip_step --train.checkpoint_dir=ckC --train.metrics_csv=
+    [ "$rc" -eq 0 ] || { echo "$out"; fail "exit $rc after a stop on a skipped update"; }
+    echo "$out" | grep -q "stopped by SIGUSR1 (train.stop_signal) at step 2 of 8: checkpoint ckC/ckpt_00000002.h5 written" ||
+      { echo "$out"; fail "the update before the skipped one was not the one saved"; }
+    [ -f ckC/ckpt_00000002.h5 ] || { ls ckC; fail "step 2's checkpoint is missing"; }
+    # The signal from the launcher, as SLURM or a user sends it: mpirun passes SIGUSR1 to the
+    # ranks. Sent once step 2's row is out (a run of 10^6 steps); the job stops at once.
+    "${launch[@]}" -np 3 "$bin/tessera-train" cfg.toml --train.steps=1000000 \
+      --train.checkpoint_interval=0 --train.log_interval=1000 --train.checkpoint_dir=ckD \
+      --train.metrics_csv=mD.csv >outD.txt 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do
+      grep -q "^2," mD.csv 2>/dev/null && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -USR1 "$pid"
+    t0=$SECONDS
+    while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.2; done
+    kill -0 "$pid" 2>/dev/null && { kill -9 "$pid"; cat outD.txt; fail "mpirun did not end within 60 s of SIGUSR1"; }
+    wait "$pid"
+    rc=$?
+    [ "$rc" -eq 0 ] || { cat outD.txt; fail "mpirun exited $rc after SIGUSR1"; }
+    grep -qiE "error|SIGTERM|abort" outD.txt && { cat outD.txt; fail "an error, a SIGTERM or an abort"; }
+    step=$(sed -n 's/^tessera-train: stopped by SIGUSR1 (train.stop_signal) at step \([0-9]*\) of 1000000: .*/\1/p' outD.txt)
+    [ -n "$step" ] && [ -f "ckD/ckpt_$(printf %08d "$step").h5" ] ||
+      { cat outD.txt; ls ckD; fail "no checkpoint of the step the stop named"; }
+    # train.stop_signal = "none": the signal's own action, the job ended (not a hang, not 0).
+    TESSERA_FAULT_INJECT=step.stop_signal:1:1 run 3 tessera-train cfg.toml "${long[@]}" \
+      --train.stop_signal=none --train.checkpoint_dir=ckE --train.metrics_csv=
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "$out"; fail "exit $rc with train.stop_signal = none"; }
     ;;
   validation_nonfinite)  # finite weights, but held-out samples (4, 5) the model overflows on
     data

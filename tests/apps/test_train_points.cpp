@@ -138,6 +138,30 @@ TEST_CASE("point models: recompute gives the loss curve without it, bit for bit"
   }
 }
 
+TEST_CASE("point models: data streamed from the file gives the in-memory run bit for bit",
+          "[points]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  setenv("TESSERA_IO_PIECE_BYTES", "4096", 1);  // scans in runs of a few samples
+  const std::string dir = test_dir("points");
+  const std::string cloud = make_points(dir);
+  const int n = world_size();
+  std::vector<std::string> meshes = {"domain=" + std::to_string(n)};
+  if (n == 2) meshes.push_back("data=2");
+  for (const std::string& mesh_spec : meshes)
+    for (auto m : {kTransolver, kPointConv}) {
+      const Mesh mesh = Mesh::parse(MPI_COMM_WORLD, mesh_spec);
+      Trainer memory(mesh, points_config(cloud, dir + "/ck-st", m));
+      m.push_back("data.stream=true");
+      Trainer streamed(mesh, points_config(cloud, dir + "/ck-st", m));
+      MPI_CHECK(streamed.data().streamed());
+      const std::vector<double> want = losses(memory, 5), got = losses(streamed, 5);
+      INFO(m.front() << ", mesh " << mesh_spec << ": max rel diff " << max_rel(got, want));
+      MPI_CHECK(got == want);
+      MPI_CHECK(streamed.validate().loss == memory.validate().loss);
+    }
+  unsetenv("TESSERA_IO_PIECE_BYTES");
+}
+
 TEST_CASE("point models: a forward without gradients equals the training one, holds less",
           "[points]") {
   setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
