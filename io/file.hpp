@@ -52,9 +52,12 @@ class File {
   hid_t id() const { return h_.get(); }
   void close() { h_.reset(); }  // collective
   // Collective, for a file opened to read: throws if it changed since it was opened (its
-  // size or modification time; another program writing or truncating it in place), so
+  // size or modification time: another program writing or truncating it in place), so
   // values read from it may mix old and new (a truncated file reads as zeros past its
-  // end). Its readers call it once they have read what they keep.
+  // end). Its readers call it once they have read what they keep. A rewrite of the same
+  // size that sets the modification time back goes unseen: the change time would see it,
+  // but also moves on a rename, a chmod or an mv over the path, which leave the values read
+  // alone, so it is not compared.
   void check_unchanged() const;
   // "dataset '/fields/u' in 'F.h5'": the where of every message.
   std::string where(const std::string& dset) const;

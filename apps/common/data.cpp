@@ -220,7 +220,14 @@ Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, In
           else
             cache.data<float>()[at] = v;
         }
-    if (check_finite) collective_check(f.comm(), why.empty(), why);
+    if (check_finite) {
+      try {
+        collective_check(f.comm(), why.empty(), why);
+      } catch (const Error&) {  // on every rank alike
+        f.check_unchanged();    // a file cut short under a reader reads as junk: say that
+        throw;
+      }
+    }
     c0 += fs.channels[i];
   }
   return cache;
@@ -272,7 +279,7 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
   for (int d = 0; d < spatial_dims(); ++d)
     lo.push_back(mine.lo[d + 2]), hi.push_back(mine.hi[d + 2]);
   block_ = Box(lo, hi);
-  if (keep_ == Keep::Stream) {
+  {
     // A scan's run of samples: as many as io::piece_bytes() holds on the rank of the largest
     // block (raw float32 and converted), the same count on every rank.
     const double per_sample = static_cast<double>(cin_ + cout_) *
@@ -364,7 +371,7 @@ void GridData::require_loaded() const {
 }
 
 double GridData::cache_bytes() const {
-  const Index held = keep_ == Keep::Stream ? stream_run_ : n_;
+  const Index held = keep_ == Keep::Stream ? stream_run_ : n_;  // the cache, or a scan's run
   return static_cast<double>(held) * static_cast<double>(cin_ + cout_) *
          static_cast<double>(block_.volume()) * static_cast<double>(size_of(dtype_));
 }
@@ -392,7 +399,12 @@ Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channe
          << s0 + bad / per_sample << " (tessera-prep validate checks a file for these)";
       why = os.str();
     }
-    collective_check(mesh_.comm(), bad < 0, why);
+    try {
+      collective_check(mesh_.comm(), bad < 0, why);
+    } catch (const Error&) {  // on every rank alike
+      f.check_unchanged();    // a file cut short under a reader reads as junk: say that
+      throw;
+    }
     const Tensor part = host_converted(raw, dtype_);
     std::vector<Index> clo(shape.size(), 0), chi = shape;
     clo[1] = c0;
@@ -472,6 +484,8 @@ void GridData::normalize(const Normalizer& in, const Normalizer& out) {
     check_normalized_finite();
     return;
   }
+  in_norm_ = in;
+  out_norm_ = out;
   in.apply(inputs_);
   out.apply(targets_);
   // Finite in the file, past the element type once normalized ((3e38 - mean) / std in
@@ -505,15 +519,26 @@ void GridData::check_normalized_finite() const {
   }
 }
 
-void GridData::renormalize(const Normalizer& from_in, const Normalizer& from_out,
-                           const Normalizer& to_in, const Normalizer& to_out) {
+void GridData::renormalize(const Normalizer& to_in, const Normalizer& to_out) {
   require_loaded();
   if (keep_ == Keep::Stream) {  // the file's values, normalized the new way
     normalize(to_in, to_out);
     return;
   }
-  from_in.invert(inputs_);
-  from_out.invert(targets_);
+  // The cache read again from the file in runs, each normalized the new way over its old
+  // values: undoing the old normalization would round twice (and differ from a streamed run).
+  const io::File f = io::File::open(path_, mesh_.comm());
+  for (const bool input : {true, false}) {
+    Tensor& cache = input ? inputs_ : targets_;
+    for (Index s0 = 0; s0 < n_; s0 += stream_run_) {
+      const Index s1 = std::min(n_, s0 + stream_run_);
+      const Tensor run = read_samples(f, input, s0, s1);
+      Box part = Box::from_shape(cache.shape());
+      part.lo[0] = s0, part.hi[0] = s1;
+      cache.view(part).copy_from(run);
+    }
+  }
+  f.check_unchanged();
   normalize(to_in, to_out);
 }
 

@@ -88,9 +88,10 @@ class GridData {
   std::vector<Index> zero_targets(const std::vector<Index>& samples) const;
   // Normalizes the cached fields in place.
   void normalize(const Normalizer& in, const Normalizer& out);
-  // From one normalization to another: undoes `from`, applies `to`.
-  void renormalize(const Normalizer& from_in, const Normalizer& from_out, const Normalizer& to_in,
-                   const Normalizer& to_out);
+  // Another normalization in place of normalize()'s: the file's values normalized by it
+  // (the cache read again in runs: the same values as a first normalize() by it, and as
+  // streamed). Collective.
+  void renormalize(const Normalizer& in, const Normalizer& out);
 
   // The batch of these global sample indices (the same list on every rank): inputs and
   // targets. The batch dim is split over the data axis when its size divides the batch,
@@ -134,8 +135,9 @@ class GridData {
   Box block_;                // this rank's spatial block (global coordinates)
   Tensor inputs_, targets_;  // (n, C, block...) in dtype_, host; empty when streamed
   Keep keep_ = Keep::Memory;
-  // Streamed: the file, open from load() on; the normalization batches apply; the samples a
-  // scan reads at a time (the same on every rank: the collective reads pair up).
+  // Streamed: the file, open from load() on. The normalization in use (applied to the cache,
+  // or to each batch as read). The samples a scan, or the cache's read again, takes at a
+  // time (the same on every rank: the collective reads pair up).
   std::unique_ptr<io::File> file_;
   Normalizer in_norm_, out_norm_;
   Index stream_run_ = 1;

@@ -9,7 +9,9 @@ namespace {
 
 volatile std::sig_atomic_t g_stop_asked = 0;
 
-extern "C" void mark_stop_asked(int) { g_stop_asked = 1; }
+extern "C" void mark_stop_asked(int) {
+  g_stop_asked = 1;
+}
 
 }  // namespace
 

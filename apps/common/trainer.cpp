@@ -788,7 +788,7 @@ void Trainer::restore(const io::Checkpoint& c) {
     if (in.mean != in_norm_.mean || in.std != in_norm_.std || out.mean != out_norm_.mean ||
         out.std != out_norm_.std) {
       // Train on with the checkpoint's normalization (the one its weights expect).
-      data_->renormalize(in_norm_, out_norm_, in, out);
+      data_->renormalize(in, out);
       in_norm_ = in;
       out_norm_ = out;
     }

@@ -387,7 +387,7 @@ int run(Context& ctx, int argc, char** argv) {
     check_validation(last_eval, tr.steps_done());
     save_checkpoint(tr.steps_done());
   }
-  // Stopped by the signal before the end: said, and a status a batch script can requeue on.
+  // Stopped by the signal before the end: said (the status stays 0: see stop_signal.hpp).
   const bool unfinished = stopped && tr.steps_done() < tr.total_steps();
   if (root && unfinished) {
     std::cout << "tessera-train: stopped by SIG" << cfg.train.stop_signal

@@ -32,8 +32,14 @@ printf '#!/bin/sh\necho "$@"\n' >"$tmp/srun" && chmod +x "$tmp/srun"
 out=$(cd "$tmp" && PATH="$tmp:$PATH" TESSERA_RUN_DIR="$tmp/runs/7" bash "$dir/train.sbatch" c.toml --train.resume=true)
 [[ $out == *"--train.checkpoint_dir=$tmp/runs/7/checkpoints --train.metrics_csv=$tmp/runs/7/metrics.csv --train.resume=true"* ]] ||
   fail "train.sbatch with TESSERA_RUN_DIR: $out"
-# A requeued job (SLURM_RESTART_COUNT > 0) resumes.
+# A job requeued before its first checkpoint starts over, its metrics kept aside; after it,
+# resumes (SLURM_RESTART_COUNT > 0).
+mkdir -p "$tmp/runs/42/checkpoints" && echo "step" >"$tmp/runs/42/metrics.csv"
 out=$(cd "$tmp" && PATH="$tmp:$PATH" SLURM_JOB_ID=42 SLURM_RESTART_COUNT=1 bash "$dir/train.sbatch" c.toml)
+[[ $out != *--train.resume=true* && -f $tmp/runs/42/metrics.before-restart-1.csv && ! -e $tmp/runs/42/metrics.csv ]] ||
+  fail "train.sbatch requeued without a checkpoint: $out"
+touch "$tmp/runs/42/checkpoints/ckpt_00000007.h5"
+out=$(cd "$tmp" && PATH="$tmp:$PATH" SLURM_JOB_ID=42 SLURM_RESTART_COUNT=2 bash "$dir/train.sbatch" c.toml)
 [[ $out == *"--train.metrics_csv=$tmp/runs/42/metrics.csv --train.resume=true"* ]] ||
   fail "train.sbatch after a requeue does not resume: $out"
 # The time limit's warning (SIGUSR1 to the script, --signal=B:USR1@...): passed on to srun (a
@@ -41,17 +47,21 @@ out=$(cd "$tmp" && PATH="$tmp:$PATH" SLURM_JOB_ID=42 SLURM_RESTART_COUNT=1 bash 
 # requeued; with TESSERA_REQUEUE=0 not requeued, the continuation named.
 cat >"$tmp/srun" <<'EOS'
 #!/bin/bash
-trap 'echo "srun: SIGUSR1 passed on"; exit 0' USR1
+trap 'echo "srun: SIGUSR1 passed on"; exit "${SRUN_STATUS:-0}"' USR1
 echo started >"$SRUN_MARK"
 for _ in $(seq 300); do sleep 0.1; done
 exit 0
 EOS
 printf '#!/bin/sh\necho "scontrol $*" >>"%s/scontrol.log"\n' "$tmp" >"$tmp/scontrol"
 chmod +x "$tmp/srun" "$tmp/scontrol"
-for requeue in 1 0; do
+# A failure after the warning (status 3) is not requeued.
+for requeue in 1 0 failed; do
   rm -f "$tmp/started" "$tmp/scontrol.log"
+  status=0
+  [[ $requeue == failed ]] && status=3
   PATH="$tmp:$PATH" SLURM_SUBMIT_DIR="$tmp" SRUN_MARK="$tmp/started" SLURM_JOB_ID=42 \
-    TESSERA_REQUEUE=$requeue bash "$dir/train.sbatch" c.toml >"$tmp/out.txt" 2>&1 &
+    SRUN_STATUS=$status TESSERA_REQUEUE=${requeue/failed/1} bash "$dir/train.sbatch" c.toml \
+    --train.steps=5000 --data.path="my data.h5" >"$tmp/out.txt" 2>&1 &
   job=$!
   for _ in $(seq 100); do [[ -f $tmp/started ]] && break; sleep 0.1; done
   kill -USR1 "$job"
@@ -61,9 +71,14 @@ for requeue in 1 0; do
   if [[ $requeue == 1 ]]; then
     [[ $rc == 0 ]] && [[ $(cat "$tmp/scontrol.log" 2>/dev/null) == "scontrol requeue 42" ]] ||
       fail "warned job not requeued (exit $rc): $(cat "$tmp/out.txt")"
-  else
-    [[ $rc == 0 && ! -f $tmp/scontrol.log ]] && grep -q "TESSERA_RUN_DIR=.*--train.resume=true" "$tmp/out.txt" ||
+  elif [[ $requeue == 0 ]]; then
+    # The continuation keeps the arguments as submitted (quoted for the shell).
+    [[ $rc == 0 && ! -f $tmp/scontrol.log ]] &&
+      grep -qF 'c.toml --train.steps=5000 --data.path=my\ data.h5 --train.resume=true' "$tmp/out.txt" ||
       fail "TESSERA_REQUEUE=0: exit $rc, $(cat "$tmp/out.txt")"
+  else
+    [[ $rc == 3 && ! -f $tmp/scontrol.log ]] && grep -q "failed (status 3) after the time limit's warning: not requeued" "$tmp/out.txt" ||
+      fail "a failure after the warning: exit $rc, $(cat "$tmp/out.txt")"
   fi
 done
 grep -q 'tessera-train" "$config"' "$dir/train.sbatch" || fail "train.sbatch does not run tessera-train CONFIG"

@@ -35,13 +35,13 @@ inline std::string test_dir(const std::string& tag = "train") {
 
 // N samples of a (1, 16, 16) random field a and u = a smoothed target (a 3x3 box mean of
 // a plus a^2), float32, written by rank 0.
-inline std::string make_dataset(const std::string& dir, Index n = 12) {
+inline std::string make_dataset(const std::string& dir, Index n = 12, unsigned seed = 42) {
   const std::string path = dir + "/data.h5";
   io::File f = io::File::create(path, MPI_COMM_WORLD);
   io::schema::write_root(f, "test_train");
   const std::vector<Index> shape = {n, 1, 16, 16};
   Tensor a = Tensor::empty(shape, DType::f32), u = Tensor::empty(shape, DType::f32);
-  std::mt19937_64 rng(42);
+  std::mt19937_64 rng(seed);
   std::normal_distribution<double> g(0.5, 1.0);
   for (Index i = 0; i < a.numel(); ++i) a.data<float>()[i] = static_cast<float>(g(rng));
   for (Index s = 0; s < n; ++s)
