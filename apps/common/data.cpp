@@ -352,7 +352,7 @@ void GridData::for_each_sample(bool input, const std::vector<Index>& samples, In
   }
   const Normalizer& nz = input ? in_norm_ : out_norm_;
   for (std::size_t j = 0; j < samples.size();) {
-    std::size_t e = j + 1;  // a run of consecutive samples, at most stream_run_
+    std::size_t e = j + 1;  // a run of consecutive samples, at most max_run
     while (e < samples.size() && samples[e] == samples[e - 1] + 1 &&
            static_cast<Index>(e - j) < max_run)
       ++e;

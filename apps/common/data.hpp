@@ -7,10 +7,10 @@
 // of at most io::piece_bytes() per rank. Both give the same values bit for bit. Input fields
 // are concatenated along channels, as are target fields. Batches are ShardTensors: the
 // batch dim split over the data axis, spatial dims over the domain axes.
-#include <memory>
 //
 // Mesh axes: the one named "data" (if any) splits batches; every other axis is a domain
 // axis and splits a spatial dim, in order (the first domain axis the first spatial dim).
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -86,7 +86,8 @@ class GridData {
   // The listed samples whose cached target (as the loss sees it: normalized) is zero in every
   // cell and channel, in the order listed: collective.
   std::vector<Index> zero_targets(const std::vector<Index>& samples) const;
-  // Normalizes the cached fields in place.
+  // Normalizes the fields: the cache in place, or each batch as streamed. Collective; throws
+  // naming the sample when a value leaves the element type once normalized.
   void normalize(const Normalizer& in, const Normalizer& out);
   // Another normalization in place of normalize()'s: the file's values normalized by it
   // (the cache read again in runs: the same values as a first normalize() by it, and as

@@ -1,5 +1,6 @@
 #include "apps/common/stop_signal.hpp"
 
+#include <atomic>
 #include <csignal>
 
 #include "decomp/error.hpp"
@@ -7,10 +8,13 @@
 namespace tessera::app {
 namespace {
 
-volatile std::sig_atomic_t g_stop_asked = 0;
+// Set in the handler, which may run on any thread of the process (OpenMP's, MPI's), read on
+// the main thread: a lock-free atomic is safe in both places.
+std::atomic<int> g_stop_asked{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void mark_stop_asked(int) {
-  g_stop_asked = 1;
+  g_stop_asked.store(1, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -34,7 +38,7 @@ void catch_stop_signal(int sig) {
 }
 
 bool stop_asked(MPI_Comm comm) {
-  int mine = g_stop_asked ? 1 : 0, any = 0;
+  int mine = g_stop_asked.load(std::memory_order_relaxed), any = 0;
   MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
   return any != 0;
 }

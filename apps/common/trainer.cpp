@@ -770,6 +770,7 @@ void Trainer::restore(const io::Checkpoint& c) {
                          "or start a new run in another "
                          "train.checkpoint_dir");
   }
+  Normalizer restored_in, restored_out;
   // The state itself: what fails to load here is damage (or a setting the state depends
   // on that changed), and a resumed run passes over this checkpoint.
   try {
@@ -783,19 +784,21 @@ void Trainer::restore(const io::Checkpoint& c) {
     // At this run's batch size, which an earlier resume may have changed (the checkpoint's
     // config holds only the last).
     count_passes_left();
-    // Last, once nothing else can fail: the data is rescaled in place, which a checkpoint
-    // passed over afterwards must not have done (the next one would restore on top of it).
-    if (in.mean != in_norm_.mean || in.std != in_norm_.std || out.mean != out_norm_.mean ||
-        out.std != out_norm_.std) {
-      // Train on with the checkpoint's normalization (the one its weights expect).
-      data_->renormalize(in, out);
-      in_norm_ = in;
-      out_norm_ = out;
-    }
+    restored_in = in, restored_out = out;
   } catch (const io::DamagedCheckpoint&) {
     throw;
   } catch (const Error& e) {
     throw io::DamagedCheckpoint(std::string("its state does not load: ") + e.what());
+  }
+  // Last, with the checkpoint taken: the data normalized the checkpoint's way (the one its
+  // weights expect). A failure here is the data's (read from the file again, or values past
+  // the type once normalized), not the checkpoint's: it ends the run, as no older checkpoint
+  // would train on a cache left half rescaled.
+  if (restored_in.mean != in_norm_.mean || restored_in.std != in_norm_.std ||
+      restored_out.mean != out_norm_.mean || restored_out.std != out_norm_.std) {
+    data_->renormalize(restored_in, restored_out);
+    in_norm_ = restored_in;
+    out_norm_ = restored_out;
   }
 }
 

@@ -372,20 +372,22 @@ int run(Context& ctx, int argc, char** argv) {
   // Passes drawn by a skipped update: the last update taken ends the run, validated and saved
   // as a last step is.
   if (steps_run > 0 && saved_step != tr.steps_done()) {
-    if (validated_step != tr.steps_done()) {
-      last_eval = tr.validate();
-      // The update's own row went out unvalidated when it ran: its validation gets a row of
-      // its own, as step 0's (no loss, so no step's figures), or the CSV would lack it.
-      std::ostringstream row;
-      row << std::setprecision(17) << tr.steps_done() << ',' << tr.epochs_drawn() << ',' << last_lr
-          << ",," << val_cells(last_eval) << ",,,,,,,,\n";
-      metrics.append(row.str());
-    }
+    const bool validated_now = validated_step != tr.steps_done();
+    if (validated_now) last_eval = tr.validate();
     if (root)
       std::cout << "step " << tr.steps_done() << "/" << tr.total_steps() << " | "
                 << val_text(last_eval, tr, cfg) << " (the run's last update)" << std::endl;
     check_validation(last_eval, tr.steps_done());
     save_checkpoint(tr.steps_done());
+    // The update's own row went out unvalidated when it ran: its validation gets a row of its
+    // own, as step 0's (no loss, so no step's figures), after the checkpoint (a row that
+    // cannot be written then loses no training).
+    if (validated_now && validating) {
+      std::ostringstream row;
+      row << std::setprecision(17) << tr.steps_done() << ',' << tr.epochs_drawn() << ',' << last_lr
+          << ",," << val_cells(last_eval) << ",,,,,,,,\n";
+      metrics.append(row.str());
+    }
   }
   // Stopped by the signal before the end: said (the status stays 0: see stop_signal.hpp).
   const bool unfinished = stopped && tr.steps_done() < tr.total_steps();

@@ -2,6 +2,8 @@
 # Static checks of the SLURM templates (no SLURM here): valid bash, one rank per GPU
 # (--ntasks-per-node equals --gpus-per-node), #SBATCH lines before the first command,
 # srun launches the app (ending the step when a rank dies), and the usage message appears without arguments.
+# With stand-ins for srun and scontrol: the run folder, resuming a requeued job (its own
+# checkpoint folder or the user's), and the time limit's warning passed on and requeued.
 set -euo pipefail
 dir=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -38,6 +40,12 @@ mkdir -p "$tmp/runs/42/checkpoints" && echo "step" >"$tmp/runs/42/metrics.csv"
 out=$(cd "$tmp" && PATH="$tmp:$PATH" SLURM_JOB_ID=42 SLURM_RESTART_COUNT=1 bash "$dir/train.sbatch" c.toml)
 [[ $out != *--train.resume=true* && -f $tmp/runs/42/metrics.before-restart-1.csv && ! -e $tmp/runs/42/metrics.csv ]] ||
   fail "train.sbatch requeued without a checkpoint: $out"
+# The user's own checkpoint folder is where a requeued job looks.
+mkdir -p "$tmp/mine" && touch "$tmp/mine/ckpt_00000003.h5"
+out=$(cd "$tmp" && PATH="$tmp:$PATH" SLURM_JOB_ID=42 SLURM_RESTART_COUNT=1 bash "$dir/train.sbatch" c.toml \
+  --train.checkpoint_dir="$tmp/mine")
+[[ $out == *"--train.checkpoint_dir=$tmp/mine --train.resume=true"* ]] ||
+  fail "train.sbatch after a requeue does not resume from the user's checkpoint folder: $out"
 touch "$tmp/runs/42/checkpoints/ckpt_00000007.h5"
 out=$(cd "$tmp" && PATH="$tmp:$PATH" SLURM_JOB_ID=42 SLURM_RESTART_COUNT=2 bash "$dir/train.sbatch" c.toml)
 [[ $out == *"--train.metrics_csv=$tmp/runs/42/metrics.csv --train.resume=true"* ]] ||

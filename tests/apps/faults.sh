@@ -646,11 +646,15 @@ PY
     # The stop landing on a skipped update (train.nonfinite = "skip_step"): the update before
     # it is the one saved.
     TESSERA_FAULT_INJECT=step.stop_signal:1:3,step.nonfinite:2:3 run 3 tessera-train cfg.toml \
-      "${long[@]}" --train.nonfinite=skip_step --train.checkpoint_dir=ckC --train.metrics_csv=
+      "${long[@]}" --train.nonfinite=skip_step --train.checkpoint_dir=ckC --train.metrics_csv=mC.csv
     [ "$rc" -eq 0 ] || { echo "$out"; fail "exit $rc after a stop on a skipped update"; }
     echo "$out" | grep -q "stopped by SIGUSR1 (train.stop_signal) at step 2 of 8: checkpoint ckC/ckpt_00000002.h5 written" ||
       { echo "$out"; fail "the update before the skipped one was not the one saved"; }
-    [ -f ckC/ckpt_00000002.h5 ] || { ls ckC; fail "step 2's checkpoint is missing"; }
+    echo "$out" | grep -q "^done: 2 steps" || { echo "$out"; fail "not 2 steps done"; }
+    [ "$(ls ckC)" = "ckpt_00000002.h5" ] || { ls ckC; fail "expected step 2's checkpoint alone"; }
+    # step 2's own row (a loss), then its validation's row (no loss)
+    tail -n 2 mC.csv | awk -F, 'NR == 1 && !($1 == 2 && $4 != "" && $5 == "") { exit 1 }
+      NR == 2 && !($1 == 2 && $4 == "" && $5 != "") { exit 1 }' || { cat mC.csv; fail "step 2's rows"; }
     # The signal from the launcher, as SLURM or a user sends it: mpirun passes SIGUSR1 to the
     # ranks. Sent once step 2's row is out (a run of 10^6 steps); the job stops at once.
     "${launch[@]}" -np 3 "$bin/tessera-train" cfg.toml --train.steps=1000000 \

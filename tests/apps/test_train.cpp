@@ -201,8 +201,7 @@ TEST_CASE("training: data streamed from the file gives the in-memory run bit for
   unsetenv("TESSERA_IO_PIECE_BYTES");
 }
 
-TEST_CASE("training: a streamed file cut short under the run is said to have changed",
-          "[train]") {
+TEST_CASE("training: a streamed file cut short under the run is said to have changed", "[train]") {
   setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
   const std::string dir = test_dir("train-cut");
   const std::string data = make_dataset(dir);
