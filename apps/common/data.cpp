@@ -109,6 +109,18 @@ void Normalizer::invert_snapping_zero(const Tensor& t) const {
 
 namespace {
 
+// The collective verdict of a finite check of values read from f: a failure on any rank throws
+// on every rank, first asking whether the file changed (a file cut short under a reader reads
+// as junk: that is what to say, not bad data).
+void check_read_finite(const io::File& f, bool ok, const std::string& why) {
+  try {
+    collective_check(f.comm(), ok, why);
+  } catch (const Error&) {  // on every rank alike
+    f.check_unchanged();
+    throw;
+  }
+}
+
 // A point quantity: "coords" or a variable of /points/features; false if the file has no
 // point cloud or no such variable.
 bool point_quantity(const io::File& f, const std::string& n, FieldSet& fs) {
@@ -220,14 +232,7 @@ Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, In
           else
             cache.data<float>()[at] = v;
         }
-    if (check_finite) {
-      try {
-        collective_check(f.comm(), why.empty(), why);
-      } catch (const Error&) {  // on every rank alike
-        f.check_unchanged();    // a file cut short under a reader reads as junk: say that
-        throw;
-      }
-    }
+    if (check_finite) check_read_finite(f, why.empty(), why);
     c0 += fs.channels[i];
   }
   return cache;
@@ -291,44 +296,42 @@ GridData::GridData(const Mesh& mesh, const std::string& path, const FieldSet& in
     TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, &run, 1, MPI_LONG_LONG, MPI_MIN, mesh.comm()));
     stream_run_ = static_cast<Index>(run);
   }
-  if (when == Load::Now) {
-    if (keep_ == Keep::Stream) {
-      file_ = std::make_unique<io::File>(std::move(f));
-      load(*file_);
-    } else {
-      load(f);
-    }
-  }
+  if (when == Load::Now) load(std::move(f));
 }
 
 GridData::~GridData() = default;
 
 void GridData::load() {
-  if (keep_ == Keep::Stream) {
-    TESSERA_CHECK(!loaded_, "GridData: '" << path_ << "' is loaded already");
-    file_ = std::make_unique<io::File>(io::File::open(path_, mesh_.comm()));
-    load(*file_);
-    return;
-  }
   load(io::File::open(path_, mesh_.comm()));
 }
 
-void GridData::load(const io::File& f) {
+void GridData::load(io::File f) {
   TESSERA_CHECK(!loaded_, "GridData: '" << path_ << "' is loaded already");
   if (keep_ == Keep::Stream) {
+    file_ = std::make_unique<io::File>(std::move(f));
     // Every value checked finite now, as the load into memory checks it: one scan of each.
-    std::vector<Index> all(static_cast<std::size_t>(n_));
-    for (Index i = 0; i < n_; ++i) all[static_cast<std::size_t>(i)] = i;
     for (const bool input : {true, false})
-      for_each_sample(input, all, stream_run_, [](std::size_t, const Tensor&) {});
-    f.check_unchanged();
-    loaded_ = true;
-    return;
+      for_each_sample(input, all_samples(), stream_run_, [](std::size_t, const Tensor&) {});
+  } else {
+    inputs_ = read_samples(f, true, 0, n_);
+    targets_ = read_samples(f, false, 0, n_);
   }
-  inputs_ = read_samples(f, true, 0, n_);
-  targets_ = read_samples(f, false, 0, n_);
-  f.check_unchanged();  // what was read is one version of the file
+  (file_ ? *file_ : f).check_unchanged();  // what was read is one version of the file
   loaded_ = true;
+}
+
+std::vector<Index> GridData::all_samples() const {
+  std::vector<Index> all(static_cast<std::size_t>(n_));
+  for (Index i = 0; i < n_; ++i) all[static_cast<std::size_t>(i)] = i;
+  return all;
+}
+
+std::vector<Index> GridData::local_samples(const std::vector<Index>& samples,
+                                           const Box& mine) const {
+  const std::vector<Index> local(samples.begin() + mine.lo[0], samples.begin() + mine.hi[0]);
+  for (Index i : local)
+    TESSERA_CHECK(i >= 0 && i < n_, "batch: sample " << i << " outside [0, " << n_ << ")");
+  return local;
 }
 
 Tensor GridData::read_samples(const io::File& f, bool input, Index s0, Index s1) const {
@@ -399,12 +402,7 @@ Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channe
          << s0 + bad / per_sample << " (tessera-prep validate checks a file for these)";
       why = os.str();
     }
-    try {
-      collective_check(mesh_.comm(), bad < 0, why);
-    } catch (const Error&) {  // on every rank alike
-      f.check_unchanged();    // a file cut short under a reader reads as junk: say that
-      throw;
-    }
+    check_read_finite(f, bad < 0, why);
     const Tensor part = host_converted(raw, dtype_);
     std::vector<Index> clo(shape.size(), 0), chi = shape;
     clo[1] = c0;
@@ -478,36 +476,21 @@ Normalizer GridData::statistics(bool input, const std::vector<Index>& samples) c
 
 void GridData::normalize(const Normalizer& in, const Normalizer& out) {
   require_loaded();
-  if (keep_ == Keep::Stream) {  // applied as each batch is read
-    in_norm_ = in;
-    out_norm_ = out;
-    check_normalized_finite();
-    return;
-  }
   in_norm_ = in;
   out_norm_ = out;
-  in.apply(inputs_);
-  out.apply(targets_);
-  // Finite in the file, past the element type once normalized ((3e38 - mean) / std in
-  // float32): said now, naming the sample, not as a NaN loss or a layer's complaint later.
-  for (const auto& [cache, what] :
-       {std::pair{&inputs_, "inputs"}, std::pair{&targets_, "targets"}}) {
-    const Index bad = io::first_nonfinite(*cache);
-    std::ostringstream os;
-    if (bad >= 0)
-      os << "the " << what << " of sample " << bad / std::max<Index>(1, cache->numel() / n_)
-         << " leave the range of " << name_of(dtype_)
-         << " once normalized (a finite value in the file far from the data's mean)";
-    collective_check(mesh_.comm(), bad < 0, os.str());
+  if (keep_ == Keep::Memory) {  // the cache in place; streamed, each batch as it is read
+    in.apply(inputs_);
+    out.apply(targets_);
   }
+  check_normalized_finite();
 }
 
 void GridData::check_normalized_finite() const {
-  std::vector<Index> all(static_cast<std::size_t>(n_));
-  for (Index i = 0; i < n_; ++i) all[static_cast<std::size_t>(i)] = i;
+  // Finite in the file, past the element type once normalized ((3e38 - mean) / std in
+  // float32): said now, naming the sample, not as a NaN loss or a layer's complaint later.
   for (const bool input : {true, false}) {
     Index bad = -1;
-    for_each_sample(input, all, stream_run_, [&](std::size_t j, const Tensor& t) {
+    for_each_sample(input, all_samples(), stream_run_, [&](std::size_t j, const Tensor& t) {
       if (bad < 0 && io::first_nonfinite(t) >= 0) bad = static_cast<Index>(j);
     });
     std::ostringstream os;
@@ -543,9 +526,7 @@ void GridData::renormalize(const Normalizer& to_in, const Normalizer& to_out) {
 }
 
 Tensor GridData::gather(bool input, const std::vector<Index>& samples, const Box& mine) const {
-  const std::vector<Index> local(samples.begin() + mine.lo[0], samples.begin() + mine.hi[0]);
-  for (Index i : local)
-    TESSERA_CHECK(i >= 0 && i < n_, "batch: sample " << i << " outside [0, " << n_ << ")");
+  const std::vector<Index> local = local_samples(samples, mine);
   std::vector<Index> shape = {static_cast<Index>(local.size()), input ? cin_ : cout_};
   for (int d = 0; d < spatial_dims(); ++d) shape.push_back(block_.extent(d));
   Tensor out = Tensor::empty(shape, dtype_);
@@ -581,10 +562,7 @@ std::pair<ShardTensor, ShardTensor> GridData::batch(const std::vector<Index>& sa
   } else {
     x = ShardTensor::with_room(mesh_, xspec, x_room, dtype_, space);
     if (space == MemSpace::Host) {  // each sample straight into the interior
-      const std::vector<Index> local(samples.begin() + mine.lo[0], samples.begin() + mine.hi[0]);
-      for (Index i : local)
-        TESSERA_CHECK(i >= 0 && i < n_, "batch: sample " << i << " outside [0, " << n_ << ")");
-      for_each_sample(true, local, 1, [&](std::size_t j, const Tensor& t) {
+      for_each_sample(true, local_samples(samples, mine), 1, [&](std::size_t j, const Tensor& t) {
         Box one = Box::from_shape(x.local().shape());
         one.lo[0] = static_cast<Index>(j), one.hi[0] = one.lo[0] + 1;
         x.local().view(one).copy_from(t);

@@ -71,6 +71,9 @@ class GridData {
   // the most a scan holds at a time (a batch's blocks count as the batch's tensors).
   double cache_bytes() const;
   bool streamed() const { return keep_ == Keep::Stream; }
+  // The normalization in use (identity until normalize()).
+  const Normalizer& input_norm() const { return in_norm_; }
+  const Normalizer& target_norm() const { return out_norm_; }
 
   Index samples() const { return n_; }
   const std::vector<Index>& spatial() const { return spatial_; }
@@ -105,8 +108,12 @@ class GridData {
   std::pair<ShardSpec, ShardSpec> batch_specs(Index b) const;
 
  private:
-  void load(const io::File& f);  // from the file as opened
+  void load(io::File f);  // from the file as opened (kept open when streamed)
   void require_loaded() const;
+  std::vector<Index> all_samples() const;  // 0 .. n-1
+  // The part [mine.lo[0], mine.hi[0]) of a batch's sample list that this rank holds, each
+  // checked to be a sample of the file.
+  std::vector<Index> local_samples(const std::vector<Index>& samples, const Box& mine) const;
   // Samples [s0, s1) of the inputs or the targets from the file: (s1 - s0, C, block...) in
   // dtype_, every value checked finite (collective over the mesh), not normalized.
   Tensor read_samples(const io::File& f, bool input, Index s0, Index s1) const;
@@ -121,7 +128,7 @@ class GridData {
   void for_each_sample(bool input, const std::vector<Index>& samples, Index max_run, F&& f) const;
   // The local part [mine.lo[0], mine.hi[0]) of a batch of these samples, host.
   Tensor gather(bool input, const std::vector<Index>& samples, const Box& mine) const;
-  // Streamed: the normalized values overflow nowhere (as normalize() checks the cache).
+  // The normalized values overflow nowhere: collective, throws naming the first sample.
   void check_normalized_finite() const;
 
   Mesh mesh_;

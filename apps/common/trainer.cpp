@@ -10,6 +10,7 @@
 #include "apps/common/builders.hpp"
 #include "apps/common/memory_estimate.hpp"
 #include "apps/common/node_memory.hpp"
+#include "apps/common/stop_signal.hpp"
 #include "kernels/device/memory.hpp"
 #include "io/finite.hpp"
 #include "io/schema.hpp"
@@ -477,9 +478,8 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
   data_->load();
 
   if (cfg.data.normalize) {
-    in_norm_ = data_->statistics(true, train_);
-    out_norm_ = data_->statistics(false, train_);
-    data_->normalize(in_norm_, out_norm_);
+    const Normalizer in = data_->statistics(true, train_), out = data_->statistics(false, train_);
+    data_->normalize(in, out);
   }
   // A zero target has no relative error: found now, not at the step that draws it.
   if (loss_kind(cfg.train) == LossKind::RelativeL2) {
@@ -566,8 +566,10 @@ StepResult Trainer::step() {
     if (fault_point("step.sigkill")) std::raise(SIGKILL);  // a rank that dies mid-step
     if (fault_point("step.sigterm")) std::raise(SIGTERM);  // as scancel or a time limit does
     // SLURM's warning before a time limit (--signal=USR1@SECONDS), to one rank mid-step.
-    if (fault_point("step.stop_signal"))
-      std::raise(cfg_.train.stop_signal == "USR2" ? SIGUSR2 : SIGUSR1);
+    if (fault_point("step.stop_signal")) {  // with "none", SIGUSR1 and its default action
+      const int sig = stop_signal_number(cfg_.train.stop_signal);
+      std::raise(sig != 0 ? sig : SIGUSR1);
+    }
     LossResult l = (*loss_)(pred, batch.second);
     // A gradient gone NaN on one rank (as an overflow makes one), for the skip_step tests.
     if (fault_point("step.nonfinite"))
@@ -656,8 +658,8 @@ EvalResult Trainer::validate() {
     // The error in physical units: undo the target normalization on both.
     const Tensor p = pred.local().to(MemSpace::Host).clone(),
                  t = y.local().to(MemSpace::Host).clone();
-    out_norm_.invert(p);
-    out_norm_.invert_snapping_zero(t);  // a target zero in the file: skipped, not noise
+    target_norm().invert(p);
+    target_norm().invert_snapping_zero(t);  // a target zero in the file: skipped, not noise
     const LossResult r = (*val_rel_l2_)(ShardTensor::unchecked(mesh_, pred.spec(), p),
                                         ShardTensor::unchecked(mesh_, y.spec(), t), false);
     e.rel_l2 += r.value * static_cast<double>(r.samples);
@@ -689,7 +691,7 @@ io::Checkpoint Trainer::checkpoint_entries() const {
   c.params = parameter_entries(model_->graph());
   c.optimizer = optimizer_->state_entries();
   for (const auto& b : model_->buffers()) c.buffers.push_back({b.name, vector_tensor(b.value)});
-  for (auto& t : normalizer_buffers(in_norm_, out_norm_)) c.buffers.push_back(std::move(t));
+  for (auto& t : normalizer_buffers(input_norm(), target_norm())) c.buffers.push_back(std::move(t));
   std::vector<double> tch(target_channels_.begin(), target_channels_.end());
   c.buffers.push_back({"data.target_channels", vector_tensor(tch)});
   // The grid trained on: inference rebuilds grid-shaped parameters (learned positions) from it.
@@ -794,12 +796,9 @@ void Trainer::restore(const io::Checkpoint& c) {
   // weights expect). A failure here is the data's (read from the file again, or values past
   // the type once normalized), not the checkpoint's: it ends the run, as no older checkpoint
   // would train on a cache left half rescaled.
-  if (restored_in.mean != in_norm_.mean || restored_in.std != in_norm_.std ||
-      restored_out.mean != out_norm_.mean || restored_out.std != out_norm_.std) {
+  if (restored_in.mean != input_norm().mean || restored_in.std != input_norm().std ||
+      restored_out.mean != target_norm().mean || restored_out.std != target_norm().std)
     data_->renormalize(restored_in, restored_out);
-    in_norm_ = restored_in;
-    out_norm_ = restored_out;
-  }
 }
 
 }  // namespace tessera::app

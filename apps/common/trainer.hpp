@@ -73,6 +73,11 @@ VitOptions vit_options(const TrainConfig& c, int spatial_dims, Index in_channels
                        Index out_channels, MemSpace space, const std::vector<Index>& grid = {});
 PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index in_channels,
                                        Index out_channels, MemSpace space);
+// Why the configured model cannot take a grid of `shape` (N, C, spatial...), said before
+// make_model, whose parameter-memory check would otherwise speak first (a ViT patch past the
+// grid); "" when it can, or for models whose weights do not grow with the grid.
+std::string grid_problem_before_build(const TrainConfig& c, const std::vector<Index>& shape);
+
 // The model of model.type for data of `spatial_dims` (a point cloud: one dim of points) on
 // the training grid `grid` (needed by learned positions; inference passes the checkpoint's);
 // its signature() is stored in checkpoints (a mismatch on resume is an error). Collective
@@ -83,11 +88,6 @@ PointConvNetOptions point_conv_options(const TrainConfig& c, bool points, Index 
 // large for the node are refused as they are built, naming them, not by the kernel's OOM
 // killer once their initialization touches pages that allocation (overcommitted) only
 // promised.
-// Why the configured model cannot take a grid of `shape` (N, C, spatial...), said before
-// make_model, whose parameter-memory check would otherwise speak first (a ViT patch past the
-// grid); "" when it can, or for models whose weights do not grow with the grid.
-std::string grid_problem_before_build(const TrainConfig& c, const std::vector<Index>& shape);
-
 std::unique_ptr<Model> make_model(MPI_Comm comm, int copies, const TrainConfig& c, int spatial_dims,
                                   Index in_channels, Index out_channels, MemSpace space,
                                   bool points = false, const std::vector<Index>& grid = {});
@@ -140,8 +140,8 @@ class Trainer {
   const GridData& data() const { return *data_; }
   Model& model() { return *model_; }
   const Mesh& mesh() const { return mesh_; }
-  const Normalizer& input_norm() const { return in_norm_; }
-  const Normalizer& target_norm() const { return out_norm_; }
+  const Normalizer& input_norm() const { return data_->input_norm(); }
+  const Normalizer& target_norm() const { return data_->target_norm(); }
 
   io::Checkpoint checkpoint() const;
   void save(const std::string& path) const;
@@ -168,7 +168,6 @@ class Trainer {
   MemoryEstimate memory_;
   std::vector<Index> train_, val_;
   std::vector<Index> target_channels_;  // per target field
-  Normalizer in_norm_, out_norm_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;

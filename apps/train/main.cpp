@@ -99,7 +99,8 @@ int run(Context& ctx, int argc, char** argv) {
   if (!cli.dry_run.empty()) return dry_run_main(ctx, cfg, cli);
   check_complete(cfg);
   // Before the data load (minutes for a large file): a warning signal from then on is kept.
-  catch_stop_signal(stop_signal_number(cfg.train.stop_signal));
+  const int stop_sig = stop_signal_number(cfg.train.stop_signal);
+  catch_stop_signal(stop_sig);
   const Mesh mesh = make_mesh(ctx.world(), cfg);
   const bool root = ctx.rank() == 0;
   if (root)
@@ -264,13 +265,20 @@ int run(Context& ctx, int argc, char** argv) {
       std::cout << what.str() << " (train.nonfinite = \"skip_step\": going on)" << std::endl;
   };
 
+  // A row of a validation alone (no step's loss or figures): step 0's, and that of an update
+  // validated after the loop.
+  const auto validation_row = [&](std::int64_t step, double epoch, double lr,
+                                  const EvalResult& ev) {
+    std::ostringstream row;
+    row << std::setprecision(17) << step << ',' << epoch << ',' << lr << ",," << val_cells(ev)
+        << ",,,,,,,,\n";
+    metrics.append(row.str());
+  };
   if (tr.steps_done() == 0 && tr.total_steps() > 0) {  // where training starts from
     const EvalResult ev = tr.validate();
     if (root)
       std::cout << "step 0/" << tr.total_steps() << " | " << val_text(ev, tr, cfg) << std::endl;
-    std::ostringstream row;
-    row << std::setprecision(17) << "0,0," << cfg.optim.lr << ",," << val_cells(ev) << ",,,,,,,,\n";
-    metrics.append(row.str());
+    validation_row(0, 0, cfg.optim.lr, ev);
     check_validation(ev, 0);
   }
   const std::int64_t log_every = std::max<std::int64_t>(1, cfg.train.log_interval);
@@ -292,12 +300,11 @@ int run(Context& ctx, int argc, char** argv) {
                   << std::endl;
   };
   // The signal's stop: every rank learns it at the same step (one all-reduce of a flag a step).
-  const bool stop_on_signal = stop_signal_number(cfg.train.stop_signal) != 0;
   bool stopped = false;
   // The total can shrink as it runs: under train.epochs a skipped update's batch is drawn.
   while (!stopped && tr.steps_done() < tr.total_steps()) {
     const StepResult r = tr.step();
-    stopped = stop_on_signal && stop_asked(ctx.world());
+    stopped = stop_sig != 0 && stop_asked(ctx.world());
     if (!r.skipped.empty()) {  // train.nonfinite = "skip_step": no row, no checkpoint
       if (root) std::cout << r.skipped << std::endl;
       continue;  // stopped: the update before it is saved below, as after a skipped last batch
@@ -382,12 +389,8 @@ int run(Context& ctx, int argc, char** argv) {
     // The update's own row went out unvalidated when it ran: its validation gets a row of its
     // own, as step 0's (no loss, so no step's figures), after the checkpoint (a row that
     // cannot be written then loses no training).
-    if (validated_now && validating) {
-      std::ostringstream row;
-      row << std::setprecision(17) << tr.steps_done() << ',' << tr.epochs_drawn() << ',' << last_lr
-          << ",," << val_cells(last_eval) << ",,,,,,,,\n";
-      metrics.append(row.str());
-    }
+    if (validated_now && validating)
+      validation_row(tr.steps_done(), tr.epochs_drawn(), last_lr, last_eval);
   }
   // Stopped by the signal before the end: said (the status stays 0: see stop_signal.hpp).
   const bool unfinished = stopped && tr.steps_done() < tr.total_steps();
