@@ -81,10 +81,7 @@ Index FieldSet::total_channels() const {
 
 void Normalizer::apply(const Tensor& t) const {
   if (identity()) return;
-  for_each_value(t, [&](Index k, auto& v) {
-    using T = std::remove_reference_t<decltype(v)>;
-    v = static_cast<T>((v - mean[static_cast<std::size_t>(k)]) / std[static_cast<std::size_t>(k)]);
-  });
+  for_each_value(t, [&](Index k, auto& v) { v = applied(k, v); });
 }
 
 void Normalizer::invert(const Tensor& t) const {
@@ -309,15 +306,26 @@ void GridData::load(io::File f) {
   TESSERA_CHECK(!loaded_, "GridData: '" << path_ << "' is loaded already");
   if (keep_ == Keep::Stream) {
     file_ = std::make_unique<io::File>(std::move(f));
-    // Every value checked finite now, as the load into memory checks it: one scan of each.
-    for (const bool input : {true, false})
-      for_each_sample(input, all_samples(), stream_run_, [](std::size_t, const Tensor&) {});
   } else {
     inputs_ = read_samples(f, true, 0, n_);
     targets_ = read_samples(f, false, 0, n_);
   }
+  summarize();  // streamed, the one scan, which also checks every value finite
   (file_ ? *file_ : f).check_unchanged();  // what was read is one version of the file
   loaded_ = true;
+}
+
+void GridData::summarize() {
+  // Streamed, each run is normalized as read: the summaries are of the file's values.
+  TESSERA_CHECK(keep_ == Keep::Memory || (in_norm_.identity() && out_norm_.identity()),
+                "GridData: summaries of a stream already normalized");
+  in_summary_ = SampleSummaries(n_, cin_);
+  out_summary_ = SampleSummaries(n_, cout_);
+  for (const bool input : {true, false}) {
+    SampleSummaries& sm = input ? in_summary_ : out_summary_;
+    for_each_sample(input, all_samples(), stream_run_,
+                    [&](std::size_t j, const Tensor& t) { sm.add(static_cast<Index>(j), t); });
+  }
 }
 
 std::vector<Index> GridData::all_samples() const {
@@ -376,7 +384,8 @@ void GridData::require_loaded() const {
 double GridData::cache_bytes() const {
   const Index held = keep_ == Keep::Stream ? stream_run_ : n_;  // the cache, or a scan's run
   return static_cast<double>(held) * static_cast<double>(cin_ + cout_) *
-         static_cast<double>(block_.volume()) * static_cast<double>(size_of(dtype_));
+             static_cast<double>(block_.volume()) * static_cast<double>(size_of(dtype_)) +
+         SampleSummaries::bytes_for(n_, cin_ + cout_);
 }
 
 Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channels, Index s0,
@@ -413,14 +422,33 @@ Tensor GridData::read_fields(const io::File& f, const FieldSet& fs, Index channe
   return cache;
 }
 
+bool GridData::normalized_all(bool input, Index s, bool zero) const {
+  const SampleSummaries& sm = input ? in_summary_ : out_summary_;
+  const Normalizer& nz = input ? in_norm_ : out_norm_;
+  // Zero and finite are intervals, and the normalization is monotone (its roundings too):
+  // every value is in one iff the least and the greatest are.
+  const auto holds = [&](auto x, Index k, double v) {
+    const auto y = nz.applied(k, static_cast<decltype(x)>(v));
+    return zero ? y == 0 : std::isfinite(y);
+  };
+  for (Index k = 0; k < sm.channels(); ++k) {
+    const ValueSummary& m = sm.of(s, k);
+    if (m.count == 0) continue;  // no cell here
+    const bool ok = dtype_ == DType::f64 ? holds(0.0, k, m.lo) && holds(0.0, k, m.hi)
+                                         : holds(0.0f, k, m.lo) && holds(0.0f, k, m.hi);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 std::vector<Index> GridData::zero_targets(const std::vector<Index>& samples) const {
   require_loaded();
   std::vector<int> nonzero(samples.size(), 0);
-  for_each_sample(false, samples, stream_run_, [&](std::size_t j, const Tensor& t) {
-    const Index per = t.numel();  // this rank's cells of the sample, contiguous
-    for (Index s = 0; s < per && !nonzero[j]; ++s)
-      nonzero[j] = dtype_ == DType::f64 ? t.data<double>()[s] != 0.0 : t.data<float>()[s] != 0.0f;
-  });
+  for (std::size_t j = 0; j < samples.size(); ++j) {
+    TESSERA_CHECK(samples[j] >= 0 && samples[j] < n_,
+                  "sample " << samples[j] << " outside [0, " << n_ << ")");
+    nonzero[j] = !normalized_all(false, samples[j], true);
+  }
   // Zero everywhere on every rank (replicas over the data axis agree).
   TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, nonzero.data(), static_cast<int>(nonzero.size()), MPI_INT,
                             MPI_MAX, mesh_.comm()));
@@ -432,43 +460,18 @@ std::vector<Index> GridData::zero_targets(const std::vector<Index>& samples) con
 
 Normalizer GridData::statistics(bool input, const std::vector<Index>& samples) const {
   require_loaded();
-  const Index c = input ? cin_ : cout_;
-  const Index inner = block_.volume();
   const AxesComm group(mesh_, layout_.domain_axes);
-  std::vector<double> sum(static_cast<std::size_t>(c) + 1, 0.0);
-  // Sample by sample in the order listed, channel by channel, cell by cell: the same sums
-  // from the cache or streamed.
-  auto pass = [&](const std::vector<double>* mean) {
-    std::fill(sum.begin(), sum.end(), 0.0);
-    for_each_sample(input, samples, stream_run_, [&](std::size_t, const Tensor& t) {
-      const auto add = [&](const auto* p) {
-        for (Index k = 0; k < c; ++k)
-          for (Index s = 0; s < inner; ++s) {
-            const double v = static_cast<double>(p[k * inner + s]);
-            sum[static_cast<std::size_t>(k)] += mean
-                                                    ? (v - (*mean)[static_cast<std::size_t>(k)]) *
-                                                          (v - (*mean)[static_cast<std::size_t>(k)])
-                                                    : v;
-          }
-      };
-      if (dtype_ == DType::f64)
-        add(t.data<double>());
-      else
-        add(t.data<float>());
-    });
-    sum[static_cast<std::size_t>(c)] =
-        static_cast<double>(samples.size() * static_cast<std::size_t>(inner));
-    TESSERA_MPI(MPI_Allreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE,
-                              MPI_SUM, group.comm()));
-  };
+  return normalizer_from((input ? in_summary_ : out_summary_).over(samples, group.comm()));
+}
+
+Normalizer normalizer_from(const std::vector<ValueSummary>& channels) {
   Normalizer nz;
-  pass(nullptr);
-  const double count = sum[static_cast<std::size_t>(c)];
-  TESSERA_CHECK(count > 0, "normalization statistics over no cells");
-  for (Index k = 0; k < c; ++k) nz.mean.push_back(sum[static_cast<std::size_t>(k)] / count);
-  pass(&nz.mean);
-  for (Index k = 0; k < c; ++k) {
-    const double sd = std::sqrt(sum[static_cast<std::size_t>(k)] / count);
+  for (const ValueSummary& m : channels) {
+    TESSERA_CHECK(m.count > 0, "normalization statistics over no cells");
+    // One value throughout: exactly it, so the channel normalizes to exactly 0 (rounding
+    // noise over a tiny std would not be 0).
+    const double sd = m.lo == m.hi ? 0.0 : std::sqrt(m.m2 / m.count);
+    nz.mean.push_back(m.lo == m.hi ? m.lo : m.mean);
     nz.std.push_back(sd > 0 ? sd : 1.0);
   }
   return nz;
@@ -490,9 +493,8 @@ void GridData::check_normalized_finite() const {
   // float32): said now, naming the sample, not as a NaN loss or a layer's complaint later.
   for (const bool input : {true, false}) {
     Index bad = -1;
-    for_each_sample(input, all_samples(), stream_run_, [&](std::size_t j, const Tensor& t) {
-      if (bad < 0 && io::first_nonfinite(t) >= 0) bad = static_cast<Index>(j);
-    });
+    for (Index s = 0; s < n_ && bad < 0; ++s)
+      if (!normalized_all(input, s, false)) bad = s;
     std::ostringstream os;
     if (bad >= 0)
       os << "the " << (input ? "inputs" : "targets") << " of sample " << bad
@@ -522,6 +524,7 @@ void GridData::renormalize(const Normalizer& to_in, const Normalizer& to_out) {
     }
   }
   f.check_unchanged();
+  summarize();  // of the values now cached, should the file have changed since load()
   normalize(to_in, to_out);
 }
 

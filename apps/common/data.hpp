@@ -3,8 +3,10 @@
 // sample of the input and target fields (read once with collective hyperslab reads; ranks
 // that differ only in the data axis hold the same block); or streamed (Keep::Stream, for a
 // dataset larger than the ranks' memory): each batch reads its samples' blocks from the file
-// when drawn, and the checks and statistics that need every sample scan the file in pieces
-// of at most io::piece_bytes() per rank. Both give the same values bit for bit. Input fields
+// when drawn. Either way every sample is read once at load() - streamed, in one scan of the
+// file in pieces of at most io::piece_bytes() per rank - checked finite and summarized
+// (sample_summary.hpp): the statistics, the overflow and the zero-target checks read the
+// summaries, not the data. Both give the same values bit for bit. Input fields
 // are concatenated along channels, as are target fields. Batches are ShardTensors: the
 // batch dim split over the data axis, spatial dims over the domain axes.
 //
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "decomp/halo_geometry.hpp"
+#include "apps/common/sample_summary.hpp"
 #include "io/file.hpp"
 #include "runtime/tensor/shard_tensor.hpp"
 
@@ -51,6 +54,13 @@ struct Normalizer {
   // its channel) becomes 0: a target that is zero in the file stays zero, so a relative
   // error skips it rather than divide by rounding noise.
   void invert_snapping_zero(const Tensor& t) const;
+  // Channel k's value v normalized, as apply() computes it.
+  template <class T>
+  T applied(Index k, T v) const {
+    if (identity()) return v;
+    const auto c = static_cast<std::size_t>(k);
+    return static_cast<T>((static_cast<double>(v) - mean[c]) / std[c]);
+  }
 };
 
 class GridData {
@@ -67,8 +77,9 @@ class GridData {
            const FieldSet& targets, DType dtype, Load when = Load::Now, Keep keep = Keep::Memory);
   ~GridData();
   void load();  // collective; once
-  // The bytes load() keeps on this rank: every sample's block of inputs and targets; streamed,
-  // the most a scan holds at a time (a batch's blocks count as the batch's tensors).
+  // The bytes load() keeps on this rank: every sample's block of inputs and targets (streamed,
+  // the most a scan holds at a time: a batch's blocks count as the batch's tensors), and
+  // every sample's summaries.
   double cache_bytes() const;
   bool streamed() const { return keep_ == Keep::Stream; }
   // The normalization in use (identity until normalize()).
@@ -83,14 +94,16 @@ class GridData {
   const GridLayout& layout() const { return layout_; }
   bool points() const { return points_; }  // a point cloud, as a grid of one dim
 
-  // Per-channel mean and std over the listed samples (all cells): collective, two passes
-  // in float64 (the mean, then squared deviations about it).
+  // Per-channel mean and std over the listed samples (all cells), from the samples'
+  // summaries: collective, no reading. A channel of one value throughout has that mean and
+  // std 1 (it normalizes to exactly 0).
   Normalizer statistics(bool input, const std::vector<Index>& samples) const;
-  // The listed samples whose cached target (as the loss sees it: normalized) is zero in every
-  // cell and channel, in the order listed: collective.
+  // The listed samples whose target (as the loss sees it: normalized) is zero in every cell
+  // and channel, in the order listed: collective, from the summaries.
   std::vector<Index> zero_targets(const std::vector<Index>& samples) const;
   // Normalizes the fields: the cache in place, or each batch as streamed. Collective; throws
-  // naming the sample when a value leaves the element type once normalized.
+  // naming the sample when a value leaves the element type once normalized (known from the
+  // summaries).
   void normalize(const Normalizer& in, const Normalizer& out);
   // Another normalization in place of normalize()'s: the file's values normalized by it
   // (the cache read again in runs: the same values as a first normalize() by it, and as
@@ -109,6 +122,9 @@ class GridData {
 
  private:
   void load(io::File f);  // from the file as opened (kept open when streamed)
+  // Every sample's summaries, from the cache or a scan of the file: while neither is
+  // normalized (at load(), or the cache just read again).
+  void summarize();
   void require_loaded() const;
   std::vector<Index> all_samples() const;  // 0 .. n-1
   // The part [mine.lo[0], mine.hi[0]) of a batch's sample list that this rank holds, each
@@ -130,6 +146,8 @@ class GridData {
   Tensor gather(bool input, const std::vector<Index>& samples, const Box& mine) const;
   // The normalized values overflow nowhere: collective, throws naming the first sample.
   void check_normalized_finite() const;
+  // Whether every value of sample s normalized is zero (zero) or finite (!zero), on this rank.
+  bool normalized_all(bool input, Index s, bool zero) const;
 
   Mesh mesh_;
   std::string path_;
@@ -149,6 +167,8 @@ class GridData {
   std::unique_ptr<io::File> file_;
   Normalizer in_norm_, out_norm_;
   Index stream_run_ = 1;
+  // Of the values as read from the file (at load(), or again by renormalize()), not normalized.
+  SampleSummaries in_summary_, out_summary_;
 };
 
 // Point quantities of samples [s0, s1), points [b, e): (s1 - s0, channels, e - b) in dtype,
@@ -157,6 +177,11 @@ class GridData {
 // the sample and the point (other variables of /points/features are not looked at).
 Tensor read_point_quantities(const io::File& f, const FieldSet& fs, Index s0, Index s1, Index b,
                              Index e, DType dtype, bool check_finite = true);
+
+// Per channel, the mean and std of merged summaries (SampleSummaries::over); a channel of one
+// value throughout gets that value and std 1 (it normalizes to exactly 0; past 2^29 cells a
+// float64 sum of its copies rounds). Throws for a channel of no cells.
+Normalizer normalizer_from(const std::vector<ValueSummary>& channels);
 
 // Reads the channel counts of fields and checks they are schema grid fields, or point
 // quantities of a point-cloud file (collective).

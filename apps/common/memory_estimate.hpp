@@ -35,7 +35,8 @@ double kept_activation_bytes(const std::vector<NodeCost>& nodes);
 
 // Upper estimate, in bytes per rank, for a training step of the bound graph `g` on batches
 // of `batch_input` and `batch_target` (the global batch's specs on the mesh), each op's
-// figure the busiest rank's (runtime/nn/op_cost.hpp); `data_bytes`: the cached dataset block.
+// figure the busiest rank's (runtime/nn/op_cost.hpp); `data_bytes`: the cached dataset block
+// and the samples' summaries (GridData::cache_bytes).
 // A parameter still awaiting its layout (an unbound graph: the dry run) counts 1/`layout_ranks`
 // of its value, the even share of the ranks its blocks will spread over.
 MemoryEstimate estimate_training_memory(const Graph& g, const ShardSpec& batch_input,

@@ -3,6 +3,7 @@
 // on rank 0, metrics to CSV, checkpoints at an interval and at the end, --resume from the
 // latest checkpoint in train.checkpoint_dir (at any rank count and mesh shape).
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "io/output_file.hpp"
 #include "runtime/tensor/context.hpp"
 #include "runtime/comm/collective_error.hpp"
+#include "runtime/comm/fault_inject.hpp"
 #include "runtime/comm/mpi_error.hpp"
 #include "kernels/device/memory.hpp"
 
@@ -85,20 +87,26 @@ int dry_run_main(Context& ctx, const TrainConfig& cfg, const CliArgs& cli) {
 }
 
 int run(Context& ctx, int argc, char** argv) {
+  const ReleaseHeldStopSignals release;  // on every path that ends before they are caught
   const CliArgs cli = parse_cli(argc, argv);
   if (cli.help) {
     if (ctx.rank() == 0) std::cout << usage("tessera-train");
     return 0;
   }
+  // Tests: a warning signal to one rank before its config is read (held since main began).
+  if (fault_point("start.usr1")) std::raise(SIGUSR1);
+  if (fault_point("start.usr2")) std::raise(SIGUSR2);
   const TrainConfig cfg = load_config(ctx.world(), cli);
   const std::string resolved = to_toml(cfg);
+  if (cli.print_config || !cli.dry_run.empty()) release_stop_signals();  // nothing to stop
   if (cli.print_config) {
     if (ctx.rank() == 0) std::cout << resolved;
     return 0;
   }
   if (!cli.dry_run.empty()) return dry_run_main(ctx, cfg, cli);
   check_complete(cfg);
-  // Before the data load (minutes for a large file): a warning signal from then on is kept.
+  // Before the data load (minutes for a large file): the warning signal, held since main
+  // began, is kept; the other held one gets its default action back.
   const int stop_sig = stop_signal_number(cfg.train.stop_signal);
   catch_stop_signal(stop_sig);
   const Mesh mesh = make_mesh(ctx.world(), cfg);
@@ -425,5 +433,6 @@ int run(Context& ctx, int argc, char** argv) {
 // and leaves with it; an error on some ranks only ends the job within a bounded time
 // (run_reporting_errors), one message either way.
 int main(int argc, char** argv) {
+  hold_stop_signals();  // a stop signal that comes before the config names it is kept
   return run_reporting_errors("tessera-train", argc, argv, run);
 }

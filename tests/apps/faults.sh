@@ -681,6 +681,25 @@ PY
     TESSERA_FAULT_INJECT=step.stop_signal:1:1 run 3 tessera-train cfg.toml "${long[@]}" \
       --train.stop_signal=none --train.checkpoint_dir=ckE --train.metrics_csv=
     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "$out"; fail "exit $rc with train.stop_signal = none"; }
+    # A warning that comes before the config is read (MPI starting, the file parsed) is held
+    # and kept: the run stops after its first step, saved.
+    TESSERA_FAULT_INJECT=start.usr1:1 run 3 tessera-train cfg.toml "${long[@]}" \
+      --train.checkpoint_dir=ckF --train.metrics_csv=
+    [ "$rc" -eq 0 ] || { echo "$out"; fail "exit $rc after an early SIGUSR1"; }
+    echo "$out" | grep -q "^tessera-train: stopped by SIGUSR1 (train.stop_signal) at step 1 of 8: checkpoint ckF/ckpt_00000001.h5 written" ||
+      { echo "$out"; fail "an early SIGUSR1 did not stop the run after step 1"; }
+    TESSERA_FAULT_INJECT=start.usr2:2 run 3 tessera-train cfg.toml "${long[@]}" \
+      --train.stop_signal=USR2 --train.checkpoint_dir=ckG --train.metrics_csv=
+    [ "$rc" -eq 0 ] || { echo "$out"; fail "exit $rc after an early SIGUSR2 with train.stop_signal = USR2"; }
+    echo "$out" | grep -q "stopped by SIGUSR2 (train.stop_signal) at step 1 of 8" ||
+      { echo "$out"; fail "an early SIGUSR2 did not stop a USR2 run after step 1"; }
+    # The signal the config does not name takes its default action, as if never held.
+    TESSERA_FAULT_INJECT=start.usr2:1 run 3 tessera-train cfg.toml "${long[@]}" \
+      --train.checkpoint_dir=ckH --train.metrics_csv=
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "$out"; fail "exit $rc after an early SIGUSR2 (stop signal USR1)"; }
+    echo "$out" | grep -q "exited on signal 12 (User defined signal 2)" ||
+      { echo "$out"; fail "rank 1 did not end by the early SIGUSR2's default action"; }
+    ls ckH/ckpt_* >/dev/null 2>&1 && fail "a checkpoint after an early SIGUSR2 (stop signal USR1)"
     ;;
   validation_nonfinite)  # finite weights, but held-out samples (4, 5) the model overflows on
     data

@@ -22,6 +22,7 @@
 #include "apps/common/trainer.hpp"
 #include "io/file.hpp"
 #include "io/schema.hpp"
+#include "io/sharded.hpp"
 #include "io/transfer.hpp"
 #include "tests/harness/mpi_test.hpp"
 #include "tests/support/expect_error.hpp"
@@ -199,6 +200,125 @@ TEST_CASE("training: data streamed from the file gives the in-memory run bit for
     MPI_CHECK(streamed.validate().loss == memory.validate().loss);
   }
   unsetenv("TESSERA_IO_PIECE_BYTES");
+}
+
+// Mean and population std of samples [0, n_train) of a field, two passes in long double over
+// the whole file: the reference for the statistics merged from per-sample summaries.
+static std::pair<double, double> field_moments(const std::string& path, const std::string& field,
+                                               Index n_train) {
+  const io::File f = io::File::open(path, MPI_COMM_SELF);
+  const std::string dset = "/fields/" + field;
+  std::vector<Index> hi = f.info(dset).shape;
+  hi[0] = n_train;
+  const Tensor t = io::read_slab(f, dset, Box(std::vector<Index>(hi.size(), 0), hi), DType::f32);
+  long double sum = 0, sq = 0;
+  for (Index i = 0; i < t.numel(); ++i) sum += t.data<float>()[i];
+  const long double mean = sum / t.numel();
+  for (Index i = 0; i < t.numel(); ++i)
+    sq += (t.data<float>()[i] - mean) * (t.data<float>()[i] - mean);
+  return {static_cast<double>(mean), static_cast<double>(std::sqrt(sq / t.numel()))};
+}
+
+TEST_CASE("training: the normalization from sample summaries equals a two-pass reference",
+          "[train]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir("train-stats");
+  const std::string data = make_dataset(dir);
+  // The fixture's split: the first 9 of 12 samples train.
+  const auto [am, as] = field_moments(data, "a", 9);
+  const auto [um, us] = field_moments(data, "u", 9);
+  const int n = test::world_size();
+  std::vector<std::string> meshes = {"domain=" + std::to_string(n)};
+  if (n == 2) meshes.push_back("data=2");
+  if (n == 4) meshes.push_back("domain=2,data=2");
+  if (n == 4) meshes.push_back("x=2,y=2");
+  for (const char* budget : {"12288", ""}) {
+    if (*budget)
+      setenv("TESSERA_IO_PIECE_BYTES", budget, 1);
+    else
+      unsetenv("TESSERA_IO_PIECE_BYTES");
+    for (const std::string& m : meshes) {
+      const Mesh mesh = Mesh::parse(MPI_COMM_WORLD, m);
+      Trainer memory(mesh, config(data, dir + "/ck"));
+      Trainer streamed(mesh, config(data, dir + "/ck", {"data.stream=true"}));
+      // float32 values: the statistics of the same file, to the bit.
+      Trainer f32(mesh, config(data, dir + "/ck", {"data.stream=true", "model.dtype=float32"}));
+      for (const Trainer* t : {&memory, &streamed, &f32}) {
+        INFO("mesh " << m << ", budget '" << budget << "', streamed " << t->data().streamed()
+                     << ": a " << t->input_norm().mean[0] << " / " << t->input_norm().std[0]
+                     << " vs " << am << " / " << as << ", u " << t->target_norm().mean[0] << " / "
+                     << t->target_norm().std[0] << " vs " << um << " / " << us);
+        MPI_CHECK(std::abs(t->input_norm().mean[0] - am) < 1e-14 * std::abs(am));
+        MPI_CHECK(std::abs(t->input_norm().std[0] - as) < 1e-14 * as);
+        MPI_CHECK(std::abs(t->target_norm().mean[0] - um) < 1e-14 * std::abs(um));
+        MPI_CHECK(std::abs(t->target_norm().std[0] - us) < 1e-14 * us);
+      }
+      // The same bits from the cache and streamed.
+      MPI_CHECK(streamed.input_norm().mean == memory.input_norm().mean);
+      MPI_CHECK(streamed.input_norm().std == memory.input_norm().std);
+      MPI_CHECK(streamed.target_norm().mean == memory.target_norm().mean);
+      MPI_CHECK(streamed.target_norm().std == memory.target_norm().std);
+      MPI_CHECK(f32.input_norm().mean == memory.input_norm().mean);
+      MPI_CHECK(f32.target_norm().std == memory.target_norm().std);
+    }
+  }
+  unsetenv("TESSERA_IO_PIECE_BYTES");
+  // A field of one value has that mean and std 1: it normalizes to exactly 0, and the run
+  // trains. (Here its sums are exact anyway; past 2^29 cells a float64 sum of its copies
+  // rounds, and the equal least and greatest value still give the value itself.)
+  {
+    const std::string path = dir + "/const.h5";
+    if (test::world_rank() == 0)
+      std::filesystem::copy_file(data, path, std::filesystem::copy_options::overwrite_existing);
+    MPI_Barrier(MPI_COMM_WORLD);
+    {
+      io::File f = io::File::open(path, MPI_COMM_WORLD, io::Mode::ReadWrite);
+      const std::vector<Index> shape = {12, 1, 16, 16};
+      Tensor c = Tensor::empty(shape, DType::f32);
+      for (Index i = 0; i < c.numel(); ++i) c.data<float>()[i] = 0.1f;
+      const std::vector<Index> zero(4, 0);
+      const Box mine = test::world_rank() == 0 ? Box::from_shape(shape) : Box(zero, zero);
+      io::write_box(f, "/fields/a", mine, c, mine);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (const char* stream : {"data.stream=false", "data.stream=true"}) {
+      Trainer t(Mesh::line(MPI_COMM_WORLD), config(path, dir + "/ck-const", {stream}));
+      INFO(stream << ": mean " << t.input_norm().mean[0] << ", std " << t.input_norm().std[0]);
+      MPI_CHECK(t.input_norm().mean[0] == static_cast<double>(0.1f));
+      MPI_CHECK(t.input_norm().std[0] == 1.0);
+      const auto [x, y] = t.data().batch({0, 5, 11}, MemSpace::Host);
+      const Tensor xs = x.gather_all();
+      double most = 0;
+      for (Index i = 0; i < xs.numel(); ++i) most = std::max(most, std::abs(xs.data<double>()[i]));
+      MPI_CHECK(most == 0.0);
+      MPI_CHECK(std::isfinite(losses(t, 2).back()));
+    }
+  }
+}
+
+TEST_CASE("training: a channel of one value normalizes to exactly zero", "[train]") {
+  // 10^9 cells of 0.1f: a float64 sum of the copies would round off 0.1f * 10^9, and its
+  // mean off 0.1f; the equal least and greatest value give the value itself.
+  const double v = static_cast<double>(0.1f);
+  ValueSummary one{1e9, v * (1 + 1e-15), 1e-20, v, v}, spread{8, 2.0, 32.0, -1.0, 5.0};
+  const Normalizer nz = normalizer_from({one, spread});
+  MPI_CHECK(nz.mean[0] == v);
+  MPI_CHECK(nz.std[0] == 1.0);
+  MPI_CHECK(nz.applied(0, 0.1f) == 0.0f);
+  MPI_CHECK(nz.mean[1] == 2.0);
+  MPI_CHECK(nz.std[1] == 2.0);  // sqrt(32 / 8)
+  MPI_CHECK_ERROR(normalizer_from({ValueSummary{}}), "normalization statistics over no cells");
+  // Merged: the union's moments, whatever the split.
+  ValueSummary a{2, 1.0, 2.0, 0.0, 2.0}, b{1, 4.0, 0.0, 4.0, 4.0};  // {0, 2} and {4}
+  a.merge(b);
+  MPI_CHECK(a.count == 3);
+  MPI_CHECK(std::abs(a.mean - 2.0) < 1e-15);
+  MPI_CHECK(std::abs(a.m2 - 8.0) < 1e-14);  // (0-2)^2 + 0 + (4-2)^2
+  MPI_CHECK(a.lo == 0.0 && a.hi == 4.0);
+  ValueSummary empty;
+  empty.merge(ValueSummary{});
+  empty.merge(b);
+  MPI_CHECK(empty.count == 1 && empty.mean == 4.0 && empty.lo == 4.0);
 }
 
 TEST_CASE("training: a streamed file cut short under the run is said to have changed", "[train]") {
