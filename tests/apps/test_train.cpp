@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "apps/common/trainer.hpp"
@@ -146,39 +147,47 @@ TEST_CASE("training: recompute gives the loss curve without it, bit for bit", "[
   }
 }
 
-TEST_CASE("training: data streamed from the file gives the in-memory run bit for bit", "[train]") {
-  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
-  const std::string dir = test_dir();
-  const std::string data = make_dataset(dir);
+// f(mesh, budget) for the meshes of the streamed-data tests at this rank count (with a 2-D
+// domain mesh at 4 ranks if asked) and two scan budgets: TESSERA_IO_PIECE_BYTES = 12288 (a
+// sample's blocks are 2 x 256 cells, float64 and the raw float32, 6144 bytes at one rank:
+// runs of 2 samples at one rank, 4 to 8 on more, so runs, their ends and single samples all
+// occur) and the default (one run of every sample).
+static void for_each_mesh_and_budget(
+    bool domain_2d, const std::function<void(const std::string&, const char*)>& f) {
   const int n = test::world_size();
   std::vector<std::string> meshes = {"domain=" + std::to_string(n)};
   if (n == 2) meshes.push_back("data=2");
   if (n == 4) meshes.push_back("domain=2,data=2");
-  // Scans in runs of 2 samples at one rank (a sample's blocks: 2 x 256 cells, float64 and
-  // the raw float32, 6144 bytes), 4 at 2 ranks: runs, their ends and single samples all
-  // occur; and with the default budget (one run of every sample).
+  if (n == 4 && domain_2d) meshes.push_back("x=2,y=2");
   for (const char* budget : {"12288", ""}) {
     if (*budget)
       setenv("TESSERA_IO_PIECE_BYTES", budget, 1);
     else
       unsetenv("TESSERA_IO_PIECE_BYTES");
-    for (const std::string& m : meshes) {
-      const Mesh mesh = Mesh::parse(MPI_COMM_WORLD, m);
-      Trainer memory(mesh, config(data, dir + "/ck-stream"));
-      Trainer streamed(mesh, config(data, dir + "/ck-stream", {"data.stream=true"}));
-      MPI_CHECK(streamed.data().streamed());
-      MPI_CHECK(!memory.data().streamed());
-      const std::vector<double> want = losses(memory, 8), got = losses(streamed, 8);
-      INFO("mesh " << m << ", piece budget '" << budget << "': max rel diff "
-                   << max_rel(got, want));
-      MPI_CHECK(got == want);
-      const EvalResult vw = memory.validate(), vg = streamed.validate();
-      MPI_CHECK(vg.loss == vw.loss);
-      MPI_CHECK(vg.rel_l2 == vw.rel_l2);
-      // Held: a scan's run, not all 12 samples (the default budget's run holds all 12).
-      if (*budget) MPI_CHECK(streamed.data().cache_bytes() < memory.data().cache_bytes());
-    }
+    for (const std::string& m : meshes) f(m, budget);
   }
+  unsetenv("TESSERA_IO_PIECE_BYTES");
+}
+
+TEST_CASE("training: data streamed from the file gives the in-memory run bit for bit", "[train]") {
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  const std::string dir = test_dir();
+  const std::string data = make_dataset(dir);
+  for_each_mesh_and_budget(false, [&](const std::string& m, const char* budget) {
+    const Mesh mesh = Mesh::parse(MPI_COMM_WORLD, m);
+    Trainer memory(mesh, config(data, dir + "/ck-stream"));
+    Trainer streamed(mesh, config(data, dir + "/ck-stream", {"data.stream=true"}));
+    MPI_CHECK(streamed.data().streamed());
+    MPI_CHECK(!memory.data().streamed());
+    const std::vector<double> want = losses(memory, 8), got = losses(streamed, 8);
+    INFO("mesh " << m << ", piece budget '" << budget << "': max rel diff " << max_rel(got, want));
+    MPI_CHECK(got == want);
+    const EvalResult vw = memory.validate(), vg = streamed.validate();
+    MPI_CHECK(vg.loss == vw.loss);
+    MPI_CHECK(vg.rel_l2 == vw.rel_l2);
+    // Held: a scan's run, not all 12 samples (the default budget's run holds all 12).
+    if (*budget) MPI_CHECK(streamed.data().cache_bytes() < memory.data().cache_bytes());
+  });
   // Resumed onto a file of other statistics (the same shapes, other values), the
   // checkpoint's normalization is taken over from the file's values in both: the cache is
   // read again, not un-normalized and normalized again (which rounds twice).
@@ -227,42 +236,30 @@ TEST_CASE("training: the normalization from sample summaries equals a two-pass r
   // The fixture's split: the first 9 of 12 samples train.
   const auto [am, as] = field_moments(data, "a", 9);
   const auto [um, us] = field_moments(data, "u", 9);
-  const int n = test::world_size();
-  std::vector<std::string> meshes = {"domain=" + std::to_string(n)};
-  if (n == 2) meshes.push_back("data=2");
-  if (n == 4) meshes.push_back("domain=2,data=2");
-  if (n == 4) meshes.push_back("x=2,y=2");
-  for (const char* budget : {"12288", ""}) {
-    if (*budget)
-      setenv("TESSERA_IO_PIECE_BYTES", budget, 1);
-    else
-      unsetenv("TESSERA_IO_PIECE_BYTES");
-    for (const std::string& m : meshes) {
-      const Mesh mesh = Mesh::parse(MPI_COMM_WORLD, m);
-      Trainer memory(mesh, config(data, dir + "/ck"));
-      Trainer streamed(mesh, config(data, dir + "/ck", {"data.stream=true"}));
-      // float32 values: the statistics of the same file, to the bit.
-      Trainer f32(mesh, config(data, dir + "/ck", {"data.stream=true", "model.dtype=float32"}));
-      for (const Trainer* t : {&memory, &streamed, &f32}) {
-        INFO("mesh " << m << ", budget '" << budget << "', streamed " << t->data().streamed()
-                     << ": a " << t->input_norm().mean[0] << " / " << t->input_norm().std[0]
-                     << " vs " << am << " / " << as << ", u " << t->target_norm().mean[0] << " / "
-                     << t->target_norm().std[0] << " vs " << um << " / " << us);
-        MPI_CHECK(std::abs(t->input_norm().mean[0] - am) < 1e-14 * std::abs(am));
-        MPI_CHECK(std::abs(t->input_norm().std[0] - as) < 1e-14 * as);
-        MPI_CHECK(std::abs(t->target_norm().mean[0] - um) < 1e-14 * std::abs(um));
-        MPI_CHECK(std::abs(t->target_norm().std[0] - us) < 1e-14 * us);
-      }
-      // The same bits from the cache and streamed.
-      MPI_CHECK(streamed.input_norm().mean == memory.input_norm().mean);
-      MPI_CHECK(streamed.input_norm().std == memory.input_norm().std);
-      MPI_CHECK(streamed.target_norm().mean == memory.target_norm().mean);
-      MPI_CHECK(streamed.target_norm().std == memory.target_norm().std);
-      MPI_CHECK(f32.input_norm().mean == memory.input_norm().mean);
-      MPI_CHECK(f32.target_norm().std == memory.target_norm().std);
+  for_each_mesh_and_budget(true, [&](const std::string& m, const char* budget) {
+    const Mesh mesh = Mesh::parse(MPI_COMM_WORLD, m);
+    Trainer memory(mesh, config(data, dir + "/ck"));
+    Trainer streamed(mesh, config(data, dir + "/ck", {"data.stream=true"}));
+    // float32 values: the statistics of the same file, to the bit.
+    Trainer f32(mesh, config(data, dir + "/ck", {"data.stream=true", "model.dtype=float32"}));
+    for (const Trainer* t : {&memory, &streamed, &f32}) {
+      INFO("mesh " << m << ", budget '" << budget << "', streamed " << t->data().streamed()
+                   << ": a " << t->input_norm().mean[0] << " / " << t->input_norm().std[0] << " vs "
+                   << am << " / " << as << ", u " << t->target_norm().mean[0] << " / "
+                   << t->target_norm().std[0] << " vs " << um << " / " << us);
+      MPI_CHECK(std::abs(t->input_norm().mean[0] - am) < 1e-14 * std::abs(am));
+      MPI_CHECK(std::abs(t->input_norm().std[0] - as) < 1e-14 * as);
+      MPI_CHECK(std::abs(t->target_norm().mean[0] - um) < 1e-14 * std::abs(um));
+      MPI_CHECK(std::abs(t->target_norm().std[0] - us) < 1e-14 * us);
     }
-  }
-  unsetenv("TESSERA_IO_PIECE_BYTES");
+    // The same bits from the cache and streamed.
+    MPI_CHECK(streamed.input_norm().mean == memory.input_norm().mean);
+    MPI_CHECK(streamed.input_norm().std == memory.input_norm().std);
+    MPI_CHECK(streamed.target_norm().mean == memory.target_norm().mean);
+    MPI_CHECK(streamed.target_norm().std == memory.target_norm().std);
+    MPI_CHECK(f32.input_norm().mean == memory.input_norm().mean);
+    MPI_CHECK(f32.target_norm().std == memory.target_norm().std);
+  });
   // A field of one value has that mean and std 1: it normalizes to exactly 0, and the run
   // trains. (Here its sums are exact anyway; past 2^29 cells a float64 sum of its copies
   // rounds, and the equal least and greatest value still give the value itself.)
