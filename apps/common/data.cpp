@@ -471,7 +471,7 @@ Normalizer normalizer_from(const std::vector<ValueSummary>& channels) {
     // One value throughout: exactly it, so the channel normalizes to exactly 0 (rounding
     // noise over a tiny std would not be 0).
     const double sd = m.lo == m.hi ? 0.0 : std::sqrt(m.m2 / m.count);
-    nz.mean.push_back(m.lo == m.hi ? m.lo : m.mean);
+    nz.mean.push_back(m.lo == m.hi ? m.lo : m.mean + m.mean_lo);
     nz.std.push_back(sd > 0 ? sd : 1.0);
   }
   return nz;

@@ -1,12 +1,30 @@
 #include "apps/common/sample_summary.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "decomp/error.hpp"
 #include "runtime/comm/mpi_error.hpp"
 
 namespace tessera::app {
+namespace {
+
+// a + b = s + e exactly (Knuth's TwoSum).
+void two_sum(double a, double b, double& s, double& e) {
+  s = a + b;
+  const double bb = s - a;
+  e = (a - (s - bb)) + (b - bb);
+}
+
+// (hi, lo) with hi = fl(hi + lo): a double-double put back in its normal form.
+void normalize(double& hi, double& lo) {
+  const double s = hi + lo;
+  lo = lo - (s - hi);
+  hi = s;
+}
+
+}  // namespace
 
 void ValueSummary::merge(const ValueSummary& o) {
   if (o.count == 0) return;
@@ -14,9 +32,15 @@ void ValueSummary::merge(const ValueSummary& o) {
     *this = o;
     return;
   }
-  // Chan, Golub and LeVeque's update for the union of two sets.
-  const double n = count + o.count, delta = o.mean - mean;
-  mean += delta * (o.count / n);
+  // Chan, Golub and LeVeque's update for the union of two sets, on double-double means: the
+  // difference of two close means is exact in its high parts (Sterbenz), the low parts add
+  // what rounding took.
+  const double n = count + o.count, delta = (o.mean - mean) + (o.mean_lo - mean_lo);
+  double s = 0, e = 0;
+  two_sum(mean, delta * (o.count / n), s, e);
+  mean = s;
+  mean_lo += e;
+  normalize(mean, mean_lo);
   m2 += o.m2 + delta * delta * (count * o.count / n);
   count = n;
   lo = std::min(lo, o.lo);
@@ -44,20 +68,30 @@ void SampleSummaries::add(Index s, const Tensor& block) {
       ValueSummary m;
       m.count = static_cast<double>(cells);
       if (cells > 0) {
-        // Two passes over the sample in memory: its mean, then the squared deviations.
-        double sum = 0;
+        // Two passes over the sample in memory: its mean (the sum and the mean as
+        // double-doubles), then the squared deviations.
+        double sum = 0, sum_lo = 0;
         m.lo = std::numeric_limits<double>::infinity(), m.hi = -m.lo;
         for (Index c = 0; c < cells; ++c) {
           const double x = static_cast<double>(v[c]);
-          sum += x;
+          double e = 0;
+          two_sum(sum, x, sum, e);
+          sum_lo += e;
           m.lo = std::min(m.lo, x);
           m.hi = std::max(m.hi, x);
         }
-        m.mean = sum / static_cast<double>(cells);
+        normalize(sum, sum_lo);
+        const double n = static_cast<double>(cells);
+        m.mean = sum / n;
+        // sum - n mean is exact for a correctly rounded quotient (one fma, no rounding).
+        m.mean_lo = (std::fma(-n, m.mean, sum) + sum_lo) / n;
         for (Index c = 0; c < cells; ++c) {
           const double d = static_cast<double>(v[c]) - m.mean;
           m.m2 += d * d;
         }
+        // About the double-double mean: sum (x - mean - mean_lo)^2 = sum (x - mean)^2 - n
+        // mean_lo^2.
+        m.m2 = std::max(0.0, m.m2 - n * m.mean_lo * m.mean_lo);
       }
       summaries_[static_cast<std::size_t>(s * channels_ + k)] = m;
     }
@@ -76,10 +110,10 @@ std::vector<ValueSummary> SampleSummaries::over(const std::vector<Index>& sample
                   "statistics: sample " << s << " outside [0, " << samples_ << ")");
     for (Index k = 0; k < channels_; ++k) mine[static_cast<std::size_t>(k)].merge(of(s, k));
   }
-  static_assert(sizeof(ValueSummary) == 5 * sizeof(double), "a summary travels as five doubles");
+  static_assert(sizeof(ValueSummary) == 6 * sizeof(double), "a summary travels as six doubles");
   int ranks = 1;
   TESSERA_MPI(MPI_Comm_size(comm, &ranks));
-  const int per = static_cast<int>(5 * mine.size());
+  const int per = static_cast<int>(6 * mine.size());
   std::vector<ValueSummary> all(mine.size() * static_cast<std::size_t>(ranks));
   TESSERA_MPI(MPI_Allgather(mine.data(), per, MPI_DOUBLE, all.data(), per, MPI_DOUBLE, comm));
   std::vector<ValueSummary> merged(mine.size());

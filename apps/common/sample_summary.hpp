@@ -2,12 +2,15 @@
 // What the training start-up needs of every sample, taken once as the sample is read: per
 // sample and channel of this rank's block, the count, mean and sum of squared deviations
 // about the mean (merged - in the order samples are listed, then in rank order - they give
-// the normalization statistics by Chan's pairwise update, as stable as two passes over all
-// the data), and the least and greatest value. A normalization x' = (x - mean) / std is
-// monotone in x, as are its roundings, so the least and greatest value normalized bound
-// every value normalized: whether one leaves the element type, whether all are zero, is
-// known without reading the sample again. A streamed dataset is so read once at the start
-// instead of once per check.
+// the normalization statistics by Chan's pairwise update), and the least and greatest value.
+// The update takes differences of means, so each mean is kept to twice double's precision
+// (a double-double): a mean far larger than the spread (3e7 + a few units) would otherwise
+// pass its rounding (1e-16 of 3e7) into the merged squared deviations, 1e-11 of the std;
+// kept so, the std is as close as two passes over all the data get (1e-16). A normalization x' = (x
+// - mean) / std is monotone in x, as are its roundings, so the least and greatest value normalized
+// bound every value normalized: whether one leaves the element type, whether all are zero, is known
+// without reading the sample again. A streamed dataset is so read once at the start instead of once
+// per check.
 #include <mpi.h>
 
 #include <vector>
@@ -17,10 +20,11 @@
 
 namespace tessera::app {
 
-// Of a set of values: how many, their mean, the sum of squared deviations about it, the
-// least and the greatest (0 values: count 0, the rest meaningless).
+// Of a set of values: how many, their mean (mean + mean_lo, a double-double), the sum of
+// squared deviations about it, the least and the greatest (0 values: count 0, the rest
+// meaningless).
 struct ValueSummary {
-  double count = 0, mean = 0, m2 = 0, lo = 0, hi = 0;
+  double count = 0, mean = 0, m2 = 0, lo = 0, hi = 0, mean_lo = 0;
   void merge(const ValueSummary& o);  // the summary of the union
 };
 

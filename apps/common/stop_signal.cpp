@@ -44,13 +44,14 @@ bool is(const struct sigaction& a, void (*handler)(int)) {
 // A held signal gets its action from before the hold back, unless something (MPI's start-up)
 // has set another since; received meanwhile, and that action the default, it is taken now,
 // as it would have been when it came.
-void let_go(Held& h) {
+void let_go(Held& h, bool take_received = true) {
   if (!h.held) return;
   h.held = false;
   struct sigaction now {};
   if (sigaction(h.sig, nullptr, &now) != 0 || !is(now, mark_received)) return;
   sigaction(h.sig, &h.before, nullptr);
-  if ((g_received.load(std::memory_order_relaxed) & (1u << h.sig)) && is(h.before, SIG_DFL))
+  if (take_received && (g_received.load(std::memory_order_relaxed) & (1u << h.sig)) &&
+      is(h.before, SIG_DFL))
     std::raise(h.sig);
 }
 
@@ -90,10 +91,10 @@ void catch_stop_signal(int sig) {
   }
 }
 
-void release_stop_signals() {
+void release_stop_signals(bool take_received) {
   if (g_settled) return;
   g_settled = true;
-  for (Held& h : g_held) let_go(h);
+  for (Held& h : g_held) let_go(h, take_received);
 }
 
 bool stop_asked(MPI_Comm comm) {

@@ -5,6 +5,7 @@
 // losing the steps since the last checkpoint to the SIGTERM and SIGKILL that follow.
 #include <mpi.h>
 
+#include <exception>
 #include <string>
 
 namespace tessera::app {
@@ -23,15 +24,18 @@ void hold_stop_signals() noexcept;
 // came); `sig` received while held counts as asked.
 void catch_stop_signal(int sig);
 // For the paths that end before catch_stop_signal() (help, a printed config, a dry run, an
-// error): the held signals get their actions back as catch_stop_signal(0) would give them.
+// error): the held signals get their actions back as catch_stop_signal(0) would give them,
+// one received meanwhile taken only if `take_received` (not while an error is on its way to
+// being reported: the signal's default action would end the process before its message).
 // Once either has run, nothing.
-void release_stop_signals();
-// Calls release_stop_signals() as it goes out of scope.
+void release_stop_signals(bool take_received = true);
+// Calls release_stop_signals() as it goes out of scope, taking no received signal while an
+// exception is in flight.
 struct ReleaseHeldStopSignals {
   ReleaseHeldStopSignals() = default;
   ReleaseHeldStopSignals(const ReleaseHeldStopSignals&) = delete;
   ReleaseHeldStopSignals& operator=(const ReleaseHeldStopSignals&) = delete;
-  ~ReleaseHeldStopSignals() { release_stop_signals(); }
+  ~ReleaseHeldStopSignals() { release_stop_signals(std::uncaught_exceptions() == 0); }
 };
 
 // Collective over comm, once per step: whether any rank has received the stop signal (the

@@ -482,16 +482,7 @@ Trainer::Trainer(const Mesh& mesh, const TrainConfig& cfg, std::string config_te
     data_->normalize(in, out);
   }
   // A zero target has no relative error: found now, not at the step that draws it.
-  if (loss_kind(cfg.train) == LossKind::RelativeL2) {
-    const std::vector<Index> zero = data_->zero_targets(train_);
-    TESSERA_CHECK(zero.empty(),
-                  "train.loss = \"rel_l2\": the target of sample "
-                      << (zero.empty() ? 0 : zero[0]) << " of " << cfg.data.path
-                      << " is zero everywhere" << (cfg.data.normalize ? " after normalization" : "")
-                      << " (" << zero.size()
-                      << " such training samples): its relative error is undefined; leave it "
-                         "out of the data, or use train.loss = \"mse\"");
-  }
+  if (!cfg.train.resume) check_training_targets();
 
   sampler_ = std::make_unique<Sampler>(train_samples(), bsz, cfg.data.shuffle,
                                        static_cast<std::uint64_t>(cfg.train.seed));
@@ -532,6 +523,18 @@ void Trainer::count_passes_left() {
                      drawn = sampler_->drawn(), bsz = cfg_.train.batch_size;
   total_steps_ = optimizer_->steps_taken() + (drawn < want ? (want - drawn + bsz - 1) / bsz : 0);
   schedule_ = make_schedule(cfg_, total_steps_);
+}
+
+void Trainer::check_training_targets() const {
+  if (loss_kind(cfg_.train) != LossKind::RelativeL2) return;
+  const std::vector<Index> zero = data_->zero_targets(train_);
+  TESSERA_CHECK(zero.empty(),
+                "train.loss = \"rel_l2\": the target of sample "
+                    << (zero.empty() ? 0 : zero[0]) << " of " << cfg_.data.path
+                    << " is zero everywhere" << (cfg_.data.normalize ? " after normalization" : "")
+                    << " (" << zero.size()
+                    << " such training samples): its relative error is undefined; leave it "
+                       "out of the data, or use train.loss = \"mse\"");
 }
 
 StepResult Trainer::step() {
@@ -799,6 +802,7 @@ void Trainer::restore(const io::Checkpoint& c) {
   if (restored_in.mean != input_norm().mean || restored_in.std != input_norm().std ||
       restored_out.mean != target_norm().mean || restored_out.std != target_norm().std)
     data_->renormalize(restored_in, restored_out);
+  check_training_targets();  // as the checkpoint normalizes them
 }
 
 }  // namespace tessera::app

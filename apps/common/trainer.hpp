@@ -145,8 +145,14 @@ class Trainer {
 
   io::Checkpoint checkpoint() const;
   void save(const std::string& path) const;
-  // Restores parameters, optimizer, sampler and step; the model must match.
+  // Restores parameters, optimizer, sampler and step; the model must match. The data then
+  // takes the checkpoint's normalization, and the training targets are checked under it.
   void restore(const io::Checkpoint& c);
+  // With train.loss = "rel_l2": throws (collective) naming the first training sample whose
+  // target, normalized as now, is zero everywhere (it has no relative error). The constructor
+  // runs it unless train.resume is set (a resume's normalization is the checkpoint's, known at
+  // restore(), which runs it); a resume that finds no checkpoint runs it itself.
+  void check_training_targets() const;
 
  private:
   // The checkpoint with parameters and optimizer state as entries made when written (one

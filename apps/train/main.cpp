@@ -234,6 +234,7 @@ int run(Context& ctx, int argc, char** argv) {
     if (!resumed && root)
       std::cout << "resume: no checkpoint in " << cfg.train.checkpoint_dir << ", starting at step 0"
                 << std::endl;
+    if (!resumed) tr.check_training_targets();  // under the data's own normalization
   }
 
   // Rows after the resumed step were written by the run that failed: they go.

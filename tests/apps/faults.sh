@@ -344,6 +344,40 @@ case "$case_name" in
       3 tessera-train cfg.toml --data.path=z.h5 --data.normalize=false --train.loss=rel_l2 \
       --train.validation_split=0 --train.checkpoint_dir=ck3 --train.metrics_csv=metrics3.csv
     echo "$out" | grep -q "^step 1/" && fail "training started"
+    # A resume takes the checkpoint's normalization: the check runs under it. r0's targets have
+    # mean 0.5 exactly (a checkerboard about it); in r1 sample 2 is 0.5 everywhere (zero under
+    # the checkpoint's normalization, not under r1's own, whose mean sample 0 moves); in r2
+    # sample 2 is r2's own mean everywhere (zero under r2's statistics, not the checkpoint's).
+    data
+    /usr/bin/python3 - <<'PY' || fail "h5py could not write the resume files"
+import h5py, numpy as np, shutil
+for name, centre, flat in (('r0.h5', 0.5, None), ('r1.h5', 0.5, 0.5), ('r2.h5', 0.75, 0.75)):
+    shutil.copy('train.h5', name)
+    with h5py.File(name, 'r+') as f:
+        p = f['/fields/pressure']
+        n = p.shape[0]
+        board = np.where(np.indices(p.shape[2:]).sum(0) % 2 == 0, 1.0, -1.0)
+        v = centre + board[None, None] * 2.0 ** -10 * np.arange(1, n + 1)[:, None, None, None]
+        if flat is not None:
+            v[2] = flat
+            if name == 'r1.h5':
+                v[0] += 0.25
+        p[...] = v.astype('f4')
+PY
+    expect_ok 3 tessera-train cfg.toml --data.path=r0.h5 --train.loss=rel_l2 \
+      --train.checkpoint_dir=ckR --train.metrics_csv=
+    cp -r ckR ckR2
+    expect_fail 30 "the target of sample 2 of r1.h5 is zero everywhere after normalization" \
+      3 tessera-train cfg.toml --data.path=r1.h5 --train.loss=rel_l2 --train.steps=4 \
+      --train.checkpoint_dir=ckR --train.metrics_csv= --resume
+    echo "$out" | grep -q "^step 3/" && fail "training went on after the resume"
+    expect_ok 3 tessera-train cfg.toml --data.path=r2.h5 --train.loss=rel_l2 --train.steps=4 \
+      --train.checkpoint_dir=ckR2 --train.metrics_csv= --resume
+    echo "$out" | grep -q "^step 4/4" || { echo "$out"; fail "the resume onto r2.h5 did not train"; }
+    # Without a checkpoint to resume, the file's own statistics: r2's sample 2 is refused.
+    expect_fail 30 "the target of sample 2 of r2.h5 is zero everywhere after normalization" \
+      3 tessera-train cfg.toml --data.path=r2.h5 --train.loss=rel_l2 --train.steps=4 \
+      --train.checkpoint_dir=ckR3 --train.metrics_csv= --resume
     ;;
   resume_past_steps)  # --resume of a checkpoint past train.steps: said, nothing trained
     data
@@ -700,6 +734,12 @@ PY
     echo "$out" | grep -q "exited on signal 12 (User defined signal 2)" ||
       { echo "$out"; fail "rank 1 did not end by the early SIGUSR2's default action"; }
     ls ckH/ckpt_* >/dev/null 2>&1 && fail "a checkpoint after an early SIGUSR2 (stop signal USR1)"
+    # An early warning and a config error: the error is said (the signal is not taken while it
+    # is reported, which would end the rank before its message).
+    TESSERA_FAULT_INJECT=start.usr1:0 run 3 tessera-train cfg.toml --optim.lrr=1
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "$out"; fail "exit $rc for a config error"; }
+    echo "$out" | grep -q "^tessera-train: error.*optim.lrr" ||
+      { echo "$out"; fail "the config error was not said after an early SIGUSR1"; }
     ;;
   validation_nonfinite)  # finite weights, but held-out samples (4, 5) the model overflows on
     data

@@ -318,6 +318,54 @@ TEST_CASE("training: a channel of one value normalizes to exactly zero", "[train
   MPI_CHECK(empty.count == 1 && empty.mean == 4.0 && empty.lo == 4.0);
 }
 
+TEST_CASE("training: summaries of data far from zero merge to the two-pass std", "[train]") {
+  // 3e7 + 2 x Bernoulli and 1e6 + N(0, 1) in float32 (the mean 10^7 times the spread): merged
+  // from 24 samples of 250 cells in several groupings (as ranks would), mean and std equal two
+  // passes in long double over every value to 1e-15 (kept as plain doubles, the means'
+  // rounding put 1e-11 into the std, differently for each grouping).
+  std::mt19937_64 rng(5);
+  std::bernoulli_distribution coin(0.5);
+  std::normal_distribution<double> g(0, 1);
+  for (const double base : {3e7, 1e6}) {
+    const Index n = 24, cells = 250;
+    SampleSummaries sm(n, 1);
+    std::vector<float> all;
+    for (Index s = 0; s < n; ++s) {
+      Tensor t = Tensor::empty({1, 1, cells}, DType::f32);
+      for (Index c = 0; c < cells; ++c) {
+        const double x = base == 3e7 ? base + 2.0 * coin(rng) : base + g(rng);
+        t.data<float>()[c] = static_cast<float>(x);
+        all.push_back(t.data<float>()[c]);
+      }
+      sm.add(s, t);
+    }
+    long double sum = 0, sq = 0;
+    for (float x : all) sum += x;
+    const long double mean = sum / static_cast<long double>(all.size());
+    for (float x : all) sq += (x - mean) * (x - mean);
+    const double want_mean = static_cast<double>(mean),
+                 want_std = static_cast<double>(std::sqrt(sq / all.size()));
+    std::vector<std::vector<Index>> groupings = {{}, {}, {}};  // one, halves, thirds
+    for (Index s = 0; s < n; ++s) groupings[0].push_back(s);
+    for (int parts : {2, 3}) {
+      ValueSummary merged;
+      for (int p = 0; p < parts; ++p) {
+        std::vector<Index> mine;
+        for (Index s = p * n / parts; s < (p + 1) * n / parts; ++s) mine.push_back(s);
+        merged.merge(sm.over(mine, MPI_COMM_SELF)[0]);
+      }
+      const Normalizer nz = normalizer_from({merged});
+      INFO("base " << base << ", " << parts << " groups: mean " << nz.mean[0] << " vs " << want_mean
+                   << ", std " << nz.std[0] << " vs " << want_std);
+      MPI_CHECK(std::abs(nz.mean[0] - want_mean) <= 1e-15 * std::abs(want_mean));
+      MPI_CHECK(std::abs(nz.std[0] - want_std) <= 1e-15 * want_std);
+    }
+    const Normalizer one = normalizer_from(sm.over(groupings[0], MPI_COMM_SELF));
+    INFO("base " << base << ", one group: std " << one.std[0] << " vs " << want_std);
+    MPI_CHECK(std::abs(one.std[0] - want_std) <= 1e-15 * want_std);
+  }
+}
+
 TEST_CASE("training: a streamed file cut short under the run is said to have changed", "[train]") {
   setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
   const std::string dir = test_dir("train-cut");
