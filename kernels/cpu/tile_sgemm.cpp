@@ -1,6 +1,9 @@
-// Per-thread caches of oneDNN matmul primitives. A primitive is planned with the calling
-// thread's OpenMP thread count set to one, so oneDNN neither splits the product's inner
-// dimension across threads nor starts a nested team inside the caller's parallel region.
+// Per-thread caches of oneDNN matmul primitives. A primitive is planned and run with the
+// calling thread's OpenMP thread count set to one, so oneDNN neither splits the product's
+// inner dimension across threads nor starts a nested team inside the caller's parallel
+// region. Both: the brgemm matmul (AVX-512) fixes its threads when planned, but the gemm-based
+// one (AVX2 only: oneDNN 2.6's "gemm:jit") takes them when run, and a lone call outside a
+// parallel region, with two threads, gave other bits than the same call inside a team.
 #include "kernels/cpu/tile_sgemm.hpp"
 
 #include <omp.h>
@@ -96,8 +99,16 @@ void tile_sgemm(char ta, char tb, Index m, Index n, Index k, float alpha, const 
   it->a.set_data_handle(const_cast<float*>(a));
   it->b.set_data_handle(const_cast<float*>(b));
   it->c.set_data_handle(c);
-  it->product.execute(stream,
-                      {{DNNL_ARG_SRC, it->a}, {DNNL_ARG_WEIGHTS, it->b}, {DNNL_ARG_DST, it->c}});
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);  // this thread's setting only, restored below
+  try {
+    it->product.execute(stream,
+                        {{DNNL_ARG_SRC, it->a}, {DNNL_ARG_WEIGHTS, it->b}, {DNNL_ARG_DST, it->c}});
+  } catch (...) {
+    omp_set_num_threads(threads);
+    throw;
+  }
+  omp_set_num_threads(threads);
 }
 
 }  // namespace tessera::kernels::cpu
